@@ -1,0 +1,1 @@
+console.log("control plane: to be written");

@@ -1,0 +1,93 @@
+/**
+ * Definitions as stored and shown by the admin API: normalised (aliases folded, legacy forms
+ * rewritten) with every default filled in. Field names follow the seed (snake_case on the wire).
+ */
+
+export type Balancing = 'roundrobin' | 'weight';
+
+export interface TargetDefinition {
+  target: string;
+  /** Only meaningful with `balancing: "weight"`; defaults to 1. */
+  weight?: number;
+}
+
+export interface UpstreamsDefinition {
+  balancing: Balancing;
+  targets: TargetDefinition[];
+}
+
+export interface ForwardingTimeouts {
+  /** Duration strings, e.g. "5s", "250ms". Defaults 30s / 60s. */
+  dial_timeout: string;
+  response_header_timeout: string;
+}
+
+export interface ProxyDefinition {
+  /** Absent when the API routes on hosts and/or methods only. */
+  listen_path?: string;
+  upstreams: UpstreamsDefinition;
+  /** Upper-case HTTP tokens, or ["ALL"] (the default). */
+  methods: string[];
+  strip_path: boolean;
+  append_path: boolean;
+  preserve_host: boolean;
+  insecure_skip_verify: boolean;
+  forwarding_timeouts: ForwardingTimeouts;
+}
+
+export interface OAuth2PluginDefinition {
+  name: 'oauth2';
+  enabled: boolean;
+  config: { server_name: string };
+}
+
+export type PluginDefinition = OAuth2PluginDefinition;
+
+export interface ApiDefinition {
+  name: string;
+  active: boolean;
+  hosts: string[];
+  proxy: ProxyDefinition;
+  plugins: PluginDefinition[];
+}
+
+export const JWT_ALGS = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384'] as const;
+export type JwtAlg = (typeof JWT_ALGS)[number];
+
+export interface JwtKeySetting {
+  alg: JwtAlg;
+  /** HS256/384/512: the shared secret; RS and ES algs: a PEM public key (SPKI or certificate). */
+  key: string;
+}
+
+export interface JwtTokenStrategy {
+  name: 'jwt';
+  /** Several entries = key rotation: valid under any one is valid. Legacy {"secret"} is folded in. */
+  settings: JwtKeySetting[];
+  /** Seconds of clock skew tolerated on exp/nbf (default 0). */
+  leeway: number;
+}
+
+export interface StorageTokenStrategy {
+  name: 'storage';
+  /** `default_ttl` (seconds) applies when the token response has no `expires_in`. */
+  settings: { default_ttl?: number };
+  leeway: number;
+}
+
+export type TokenStrategy = JwtTokenStrategy | StorageTokenStrategy;
+
+export const OAUTH_ENDPOINTS = ['token', 'authorize', 'introspect', 'revoke'] as const;
+export type OAuthEndpointName = (typeof OAUTH_ENDPOINTS)[number];
+
+export interface OAuthServerDefinition {
+  name: string;
+  oauth_endpoints: { token: ProxyDefinition } & Partial<Record<Exclude<OAuthEndpointName, 'token'>, ProxyDefinition>>;
+  token_strategy: TokenStrategy;
+}
+
+/** The whole configuration a snapshot carries. */
+export interface Definitions {
+  apis: ApiDefinition[];
+  oauthServers: OAuthServerDefinition[];
+}

@@ -1,0 +1,82 @@
+/**
+ * The one error type of Gatehouse and the one table that maps its codes to HTTP.
+ * Admin responses render `{"error": message}`; the proxy renders its fixed JSON-string body.
+ * Nothing else picks a status: library errors are translated into a GatehouseError at their
+ * boundary (one function per library) and rendered here.
+ */
+
+interface ErrorRow {
+  status: number;
+  /** Fixed body of the gateway's own responses (the proxy listener); admin errors use the message. */
+  gatewayBody?: string;
+}
+
+export const ERROR_TABLE = {
+  // admin API
+  VALIDATION_FAILED: { status: 400 },
+  BAD_JSON: { status: 400 },
+  BODY_TOO_LARGE: { status: 413 },
+  ADMIN_UNAUTHORIZED: { status: 401 },
+  ROUTE_NOT_FOUND: { status: 404 },
+  METHOD_NOT_ALLOWED: { status: 405 },
+  API_NOT_FOUND: { status: 404 },
+  API_NAME_TAKEN: { status: 409 },
+  API_LISTEN_PATH_TAKEN: { status: 409 },
+  OAUTH_SERVER_NOT_FOUND: { status: 404 },
+  OAUTH_SERVER_NAME_TAKEN: { status: 409 },
+  OAUTH_SERVER_IN_USE: { status: 409 },
+  STORE_UNAVAILABLE: { status: 503 },
+  INTERNAL: { status: 500, gatewayBody: 'internal server error' },
+  // proxy listener
+  NO_ROUTE: { status: 404, gatewayBody: 'no API found with those values' },
+  AUTH_HEADER_MISSING: { status: 400, gatewayBody: 'authorization field missing' },
+  BEARER_MALFORMED: { status: 400, gatewayBody: 'bearer token malformed' },
+  TOKEN_REJECTED: { status: 401, gatewayBody: 'access token not authorized' },
+  BAD_UPSTREAM_HOST: { status: 400, gatewayBody: 'invalid upstream host' },
+  UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway' },
+  UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout' },
+  NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded' },
+} as const satisfies Record<string, ErrorRow>;
+
+export type ErrorCode = keyof typeof ERROR_TABLE;
+
+export class GatehouseError extends Error {
+  readonly code: ErrorCode;
+  /** Dotted path of the offending field for validation errors, e.g. `proxy.upstreams.targets[0].target`. */
+  readonly field?: string;
+
+  constructor(code: ErrorCode, message: string, options?: { field?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'GatehouseError';
+    this.code = code;
+    this.field = options?.field;
+  }
+
+  get status(): number {
+    return ERROR_TABLE[this.code].status;
+  }
+}
+
+export function isGatehouseError(err: unknown): err is GatehouseError {
+  return err instanceof GatehouseError;
+}
+
+export function statusOf(code: ErrorCode): number {
+  return ERROR_TABLE[code].status;
+}
+
+/** Body the proxy listener sends for its own errors: a JSON string. */
+export function gatewayBody(code: ErrorCode): string {
+  const row: ErrorRow = ERROR_TABLE[code];
+  return JSON.stringify(row.gatewayBody ?? 'internal server error');
+}
+
+/** Body the admin API sends for an error. */
+export function adminBody(err: GatehouseError): string {
+  return JSON.stringify({ error: err.message });
+}
+
+/** 5xx is logged at error, everything else lower (fastify's rule). */
+export function logLevelOf(code: ErrorCode): 'error' | 'info' {
+  return statusOf(code) >= 500 ? 'error' : 'info';
+}

@@ -42,8 +42,10 @@ export interface GatehouseProto {
   service: grpc.ServiceDefinition;
   /** Client constructor for the SnapshotService. */
   Client: grpc.ServiceClientConstructor;
-  /** Encode a SnapshotPush once, send the same bytes to every data plane. */
-  encodePush(push: object): Buffer;
+  /** Encode a Snapshot message once per version (go-control-plane: encode once, send many). */
+  encodeSnapshot(snapshot: object): Buffer;
+  /** SnapshotPush bytes for one stream: the per-stream nonce around already-encoded snapshot bytes. */
+  wrapPush(nonce: string, snapshotBytes: Buffer): Buffer;
 }
 
 export function loadGatehouseProto(): GatehouseProto {
@@ -53,7 +55,7 @@ export function loadGatehouseProto(): GatehouseProto {
   };
   const Client = loaded.gatehouse.v1.SnapshotService;
   const root = protobuf.loadSync(PROTO_PATH);
-  const PushType = root.lookupType('gatehouse.v1.SnapshotPush');
+  const SnapshotType = root.lookupType('gatehouse.v1.Snapshot');
   const original = Client.service.StreamSnapshots;
   const service: grpc.ServiceDefinition = {
     ...Client.service,
@@ -66,7 +68,10 @@ export function loadGatehouseProto(): GatehouseProto {
   return {
     service,
     Client,
-    encodePush: (push) => Buffer.from(PushType.encode(PushType.fromObject(push)).finish()),
+    encodeSnapshot: (snapshot) => Buffer.from(SnapshotType.encode(SnapshotType.fromObject(snapshot)).finish()),
+    // SnapshotPush { string nonce = 1; Snapshot snapshot = 2; }: tags 0x0a and 0x12, length-delimited.
+    wrapPush: (nonce, snapshotBytes) =>
+      Buffer.from(protobuf.Writer.create().uint32(0x0a).string(nonce).uint32(0x12).bytes(snapshotBytes).finish()),
   };
 }
 

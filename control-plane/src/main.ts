@@ -1,1 +1,97 @@
-console.log("control plane: to be written");
+/**
+ * Control plane entry: creates every instance and wires the pipeline
+ *   admin REST (admin/) → store (store/) → snapshot builder (snapshot/) → gRPC stream (grpc/) → data planes
+ * and shuts them down in reverse order on SIGTERM/SIGINT.
+ */
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
+import { loadGatehouseProto, serverCredentials } from '#proto/grpc';
+import { createLogger, type Logger } from '#proto/logger';
+import { loadConfig, type ControlPlaneConfig } from './config.js';
+import { openFileStore } from './store/file-store.js';
+import { createSnapshotBuilder } from './snapshot/snapshot-builder.js';
+import { createSnapshotServer } from './grpc/snapshot-server.js';
+import { createControlPlaneMetrics } from './metrics/control-plane-metrics.js';
+import { resolveAdminSecrets } from './admin/admin-credentials.js';
+import { createAdminAuth } from './admin/admin-auth.js';
+import { createAdminApp } from './admin/app.js';
+
+/** Slow or idle clients must not hold the admin port open forever. */
+const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
+const ADMIN_HEADERS_TIMEOUT_MS = 10_000;
+
+async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
+  const store = await openFileStore({ dataDir: config.dataDir, logger });
+  const secrets = await resolveAdminSecrets(config, logger);
+  const proto = loadGatehouseProto();
+  const snapshots = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, logger });
+
+  // The gRPC server needs the metrics callbacks and the metrics read the server: late-bound getter.
+  const metrics = createControlPlaneMetrics({
+    snapshotVersion: () => snapshots.current().version,
+    connectedDataPlanes: () => grpcServer.dataPlanes().length,
+    defaultMetrics: true,
+  });
+  const grpcServer = createSnapshotServer({
+    snapshots,
+    service: proto.service,
+    wrapPush: proto.wrapPush,
+    credentials: serverCredentials(config.grpcTls),
+    logger,
+    callbacks: metrics.streamCallbacks,
+  });
+  const grpcPort = await grpcServer.listen(config.grpcHost, config.grpcPort);
+  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null }, 'listening');
+
+  const auth = createAdminAuth({
+    user: config.adminUser,
+    password: secrets.password,
+    jwtSecret: secrets.jwtSecret,
+    tokenTtlSeconds: config.adminTokenTtlSeconds,
+  });
+  const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, metrics, logger });
+  const http = createServer({ requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS }, app);
+  http.listen(config.adminPort, config.adminHost);
+  await once(http, 'listening');
+  logger.info({ listener: 'admin', port: (http.address() as AddressInfo).port, host: config.adminHost }, 'listening');
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+    const deadlineAt = Date.now() + config.shutdownTimeoutMs;
+    const deadline = setTimeout(() => {
+      logger.warn('shutdown timed out; closing remaining connections');
+      http.closeAllConnections();
+    }, config.shutdownTimeoutMs);
+    deadline.unref();
+    // Reverse order of creation: admin HTTP (in-flight writes finish), gRPC streams, builder, store.
+    const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
+    http.closeIdleConnections();
+    await httpClosed;
+    await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
+    snapshots.close();
+    await store.close();
+    clearTimeout(deadline);
+    logger.info('stopped');
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+function fail(logger: Logger, err: unknown): never {
+  logger.fatal({ err }, 'control plane failed to start');
+  process.exit(1);
+}
+
+let config: ControlPlaneConfig;
+try {
+  config = loadConfig(process.env);
+} catch (err) {
+  fail(createLogger('control-plane', 'info'), err);
+}
+const logger = createLogger('control-plane', config.logLevel);
+main(config, logger).catch((err: unknown) => fail(logger, err));

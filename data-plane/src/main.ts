@@ -1,1 +1,109 @@
-console.log("data plane: to be written");
+/**
+ * Data-plane process: wires the instances together (the only place that holds them), binds the
+ * proxy and status listeners, connects to the control plane, and shuts down gracefully.
+ */
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { clientCredentials, loadGatehouseProto, tlsFilesFromEnv } from '#proto/grpc';
+import { createLogger, type Logger } from '#proto/logger';
+import { createTokenStore } from './auth/index.js';
+import { loadConfig, type DataPlaneConfig } from './config.js';
+import { createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
+import { createStatusServer } from './status/index.js';
+import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
+
+function softwareVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+/** SNAPSHOT_CACHE at cold start: serve the last configuration while no control plane answers. */
+function applyCachedSnapshot(cache: SnapshotCache, holder: SnapshotHolder, logger: Logger): void {
+  try {
+    const message = cache.load();
+    if (!message) return;
+    const result = holder.apply(message);
+    if (result.ok) logger.info({ path: cache.path, version: result.version, hash: result.hash }, 'serving cached snapshot');
+    else logger.warn({ path: cache.path, err: result.error }, 'cached snapshot rejected');
+  } catch (err) {
+    logger.warn({ path: cache.path, err: err instanceof Error ? err.message : String(err) }, 'could not read the snapshot cache');
+  }
+}
+
+async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
+  const credentials = clientCredentials(tlsFilesFromEnv(process.env));
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
+  const holder = createSnapshotHolder({ tokenStore, logger, registry });
+  const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
+  if (cache) applyCachedSnapshot(cache, holder, logger);
+
+  const pools = createUpstreamPools();
+  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry) });
+  const status = createStatusServer({ holder, registry, logger });
+  const proxyPort = await proxy.listen(config.proxyPort, config.proxyHost);
+  logger.info({ listener: 'proxy', port: proxyPort }, 'listening');
+  const statusPort = await status.listen(config.statusPort, config.statusHost);
+  logger.info({ listener: 'status', port: statusPort }, 'listening');
+
+  const anyInterface = !config.proxyHost || config.proxyHost === '0.0.0.0' || config.proxyHost === '::';
+  const client = createSnapshotClient({
+    proto: loadGatehouseProto(),
+    address: config.controlPlaneAddr,
+    credentials,
+    holder,
+    identity: {
+      id: config.dataplaneId,
+      hostname: hostname(),
+      proxyAddress: `${anyInterface ? hostname() : config.proxyHost}:${proxyPort}`,
+      softwareVersion: softwareVersion(),
+    },
+    backoff: { baseMs: config.reconnectBackoffBaseMs, maxMs: config.reconnectBackoffMaxMs },
+    logger,
+    cache,
+  });
+  client.start();
+  logger.info({ controlPlane: config.controlPlaneAddr, id: config.dataplaneId }, 'connecting to control plane');
+
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+    // Should a step hang, still leave: the orchestrator is about to kill us anyway.
+    setTimeout(() => {
+      logger.error('shutdown did not complete in time');
+      process.exit(1);
+    }, config.shutdownTimeoutMs + 5_000).unref();
+    status.markDraining();
+    await client.close();
+    const drained = await proxy.close(config.shutdownTimeoutMs);
+    await status.close();
+    await pools.close();
+    await tokenStore.close();
+    logger.info({ drained }, 'stopped');
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+const logger = createLogger('data-plane');
+let config: DataPlaneConfig;
+try {
+  config = loadConfig(process.env);
+} catch (err) {
+  logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
+  process.exit(1);
+}
+run(config, logger).catch((err: unknown) => {
+  logger.fatal({ err }, 'data plane failed to start');
+  process.exit(1);
+});

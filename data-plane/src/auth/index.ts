@@ -2,8 +2,16 @@
  * Bearer-token enforcement (SPEC §5) for one applied snapshot.
  * OWNER: auth helper. Exported names/types are a contract; extend, don't rename.
  */
+import { pino } from 'pino';
+import { GatehouseError } from '#proto/errors';
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
+import type { Logger } from '#proto/logger';
+import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
+import { createTokenObserver } from './token-observer.js';
 import type { TokenStore } from './token-store.js';
+
+export type { TokenStore } from './token-store.js';
+export { createTokenStore, createMemoryTokenStore, createRedisTokenStore } from './token-store.js';
 
 /** Follows one request/response pair through an OAuth endpoint route (storage strategy). */
 export interface EndpointObserver {
@@ -26,12 +34,82 @@ export interface Authorizer {
   observe(route: CompiledRoute): EndpointObserver | null;
 }
 
+export type AuthLogger = Pick<Logger, 'info' | 'warn' | 'debug'>;
+
+/**
+ * The bearer token of an Authorization header value, or the error its shape calls for (SPEC §4 order):
+ * absent or not `<scheme> <token>` → AUTH_HEADER_MISSING; scheme other than Bearer → BEARER_MALFORMED.
+ * A lone `Bearer` is a Bearer header with an empty token (Node trims `Bearer ` to `Bearer`): TOKEN_REJECTED.
+ */
+export function parseAuthorization(value: string | undefined): string {
+  const m = value === undefined ? null : /^(\S+)(?: +(\S+))?$/.exec(value.trim());
+  if (!m) throw new GatehouseError('AUTH_HEADER_MISSING', 'authorization field missing');
+  const [, scheme, token] = m;
+  const bearer = scheme.toLowerCase() === 'bearer';
+  if (token === undefined) {
+    if (bearer) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: empty token');
+    throw new GatehouseError('AUTH_HEADER_MISSING', 'authorization field missing');
+  }
+  if (!bearer) throw new GatehouseError('BEARER_MALFORMED', 'bearer token malformed');
+  return token;
+}
+
 /** Built once per applied snapshot; keys were imported by compile, tokenStore outlives snapshots. */
 export function createAuthorizer(deps: {
   servers: ReadonlyMap<string, CompiledOAuthServer>;
   tokenStore: TokenStore;
   /** Seconds since epoch; injectable for tests. */
   now?: () => number;
+  logger?: AuthLogger;
 }): Authorizer {
-  throw new Error('not implemented');
+  const { servers, tokenStore } = deps;
+  const now = deps.now ?? (() => Date.now() / 1000);
+  const logger: AuthLogger = deps.logger ?? pino({ enabled: false });
+
+  const verifiers = new Map<string, JwtVerifier>();
+  for (const [name, server] of servers) {
+    const strategy = server.definition.token_strategy;
+    if (strategy.name === 'jwt') {
+      verifiers.set(name, createJwtVerifier({ keys: server.jwtKeys, leeway: strategy.leeway ?? 0, now }));
+    }
+  }
+
+  async function checkStored(serverName: string, token: string): Promise<void> {
+    let stored: boolean;
+    try {
+      stored = await tokenStore.has(serverName, token);
+    } catch (err) {
+      logger.warn({ server: serverName, err: err instanceof Error ? err.message : String(err) }, 'token store unavailable, request refused');
+      throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token store unavailable', { cause: err });
+    }
+    if (!stored) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: unknown or expired token');
+  }
+
+  return {
+    async check(route, authorization) {
+      if (route.kind !== 'api' || !route.oauth2) return;
+      const token = parseAuthorization(authorization);
+      const serverName = route.oauth2.serverName;
+      const server = servers.get(serverName);
+      // Fail closed: a reference to a server the snapshot lacks protects nothing by accident.
+      if (!server) throw new GatehouseError('TOKEN_REJECTED', `access token not authorized: oauth server ${serverName} missing`);
+      const verifier = verifiers.get(serverName);
+      if (verifier) return verifier.verify(token);
+      return checkStored(serverName, token);
+    },
+
+    observe(route) {
+      if (route.kind !== 'oauth-endpoint') return null;
+      if (route.endpoint !== 'token' && route.endpoint !== 'revoke') return null;
+      const strategy = servers.get(route.name)?.definition.token_strategy;
+      if (strategy?.name !== 'storage') return null;
+      return createTokenObserver({
+        server: route.name,
+        endpoint: route.endpoint,
+        store: tokenStore,
+        defaultTtl: strategy.settings?.default_ttl,
+        logger,
+      });
+    },
+  };
 }

@@ -3,13 +3,13 @@
  * No I/O, no clock, no module state; lookup never throws (find-my-way's `find`).
  * OWNER: compile/routing helper. Exported names/types are a contract; extend, don't rename.
  */
-import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
+import type { CompiledRoute } from '#proto/compile/index';
 
 export interface RequestFacts {
   method: string;
   /** Raw Host header (may carry a port); undefined when absent. */
   host: string | undefined;
-  /** Path only, no query string, as received (percent-encoding kept). */
+  /** Path only, no query string: the output of normalizePath(raw path), which is also what is forwarded. */
   path: string;
 }
 
@@ -26,11 +26,6 @@ export interface RoutingTable {
   match(req: RequestFacts): RouteMatch | null;
 }
 
-/** Priority baked in at build: longest literal prefix, then more conditions, then name. */
-export function buildRoutingTable(routes: readonly CompiledRoute[]): RoutingTable {
-  throw new Error('not implemented');
-}
-
 export interface UpstreamTarget {
   /** `http://host:port` or `https://host:port`, the key of the undici pool. */
   origin: string;
@@ -40,14 +35,12 @@ export interface UpstreamTarget {
   host: string;
 }
 
+/** Priority baked in at build: longest literal prefix, then more conditions, then name (see router.ts). */
+export { buildRoutingTable } from './router.js';
 /**
  * SPEC §4 rewrite table. `query` is the client's raw query string without '?', '' when none.
  * Throws GatehouseError('BAD_UPSTREAM_HOST') when substituted placeholders do not form a valid hostname.
  */
-export function rewrite(
-  match: RouteMatch,
-  target: CompiledTarget,
-  request: { path: string; query: string; host: string | undefined },
-): UpstreamTarget {
-  throw new Error('not implemented');
-}
+export { rewrite, joinPaths } from './rewrite.js';
+/** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
+export { normalizePath } from '#proto/compile/normalize-path';

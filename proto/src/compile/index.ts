@@ -5,6 +5,8 @@
  * OWNER: compile/routing helper. Exported names/types are a contract; extend, don't rename.
  */
 import type { KeyObject } from 'node:crypto';
+import { GatehouseError } from '../errors.js';
+import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import type {
   ApiDefinition,
   Definitions,
@@ -13,6 +15,18 @@ import type {
   OAuthServerDefinition,
   ProxyDefinition,
 } from '../definition/types.js';
+import { compileHostPattern } from './host-match.js';
+import { compileJwtKeys } from './jwt-keys.js';
+import { compileListenPath } from './listen-path.js';
+import { compileTarget } from './target.js';
+import type { TargetPlan } from './target.js';
+
+export { compileListenPath } from './listen-path.js';
+export { compileHostPattern, hostMatcher, hostMatches, normalizeHost } from './host-match.js';
+export type { HostMatcher } from './host-match.js';
+export { compileTarget, resolveTarget } from './target.js';
+export type { ResolvedTarget, TargetPlan } from './target.js';
+export { normalizePath, normalizePercentEncoding } from './normalize-path.js';
 
 export interface ListenPathMatch {
   /** Captured `{name}` values. */
@@ -35,6 +49,8 @@ export interface CompiledTarget {
   /** The target URL template as defined, e.g. `http://{service}:9000/x`. */
   template: string;
   weight: number;
+  /** The template parsed and validated once; `rewrite` resolves it per request. */
+  plan?: TargetPlan;
 }
 
 export interface CompiledRoute {
@@ -76,15 +92,138 @@ export interface CompiledConfig {
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
 }
 
+const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+function invalid(field: string, message: string): never {
+  throw new GatehouseError('VALIDATION_FAILED', message, { field });
+}
+
+interface CompiledProxy {
+  listenPath: CompiledListenPath | null;
+  methods: ReadonlySet<string> | null;
+  targets: CompiledTarget[];
+}
+
+/** `prefix` is how the admin API names the proxy object: `proxy` or `oauth_endpoints.token`. */
+function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
+  const lpField = `${prefix}.listen_path`;
+  const listenPath = proxy.listen_path === undefined ? null : compileListenPath(proxy.listen_path, lpField);
+  let methods: Set<string> | null = new Set();
+  (proxy.methods ?? []).forEach((m, i) => {
+    const upper = typeof m === 'string' ? m.toUpperCase() : '';
+    if (!HTTP_TOKEN.test(upper)) invalid(`${prefix}.methods[${i}]`, `${prefix}.methods[${i}] is not an HTTP method`);
+    methods?.add(upper);
+  });
+  if (methods.size === 0 || methods.has('ALL')) methods = null;
+  const targets = proxy.upstreams?.targets ?? [];
+  if (targets.length === 0) {
+    invalid(`${prefix}.upstreams.targets`, `${prefix}.upstreams.targets must contain at least one target`);
+  }
+  const paramNames = listenPath?.paramNames ?? [];
+  const compiledTargets = targets.map((t, i): CompiledTarget => {
+    const weight = t.weight ?? 1;
+    const field = `${prefix}.upstreams.targets[${i}]`;
+    if (!Number.isInteger(weight) || weight < 0) invalid(`${field}.weight`, `${field}.weight must be a non-negative integer`);
+    return { template: t.target, weight, plan: compileTarget(t.target, paramNames, `${field}.target`, lpField) };
+  });
+  return { listenPath, methods, targets: compiledTargets };
+}
+
+/**
+ * Compile one API definition (active or not) into its route. Throws GatehouseError VALIDATION_FAILED
+ * naming the field as the admin API shows it. Cross-references (oauth2 → server) are checked by
+ * compileDefinitions, which sees the whole configuration.
+ */
 export function compileApi(api: ApiDefinition): CompiledRoute {
-  throw new Error('not implemented');
+  const hosts = [...new Set((api.hosts ?? []).map((h, i) => compileHostPattern(h, `hosts[${i}]`)))];
+  const { listenPath, methods, targets } = compileProxy(api.proxy, 'proxy');
+  if (!listenPath && hosts.length === 0 && !methods) {
+    invalid('proxy.listen_path', 'proxy.listen_path is required (or at least one of hosts, proxy.methods)');
+  }
+  const oauth2 = api.plugins?.find((p) => p.name === 'oauth2' && p.enabled);
+  return {
+    id: `api:${api.name}`,
+    kind: 'api',
+    name: api.name,
+    hosts,
+    methods,
+    listenPath,
+    proxy: api.proxy,
+    targets,
+    conditionCount: (hosts.length > 0 ? 1 : 0) + (methods ? 1 : 0),
+    ...(oauth2 ? { oauth2: { serverName: oauth2.config.server_name } } : {}),
+  };
 }
 
+/** Compile an OAuth server: one route per endpoint present (never oauth2-protected), jwt keys imported. */
 export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuthServer {
-  throw new Error('not implemented');
+  const routes = OAUTH_ENDPOINTS.flatMap((endpoint): CompiledRoute[] => {
+    const proxy = server.oauth_endpoints?.[endpoint];
+    if (!proxy) return [];
+    const prefix = `oauth_endpoints.${endpoint}`;
+    if (proxy.listen_path === undefined) invalid(`${prefix}.listen_path`, `${prefix}.listen_path is required`);
+    const { listenPath, methods, targets } = compileProxy(proxy, prefix);
+    return [
+      {
+        id: `oauth:${server.name}:${endpoint}`,
+        kind: 'oauth-endpoint',
+        name: server.name,
+        endpoint,
+        hosts: [],
+        methods,
+        listenPath,
+        proxy,
+        targets,
+        conditionCount: methods ? 1 : 0,
+      },
+    ];
+  });
+  const strategy = server.token_strategy;
+  const jwtKeys = strategy.name === 'jwt' ? compileJwtKeys(strategy.settings, 'token_strategy.settings') : [];
+  return { definition: server, routes, jwtKeys };
 }
 
-/** Whole-configuration compile: every definition plus cross-references (oauth2 → existing server). */
+/**
+ * Whole-configuration compile: every definition plus cross-references (oauth2 → existing server).
+ * Inactive APIs are compiled too (validation is complete) but produce no route.
+ */
 export function compileDefinitions(defs: Definitions): CompiledConfig {
-  throw new Error('not implemented');
+  const oauthServers = new Map<string, CompiledOAuthServer>();
+  for (const server of defs.oauthServers) {
+    if (oauthServers.has(server.name)) invalid('name', `name: oauth server "${server.name}" is defined more than once`);
+    oauthServers.set(server.name, compileOAuthServer(server));
+  }
+  const routes: CompiledRoute[] = [];
+  const apiNames = new Set<string>();
+  for (const api of defs.apis) {
+    if (apiNames.has(api.name)) invalid('name', `name: api "${api.name}" is defined more than once`);
+    apiNames.add(api.name);
+    const route = compileApi(api);
+    checkPluginReferences(api, oauthServers);
+    if (api.active) routes.push(route);
+  }
+  for (const server of oauthServers.values()) routes.push(...server.routes);
+  return { routes, oauthServers };
+}
+
+/** Every oauth2 plugin, enabled or not, must name an existing OAuth server. */
+export function checkPluginReferences(api: ApiDefinition, servers: { has(name: string): boolean }): void {
+  (api.plugins ?? []).forEach((p, i) => {
+    if (p.name !== 'oauth2') return;
+    const field = `plugins[${i}].config.server_name`;
+    const serverName = p.config?.server_name;
+    if (!servers.has(serverName)) invalid(field, `${field}: oauth server "${serverName}" not found`);
+  });
+}
+
+/**
+ * Two routes with the same key cannot be told apart by a request (same listen_path, hosts and
+ * methods, as order-insensitive sets): the admin API answers 409 `api listen path is already registered`.
+ */
+export function routeConflictKey(route: CompiledRoute): string {
+  return JSON.stringify([
+    route.listenPath?.source ?? null,
+    [...new Set(route.hosts)].sort(),
+    route.methods ? [...route.methods].sort() : ['ALL'],
+  ]);
 }

@@ -3,10 +3,58 @@
  * against its alg: HS* → secret; RS* → RSA public key; ES256 → P-256, ES384 → P-384 public key.
  * OWNER: auth helper. Signature is a contract.
  */
-import type { JwtKeySetting } from '../definition/types.js';
+import { X509Certificate, createPublicKey, createSecretKey, type KeyObject } from 'node:crypto';
+import { GatehouseError } from '../errors.js';
+import { JWT_ALGS, type JwtAlg, type JwtKeySetting } from '../definition/types.js';
 import type { CompiledJwtKey } from './index.js';
+
+/** jose refuses smaller RSA keys at verification time; refusing them here keeps the error at the admin API. */
+const MIN_RSA_BITS = 2048;
+
+const EC_CURVES: Partial<Record<JwtAlg, string>> = { ES256: 'prime256v1', ES384: 'secp384r1' };
+const EC_CURVE_NAMES: Partial<Record<JwtAlg, string>> = { ES256: 'P-256', ES384: 'P-384' };
 
 /** `field` is the settings path for messages, e.g. `token_strategy.settings` → `token_strategy.settings[1].key ...`. */
 export function compileJwtKeys(settings: readonly JwtKeySetting[], field: string): CompiledJwtKey[] {
-  throw new Error('not implemented');
+  return settings.map((setting, i) => ({ alg: setting.alg, key: importKey(setting, `${field}[${i}]`) }));
+}
+
+function importKey({ alg, key }: JwtKeySetting, at: string): KeyObject {
+  const keyField = `${at}.key`;
+  const fail = (message: string): never => {
+    throw new GatehouseError('VALIDATION_FAILED', `${keyField} ${message}`, { field: keyField });
+  };
+  if (!(JWT_ALGS as readonly string[]).includes(alg)) {
+    throw new GatehouseError('VALIDATION_FAILED', `${at}.alg must be one of ${JWT_ALGS.join(', ')}`, {
+      field: `${at}.alg`,
+    });
+  }
+  if (typeof key !== 'string' || key.trim() === '') return fail('is required');
+
+  if (alg.startsWith('HS')) {
+    // A PEM used as an HMAC secret is the classic RS→HS confusion set-up: never what an operator means.
+    if (key.includes('-----BEGIN')) return fail(`is a PEM key, not a shared secret for ${alg}`);
+    return createSecretKey(Buffer.from(key, 'utf8'));
+  }
+
+  if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) return fail(`is a private key; ${alg} needs a public key`);
+  const kind = alg.startsWith('RS') ? 'RSA' : `EC ${EC_CURVE_NAMES[alg]}`;
+  const invalid = `is not a valid ${kind} public key for ${alg}`;
+  let publicKey: KeyObject;
+  try {
+    publicKey = key.includes('-----BEGIN CERTIFICATE-----')
+      ? new X509Certificate(key).publicKey
+      : createPublicKey({ key, format: 'pem' });
+  } catch {
+    return fail(invalid);
+  }
+  if (publicKey.type !== 'public') return fail(invalid);
+  const details = publicKey.asymmetricKeyDetails ?? {};
+  if (alg.startsWith('RS')) {
+    if (publicKey.asymmetricKeyType !== 'rsa') return fail(invalid);
+    if ((details.modulusLength ?? 0) < MIN_RSA_BITS) return fail(`is an RSA key shorter than ${MIN_RSA_BITS} bits`);
+    return publicKey;
+  }
+  if (publicKey.asymmetricKeyType !== 'ec' || details.namedCurve !== EC_CURVES[alg]) return fail(invalid);
+  return publicKey;
 }

@@ -1,21 +1,11 @@
 /**
  * Validate + normalise raw admin input into stored definitions (defaults filled).
- * OWNER: definitions helper. Signatures are a contract; bodies are to be written.
+ * Errors: GatehouseError('VALIDATION_FAILED', '<field path> ...', { field }) for the first problem found.
+ * Unknown members are stripped silently (Janus-era clients send extra fields); null members count
+ * as absent. Deeper checks (listen_path parameter syntax and regexes, target URLs, oauth2 server
+ * existence, PEM keys) belong to the compile stage (proto/src/compile).
  */
-import type { ApiDefinition, OAuthServerDefinition } from './types.js';
-
 export * from './types.js';
-
-/** Throws GatehouseError('VALIDATION_FAILED', '<field> ...', { field }) on the first problem found. */
-export function parseApiDefinition(raw: unknown): ApiDefinition {
-  throw new Error('not implemented');
-}
-
-export function parseOAuthServer(raw: unknown): OAuthServerDefinition {
-  throw new Error('not implemented');
-}
-
-/** RFC 7396 JSON merge patch: members replace, objects merge, arrays replace, null removes. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  throw new Error('not implemented');
-}
+export { parseApiDefinition } from './api-schema.js';
+export { parseOAuthServer } from './oauth-server-schema.js';
+export { mergePatch } from './merge-patch.js';

@@ -1,0 +1,267 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
+import { createLogger } from '#proto/logger';
+import { parseApiDefinition, type Definitions } from '#proto/definition/index';
+import { openFileStore } from '../store/file-store.js';
+import type { DefinitionStore } from '../store/index.js';
+import { createSnapshotBuilder, type SnapshotBuilder } from '../snapshot/snapshot-builder.js';
+import { createSnapshotServer, type DataPlaneStatus, type SnapshotServer } from './snapshot-server.js';
+
+const logger = createLogger('control-plane', 'silent');
+const proto = loadGatehouseProto();
+
+interface Push {
+  nonce: string;
+  snapshot: { version: number; hash: string; apis: Array<{ name: string }> };
+}
+
+const withApi = (name: string) => (defs: Definitions): Definitions => ({
+  ...defs,
+  apis: [
+    ...defs.apis,
+    parseApiDefinition({
+      name,
+      proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000' }] } },
+    }),
+  ],
+});
+
+/** A data plane as the wire sees it: a real grpc-js client on a real port. */
+function connect(port: number) {
+  const client = new proto.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+  const call = (client as unknown as { StreamSnapshots(): grpc.ClientDuplexStream<object, Push> }).StreamSnapshots();
+  const received: Push[] = [];
+  let wake: (() => void) | null = null;
+  let ended = false;
+  call.on('data', (push: Push) => {
+    received.push(push);
+    wake?.();
+  });
+  call.on('error', () => undefined);
+  call.on('end', () => {
+    ended = true;
+    wake?.();
+  });
+  let read = 0;
+  return {
+    send: (message: object) => call.write(message),
+    hello: (id: string, extra: object = {}) =>
+      call.write({ hello: { id, hostname: `${id}.local`, proxy_address: '127.0.0.1:8080', ...extra } }),
+    async next(timeoutMs = 5000): Promise<Push> {
+      const deadline = Date.now() + timeoutMs;
+      while (read >= received.length) {
+        if (Date.now() > deadline) throw new Error('no push received');
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 50);
+        });
+      }
+      return received[read++];
+    },
+    async expectNoPush(ms = 300): Promise<void> {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      expect(received.slice(read)).toEqual([]);
+    },
+    ended: () => ended,
+    close() {
+      call.cancel();
+      client.close();
+    },
+  };
+}
+
+async function until<T>(probe: () => T | undefined | null | false, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+let dir: string;
+let store: DefinitionStore;
+let builder: SnapshotBuilder;
+let server: SnapshotServer;
+let port: number;
+let clients: Array<ReturnType<typeof connect>>;
+const counts = { push: 0, ack: 0, nack: 0, connect: 0, disconnect: 0 };
+const t0 = new Date('2030-01-02T03:04:05.000Z');
+
+const dataPlane = (id: string): DataPlaneStatus | undefined => server.dataPlanes().find((d) => d.id === id);
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'gatehouse-grpc-'));
+  store = await openFileStore({ dataDir: dir, logger });
+  builder = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, logger });
+  Object.assign(counts, { push: 0, ack: 0, nack: 0, connect: 0, disconnect: 0 });
+  server = createSnapshotServer({
+    snapshots: builder,
+    service: proto.service,
+    wrapPush: proto.wrapPush,
+    credentials: grpc.ServerCredentials.createInsecure(),
+    logger,
+    now: () => t0,
+    callbacks: {
+      onPush: () => counts.push++,
+      onAck: () => counts.ack++,
+      onNack: () => counts.nack++,
+      onConnect: () => counts.connect++,
+      onDisconnect: () => counts.disconnect++,
+    },
+  });
+  port = await server.listen('127.0.0.1', 0);
+  clients = [];
+});
+
+afterEach(async () => {
+  for (const c of clients) c.close();
+  await server.close(1000);
+  builder.close();
+  await store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const open = () => {
+  const c = connect(port);
+  clients.push(c);
+  return c;
+};
+
+describe('snapshot server', () => {
+  test('Hello → the current snapshot, and the data plane is listed with its identity', async () => {
+    await store.update(withApi('a'));
+    const dp = open();
+    dp.hello('dp-1', { software_version: '1.2.3' });
+    const push = await dp.next();
+    expect(push.nonce).toBe('1');
+    expect(push.snapshot).toMatchObject({ version: 2, hash: builder.current().hash });
+    expect(push.snapshot.apis.map((a) => a.name)).toEqual(['a']);
+    const status = await until(() => dataPlane('dp-1'));
+    expect(status).toMatchObject({
+      id: 'dp-1',
+      hostname: 'dp-1.local',
+      proxy_address: '127.0.0.1:8080',
+      software_version: '1.2.3',
+      connected_since: t0.toISOString(),
+      version: null,
+      hash: null,
+      last_ack: null,
+      last_nack: null,
+    });
+    expect(status.address).toMatch(/127\.0\.0\.1/);
+    expect(counts).toMatchObject({ connect: 1, push: 1 });
+  });
+
+  test('nothing is pushed before Hello', async () => {
+    const dp = open();
+    await dp.expectNoPush();
+    expect(server.dataPlanes()).toEqual([]);
+  });
+
+  test('a store write pushes the new version to every data plane with a per-stream increasing nonce', async () => {
+    const [one, two] = [open(), open()];
+    one.hello('dp-1');
+    two.hello('dp-2');
+    await one.next();
+    await two.next();
+    await store.update(withApi('a'));
+    const [p1, p2] = [await one.next(), await two.next()];
+    expect(p1.nonce).toBe('2');
+    expect(p2.nonce).toBe('2');
+    expect(p1.snapshot).toEqual(p2.snapshot);
+    expect(p1.snapshot.version).toBe(2); // fresh store at revision 1, one write
+    await store.update(withApi('b'));
+    expect((await one.next()).nonce).toBe('3');
+  });
+
+  test('an ACK echoing the last nonce records version, hash and time', async () => {
+    const dp = open();
+    dp.hello('dp-1');
+    const push = await dp.next();
+    dp.send({ ack: { version: push.snapshot.version, nonce: push.nonce } });
+    const status = await until(() => dataPlane('dp-1')?.last_ack && dataPlane('dp-1'));
+    expect(status).toMatchObject({
+      version: push.snapshot.version,
+      hash: push.snapshot.hash,
+      last_ack: { version: push.snapshot.version, at: t0.toISOString() },
+      last_nack: null,
+    });
+    expect(counts.ack).toBe(1);
+  });
+
+  test('a reply with a stale nonce is ignored; the reply to the last nonce counts', async () => {
+    const dp = open();
+    dp.hello('dp-1');
+    const first = await dp.next();
+    await store.update(withApi('a'));
+    const second = await dp.next();
+    dp.send({ ack: { version: first.snapshot.version, nonce: first.nonce } });
+    dp.send({ ack: { version: 99, nonce: 'not-a-nonce' } });
+    dp.send({ nack: { version: second.snapshot.version, nonce: second.nonce, error: 'bad regex in api a' } });
+    const status = await until(() => dataPlane('dp-1')?.last_nack && dataPlane('dp-1'));
+    expect(status.last_ack).toBeNull();
+    expect(status.version).toBeNull();
+    expect(counts.ack).toBe(0);
+  });
+
+  test('a NACK records version and error and keeps the last ACKed version', async () => {
+    const dp = open();
+    dp.hello('dp-1');
+    const first = await dp.next();
+    dp.send({ ack: { version: first.snapshot.version, nonce: first.nonce } });
+    await until(() => dataPlane('dp-1')?.last_ack);
+    await store.update(withApi('a'));
+    const second = await dp.next();
+    dp.send({ nack: { version: second.snapshot.version, nonce: second.nonce, error: 'cannot compile' } });
+    const status = await until(() => dataPlane('dp-1')?.last_nack && dataPlane('dp-1'));
+    expect(status).toMatchObject({
+      version: first.snapshot.version,
+      last_ack: { version: first.snapshot.version },
+      last_nack: { version: second.snapshot.version, error: 'cannot compile', at: t0.toISOString() },
+    });
+    expect(counts.nack).toBe(1);
+  });
+
+  test('unchanged content → no new version and no push', async () => {
+    const dp = open();
+    dp.hello('dp-1');
+    const first = await dp.next();
+    const result = await store.update((defs) => ({ ...defs }));
+    expect(result.changed).toBe(false);
+    await dp.expectNoPush();
+    expect(builder.current().version).toBe(first.snapshot.version);
+  });
+
+  test('a Hello with the current hash still gets a push (its ACK confirms the state)', async () => {
+    const dp = open();
+    const { version, hash } = builder.current();
+    dp.hello('dp-1', { version, hash });
+    expect((await dp.next()).snapshot.hash).toBe(hash);
+    expect(await until(() => dataPlane('dp-1'))).toMatchObject({ version, hash });
+  });
+
+  test('a closed stream removes the data plane from the list', async () => {
+    const dp = open();
+    dp.hello('dp-1');
+    await dp.next();
+    await until(() => dataPlane('dp-1'));
+    dp.close();
+    await until(() => server.dataPlanes().length === 0);
+    expect(counts.disconnect).toBe(1);
+  });
+
+  test('close() ends every stream and returns well before its timeout', async () => {
+    const dp = open();
+    dp.hello('dp-1');
+    await dp.next();
+    const started = Date.now();
+    await server.close(5000);
+    expect(Date.now() - started).toBeLessThan(2000);
+    await until(() => dp.ended());
+  });
+});

@@ -1,0 +1,218 @@
+/**
+ * gRPC SnapshotService server. Each data plane holds one StreamSnapshots stream: it says Hello,
+ * receives the current snapshot, then every new version; it answers each push with an ACK or NACK
+ * echoing the push's nonce. Only a reply to the last nonce sent on that stream counts
+ * (go-control-plane's rule), so a late answer to an older push never overwrites newer state.
+ * The server sees snapshots, never the store.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { CHANNEL_OPTIONS } from '#proto/grpc';
+import type { Logger } from '#proto/logger';
+import type { EncodedSnapshot, SnapshotSource } from '../snapshot/snapshot-builder.js';
+
+/** One connected data plane, as GET /dataplanes shows it. */
+export interface DataPlaneStatus {
+  id: string;
+  hostname: string;
+  /** Peer address of the stream as the CP sees it. */
+  address: string;
+  proxy_address: string;
+  software_version: string;
+  /** ISO time the stream said Hello. */
+  connected_since: string;
+  /** Version/hash the DP last ACKed (or announced in its Hello); null when it holds none. */
+  version: number | null;
+  hash: string | null;
+  last_ack: { version: number; at: string } | null;
+  last_nack: { version: number; error: string; at: string } | null;
+}
+
+/** Observation hooks (go-control-plane's Callbacks): metrics hang off these. */
+export interface StreamCallbacks {
+  onConnect?(dp: DataPlaneStatus): void;
+  onDisconnect?(dp: DataPlaneStatus): void;
+  onPush?(dp: DataPlaneStatus, snapshot: EncodedSnapshot): void;
+  onAck?(dp: DataPlaneStatus): void;
+  onNack?(dp: DataPlaneStatus): void;
+}
+
+export interface SnapshotServerOptions {
+  snapshots: SnapshotSource;
+  /** From loadGatehouseProto(): the service whose serializer passes pre-encoded Buffers through. */
+  service: grpc.ServiceDefinition;
+  wrapPush(nonce: string, snapshotBytes: Buffer): Buffer;
+  credentials: grpc.ServerCredentials;
+  logger: Logger;
+  callbacks?: StreamCallbacks;
+  now?: () => Date;
+}
+
+export interface SnapshotServer {
+  /** Binds and starts serving; resolves with the bound port (useful with port 0). */
+  listen(host: string, port: number): Promise<number>;
+  /** Read-only view of the connected data planes. */
+  dataPlanes(): DataPlaneStatus[];
+  /** Ends every stream, then drains; forces the shutdown after `timeoutMs`. */
+  close(timeoutMs: number): Promise<void>;
+}
+
+interface DataPlaneMessage {
+  kind?: 'hello' | 'ack' | 'nack';
+  hello?: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string };
+  ack?: { version: number; nonce: string };
+  nack?: { version: number; nonce: string; error: string };
+}
+
+type Call = grpc.ServerDuplexStream<DataPlaneMessage, Buffer>;
+
+interface Stream {
+  call: Call;
+  status: DataPlaneStatus | null;
+  nonce: number;
+  /** What the last push on this stream carried. */
+  sent: { nonce: string; version: number; hash: string } | null;
+  /** The transport is full: skip pushes until 'drain', then send only the newest snapshot. */
+  blocked: boolean;
+}
+
+/** Data-plane messages are small; only pushes need the large limit. */
+const MAX_INBOUND_BYTES = 4 * 1024 * 1024;
+const MAX_FIELD_CHARS = 256;
+const MAX_ERROR_CHARS = 4096;
+
+const clip = (value: unknown, max: number): string => String(value ?? '').slice(0, max);
+
+export function createSnapshotServer(options: SnapshotServerOptions): SnapshotServer {
+  const { snapshots, wrapPush, credentials, logger, callbacks = {}, now = () => new Date() } = options;
+  const server = new grpc.Server({ ...CHANNEL_OPTIONS, 'grpc.max_receive_message_length': MAX_INBOUND_BYTES });
+  const streams = new Set<Stream>();
+
+  function push(stream: Stream, snapshot: EncodedSnapshot): void {
+    if (stream.blocked || stream.call.cancelled || !stream.status) return;
+    const nonce = String(++stream.nonce);
+    stream.sent = { nonce, version: snapshot.version, hash: snapshot.hash };
+    const flushed = stream.call.write(wrapPush(nonce, snapshot.bytes));
+    callbacks.onPush?.(stream.status, snapshot);
+    logger.debug({ dataplane: stream.status.id, version: snapshot.version, nonce }, 'snapshot pushed');
+    if (!flushed) {
+      stream.blocked = true;
+      stream.call.once('drain', () => {
+        stream.blocked = false;
+        const latest = snapshots.current();
+        if (latest.hash !== stream.sent?.hash) push(stream, latest);
+      });
+    }
+  }
+
+  function onHello(stream: Stream, hello: NonNullable<DataPlaneMessage['hello']>): void {
+    if (stream.status) return; // one Hello per stream; later ones change nothing
+    const address = stream.call.getPeer();
+    stream.status = {
+      id: clip(hello.id, MAX_FIELD_CHARS) || address,
+      hostname: clip(hello.hostname, MAX_FIELD_CHARS),
+      address,
+      proxy_address: clip(hello.proxy_address, MAX_FIELD_CHARS),
+      software_version: clip(hello.software_version, MAX_FIELD_CHARS),
+      connected_since: now().toISOString(),
+      version: hello.version ? Number(hello.version) : null,
+      hash: hello.hash ? clip(hello.hash, MAX_FIELD_CHARS) : null,
+      last_ack: null,
+      last_nack: null,
+    };
+    logger.info({ dataplane: stream.status.id, address, version: stream.status.version }, 'data plane connected');
+    callbacks.onConnect?.(stream.status);
+    // Always push on connect, even when the DP holds the same hash: its ACK confirms the state.
+    push(stream, snapshots.current());
+  }
+
+  /** The reply counts only when it echoes the last nonce sent on this stream. */
+  function answered(stream: Stream, nonce: string): NonNullable<Stream['sent']> | null {
+    if (!stream.status || !stream.sent || stream.sent.nonce !== nonce) {
+      logger.debug({ dataplane: stream.status?.id, nonce, expected: stream.sent?.nonce }, 'stale reply ignored');
+      return null;
+    }
+    return stream.sent;
+  }
+
+  function onMessage(stream: Stream, message: DataPlaneMessage): void {
+    if (message.kind === 'hello' && message.hello) return onHello(stream, message.hello);
+    if (message.kind === 'ack' && message.ack) {
+      const sent = answered(stream, message.ack.nonce);
+      if (!sent || !stream.status) return;
+      stream.status.version = sent.version;
+      stream.status.hash = sent.hash;
+      stream.status.last_ack = { version: sent.version, at: now().toISOString() };
+      callbacks.onAck?.(stream.status);
+      return;
+    }
+    if (message.kind === 'nack' && message.nack) {
+      const sent = answered(stream, message.nack.nonce);
+      if (!sent || !stream.status) return;
+      const error = clip(message.nack.error, MAX_ERROR_CHARS);
+      stream.status.last_nack = { version: sent.version, error, at: now().toISOString() };
+      logger.warn({ dataplane: stream.status.id, version: sent.version, error }, 'data plane rejected snapshot');
+      callbacks.onNack?.(stream.status);
+    }
+  }
+
+  function streamSnapshots(call: Call): void {
+    const stream: Stream = { call, status: null, nonce: 0, sent: null, blocked: false };
+    streams.add(stream);
+    let closed = false;
+    const close = (reason: string) => {
+      if (closed) return;
+      closed = true;
+      streams.delete(stream);
+      if (stream.status) {
+        logger.info({ dataplane: stream.status.id, reason }, 'data plane disconnected');
+        callbacks.onDisconnect?.(stream.status);
+      }
+    };
+    call.on('data', (message: DataPlaneMessage) => onMessage(stream, message));
+    call.on('end', () => {
+      close('stream ended');
+      call.end();
+    });
+    call.on('error', (err) => close(err.message));
+    call.on('cancelled', () => close('cancelled'));
+    call.on('close', () => close('closed'));
+  }
+
+  server.addService(options.service, { StreamSnapshots: streamSnapshots });
+  const unsubscribe = snapshots.subscribe((snapshot) => {
+    for (const stream of streams) push(stream, snapshot);
+  });
+
+  return {
+    listen(host, port) {
+      const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+      return new Promise((resolve, reject) => {
+        server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound)));
+      });
+    },
+
+    dataPlanes() {
+      return [...streams].flatMap((s) =>
+        s.status ? [{ ...s.status, last_ack: s.status.last_ack && { ...s.status.last_ack }, last_nack: s.status.last_nack && { ...s.status.last_nack } }] : [],
+      );
+    },
+
+    close(timeoutMs) {
+      unsubscribe();
+      // Streams never end by themselves: end them so the DPs reconnect elsewhere and the drain can finish.
+      for (const stream of streams) stream.call.end();
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          logger.warn('gRPC drain timed out; forcing shutdown');
+          server.forceShutdown();
+          resolve();
+        }, timeoutMs);
+        timer.unref();
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,89 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import protobuf from 'protobufjs';
+import { PROTO_PATH, loadGatehouseProto } from '#proto/grpc';
+import { createLogger } from '#proto/logger';
+import { parseApiDefinition, type Definitions } from '#proto/definition/index';
+import { definitionsHash } from '#proto/snapshot/codec';
+import { openFileStore } from '../store/file-store.js';
+import type { DefinitionStore } from '../store/index.js';
+import { createSnapshotBuilder, type EncodedSnapshot, type SnapshotBuilder } from './snapshot-builder.js';
+
+const logger = createLogger('control-plane', 'silent');
+const proto = loadGatehouseProto();
+const Snapshot = protobuf.loadSync(PROTO_PATH).lookupType('gatehouse.v1.Snapshot');
+
+const withApi = (name: string) => (defs: Definitions): Definitions => ({
+  ...defs,
+  apis: [
+    ...defs.apis,
+    parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }] } } }),
+  ],
+});
+
+let dir: string;
+let store: DefinitionStore;
+let builder: SnapshotBuilder;
+let encodes: number;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'gatehouse-snapshot-'));
+  store = await openFileStore({ dataDir: dir, logger });
+  encodes = 0;
+  builder = createSnapshotBuilder({
+    store,
+    encodeSnapshot: (message) => {
+      encodes++;
+      return proto.encodeSnapshot(message);
+    },
+    logger,
+  });
+});
+
+afterEach(async () => {
+  builder.close();
+  await store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('snapshot builder', () => {
+  test('the initial snapshot is the store content at its revision', () => {
+    const current = builder.current();
+    expect(current).toMatchObject({ version: 1, hash: definitionsHash({ apis: [], oauthServers: [] }) });
+    expect(Snapshot.toObject(Snapshot.decode(current.bytes), { longs: Number, defaults: true })).toMatchObject({
+      version: 1,
+      hash: current.hash,
+      apis: [],
+    });
+  });
+
+  test('each store change becomes one version, encoded once and announced to subscribers', async () => {
+    const seen: EncodedSnapshot[] = [];
+    builder.subscribe((s) => seen.push(s));
+    await store.update(withApi('a'));
+    expect(seen.map((s) => s.version)).toEqual([2]);
+    expect(builder.current()).toBe(seen[0]);
+    expect(builder.current().bytes).toBe(builder.current().bytes);
+    expect(encodes).toBe(2); // initial + one change
+    const decoded = Snapshot.toObject(Snapshot.decode(seen[0].bytes), { longs: Number }) as { version: number; hash: string; apis: Array<{ name: string }> };
+    expect(decoded.version).toBe(2);
+    expect(decoded.hash).toBe(store.current().hash);
+    expect(decoded.apis.map((a) => a.name)).toEqual(['a']);
+  });
+
+  test('an unchanged store produces no version and no event', async () => {
+    const seen: EncodedSnapshot[] = [];
+    builder.subscribe((s) => seen.push(s));
+    await store.update((defs) => ({ ...defs }));
+    expect(seen).toEqual([]);
+    expect(builder.current().version).toBe(1);
+    expect(encodes).toBe(1);
+  });
+
+  test('after close no more versions are built', async () => {
+    builder.close();
+    await store.update(withApi('a'));
+    expect(builder.current().version).toBe(1);
+  });
+});

@@ -1,0 +1,140 @@
+/**
+ * jwt token strategy (SPEC §5): signature with the server's own keys and algs only, then exp/nbf with leeway.
+ * One verifier per OAuth server per applied snapshot: its key imports and its cache die with the snapshot.
+ */
+import { createHash, webcrypto } from 'node:crypto';
+import { decodeProtectedHeader, jwtVerify, errors as joseErrors } from 'jose';
+import { GatehouseError } from '#proto/errors';
+import type { CompiledJwtKey } from '#proto/compile/index';
+import type { JwtAlg } from '#proto/definition/types';
+
+export interface JwtVerifier {
+  /** Resolves when the token is valid; rejects with GatehouseError TOKEN_REJECTED otherwise. */
+  verify(token: string): Promise<void>;
+  /** Successful verifications currently remembered (metrics, tests). */
+  cachedCount(): number;
+}
+
+export interface JwtVerifierOptions {
+  keys: readonly CompiledJwtKey[];
+  /** Seconds of clock skew tolerated on exp and nbf. */
+  leeway: number;
+  /** Seconds since epoch (fractions allowed); injectable so tests freeze time instead of sleeping. */
+  now?: () => number;
+  /** Successful verifications remembered, least recently used dropped first. */
+  cacheSize?: number;
+  /** Seconds a cached success is trusted at most (it never outlives the token's exp either). */
+  cacheMaxAge?: number;
+}
+
+export const DEFAULT_CACHE_SIZE = 10_000;
+export const DEFAULT_CACHE_MAX_AGE = 300;
+/** Longer headers are not tokens anyone issued; refusing them bounds parse and hash work. */
+export const MAX_TOKEN_LENGTH = 8192;
+
+const HASHES: Record<JwtAlg, string> = {
+  HS256: 'SHA-256', HS384: 'SHA-384', HS512: 'SHA-512',
+  RS256: 'SHA-256', RS384: 'SHA-384', RS512: 'SHA-512',
+  ES256: 'SHA-256', ES384: 'SHA-384',
+};
+
+/** The one place a jose (or key import) failure becomes a Gatehouse error; the reason goes to the message for logs. */
+export function tokenRejected(err: unknown): GatehouseError {
+  const reason = err instanceof joseErrors.JOSEError ? err.code : err instanceof Error ? err.message : String(err);
+  return new GatehouseError('TOKEN_REJECTED', `access token not authorized: ${reason}`, { cause: err });
+}
+
+/** WebCrypto keys for jose, so verification does no key conversion per request. */
+function importForAlg({ alg, key }: CompiledJwtKey): Promise<webcrypto.CryptoKey> {
+  const hash = HASHES[alg];
+  if (alg.startsWith('HS')) {
+    return webcrypto.subtle.importKey('raw', key.export(), { name: 'HMAC', hash }, false, ['verify']);
+  }
+  const spki = key.export({ type: 'spki', format: 'der' });
+  const algorithm = alg.startsWith('RS')
+    ? { name: 'RSASSA-PKCS1-v1_5', hash }
+    : { name: 'ECDSA', namedCurve: alg === 'ES256' ? 'P-256' : 'P-384' };
+  return webcrypto.subtle.importKey('spki', spki, algorithm, false, ['verify']);
+}
+
+export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
+  const now = options.now ?? (() => Date.now() / 1000);
+  const cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
+  const cacheMaxAge = options.cacheMaxAge ?? DEFAULT_CACHE_MAX_AGE;
+  const algorithms = [...new Set(options.keys.map((k) => k.alg))];
+  const imported = new Map<CompiledJwtKey, Promise<webcrypto.CryptoKey>>();
+  /** sha256(token) → seconds since epoch until which the success stands. Map order = recency. */
+  const cache = new Map<string, number>();
+
+  const cryptoKey = (k: CompiledJwtKey) => {
+    let p = imported.get(k);
+    if (!p) {
+      p = importForAlg(k);
+      imported.set(k, p);
+    }
+    return p;
+  };
+
+  function cached(id: string, at: number): boolean {
+    const until = cache.get(id);
+    if (until === undefined) return false;
+    cache.delete(id);
+    if (until <= at) return false;
+    cache.set(id, until); // most recently used goes last
+    return true;
+  }
+
+  function remember(id: string, at: number, exp: number | undefined): void {
+    const until = Math.min(exp ?? Infinity, at + cacheMaxAge);
+    if (until <= at || cacheSize <= 0) return;
+    while (cache.size >= cacheSize) {
+      const oldest = cache.keys().next();
+      if (oldest.done) break;
+      cache.delete(oldest.value);
+    }
+    cache.set(id, until);
+  }
+
+  async function verifyUncached(token: string, at: number): Promise<number | undefined> {
+    const { alg } = decodeProtectedHeader(token);
+    // Only keys declared for the token's own alg are tried: `none`, unlisted algs and an HMAC token against an
+    // RSA/EC server find no key at all; jose re-checks alg and key type below.
+    const candidates = options.keys.filter((k) => k.alg === alg);
+    if (candidates.length === 0) throw new joseErrors.JOSEAlgNotAllowed(`alg ${String(alg)} is not accepted`);
+    let lastError: unknown;
+    for (const candidate of candidates) {
+      try {
+        const { payload } = await jwtVerify(token, await cryptoKey(candidate), {
+          algorithms,
+          clockTolerance: options.leeway,
+          currentDate: new Date(at * 1000),
+        });
+        return payload.exp;
+      } catch (err) {
+        // A claim failure means this key's signature matched: another key (rotation) cannot change the verdict.
+        if (err instanceof joseErrors.JWTClaimValidationFailed) throw err;
+        lastError = err;
+      }
+    }
+    throw lastError;
+  }
+
+  return {
+    async verify(token) {
+      if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
+        throw tokenRejected(new joseErrors.JWTInvalid('token empty or too long'));
+      }
+      const at = now();
+      const id = createHash('sha256').update(token).digest('base64');
+      if (cached(id, at)) return;
+      let exp: number | undefined;
+      try {
+        exp = await verifyUncached(token, at);
+      } catch (err) {
+        throw tokenRejected(err);
+      }
+      remember(id, at, exp);
+    },
+    cachedCount: () => cache.size,
+  };
+}

@@ -1,0 +1,65 @@
+/**
+ * Data-plane configuration from environment variables (SPEC §1 plus the process contract).
+ * Read once by main.ts; everything else receives the values it needs.
+ */
+import { hostname } from 'node:os';
+import { parseDuration } from '#proto/duration';
+
+export interface DataPlaneConfig {
+  /** Bind address; undefined = every interface (Node's default, IPv4 and IPv6). */
+  proxyHost: string | undefined;
+  proxyPort: number;
+  statusHost: string | undefined;
+  statusPort: number;
+  /** `host:port` of the control plane's gRPC listener. */
+  controlPlaneAddr: string;
+  /** Unset = in-process token store. */
+  redisUrl: string | undefined;
+  logLevel: string;
+  dataplaneId: string;
+  reconnectBackoffBaseMs: number;
+  reconnectBackoffMaxMs: number;
+  shutdownTimeoutMs: number;
+  /** Optional file holding the last applied snapshot, served at cold start. */
+  snapshotCache: string | undefined;
+}
+
+function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value > 65535) throw new Error(`${name} must be a port number (0-65535), got "${raw}"`);
+  return value;
+}
+
+function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
+  const raw = env[name] || fallback;
+  try {
+    return parseDuration(raw);
+  } catch (err) {
+    throw new Error(`${name} must be a duration such as "500ms" or "30s", got "${raw}"`, { cause: err });
+  }
+}
+
+/** Throws with a message naming the variable when a value is malformed. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
+  const config: DataPlaneConfig = {
+    proxyHost: env.PROXY_HOST || undefined,
+    proxyPort: port(env, 'PROXY_PORT', 8080),
+    statusHost: env.STATUS_HOST || undefined,
+    statusPort: port(env, 'STATUS_PORT', 8083),
+    controlPlaneAddr: env.CONTROL_PLANE_ADDR || '127.0.0.1:8082',
+    redisUrl: env.REDIS_URL || undefined,
+    logLevel: env.LOG_LEVEL || 'info',
+    dataplaneId: env.DATAPLANE_ID || `${hostname()}-${process.pid}`,
+    reconnectBackoffBaseMs: duration(env, 'RECONNECT_BACKOFF_BASE', '500ms'),
+    reconnectBackoffMaxMs: duration(env, 'RECONNECT_BACKOFF_MAX', '30s'),
+    shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
+    snapshotCache: env.SNAPSHOT_CACHE || undefined,
+  };
+  if (config.reconnectBackoffBaseMs <= 0) throw new Error('RECONNECT_BACKOFF_BASE must be greater than 0');
+  if (config.reconnectBackoffMaxMs < config.reconnectBackoffBaseMs) {
+    throw new Error('RECONNECT_BACKOFF_MAX must not be smaller than RECONNECT_BACKOFF_BASE');
+  }
+  return config;
+}

@@ -1,0 +1,99 @@
+import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
+
+const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', requestId: 'rid' };
+
+/** Pairs of the flat undici list, names lower-cased. */
+function pairs(flat: string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!.toLowerCase(), flat[i + 1]!]);
+  return out;
+}
+
+describe('upstreamRequestHeaders', () => {
+  test.each([
+    ['Connection itself', ['Connection', 'keep-alive'], 'connection'],
+    ['Keep-Alive', ['Keep-Alive', 'timeout=5'], 'keep-alive'],
+    ['Proxy-Authorization', ['Proxy-Authorization', 'Basic x'], 'proxy-authorization'],
+    ['TE', ['TE', 'trailers'], 'te'],
+    ['Trailer', ['Trailer', 'X-T'], 'trailer'],
+    ['Transfer-Encoding', ['Transfer-Encoding', 'chunked'], 'transfer-encoding'],
+    ['Upgrade', ['Upgrade', 'websocket'], 'upgrade'],
+    ['a header named in Connection', ['Connection', 'close, X-Private', 'X-Private', 'secret'], 'x-private'],
+    ['Expect (answered by the gateway itself)', ['Expect', '100-continue'], 'expect'],
+  ])('drops %s', (_name, raw, dropped) => {
+    const names = pairs(upstreamRequestHeaders(raw, facts)).map(([n]) => n);
+    expect(names).not.toContain(dropped);
+  });
+
+  test('keeps end-to-end headers, duplicates and order; Authorization unchanged', () => {
+    const raw = ['Accept', 'a/b', 'Authorization', 'Bearer t', 'X-Dup', '1', 'X-Dup', '2'];
+    expect(pairs(upstreamRequestHeaders(raw, facts)).slice(0, 4)).toEqual([
+      ['accept', 'a/b'],
+      ['authorization', 'Bearer t'],
+      ['x-dup', '1'],
+      ['x-dup', '2'],
+    ]);
+  });
+
+  test.each([
+    ['fresh trail', [], '10.0.0.1', 'http', 'gw.test'],
+    ['appends to what the client sent', ['X-Forwarded-For', '1.1.1.1', 'X-Forwarded-Proto', 'https', 'X-Forwarded-Host', 'edge'], '1.1.1.1, 10.0.0.1', 'https, http', 'edge, gw.test'],
+    ['joins repeated header lines first', ['X-Forwarded-For', '1.1.1.1', 'X-Forwarded-For', '2.2.2.2'], '1.1.1.1, 2.2.2.2, 10.0.0.1', 'http', 'gw.test'],
+  ])('X-Forwarded-*: %s', (_name, raw, xff, xfp, xfh) => {
+    const got = Object.fromEntries(pairs(upstreamRequestHeaders(raw, facts)));
+    expect([got['x-forwarded-for'], got['x-forwarded-proto'], got['x-forwarded-host']]).toEqual([xff, xfp, xfh]);
+  });
+
+  test('Host and X-Request-Id are the gateway\'s, once each', () => {
+    const raw = ['Host', 'evil', 'X-Request-Id', 'client', 'host', 'evil2'];
+    const list = pairs(upstreamRequestHeaders(raw, facts));
+    expect(list.filter(([n]) => n === 'host')).toEqual([['host', 'upstream:9000']]);
+    expect(list.filter(([n]) => n === 'x-request-id')).toEqual([['x-request-id', 'rid']]);
+  });
+});
+
+describe('clientResponseHeaders', () => {
+  test('drops hop-by-hop and Connection-named headers, keeps the rest, sets X-Request-Id', () => {
+    const out = clientResponseHeaders(
+      {
+        connection: 'close, x-internal',
+        'x-internal': '1',
+        'keep-alive': 'timeout=9',
+        'transfer-encoding': 'chunked',
+        'proxy-authenticate': 'Basic',
+        'set-cookie': ['a=1', 'b=2'],
+        'x-request-id': 'upstream-made-this-up',
+        'content-type': 'text/plain',
+      },
+      'rid',
+    );
+    expect(out).toEqual({ 'set-cookie': ['a=1', 'b=2'], 'content-type': 'text/plain', 'x-request-id': 'rid' });
+  });
+});
+
+describe('requestIdOf', () => {
+  test.each([
+    ['a sane id is kept', 'abc-123', 'abc-123'],
+    ['200 visible characters are kept', 'x'.repeat(200), 'x'.repeat(200)],
+    ['201 characters are replaced', 'x'.repeat(201), null],
+    ['a space is replaced', 'a b', null],
+    ['a non-ASCII id is replaced', 'idé', null],
+    ['empty is replaced', '', null],
+    ['absent is generated', undefined, null],
+  ])('%s', (_name, header, kept) => {
+    const id = requestIdOf(header);
+    if (kept !== null) expect(id).toBe(kept);
+    else expect(id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('clientIpOf', () => {
+  test.each([
+    ['IPv4-mapped IPv6 is shown as IPv4', '::ffff:127.0.0.1', '127.0.0.1'],
+    ['plain IPv6 stays', '::1', '::1'],
+    ['plain IPv4 stays', '10.1.2.3', '10.1.2.3'],
+    ['unknown', undefined, undefined],
+  ])('%s', (_name, input, expected) => {
+    expect(clientIpOf(input)).toBe(expected);
+  });
+});

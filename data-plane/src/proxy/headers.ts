@@ -1,0 +1,113 @@
+/**
+ * Header rules of the forwarded request and response (SPEC §4, RFC 9110 §7.6.1): hop-by-hop
+ * headers (and any named in Connection) stop at the gateway in both directions; the upstream
+ * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to). */
+const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect']);
+
+/** Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased. */
+function connectionTokens(values: readonly string[]): Set<string> {
+  const tokens = new Set<string>();
+  for (const value of values) {
+    for (const token of value.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name) tokens.add(name);
+    }
+  }
+  return tokens;
+}
+
+/** A client-supplied id is kept only when it is 1-200 visible ASCII characters. */
+const SANE_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
+export function requestIdOf(header: string | string[] | undefined): string {
+  const value = Array.isArray(header) ? header[0] : header;
+  return value !== undefined && SANE_REQUEST_ID.test(value) ? value : randomUUID();
+}
+
+/** `::ffff:127.0.0.1` (IPv4 on a dual-stack socket) is written as `127.0.0.1`. */
+export function clientIpOf(remoteAddress: string | undefined): string | undefined {
+  if (!remoteAddress) return undefined;
+  return remoteAddress.startsWith('::ffff:') && remoteAddress.includes('.') ? remoteAddress.slice(7) : remoteAddress;
+}
+
+function appended(previous: string[], value: string | undefined): string | undefined {
+  if (value === undefined) return previous.length ? previous.join(', ') : undefined;
+  return previous.length ? `${previous.join(', ')}, ${value}` : value;
+}
+
+export interface ForwardFacts {
+  /** Host header for the upstream (from rewrite). */
+  host: string;
+  clientIp: string | undefined;
+  /** The client's Host header, for X-Forwarded-Host. */
+  clientHost: string | undefined;
+  requestId: string;
+}
+
+/**
+ * Upstream request headers as undici's flat [name, value, ...] list, built from the client's raw
+ * headers so duplicates and order survive.
+ */
+export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: ForwardFacts): string[] {
+  const connection: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'connection') connection.push(rawHeaders[i + 1]!);
+  }
+  const named = connection.length ? connectionTokens(connection) : null;
+  const forwardedFor: string[] = [];
+  const forwardedProto: string[] = [];
+  const forwardedHost: string[] = [];
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    const value = rawHeaders[i + 1]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
+    if (REPLACED.has(lower)) {
+      if (lower === 'x-forwarded-for') forwardedFor.push(value);
+      else if (lower === 'x-forwarded-proto') forwardedProto.push(value);
+      else if (lower === 'x-forwarded-host') forwardedHost.push(value);
+      continue;
+    }
+    out.push(name, value);
+  }
+  out.push('host', facts.host);
+  const xff = appended(forwardedFor, facts.clientIp);
+  if (xff !== undefined) out.push('x-forwarded-for', xff);
+  out.push('x-forwarded-proto', appended(forwardedProto, 'http')!);
+  const xfh = appended(forwardedHost, facts.clientHost);
+  if (xfh !== undefined) out.push('x-forwarded-host', xfh);
+  out.push('x-request-id', facts.requestId);
+  return out;
+}
+
+/** Response headers for the client: the upstream's minus hop-by-hop, plus our X-Request-Id. */
+export function clientResponseHeaders(upstream: IncomingHttpHeaders, requestId: string): OutgoingHttpHeaders {
+  const connection = upstream.connection;
+  const named = connection ? connectionTokens(Array.isArray(connection) ? connection : [connection]) : null;
+  const out: OutgoingHttpHeaders = {};
+  for (const name in upstream) {
+    const value = upstream[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || named?.has(name)) continue;
+    out[name] = value;
+  }
+  out['x-request-id'] = requestId;
+  return out;
+}

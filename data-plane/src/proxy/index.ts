@@ -1,0 +1,7 @@
+/** Forward stage of the pipeline: the proxy listener and its upstream connections. */
+export { createBalancer, type Balancer } from './balancer.js';
+export { clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
+export { createProxyMetrics, type ProxyMetrics } from './proxy-metrics.js';
+export { createProxyServer, type ProxyServer } from './proxy-server.js';
+export { upstreamError } from './upstream-error.js';
+export { BODY_TIMEOUT_MS, createUpstreamPools, type UpstreamPools } from './upstream-pools.js';

@@ -1,0 +1,498 @@
+/**
+ * The real proxy listener on an ephemeral loopback port, configured through the real apply path
+ * (parseApiDefinition → toSnapshotMessage → holder.apply → compile → routing table), in front of
+ * real node:http(s) upstreams. Assertions are on what the upstream received and the client got.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, request as rawRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { parseApiDefinition, parseOAuthServer } from '#proto/definition/index';
+import { toSnapshotMessage } from '#proto/snapshot/codec';
+import { httpRequest } from '../../../test/helpers/http-request.js';
+import { createMemoryTokenStore } from '../auth/index.js';
+import { createSnapshotHolder } from '../sync/snapshot-holder.js';
+import { createProxyMetrics } from './proxy-metrics.js';
+import { createProxyServer } from './proxy-server.js';
+import { createUpstreamPools } from './upstream-pools.js';
+
+const silent = pino({ enabled: false });
+
+interface Received {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  rawHeaders: string[];
+  bodySha256: string;
+  bodyLength: number;
+}
+
+interface Upstream {
+  origin: string;
+  port: number;
+  received: Received[];
+  close(): Promise<void>;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: Buffer) => void;
+
+/** Answers 200 with a JSON echo of what it received, unless a handler says otherwise. */
+const echo: Handler = (req, res, body) => {
+  const text = JSON.stringify({ url: req.url, length: body.length });
+  res.writeHead(200, { 'content-type': 'application/json', 'x-upstream': 'yes' });
+  res.end(text);
+};
+
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (closers.length) await closers.pop()!();
+});
+
+function listen(server: NetServer): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+function closeServer(server: NetServer & { closeAllConnections?: () => void }): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections?.();
+  });
+}
+
+async function startUpstream(handler: Handler = echo, tls?: { key: Buffer; cert: Buffer }): Promise<Upstream> {
+  const received: Received[] = [];
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    const hash = createHash('sha256');
+    const chunks: Buffer[] = [];
+    let length = 0;
+    req.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      length += chunk.length;
+      if (length <= 1024 * 1024) chunks.push(chunk);
+    });
+    req.on('end', () => {
+      received.push({
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        bodySha256: hash.digest('hex'),
+        bodyLength: length,
+      });
+      handler(req, res, Buffer.concat(chunks));
+    });
+  };
+  const server = tls ? createHttpsServer(tls, onRequest) : createHttpServer(onRequest);
+  const port = await listen(server);
+  const upstream = {
+    origin: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
+    port,
+    received,
+    close: () => closeServer(server),
+  };
+  closers.push(upstream.close);
+  return upstream;
+}
+
+async function startGateway(apis: unknown[] | null, options: { maxPools?: number; oauthServers?: unknown[] } = {}) {
+  const registry = new Registry();
+  const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+  if (apis) {
+    const oauthServers = (options.oauthServers ?? []).map(parseOAuthServer);
+    const result = holder.apply(toSnapshotMessage(1, { apis: apis.map(parseApiDefinition), oauthServers }));
+    expect(result).toMatchObject({ ok: true });
+  }
+  const pools = createUpstreamPools(options);
+  const proxy = createProxyServer({ holder, pools, logger: silent, metrics: createProxyMetrics(registry) });
+  const port = await proxy.listen(0, '127.0.0.1');
+  closers.push(async () => {
+    await proxy.close(1_000);
+    await pools.close();
+  });
+  const url = `http://127.0.0.1:${port}`;
+  return { url, port, holder, registry };
+}
+
+function api(name: string, proxy: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  return { name, proxy, ...extra };
+}
+
+function targets(...urls: string[]) {
+  return { balancing: 'roundrobin', targets: urls.map((target) => ({ target })) };
+}
+
+/** A port nothing listens on. */
+async function refusedPort(): Promise<number> {
+  const server = createNetServer();
+  const port = await listen(server);
+  await closeServer(server);
+  return port;
+}
+
+/** Status of a GET whose request target is sent exactly as written. */
+function rawStatus(port: number, path: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = rawRequest({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe('gateway errors', () => {
+  test('503 NO_SNAPSHOT before a snapshot is applied', async () => {
+    const gw = await startGateway(null);
+    const res = await httpRequest(`${gw.url}/anything`);
+    expect(res.status).toBe(503);
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(res.json).toBe('no configuration loaded');
+    expect(res.headers['x-request-id']).toMatch(UUID);
+  });
+
+  test('404 NO_ROUTE with a JSON string body', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })]);
+    const res = await httpRequest(`${gw.url}/bar`, { headers: { 'x-request-id': 'client-id-1' } });
+    expect(res.status).toBe(404);
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(res.text).toBe('"no API found with those values"');
+    expect(res.headers['x-request-id']).toBe('client-id-1');
+    expect(up.received).toHaveLength(0);
+  });
+
+  test('502 UPSTREAM_UNREACHABLE on a refused port', async () => {
+    const port = await refusedPort();
+    const gw = await startGateway([api('down', { listen_path: '/down/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
+    const res = await httpRequest(`${gw.url}/down/x`);
+    expect(res.status).toBe(502);
+    expect(res.json).toBe('bad gateway');
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(res.headers['x-request-id']).toMatch(UUID);
+  });
+
+  test('504 UPSTREAM_TIMEOUT when the upstream never answers (response_header_timeout)', async () => {
+    const silentUpstream = await startUpstream(() => undefined); // reads the request, never answers
+    const gw = await startGateway([
+      api('slow', {
+        listen_path: '/slow/*',
+        upstreams: targets(silentUpstream.origin),
+        forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '200ms' },
+      }),
+    ]);
+    const started = Date.now();
+    const res = await httpRequest(`${gw.url}/slow/x`);
+    expect(res.status).toBe(504);
+    expect(res.json).toBe('gateway timeout');
+    // 200ms, not undici's ~1s timer resolution (see preciseHeaderTimer).
+    expect(Date.now() - started).toBeLessThan(900);
+  });
+
+  test('400 BAD_UPSTREAM_HOST when a placeholder would make an invalid host', async () => {
+    const gw = await startGateway([
+      api('dyn', { listen_path: '/dyn/{service}/*', strip_path: true, upstreams: targets('http://{service}:9000') }),
+    ]);
+    const res = await httpRequest(`${gw.url}/dyn/a%40evil.test/x`);
+    expect(res.status).toBe(400);
+    expect(res.headers['content-type']).toBe('application/json');
+  });
+});
+
+describe('forwarded request', () => {
+  test('path, query, Host, X-Forwarded-* and a generated X-Request-Id', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })]);
+    const res = await httpRequest(`${gw.url}/foo/bar?x=1`, { headers: { authorization: 'Basic abc' } });
+    expect(res.status).toBe(200);
+    expect(res.headers['x-upstream']).toBe('yes');
+    const got = up.received[0]!;
+    expect(got.url).toBe('/foo/bar?x=1');
+    expect(got.headers.host).toBe(`127.0.0.1:${up.port}`);
+    expect(got.headers['x-forwarded-for']).toBe('127.0.0.1');
+    expect(got.headers['x-forwarded-proto']).toBe('http');
+    expect(got.headers['x-forwarded-host']).toBe(`127.0.0.1:${gw.port}`);
+    expect(got.headers.authorization).toBe('Basic abc');
+    expect(got.headers['x-request-id']).toMatch(UUID);
+    expect(res.headers['x-request-id']).toBe(got.headers['x-request-id']);
+  });
+
+  test.each([
+    ['a sane client id is kept', 'abc-123_XYZ', true],
+    ['an id with a space is replaced', 'abc 123', false],
+    ['an id longer than 200 characters is replaced', 'a'.repeat(201), false],
+  ])('X-Request-Id: %s', async (_name, sent, kept) => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })]);
+    const res = await httpRequest(`${gw.url}/foo`, { headers: { 'x-request-id': sent } });
+    const upstreamId = up.received[0]!.headers['x-request-id'];
+    expect(res.headers['x-request-id']).toBe(upstreamId);
+    if (kept) expect(upstreamId).toBe(sent);
+    else expect(upstreamId).toMatch(UUID);
+  });
+
+  test('X-Forwarded-For and X-Forwarded-Host are appended to', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })]);
+    await httpRequest(`${gw.url}/foo`, {
+      headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', host: 'api.test' },
+    });
+    const got = up.received[0]!;
+    expect(got.headers['x-forwarded-for']).toBe('203.0.113.7, 127.0.0.1');
+    expect(got.headers['x-forwarded-host']).toBe('edge.test, api.test');
+  });
+
+  test('hop-by-hop headers are removed in both directions', async () => {
+    // A raw upstream, so the response can carry headers node:http would not let a server write.
+    const raw = createNetServer((socket) => {
+      socket.once('data', () => {
+        socket.end(
+          'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close, X-Up-Secret\r\nX-Up-Secret: 1\r\n' +
+            'Keep-Alive: timeout=99\r\nProxy-Authenticate: Basic\r\nX-Up-Kept: 1\r\n\r\nok',
+        );
+      });
+    });
+    const rawPort = await listen(raw);
+    closers.push(() => closeServer(raw));
+    const up = await startUpstream();
+    const gw = await startGateway([
+      api('hop', { listen_path: '/hop/*', upstreams: targets(up.origin) }),
+      api('raw', { listen_path: '/raw/*', upstreams: targets(`http://127.0.0.1:${rawPort}`) }),
+    ]);
+    await httpRequest(`${gw.url}/hop`, {
+      headers: {
+        connection: 'keep-alive, X-Secret',
+        'x-secret': 'for the next hop only',
+        'keep-alive': 'timeout=99',
+        'proxy-authorization': 'Basic cHJveHk6c2VjcmV0',
+        te: 'trailers',
+        'x-kept': 'yes',
+      },
+    });
+    const got = up.received[0]!.headers;
+    expect(got['x-secret']).toBeUndefined();
+    expect(got['keep-alive']).toBeUndefined();
+    expect(got['proxy-authorization']).toBeUndefined();
+    expect(got.te).toBeUndefined();
+    expect(got['x-kept']).toBe('yes');
+
+    const res = await httpRequest(`${gw.url}/raw`);
+    expect(res.status).toBe(200);
+    expect(res.text).toBe('ok');
+    expect(res.headers['x-up-secret']).toBeUndefined();
+    expect(res.headers['proxy-authenticate']).toBeUndefined();
+    expect(res.headers['keep-alive']).not.toBe('timeout=99');
+    expect(res.headers['x-up-kept']).toBe('1');
+    expect(res.headers['x-request-id']).toMatch(UUID);
+  });
+
+  test.each([
+    ['preserve_host false: the target host', false, (port: number) => `127.0.0.1:${port}`],
+    ['preserve_host true: the client host', true, () => 'client.example.test:8443'],
+  ])('Host header, %s', async (_name, preserveHost, expected) => {
+    const up = await startUpstream();
+    const gw = await startGateway([
+      api('h', { listen_path: '/h/*', preserve_host: preserveHost, upstreams: targets(up.origin) }),
+    ]);
+    await httpRequest(`${gw.url}/h/x`, { headers: { host: 'client.example.test:8443' } });
+    expect(up.received[0]!.headers.host).toBe(expected(up.port));
+  });
+
+  test.each([
+    ['target query first, then the client query', '/base?a=1', '/q/x?b=2', '/base?a=1&b=2'],
+    ['client query alone', '/base', '/q/x?b=2&c=3', '/base?b=2&c=3'],
+    ['target query alone', '/base?a=1', '/q/x', '/base?a=1'],
+  ])('query merge: %s', async (_name, targetPath, request, expected) => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('q', { listen_path: '/q/*', upstreams: targets(`${up.origin}${targetPath}`) })]);
+    await httpRequest(`${gw.url}${request}`);
+    expect(up.received[0]!.url).toBe(expected);
+  });
+
+  test('the normalised path is matched and forwarded', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('pub', { listen_path: '/public/*', upstreams: targets(up.origin) })]);
+    // Raw request targets: a URL object would resolve the dot segments on the client side.
+    expect(await rawStatus(gw.port, '/public/../private/x')).toBe(404);
+    expect(await rawStatus(gw.port, '/public/%2e%2e/private/x')).toBe(404);
+    expect(await rawStatus(gw.port, '/public/a/./b/../c?k=v')).toBe(200);
+    expect(up.received.map((r) => r.url)).toEqual(['/public/a/c?k=v']);
+  });
+
+  test('a 5 MB body streams both ways intact', async () => {
+    const payload = randomBytes(5 * 1024 * 1024);
+    const payloadSha = createHash('sha256').update(payload).digest('hex');
+    // Echoes the request body back as it arrives (no buffering in the upstream either).
+    const mirror = createHttpServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      req.pipe(res);
+    });
+    const port = await listen(mirror);
+    closers.push(() => closeServer(mirror));
+    const gw = await startGateway([api('big', { listen_path: '/big/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
+    const res = await httpRequest(`${gw.url}/big/upload`, { method: 'POST', body: payload, timeoutMs: 20_000 });
+    expect(res.status).toBe(200);
+    expect(res.body.length).toBe(payload.length);
+    expect(res.sha256).toBe(payloadSha);
+  });
+
+  test('a request body reaches the upstream intact (sha256)', async () => {
+    const up = await startUpstream();
+    const payload = randomBytes(5 * 1024 * 1024);
+    const gw = await startGateway([api('up', { listen_path: '/up/*', upstreams: targets(up.origin) })]);
+    const res = await httpRequest(`${gw.url}/up`, { method: 'PUT', body: payload, timeoutMs: 20_000 });
+    expect(res.status).toBe(200);
+    expect(up.received[0]!.bodyLength).toBe(payload.length);
+    expect(up.received[0]!.bodySha256).toBe(createHash('sha256').update(payload).digest('hex'));
+  });
+
+  test('a client that disconnects aborts the upstream request', async () => {
+    let upstreamClosed!: () => void;
+    const closed = new Promise<void>((resolve) => (upstreamClosed = resolve));
+    const hanging = createHttpServer((req, res) => {
+      res.writeHead(200);
+      res.write('partial');
+      res.on('close', () => upstreamClosed());
+    });
+    const port = await listen(hanging);
+    closers.push(() => closeServer(hanging));
+    const gw = await startGateway([api('hang', { listen_path: '/hang/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
+    await new Promise<void>((resolve) => {
+      const req = rawRequest(`${gw.url}/hang`, { agent: false }, (res) => {
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.end();
+    });
+    await expect(closed).resolves.toBeUndefined();
+  });
+});
+
+describe('balancing', () => {
+  test('round robin: successive requests go to successive targets', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([
+      api('rr', { listen_path: '/rr', upstreams: targets(`${up.origin}/a`, `${up.origin}/b`, `${up.origin}/c`) }),
+    ]);
+    for (let i = 0; i < 6; i++) expect((await httpRequest(`${gw.url}/rr`)).status).toBe(200);
+    expect(up.received.map((r) => r.url)).toEqual(['/a', '/b', '/c', '/a', '/b', '/c']);
+  });
+
+  test('weight 3:1 over 8 requests gives 6:2', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([
+      api('w', {
+        listen_path: '/w',
+        upstreams: {
+          balancing: 'weight',
+          targets: [
+            { target: `${up.origin}/heavy`, weight: 3 },
+            { target: `${up.origin}/light`, weight: 1 },
+          ],
+        },
+      }),
+    ]);
+    for (let i = 0; i < 8; i++) await httpRequest(`${gw.url}/w`);
+    const counts = up.received.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.url]: (acc[r.url] ?? 0) + 1 }), {});
+    expect(counts).toEqual({ '/heavy': 6, '/light': 2 });
+  });
+});
+
+describe('insecure_skip_verify', () => {
+  let dir: string;
+  let tls: { key: Buffer; cert: Buffer };
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'gatehouse-tls-'));
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1',
+      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+    ], { stdio: 'ignore' });
+    tls = { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('a self-signed upstream is accepted only by the API that allows it', async () => {
+    const up = await startUpstream(echo, tls);
+    const gw = await startGateway([
+      api('lax', { listen_path: '/lax/*', insecure_skip_verify: true, upstreams: targets(up.origin) }),
+      api('strict', { listen_path: '/strict/*', upstreams: targets(up.origin) }),
+    ]);
+    const lax = await httpRequest(`${gw.url}/lax/x`);
+    expect(lax.status).toBe(200);
+    const strict = await httpRequest(`${gw.url}/strict/x`);
+    expect(strict.status).toBe(502);
+    expect(strict.json).toBe('bad gateway');
+    // The lax pool did not leak into the strict API, whichever goes first.
+    expect((await httpRequest(`${gw.url}/lax/y`)).status).toBe(200);
+    expect((await httpRequest(`${gw.url}/strict/y`)).status).toBe(502);
+    expect(up.received.map((r) => r.url)).toEqual(['/lax/x', '/lax/y']);
+  });
+});
+
+describe('oauth2 storage strategy through the proxy', () => {
+  test('a token issued by the token endpoint (streamed past the observer) opens the protected API', async () => {
+    const auth = await startUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ access_token: 'tok-123', token_type: 'bearer', expires_in: 60 }));
+    });
+    const up = await startUpstream();
+    const gw = await startGateway(
+      [
+        api('protected', { listen_path: '/p/*', upstreams: targets(up.origin) }, {
+          plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'auth' } }],
+        }),
+      ],
+      {
+        oauthServers: [
+          {
+            name: 'auth',
+            oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: targets(`${auth.origin}/token`) } },
+            token_strategy: { name: 'storage' },
+          },
+        ],
+      },
+    );
+    const missing = await httpRequest(`${gw.url}/p/x`);
+    expect([missing.status, missing.json]).toEqual([400, 'authorization field missing']);
+    const early = await httpRequest(`${gw.url}/p/x`, { headers: { authorization: 'Bearer tok-123' } });
+    expect([early.status, early.json]).toEqual([401, 'access token not authorized']);
+
+    const token = await httpRequest(`${gw.url}/auth/token`, { method: 'POST', body: 'grant_type=client_credentials' });
+    expect(token.status).toBe(200);
+    expect(token.json).toMatchObject({ access_token: 'tok-123' });
+    expect(auth.received[0]!.url).toBe('/token');
+
+    // finish() runs after the response ended; poll briefly instead of assuming its timing.
+    let passed = 0;
+    for (let i = 0; i < 50 && passed !== 200; i++) {
+      passed = (await httpRequest(`${gw.url}/p/x`, { headers: { authorization: 'Bearer tok-123' } })).status;
+      if (passed !== 200) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(passed).toBe(200);
+    expect(up.received.at(-1)!.headers.authorization).toBe('Bearer tok-123');
+  });
+});
+
+describe('metrics', () => {
+  test('requests are counted by route and status', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('m', { listen_path: '/m/*', upstreams: targets(up.origin) })]);
+    await httpRequest(`${gw.url}/m/1`);
+    await httpRequest(`${gw.url}/nope`);
+    const text = await gw.registry.metrics();
+    expect(text).toContain('gatehouse_proxy_requests_total{route="api:m",status="200"} 1');
+    expect(text).toContain('gatehouse_proxy_requests_total{route="",status="404"} 1');
+    expect(text).toMatch(/gatehouse_proxy_upstream_duration_seconds_count\{route="api:m"\} 1/);
+  });
+});

@@ -1,0 +1,71 @@
+/**
+ * Connection pools to upstreams, held per instance (undici's Agent shape): one undici Pool per
+ * origin, dial timeout and TLS mode. insecure_skip_verify APIs get pools of their own, so only
+ * those APIs ever accept a self-signed certificate, even when another API uses the same origin.
+ */
+import { Pool } from 'undici';
+
+export interface PoolOptions {
+  dialTimeoutMs: number;
+  insecureSkipVerify: boolean;
+}
+
+export interface UpstreamPools {
+  get(origin: string, options: PoolOptions): Pool;
+  readonly size: number;
+  /** Gracefully closes every pool (in-flight requests finish first). */
+  close(): Promise<void>;
+}
+
+/**
+ * Response bodies may legitimately pause (long polling, slow downloads): 5 minutes between
+ * two body chunks before the upstream counts as dead. Header waits use the route's
+ * response_header_timeout instead.
+ */
+export const BODY_TIMEOUT_MS = 5 * 60_000;
+
+/**
+ * Targets may take their host from request placeholders, so the number of origins is not
+ * bounded by the configuration: past this many pools the least recently used one is closed.
+ */
+const DEFAULT_MAX_POOLS = 1024;
+
+export function createUpstreamPools(options: { maxPools?: number } = {}): UpstreamPools {
+  const maxPools = options.maxPools ?? DEFAULT_MAX_POOLS;
+  const pools = new Map<string, Pool>();
+  let closed = false;
+
+  return {
+    get(origin, { dialTimeoutMs, insecureSkipVerify }) {
+      if (closed) throw new Error('upstream pools are closed');
+      const key = `${insecureSkipVerify ? 'insecure' : 'verify'} ${dialTimeoutMs} ${origin}`;
+      let pool = pools.get(key);
+      if (pool) {
+        // Map iteration order is insertion order: re-inserting keeps the oldest entry first.
+        pools.delete(key);
+        pools.set(key, pool);
+        return pool;
+      }
+      pool = new Pool(origin, {
+        connect: { timeout: dialTimeoutMs, ...(insecureSkipVerify ? { rejectUnauthorized: false } : {}) },
+        bodyTimeout: BODY_TIMEOUT_MS,
+      });
+      pools.set(key, pool);
+      if (pools.size > maxPools) {
+        const [oldestKey, oldest] = pools.entries().next().value as [string, Pool];
+        pools.delete(oldestKey);
+        void oldest.close().catch(() => undefined);
+      }
+      return pool;
+    },
+    get size() {
+      return pools.size;
+    },
+    async close() {
+      closed = true;
+      const all = [...pools.values()];
+      pools.clear();
+      await Promise.allSettled(all.map((pool) => pool.close()));
+    },
+  };
+}

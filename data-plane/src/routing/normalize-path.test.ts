@@ -1,0 +1,37 @@
+import { normalizePath } from './index.js';
+
+describe('normalizePath', () => {
+  test.each([
+    ['plain path unchanged', '/foo/bar', '/foo/bar'],
+    ['root', '/', '/'],
+    ['empty becomes /', '', '/'],
+    ['missing leading slash added', 'foo', '/foo'],
+    ['trailing slash kept', '/foo/', '/foo/'],
+    ['.. climbs one segment', '/public/../private/x', '/private/x'],
+    ['. is dropped', '/a/./b', '/a/b'],
+    ['.. never goes above the root', '/../../etc/passwd', '/etc/passwd'],
+    ['trailing .. keeps the slash', '/a/b/..', '/a/'],
+    ['trailing . keeps the slash', '/a/b/.', '/a/b/'],
+    ['lower-case %2e%2e is a dot segment', '/public/%2e%2e/private/x', '/private/x'],
+    ['upper-case %2E%2E is a dot segment', '/public/%2E%2E/private/x', '/private/x'],
+    ['mixed .%2e is a dot segment', '/public/.%2e/private/x', '/private/x'],
+    ['%2e alone is a dot segment', '/a/%2e/b', '/a/b'],
+    ['dots inside a segment are literal', '/a/..b/c..', '/a/..b/c..'],
+    ['three dots are a normal segment', '/a/.../b', '/a/.../b'],
+    ['duplicate slashes collapse', '//private//x', '/private/x'],
+    ['duplicate slashes then ..', '/public//../private', '/private'],
+    ['encoded unreserved chars decoded', '/%70rivate/%7Euser', '/private/~user'],
+    ['encoded slash kept (not a separator)', '/a%2fb/..', '/'],
+    ['escapes upper-cased', '/a%2fb', '/a%2Fb'],
+    ['reserved escapes kept', '/a%3Fb%23c', '/a%3Fb%23c'],
+    ['stray % encoded', '/a%zz/b%4', '/a%25zz/b%254'],
+    ['decoding never assembles a new escape', '/public/%%32%65%%32%65/private', '/public/%252e%252e/private'],
+    ['utf-8 escapes kept', '/caf%c3%a9', '/caf%C3%A9'],
+  ])('%s: %s → %s', (_name, input, expected) => {
+    expect(normalizePath(input)).toBe(expected);
+  });
+
+  test.each([['/public/../private/x'], ['//a/./b/../c/'], ['/%2e%2e/%2E/x'], ['/a%2fb'], ['/%%32%65%%32%65/x']])('idempotent on %s', (p) => {
+    expect(normalizePath(normalizePath(p))).toBe(normalizePath(p));
+  });
+});

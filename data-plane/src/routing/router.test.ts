@@ -1,0 +1,199 @@
+import { compileApi, compileDefinitions } from '#proto/compile/index';
+import type { ApiDefinition } from '#proto/definition/types';
+import { buildRoutingTable, normalizePath } from './index.js';
+import type { RoutingTable } from './index.js';
+
+interface ApiOpts {
+  name?: string;
+  active?: boolean;
+  hosts?: string[];
+  listen_path?: string;
+  methods?: string[];
+  target?: string;
+}
+
+/** A normalised definition with the SPEC §2 defaults. */
+function api(o: ApiOpts): ApiDefinition {
+  return {
+    name: o.name ?? 'a',
+    active: o.active ?? true,
+    hosts: o.hosts ?? [],
+    proxy: {
+      ...(o.listen_path === undefined ? {} : { listen_path: o.listen_path }),
+      upstreams: { balancing: 'roundrobin', targets: [{ target: o.target ?? 'http://u' }] },
+      methods: o.methods ?? ['ALL'],
+      strip_path: false,
+      append_path: false,
+      preserve_host: false,
+      insecure_skip_verify: false,
+      forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+    },
+    plugins: [],
+  };
+}
+
+function table(apis: ApiOpts[]): RoutingTable {
+  return buildRoutingTable(apis.map((o) => compileApi(api(o))));
+}
+
+interface Req {
+  path: string;
+  method?: string;
+  host?: string;
+}
+
+/** Name of the matched API, or null. */
+function winner(t: RoutingTable, r: Req): string | null {
+  return t.match({ method: r.method ?? 'GET', host: r.host, path: normalizePath(r.path) })?.route.name ?? null;
+}
+
+type Row = [name: string, apis: ApiOpts[], req: Req, expected: string | null];
+
+describe('seed routing rules 1–8', () => {
+  test.each<Row>([
+    ['seed rule 1: hosts-only condition routes every path', [{ name: 'h', hosts: ['a.com'] }], { path: '/any/thing', host: 'a.com' }, 'h'],
+    ['seed rule 1: methods-only condition routes every path', [{ name: 'm', methods: ['POST'] }], { path: '/x', method: 'POST' }, 'm'],
+    ['seed rule 2: every condition must hold (host fails)', [{ name: 'a', hosts: ['a.com'], listen_path: '/foo/*', methods: ['GET'] }], { path: '/foo/x', host: 'b.com' }, null],
+    ['seed rule 2: every condition must hold (method fails)', [{ name: 'a', hosts: ['a.com'], listen_path: '/foo/*', methods: ['GET'] }], { path: '/foo/x', host: 'a.com', method: 'POST' }, null],
+    ['seed rule 2: every condition must hold (path fails)', [{ name: 'a', hosts: ['a.com'], listen_path: '/foo/*', methods: ['GET'] }], { path: '/bar', host: 'a.com' }, null],
+    ['seed rule 2: every condition holds', [{ name: 'a', hosts: ['a.com'], listen_path: '/foo/*', methods: ['GET'] }], { path: '/foo/x', host: 'a.com' }, 'a'],
+    ['seed rule 3: any one host is enough', [{ name: 'a', hosts: ['a.com', 'b.com'] }], { path: '/', host: 'b.com' }, 'a'],
+    ['seed rule 3: any one method is enough', [{ name: 'a', methods: ['GET', 'PUT'] }], { path: '/', method: 'PUT' }, 'a'],
+    ['seed rule 4: /foo/* matches /foo', [{ name: 'a', listen_path: '/foo/*' }], { path: '/foo' }, 'a'],
+    ['seed rule 4: /foo/* matches /foo/', [{ name: 'a', listen_path: '/foo/*' }], { path: '/foo/' }, 'a'],
+    ['seed rule 4: /foo/* matches /foo/<path>', [{ name: 'a', listen_path: '/foo/*' }], { path: '/foo/bar/baz' }, 'a'],
+    ['seed rule 4: /foo/* does not match /', [{ name: 'a', listen_path: '/foo/*' }], { path: '/' }, null],
+    ['seed rule 4: /foo/* does not match /foobar', [{ name: 'a', listen_path: '/foo/*' }], { path: '/foobar' }, null],
+    ['seed rule 4: /foo/* does not match /fo', [{ name: 'a', listen_path: '/foo/*' }], { path: '/fo' }, null],
+    ['seed rule 4: exact listen_path matches only itself', [{ name: 'a', listen_path: '/auth/token' }], { path: '/auth/token/x' }, null],
+    ['seed rule 4: exact listen_path matches itself', [{ name: 'a', listen_path: '/auth/token' }], { path: '/auth/token' }, 'a'],
+    ['seed rule 5: host not configured', [{ name: 'a', hosts: ['a.com'] }], { path: '/', host: 'c.com' }, null],
+    ['seed rule 5: no Host header against a hosts condition', [{ name: 'a', hosts: ['a.com'] }], { path: '/' }, null],
+    ['seed rule 5: method not configured', [{ name: 'a', methods: ['GET'] }], { path: '/', method: 'DELETE' }, null],
+    ['seed rule 6: longest prefix first', [{ name: 'short', listen_path: '/a/*' }, { name: 'long', listen_path: '/a/b/*' }], { path: '/a/b/c' }, 'long'],
+    ['seed rule 6: short prefix still serves the rest', [{ name: 'short', listen_path: '/a/*' }, { name: 'long', listen_path: '/a/b/*' }], { path: '/a/c' }, 'short'],
+    ['seed rule 8: regex parameter matches', [{ name: 'r', listen_path: '/api/recipes/{id:[\\da-f]{24}}' }], { path: '/api/recipes/5252b1b5301bbf46038b473f' }, 'r'],
+    ['seed rule 8: regex parameter rejects', [{ name: 'r', listen_path: '/api/recipes/{id:[\\da-f]{24}}' }], { path: '/api/recipes/nothex' }, null],
+    ['seed rule 8: plain parameter is one segment', [{ name: 'p', listen_path: '/users/{id}' }], { path: '/users/1/x' }, null],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+});
+
+describe('priority', () => {
+  test.each<Row>([
+    ['long prefix wins, long inserted first', [{ name: 'long', listen_path: '/a/b/*' }, { name: 'short', listen_path: '/a/*' }], { path: '/a/b/x' }, 'long'],
+    ['long prefix wins, short inserted first', [{ name: 'short', listen_path: '/a/*' }, { name: 'long', listen_path: '/a/b/*' }], { path: '/a/b/x' }, 'long'],
+    ['long prefix wins even against a name that sorts first', [{ name: 'aaa', listen_path: '/a/*' }, { name: 'zzz', listen_path: '/a/b/*' }], { path: '/a/b' }, 'zzz'],
+    ['long prefix wins even against more conditions', [{ name: 'cond', listen_path: '/a/*', hosts: ['h.com'], methods: ['GET'] }, { name: 'long', listen_path: '/a/b/*' }], { path: '/a/b', host: 'h.com' }, 'long'],
+    ['catch-all /* never shadows a longer prefix', [{ name: 'all', listen_path: '/*' }, { name: 'foo', listen_path: '/foo/*' }], { path: '/foo/x' }, 'foo'],
+    ['catch-all /* takes the rest', [{ name: 'all', listen_path: '/*' }, { name: 'foo', listen_path: '/foo/*' }], { path: '/bar' }, 'all'],
+    ['route without listen_path never shadows a listen_path', [{ name: 'h', hosts: ['a.com'] }, { name: 'foo', listen_path: '/foo/*' }], { path: '/foo', host: 'a.com' }, 'foo'],
+    ['equal prefix: more conditions first (hosts)', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', hosts: ['h.com'] }], { path: '/x', host: 'h.com' }, 'b'],
+    ['equal prefix: more conditions first (hosts + methods)', [{ name: 'a', listen_path: '/x/*', hosts: ['h.com'] }, { name: 'b', listen_path: '/x/*', hosts: ['h.com'], methods: ['GET'] }], { path: '/x', host: 'h.com' }, 'b'],
+    ['equal prefix: fewer conditions when the specific one fails', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', methods: ['POST'] }], { path: '/x' }, 'a'],
+    ['equal prefix and conditions: name ascending (inserted z first)', [{ name: 'z', listen_path: '/x/*' }, { name: 'm', listen_path: '/x/*' }], { path: '/x/1' }, 'm'],
+    ['equal prefix and conditions: name ascending (inserted m first)', [{ name: 'm', listen_path: '/x/*' }, { name: 'z', listen_path: '/x/*' }], { path: '/x/1' }, 'm'],
+    ['equal prefix: exact listen_path before /*', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x' }], { path: '/x' }, 'b'],
+    ['literal beats parameter (longer literal prefix)', [{ name: 'param', listen_path: '/users/{id}' }, { name: 'me', listen_path: '/users/me' }], { path: '/users/me' }, 'me'],
+    ['parameter serves other values', [{ name: 'param', listen_path: '/users/{id}' }, { name: 'me', listen_path: '/users/me' }], { path: '/users/42' }, 'param'],
+    ['parameter beats shorter wildcard', [{ name: 'wild', listen_path: '/users/*' }, { name: 'param', listen_path: '/users/{id}' }], { path: '/users/42' }, 'param'],
+    ['failed regex falls back to shorter prefix', [{ name: 'wild', listen_path: '/users/*' }, { name: 'num', listen_path: '/users/{id:\\d+}' }], { path: '/users/abc' }, 'wild'],
+    ['char-level prefix shared without segment match', [{ name: 'foo', listen_path: '/foo/*' }, { name: 'foobar', listen_path: '/foobar/*' }], { path: '/foobar/x' }, 'foobar'],
+    ['char-level prefix: /foobaz does not reach /foo/*', [{ name: 'foo', listen_path: '/foo/*' }, { name: 'foobar', listen_path: '/foobar/*' }], { path: '/foobaz' }, null],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+});
+
+describe('hosts', () => {
+  test.each<[string, string[], string | undefined, boolean]>([
+    ['exact', ['example.com'], 'example.com', true],
+    ['case-insensitive request', ['example.com'], 'EXAMPLE.Com', true],
+    ['case-insensitive pattern', ['Example.COM'], 'example.com', true],
+    ['port removed', ['example.com'], 'example.com:8080', true],
+    ['trailing dot removed', ['example.com'], 'example.com.', true],
+    ['other host', ['example.com'], 'example.org', false],
+    ['suffix is not enough', ['example.com'], 'a.example.com', false],
+    ['*.example.com matches a.example.com', ['*.example.com'], 'a.example.com', true],
+    ['*.example.com matches x.y.example.com', ['*.example.com'], 'x.y.example.com:443', true],
+    ['*.example.com does not match example.com', ['*.example.com'], 'example.com', false],
+    ['*.example.com does not match badexample.com', ['*.example.com'], 'badexample.com', false],
+    ['example.* matches example.com', ['example.*'], 'example.com', true],
+    ['example.* matches example.co.uk', ['example.*'], 'example.co.uk', true],
+    ['example.* does not match example', ['example.*'], 'example', false],
+    ['example.* does not match myexample.com', ['example.*'], 'myexample.com', false],
+    ['IPv6 literal with port', ['[::1]'], '[::1]:8080', true],
+    ['absent Host header', ['example.com'], undefined, false],
+  ])('%s', (_name, hosts, host, matches) => {
+    const t = table([{ name: 'h', hosts, listen_path: '/*' }]);
+    expect(winner(t, { path: '/x', host })).toBe(matches ? 'h' : null);
+  });
+});
+
+describe('methods', () => {
+  test.each<[string, string[], string, boolean]>([
+    ['ALL matches any method', ['ALL'], 'PATCH', true],
+    ['listed method', ['GET', 'POST'], 'POST', true],
+    ['request method is upper-cased', ['GET'], 'get', true],
+    ['configured method is upper-cased', ['get'], 'GET', true],
+    ['unlisted method', ['GET'], 'HEAD', false],
+    ['custom token', ['PURGE'], 'PURGE', true],
+  ])('%s', (_name, methods, method, matches) => {
+    expect(winner(table([{ name: 'm', methods, listen_path: '/x' }]), { path: '/x', method })).toBe(matches ? 'm' : null);
+  });
+});
+
+describe('path normalisation before matching', () => {
+  const apis: ApiOpts[] = [
+    { name: 'public', listen_path: '/public/*' },
+    { name: 'private', listen_path: '/private/*' },
+  ];
+  test.each<[string, string, string | null]>([
+    ['.. out of a public prefix reaches the private route, not the public one', '/public/../private/x', 'private'],
+    ['encoded dots likewise', '/public/%2e%2e/private/x', 'private'],
+    ['double slash does not dodge a prefix', '//private//x', 'private'],
+    ['encoded unreserved letters do not dodge a prefix', '/%70rivate/x', 'private'],
+  ])('%s', (_name, path, expected) => {
+    expect(winner(table(apis), { path })).toBe(expected);
+  });
+});
+
+test('inactive API is not routed, the active one is', () => {
+  const { routes } = compileDefinitions({
+    apis: [api({ name: 'off', active: false, listen_path: '/x/*' }), api({ name: 'on', listen_path: '/y/*' })],
+    oauthServers: [],
+  });
+  const t = buildRoutingTable(routes);
+  expect(t.size).toBe(1);
+  expect(winner(t, { path: '/x/1' })).toBeNull();
+  expect(winner(t, { path: '/y/1' })).toBe('on');
+});
+
+test('match returns params and L', () => {
+  const t = table([{ name: 'p', listen_path: '/prepath/{service}/*' }]);
+  const m = t.match({ method: 'GET', host: undefined, path: '/prepath/svc/a/b' });
+  expect(m).toMatchObject({ params: { service: 'svc' }, matched: '/prepath/svc' });
+});
+
+test('empty table matches nothing', () => {
+  expect(buildRoutingTable([]).match({ method: 'GET', host: 'x', path: '/' })).toBeNull();
+});
+
+test('10,000 routes: lookups return the right route (correctness only)', () => {
+  const apis: ApiOpts[] = [];
+  for (let i = 0; i < 10_000; i++) apis.push({ name: `api-${i}`, listen_path: `/svc-${i}/v${i % 7}/*` });
+  apis.push({ name: 'root', listen_path: '/*' });
+  apis.push({ name: 'hosted', hosts: ['*.tenant.io'], listen_path: '/svc-5/v5/*' });
+  const t = table(apis);
+  expect(t.size).toBe(10_002);
+  expect(winner(t, { path: '/svc-0/v0/x' })).toBe('api-0');
+  expect(winner(t, { path: '/svc-1234/v2/deep/path' })).toBe('api-1234');
+  expect(winner(t, { path: '/svc-9999/v3' })).toBe('api-9999');
+  expect(winner(t, { path: '/svc-1/v1' })).toBe('api-1');
+  expect(winner(t, { path: '/svc-12/v5/x' })).toBe('api-12');
+  expect(winner(t, { path: '/svc-5/v5/x', host: 'a.tenant.io' })).toBe('hosted');
+  expect(winner(t, { path: '/svc-5/v5/x' })).toBe('api-5');
+  expect(winner(t, { path: '/svc-1234/v3' })).toBe('root');
+  expect(winner(t, { path: '/svc-10000/v0' })).toBe('root');
+});

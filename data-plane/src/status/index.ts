@@ -1,0 +1,1 @@
+export { createStatusServer, type StatusServer } from './status-server.js';

@@ -1,0 +1,78 @@
+/**
+ * The data plane's status listener (STATUS_PORT), apart from the proxy port so no user route is
+ * ever shadowed: GET /healthz (alive), GET /readyz (a snapshot is applied), GET /metrics.
+ */
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import { adminBody, GatehouseError } from '#proto/errors';
+import type { Logger } from '#proto/logger';
+import type { SnapshotHolder } from '../sync/snapshot-holder.js';
+
+export interface StatusServer {
+  readonly server: Server;
+  listen(port: number, host?: string): Promise<number>;
+  /** Once set (on shutdown), /readyz answers 503 so load balancers stop sending traffic. */
+  markDraining(): void;
+  close(): Promise<void>;
+}
+
+function send(res: ServerResponse, status: number, body: string, contentType = 'application/json'): void {
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+function sendError(res: ServerResponse, err: GatehouseError): void {
+  send(res, err.status, adminBody(err));
+}
+
+export function createStatusServer(deps: { holder: SnapshotHolder; registry: Registry; logger: Logger }): StatusServer {
+  let draining = false;
+
+  async function handle(method: string, path: string, res: ServerResponse): Promise<void> {
+    const known = path === '/healthz' || path === '/readyz' || path === '/metrics';
+    if (!known) return sendError(res, new GatehouseError('ROUTE_NOT_FOUND', 'not found'));
+    if (method !== 'GET' && method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      return sendError(res, new GatehouseError('METHOD_NOT_ALLOWED', 'method not allowed'));
+    }
+    if (path === '/healthz') return send(res, 200, JSON.stringify({ status: 'ok' }));
+    if (path === '/readyz') {
+      const snapshot = deps.holder.current();
+      if (!snapshot || draining) return send(res, 503, JSON.stringify({ ready: false }));
+      return send(res, 200, JSON.stringify({ ready: true, version: snapshot.version, hash: snapshot.hash }));
+    }
+    send(res, 200, await deps.registry.metrics(), deps.registry.contentType);
+  }
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    handle(req.method ?? 'GET', path, res).catch((err: unknown) => {
+      deps.logger.error({ err, path }, 'status request failed');
+      if (!res.headersSent) sendError(res, new GatehouseError('INTERNAL', 'internal error'));
+      else res.destroy();
+    });
+  });
+
+  return {
+    server,
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve((server.address() as AddressInfo).port);
+        });
+      });
+    },
+    markDraining() {
+      draining = true;
+    },
+    close() {
+      return new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}

@@ -1,0 +1,11 @@
+/** Apply stage of the pipeline: snapshot messages → the applied snapshot every request reads. */
+export { backoffDelay, type BackoffOptions } from './backoff.js';
+export { createSnapshotCache, type SnapshotCache } from './snapshot-cache.js';
+export { createSnapshotClient, type DataPlaneIdentity, type SnapshotClient } from './snapshot-client.js';
+export {
+  createSnapshotHolder,
+  type AppliedSnapshot,
+  type ApplyResult,
+  type RouteUpstream,
+  type SnapshotHolder,
+} from './snapshot-holder.js';

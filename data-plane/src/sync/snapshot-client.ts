@@ -1,0 +1,166 @@
+/**
+ * The data plane's side of the snapshot stream (SPEC §6): one bidirectional StreamSnapshots
+ * call; Hello first, then an ACK or NACK for every push, echoing its nonce. When the stream
+ * fails or ends, the applied snapshot keeps serving and the client reconnects after a capped,
+ * fully jittered exponential backoff (reset by the next push received).
+ */
+import * as grpc from '@grpc/grpc-js';
+import { CHANNEL_OPTIONS, type GatehouseProto } from '#proto/grpc';
+import type { Logger } from '#proto/logger';
+import type { SnapshotMessage } from '#proto/snapshot/codec';
+import { backoffDelay, type BackoffOptions } from './backoff.js';
+import type { SnapshotCache } from './snapshot-cache.js';
+import type { SnapshotHolder } from './snapshot-holder.js';
+
+export interface DataPlaneIdentity {
+  id: string;
+  hostname: string;
+  /** Where this data plane serves proxy traffic, shown by the CP's GET /dataplanes. */
+  proxyAddress: string;
+  softwareVersion: string;
+}
+
+interface SnapshotPush {
+  nonce: string;
+  snapshot: SnapshotMessage | null;
+}
+
+type DataPlaneMessage =
+  | { hello: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string } }
+  | { ack: { version: number; nonce: string } }
+  | { nack: { version: number; nonce: string; error: string } };
+
+type SnapshotCall = grpc.ClientDuplexStream<DataPlaneMessage, SnapshotPush>;
+
+export interface SnapshotClient {
+  /** Opens the stream; later failures reconnect on their own until close(). */
+  start(): void;
+  /** True while a stream is open and has delivered at least one push. */
+  readonly connected: boolean;
+  close(): Promise<void>;
+}
+
+/** A NACK carries the error for GET /dataplanes; keep it readable, not megabytes. */
+const MAX_NACK_ERROR_CHARS = 2000;
+
+export function createSnapshotClient(deps: {
+  proto: GatehouseProto;
+  address: string;
+  credentials: grpc.ChannelCredentials;
+  holder: SnapshotHolder;
+  identity: DataPlaneIdentity;
+  backoff: BackoffOptions;
+  logger: Logger;
+  cache?: SnapshotCache;
+  random?: () => number;
+}): SnapshotClient {
+  const { holder, logger } = deps;
+  let closed = false;
+  let connected = false;
+  let attempt = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let client: grpc.Client | undefined;
+  let call: SnapshotCall | undefined;
+
+  function connect(): void {
+    timer = undefined;
+    // A fresh channel per attempt with its own subchannel: grpc-js's internal reconnect backoff
+    // (shared through the global subchannel pool) would otherwise stretch our delays.
+    const channel = new deps.proto.Client(deps.address, deps.credentials, {
+      ...CHANNEL_OPTIONS,
+      'grpc.use_local_subchannel_pool': 1,
+    });
+    const stream = (channel['StreamSnapshots'] as () => SnapshotCall).call(channel);
+    client = channel;
+    call = stream;
+    let down = false;
+
+    const onDown = (reason: string, err?: Error): void => {
+      if (down) return;
+      down = true;
+      connected = false;
+      stream.cancel();
+      channel.close();
+      if (call === stream) call = undefined;
+      if (client === channel) client = undefined;
+      if (closed) return;
+      const delay = backoffDelay(attempt, deps.backoff, deps.random);
+      attempt++;
+      const held = holder.current();
+      logger.warn(
+        { address: deps.address, reason, err: err?.message, attempt, delayMs: delay, servingVersion: held?.version ?? null },
+        'control plane stream down, reconnecting',
+      );
+      timer = setTimeout(connect, delay);
+    };
+
+    stream.on('data', (push: SnapshotPush) => {
+      if (down) return;
+      connected = true;
+      attempt = 0;
+      handlePush(stream, push);
+    });
+    stream.on('error', (err: Error) => onDown('error', err));
+    stream.on('end', () => onDown('end'));
+    stream.on('status', (status: grpc.StatusObject) => onDown(`status ${status.code}`));
+
+    const held = holder.current();
+    stream.write({
+      hello: {
+        id: deps.identity.id,
+        hostname: deps.identity.hostname,
+        version: held?.version ?? 0,
+        hash: held?.hash ?? '',
+        proxy_address: deps.identity.proxyAddress,
+        software_version: deps.identity.softwareVersion,
+      },
+    });
+    logger.debug({ address: deps.address }, 'snapshot stream opened');
+  }
+
+  function handlePush(stream: SnapshotCall, push: SnapshotPush): void {
+    const nonce = push?.nonce ?? '';
+    const message = push?.snapshot as SnapshotMessage;
+    const result = holder.apply(message);
+    if (!result.ok) {
+      logger.error({ version: result.version, err: result.error }, 'snapshot rejected, keeping the previous one');
+      stream.write({ nack: { version: result.version, nonce, error: result.error.slice(0, MAX_NACK_ERROR_CHARS) } });
+      return;
+    }
+    stream.write({ ack: { version: result.version, nonce } });
+    if (!result.changed) {
+      logger.debug({ version: result.version, hash: result.hash }, 'snapshot unchanged');
+      return;
+    }
+    logger.info(
+      { version: result.version, hash: result.hash, routes: holder.current()?.table.size },
+      'snapshot applied',
+    );
+    deps.cache?.save(message).catch((err: Error) => {
+      logger.warn({ path: deps.cache?.path, err: err.message }, 'could not write the snapshot cache');
+    });
+  }
+
+  return {
+    start() {
+      if (closed || call || timer) return;
+      connect();
+    },
+    get connected() {
+      return connected;
+    },
+    async close() {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      connected = false;
+      if (call) {
+        call.end();
+        call.cancel();
+      }
+      client?.close();
+      call = undefined;
+      client = undefined;
+    },
+  };
+}

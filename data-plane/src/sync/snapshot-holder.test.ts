@@ -1,0 +1,94 @@
+import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
+import { toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { Registry } from 'prom-client';
+import { createMemoryTokenStore } from '../auth/index.js';
+import { createSnapshotHolder } from './snapshot-holder.js';
+
+function apiDef(name: string, listenPath = `/${name}/*`): ApiDefinition {
+  return parseApiDefinition({
+    name,
+    proxy: { listen_path: listenPath, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000' }] } },
+  });
+}
+
+function snapshot(version: number, ...apis: ApiDefinition[]): SnapshotMessage {
+  return toSnapshotMessage(version, { apis, oauthServers: [] });
+}
+
+const lookup = { method: 'GET', host: 'any.test' };
+
+describe('snapshot holder', () => {
+  test('nothing is applied at first', () => {
+    expect(createSnapshotHolder({ tokenStore: createMemoryTokenStore() }).current()).toBeNull();
+  });
+
+  test('a valid snapshot is applied whole: routes, upstream state, version and hash', () => {
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const message = snapshot(3, apiDef('a'), apiDef('b'));
+    expect(holder.apply(message)).toEqual({ ok: true, version: 3, hash: message.hash, changed: true });
+    const current = holder.current()!;
+    expect(current.version).toBe(3);
+    expect(current.hash).toBe(message.hash);
+    expect(current.table.match({ ...lookup, path: '/b/x' })?.route.name).toBe('b');
+    expect(current.upstreams.get('api:a')).toMatchObject({ dialTimeoutMs: 30_000, headersTimeoutMs: 60_000, insecureSkipVerify: false });
+  });
+
+  const good = snapshot(1, apiDef('a'));
+  const badRegex = snapshot(2, { ...apiDef('bad'), proxy: { ...apiDef('bad').proxy, listen_path: '/x/{id:[}' } });
+  const notDefinitions: SnapshotMessage = { ...snapshot(2, apiDef('b')), apis: [{ name: 42 }] };
+  const badTimeout = snapshot(2, {
+    ...apiDef('slow'),
+    proxy: { ...apiDef('slow').proxy, forwarding_timeouts: { dial_timeout: 'forever', response_header_timeout: '1s' } },
+  });
+
+  test.each([
+    ['a listen_path regex that does not compile', badRegex],
+    ['a message that does not describe definitions', notDefinitions],
+    ['an unparsable forwarding timeout', badTimeout],
+    ['no message at all', null as unknown as SnapshotMessage],
+  ])('%s is rejected with its error and the previous snapshot keeps serving', (_name, bad) => {
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(good);
+    const before = holder.current();
+    const result = holder.apply(bad);
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.error.length).toBeGreaterThan(0);
+    expect(holder.current()).toBe(before);
+    expect(holder.current()!.table.match({ ...lookup, path: '/a/1' })?.route.name).toBe('a');
+  });
+
+  test('a push with the hash already held is acknowledged without rebuilding', () => {
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(good);
+    const before = holder.current()!;
+    expect(holder.apply({ ...good })).toEqual({ ok: true, version: 1, hash: good.hash, changed: false });
+    expect(holder.current()).toBe(before);
+    // Same content under a new version (the CP's numbering is authoritative): same table, new version.
+    expect(holder.apply({ ...good, version: 7 })).toMatchObject({ ok: true, version: 7, changed: false });
+    expect(holder.current()!.version).toBe(7);
+    expect(holder.current()!.table).toBe(before.table);
+  });
+
+  test('requests holding the old snapshot keep it after a swap', () => {
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(good);
+    const inFlight = holder.current()!;
+    holder.apply(snapshot(2, apiDef('other')));
+    expect(inFlight.table.match({ ...lookup, path: '/a/1' })?.route.name).toBe('a');
+    expect(holder.current()!.table.match({ ...lookup, path: '/a/1' })).toBeNull();
+  });
+
+  test('metrics show the applied version and each result', async () => {
+    const registry = new Registry();
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), registry });
+    holder.apply(snapshot(4, apiDef('a')));
+    holder.apply(snapshot(4, apiDef('a')));
+    holder.apply(badRegex);
+    const text = await registry.metrics();
+    expect(text).toContain('gatehouse_snapshot_version 4');
+    expect(text).toContain('gatehouse_snapshot_routes 1');
+    expect(text).toContain('gatehouse_snapshot_applies_total{result="applied"} 1');
+    expect(text).toContain('gatehouse_snapshot_applies_total{result="unchanged"} 1');
+    expect(text).toContain('gatehouse_snapshot_applies_total{result="rejected"} 1');
+  });
+});

@@ -1,0 +1,120 @@
+/**
+ * The data plane's one piece of configuration state: the applied snapshot. main.ts creates one
+ * holder; the snapshot client (and the cold-start cache) apply messages to it; every proxied
+ * request reads `current()` once and uses that object to the end, so it never sees half of one.
+ */
+import { compileDefinitions } from '#proto/compile/index';
+import { parseDuration } from '#proto/duration';
+import { fromSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { createAuthorizer, type AuthLogger, type Authorizer } from '../auth/index.js';
+import type { TokenStore } from '../auth/token-store.js';
+import { createBalancer, type Balancer } from '../proxy/balancer.js';
+import { buildRoutingTable, type RoutingTable } from '../routing/index.js';
+
+/** Per-route forwarding state, built at apply time so the hot path parses nothing. */
+export interface RouteUpstream {
+  balancer: Balancer;
+  dialTimeoutMs: number;
+  headersTimeoutMs: number;
+  insecureSkipVerify: boolean;
+}
+
+export interface AppliedSnapshot {
+  readonly version: number;
+  readonly hash: string;
+  readonly table: RoutingTable;
+  readonly authorizer: Authorizer;
+  /** Keyed by CompiledRoute.id. */
+  readonly upstreams: ReadonlyMap<string, RouteUpstream>;
+}
+
+export type ApplyResult =
+  | { ok: true; version: number; hash: string; changed: boolean }
+  | { ok: false; version: number; error: string };
+
+export interface SnapshotHolder {
+  current(): AppliedSnapshot | null;
+  /** Builds everything first, then swaps one reference; on error keeps the old snapshot. */
+  apply(message: SnapshotMessage): ApplyResult;
+}
+
+const DEFAULT_DIAL_TIMEOUT = '30s';
+const DEFAULT_RESPONSE_HEADER_TIMEOUT = '60s';
+
+export function createSnapshotHolder(deps: {
+  tokenStore: TokenStore;
+  /** Seconds since epoch, passed to every authorizer (tests freeze it). */
+  now?: () => number;
+  logger?: AuthLogger;
+  registry?: Registry;
+}): SnapshotHolder {
+  let applied: AppliedSnapshot | null = null;
+  const applies = deps.registry
+    ? new Counter({
+        name: 'gatehouse_snapshot_applies_total',
+        help: 'Snapshot pushes handled, by result (applied, unchanged, rejected).',
+        labelNames: ['result'],
+        registers: [deps.registry],
+      })
+    : null;
+  if (deps.registry) {
+    new Gauge({
+      name: 'gatehouse_snapshot_version',
+      help: 'Version of the applied snapshot (0 before the first).',
+      registers: [deps.registry],
+      collect() {
+        this.set(applied?.version ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'gatehouse_snapshot_routes',
+      help: 'Routes in the applied snapshot.',
+      registers: [deps.registry],
+      collect() {
+        this.set(applied?.table.size ?? 0);
+      },
+    });
+  }
+
+  function build(message: SnapshotMessage): AppliedSnapshot {
+    const { version, hash, defs } = fromSnapshotMessage(message);
+    const compiled = compileDefinitions(defs);
+    const table = buildRoutingTable(compiled.routes);
+    const authorizer = createAuthorizer({ servers: compiled.oauthServers, tokenStore: deps.tokenStore, now: deps.now, logger: deps.logger });
+    const upstreams = new Map<string, RouteUpstream>();
+    for (const route of compiled.routes) {
+      const timeouts = route.proxy.forwarding_timeouts;
+      upstreams.set(route.id, {
+        balancer: createBalancer(route.proxy.upstreams.balancing, route.targets),
+        dialTimeoutMs: parseDuration(timeouts?.dial_timeout || DEFAULT_DIAL_TIMEOUT),
+        headersTimeoutMs: parseDuration(timeouts?.response_header_timeout || DEFAULT_RESPONSE_HEADER_TIMEOUT),
+        insecureSkipVerify: route.proxy.insecure_skip_verify === true,
+      });
+    }
+    return { version, hash, table, authorizer, upstreams };
+  }
+
+  return {
+    current: () => applied,
+    apply(message) {
+      const version = Number(message?.version ?? 0);
+      if (applied && message?.hash && message.hash === applied.hash) {
+        // Same content: nothing to rebuild. The CP's version is authoritative, so adopt it.
+        if (version !== applied.version) applied = { ...applied, version };
+        applies?.inc({ result: 'unchanged' });
+        return { ok: true, version, hash: applied.hash, changed: false };
+      }
+      let next: AppliedSnapshot;
+      try {
+        next = build(message);
+      } catch (err) {
+        applies?.inc({ result: 'rejected' });
+        return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
+      }
+      applied = next;
+      applies?.inc({ result: 'applied' });
+      return { ok: true, version: next.version, hash: next.hash, changed: true };
+    },
+  };
+}

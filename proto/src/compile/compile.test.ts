@@ -1,0 +1,358 @@
+import { GatehouseError } from '../errors.js';
+import type { ApiDefinition, OAuthServerDefinition, ProxyDefinition } from '../definition/types.js';
+import {
+  compileApi,
+  compileDefinitions,
+  compileHostPattern,
+  compileListenPath,
+  compileOAuthServer,
+  compileTarget,
+  routeConflictKey,
+} from './index.js';
+
+function proxy(o: Partial<ProxyDefinition> & { target?: string } = {}): ProxyDefinition {
+  const { target, ...rest } = o;
+  return {
+    upstreams: { balancing: 'roundrobin', targets: [{ target: target ?? 'http://u' }] },
+    methods: ['ALL'],
+    strip_path: false,
+    append_path: false,
+    preserve_host: false,
+    insecure_skip_verify: false,
+    forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+    ...rest,
+  };
+}
+
+function api(o: Partial<Omit<ApiDefinition, 'proxy'>> & { proxy?: Partial<ProxyDefinition> & { target?: string } } = {}): ApiDefinition {
+  return {
+    name: o.name ?? 'a',
+    active: o.active ?? true,
+    hosts: o.hosts ?? [],
+    proxy: proxy({ listen_path: '/a/*', ...o.proxy }),
+    plugins: o.plugins ?? [],
+  };
+}
+
+function server(name: string, endpoints: Partial<Record<'token' | 'authorize' | 'introspect' | 'revoke', ProxyDefinition>> = {}): OAuthServerDefinition {
+  return {
+    name,
+    oauth_endpoints: { token: proxy({ listen_path: `/${name}/token`, methods: ['POST'] }), ...endpoints },
+    token_strategy: { name: 'storage', settings: {}, leeway: 0 },
+  };
+}
+
+/** The error a call throws, for asserting on code, field and message together. */
+function errorOf(fn: () => unknown): GatehouseError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof GatehouseError) return err;
+    throw err;
+  }
+  throw new Error('expected a GatehouseError');
+}
+
+describe('listen_path matching', () => {
+  test.each<[string, string, string, { params: Record<string, string>; matched: string } | null]>([
+    ['/foo/* matches /foo', '/foo/*', '/foo', { params: {}, matched: '/foo' }],
+    ['/foo/* matches /foo/', '/foo/*', '/foo/', { params: {}, matched: '/foo' }],
+    ['/foo/* matches /foo/a/b', '/foo/*', '/foo/a/b', { params: {}, matched: '/foo' }],
+    ['/foo/* never matches /foobar', '/foo/*', '/foobar', null],
+    ['/foo/* never matches /', '/foo/*', '/', null],
+    ['/* matches /', '/*', '/', { params: {}, matched: '' }],
+    ['/* matches anything', '/*', '/x/y', { params: {}, matched: '' }],
+    ['exact matches itself', '/auth/token', '/auth/token', { params: {}, matched: '/auth/token' }],
+    ['exact does not match a longer path', '/auth/token', '/auth/token/x', null],
+    ['exact does not match with trailing slash', '/auth/token', '/auth/token/', null],
+    ['exact / matches /', '/', '/', { params: {}, matched: '/' }],
+    ['{name} captures one segment', '/u/{id}', '/u/42', { params: { id: '42' }, matched: '/u/42' }],
+    ['{name} does not match an empty segment', '/u/{id}', '/u/', null],
+    ['{name} does not span segments', '/u/{id}', '/u/4/2', null],
+    ['{name} in wildcard path', '/p/{s}/*', '/p/x/y/z', { params: { s: 'x' }, matched: '/p/x' }],
+    ['{name} in wildcard path, no rest', '/p/{s}/*', '/p/x', { params: { s: 'x' }, matched: '/p/x' }],
+    ['wildcard with param needs the param segment', '/p/{s}/*', '/p', null],
+    ['regex with braces', '/r/{id:[\\da-f]{24}}', '/r/5252b1b5301bbf46038b473f', { params: { id: '5252b1b5301bbf46038b473f' }, matched: '/r/5252b1b5301bbf46038b473f' }],
+    ['regex is anchored (too long)', '/r/{id:[\\da-f]{24}}', '/r/5252b1b5301bbf46038b473fa', null],
+    ['regex is anchored (prefix only)', '/r/{n:\\d+}', '/r/12abc', null],
+    ['regex alternation is anchored as a whole', '/r/{k:a|b}', '/r/ax', null],
+    ['regex alternation matches', '/r/{k:a|b}', '/r/b', { params: { k: 'b' }, matched: '/r/b' }],
+    ['user capturing groups do not shift values', '/r/{a:(x)(y)?}/{b}', '/r/x/z', { params: { a: 'x', b: 'z' }, matched: '/r/x/z' }],
+    ['param inside a segment', '/api/v{ver:\\d+}/*', '/api/v2/x', { params: { ver: '2' }, matched: '/api/v2' }],
+    ['two params in one segment', '/d/{y:\\d{4}}-{m:\\d{2}}', '/d/2024-05', { params: { y: '2024', m: '05' }, matched: '/d/2024-05' }],
+    ['captured value is percent-decoded', '/u/{name}', '/u/a%20b', { params: { name: 'a b' }, matched: '/u/a%20b' }],
+    ['malformed escape captured raw', '/u/{name}', '/u/a%ZZ', { params: { name: 'a%ZZ' }, matched: '/u/a%ZZ' }],
+    ['literal after param must match', '/u/{id}/posts', '/u/1/comments', null],
+    ['case-sensitive path', '/Foo/*', '/foo', null],
+  ])('%s', (_name, listenPath, path, expected) => {
+    expect(compileListenPath(listenPath).match(path)).toEqual(expected);
+  });
+
+  test.each<[string, string, string, boolean, string[]]>([
+    ['wildcard', '/foo/*', '/foo', true, []],
+    ['exact', '/foo/bar', '/foo/bar', false, []],
+    ['param', '/prepath/{service}/*', '/prepath/', true, ['service']],
+    ['regex param', '/api/recipes/{id:[\\da-f]{24}}', '/api/recipes/', false, ['id']],
+    ['catch-all', '/*', '', true, []],
+    ['param first', '/{x}/y', '/', false, ['x']],
+    ['mid-segment param', '/api/v{ver}/*', '/api/v', true, ['ver']],
+  ])('compiled shape: %s', (_name, source, literalPrefix, wildcard, paramNames) => {
+    expect(compileListenPath(source)).toMatchObject({ source, literalPrefix, wildcard, paramNames });
+  });
+});
+
+describe('listen_path compile errors', () => {
+  test.each<[string, string, RegExp]>([
+    ['empty', '', /^proxy\.listen_path is required$/],
+    ['no leading slash', 'foo/*', /^proxy\.listen_path must start with \/$/],
+    ['unclosed brace', '/a/{id', /^proxy\.listen_path has an unclosed \{/],
+    ['unclosed regex brace', '/a/{id:[a-z]{2}', /^proxy\.listen_path has an unclosed \{/],
+    ['stray closing brace', '/a/id}', /^proxy\.listen_path has an unmatched \}/],
+    ['bad parameter name', '/a/{1x}', /^proxy\.listen_path has an invalid parameter name "1x"$/],
+    ['empty parameter name', '/a/{}', /^proxy\.listen_path has an invalid parameter name ""$/],
+    ['empty regex', '/a/{id:}', /^proxy\.listen_path parameter "id" has an empty regex$/],
+    ['bad regex', '/a/{id:[a-z}', /^proxy\.listen_path parameter "id" has an invalid regex: /],
+    ['bad regex (unbalanced paren)', '/a/{id:(ab}', /^proxy\.listen_path parameter "id" has an invalid regex: /],
+    ['duplicate parameter', '/a/{id}/b/{id}', /^proxy\.listen_path defines parameter "id" twice$/],
+    ['duplicate parameter in one segment', '/a/{id}-{id}', /^proxy\.listen_path defines parameter "id" twice$/],
+    ['star in the middle', '/a/*/b', /^proxy\.listen_path may contain \* only as a final \/\*$/],
+    ['star without slash', '/a*', /^proxy\.listen_path may contain \* only as a final \/\*$/],
+    ['query', '/a?x=1', /^proxy\.listen_path must not contain \? or #$/],
+    ['empty segment', '/a//b', /^proxy\.listen_path must not contain empty segments/],
+    ['dot-dot segment', '/a/../b/*', /^proxy\.listen_path must not contain \. or \.\. segments$/],
+  ])('%s: %s', (_name, source, message) => {
+    const err = errorOf(() => compileListenPath(source));
+    expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.listen_path', status: 400 });
+    expect(err.message).toMatch(message);
+  });
+
+  test('field path of an OAuth endpoint', () => {
+    const err = errorOf(() => compileListenPath('/x/{', 'oauth_endpoints.token.listen_path'));
+    expect(err.field).toBe('oauth_endpoints.token.listen_path');
+    expect(err.message).toMatch(/^oauth_endpoints\.token\.listen_path has an unclosed \{/);
+  });
+});
+
+describe('target validation', () => {
+  test.each<[string, string, string[], string]>([
+    ['undefined placeholder', 'http://{x}.com', [], 'proxy.upstreams.targets[0].target uses {x} which is not defined in proxy.listen_path'],
+    ['undefined placeholder in path', 'http://u/{id}', ['other'], 'proxy.upstreams.targets[0].target uses {id} which is not defined in proxy.listen_path'],
+    ['not a URL', 'not a url', [], 'proxy.upstreams.targets[0].target is not a valid URL'],
+    ['relative', '/just/a/path', [], 'proxy.upstreams.targets[0].target is not a valid URL'],
+    ['other scheme', 'ftp://u/x', [], 'proxy.upstreams.targets[0].target is not a valid URL'],
+    ['no host', 'http://', [], 'proxy.upstreams.targets[0].target is not a valid URL'],
+    ['empty', '', [], 'proxy.upstreams.targets[0].target is required'],
+    ['user info', 'http://user:pw@u', [], 'proxy.upstreams.targets[0].target must not contain user info'],
+  ])('%s', (_name, template, params, message) => {
+    const err = errorOf(() => compileTarget(template, params, 'proxy.upstreams.targets[0].target'));
+    expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.upstreams.targets[0].target', message });
+  });
+
+  test.each<[string, string, string[]]>([
+    ['plain', 'http://u', []],
+    ['https with port and path', 'https://u.example.com:8443/base?x=1', []],
+    ['host placeholder', 'http://{service}.com', ['service']],
+    ['host placeholder with port', 'http://{service}:9000', ['service']],
+    ['port placeholder', 'http://u:{port}', ['port']],
+    ['path placeholder', 'http://u/recipes/{id}', ['id']],
+    ['IPv4', 'http://127.0.0.1:8080', []],
+    ['IPv6', 'http://[::1]:8080', []],
+    ['underscore host (compose service)', 'http://my_service:8080', []],
+  ])('valid: %s', (_name, template, params) => {
+    expect(() => compileTarget(template, params, 'proxy.upstreams.targets[0].target')).not.toThrow();
+  });
+
+  test('index and field of a later target', () => {
+    const err = errorOf(() =>
+      compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }, { target: 'nope' }] } } })),
+    );
+    expect(err).toMatchObject({ field: 'proxy.upstreams.targets[1].target', message: 'proxy.upstreams.targets[1].target is not a valid URL' });
+  });
+});
+
+describe('compileApi', () => {
+  test('route shape', () => {
+    const route = compileApi(
+      api({
+        name: 'orders',
+        hosts: ['Shop.Example.com', '*.example.com'],
+        proxy: { listen_path: '/orders/{id}/*', methods: ['get', 'POST'], target: 'http://{id}.svc' },
+        plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'auth' } }],
+      }),
+    );
+    expect(route).toMatchObject({
+      id: 'api:orders',
+      kind: 'api',
+      name: 'orders',
+      hosts: ['shop.example.com', '*.example.com'],
+      conditionCount: 2,
+      oauth2: { serverName: 'auth' },
+      targets: [{ template: 'http://{id}.svc', weight: 1 }],
+    });
+    expect([...route.methods!]).toEqual(['GET', 'POST']);
+    expect(route.listenPath?.literalPrefix).toBe('/orders/');
+  });
+
+  test.each<[string, ApiDefinition, number, boolean]>([
+    ['ALL methods → null, no conditions', api(), 0, false],
+    ['hosts only count', api({ hosts: ['a.com'] }), 1, false],
+    ['methods count', api({ proxy: { methods: ['GET'] } }), 1, false],
+    ['disabled oauth2 plugin does not protect', api({ plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 's' } }] }), 0, false],
+    ['enabled oauth2 plugin protects', api({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 's' } }] }), 0, true],
+  ])('%s', (_name, def, conditionCount, protectedRoute) => {
+    const route = compileApi(def);
+    expect(route.conditionCount).toBe(conditionCount);
+    expect(route.oauth2 !== undefined).toBe(protectedRoute);
+  });
+
+  test.each<[string, ApiDefinition, string, string]>([
+    ['no condition at all', api({ proxy: { listen_path: undefined } }), 'proxy.listen_path', 'proxy.listen_path is required'],
+    ['bad host pattern', api({ hosts: ['a.com', 'bad host'] }), 'hosts[1]', 'hosts[1] must be a host name'],
+    ['wildcard in the middle of a host', api({ hosts: ['a.*.com'] }), 'hosts[0]', 'hosts[0] must be a host name'],
+    ['bad method', api({ proxy: { methods: ['GET', 'NOT A METHOD'] } }), 'proxy.methods[1]', 'proxy.methods[1] is not an HTTP method'],
+    ['no targets', api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [] } } }), 'proxy.upstreams.targets', 'proxy.upstreams.targets must contain at least one target'],
+    ['bad listen_path', api({ proxy: { listen_path: 'x' } }), 'proxy.listen_path', 'proxy.listen_path must start with /'],
+    ['target param missing from listen_path', api({ proxy: { listen_path: '/a/*', target: 'http://{svc}' } }), 'proxy.upstreams.targets[0].target', 'proxy.upstreams.targets[0].target uses {svc} which is not defined in proxy.listen_path'],
+  ])('error: %s', (_name, def, field, message) => {
+    const err = errorOf(() => compileApi(def));
+    expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field });
+    expect(err.message.startsWith(message)).toBe(true);
+  });
+
+  test('routes on hosts only (no listen_path) are valid', () => {
+    expect(compileApi(api({ hosts: ['a.com'], proxy: { listen_path: undefined } })).listenPath).toBeNull();
+  });
+});
+
+describe('host patterns', () => {
+  test.each<[string, string, string | null]>([
+    ['exact lower-cased', 'Example.COM', 'example.com'],
+    ['port dropped', 'example.com:8080', 'example.com'],
+    ['leading wildcard', '*.example.com', '*.example.com'],
+    ['trailing wildcard', 'example.*', 'example.*'],
+    ['IPv4', '10.0.0.1', '10.0.0.1'],
+    ['IPv6', '[::1]', '[::1]'],
+    ['bare star', '*', null],
+    ['inner star', 'a.*.com', null],
+    ['double wildcard', '*.example.*', null],
+    ['space', 'a b.com', null],
+    ['empty', '', null],
+    ['empty label', 'a..com', null],
+    ['slash', 'a.com/x', null],
+  ])('%s: %s', (_name, pattern, expected) => {
+    if (expected === null) {
+      expect(errorOf(() => compileHostPattern(pattern, 'hosts[0]'))).toMatchObject({ code: 'VALIDATION_FAILED', field: 'hosts[0]' });
+    } else {
+      expect(compileHostPattern(pattern, 'hosts[0]')).toBe(expected);
+    }
+  });
+});
+
+describe('compileOAuthServer', () => {
+  test('one route per endpoint present, never protected', () => {
+    const s = compileOAuthServer(server('auth', { revoke: proxy({ listen_path: '/auth/revoke', methods: ['POST'] }) }));
+    expect(s.routes.map((r) => [r.id, r.kind, r.name, r.endpoint, r.oauth2])).toEqual([
+      ['oauth:auth:token', 'oauth-endpoint', 'auth', 'token', undefined],
+      ['oauth:auth:revoke', 'oauth-endpoint', 'auth', 'revoke', undefined],
+    ]);
+    expect(s.jwtKeys).toEqual([]);
+    expect(s.routes[0].conditionCount).toBe(1);
+  });
+
+  test('jwt keys are imported through compileJwtKeys', () => {
+    const def: OAuthServerDefinition = { ...server('j'), token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'secret' }], leeway: 0 } };
+    const s = compileOAuthServer(def);
+    expect(s.jwtKeys).toHaveLength(1);
+    expect(s.jwtKeys[0].alg).toBe('HS256');
+    expect(s.jwtKeys[0].key.type).toBe('secret');
+  });
+
+  test('jwt key errors name token_strategy.settings[i]', () => {
+    const def: OAuthServerDefinition = { ...server('j'), token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: '' }], leeway: 0 } };
+    expect(errorOf(() => compileOAuthServer(def))).toMatchObject({ code: 'VALIDATION_FAILED', field: 'token_strategy.settings[0].key' });
+  });
+
+  test.each<[string, OAuthServerDefinition, string, string]>([
+    [
+      'token listen_path missing',
+      { ...server('s'), oauth_endpoints: { token: proxy() } },
+      'oauth_endpoints.token.listen_path',
+      'oauth_endpoints.token.listen_path is required',
+    ],
+    [
+      'bad revoke listen_path',
+      server('s', { revoke: proxy({ listen_path: '/r/{' }) }),
+      'oauth_endpoints.revoke.listen_path',
+      'oauth_endpoints.revoke.listen_path has an unclosed {',
+    ],
+    [
+      'bad token target',
+      { ...server('s'), oauth_endpoints: { token: proxy({ listen_path: '/t', target: 'http://{x}/token' }) } },
+      'oauth_endpoints.token.upstreams.targets[0].target',
+      'oauth_endpoints.token.upstreams.targets[0].target uses {x} which is not defined in oauth_endpoints.token.listen_path',
+    ],
+  ])('error: %s', (_name, def, field, message) => {
+    const err = errorOf(() => compileOAuthServer(def));
+    expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field });
+    expect(err.message.startsWith(message)).toBe(true);
+  });
+});
+
+describe('compileDefinitions', () => {
+  test('only active APIs and every OAuth endpoint become routes', () => {
+    const config = compileDefinitions({
+      apis: [api({ name: 'on' }), api({ name: 'off', active: false, proxy: { listen_path: '/off/*' } })],
+      oauthServers: [server('auth')],
+    });
+    expect(config.routes.map((r) => r.id)).toEqual(['api:on', 'oauth:auth:token']);
+    expect([...config.oauthServers.keys()]).toEqual(['auth']);
+  });
+
+  test('inactive APIs are still validated', () => {
+    const err = errorOf(() => compileDefinitions({ apis: [api({ active: false, proxy: { listen_path: '/{' } })], oauthServers: [] }));
+    expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.listen_path' });
+  });
+
+  test.each<[string, boolean, boolean]>([
+    ['enabled plugin on an active API', true, true],
+    ['disabled plugin', false, true],
+    ['plugin on an inactive API', true, false],
+  ])('oauth2 naming a missing server is refused: %s', (_name, enabled, active) => {
+    const def = api({ active, plugins: [{ name: 'oauth2', enabled, config: { server_name: 'x' } }] });
+    const err = errorOf(() => compileDefinitions({ apis: [def], oauthServers: [server('auth')] }));
+    expect(err).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      field: 'plugins[0].config.server_name',
+      message: 'plugins[0].config.server_name: oauth server "x" not found',
+    });
+  });
+
+  test('oauth2 naming an existing server is accepted', () => {
+    const def = api({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'auth' } }] });
+    const config = compileDefinitions({ apis: [def], oauthServers: [server('auth')] });
+    expect(config.routes[0].oauth2).toEqual({ serverName: 'auth' });
+  });
+
+  test.each<[string, () => unknown]>([
+    ['duplicate API names', () => compileDefinitions({ apis: [api(), api()], oauthServers: [] })],
+    ['duplicate server names', () => compileDefinitions({ apis: [], oauthServers: [server('s'), server('s')] })],
+  ])('%s are refused', (_name, fn) => {
+    expect(errorOf(fn)).toMatchObject({ code: 'VALIDATION_FAILED', field: 'name' });
+  });
+});
+
+describe('routeConflictKey', () => {
+  const key = (def: ApiDefinition) => routeConflictKey(compileApi(def));
+  test.each<[string, ApiDefinition, ApiDefinition, boolean]>([
+    ['same listen_path, no hosts/methods', api({ name: 'a' }), api({ name: 'b' }), true],
+    ['hosts in another order', api({ hosts: ['a.com', 'b.com'] }), api({ name: 'b', hosts: ['B.com', 'a.com'] }), true],
+    ['methods in another order and case', api({ proxy: { methods: ['GET', 'POST'] } }), api({ name: 'b', proxy: { methods: ['post', 'GET'] } }), true],
+    ['ALL equals no methods list', api({ proxy: { methods: ['ALL'] } }), api({ name: 'b', proxy: { methods: [] } }), true],
+    ['different listen_path', api(), api({ name: 'b', proxy: { listen_path: '/b/*' } }), false],
+    ['different hosts', api({ hosts: ['a.com'] }), api({ name: 'b', hosts: ['b.com'] }), false],
+    ['different methods', api({ proxy: { methods: ['GET'] } }), api({ name: 'b', proxy: { methods: ['POST'] } }), false],
+    ['hosts subset', api({ hosts: ['a.com'] }), api({ name: 'b', hosts: ['a.com', 'b.com'] }), false],
+  ])('%s', (_name, a, b, same) => {
+    expect(key(a) === key(b)).toBe(same);
+  });
+});

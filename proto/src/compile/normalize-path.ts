@@ -1,0 +1,65 @@
+/**
+ * Request-path normalisation done before matching. The gateway matches AND forwards the normalised
+ * path, so what an upstream receives is exactly what the routing decision was made on: a request
+ * like `/public/../private/x` or `/public/%2e%2e/private/x` cannot pass a `/public/*` route (or
+ * dodge an oauth2-protected `/private/*` one) and then be resolved differently upstream.
+ */
+
+const HEX = /^[0-9A-Fa-f]{2}$/;
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+
+/**
+ * RFC 3986 §6.2.2.1–2: percent-encoded unreserved characters are decoded (`%7E` → `~`,
+ * `%2e` → `.`) and the hex digits of the remaining escapes upper-cased (`%2F` stays encoded).
+ * A `%` that starts no valid escape becomes `%25`, so decoding can never assemble a new escape
+ * (`%%32%65` must not turn into `%2e` for a later decoder to read as a dot).
+ */
+export function normalizePercentEncoding(s: string): string {
+  if (!s.includes('%')) return s;
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    const hex = s.slice(i + 1, i + 3);
+    if (c === '%' && HEX.test(hex)) {
+      const ch = String.fromCharCode(parseInt(hex, 16));
+      out += UNRESERVED.test(ch) ? ch : `%${hex.toUpperCase()}`;
+      i += 2;
+    } else {
+      out += c === '%' ? '%25' : c;
+    }
+  }
+  return out;
+}
+
+/**
+ * RFC 3986 §5.2.4 remove_dot_segments over a path that starts with `/`, done on whole segments:
+ * `.` is dropped, `..` drops the previous segment (never above the root); a trailing `.`/`..` keeps
+ * the trailing slash (`/a/b/..` → `/a/`).
+ */
+function removeDotSegments(path: string): string {
+  const input = path.split('/').slice(1);
+  const out: string[] = [];
+  input.forEach((seg, i) => {
+    const last = i === input.length - 1;
+    if (seg === '.' || seg === '..') {
+      if (seg === '..') out.pop();
+      if (last) out.push('');
+    } else {
+      out.push(seg);
+    }
+  });
+  return '/' + out.join('/');
+}
+
+/**
+ * Normalise a raw request path (no query string): percent-encoding normalised (so `%2e%2e` is a dot
+ * segment), runs of `/` collapsed to one (upstreams commonly do the same, and `//private` must not
+ * miss a `/private/*` route), dot segments removed. Always returns a path starting with `/`.
+ * Idempotent: normalizePath(normalizePath(p)) === normalizePath(p).
+ */
+export function normalizePath(rawPath: string): string {
+  let p = normalizePercentEncoding(rawPath);
+  if (!p.startsWith('/')) p = '/' + p;
+  p = p.replace(/\/{2,}/g, '/');
+  return removeDotSegments(p);
+}

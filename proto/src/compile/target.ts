@@ -1,0 +1,131 @@
+/**
+ * Upstream target templates: `http://{service}:9000/recipes/{id}?v=1`. Validated at compile time,
+ * resolved per request by substituting the listen_path parameters. A value substituted into the
+ * authority must be made of hostname characters, so a client can never pick the authority
+ * (`evil.com@x`, `a:1`, `a/b`); values in the path or query are percent-encoded.
+ */
+import { GatehouseError } from '../errors.js';
+
+const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+const TEMPLATE = /^(https?):\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?(?:#.*)?$/i;
+const HOST_VALUE = /^[A-Za-z0-9.-]+$/;
+const LABEL = '[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?';
+const RESOLVED_HOSTNAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`);
+
+export interface ResolvedTarget {
+  /** `http://host[:port]`: the undici pool key. */
+  origin: string;
+  /** host[:port] as the Host header carries it (default port omitted). */
+  host: string;
+  /** Path of the target, at least `/`. */
+  path: string;
+  /** Query of the target without `?`, '' when none. */
+  query: string;
+}
+
+export interface TargetPlan {
+  scheme: 'http' | 'https';
+  authority: string;
+  path: string;
+  query: string;
+  /** Set when the template has no placeholders: resolved once at compile time. */
+  resolved?: ResolvedTarget;
+}
+
+function hasPlaceholder(s: string): boolean {
+  return s.search(PLACEHOLDER) >= 0;
+}
+
+function substitute(template: string, params: Readonly<Record<string, string>>, encode: (v: string) => string): string {
+  return template.replace(PLACEHOLDER, (_, name: string) => encode(params[name] ?? ''));
+}
+
+function badHost(message: string): never {
+  throw new GatehouseError('BAD_UPSTREAM_HOST', message);
+}
+
+function resolveAuthority(scheme: string, authority: string): Pick<ResolvedTarget, 'origin' | 'host'> {
+  let url: URL;
+  try {
+    url = new URL(`${scheme}://${authority}/`);
+  } catch {
+    return badHost(`upstream authority "${authority}" is not valid`);
+  }
+  if (url.username || url.password) badHost('upstream authority must not carry user info');
+  const hostname = url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname;
+  if (!RESOLVED_HOSTNAME.test(hostname) && !hostname.startsWith('[')) {
+    badHost(`upstream host "${url.hostname}" is not a valid host name`);
+  }
+  return { origin: url.origin, host: url.host };
+}
+
+function encodePathValue(value: string): string {
+  // A captured value must stay one segment: `/`, `?`, `#` and `%` are encoded by
+  // encodeURIComponent, and a bare dot segment would let the client climb the target's path.
+  if (value === '.' || value === '..') badHost('placeholder value forms a dot segment in the target path');
+  return encodeURIComponent(value);
+}
+
+function hostValue(value: string): string {
+  if (!HOST_VALUE.test(value)) badHost(`placeholder value "${value}" is not a valid host name part`);
+  return value;
+}
+
+/** Substitute `params` into a compiled target. Throws GatehouseError BAD_UPSTREAM_HOST. */
+export function resolveTarget(plan: TargetPlan, params: Readonly<Record<string, string>>): ResolvedTarget {
+  if (plan.resolved) return plan.resolved;
+  const { origin, host } = resolveAuthority(plan.scheme, substitute(plan.authority, params, hostValue));
+  const path = substitute(plan.path, params, encodePathValue) || '/';
+  const query = substitute(plan.query, params, encodeURIComponent);
+  return { origin, host, path, query };
+}
+
+/**
+ * Validate a target template against the listen_path's parameter names. `field` is e.g.
+ * `proxy.upstreams.targets[0].target`, `listenPathField` e.g. `proxy.listen_path`.
+ * Throws GatehouseError VALIDATION_FAILED.
+ */
+export function compileTarget(
+  template: string,
+  paramNames: readonly string[],
+  field: string,
+  listenPathField = 'proxy.listen_path',
+): TargetPlan {
+  const fail = (message: string): never => {
+    throw new GatehouseError('VALIDATION_FAILED', `${field} ${message}`, { field });
+  };
+  if (typeof template !== 'string' || template === '') fail('is required');
+  for (const m of template.matchAll(PLACEHOLDER)) {
+    if (!paramNames.includes(m[1])) fail(`uses {${m[1]}} which is not defined in ${listenPathField}`);
+  }
+  // A placeholder may stand for a host name part or a port: the template is valid when it parses
+  // as an absolute http(s) URL with either kind of dummy value.
+  const url = ['x', '1']
+    .map((dummy) => {
+      try {
+        return new URL(template.replace(PLACEHOLDER, dummy));
+      } catch {
+        return null;
+      }
+    })
+    .find((u) => u !== null);
+  const parts = TEMPLATE.exec(template);
+  if (!url || !parts || !/^https?:$/.test(url.protocol) || url.hostname === '') fail('is not a valid URL');
+  if (url!.username || url!.password) fail('must not contain user info');
+  const [, scheme, authority, path, query = ''] = parts!;
+  const plan: TargetPlan = { scheme: scheme.toLowerCase() as 'http' | 'https', authority, path, query };
+  if (!hasPlaceholder(template)) {
+    let resolved: Pick<ResolvedTarget, 'origin' | 'host'> | undefined;
+    try {
+      resolved = resolveAuthority(plan.scheme, authority);
+    } catch {
+      fail('is not a valid URL');
+    }
+    const { origin, host } = resolved!;
+    // The URL parser's own path normalisation (dot segments, escapes) is what the upstream would see.
+    const fixed = new URL(`${plan.scheme}://${authority}${path}`);
+    plan.path = fixed.pathname;
+    plan.resolved = { origin, host, path: fixed.pathname, query };
+  }
+  return plan;
+}

@@ -1,0 +1,189 @@
+import { GatehouseError } from '../errors.js';
+import { mergePatch, parseApiDefinition } from './index.js';
+
+const VALID = {
+  name: 'example',
+  proxy: { listen_path: '/example/*', upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://localhost:9000' }] } },
+};
+const TARGETS = VALID.proxy.upstreams;
+const withPatch = (patch: object) => mergePatch(VALID, patch);
+
+function errorOf(raw: unknown): GatehouseError {
+  try {
+    parseApiDefinition(raw);
+  } catch (err) {
+    if (err instanceof GatehouseError) return err;
+    throw err;
+  }
+  throw new Error('expected a validation error');
+}
+
+test.each([
+  ['not an object: array', [], 'definition must be a JSON object', undefined],
+  ['not an object: string', 'x', 'definition must be a JSON object', undefined],
+  ['not an object: null', null, 'definition must be a JSON object', undefined],
+  ['name missing', { proxy: VALID.proxy }, 'name is required', 'name'],
+  ['name missing (empty body)', {}, 'name is required', 'name'],
+  ['name empty', withPatch({ name: '' }), 'name is required', 'name'],
+  ['name null', withPatch({ name: null }), 'name is required', 'name'],
+  ['name not a string', withPatch({ name: 5 }), 'name must be a string', 'name'],
+  ['name with space', withPatch({ name: 'a b' }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -', 'name'],
+  ['name with slash', withPatch({ name: 'a/b' }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -', 'name'],
+  ['name too long', withPatch({ name: 'a'.repeat(129) }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -', 'name'],
+  ['name beats routing condition', { proxy: {} }, 'name is required', 'name'],
+  ['no routing condition', { name: 'x', proxy: { upstreams: TARGETS } }, 'proxy.listen_path is required', 'proxy.listen_path'],
+  ['no proxy at all', { name: 'x' }, 'proxy.listen_path is required', 'proxy.listen_path'],
+  ['empty listen_path is absent', withPatch({ proxy: { listen_path: '' } }), 'proxy.listen_path is required', 'proxy.listen_path'],
+  ['empty hosts is no condition', withPatch({ hosts: [], proxy: { listen_path: null } }), 'proxy.listen_path is required', 'proxy.listen_path'],
+  ['routing condition beats targets', { name: 'x', proxy: {} }, 'proxy.listen_path is required', 'proxy.listen_path'],
+  ['proxy missing with hosts', { name: 'x', hosts: ['a.com'] }, 'proxy is required', 'proxy'],
+  ['proxy not an object', { name: 'x', hosts: ['a.com'], proxy: 'p' }, 'proxy must be an object', 'proxy'],
+  ['listen_path without slash', withPatch({ proxy: { listen_path: 'x/*' } }), 'proxy.listen_path must start with "/"', 'proxy.listen_path'],
+  ['listen_path not a string', withPatch({ proxy: { listen_path: 3 } }), 'proxy.listen_path must be a string', 'proxy.listen_path'],
+  ['upstreams missing', withPatch({ proxy: { upstreams: null } }), 'proxy.upstreams.targets is required', 'proxy.upstreams.targets'],
+  ['targets missing', withPatch({ proxy: { upstreams: { targets: null } } }), 'proxy.upstreams.targets is required', 'proxy.upstreams.targets'],
+  ['targets empty', withPatch({ proxy: { upstreams: { targets: [] } } }), 'proxy.upstreams.targets must not be empty', 'proxy.upstreams.targets'],
+  ['target missing', withPatch({ proxy: { upstreams: { targets: [{}] } } }), 'proxy.upstreams.targets[0].target is required', 'proxy.upstreams.targets[0].target'],
+  ['target empty', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a' }, { target: '' }] } } }), 'proxy.upstreams.targets[1].target is required', 'proxy.upstreams.targets[1].target'],
+  ['target not an object', withPatch({ proxy: { upstreams: { targets: ['http://a'] } } }), 'proxy.upstreams.targets[0] must be an object', 'proxy.upstreams.targets[0]'],
+  ['weight zero', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: 0 }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
+  ['weight too big', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: 1001 }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
+  ['weight fractional', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: 1.5 }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
+  ['weight a string', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: '2' }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
+  ['unknown balancing', withPatch({ proxy: { upstreams: { balancing: 'random' } } }), 'proxy.upstreams.balancing must be "roundrobin" (alias "rr") or "weight"', 'proxy.upstreams.balancing'],
+  ['methods empty', withPatch({ proxy: { methods: [] } }), 'proxy.methods must not be empty', 'proxy.methods'],
+  ['methods not an array', withPatch({ proxy: { methods: 'GET' } }), 'proxy.methods must be an array', 'proxy.methods'],
+  ['method with space', withPatch({ proxy: { methods: ['GET', 'P OST'] } }), 'proxy.methods[1] is not a valid HTTP method', 'proxy.methods[1]'],
+  ['method empty', withPatch({ proxy: { methods: [''] } }), 'proxy.methods[0] is not a valid HTTP method', 'proxy.methods[0]'],
+  ['method with CRLF', withPatch({ proxy: { methods: ['GET\r\nX: y'] } }), 'proxy.methods[0] is not a valid HTTP method', 'proxy.methods[0]'],
+  ['method not a string', withPatch({ proxy: { methods: [7] } }), 'proxy.methods[0] must be a string', 'proxy.methods[0]'],
+  ['hosts not an array', withPatch({ hosts: 'a.com' }), 'hosts must be an array', 'hosts'],
+  ['host empty', withPatch({ hosts: ['a.com', ''] }), 'hosts[1] must not be empty', 'hosts[1]'],
+  ['host with whitespace', withPatch({ hosts: ['a .com'] }), 'hosts[0] must not contain whitespace', 'hosts[0]'],
+  ['proxy.hosts entry empty', withPatch({ proxy: { hosts: [''] } }), 'proxy.hosts[0] must not be empty', 'proxy.hosts[0]'],
+  ['active not a boolean', withPatch({ active: 'yes' }), 'active must be a boolean', 'active'],
+  ['strip_path not a boolean', withPatch({ proxy: { strip_path: 1 } }), 'proxy.strip_path must be a boolean', 'proxy.strip_path'],
+  ['append_path not a boolean', withPatch({ proxy: { append_path: 'true' } }), 'proxy.append_path must be a boolean', 'proxy.append_path'],
+  ['preserve_host not a boolean', withPatch({ proxy: { preserve_host: 0 } }), 'proxy.preserve_host must be a boolean', 'proxy.preserve_host'],
+  ['insecure_skip_verify not a boolean', withPatch({ proxy: { insecure_skip_verify: 'no' } }), 'proxy.insecure_skip_verify must be a boolean', 'proxy.insecure_skip_verify'],
+  ['dial_timeout junk', withPatch({ proxy: { forwarding_timeouts: { dial_timeout: 'soon' } } }), 'proxy.forwarding_timeouts.dial_timeout is not a valid duration', 'proxy.forwarding_timeouts.dial_timeout'],
+  ['dial_timeout zero', withPatch({ proxy: { forwarding_timeouts: { dial_timeout: '0s' } } }), 'proxy.forwarding_timeouts.dial_timeout is not a valid duration', 'proxy.forwarding_timeouts.dial_timeout'],
+  ['dial_timeout a number', withPatch({ proxy: { forwarding_timeouts: { dial_timeout: 5 } } }), 'proxy.forwarding_timeouts.dial_timeout must be a string', 'proxy.forwarding_timeouts.dial_timeout'],
+  ['response_header_timeout over 1h', withPatch({ proxy: { forwarding_timeouts: { response_header_timeout: '2h' } } }), 'proxy.forwarding_timeouts.response_header_timeout is not a valid duration', 'proxy.forwarding_timeouts.response_header_timeout'],
+  ['plugins not an array', withPatch({ plugins: {} }), 'plugins must be an array', 'plugins'],
+  ['plugin unknown', withPatch({ plugins: [{ name: 'foo' }] }), 'plugins[0].name: unknown plugin "foo"', 'plugins[0].name'],
+  ['plugin name missing', withPatch({ plugins: [{ enabled: true }] }), 'plugins[0].name is required', 'plugins[0].name'],
+  ['oauth2 without config', withPatch({ plugins: [{ name: 'oauth2' }] }), 'plugins[0].config.server_name is required', 'plugins[0].config.server_name'],
+  ['oauth2 with empty server_name', withPatch({ plugins: [{ name: 'oauth2', config: { server_name: '' } }] }), 'plugins[0].config.server_name is required', 'plugins[0].config.server_name'],
+  ['plugin enabled not a boolean', withPatch({ plugins: [{ name: 'oauth2', enabled: 'y', config: { server_name: 's' } }] }), 'plugins[0].enabled must be a boolean', 'plugins[0].enabled'],
+  [
+    'duplicate plugin',
+    withPatch({ plugins: [{ name: 'oauth2', config: { server_name: 's' } }, { name: 'oauth2', config: { server_name: 't' } }] }),
+    'plugins[1].name: duplicate plugin "oauth2"',
+    'plugins[1].name',
+  ],
+])('rejects %s', (_name, raw, message, field) => {
+  const err = errorOf(raw);
+  expect(err.code).toBe('VALIDATION_FAILED');
+  expect(err.status).toBe(400);
+  expect(err.message).toBe(message);
+  expect(err.field).toBe(field);
+});
+
+test('fills every default', () => {
+  expect(parseApiDefinition(VALID)).toEqual({
+    name: 'example',
+    active: true,
+    hosts: [],
+    proxy: {
+      listen_path: '/example/*',
+      upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://localhost:9000', weight: 1 }] },
+      methods: ['ALL'],
+      strip_path: false,
+      append_path: false,
+      preserve_host: false,
+      insecure_skip_verify: false,
+      forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+    },
+    plugins: [],
+  });
+});
+
+const proxyOf = (patch: object) => parseApiDefinition(withPatch(patch)).proxy;
+
+test.each([
+  ['balancing absent → roundrobin', { proxy: { upstreams: { balancing: null } } }, (p: any) => p.upstreams.balancing, 'roundrobin'],
+  ['balancing "" → roundrobin', { proxy: { upstreams: { balancing: '' } } }, (p: any) => p.upstreams.balancing, 'roundrobin'],
+  ['balancing rr alias', { proxy: { upstreams: { balancing: 'rr' } } }, (p: any) => p.upstreams.balancing, 'roundrobin'],
+  ['balancing weight', { proxy: { upstreams: { balancing: 'weight' } } }, (p: any) => p.upstreams.balancing, 'weight'],
+  ['weight kept', { proxy: { upstreams: { balancing: 'weight', targets: [{ target: 'http://a', weight: 7 }] } } }, (p: any) => p.upstreams.targets, [{ target: 'http://a', weight: 7 }]],
+  ['methods upper-cased and deduped', { proxy: { methods: ['get', 'POST', 'GET'] } }, (p: any) => p.methods, ['GET', 'POST']],
+  ['ALL absorbs the others', { proxy: { methods: ['get', 'all'] } }, (p: any) => p.methods, ['ALL']],
+  ['custom method token kept', { proxy: { methods: ['PURGE'] } }, (p: any) => p.methods, ['PURGE']],
+  ['timeouts partially given', { proxy: { forwarding_timeouts: { dial_timeout: '250ms' } } }, (p: any) => p.forwarding_timeouts, { dial_timeout: '250ms', response_header_timeout: '60s' }],
+  ['booleans kept', { proxy: { strip_path: true, append_path: true, preserve_host: true, insecure_skip_verify: true } }, (p: any) => [p.strip_path, p.append_path, p.preserve_host, p.insecure_skip_verify], [true, true, true, true]],
+  ['empty listen_path dropped when hosts route', { hosts: ['a.com'], proxy: { listen_path: '' } }, (p: any) => 'listen_path' in p, false],
+])('normalises %s', (_name, patch, pick, expected) => {
+  expect(pick(proxyOf(patch))).toEqual(expected);
+});
+
+test.each([
+  ['hosts only', { hosts: ['A.example.com'] }, ['a.example.com']],
+  ['proxy.hosts alias only', { proxy: { hosts: ['B.com'] } }, ['b.com']],
+  ['union, deduped, order kept', { hosts: ['a.com', 'B.com'], proxy: { hosts: ['b.com', 'c.com', 'A.COM'] } }, ['a.com', 'b.com', 'c.com']],
+  ['wildcards kept', { hosts: ['*.Example.com'] }, ['*.example.com']],
+])('folds hosts: %s', (_name, patch, hosts) => {
+  const api = parseApiDefinition(withPatch(patch));
+  expect(api.hosts).toEqual(hosts);
+  expect(api.proxy).not.toHaveProperty('hosts');
+});
+
+test.each([
+  ['hosts only', { name: 'h', hosts: ['a.com'], proxy: { upstreams: TARGETS } }],
+  ['methods only', { name: 'm', proxy: { methods: ['GET'], upstreams: TARGETS } }],
+  ['proxy.hosts only', { name: 'p', proxy: { hosts: ['a.com'], upstreams: TARGETS } }],
+  ['listen_path only', VALID],
+])('accepts a single routing condition: %s', (_name, raw) => {
+  expect(() => parseApiDefinition(raw)).not.toThrow();
+});
+
+test('strips unknown members and treats null as absent (Janus-style clients)', () => {
+  const janus = {
+    name: 'janus',
+    active: true,
+    hosts: null,
+    health_check: { url: '', timeout: 0 },
+    proxy: {
+      preserve_host: false,
+      listen_path: '/j/*',
+      upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://a', extra: 1 }], options: {} },
+      methods: null,
+      hosts: null,
+    },
+    plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 's', other: true } }],
+  };
+  const api = parseApiDefinition(janus);
+  expect(api).not.toHaveProperty('health_check');
+  expect(api.proxy.upstreams).not.toHaveProperty('options');
+  expect(api.proxy.upstreams.targets).toEqual([{ target: 'http://a', weight: 1 }]);
+  expect(api.proxy.methods).toEqual(['ALL']);
+  expect(api.hosts).toEqual([]);
+  expect(api.plugins).toEqual([{ name: 'oauth2', enabled: false, config: { server_name: 's' } }]);
+});
+
+test('is idempotent: a normalised definition parses to itself', () => {
+  const once = parseApiDefinition(withPatch({ hosts: ['X.com'], proxy: { methods: ['get'], upstreams: { balancing: 'rr' } } }));
+  expect(parseApiDefinition(once)).toEqual(once);
+});
+
+test('does not mutate its input', () => {
+  const raw = withPatch({ hosts: ['X.com'], proxy: { hosts: ['y.com'], methods: ['get'] } });
+  const copy = structuredClone(raw);
+  parseApiDefinition(raw);
+  expect(raw).toEqual(copy);
+});
+
+test('a __proto__ member cannot supply fields', () => {
+  const raw = JSON.parse('{"__proto__": {"name": "sneaky"}, "proxy": {"listen_path": "/x", "upstreams": {"targets": [{"target": "http://a"}]}}}');
+  expect(errorOf(raw).message).toBe('name is required');
+});

@@ -1,0 +1,78 @@
+/**
+ * Turns the first zod issue into our one error: GatehouseError('VALIDATION_FAILED') whose message
+ * starts with the dotted field path (`proxy.upstreams.targets[0].target is required`).
+ * Schemas carry our wording as their messages ("is required", "must not be empty", or
+ * ": unknown plugin ..." when the text follows the path without a space).
+ */
+import type { z } from 'zod';
+import { GatehouseError } from '../errors.js';
+
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out === '' ? String(seg) : `.${String(seg)}`;
+  }
+  return out;
+}
+
+export function validationError(path: readonly PropertyKey[], message: string): GatehouseError {
+  const field = formatPath(path);
+  const text = field === '' ? message : message.startsWith(':') ? `${field}${message}` : `${field} ${message}`;
+  return new GatehouseError('VALIDATION_FAILED', text, { field: field === '' ? undefined : field });
+}
+
+const ARTICLE: Record<string, string> = { object: 'an object', array: 'an array', int: 'an integer' };
+
+/** Wording for issues a schema left without its own message. */
+function defaultMessage(iss: z.core.$ZodRawIssue): string | undefined {
+  switch (iss.code) {
+    case 'invalid_type':
+      if (iss.input === undefined) return 'is required';
+      return `must be ${ARTICLE[iss.expected] ?? `a ${iss.expected}`}`;
+    case 'too_small':
+      return iss.origin === 'array' || iss.origin === 'string' ? 'must not be empty' : `must be at least ${iss.minimum}`;
+    case 'too_big':
+      return iss.origin === 'array' || iss.origin === 'string' ? 'is too long' : `must be at most ${iss.maximum}`;
+    default:
+      return undefined;
+  }
+}
+
+export type Checked<T> = { ok: true; data: T } | { ok: false; error: GatehouseError; path: PropertyKey[] };
+
+/** Parse with `schema`; a failure is the first issue as a VALIDATION_FAILED naming `base` + its path. */
+export function check<S extends z.ZodType>(schema: S, raw: unknown, base: readonly PropertyKey[] = []): Checked<z.output<S>> {
+  const result = schema.safeParse(raw, { error: defaultMessage });
+  if (result.success) return { ok: true, data: result.data };
+  const issue = result.error.issues[0];
+  const path = [...base, ...issue.path];
+  return { ok: false, error: validationError(path, issue.message), path };
+}
+
+export function parseOrThrow<S extends z.ZodType>(schema: S, raw: unknown, base: readonly PropertyKey[] = []): z.output<S> {
+  const result = check(schema, raw, base);
+  if (!result.ok) throw result.error;
+  return result.data;
+}
+
+/** True for a JSON object (not null, not an array). */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Object members set to null are treated as absent: Go clients (Janus-era seeds) serialise nil
+ * slices and pointers as null. Null array elements stay, and fail validation. A `__proto__`
+ * member (possible in JSON.parse output) is never a field of ours: dropped, so it cannot become
+ * the copy's prototype and feed it inherited fields.
+ */
+export function dropNulls(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(dropNulls);
+  if (!isPlainObject(v)) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, val] of Object.entries(v)) {
+    if (val !== null && k !== '__proto__') out[k] = dropNulls(val);
+  }
+  return out;
+}

@@ -1,0 +1,121 @@
+import { GatehouseError } from '../errors.js';
+import { mergePatch, parseOAuthServer } from './index.js';
+
+const ENDPOINT = { listen_path: '/auth/token', upstreams: { targets: [{ target: 'http://auth:9000/token' }] } };
+const VALID = {
+  name: 'local',
+  oauth_endpoints: { token: ENDPOINT },
+  token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'secret' }] },
+};
+const withPatch = (patch: object) => mergePatch(VALID, patch);
+const ALGS = 'HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384';
+
+function errorOf(raw: unknown): GatehouseError {
+  try {
+    parseOAuthServer(raw);
+  } catch (err) {
+    if (err instanceof GatehouseError) return err;
+    throw err;
+  }
+  throw new Error('expected a validation error');
+}
+
+test.each([
+  ['not an object', [1], 'definition must be a JSON object'],
+  ['name missing', { oauth_endpoints: VALID.oauth_endpoints }, 'name is required'],
+  ['name invalid', withPatch({ name: 'a:b' }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -'],
+  ['oauth_endpoints missing', withPatch({ oauth_endpoints: null }), 'oauth_endpoints.token is required'],
+  ['token missing', withPatch({ oauth_endpoints: { token: null, authorize: ENDPOINT } }), 'oauth_endpoints.token is required'],
+  ['token listen_path missing', withPatch({ oauth_endpoints: { token: { listen_path: null } } }), 'oauth_endpoints.token.listen_path is required'],
+  ['token listen_path empty', withPatch({ oauth_endpoints: { token: { listen_path: '' } } }), 'oauth_endpoints.token.listen_path is required'],
+  ['token listen_path without slash', withPatch({ oauth_endpoints: { token: { listen_path: 'token' } } }), 'oauth_endpoints.token.listen_path must start with "/"'],
+  ['token targets missing', withPatch({ oauth_endpoints: { token: { upstreams: null } } }), 'oauth_endpoints.token.upstreams.targets is required'],
+  ['token method invalid', withPatch({ oauth_endpoints: { token: { methods: ['PO ST'] } } }), 'oauth_endpoints.token.methods[0] is not a valid HTTP method'],
+  ['token timeout invalid', withPatch({ oauth_endpoints: { token: { forwarding_timeouts: { dial_timeout: '-1s' } } } }), 'oauth_endpoints.token.forwarding_timeouts.dial_timeout is not a valid duration'],
+  ['authorize listen_path missing', withPatch({ oauth_endpoints: { authorize: { upstreams: ENDPOINT.upstreams } } }), 'oauth_endpoints.authorize.listen_path is required'],
+  ['revoke balancing invalid', withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, upstreams: { balancing: 'x', targets: [{ target: 'http://a' }] } } } }), 'oauth_endpoints.revoke.upstreams.balancing must be "roundrobin" (alias "rr") or "weight"'],
+  ['token_strategy missing', withPatch({ token_strategy: null }), 'token_strategy is required'],
+  ['strategy name missing', withPatch({ token_strategy: { name: null } }), 'token_strategy.name is required'],
+  ['strategy name unknown', withPatch({ token_strategy: { name: 'opaque' } }), 'token_strategy.name must be "jwt" or "storage"'],
+  ['leeway negative', withPatch({ token_strategy: { leeway: -1 } }), 'token_strategy.leeway must be an integer from 0 to 3600'],
+  ['leeway too big', withPatch({ token_strategy: { leeway: 3601 } }), 'token_strategy.leeway must be an integer from 0 to 3600'],
+  ['leeway fractional', withPatch({ token_strategy: { leeway: 1.5 } }), 'token_strategy.leeway must be an integer from 0 to 3600'],
+  ['jwt settings missing', withPatch({ token_strategy: { settings: null } }), 'token_strategy.settings is required'],
+  ['jwt settings empty', withPatch({ token_strategy: { settings: [] } }), 'token_strategy.settings must not be empty'],
+  ['jwt settings a string', withPatch({ token_strategy: { settings: 'secret' } }), 'token_strategy.settings must be an array'],
+  ['jwt alg unsupported', withPatch({ token_strategy: { settings: [{ alg: 'none', key: 'k' }] } }), `token_strategy.settings[0].alg must be one of ${ALGS}`],
+  ['jwt alg missing', withPatch({ token_strategy: { settings: [{ alg: 'HS256', key: 'k' }, { key: 'k' }] } }), 'token_strategy.settings[1].alg is required'],
+  ['jwt key missing', withPatch({ token_strategy: { settings: [{ alg: 'HS256' }] } }), 'token_strategy.settings[0].key is required'],
+  ['jwt key empty', withPatch({ token_strategy: { settings: [{ alg: 'HS256', key: '' }] } }), 'token_strategy.settings[0].key is required'],
+  ['jwt legacy secret empty', withPatch({ token_strategy: { settings: { secret: '' } } }), 'token_strategy.settings[0].key is required'],
+  ['storage default_ttl zero', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: 0 } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
+  ['storage default_ttl a string', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: '60' } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
+  ['storage settings a string', withPatch({ token_strategy: { name: 'storage', settings: 'x' } }), 'token_strategy.settings must be an object'],
+])('rejects %s', (_name, raw, message) => {
+  const err = errorOf(raw);
+  expect(err.code).toBe('VALIDATION_FAILED');
+  expect(err.message).toBe(message);
+  expect(err.field).toBe(message.startsWith('definition ') ? undefined : message.split(' ')[0]);
+});
+
+const DEFAULTED_ENDPOINT = {
+  listen_path: '/auth/token',
+  upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://auth:9000/token', weight: 1 }] },
+  methods: ['ALL'],
+  strip_path: false,
+  append_path: false,
+  preserve_host: false,
+  insecure_skip_verify: false,
+  forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+};
+
+test('fills endpoint defaults exactly like an API proxy, and leeway 0', () => {
+  expect(parseOAuthServer(VALID)).toEqual({
+    name: 'local',
+    oauth_endpoints: { token: DEFAULTED_ENDPOINT },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'secret' }], leeway: 0 },
+  });
+});
+
+test.each([
+  ['legacy object form', { secret: 'k1' }, [{ alg: 'HS256', key: 'k1' }]],
+  ['legacy array element', [{ secret: 'k1' }], [{ alg: 'HS256', key: 'k1' }]],
+  ['legacy element with alg', [{ alg: 'HS512', secret: 'k1' }], [{ alg: 'HS512', key: 'k1' }]],
+  ['rotation: several keys kept in order', [{ alg: 'HS256', key: 'new' }, { secret: 'old' }], [{ alg: 'HS256', key: 'new' }, { alg: 'HS256', key: 'old' }]],
+  ['extra members stripped', [{ alg: 'RS256', key: 'PEM', kid: 'x' }], [{ alg: 'RS256', key: 'PEM' }]],
+])('jwt settings: %s', (_name, settings, expected) => {
+  const server = parseOAuthServer({ ...VALID, token_strategy: { name: 'jwt', settings, leeway: 30 } });
+  expect(server.token_strategy).toEqual({ name: 'jwt', settings: expected, leeway: 30 });
+});
+
+test.each([
+  ['absent', undefined, {}],
+  ['empty array (seed form)', [], {}],
+  ['object with default_ttl', { default_ttl: 3600 }, { default_ttl: 3600 }],
+  ['array with one object', [{ default_ttl: 60 }], { default_ttl: 60 }],
+  ['empty object', {}, {}],
+])('storage settings: %s', (_name, settings, expected) => {
+  const server = parseOAuthServer({ ...VALID, token_strategy: { name: 'storage', settings } });
+  expect(server.token_strategy).toEqual({ name: 'storage', settings: expected, leeway: 0 });
+});
+
+test('optional endpoints are normalised and proxy.hosts on an endpoint is ignored', () => {
+  const server = parseOAuthServer(
+    withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, hosts: ['a.com'], methods: ['post'] }, introspect: null } }),
+  );
+  expect(server.oauth_endpoints.revoke).toEqual({ ...DEFAULTED_ENDPOINT, methods: ['POST'] });
+  expect(server.oauth_endpoints).not.toHaveProperty('introspect');
+  expect(server.oauth_endpoints).not.toHaveProperty('authorize');
+});
+
+test('strips unknown members (Janus-style server)', () => {
+  const server = parseOAuthServer({ ...VALID, cors_meta: { enabled: true }, rate_limit: {}, client_endpoints: {} });
+  expect(Object.keys(server).sort()).toEqual(['name', 'oauth_endpoints', 'token_strategy']);
+});
+
+test('is idempotent', () => {
+  const once = parseOAuthServer(withPatch({ token_strategy: { settings: { secret: 's' }, leeway: 5 } }));
+  expect(parseOAuthServer(once)).toEqual(once);
+  const storage = parseOAuthServer(withPatch({ token_strategy: { name: 'storage', settings: [{ default_ttl: 9 }] } }));
+  expect(parseOAuthServer(storage)).toEqual(storage);
+});

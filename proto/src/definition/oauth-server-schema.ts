@@ -1,0 +1,91 @@
+/**
+ * OAuth server definitions: raw admin JSON → normalised OAuthServerDefinition.
+ * Endpoints use the API proxy schema (plus a required listen_path); `proxy.hosts` on an endpoint
+ * is ignored, like every unknown member. Legacy jwt settings (`{"secret": k}`, or array elements
+ * `{secret}`) become `{alg: "HS256", key: k}`. PEM parsing of keys is the compile stage's.
+ */
+import { z } from 'zod';
+import { endpointSchema, normalizeProxy } from './proxy-schema.js';
+import { dropNulls, isPlainObject, parseOrThrow, validationError } from './field-path.js';
+import { nameSchema } from './name.js';
+import { JWT_ALGS, OAUTH_ENDPOINTS } from './types.js';
+import type { OAuthServerDefinition, ProxyDefinition, TokenStrategy } from './types.js';
+
+export const MAX_LEEWAY_SECONDS = 3600;
+const UINT32_MAX = 4_294_967_295;
+
+const leewayError = `must be an integer from 0 to ${MAX_LEEWAY_SECONDS}`;
+const ttlError = 'must be a positive integer (seconds)';
+const algError = `must be one of ${JWT_ALGS.join(', ')}`;
+
+const serverSchema = z.object({
+  name: nameSchema,
+  // prefault: a missing oauth_endpoints reports `oauth_endpoints.token is required`.
+  oauth_endpoints: z
+    .object({
+      token: endpointSchema,
+      authorize: endpointSchema.optional(),
+      introspect: endpointSchema.optional(),
+      revoke: endpointSchema.optional(),
+    })
+    .prefault({} as never),
+  token_strategy: z.object({
+    name: z.enum(['jwt', 'storage'], {
+      error: (iss) => (iss.input === undefined ? 'is required' : 'must be "jwt" or "storage"'),
+    }),
+    settings: z.unknown().optional(),
+    leeway: z.int({ error: leewayError }).min(0, leewayError).max(MAX_LEEWAY_SECONDS, leewayError).default(0),
+  }),
+});
+
+function legacyKey(v: unknown): unknown {
+  return isPlainObject(v) && v.key === undefined && v.secret !== undefined ? { alg: v.alg ?? 'HS256', key: v.secret } : v;
+}
+
+const jwtSettingsSchema = z.preprocess(
+  (v) => (isPlainObject(v) ? [v] : v),
+  z
+    .array(
+      z.preprocess(
+        legacyKey,
+        z.object({
+          alg: z.enum(JWT_ALGS, { error: (iss) => (iss.input === undefined ? 'is required' : algError) }),
+          key: z.string().min(1, 'is required'),
+        }),
+      ),
+    )
+    .min(1, 'must not be empty'),
+);
+
+const storageSettingsSchema = z.preprocess(
+  // The seed describes settings as an array: [] and [{...}] are accepted as the object form.
+  (v) => (v === undefined || (Array.isArray(v) && v.length === 0) ? {} : Array.isArray(v) && v.length === 1 ? v[0] : v),
+  z.object({ default_ttl: z.int({ error: ttlError }).min(1, ttlError).max(UINT32_MAX, ttlError).optional() }),
+);
+
+export function parseOAuthServer(input: unknown): OAuthServerDefinition {
+  if (!isPlainObject(input)) throw validationError([], 'definition must be a JSON object');
+  const parsed = parseOrThrow(serverSchema, dropNulls(input));
+
+  const { name: strategy, settings, leeway } = parsed.token_strategy;
+  const base = ['token_strategy', 'settings'];
+  let token_strategy: TokenStrategy;
+  if (strategy === 'jwt') {
+    const keys = parseOrThrow(jwtSettingsSchema, settings, base);
+    token_strategy = { name: 'jwt', settings: keys.map((k) => ({ alg: k.alg, key: k.key })), leeway };
+  } else {
+    const { default_ttl } = parseOrThrow(storageSettingsSchema, settings, base);
+    token_strategy = { name: 'storage', settings: default_ttl === undefined ? {} : { default_ttl }, leeway };
+  }
+
+  const endpoints: Partial<Record<(typeof OAUTH_ENDPOINTS)[number], ProxyDefinition>> = {};
+  for (const name of OAUTH_ENDPOINTS) {
+    const raw = parsed.oauth_endpoints[name];
+    if (raw) endpoints[name] = normalizeProxy(raw);
+  }
+  return {
+    name: parsed.name,
+    oauth_endpoints: { ...endpoints, token: normalizeProxy(parsed.oauth_endpoints.token) },
+    token_strategy,
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * The proxy object, shared by API definitions and every OAuth server endpoint (one schema,
+ * one normaliser). Only shape and simple syntax are checked here; listen_path parameter
+ * syntax, regex compilation and target URLs are the compile stage's (proto/src/compile).
+ */
+import { z } from 'zod';
+import { tryParseDuration } from '../duration.js';
+import type { Balancing, ProxyDefinition } from './types.js';
+
+export const DEFAULT_DIAL_TIMEOUT = '30s';
+export const DEFAULT_RESPONSE_HEADER_TIMEOUT = '60s';
+export const MAX_TARGET_WEIGHT = 1000;
+
+/** RFC 7230 token (tchar+). */
+const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+export const hostSchema = z.string().min(1, 'must not be empty').regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
+
+const durationSchema = (fallback: string) =>
+  z
+    .string()
+    .refine((s) => tryParseDuration(s) !== null, 'is not a valid duration')
+    .default(fallback);
+
+const balancingSchema = z
+  .string()
+  .optional()
+  .transform((s, ctx): Balancing => {
+    const v = (s ?? '').toLowerCase();
+    if (v === '' || v === 'roundrobin' || v === 'rr') return 'roundrobin';
+    if (v === 'weight') return 'weight';
+    ctx.issues.push({ code: 'custom', input: s, message: 'must be "roundrobin" (alias "rr") or "weight"' });
+    return z.NEVER;
+  });
+
+const weightError = `must be an integer from 1 to ${MAX_TARGET_WEIGHT}`;
+
+const targetSchema = z.object({
+  target: z.string().min(1, 'is required'),
+  weight: z.int({ error: weightError }).min(1, weightError).max(MAX_TARGET_WEIGHT, weightError).default(1),
+});
+
+const upstreamsSchema = z.object({
+  balancing: balancingSchema,
+  targets: z.array(targetSchema).min(1, 'must not be empty'),
+});
+
+const listenPathSchema = z.string().refine((s) => s === '' || s.startsWith('/'), 'must start with "/"');
+
+/** Raw shape; `normalizeProxy` turns it into a ProxyDefinition. Unknown members are stripped. */
+export const proxySchema = z.object({
+  listen_path: listenPathSchema.optional(),
+  /** Alias of the API's top-level `hosts` (folded in by the API stage; ignored on OAuth endpoints). */
+  hosts: z.array(hostSchema).optional(),
+  // prefault: a missing upstreams is parsed as {} and so reports `proxy.upstreams.targets is required`
+  // (`as never` because zod types a prefault as a complete input).
+  upstreams: upstreamsSchema.prefault({} as never),
+  methods: z.array(z.string().regex(HTTP_TOKEN, 'is not a valid HTTP method')).min(1, 'must not be empty').optional(),
+  strip_path: z.boolean().default(false),
+  append_path: z.boolean().default(false),
+  preserve_host: z.boolean().default(false),
+  insecure_skip_verify: z.boolean().default(false),
+  forwarding_timeouts: z
+    .object({
+      dial_timeout: durationSchema(DEFAULT_DIAL_TIMEOUT),
+      response_header_timeout: durationSchema(DEFAULT_RESPONSE_HEADER_TIMEOUT),
+    })
+    .prefault({} as never),
+});
+
+/** OAuth endpoints are reached only through their listen_path, so it is required there. */
+export const endpointSchema = proxySchema.extend({
+  listen_path: listenPathSchema.refine((s) => s !== '', 'is required'),
+});
+
+export type RawProxy = z.output<typeof proxySchema>;
+
+export function dedupe(values: string[]): string[] {
+  return [...new Set(values)];
+}
+
+/** Fill defaults and canonical forms; idempotent (a normalised proxy normalises to itself). */
+export function normalizeProxy(raw: RawProxy): ProxyDefinition {
+  const methods = raw.methods ? dedupe(raw.methods.map((m) => m.toUpperCase())) : ['ALL'];
+  const proxy: ProxyDefinition = {
+    upstreams: {
+      balancing: raw.upstreams.balancing,
+      targets: raw.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight })),
+    },
+    // ALL already means any method; listing others beside it adds nothing.
+    methods: methods.includes('ALL') ? ['ALL'] : methods,
+    strip_path: raw.strip_path,
+    append_path: raw.append_path,
+    preserve_host: raw.preserve_host,
+    insecure_skip_verify: raw.insecure_skip_verify,
+    forwarding_timeouts: {
+      dial_timeout: raw.forwarding_timeouts.dial_timeout,
+      response_header_timeout: raw.forwarding_timeouts.response_header_timeout,
+    },
+  };
+  return raw.listen_path ? { listen_path: raw.listen_path, ...proxy } : proxy;
+}

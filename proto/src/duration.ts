@@ -1,0 +1,33 @@
+/**
+ * Duration strings as used in definitions and env vars ("250ms", "5s", "1m", "1.5s", "1m30s"):
+ * Go's time.ParseDuration syntax (which Janus-era configs use), limited to ms/s/m/h units,
+ * positive values and at most one hour, so a typo cannot disable a timeout.
+ */
+import { GatehouseError } from './errors.js';
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const WHOLE = /^(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ms|s|m|h))+$/;
+const PARTS = /(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)/g; // only used through matchAll, which copies it
+export const MAX_DURATION_MS = 3_600_000;
+
+/** Milliseconds (rounded to an integer) of a duration string, or null when it is not a valid one. */
+export function tryParseDuration(s: string): number | null {
+  if (typeof s !== 'string' || s.length === 0 || s.length > 64) return null;
+  if (!WHOLE.test(s)) return null;
+  let ms = 0;
+  for (const m of s.matchAll(PARTS)) ms += Number(m[1]) * UNIT_MS[m[2]];
+  const rounded = Math.round(ms);
+  return rounded >= 1 && rounded <= MAX_DURATION_MS ? rounded : null;
+}
+
+/** Milliseconds of a duration string; throws VALIDATION_FAILED on junk, zero, negatives or more than 1h. */
+export function parseDuration(s: string): number {
+  const ms = tryParseDuration(s);
+  if (ms === null) {
+    throw new GatehouseError(
+      'VALIDATION_FAILED',
+      `${JSON.stringify(s)} is not a valid duration (e.g. "250ms", "5s", "1m"; more than 0, at most 1h)`,
+    );
+  }
+  return ms;
+}

@@ -1,0 +1,203 @@
+import protobuf from 'protobufjs';
+import { loadGatehouseProto, PROTO_PATH } from '../grpc.js';
+import { GatehouseError } from '../errors.js';
+import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
+import type { ApiDefinition, Definitions } from '../definition/types.js';
+import { definitionsHash, fromSnapshotMessage, toSnapshotMessage } from './codec.js';
+import type { SnapshotMessage } from './codec.js';
+
+const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
+
+const DEFS: Definitions = {
+  apis: [
+    parseApiDefinition({ name: 'zeta', proxy: { listen_path: '/zeta/*', ...target('http://z:1') } }),
+    parseApiDefinition({
+      name: 'alpha',
+      active: false,
+      hosts: ['a.example.com', '*.example.org'],
+      proxy: {
+        listen_path: '/prepath/{service}/*',
+        methods: ['GET', 'post'],
+        strip_path: true,
+        append_path: true,
+        preserve_host: true,
+        insecure_skip_verify: true,
+        forwarding_timeouts: { dial_timeout: '250ms', response_header_timeout: '1m30s' },
+        upstreams: {
+          balancing: 'weight',
+          targets: [
+            { target: 'http://{service}.com', weight: 3 },
+            { target: 'https://b.example.com/x', weight: 1000 },
+          ],
+        },
+      },
+      plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'jwt-server' } }],
+    }),
+    parseApiDefinition({ name: 'hosts-only', hosts: ['only.example.com'], proxy: target('http://h:1') }),
+    parseApiDefinition({ name: 'methods-only', proxy: { methods: ['DELETE'], ...target('http://m:1') } }),
+  ],
+  oauthServers: [
+    parseOAuthServer({
+      name: 'jwt-server',
+      oauth_endpoints: {
+        token: { listen_path: '/auth/token', strip_path: true, ...target('http://auth/token') },
+        revoke: { listen_path: '/auth/revoke', methods: ['POST'], ...target('http://auth/revoke') },
+      },
+      token_strategy: { name: 'jwt', leeway: 30, settings: [{ alg: 'HS256', key: 'new' }, { secret: 'old' }] },
+    }),
+    parseOAuthServer({
+      name: 'storage-ttl',
+      oauth_endpoints: { token: { listen_path: '/s/token', ...target('http://s') } },
+      token_strategy: { name: 'storage', settings: { default_ttl: 600 } },
+    }),
+    parseOAuthServer({
+      name: 'storage-plain',
+      oauth_endpoints: { token: { listen_path: '/p/token', ...target('http://p') } },
+      token_strategy: { name: 'storage', settings: [] },
+    }),
+  ],
+};
+
+const proto = loadGatehouseProto();
+// Decoding as data planes do: keepCase field names, LOADER_OPTIONS of grpc.ts.
+const KEEP_CASE_ROOT = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
+const SnapshotType = KEEP_CASE_ROOT.lookupType('gatehouse.v1.Snapshot');
+const TO_OBJECT = { longs: Number, enums: String, defaults: true, arrays: true, oneofs: true };
+
+const decoders: [string, (bytes: Buffer) => unknown][] = [
+  ['protobufjs decode + toObject', (bytes) => SnapshotType.toObject(SnapshotType.decode(bytes), TO_OBJECT)],
+  [
+    'grpc-js client deserializer of SnapshotPush',
+    (bytes) => (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', bytes)) as { snapshot: unknown }).snapshot,
+  ],
+];
+
+function sortedByName(defs: Definitions): Definitions {
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1);
+  return { apis: [...defs.apis].sort(byName), oauthServers: [...defs.oauthServers].sort(byName) };
+}
+
+test.each(decoders)('round trip through encodeSnapshot and %s', (_name, decode) => {
+  const msg = toSnapshotMessage(42, DEFS);
+  const decoded = decode(proto.encodeSnapshot(msg)) as SnapshotMessage;
+  const back = fromSnapshotMessage(decoded);
+  expect(back.version).toBe(42);
+  expect(back.hash).toBe(definitionsHash(DEFS));
+  expect(back.defs).toEqual(sortedByName(DEFS));
+});
+
+test('round trip of the plain message (no wire)', () => {
+  const back = fromSnapshotMessage(structuredClone(toSnapshotMessage(7, DEFS)));
+  expect(back).toEqual({ version: 7, hash: definitionsHash(DEFS), defs: sortedByName(DEFS) });
+});
+
+test('message carries sorted definitions and the content hash', () => {
+  const msg = toSnapshotMessage(1, DEFS);
+  expect(msg.hash).toMatch(/^[0-9a-f]{64}$/);
+  expect(msg.hash).toBe(definitionsHash(DEFS));
+  expect((msg.apis as { name: string }[]).map((a) => a.name)).toEqual(['alpha', 'hosts-only', 'methods-only', 'zeta']);
+  const hostsOnly = (msg.apis as { name: string; proxy: { listen_path: string } }[])[1];
+  expect(hostsOnly.proxy.listen_path).toBe('');
+});
+
+test('empty definitions encode and decode', () => {
+  const empty = { apis: [], oauthServers: [] };
+  const msg = toSnapshotMessage(0, empty);
+  const decoded = SnapshotType.toObject(SnapshotType.decode(proto.encodeSnapshot(msg)), TO_OBJECT) as SnapshotMessage;
+  expect(fromSnapshotMessage(decoded)).toEqual({ version: 0, hash: msg.hash, defs: empty });
+});
+
+test.each([
+  ['apis reversed', { apis: [...DEFS.apis].reverse(), oauthServers: DEFS.oauthServers }],
+  ['servers reversed', { apis: DEFS.apis, oauthServers: [...DEFS.oauthServers].reverse() }],
+  ['keys inserted in another order', JSON.parse(JSON.stringify(DEFS, (_k, v) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v)))],
+])('hash is stable: %s', (_name, defs) => {
+  expect(definitionsHash(defs)).toBe(definitionsHash(DEFS));
+});
+
+const alpha = DEFS.apis[1];
+const changed = (api: Partial<ApiDefinition>): Definitions => ({ apis: [{ ...alpha, ...api }, ...DEFS.apis.filter((a) => a !== alpha)], oauthServers: DEFS.oauthServers });
+
+test.each([
+  ['active flipped', changed({ active: true })],
+  ['host added', changed({ hosts: [...alpha.hosts, 'c.com'] })],
+  ['target weight', changed({ proxy: { ...alpha.proxy, upstreams: { balancing: 'weight', targets: [{ target: 'http://{service}.com', weight: 4 }] } } })],
+  ['timeout', changed({ proxy: { ...alpha.proxy, forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '1m30s' } } })],
+  ['plugin enabled', changed({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'jwt-server' } }] })],
+  ['api removed', { apis: DEFS.apis.slice(1), oauthServers: DEFS.oauthServers }],
+  ['server leeway', { apis: DEFS.apis, oauthServers: [{ ...DEFS.oauthServers[0], token_strategy: { name: 'jwt' as const, settings: [{ alg: 'HS256' as const, key: 'new' }], leeway: 30 } }, ...DEFS.oauthServers.slice(1)] }],
+])('hash changes when content changes: %s', (_name, defs) => {
+  expect(definitionsHash(defs)).not.toBe(definitionsHash(DEFS));
+});
+
+function mutated(mutate: (msg: any) => void): SnapshotMessage {
+  const msg = structuredClone(toSnapshotMessage(3, DEFS));
+  mutate(msg);
+  return msg;
+}
+
+test.each([
+  ['hash does not match content', mutated((m) => (m.hash = 'f'.repeat(64))), 'snapshot hash mismatch'],
+  ['content changed under the hash', mutated((m) => (m.apis[0].active = true)), 'snapshot hash mismatch'],
+  ['api without name', mutated((m) => (m.apis[0].name = '')), 'snapshot apis[0]: name is required'],
+  ['api without targets', mutated((m) => (m.apis[0].proxy.upstreams.targets = [])), 'snapshot apis[0]: proxy.upstreams.targets must not be empty'],
+  ['api without proxy', mutated((m) => (m.apis[1].proxy = null)), 'snapshot apis[1]: proxy is required'],
+  ['unknown plugin', mutated((m) => (m.apis[0].plugins[0].name = 'cors')), 'snapshot apis[0]: plugins[0].name: unknown plugin "cors"'],
+  ['jwt server without keys', mutated((m) => (m.oauth_servers[0].token_strategy.keys = [])), 'snapshot oauth_servers[0]: token_strategy.settings must not be empty'],
+  ['endpoint without listen_path', mutated((m) => (m.oauth_servers[1].oauth_endpoints.token.listen_path = '')), 'snapshot oauth_servers[1]: oauth_endpoints.token.listen_path is required'],
+  ['duplicate api names', mutated((m) => (m.apis[1] = m.apis[0])), 'snapshot apis[1]: duplicate name "alpha"'],
+  ['apis not an array', mutated((m) => (m.apis = null)), 'snapshot apis must be an array'],
+])('malformed message is rejected: %s', (_name, msg, message) => {
+  let error: unknown;
+  try {
+    fromSnapshotMessage(msg);
+  } catch (err) {
+    error = err;
+  }
+  expect(error).toBeInstanceOf(GatehouseError);
+  expect((error as GatehouseError).code).toBe('VALIDATION_FAILED');
+  expect((error as GatehouseError).message).toContain(message);
+});
+
+function generatedApis(n: number): ApiDefinition[] {
+  return Array.from({ length: n }, (_, i) => {
+    const id = String(i).padStart(5, '0');
+    return {
+      name: `api-${id}`,
+      active: true,
+      hosts: [`svc-${id}.example.com`],
+      proxy: {
+        listen_path: `/api-${id}/v1/*`,
+        upstreams: {
+          balancing: 'roundrobin',
+          targets: [{ target: `http://backend-${id}.internal:8080/v1`, weight: 1 }],
+        },
+        methods: ['GET', 'POST'],
+        strip_path: true,
+        append_path: false,
+        preserve_host: false,
+        insecure_skip_verify: false,
+        forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+      },
+      plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'jwt-server' } }],
+    };
+  });
+}
+
+test('50,000 APIs encode within sane bounds and decode back', () => {
+  const started = Date.now();
+  const defs: Definitions = { apis: generatedApis(50_000), oauthServers: DEFS.oauthServers };
+  const msg = toSnapshotMessage(1, defs);
+  const bytes = proto.encodeSnapshot(msg);
+  const encodedAt = Date.now();
+  const back = fromSnapshotMessage(SnapshotType.toObject(SnapshotType.decode(bytes), TO_OBJECT) as SnapshotMessage);
+  console.log(
+    `50,000 APIs: ${bytes.length} bytes (${(bytes.length / 2 ** 20).toFixed(1)} MiB); ` +
+      `hash+encode ${encodedAt - started} ms, decode+validate ${Date.now() - encodedAt} ms`,
+  );
+  expect(bytes.length).toBeGreaterThan(4 * 2 ** 20);
+  expect(bytes.length).toBeLessThan(64 * 2 ** 20);
+  expect(back.defs.apis).toHaveLength(50_000);
+  expect(back.defs.apis[49_999]).toEqual(defs.apis[49_999]);
+  expect(back.hash).toBe(msg.hash);
+});

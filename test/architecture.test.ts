@@ -1,0 +1,55 @@
+/**
+ * Dependencies point one way (STYLE.md point 5): this scans import specifiers per folder.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+function sourceFiles(dir: string): string[] {
+  const abs = join(root, dir);
+  let entries: string[];
+  try {
+    entries = readdirSync(abs);
+  } catch {
+    return [];
+  }
+  return entries.flatMap((name) => {
+    const path = join(abs, name);
+    if (statSync(path).isDirectory()) return sourceFiles(relative(root, path));
+    return name.endsWith('.ts') && !name.endsWith('.test.ts') ? [path] : [];
+  });
+}
+
+/** Import targets of a file: bare specifiers as written, relative ones resolved to repo paths. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specs = [...text.matchAll(/(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map(
+    (m) => m[1] ?? m[2],
+  );
+  return specs.map((s) => (s.startsWith('.') ? relative(root, resolve(dirname(file), s)) : s));
+}
+
+const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
+  ['proto/src', /^(control-plane|data-plane)\//, 'proto/ imports no service code'],
+  ['control-plane/src', /^data-plane\//, 'the services never import each other'],
+  ['data-plane/src', /^control-plane\//, 'the services never import each other'],
+  ['data-plane/src/routing', /^(data-plane\/src\/(proxy|sync|auth)|node:(net|http|https|fs)|undici$)/, 'routing is pure'],
+  ['proto/src/compile', /^(node:(net|http|https|fs)|undici$)/, 'compile is pure'],
+  ['control-plane/src/store', /^(express$|node:http$|control-plane\/src\/(admin|grpc))/, 'the store knows no HTTP'],
+  ['control-plane/src/grpc', /^control-plane\/src\/(store|admin)/, 'the gRPC server sees snapshots, not the store'],
+];
+
+describe('import direction', () => {
+  test.each(rules)('%s must not import %s (%s)', (folder, forbidden) => {
+    const files = sourceFiles(folder);
+    expect(files.length).toBeGreaterThan(0);
+    const offending = files.flatMap((f) =>
+      importsOf(f)
+        .filter((spec) => forbidden.test(spec))
+        .map((spec) => `${relative(root, f)} → ${spec}`),
+    );
+    expect(offending).toEqual([]);
+  });
+});

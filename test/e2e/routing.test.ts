@@ -1,0 +1,209 @@
+/**
+ * Matching through a real control plane + data plane (seed "Routing rules" 1–8, SPEC §4):
+ * which API gets a request, priorities, round-robin, and the API life cycle
+ * (inactive, reactivated, listen_path changed, deleted).
+ */
+import { apiDefinition } from '../helpers/api-definition.js';
+import type { AdminResponse } from '../helpers/admin-client.js';
+import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+const NO_ROUTE_BODY = '"no API found with those values"';
+
+let gw: Gateway;
+let upstream: Upstream;
+const rr: Upstream[] = [];
+
+/** Each API targets `<upstream>/hit/<api name>`, so the upstream's request line says which API routed. */
+function hitTarget(api: string): string {
+  return `${upstream.url}/hit/${api}`;
+}
+
+/** Name of the API that routed the request, or `status <n>` when none did. */
+async function routedTo(method: string, path: string, host?: string): Promise<string> {
+  const res = await gw.dp.request(method, path, { headers: host === undefined ? {} : { host } });
+  if (res.status !== 200) return `status ${res.status}`;
+  const url = String((res.json as { url?: unknown }).url ?? '');
+  const match = /^\/hit\/([^/?]+)/.exec(url);
+  return match ? match[1] : `unexpected upstream url ${url}`;
+}
+
+async function createAll(definitions: Record<string, unknown>[]): Promise<AdminResponse> {
+  let last: AdminResponse | undefined;
+  for (const definition of definitions) {
+    last = await gw.admin.createApi(definition);
+    if (last.status !== 201) throw new Error(`creating ${String(definition.name)} failed: ${last.status} ${last.text}`);
+  }
+  return last!;
+}
+
+beforeAll(async () => {
+  upstream = await startUpstream('routing');
+  for (const name of ['t1', 't2', 't3']) rr.push(await startUpstream(name));
+  gw = await startGateway();
+  const last = await createAll([
+    apiDefinition({ name: 'host-only', hosts: ['hostonly.test'], targets: [hitTarget('host-only')] }),
+    apiDefinition({ name: 'method-only', methods: ['PURGE'], targets: [hitTarget('method-only')] }),
+    apiDefinition({ name: 'all-three', hosts: ['multi.test'], methods: ['GET'], listenPath: '/multi/*', targets: [hitTarget('all-three')] }),
+    apiDefinition({ name: 'two-hosts', hosts: ['one.test', 'two.test'], listenPath: '/twohosts/*', targets: [hitTarget('two-hosts')] }),
+    apiDefinition({ name: 'two-methods', methods: ['GET', 'POST'], listenPath: '/twomethods/*', targets: [hitTarget('two-methods')] }),
+    apiDefinition({ name: 'foo', listenPath: '/foo/*', targets: [hitTarget('foo')] }),
+    apiDefinition({ name: 'exact', listenPath: '/exact', targets: [hitTarget('exact')] }),
+    apiDefinition({ name: 'wild-sub', hosts: ['*.wild.test'], listenPath: '/w/*', targets: [hitTarget('wild-sub')] }),
+    apiDefinition({ name: 'wild-tld', hosts: ['wildtld.*'], listenPath: '/w/*', targets: [hitTarget('wild-tld')] }),
+    // Created short prefix first on purpose: creation order must not decide priority.
+    apiDefinition({ name: 'prio-short', listenPath: '/prio/*', targets: [hitTarget('prio-short')] }),
+    apiDefinition({ name: 'prio-long', listenPath: '/prio/long/*', targets: [hitTarget('prio-long')] }),
+    apiDefinition({ name: 'prio-longest', listenPath: '/prio/long/longer/*', targets: [hitTarget('prio-longest')] }),
+    apiDefinition({ name: 'cond-none', listenPath: '/cond/*', targets: [hitTarget('cond-none')] }),
+    apiDefinition({ name: 'cond-method', listenPath: '/cond/*', methods: ['GET'], targets: [hitTarget('cond-method')] }),
+    apiDefinition({ name: 'cond-host-method', listenPath: '/cond/*', hosts: ['cond.test'], methods: ['GET'], targets: [hitTarget('cond-host-method')] }),
+    apiDefinition({ name: 'param', listenPath: '/users/{user}/profile', targets: [`${upstream.url}/hit/param/{user}`] }),
+    apiDefinition({ name: 'regex', listenPath: '/orders/{id:[0-9]+}/*', targets: [`${upstream.url}/hit/regex/{id}`] }),
+    apiDefinition({ name: 'rr', listenPath: '/rr/*', targets: rr.map((u) => u.url) }),
+  ]);
+  await gw.admin.waitForDataPlanes(last, gw.dps);
+});
+
+afterAll(async () => {
+  const problems = await gw?.stop();
+  await Promise.all([upstream, ...rr].filter(Boolean).map((u) => u.close()));
+  expect(problems ?? '').toBe('');
+});
+
+describe('seed routing rules 1–8', () => {
+  test.each([
+    // rule 1: one condition is enough
+    { rule: 'rule 1: hosts only, any path', method: 'GET', path: '/anything/at/all', host: 'hostonly.test', expected: 'host-only' },
+    { rule: 'rule 1: methods only, any path', method: 'PURGE', path: '/whatever', host: undefined, expected: 'method-only' },
+    // rule 2: every configured condition must hold
+    { rule: 'rule 2: host, method and path all match', method: 'GET', path: '/multi/x', host: 'multi.test', expected: 'all-three' },
+    { rule: 'rule 2: wrong host', method: 'GET', path: '/multi/x', host: 'other.test', expected: 'status 404' },
+    { rule: 'rule 2: wrong method', method: 'POST', path: '/multi/x', host: 'multi.test', expected: 'status 404' },
+    { rule: 'rule 2: wrong path', method: 'GET', path: '/multix', host: 'multi.test', expected: 'status 404' },
+    { rule: 'rule 2: no Host condition met (default host)', method: 'GET', path: '/multi/x', host: undefined, expected: 'status 404' },
+    // rule 3: any one value of a condition
+    { rule: 'rule 3: first of two hosts', method: 'GET', path: '/twohosts/a', host: 'one.test', expected: 'two-hosts' },
+    { rule: 'rule 3: second of two hosts', method: 'GET', path: '/twohosts/a', host: 'two.test', expected: 'two-hosts' },
+    { rule: 'rule 3: first of two methods', method: 'GET', path: '/twomethods/a', host: undefined, expected: 'two-methods' },
+    { rule: 'rule 3: second of two methods', method: 'POST', path: '/twomethods/a', host: undefined, expected: 'two-methods' },
+    { rule: 'rule 5: method not listed', method: 'DELETE', path: '/twomethods/a', host: undefined, expected: 'status 404' },
+    { rule: 'rule 5: methods-only API, other method', method: 'GET', path: '/whatever', host: undefined, expected: 'status 404' },
+    { rule: 'rule 5: hosts-only API, other host', method: 'GET', path: '/anything/at/all', host: 'nothostonly.test', expected: 'status 404' },
+    // rule 4: listen_path prefix
+    { rule: 'rule 4: /foo/* matches /foo', method: 'GET', path: '/foo', host: undefined, expected: 'foo' },
+    { rule: 'rule 4: /foo/* matches /foo/', method: 'GET', path: '/foo/', host: undefined, expected: 'foo' },
+    { rule: 'rule 4: /foo/* matches /foo/a/b/c', method: 'GET', path: '/foo/a/b/c', host: undefined, expected: 'foo' },
+    { rule: 'rule 4: /foo/* never matches /foobar', method: 'GET', path: '/foobar', host: undefined, expected: 'status 404' },
+    { rule: 'rule 4: /foo/* never matches /', method: 'GET', path: '/', host: undefined, expected: 'status 404' },
+    { rule: 'rule 4: exact listen path matches itself', method: 'GET', path: '/exact', host: undefined, expected: 'exact' },
+    { rule: 'rule 4: exact listen path with a query', method: 'GET', path: '/exact?x=1', host: undefined, expected: 'exact' },
+    { rule: 'rule 4: exact listen path does not match below it', method: 'GET', path: '/exact/more', host: undefined, expected: 'status 404' },
+    // hosts: case-insensitive, port removed, wildcards
+    { rule: 'host: case-insensitive, port ignored', method: 'GET', path: '/multi/x', host: 'MULTI.Test:8080', expected: 'all-three' },
+    { rule: 'host: *.wild.test matches a.wild.test', method: 'GET', path: '/w/x', host: 'a.wild.test', expected: 'wild-sub' },
+    { rule: 'host: *.wild.test matches x.y.wild.test', method: 'GET', path: '/w/x', host: 'x.y.wild.test', expected: 'wild-sub' },
+    { rule: 'host: *.wild.test does not match wild.test', method: 'GET', path: '/w/x', host: 'wild.test', expected: 'status 404' },
+    { rule: 'host: wildtld.* matches wildtld.com', method: 'GET', path: '/w/x', host: 'wildtld.com', expected: 'wild-tld' },
+    { rule: 'host: wildtld.* does not match notwildtld.com', method: 'GET', path: '/w/x', host: 'notwildtld.com', expected: 'status 404' },
+    // rule 6: longest prefix first, whatever the creation order
+    { rule: 'rule 6: longest prefix wins (created last)', method: 'GET', path: '/prio/long/longer/x', host: undefined, expected: 'prio-longest' },
+    { rule: 'rule 6: middle prefix', method: 'GET', path: '/prio/long/x', host: undefined, expected: 'prio-long' },
+    { rule: 'rule 6: middle prefix, bare', method: 'GET', path: '/prio/long', host: undefined, expected: 'prio-long' },
+    { rule: 'rule 6: short prefix still serves the rest', method: 'GET', path: '/prio/other', host: undefined, expected: 'prio-short' },
+    { rule: 'rule 6: /prio/longer is not under /prio/long/*', method: 'GET', path: '/prio/longer', host: undefined, expected: 'prio-short' },
+    // equal prefixes: more conditions first
+    { rule: 'priority: host+method beats method', method: 'GET', path: '/cond/x', host: 'cond.test', expected: 'cond-host-method' },
+    { rule: 'priority: method beats no condition', method: 'GET', path: '/cond/x', host: undefined, expected: 'cond-method' },
+    { rule: 'priority: no-condition API catches other methods', method: 'POST', path: '/cond/x', host: 'cond.test', expected: 'cond-none' },
+    // rule 8: named parameters
+    { rule: 'rule 8: {user} matches one segment', method: 'GET', path: '/users/bob/profile', host: undefined, expected: 'param' },
+    { rule: 'rule 8: {user} never spans two segments', method: 'GET', path: '/users/bob/x/profile', host: undefined, expected: 'status 404' },
+    { rule: 'rule 8: {id:[0-9]+} matches digits', method: 'GET', path: '/orders/42/items', host: undefined, expected: 'regex' },
+    { rule: 'rule 8: {id:[0-9]+} is anchored (rejects 42a)', method: 'GET', path: '/orders/42a/items', host: undefined, expected: 'status 404' },
+    { rule: 'rule 8: {id:[0-9]+} rejects letters', method: 'GET', path: '/orders/abc/items', host: undefined, expected: 'status 404' },
+  ])('$rule: $method $path (host $host) → $expected', async ({ method, path, host, expected }) => {
+    expect(await routedTo(method, path, host)).toBe(expected);
+  });
+
+  test('rule 8: captured values replace the placeholders in the target', async () => {
+    upstream.reset();
+    expect((await gw.dp.request('GET', '/users/alice/profile')).status).toBe(200);
+    expect(upstream.last()?.url).toBe('/hit/param/alice');
+    expect((await gw.dp.request('GET', '/orders/1234/items')).status).toBe(200);
+    expect(upstream.last()?.url).toBe('/hit/regex/1234');
+  });
+
+  test('no match: 404 with the fixed JSON body', async () => {
+    const before = upstream.requests.length;
+    const res = await gw.dp.request('GET', '/foobar');
+    expect(res.status).toBe(404);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(res.text).toBe(NO_ROUTE_BODY);
+    expect(upstream.requests.length).toBe(before);
+  });
+});
+
+describe('round-robin', () => {
+  test('successive requests go to successive targets, in order, wrapping around', async () => {
+    const seen: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const res = await gw.dp.request('GET', `/rr/${i}`);
+      expect(res.status).toBe(200);
+      seen.push(String(res.headers['x-upstream']));
+    }
+    const names = rr.map((u) => u.name);
+    const start = names.indexOf(seen[0]);
+    expect(start).toBeGreaterThanOrEqual(0);
+    expect(seen).toEqual(seen.map((_, i) => names[(start + i) % names.length]));
+    for (const u of rr) expect(u.requests.length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('API life cycle through the proxy', () => {
+  const life = (listenPath: string): Record<string, unknown> =>
+    apiDefinition({ name: 'life', listenPath, targets: [`${upstream.url}/hit/life`] });
+
+  test('created → routed; inactive → 404 but listed; active again → routed', async () => {
+    const created = await gw.admin.createApi(life('/life/*'));
+    expect(created.status).toBe(201);
+    await gw.admin.waitForDataPlanes(created, gw.dps);
+    expect(await routedTo('GET', '/life/a')).toBe('life');
+
+    const off = await gw.admin.updateApi('life', { active: false });
+    expect(off.status).toBe(200);
+    expect(off.body.active).toBe(false);
+    await gw.admin.waitForDataPlanes(off, gw.dps);
+    const res = await gw.dp.request('GET', '/life/a');
+    expect(res.status).toBe(404);
+    expect(res.text).toBe(NO_ROUTE_BODY);
+    const listed = await gw.admin.listApis();
+    expect(listed.status).toBe(200);
+    expect(listed.body.find((api: { name: string }) => api.name === 'life')).toMatchObject({ name: 'life', active: false });
+
+    const on = await gw.admin.updateApi('life', { active: true });
+    expect(on.status).toBe(200);
+    await gw.admin.waitForDataPlanes(on, gw.dps);
+    expect(await routedTo('GET', '/life/a')).toBe('life');
+  });
+
+  test('listen_path changed: the old path is 404, the new one routed', async () => {
+    const moved = await gw.admin.updateApi('life', { proxy: { listen_path: '/moved/*' } });
+    expect(moved.status).toBe(200);
+    expect(moved.body.proxy.listen_path).toBe('/moved/*');
+    await gw.admin.waitForDataPlanes(moved, gw.dps);
+    expect(await routedTo('GET', '/life/a')).toBe('status 404');
+    expect(await routedTo('GET', '/moved/a')).toBe('life');
+  });
+
+  test('deleted → 404 and gone from the listing', async () => {
+    const deleted = await gw.admin.deleteApi('life');
+    expect(deleted.status).toBe(204);
+    await gw.admin.waitForDataPlanes(deleted, gw.dps);
+    const res = await gw.dp.request('GET', '/moved/a');
+    expect(res.status).toBe(404);
+    expect(res.text).toBe(NO_ROUTE_BODY);
+    const listed = await gw.admin.listApis();
+    expect(listed.body.map((api: { name: string }) => api.name)).not.toContain('life');
+  });
+});

@@ -1,0 +1,157 @@
+/**
+ * Control plane ↔ data planes as processes (SPEC §6): two DPs converge on one snapshot version,
+ * GET /dataplanes reports them, a killed CP leaves the DPs serving, a CP restarted on the same
+ * ports and DATA_DIR is rejoined without restarting the DPs, and definitions survive the restart.
+ * Also a DP that never reached a CP answers 503 on the proxy and /readyz.
+ */
+import { apiDefinition } from '../helpers/api-definition.js';
+import { httpRequest } from '../helpers/http-request.js';
+import { pollUntil } from '../helpers/poll-until.js';
+import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { closedPort, startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+interface DataPlaneRow {
+  id: string;
+  hostname: string;
+  address: string;
+  proxy_address: string;
+  connected_since: string;
+  version: number;
+  hash: string;
+  last_ack: { version: number; at: string } | null;
+  last_nack: { version: number; error: string; at: string } | null;
+}
+
+let gw: Gateway;
+let u: Upstream;
+let versionBeforeRestart = 0;
+
+async function expectRouted(dp: DataPlane, path: string): Promise<void> {
+  const res = await dp.request('GET', path);
+  expect({ dp: dp.id, path, status: res.status }).toEqual({ dp: dp.id, path, status: 200 });
+}
+
+/** GET /dataplanes until every given DP is listed at >= version (the list is eventually consistent). */
+async function waitForListing(dps: DataPlane[], version: number): Promise<DataPlaneRow[]> {
+  return pollUntil(
+    async () => {
+      const res = await gw.admin.dataplanes();
+      if (res.status !== 200 || !Array.isArray(res.body)) return undefined;
+      const rows = res.body as DataPlaneRow[];
+      const ok = dps.every((dp) => rows.some((row) => row.id === dp.id && row.version >= version && row.last_ack !== null));
+      return ok ? rows : undefined;
+    },
+    { what: `GET /dataplanes to list ${dps.map((d) => d.id).join(', ')} at version >= ${version}`, details: () => gw.cp.recentLogs() },
+  );
+}
+
+beforeAll(async () => {
+  u = await startUpstream('sync');
+  gw = await startGateway({ dataPlanes: 2 });
+});
+
+afterAll(async () => {
+  const problems = await gw?.stop();
+  await u?.close();
+  expect(problems ?? '').toBe('');
+});
+
+test('both data planes converge on the same snapshot version and hash', async () => {
+  const created = await gw.admin.createApi(apiDefinition({ name: 'first', listenPath: '/first/*', targets: [u.url] }));
+  expect(created.status).toBe(201);
+  const version = await gw.admin.waitForDataPlanes(created, gw.dps);
+  const states = await Promise.all(gw.dps.map((dp) => dp.readyz()));
+  expect(states.map((s) => s.version)).toEqual([version, version]);
+  expect(states[0].hash).toBeTruthy();
+  expect(states[1].hash).toBe(states[0].hash);
+  const cpReady = await gw.admin.readyz();
+  expect(cpReady.status).toBe(200);
+  expect(cpReady.body).toMatchObject({ ready: true, snapshot: { version, hash: states[0].hash } });
+  for (const dp of gw.dps) await expectRouted(dp, '/first/a');
+});
+
+test('GET /dataplanes lists both with their version and last ACK', async () => {
+  const { version } = await gw.dp.readyz();
+  const rows = await waitForListing(gw.dps, version!);
+  for (const dp of gw.dps) {
+    const row = rows.find((r) => r.id === dp.id)!;
+    expect(row).toMatchObject({ id: dp.id, version, last_nack: null });
+    expect(row.last_ack?.version).toBe(version);
+    expect(Number.isNaN(Date.parse(row.last_ack!.at))).toBe(false);
+    expect(Number.isNaN(Date.parse(row.connected_since))).toBe(false);
+    expect(typeof row.hostname).toBe('string');
+    expect(row.proxy_address).toContain(String(dp.proxyPort));
+  }
+});
+
+test('an unchanged store pushes nothing: a no-op write keeps the version', async () => {
+  const before = (await gw.admin.readyz()).body.snapshot.version;
+  const same = await gw.admin.updateApi('first', { active: true });
+  expect(same.status).toBe(200);
+  const after = (await gw.admin.readyz()).body.snapshot.version;
+  expect(after).toBe(before);
+});
+
+test('CP killed (SIGKILL): both data planes keep serving their last snapshot', async () => {
+  versionBeforeRestart = (await gw.dp.readyz()).version!;
+  await gw.cp.kill();
+  for (const dp of gw.dps) {
+    await expectRouted(dp, '/first/b');
+    const state = await dp.readyz();
+    expect(state).toMatchObject({ status: 200, ready: true, version: versionBeforeRestart });
+  }
+});
+
+test('CP restarted on the same ports and DATA_DIR: definitions survived, DPs resync without restart', async () => {
+  await gw.cp.restart();
+  await gw.admin.login();
+  const listed = await gw.admin.listApis();
+  expect(listed.status).toBe(200);
+  expect(listed.body.map((api: { name: string }) => api.name)).toEqual(['first']);
+  const ready = await gw.admin.readyz();
+  expect(ready.body.snapshot.version).toBe(versionBeforeRestart);
+
+  await waitForListing(gw.dps, versionBeforeRestart);
+  const created = await gw.admin.createApi(apiDefinition({ name: 'second', listenPath: '/second/*', targets: [u.url] }));
+  expect(created.status).toBe(201);
+  expect(created.snapshotVersion).toBeGreaterThan(versionBeforeRestart);
+  await gw.admin.waitForDataPlanes(created, gw.dps);
+  for (const dp of gw.dps) {
+    await expectRouted(dp, '/second/a');
+    await expectRouted(dp, '/first/c');
+  }
+});
+
+test('a stopped data plane leaves GET /dataplanes; it exits 0 on SIGTERM', async () => {
+  const leaving = gw.dps[1];
+  const status = await leaving.stop();
+  expect(status.code).toBe(0);
+  await pollUntil(
+    async () => {
+      const res = await gw.admin.dataplanes();
+      const ids = (res.body as DataPlaneRow[]).map((row) => row.id);
+      return !ids.includes(leaving.id) && ids.includes(gw.dp.id) ? true : undefined;
+    },
+    { what: `${leaving.id} to disappear from GET /dataplanes`, details: () => gw.cp.recentLogs() },
+  );
+});
+
+test('a data plane with no reachable CP is alive but not ready, and answers 503 "no configuration loaded"', async () => {
+  const port = await closedPort();
+  const dp = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${port}`, waitForSnapshot: false });
+  try {
+    const ready = await dp.readyz();
+    expect(ready.status).toBe(503);
+    expect(ready.ready).toBe(false);
+    const health = await httpRequest(`${dp.statusUrl}/healthz`);
+    expect(health.status).toBe(200);
+    expect(health.json).toEqual({ status: 'ok' });
+    const res = await dp.request('GET', '/first/a');
+    expect(res.status).toBe(503);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(res.text).toBe('"no configuration loaded"');
+  } finally {
+    expect((await dp.stop()).code).toBe(0);
+  }
+});

@@ -1,0 +1,73 @@
+/**
+ * One HTTP request with node:http, no connection reuse (no sockets outlive a test), a hard
+ * timeout, and every part of the response captured: status, headers, raw body.
+ * node:http rather than fetch because tests must set Host and other forbidden headers.
+ */
+import { createHash } from 'node:crypto';
+import { request as httpRequestRaw, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+
+export interface HttpResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  text: string;
+  /** Parsed JSON body, or undefined when the body is not JSON. */
+  json: unknown;
+  sha256: string;
+}
+
+export interface HttpRequestOptions {
+  method?: string;
+  headers?: OutgoingHttpHeaders;
+  body?: string | Buffer;
+  timeoutMs?: number;
+}
+
+export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpResponse> {
+  const { method = 'GET', headers = {}, body, timeoutMs = 10_000 } = options;
+  const target = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequestRaw(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: `${target.pathname}${target.search}`,
+        method,
+        headers: body === undefined ? headers : { 'content-length': Buffer.byteLength(body), ...headers },
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', reject);
+        res.on('end', () => {
+          clearTimeout(timer);
+          const raw = Buffer.concat(chunks);
+          const text = raw.toString('utf8');
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = undefined;
+          }
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: raw,
+            text,
+            json,
+            sha256: createHash('sha256').update(raw).digest('hex'),
+          });
+        });
+      },
+    );
+    const timer = setTimeout(() => {
+      req.destroy(new Error(`${method} ${url} got no complete response within ${timeoutMs} ms`));
+    }, timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.end(body);
+  });
+}

@@ -1,0 +1,158 @@
+/**
+ * A real node:http upstream on loopback that records every request it receives (method, URL,
+ * headers, body length and sha256), so tests assert on what actually reached the upstream.
+ * What it answers is chosen per request by a behaviour that tests can switch at any time.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { pollUntil } from './poll-until.js';
+
+export interface RecordedRequest {
+  method: string;
+  /** Path and query exactly as received on the request line. */
+  url: string;
+  headers: IncomingHttpHeaders;
+  rawHeaders: string[];
+  bodyLength: number;
+  bodySha256: string;
+}
+
+export type UpstreamBehaviour =
+  /** JSON `{"upstream": name, "method", "url"}` (the default) with header `x-upstream: name`. */
+  | { kind: 'fixed'; status?: number; body?: string; headers?: Record<string, string> }
+  /** JSON of the recorded request (method, url, headers, bodyLength, bodySha256). */
+  | { kind: 'echo' }
+  /** `bytes` pseudo-random bytes; their sha256 is `Upstream.bigBodySha256(bytes)`. */
+  | { kind: 'big'; bytes: number }
+  /** Answers like `then` (default fixed) after `ms`. */
+  | { kind: 'delay'; ms: number; then?: UpstreamBehaviour }
+  /** Reads the request and never answers. */
+  | { kind: 'hang' };
+
+export interface Upstream {
+  readonly name: string;
+  readonly port: number;
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string;
+  /** `127.0.0.1:<port>`: the Host header a proxy must send when it does not preserve the client's. */
+  readonly hostHeader: string;
+  /** Every request received, oldest first. */
+  readonly requests: readonly RecordedRequest[];
+  last(): RecordedRequest | undefined;
+  setBehaviour(behaviour: UpstreamBehaviour | ((req: RecordedRequest) => UpstreamBehaviour)): void;
+  /** Forgets the recorded requests. */
+  reset(): void;
+  waitForRequests(count: number, timeoutMs?: number): Promise<readonly RecordedRequest[]>;
+  /** sha256 of the body served by behaviour `{kind: 'big', bytes}`. */
+  bigBodySha256(bytes: number): string;
+  close(): Promise<void>;
+}
+
+export async function startUpstream(name = 'upstream', initial: UpstreamBehaviour = { kind: 'fixed' }): Promise<Upstream> {
+  const requests: RecordedRequest[] = [];
+  let choose: (req: RecordedRequest) => UpstreamBehaviour = () => initial;
+  const bigBodies = new Map<number, { body: Buffer; sha256: string }>();
+
+  const bigBody = (bytes: number): { body: Buffer; sha256: string } => {
+    let entry = bigBodies.get(bytes);
+    if (!entry) {
+      const body = randomBytes(bytes);
+      entry = { body, sha256: createHash('sha256').update(body).digest('hex') };
+      bigBodies.set(bytes, entry);
+    }
+    return entry;
+  };
+
+  const answer = (behaviour: UpstreamBehaviour, recorded: RecordedRequest, res: ServerResponse): void => {
+    switch (behaviour.kind) {
+      case 'fixed': {
+        const body = behaviour.body ?? JSON.stringify({ upstream: name, method: recorded.method, url: recorded.url });
+        res.writeHead(behaviour.status ?? 200, { 'content-type': 'application/json', 'x-upstream': name, ...behaviour.headers });
+        res.end(body);
+        return;
+      }
+      case 'echo':
+        res.writeHead(200, { 'content-type': 'application/json', 'x-upstream': name });
+        res.end(JSON.stringify(recorded));
+        return;
+      case 'big':
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'x-upstream': name });
+        res.end(bigBody(behaviour.bytes).body);
+        return;
+      case 'delay': {
+        const timer = setTimeout(() => answer(behaviour.then ?? { kind: 'fixed' }, recorded, res), behaviour.ms);
+        res.on('close', () => clearTimeout(timer));
+        return;
+      }
+      case 'hang':
+        return;
+    }
+  };
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const hash = createHash('sha256');
+    let length = 0;
+    req.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      length += chunk.length;
+    });
+    req.on('end', () => {
+      const recorded: RecordedRequest = {
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        bodyLength: length,
+        bodySha256: hash.digest('hex'),
+      };
+      requests.push(recorded);
+      answer(choose(recorded), recorded, res);
+    });
+  });
+  // Never let the upstream's own timeouts interfere with the gateway timeout tests.
+  server.requestTimeout = 0;
+  server.headersTimeout = 0;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    name,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    hostHeader: `127.0.0.1:${port}`,
+    requests,
+    last: () => requests[requests.length - 1],
+    setBehaviour(behaviour) {
+      choose = typeof behaviour === 'function' ? behaviour : () => behaviour;
+    },
+    reset() {
+      requests.length = 0;
+    },
+    waitForRequests(count, timeoutMs = 5_000) {
+      return pollUntil(async () => (requests.length >= count ? requests : undefined), {
+        what: `upstream ${name} to receive ${count} request(s) (has ${requests.length})`,
+        timeoutMs,
+      });
+    },
+    bigBodySha256: (bytes) => bigBody(bytes).sha256,
+    close() {
+      return new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+/** A loopback port with nothing listening on it (bound then released), for 502 tests. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}

@@ -69,8 +69,10 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     deadline.unref();
     // Reverse order of creation: admin HTTP (in-flight writes finish), gRPC streams, builder, store.
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
-    http.closeIdleConnections();
+    // Keep-alive connections become idle once their in-flight request is answered: close them then.
+    const idleSweep = setInterval(() => http.closeIdleConnections(), 50);
     await httpClosed;
+    clearInterval(idleSweep);
     await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
     snapshots.close();
     await store.close();

@@ -54,7 +54,8 @@ export function loadGatehouseProto(): GatehouseProto {
     gatehouse: { v1: { SnapshotService: grpc.ServiceClientConstructor } };
   };
   const Client = loaded.gatehouse.v1.SnapshotService;
-  const root = protobuf.loadSync(PROTO_PATH);
+  // keepCase as for the proto-loader side, so snake_case message objects encode field for field.
+  const root = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
   const SnapshotType = root.lookupType('gatehouse.v1.Snapshot');
   const original = Client.service.StreamSnapshots;
   const service: grpc.ServiceDefinition = {

@@ -59,7 +59,7 @@ beforeEach(async () => {
   http = app.listen(0, '127.0.0.1');
   await once(http, 'listening');
   base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-  token = (await (await login('admin', PASSWORD)).json()).access_token;
+  token = ((await (await login('admin', PASSWORD)).json()) as { access_token: string }).access_token;
 });
 
 afterEach(async () => {

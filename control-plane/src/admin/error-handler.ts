@@ -3,7 +3,7 @@
  * GatehouseError (library errors translated here, by their `type`), rendered as
  * `{"error": message}` with the status of its code; 5xx logged at error, 4xx at info.
  */
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import { GatehouseError, adminBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 
@@ -16,7 +16,7 @@ export function toGatehouseError(err: unknown): GatehouseError {
   return new GatehouseError('INTERNAL', 'internal server error', { cause: err });
 }
 
-export function sendError(res: Parameters<RequestHandler>[1], err: GatehouseError): void {
+function sendError(res: Response, err: GatehouseError): void {
   if (err.code === 'ADMIN_UNAUTHORIZED') res.set('WWW-Authenticate', 'Bearer');
   res.status(err.status).type('application/json').send(adminBody(err));
 }

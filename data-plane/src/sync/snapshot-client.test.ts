@@ -1,0 +1,191 @@
+/**
+ * The snapshot client against a real in-process gRPC server speaking the wire contract: Hello,
+ * ACK/NACK echoing nonces, reconnect after the stream ends, cache written after an apply.
+ */
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
+import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
+import { createLogger } from '#proto/logger';
+import { toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { createMemoryTokenStore } from '../auth/index.js';
+import { createSnapshotCache } from './snapshot-cache.js';
+import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
+import { createSnapshotHolder } from './snapshot-holder.js';
+
+const proto = loadGatehouseProto();
+const logger = createLogger('data-plane', 'silent');
+
+type DpMessage = { hello?: { id: string; version: number; hash: string; proxy_address: string }; ack?: { version: number; nonce: string }; nack?: { version: number; nonce: string; error: string } };
+type Stream = grpc.ServerDuplexStream<DpMessage, Buffer>;
+
+function apiDef(name: string): ApiDefinition {
+  return parseApiDefinition({
+    name,
+    proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000' }] } },
+  });
+}
+
+function snapshot(version: number, ...apis: ApiDefinition[]): SnapshotMessage {
+  return toSnapshotMessage(version, { apis, oauthServers: [] });
+}
+
+/** A control plane reduced to the wire: records every message, lets the test push and hang up. */
+async function startFakeControlPlane() {
+  const messages: DpMessage[] = [];
+  const streams: Stream[] = [];
+  const server = new grpc.Server(CHANNEL_OPTIONS);
+  server.addService(proto.service, {
+    StreamSnapshots: (call: Stream) => {
+      streams.push(call);
+      call.on('data', (m: DpMessage) => messages.push(m));
+      call.on('error', () => undefined);
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return {
+    address: `127.0.0.1:${port}`,
+    messages,
+    streams,
+    push(stream: Stream, nonce: string, message: SnapshotMessage) {
+      stream.write(proto.wrapPush(nonce, proto.encodeSnapshot(message)));
+    },
+    close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())).then(() => server.forceShutdown()),
+  };
+}
+
+async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+let cleanup: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const fn of cleanup.reverse()) await fn();
+  cleanup = [];
+});
+
+function startClient(address: string, options: { cachePath?: string } = {}) {
+  const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+  const client: SnapshotClient = createSnapshotClient({
+    proto,
+    address,
+    credentials: grpc.credentials.createInsecure(),
+    holder,
+    identity: { id: 'dp-test', hostname: 'host.test', proxyAddress: '127.0.0.1:8080', softwareVersion: '0.0.0-test' },
+    backoff: { baseMs: 20, maxMs: 100 },
+    logger,
+    cache: options.cachePath ? createSnapshotCache(options.cachePath) : undefined,
+  });
+  client.start();
+  cleanup.push(() => client.close());
+  return { holder, client };
+}
+
+describe('snapshot client', () => {
+  test('Hello, then ACK with the nonce for a good push and NACK for a bad one (old snapshot kept)', async () => {
+    const cp = await startFakeControlPlane();
+    cleanup.push(cp.close);
+    const { holder, client } = startClient(cp.address);
+
+    const hello = await until('hello', () => cp.messages.find((m) => m.hello)?.hello);
+    expect(hello).toMatchObject({ id: 'dp-test', version: 0, hash: '', proxy_address: '127.0.0.1:8080' });
+
+    const first = snapshot(1, apiDef('a'));
+    cp.push(cp.streams[0]!, 'n1', first);
+    const ack = await until('ack', () => cp.messages.find((m) => m.ack)?.ack);
+    expect(ack).toEqual({ version: 1, nonce: 'n1' });
+    expect(holder.current()).toMatchObject({ version: 1, hash: first.hash });
+    expect(client.connected).toBe(true);
+
+    const bad = snapshot(2, { ...apiDef('bad'), proxy: { ...apiDef('bad').proxy, listen_path: '/x/{id:[}' } });
+    cp.push(cp.streams[0]!, 'n2', bad);
+    const nack = await until('nack', () => cp.messages.find((m) => m.nack)?.nack);
+    expect(nack).toMatchObject({ version: 2, nonce: 'n2' });
+    expect(nack.error.length).toBeGreaterThan(0);
+    expect(holder.current()).toMatchObject({ version: 1, hash: first.hash });
+  });
+
+  test('after the stream ends it keeps serving, reconnects and says what it holds', async () => {
+    const cp = await startFakeControlPlane();
+    cleanup.push(cp.close);
+    const { holder } = startClient(cp.address);
+    await until('first stream', () => cp.streams[0]);
+    const first = snapshot(5, apiDef('a'));
+    cp.push(cp.streams[0]!, 'n1', first);
+    await until('ack', () => cp.messages.find((m) => m.ack));
+
+    cp.streams[0]!.end(); // the CP hangs up (restart, rollout)
+    const second = await until('second hello', () => cp.messages.filter((m) => m.hello)[1]?.hello);
+    expect(second).toMatchObject({ version: 5, hash: first.hash });
+    expect(holder.current()?.version).toBe(5);
+  });
+
+  test('a data plane with no reachable control plane keeps retrying and connects once one appears', async () => {
+    // Reserve a port, free it, and only later start the CP there.
+    const probe = await startFakeControlPlane();
+    const address = probe.address;
+    await probe.close();
+    const { holder } = startClient(address);
+    await new Promise((r) => setTimeout(r, 150)); // a few failed attempts
+    expect(holder.current()).toBeNull();
+
+    const port = Number(address.split(':')[1]);
+    const server = new grpc.Server(CHANNEL_OPTIONS);
+    const hellos: DpMessage[] = [];
+    server.addService(proto.service, {
+      StreamSnapshots: (call: Stream) => {
+        call.on('data', (m: DpMessage) => {
+          hellos.push(m);
+          if (m.hello) call.write(proto.wrapPush('n1', proto.encodeSnapshot(snapshot(1, apiDef('late')))));
+        });
+        call.on('error', () => undefined);
+      },
+    });
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+    );
+    cleanup.push(() => server.forceShutdown());
+    await until('snapshot from the late CP', () => holder.current() ?? undefined);
+    expect(holder.current()?.table.match({ method: 'GET', host: 'x', path: '/late/1' })?.route.name).toBe('late');
+  });
+
+  test('SNAPSHOT_CACHE: an applied snapshot is written atomically (0600) and serves a cold start', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-cache-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const cachePath = join(dir, 'snapshot.json');
+    const cp = await startFakeControlPlane();
+    cleanup.push(cp.close);
+    startClient(cp.address, { cachePath });
+    await until('stream', () => cp.streams[0]);
+    const message = snapshot(9, apiDef('cached'));
+    cp.push(cp.streams[0]!, 'n1', message);
+    await until('cache file', () => {
+      try {
+        return JSON.parse(readFileSync(cachePath, 'utf8')) as SnapshotMessage;
+      } catch {
+        return undefined;
+      }
+    });
+    expect(statSync(cachePath).mode & 0o777).toBe(0o600);
+
+    // Cold start of another data plane with no control plane at all.
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const cached = createSnapshotCache(cachePath).load();
+    expect(holder.apply(cached!)).toMatchObject({ ok: true, version: 9, hash: message.hash });
+    expect(holder.current()?.table.match({ method: 'GET', host: 'x', path: '/cached/a' })?.route.name).toBe('cached');
+  });
+
+  test('a missing cache file loads as null', () => {
+    expect(createSnapshotCache(join(tmpdir(), 'gatehouse-no-such-dir', 'snapshot.json')).load()).toBeNull();
+  });
+});

@@ -1,0 +1,448 @@
+// npm run bench: performance of the built services, printed side by side (SPEC §8). Not a test.
+//   1. load: autocannon (separate process) direct to a node:http upstream, through the data
+//      plane, through nginx when installed; requests/s, p50, p99, ratio to direct.
+//   2. propagation: admin write → every data plane's /readyz at the new version (100 writes).
+//   3. route match: ns per lookup at 10 / 1,000 / 10,000 APIs, built in-process from the
+//      built modules (compileDefinitions + buildRoutingTable).
+//   4. data plane memory (VmRSS) and cold sync time at 10 / 1,000 / 10,000 APIs.
+// Knobs: BENCH_DURATION (s per load run, default 10), BENCH_CONNECTIONS (default 50).
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { Agent, request as httpRequest, createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const SIZES = [10, 1_000, 10_000];
+const keepAlive = new Agent({ keepAlive: true, maxSockets: 4 });
+const cleanups = [];
+
+// ---------------------------------------------------------------- plumbing
+
+function log(line = '') {
+  process.stdout.write(`${line}\n`);
+}
+
+async function freePort() {
+  const server = createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function http(method, url, { body, headers = {}, agent = keepAlive } = {}) {
+  const target = new URL(url);
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: target.pathname + target.search,
+        method,
+        agent,
+        headers: payload === undefined ? headers : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...headers },
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.setTimeout(30_000, () => req.destroy(new Error(`${method} ${url} timed out`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+async function waitFor(what, probe, timeoutMs = 30_000, intervalMs = 20) {
+  const deadline = Date.now() + timeoutMs;
+  let lastError;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? ` (${lastError.message})` : ''}`);
+}
+
+/** A child process whose output is kept (last lines) for error messages. */
+function startProcess(name, command, args, env = {}) {
+  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const tail = [];
+  for (const stream of [child.stdout, child.stderr]) {
+    createInterface({ input: stream }).on('line', (line) => {
+      tail.push(line);
+      if (tail.length > 30) tail.shift();
+    });
+  }
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const proc = {
+    name,
+    child,
+    exited,
+    tail: () => `--- ${name} ---\n${tail.join('\n')}`,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  cleanups.push(() => proc.stop());
+  return proc;
+}
+
+function rssMiB(pid) {
+  return readFile(`/proc/${pid}/status`, 'utf8').then((status) => {
+    const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1]);
+    return kb / 1024;
+  });
+}
+
+// ---------------------------------------------------------------- components
+
+/** The upstream runs in its own process so that it does not share an event loop with anything measured. */
+async function startUpstream() {
+  const port = await freePort();
+  const source = `require('node:http').createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 }); res.end('ok'); }); }).listen(${port}, '127.0.0.1', () => console.log('ready'));`;
+  const proc = startProcess('upstream', process.execPath, ['-e', source]);
+  await waitFor('upstream', async () => ((await http('GET', `http://127.0.0.1:${port}/`)).status === 200 ? true : undefined));
+  return { ...proc, port, url: `http://127.0.0.1:${port}` };
+}
+
+async function startControlPlane(dataDir) {
+  const [adminPort, grpcPort] = [await freePort(), await freePort()];
+  const password = randomBytes(12).toString('hex');
+  const proc = startProcess('control-plane', process.execPath, ['control-plane/dist/main.js'], {
+    ADMIN_HOST: '127.0.0.1',
+    GRPC_HOST: '127.0.0.1',
+    ADMIN_PORT: String(adminPort),
+    GRPC_PORT: String(grpcPort),
+    DATA_DIR: dataDir,
+    ADMIN_PASSWORD: password,
+    LOG_LEVEL: 'warn',
+  });
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  await waitFor(`control plane /readyz\n${proc.tail()}`, async () => ((await http('GET', `${adminUrl}/readyz`)).status === 200 ? true : undefined));
+  const login = await http('POST', `${adminUrl}/login`, { body: { username: 'admin', password } });
+  if (login.status !== 200) throw new Error(`admin login failed: ${login.status} ${login.text}`);
+  const auth = { authorization: `Bearer ${login.json.access_token}` };
+  return {
+    ...proc,
+    adminUrl,
+    grpcAddr: `127.0.0.1:${grpcPort}`,
+    admin: (method, path, body) => http(method, `${adminUrl}${path}`, { body, headers: auth }),
+  };
+}
+
+/** Starts a data plane and waits until it serves a snapshot; returns the time that took. */
+async function startDataPlane(cp, id) {
+  const [proxyPort, statusPort] = [await freePort(), await freePort()];
+  const started = performance.now();
+  const proc = startProcess(`data-plane ${id}`, process.execPath, ['data-plane/dist/main.js'], {
+    PROXY_HOST: '127.0.0.1',
+    STATUS_HOST: '127.0.0.1',
+    PROXY_PORT: String(proxyPort),
+    STATUS_PORT: String(statusPort),
+    CONTROL_PLANE_ADDR: cp.grpcAddr,
+    DATAPLANE_ID: id,
+    LOG_LEVEL: 'warn',
+  });
+  const statusUrl = `http://127.0.0.1:${statusPort}`;
+  const version = async () => {
+    const res = await http('GET', `${statusUrl}/readyz`);
+    return res.status === 200 ? res.json.version : undefined;
+  };
+  await waitFor(`data plane ${id} /readyz\n${proc.tail()}`, version, 120_000, 10);
+  return { ...proc, proxyUrl: `http://127.0.0.1:${proxyPort}`, version, syncMs: performance.now() - started };
+}
+
+/** Polls back to back (no sleep) so the measured propagation time is not rounded up by the poll interval. */
+async function waitForVersion(dp, version, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const seen = await dp.version();
+    if (seen !== undefined && seen >= version) return;
+  }
+  throw new Error(`${dp.name} did not reach version ${version} within ${timeoutMs} ms\n${dp.tail()}`);
+}
+
+/** Runs autocannon in its own process and returns {rps, p50, p99, errors}. */
+async function load(url) {
+  const cannon = join(root, 'node_modules', 'autocannon', 'autocannon.js');
+  const run = (seconds) =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [cannon, '--json', '-c', String(CONNECTIONS), '-d', String(seconds), url], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (chunk) => (out += chunk));
+      child.on('error', reject);
+      child.on('exit', (code) => {
+        try {
+          resolve(JSON.parse(out));
+        } catch {
+          reject(new Error(`autocannon exited ${code} without a JSON report`));
+        }
+      });
+    });
+  await run(2); // warm-up (JIT, connection pools)
+  const report = await run(DURATION);
+  return {
+    rps: report.requests.average,
+    p50: report.latency.p50,
+    p99: report.latency.p99,
+    errors: report.errors + report.timeouts + report.non2xx,
+  };
+}
+
+/** nginx configured like the data plane's route (proxy_pass, keep-alive upstream), one worker like one DP. */
+async function nginxRow(upstreamPort) {
+  const which = spawnSync('which', ['nginx'], { encoding: 'utf8' });
+  if (which.status !== 0) return { name: 'nginx', note: 'nginx: not installed' };
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-nginx-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  await writeFile(
+    join(dir, 'nginx.conf'),
+    `daemon off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  upstream bench { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${port};
+    location /bench/ {
+      proxy_pass http://bench;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $host;
+    }
+  }
+}
+`,
+  );
+  const proc = startProcess('nginx', which.stdout.trim(), ['-p', dir, '-c', join(dir, 'nginx.conf')]);
+  await waitFor(`nginx\n${proc.tail()}`, async () => ((await http('GET', `http://127.0.0.1:${port}/bench/x`)).status === 200 ? true : undefined));
+  const result = await load(`http://127.0.0.1:${port}/bench/x`);
+  await proc.stop();
+  return { name: 'nginx (1 worker)', ...result };
+}
+
+/** Placeholder for the auth work: a row measured through an oauth2/jwt-protected API. */
+async function jwtRow() {
+  return null;
+}
+
+// ---------------------------------------------------------------- definitions
+
+function rawApi(i, upstreamUrl = 'http://127.0.0.1:9') {
+  const targets = [{ target: upstreamUrl }];
+  const upstreams = { balancing: 'roundrobin', targets };
+  switch (i % 4) {
+    case 0:
+      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/*`, upstreams } };
+    case 1:
+      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/items/{id}/*`, upstreams, strip_path: true } };
+    case 2:
+      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/v1/{id:[0-9]+}`, upstreams: { ...upstreams, targets: [{ target: `${upstreamUrl}/x/{id}` }] } } };
+    default:
+      return { name: `api-${i}`, hosts: [`h${i}.bench.test`], proxy: { listen_path: `/svc-${i}/*`, methods: ['GET', 'POST'], upstreams } };
+  }
+}
+
+function requestFor(i) {
+  switch (i % 4) {
+    case 0:
+      return { method: 'GET', host: 'gw.test', path: `/svc-${i}/a/b` };
+    case 1:
+      return { method: 'GET', host: 'gw.test', path: `/svc-${i}/items/42/x` };
+    case 2:
+      return { method: 'GET', host: 'gw.test', path: `/svc-${i}/v1/123` };
+    default:
+      return { method: 'POST', host: `h${i}.bench.test:8080`, path: `/svc-${i}/z` };
+  }
+}
+
+async function builtModule(path) {
+  return import(pathToFileURL(join(root, path)).href);
+}
+
+// ---------------------------------------------------------------- sections
+
+async function loadSection(upstream, cp, dps) {
+  log(`## load: autocannon -c ${CONNECTIONS}, ${DURATION} s per row (after a 2 s warm-up), tiny fixed response`);
+  const created = await cp.admin('POST', '/apis', { name: 'bench', proxy: { listen_path: '/bench/*', upstreams: { balancing: 'roundrobin', targets: [{ target: upstream.url }] } } });
+  if (created.status !== 201) throw new Error(`creating the bench API failed: ${created.status} ${created.text}`);
+  for (const dp of dps) await waitForVersion(dp, Number(created.headers['x-snapshot-version']));
+
+  const rows = [];
+  rows.push({ name: 'direct to upstream', ...(await load(`${upstream.url}/bench/x`)) });
+  rows.push({ name: 'through the data plane', ...(await load(`${dps[0].proxyUrl}/bench/x`)) });
+  rows.push((await jwtRow(upstream, cp, dps)) ?? { name: 'DP + jwt validation', note: 'n/a' });
+  rows.push(await nginxRow(upstream.port));
+
+  const direct = rows[0].rps;
+  log(`${'path'.padEnd(26)}${'req/s'.padStart(10)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'vs direct'.padStart(11)}`);
+  for (const row of rows) {
+    if (row.note) {
+      log(`${row.name.padEnd(26)}${row.note.padStart(10)}`);
+      continue;
+    }
+    log(
+      `${row.name.padEnd(26)}${Math.round(row.rps).toString().padStart(10)}${row.p50.toFixed(1).padStart(9)}${row.p99.toFixed(1).padStart(9)}${String(row.errors).padStart(9)}${(row.rps / direct).toFixed(2).padStart(11)}`,
+    );
+  }
+  log();
+}
+
+async function propagationSection(cp, dps) {
+  const writes = 100;
+  log(`## propagation: ${writes} admin writes (PUT /apis/bench), each from sending the write to all ${dps.length} data planes' /readyz at its version`);
+  const total = [];
+  const writeOnly = [];
+  for (let i = 0; i < writes; i++) {
+    const started = performance.now();
+    const res = await cp.admin('PUT', '/apis/bench', { proxy: { preserve_host: i % 2 === 0 } });
+    writeOnly.push(performance.now() - started);
+    if (res.status !== 200) throw new Error(`write ${i} failed: ${res.status} ${res.text}`);
+    const version = Number(res.headers['x-snapshot-version']);
+    if (!Number.isFinite(version)) throw new Error('the write response has no X-Snapshot-Version');
+    await Promise.all(dps.map((dp) => waitForVersion(dp, version)));
+    total.push(performance.now() - started);
+  }
+  const pct = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)];
+  log(`${''.padEnd(30)}${'median ms'.padStart(11)}${'p99 ms'.padStart(9)}`);
+  log(`${'admin write response'.padEnd(30)}${pct(writeOnly, 50).toFixed(2).padStart(11)}${pct(writeOnly, 99).toFixed(2).padStart(9)}`);
+  log(`${'write → all DPs serving'.padEnd(30)}${pct(total, 50).toFixed(2).padStart(11)}${pct(total, 99).toFixed(2).padStart(9)}`);
+  log();
+}
+
+async function routeMatchSection() {
+  log('## route match: in-process RoutingTable.match (built modules), mixed listen paths, 10% misses');
+  const { parseApiDefinition } = await builtModule('proto/dist/definition/index.js');
+  const { compileDefinitions } = await builtModule('proto/dist/compile/index.js');
+  const { buildRoutingTable } = await builtModule('data-plane/dist/routing/index.js');
+  const results = [];
+  for (const size of SIZES) {
+    const apis = Array.from({ length: size }, (_, i) => parseApiDefinition(rawApi(i)));
+    const buildStarted = performance.now();
+    const table = buildRoutingTable(compileDefinitions({ apis, oauthServers: [] }).routes);
+    const buildMs = performance.now() - buildStarted;
+    const facts = Array.from({ length: 4096 }, (_, k) => {
+      const i = Math.floor(Math.random() * size);
+      return k % 10 === 9 ? { method: 'GET', host: 'gw.test', path: `/missing-${i}/x` } : requestFor(i);
+    });
+    const lookups = 300_000;
+    let hits = 0;
+    for (let k = 0; k < 50_000; k++) if (table.match(facts[k & 4095])) hits++; // warm-up
+    hits = 0;
+    const started = process.hrtime.bigint();
+    for (let k = 0; k < lookups; k++) if (table.match(facts[k & 4095])) hits++;
+    const ns = Number(process.hrtime.bigint() - started) / lookups;
+    results.push({ size, ns, buildMs, hitRate: hits / lookups });
+  }
+  log(`${'APIs'.padStart(8)}${'ns/lookup'.padStart(12)}${'vs 10 APIs'.padStart(12)}${'build ms'.padStart(11)}${'hit rate'.padStart(10)}`);
+  for (const r of results) {
+    log(`${String(r.size).padStart(8)}${r.ns.toFixed(0).padStart(12)}${(r.ns / results[0].ns).toFixed(2).padStart(12)}${r.buildMs.toFixed(1).padStart(11)}${r.hitRate.toFixed(2).padStart(10)}`);
+  }
+  log();
+}
+
+/** Seeds a DATA_DIR through the built file store (one update), then starts a CP and a DP on it. */
+async function memorySection() {
+  log('## data plane memory and cold sync: CP started on a store holding N APIs, a fresh DP connects');
+  const { parseApiDefinition } = await builtModule('proto/dist/definition/index.js');
+  const { openFileStore } = await builtModule('control-plane/dist/store/file-store.js');
+  const { createLogger } = await builtModule('proto/dist/logger.js');
+  log(`${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'cold sync ms'.padStart(14)}${'write→DP ms'.padStart(13)}`);
+  for (const size of SIZES) {
+    const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-store-'));
+    try {
+      const store = await openFileStore({ dataDir, logger: createLogger('control-plane', 'silent') });
+      const apis = Array.from({ length: size }, (_, i) => parseApiDefinition(rawApi(i)));
+      await store.update((defs) => ({ ...defs, apis }));
+      await store.close();
+      const cp = await startControlPlane(dataDir);
+      const dp = await startDataPlane(cp, `bench-mem-${size}`);
+      const rss = await rssMiB(dp.child.pid);
+      const started = performance.now();
+      const res = await cp.admin('PUT', '/apis/api-0', { active: false });
+      await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
+      const propagation = performance.now() - started;
+      log(`${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${dp.syncMs.toFixed(0).padStart(14)}${propagation.toFixed(0).padStart(13)}`);
+      await dp.stop();
+      await cp.stop();
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }
+  log();
+}
+
+// ---------------------------------------------------------------- main
+
+async function section(name, run) {
+  try {
+    await run();
+  } catch (err) {
+    log(`${name}: FAILED: ${err.message}`);
+    log();
+  }
+}
+
+async function main() {
+  const benchStarted = performance.now();
+  log(`gatehouse bench — node ${process.version}, ${(await import('node:os')).cpus().length} CPU(s)`);
+  log();
+  const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const upstream = await startUpstream();
+  const cp = await startControlPlane(dataDir);
+  const dps = [await startDataPlane(cp, 'bench-dp-1'), await startDataPlane(cp, 'bench-dp-2')];
+
+  await section('load', () => loadSection(upstream, cp, dps));
+  await section('propagation', () => propagationSection(cp, dps));
+  for (const dp of dps) await dp.stop();
+  await cp.stop();
+  await upstream.stop();
+  await section('route match', routeMatchSection);
+  await section('memory', memorySection);
+  log(`bench done in ${((performance.now() - benchStarted) / 1000).toFixed(0)} s`);
+}
+
+try {
+  await main();
+} finally {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+  keepAlive.destroy();
+}

@@ -80,8 +80,13 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     logger.info('stopped');
     process.exit(0);
   };
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-  process.once('SIGINT', () => void shutdown('SIGINT'));
+  const onSignal = (signal: string) =>
+    shutdown(signal).catch((err: unknown) => {
+      logger.error({ err }, 'shutdown failed');
+      process.exit(1);
+    });
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
 }
 
 function fail(logger: Logger, err: unknown): never {

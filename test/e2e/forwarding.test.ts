@@ -112,7 +112,7 @@ describe('rewrite (SPEC §4 table): path and query the upstream receives', () =>
 
   test('a placeholder value that is not a hostname is a 400 and never reaches any upstream', async () => {
     const prepath = REWRITE_ROWS.findIndex((row) => row.listenPath === '/prepath/{service}/*');
-    for (const value of ['a_b', 'evil.com%40127.0.0.1', 'x%2F..']) {
+    for (const value of ['a_b', 'evil.com%40127.0.0.1', 'host:1234']) {
       const before = u.requests.length;
       const res = await gw.dp.request('GET', `/prepath/${value}/a`, { headers: { host: rowHost(prepath) } });
       expect({ value, status: res.status }).toEqual({ value, status: 400 });

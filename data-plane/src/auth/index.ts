@@ -12,6 +12,7 @@ import type { TokenStore } from './token-store.js';
 
 export type { TokenStore } from './token-store.js';
 export { createTokenStore, createMemoryTokenStore, createRedisTokenStore } from './token-store.js';
+export { observedResponse } from './observed-response.js';
 
 /** Follows one request/response pair through an OAuth endpoint route (storage strategy). */
 export interface EndpointObserver {

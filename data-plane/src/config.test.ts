@@ -1,0 +1,63 @@
+import { loadConfig } from './config.js';
+
+describe('loadConfig', () => {
+  test('defaults (SPEC §1 and the process contract)', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      proxyHost: undefined,
+      proxyPort: 8080,
+      statusHost: undefined,
+      statusPort: 8083,
+      controlPlaneAddr: '127.0.0.1:8082',
+      redisUrl: undefined,
+      logLevel: 'info',
+      reconnectBackoffBaseMs: 500,
+      reconnectBackoffMaxMs: 30_000,
+      shutdownTimeoutMs: 10_000,
+      snapshotCache: undefined,
+    });
+    expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
+  });
+
+  test('every variable is read', () => {
+    expect(
+      loadConfig({
+        PROXY_HOST: '127.0.0.1',
+        PROXY_PORT: '0',
+        STATUS_HOST: '::1',
+        STATUS_PORT: '9000',
+        CONTROL_PLANE_ADDR: 'cp:8082',
+        REDIS_URL: 'redis://r:6379',
+        LOG_LEVEL: 'debug',
+        DATAPLANE_ID: 'dp-1',
+        RECONNECT_BACKOFF_BASE: '100ms',
+        RECONNECT_BACKOFF_MAX: '1s',
+        SHUTDOWN_TIMEOUT: '2s',
+        SNAPSHOT_CACHE: '/tmp/snap.json',
+      }),
+    ).toEqual({
+      proxyHost: '127.0.0.1',
+      proxyPort: 0,
+      statusHost: '::1',
+      statusPort: 9000,
+      controlPlaneAddr: 'cp:8082',
+      redisUrl: 'redis://r:6379',
+      logLevel: 'debug',
+      dataplaneId: 'dp-1',
+      reconnectBackoffBaseMs: 100,
+      reconnectBackoffMaxMs: 1000,
+      shutdownTimeoutMs: 2000,
+      snapshotCache: '/tmp/snap.json',
+    });
+  });
+
+  test.each([
+    ['a port that is not a number', { PROXY_PORT: 'http' }, 'PROXY_PORT'],
+    ['a port out of range', { STATUS_PORT: '70000' }, 'STATUS_PORT'],
+    ['a negative port', { PROXY_PORT: '-1' }, 'PROXY_PORT'],
+    ['a duration without unit', { SHUTDOWN_TIMEOUT: '10' }, 'SHUTDOWN_TIMEOUT'],
+    ['a max backoff below the base', { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' }, 'RECONNECT_BACKOFF_MAX'],
+  ])('%s is refused, naming the variable', (_name, env, variable) => {
+    expect(() => loadConfig(env)).toThrow(variable);
+  });
+});

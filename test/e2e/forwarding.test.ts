@@ -1,18 +1,24 @@
 /**
  * What the upstream actually receives through a real data plane (SPEC §4 "Forwarded request"):
  * every row of the rewrite table, query merge, Host and X-Forwarded-* headers, X-Request-Id,
- * hop-by-hop removal, 5 MB bodies both ways, and the gateway's own 404/502/504 responses.
+ * hop-by-hop removal, 5 MB bodies both ways, insecure_skip_verify towards an HTTPS upstream the
+ * gateway does not trust, and the gateway's own 404/502/504 responses.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { apiDefinition } from '../helpers/api-definition.js';
 import type { RecordedRequest } from '../helpers/upstream-server.js';
 import { closedPort, startUpstream, type Upstream } from '../helpers/upstream-server.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 
 const FIVE_MB = 5 * 1024 * 1024;
 
 let gw: Gateway;
 let u: Upstream;
+/** HTTPS upstream whose certificate chains to a CA the data plane does not know. */
+let untrusted: Upstream;
+let certs: CertificateFiles;
 
 /** One API per rewrite row, told apart by Host so that the SPEC's own listen paths can repeat. */
 interface RewriteRow {
@@ -69,6 +75,10 @@ beforeAll(async () => {
     if (req.url.startsWith('/status/created')) return { kind: 'fixed', status: 201, body: '{"made":true}', headers: { 'x-custom-response': 'yes' } };
     return { kind: 'echo' };
   });
+  certs = await createTestCertificates();
+  untrusted = await startUpstream('untrusted-tls', { kind: 'fixed' }, {
+    tls: { cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) },
+  });
   gw = await startGateway();
   const definitions = [
     ...REWRITE_ROWS.map((row, i) =>
@@ -87,6 +97,8 @@ beforeAll(async () => {
     apiDefinition({ name: 'status', listenPath: '/status/*', targets: [u.url] }),
     apiDefinition({ name: 'down', listenPath: '/down/*', targets: [`http://127.0.0.1:${await closedPort()}`] }),
     apiDefinition({ name: 'slow', listenPath: '/slow/*', targets: [u.url], responseHeaderTimeout: '300ms' }),
+    apiDefinition({ name: 'tls-skip', listenPath: '/tls-skip/*', targets: [untrusted.url], insecureSkipVerify: true }),
+    apiDefinition({ name: 'tls-verify', listenPath: '/tls-verify/*', targets: [untrusted.url] }),
   ];
   let last;
   for (const definition of definitions) {
@@ -99,6 +111,8 @@ beforeAll(async () => {
 afterAll(async () => {
   const problems = await gw?.stop();
   await u?.close();
+  await untrusted?.close();
+  await certs?.dispose();
   expect(problems ?? '').toBe('');
 });
 
@@ -206,6 +220,22 @@ describe('bodies and responses', () => {
     expect(res.status).toBe(201);
     expect(res.headers['x-custom-response']).toBe('yes');
     expect(res.text).toBe('{"made":true}');
+  });
+});
+
+describe('HTTPS upstream with a certificate the gateway does not trust', () => {
+  test('insecure_skip_verify: true → served', async () => {
+    const res = await gw.dp.request('GET', '/tls-skip/a');
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({ upstream: 'untrusted-tls', url: '/tls-skip/a' });
+  });
+
+  test('for that API only: another API to the same upstream verifies and fails with 502', async () => {
+    const before = untrusted.requests.length;
+    const res = await gw.dp.request('GET', '/tls-verify/a');
+    expect(res.status).toBe(502);
+    expect(res.text).toBe('"bad gateway"');
+    expect(untrusted.requests.length).toBe(before);
   });
 });
 

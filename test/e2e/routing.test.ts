@@ -61,6 +61,16 @@ beforeAll(async () => {
     apiDefinition({ name: 'param', listenPath: '/users/{user}/profile', targets: [`${upstream.url}/hit/param/{user}`] }),
     apiDefinition({ name: 'regex', listenPath: '/orders/{id:[0-9]+}/*', targets: [`${upstream.url}/hit/regex/{id}`] }),
     apiDefinition({ name: 'rr', listenPath: '/rr/*', targets: rr.map((u) => u.url) }),
+    {
+      name: 'weighted',
+      proxy: {
+        listen_path: '/weighted/*',
+        upstreams: { balancing: 'weight', targets: [{ target: rr[0].url, weight: 3 }, { target: rr[1].url, weight: 1 }] },
+      },
+    },
+    // The DP's own /healthz, /readyz, /metrics live on the status port: on the proxy port they are user routes.
+    apiDefinition({ name: 'user-healthz', listenPath: '/healthz', targets: [hitTarget('user-healthz')] }),
+    apiDefinition({ name: 'user-status', listenPath: '/metrics/*', targets: [hitTarget('user-status')] }),
   ]);
   await gw.admin.waitForDataPlanes(last, gw.dps);
 });
@@ -122,6 +132,10 @@ describe('seed routing rules 1–8', () => {
     { rule: 'rule 8: {id:[0-9]+} matches digits', method: 'GET', path: '/orders/42/items', host: undefined, expected: 'regex' },
     { rule: 'rule 8: {id:[0-9]+} is anchored (rejects 42a)', method: 'GET', path: '/orders/42a/items', host: undefined, expected: 'status 404' },
     { rule: 'rule 8: {id:[0-9]+} rejects letters', method: 'GET', path: '/orders/abc/items', host: undefined, expected: 'status 404' },
+    // the status endpoints never shadow user routes on the proxy port
+    { rule: 'proxy port: /healthz is a user route', method: 'GET', path: '/healthz', host: undefined, expected: 'user-healthz' },
+    { rule: 'proxy port: /metrics is a user route', method: 'GET', path: '/metrics', host: undefined, expected: 'user-status' },
+    { rule: 'proxy port: /readyz is not served by the gateway', method: 'GET', path: '/readyz', host: undefined, expected: 'status 404' },
   ])('$rule: $method $path (host $host) → $expected', async ({ method, path, host, expected }) => {
     expect(await routedTo(method, path, host)).toBe(expected);
   });
@@ -157,6 +171,14 @@ describe('round-robin', () => {
     expect(start).toBeGreaterThanOrEqual(0);
     expect(seen).toEqual(seen.map((_, i) => names[(start + i) % names.length]));
     for (const u of rr) expect(u.requests.length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('weighted balancing', () => {
+  test('weights 3:1 give 6 and 2 requests out of 8', async () => {
+    for (const u of rr) u.reset();
+    for (let i = 0; i < 8; i++) expect((await gw.dp.request('GET', `/weighted/${i}`)).status).toBe(200);
+    expect([rr[0].requests.length, rr[1].requests.length]).toEqual([6, 2]);
   });
 });
 

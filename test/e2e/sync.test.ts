@@ -2,8 +2,11 @@
  * Control plane ↔ data planes as processes (SPEC §6): two DPs converge on one snapshot version,
  * GET /dataplanes reports them, a killed CP leaves the DPs serving, a CP restarted on the same
  * ports and DATA_DIR is rejoined without restarting the DPs, and definitions survive the restart.
- * Also a DP that never reached a CP answers 503 on the proxy and /readyz.
+ * Also SNAPSHOT_CACHE at cold start, and a DP that never reached a CP answering 503.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
@@ -69,6 +72,9 @@ test('both data planes converge on the same snapshot version and hash', async ()
   expect(cpReady.status).toBe(200);
   expect(cpReady.body).toMatchObject({ ready: true, snapshot: { version, hash: states[0].hash } });
   for (const dp of gw.dps) await expectRouted(dp, '/first/a');
+  const metrics = await httpRequest(`${gw.dp.statusUrl}/metrics`);
+  expect(metrics.status).toBe(200);
+  expect(metrics.headers['content-type']).toMatch(/^text\/plain/);
 });
 
 test('GET /dataplanes lists both with their version and last ACK', async () => {
@@ -135,6 +141,27 @@ test('a stopped data plane leaves GET /dataplanes; it exits 0 on SIGTERM', async
     },
     { what: `${leaving.id} to disappear from GET /dataplanes`, details: () => gw.cp.recentLogs() },
   );
+});
+
+test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the cached snapshot', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-cache-'));
+  const env = { SNAPSHOT_CACHE: join(dir, 'snapshot.bin') };
+  try {
+    const { version } = await gw.dp.readyz();
+    const first = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env });
+    await first.waitForVersion(version!);
+    expect((await first.stop()).code).toBe(0);
+
+    const orphan = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${await closedPort()}`, env });
+    try {
+      expect(await orphan.readyz()).toMatchObject({ status: 200, version });
+      await expectRouted(orphan, '/second/b');
+    } finally {
+      expect((await orphan.stop()).code).toBe(0);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('a data plane with no reachable CP is alive but not ready, and answers 503 "no configuration loaded"', async () => {

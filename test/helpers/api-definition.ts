@@ -12,6 +12,7 @@ export interface ApiDefinitionInput {
   stripPath?: boolean;
   appendPath?: boolean;
   preserveHost?: boolean;
+  insecureSkipVerify?: boolean;
   active?: boolean;
   responseHeaderTimeout?: string;
   plugins?: unknown[];
@@ -26,6 +27,7 @@ export function apiDefinition(input: ApiDefinitionInput): Record<string, unknown
   if (input.stripPath !== undefined) proxy.strip_path = input.stripPath;
   if (input.appendPath !== undefined) proxy.append_path = input.appendPath;
   if (input.preserveHost !== undefined) proxy.preserve_host = input.preserveHost;
+  if (input.insecureSkipVerify !== undefined) proxy.insecure_skip_verify = input.insecureSkipVerify;
   if (input.responseHeaderTimeout !== undefined) {
     proxy.forwarding_timeouts = { response_header_timeout: input.responseHeaderTimeout };
   }

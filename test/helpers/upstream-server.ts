@@ -4,7 +4,8 @@
  * What it answers is chosen per request by a behaviour that tests can switch at any time.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { pollUntil } from './poll-until.js';
 
@@ -33,7 +34,7 @@ export type UpstreamBehaviour =
 export interface Upstream {
   readonly name: string;
   readonly port: number;
-  /** `http://127.0.0.1:<port>` */
+  /** `http://127.0.0.1:<port>` (`https://` when started with a certificate) */
   readonly url: string;
   /** `127.0.0.1:<port>`: the Host header a proxy must send when it does not preserve the client's. */
   readonly hostHeader: string;
@@ -49,7 +50,16 @@ export interface Upstream {
   close(): Promise<void>;
 }
 
-export async function startUpstream(name = 'upstream', initial: UpstreamBehaviour = { kind: 'fixed' }): Promise<Upstream> {
+export interface UpstreamOptions {
+  /** Serve HTTPS with this PEM certificate and key (e.g. one the gateway does not trust). */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+}
+
+export async function startUpstream(
+  name = 'upstream',
+  initial: UpstreamBehaviour = { kind: 'fixed' },
+  options: UpstreamOptions = {},
+): Promise<Upstream> {
   const requests: RecordedRequest[] = [];
   let choose: (req: RecordedRequest) => UpstreamBehaviour = () => initial;
   const bigBodies = new Map<number, { body: Buffer; sha256: string }>();
@@ -90,7 +100,7 @@ export async function startUpstream(name = 'upstream', initial: UpstreamBehaviou
     }
   };
 
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const handler: RequestListener = (req: IncomingMessage, res: ServerResponse) => {
     const hash = createHash('sha256');
     let length = 0;
     req.on('data', (chunk: Buffer) => {
@@ -109,7 +119,8 @@ export async function startUpstream(name = 'upstream', initial: UpstreamBehaviou
       requests.push(recorded);
       answer(choose(recorded), recorded, res);
     });
-  });
+  };
+  const server: Server = options.tls ? createHttpsServer(options.tls, handler) : createServer(handler);
   // Never let the upstream's own timeouts interfere with the gateway timeout tests.
   server.requestTimeout = 0;
   server.headersTimeout = 0;
@@ -122,7 +133,7 @@ export async function startUpstream(name = 'upstream', initial: UpstreamBehaviou
   return {
     name,
     port,
-    url: `http://127.0.0.1:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     hostHeader: `127.0.0.1:${port}`,
     requests,
     last: () => requests[requests.length - 1],

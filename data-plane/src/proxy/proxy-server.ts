@@ -71,6 +71,45 @@ function tap(see: (chunk: Buffer) => void): Transform {
   });
 }
 
+/** A token store that hangs must not hang token responses: past this, the response completes anyway. */
+const OBSERVER_FINISH_TIMEOUT_MS = 2_000;
+
+/**
+ * Response side of an OAuth endpoint observer. Chunks stream through as they come, except the
+ * last one, which is released only once observer.finish() has stored (or removed) the token: a
+ * client that got its token can use it at once, on this data plane or any other sharing the store.
+ * With Content-Length framing the client sees the response complete only with its last byte, so
+ * holding back `end` alone would not be enough.
+ */
+function observedResponse(observer: EndpointObserver): Transform {
+  let held: Buffer | null = null;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      try {
+        observer.responseChunk(chunk);
+      } catch {
+        // bookkeeping only
+      }
+      const previous = held;
+      held = chunk;
+      callback(null, previous ?? undefined);
+    },
+    flush(callback) {
+      let timer: NodeJS.Timeout | undefined;
+      const finished = Promise.resolve()
+        .then(() => observer.finish())
+        .catch(() => undefined);
+      const timeout = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, OBSERVER_FINISH_TIMEOUT_MS);
+      });
+      void Promise.race([finished, timeout]).then(() => {
+        clearTimeout(timer);
+        callback(null, held ?? undefined);
+      });
+    },
+  });
+}
+
 /**
  * undici runs its headersTimeout on a coarse timer (about 1 s resolution), so a "250ms"
  * response_header_timeout would fire after about a second. Below that resolution a native timer
@@ -243,11 +282,9 @@ export function createProxyServer(deps: {
           logger.warn({ requestId: plan.requestId, route: plan.routeId, err: err.code ?? err.message }, 'response stream failed');
         }
         res.destroy();
-        return;
       }
-      observer?.finish().catch(() => undefined);
     };
-    if (observer) pipeline(response.body, tap((chunk) => observer.responseChunk(chunk)), res, done);
+    if (observer) pipeline(response.body, observedResponse(observer), res, done);
     else pipeline(response.body, res, done);
   }
 

@@ -218,7 +218,7 @@ async function load(url) {
 /** nginx configured like the data plane's route (proxy_pass, keep-alive upstream), one worker like one DP. */
 async function nginxRow(upstreamPort) {
   const which = spawnSync('which', ['nginx'], { encoding: 'utf8' });
-  if (which.status !== 0) return { name: 'nginx', note: 'nginx: not installed' };
+  if (which.status !== 0) return { line: 'nginx: not installed' };
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-nginx-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const port = await freePort();
@@ -251,7 +251,8 @@ http {
 }
 `,
   );
-  const proc = startProcess('nginx', which.stdout.trim(), ['-p', dir, '-c', join(dir, 'nginx.conf')]);
+  // -e: nginx opens its default error log before reading the config; keep it in the temp dir too.
+  const proc = startProcess('nginx', which.stdout.trim(), ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')]);
   await waitFor(`nginx\n${proc.tail()}`, async () => ((await http('GET', `http://127.0.0.1:${port}/bench/x`)).status === 200 ? true : undefined));
   const result = await load(`http://127.0.0.1:${port}/bench/x`);
   await proc.stop();
@@ -314,6 +315,10 @@ async function loadSection(upstream, cp, dps) {
   const direct = rows[0].rps;
   log(`${'path'.padEnd(26)}${'req/s'.padStart(10)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'vs direct'.padStart(11)}`);
   for (const row of rows) {
+    if (row.line) {
+      log(row.line);
+      continue;
+    }
     if (row.note) {
       log(`${row.name.padEnd(26)}${row.note.padStart(10)}`);
       continue;

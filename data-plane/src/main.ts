@@ -84,6 +84,7 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
     }, config.shutdownTimeoutMs + 5_000).unref();
     status.markDraining();
     await client.close();
+    await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
     const drained = await proxy.close(config.shutdownTimeoutMs);
     await status.close();
     await pools.close();

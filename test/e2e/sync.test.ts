@@ -4,7 +4,7 @@
  * ports and DATA_DIR is rejoined without restarting the DPs, and definitions survive the restart.
  * Also SNAPSHOT_CACHE at cold start, and a DP that never reached a CP answering 503.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
@@ -151,6 +151,11 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
     const first = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env });
     await first.waitForVersion(version!);
     expect((await first.stop()).code).toBe(0);
+    const written = await stat(env.SNAPSHOT_CACHE).then(
+      (file) => `cache file written, ${file.size} bytes`,
+      (err: Error) => `no cache file after a graceful stop: ${err.message}\n${first.recentLogs()}`,
+    );
+    expect(written).toMatch(/^cache file written/);
 
     const orphan = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${await closedPort()}`, env });
     try {

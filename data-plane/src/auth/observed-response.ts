@@ -3,13 +3,16 @@
  * It passes every byte through unchanged but holds back the latest chunk until the observer's
  * finish() has updated the token store: a client can never read a complete token response (and use
  * the token, possibly on another DP) before the store knows the token, or before a refresh or
- * revoke has removed the old one. finish() never throws and the stores bound their calls
- * (Redis: 1 s command timeout, no offline queue), so the hold-back is bounded too.
+ * revoke has removed the old one. Holding back `end` alone would not do: with Content-Length
+ * framing the client sees the response complete with its last byte.
  */
 import { Transform } from 'node:stream';
 import type { EndpointObserver } from './index.js';
 
-export function observedResponse(observer: EndpointObserver): Transform {
+/** A token store that hangs must not hang token responses: past this, the response completes anyway. */
+export const OBSERVER_FINISH_TIMEOUT_MS = 2_000;
+
+export function observedResponse(observer: EndpointObserver, finishTimeoutMs = OBSERVER_FINISH_TIMEOUT_MS): Transform {
   let held: Buffer | null = null;
   return new Transform({
     transform(chunk: Buffer, _encoding, callback) {
@@ -24,8 +27,17 @@ export function observedResponse(observer: EndpointObserver): Transform {
       callback();
     },
     flush(callback) {
-      const release = () => callback(null, held ?? undefined);
-      observer.finish().then(release, release);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, finishTimeoutMs);
+      });
+      const finished = Promise.resolve()
+        .then(() => observer.finish())
+        .catch(() => undefined);
+      void Promise.race([finished, timeout]).then(() => {
+        clearTimeout(timer);
+        callback(null, held ?? undefined);
+      });
     },
   });
 }

@@ -100,6 +100,8 @@ async function startUpstream(handler: Handler = echo, tls?: { key: Buffer; cert:
   return upstream;
 }
 
+type Gateway = Awaited<ReturnType<typeof startGateway>>;
+
 async function startGateway(
   apis: unknown[] | null,
   options: { maxPools?: number; oauthServers?: unknown[]; tokenStore?: TokenStore } = {},
@@ -119,7 +121,7 @@ async function startGateway(
     await pools.close();
   });
   const url = `http://127.0.0.1:${port}`;
-  return { url, port, holder, registry };
+  return { url, port, holder, registry, proxy };
 }
 
 function api(name: string, proxy: Record<string, unknown>, extra: Record<string, unknown> = {}) {
@@ -181,6 +183,16 @@ describe('gateway errors', () => {
     expect(res.json).toBe('bad gateway');
     expect(res.headers['content-type']).toBe('application/json');
     expect(res.headers['x-request-id']).toMatch(UUID);
+  });
+
+  test.each([
+    ['a small request body', 'POST', Buffer.from('a=1')],
+    ['a 1 MB request body', 'PUT', randomBytes(1024 * 1024)],
+  ])('502 is still answered to a client sending %s', async (_name, method, body) => {
+    const port = await refusedPort();
+    const gw = await startGateway([api('down', { listen_path: '/down/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
+    const res = await httpRequest(`${gw.url}/down/x`, { method, body });
+    expect([res.status, res.json]).toEqual([502, 'bad gateway']);
   });
 
   test('504 UPSTREAM_TIMEOUT when the upstream never answers (response_header_timeout)', async () => {
@@ -488,6 +500,22 @@ describe('oauth2 storage strategy through the proxy', () => {
     expect(passed.status).toBe(200);
     expect(up.received.at(-1)!.headers.authorization).toBe('Bearer tok-123');
   });
+
+  test('an unreachable token endpoint is a 502 for a client posting a body', async () => {
+    const port = await refusedPort();
+    const up = await startUpstream();
+    const gw = await startGateway([api('other', { listen_path: '/other/*', upstreams: targets(up.origin) })], {
+      oauthServers: [
+        {
+          name: 'auth',
+          oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: targets(`http://127.0.0.1:${port}/token`) } },
+          token_strategy: { name: 'storage' },
+        },
+      ],
+    });
+    const res = await httpRequest(`${gw.url}/auth/token`, { method: 'POST', body: 'grant_type=client_credentials' });
+    expect([res.status, res.json]).toEqual([502, 'bad gateway']);
+  });
 });
 
 describe('metrics', () => {
@@ -502,3 +530,46 @@ describe('metrics', () => {
     expect(text).toMatch(/gatehouse_proxy_upstream_duration_seconds_count\{route="api:m"\} 1/);
   });
 });
+
+describe('graceful close', () => {
+  async function slowGateway(delayMs: number): Promise<{ gw: Gateway; up: Upstream }> {
+    const up = await startUpstream((_req, res) => {
+      setTimeout(() => {
+        res.writeHead(200);
+        res.end('done');
+      }, delayMs);
+    });
+    const gw = await startGateway([api('slow', { listen_path: '/slow/*', upstreams: targets(up.origin) })]);
+    return { gw, up };
+  }
+
+  test('in-flight requests finish, then the listener is gone', async () => {
+    const { gw, up } = await slowGateway(300);
+    const inFlight = httpRequest(`${gw.url}/slow/a`);
+    await until(() => up.received.length === 1);
+    const closed = gw.proxy.close(5_000);
+    const res = await inFlight;
+    expect([res.status, res.text]).toEqual([200, 'done']);
+    expect(await closed).toBe(true);
+    await expect(httpRequest(`${gw.url}/slow/b`, { timeoutMs: 1_000 })).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  test('what is still running at the deadline is cut', async () => {
+    const { gw, up } = await slowGateway(10_000);
+    const inFlight = httpRequest(`${gw.url}/slow/a`).catch((err: Error) => err);
+    await until(() => up.received.length === 1);
+    const started = Date.now();
+    expect(await gw.proxy.close(200)).toBe(false);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    // Node's own errors come from another realm than jest's Error: check the message, not the class.
+    expect(String((await inFlight as Error).message)).toMatch(/socket hang up|ECONNRESET/);
+  });
+});
+
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

@@ -10,7 +10,7 @@ import { pipeline, Transform, type Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
-import type { EndpointObserver } from '../auth/index.js';
+import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import { normalizePath, rewrite } from '../routing/index.js';
 import type { SnapshotHolder } from '../sync/snapshot-holder.js';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
@@ -71,44 +71,6 @@ function tap(see: (chunk: Buffer) => void): Transform {
   });
 }
 
-/** A token store that hangs must not hang token responses: past this, the response completes anyway. */
-const OBSERVER_FINISH_TIMEOUT_MS = 2_000;
-
-/**
- * Response side of an OAuth endpoint observer. Chunks stream through as they come, except the
- * last one, which is released only once observer.finish() has stored (or removed) the token: a
- * client that got its token can use it at once, on this data plane or any other sharing the store.
- * With Content-Length framing the client sees the response complete only with its last byte, so
- * holding back `end` alone would not be enough.
- */
-function observedResponse(observer: EndpointObserver): Transform {
-  let held: Buffer | null = null;
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      try {
-        observer.responseChunk(chunk);
-      } catch {
-        // bookkeeping only
-      }
-      const previous = held;
-      held = chunk;
-      callback(null, previous ?? undefined);
-    },
-    flush(callback) {
-      let timer: NodeJS.Timeout | undefined;
-      const finished = Promise.resolve()
-        .then(() => observer.finish())
-        .catch(() => undefined);
-      const timeout = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, OBSERVER_FINISH_TIMEOUT_MS);
-      });
-      void Promise.race([finished, timeout]).then(() => {
-        clearTimeout(timer);
-        callback(null, held ?? undefined);
-      });
-    },
-  });
-}
 
 /**
  * undici runs its headersTimeout on a coarse timer (about 1 s resolution), so a "250ms"
@@ -226,6 +188,7 @@ export function createProxyServer(deps: {
     },
   ): Promise<void> {
     const { observer } = plan;
+    if (res.destroyed) return; // the client left while the request was being authorized
     // A client that goes away aborts the upstream request (and its streamed bodies).
     const abort = new AbortController();
     res.once('close', () => {

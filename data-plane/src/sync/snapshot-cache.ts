@@ -14,6 +14,8 @@ export interface SnapshotCache {
   load(): SnapshotMessage | null;
   /** Writes a temp file, fsyncs it and renames it over the cache; saves run one at a time. */
   save(message: SnapshotMessage): Promise<void>;
+  /** Resolves once every save started so far has settled (shutdown waits for it). */
+  flush(): Promise<void>;
 }
 
 export function createSnapshotCache(path: string): SnapshotCache {
@@ -52,6 +54,9 @@ export function createSnapshotCache(path: string): SnapshotCache {
       const run = queue.then(() => write(message));
       queue = run.catch(() => undefined);
       return run;
+    },
+    flush() {
+      return queue;
     },
   };
 }

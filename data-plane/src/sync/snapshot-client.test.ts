@@ -185,6 +185,16 @@ describe('snapshot client', () => {
     expect(holder.current()?.table.match({ method: 'GET', host: 'x', path: '/cached/a' })?.route.name).toBe('cached');
   });
 
+  test('flush() waits for the saves in progress (shutdown right after an apply keeps the file)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-cache-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const cache = createSnapshotCache(join(dir, 'snapshot.json'));
+    void cache.save(snapshot(1, apiDef('one')));
+    void cache.save(snapshot(2, apiDef('two')));
+    await cache.flush();
+    expect(cache.load()).toMatchObject({ version: 2 });
+  });
+
   test('a missing cache file loads as null', () => {
     expect(createSnapshotCache(join(tmpdir(), 'gatehouse-no-such-dir', 'snapshot.json')).load()).toBeNull();
   });

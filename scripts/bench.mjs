@@ -189,11 +189,13 @@ async function waitForVersion(dp, version, timeoutMs = 60_000) {
 }
 
 /** Runs autocannon in its own process and returns {rps, p50, p99, errors}. */
-async function load(url) {
+async function load(url, headers = {}) {
   const cannon = join(root, 'node_modules', 'autocannon', 'autocannon.js');
+  const headerArgs = Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}=${value}`]);
   const run = (seconds) =>
     new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [cannon, '--json', '-c', String(CONNECTIONS), '-d', String(seconds), url], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const args = [cannon, '--json', '-c', String(CONNECTIONS), '-d', String(seconds), ...headerArgs, url];
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       child.stdout.on('data', (chunk) => (out += chunk));
       child.on('error', reject);
@@ -259,9 +261,35 @@ http {
   return { name: 'nginx (1 worker)', ...result };
 }
 
-/** Placeholder for the auth work: a row measured through an oauth2/jwt-protected API. */
-async function jwtRow() {
-  return null;
+/**
+ * Through an API protected by an oauth2 plugin whose server uses the jwt strategy (HS256): every
+ * request carries the same signed token, as a client reusing its token does, so after the first
+ * request the DP's bounded verification cache answers (signature checked once per token and snapshot).
+ */
+async function jwtRow(upstream, cp, dps) {
+  const { SignJWT } = await import('jose');
+  const secret = randomBytes(32).toString('hex');
+  const server = await cp.admin('POST', '/oauth/servers', {
+    name: 'bench-auth',
+    oauth_endpoints: { token: { listen_path: '/bench-auth/token', upstreams: { targets: [{ target: upstream.url }] } } },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: secret }] },
+  });
+  if (server.status !== 201) throw new Error(`creating the bench OAuth server failed: ${server.status} ${server.text}`);
+  const api = await cp.admin('POST', '/apis', {
+    name: 'bench-jwt',
+    proxy: { listen_path: '/bench-jwt/*', upstreams: { targets: [{ target: upstream.url }] } },
+    plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'bench-auth' } }],
+  });
+  if (api.status !== 201) throw new Error(`creating the jwt bench API failed: ${api.status} ${api.text}`);
+  for (const dp of dps) await waitForVersion(dp, Number(api.headers['x-snapshot-version']));
+  const token = await new SignJWT({ sub: 'bench' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setExpirationTime('1h')
+    .sign(new TextEncoder().encode(secret));
+  const headers = { authorization: `Bearer ${token}` };
+  const check = await http('GET', `${dps[0].proxyUrl}/bench-jwt/x`, { headers });
+  if (check.status !== 200) throw new Error(`jwt bench request answered ${check.status} ${check.text}`);
+  return { name: 'DP + jwt validation', ...(await load(`${dps[0].proxyUrl}/bench-jwt/x`, headers)) };
 }
 
 // ---------------------------------------------------------------- definitions
@@ -313,6 +341,7 @@ async function loadSection(upstream, cp, dps) {
   rows.push(await nginxRow(upstream.port));
 
   const direct = rows[0].rps;
+  const plainDp = rows[1].rps;
   log(`${'path'.padEnd(26)}${'req/s'.padStart(10)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}${'vs direct'.padStart(11)}`);
   for (const row of rows) {
     if (row.line) {
@@ -327,6 +356,7 @@ async function loadSection(upstream, cp, dps) {
       `${row.name.padEnd(26)}${Math.round(row.rps).toString().padStart(10)}${row.p50.toFixed(1).padStart(9)}${row.p99.toFixed(1).padStart(9)}${String(row.errors).padStart(9)}${(row.rps / direct).toFixed(2).padStart(11)}`,
     );
   }
+  if (rows[2].rps) log(`DP + jwt validation / plain DP: ${(rows[2].rps / plainDp).toFixed(2)}`);
   log();
 }
 

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
 const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', requestId: 'rid' };
@@ -68,6 +69,19 @@ describe('clientResponseHeaders', () => {
       'rid',
     );
     expect(out).toEqual({ 'set-cookie': ['a=1', 'b=2'], 'content-type': 'text/plain', 'x-request-id': 'rid' });
+  });
+  test.each<[string, string | string[], string[]]>([
+    ['keep-alive (the usual value) names nothing more', 'keep-alive', ['close', 'x-internal', 'content-type']],
+    ['Keep-Alive likewise', 'Keep-Alive', ['close', 'x-internal', 'content-type']],
+    ['close names a header called close', 'close', ['x-internal', 'content-type']],
+    ['keep-alive with a named header', 'keep-alive, X-Internal', ['close', 'content-type']],
+    ['KEEP-ALIVE with padding', ' KEEP-ALIVE ', ['close', 'x-internal', 'content-type']],
+    ['repeated Connection lines', ['keep-alive', 'x-internal'], ['close', 'content-type']],
+  ])('Connection: %s', (_name, connection, kept) => {
+    // undici gives an array for repeated lines, which Node's IncomingHttpHeaders type does not foresee.
+    const upstream = { connection, 'keep-alive': 'timeout=5', close: 'odd but end-to-end', 'x-internal': '1', 'content-type': 'text/plain' };
+    const out = clientResponseHeaders(upstream as IncomingHttpHeaders, 'rid');
+    expect(Object.keys(out)).toEqual([...kept, 'x-request-id']);
   });
 });
 

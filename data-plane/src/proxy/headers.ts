@@ -21,8 +21,12 @@ const HOP_BY_HOP = new Set([
 /** Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to). */
 const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect']);
 
-/** Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased. */
-function connectionTokens(values: readonly string[]): Set<string> {
+/**
+ * Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased;
+ * null when they name nothing beyond the hop-by-hop set (the usual `Connection: keep-alive`).
+ */
+function connectionTokens(values: readonly string[]): Set<string> | null {
+  if (values.length === 1 && (values[0] === 'keep-alive' || values[0] === 'Keep-Alive')) return null;
   const tokens = new Set<string>();
   for (const value of values) {
     for (const token of value.split(',')) {

@@ -393,6 +393,91 @@ describe('forwarded request', () => {
   });
 });
 
+describe('response streaming', () => {
+  test('a client that stops reading stops the upstream (backpressure), then gets everything intact', async () => {
+    const chunk = randomBytes(64 * 1024);
+    const chunks = 1024; // 64 MiB: far more than every socket buffer on the way can hold
+    let upstreamFinished = false;
+    const up = await startUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': chunk.length * chunks });
+      let sent = 0;
+      const more = (): void => {
+        while (sent < chunks) {
+          sent++;
+          if (!res.write(chunk)) return void res.once('drain', more);
+        }
+        res.end();
+        upstreamFinished = true;
+      };
+      more();
+    });
+    const gw = await startGateway([api('big', { listen_path: '/big/*', upstreams: targets(up.origin) })]);
+    const expected = createHash('sha256');
+    for (let i = 0; i < chunks; i++) expected.update(chunk);
+    const got = await new Promise<{ status: number; sha256: string; finishedWhilePaused: boolean }>((resolve, reject) => {
+      const req = rawRequest(`${gw.url}/big/x`, { agent: false }, (res) => {
+        const hash = createHash('sha256');
+        res.on('data', (c: Buffer) => hash.update(c));
+        res.pause();
+        setTimeout(() => {
+          const finishedWhilePaused = upstreamFinished;
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, sha256: hash.digest('hex'), finishedWhilePaused }));
+          res.resume();
+        }, 500);
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(got).toEqual({ status: 200, sha256: expected.digest('hex'), finishedWhilePaused: false });
+  }, 30_000);
+
+  test('an upstream that breaks off mid-body cuts the client connection (no complete-looking response)', async () => {
+    const up = await startUpstream((_req, res) => {
+      res.writeHead(200, { 'content-length': '100000' });
+      res.write('partial');
+      setTimeout(() => res.socket?.destroy(), 50);
+    });
+    const gw = await startGateway([api('cut', { listen_path: '/cut/*', upstreams: targets(up.origin) })]);
+    const outcome = await new Promise<string>((resolve) => {
+      const req = rawRequest(`${gw.url}/cut/x`, { agent: false }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(`ended with ${res.statusCode}`));
+        res.on('aborted', () => resolve('aborted'));
+        res.on('error', () => resolve('aborted'));
+      });
+      req.on('error', () => resolve('aborted'));
+      req.end();
+    });
+    expect(outcome).toBe('aborted');
+  });
+
+  test('informational 103 Early Hints are skipped, the final response is forwarded', async () => {
+    const up = await startUpstream((_req, res) => {
+      res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('final');
+    });
+    const gw = await startGateway([api('hints', { listen_path: '/hints/*', upstreams: targets(up.origin) })]);
+    const res = await httpRequest(`${gw.url}/hints/x`);
+    expect([res.status, res.text]).toEqual([200, 'final']);
+  });
+
+  test('a response header the gateway cannot repeat is a 502, not a cut connection', async () => {
+    // Raw bytes: node:http would refuse to send a control character in a header value.
+    const raw = createNetServer((socket) => {
+      socket.once('data', () => {
+        socket.end('HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok');
+      });
+    });
+    const port = await listen(raw);
+    closers.push(() => closeServer(raw));
+    const gw = await startGateway([api('bad', { listen_path: '/bad/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
+    const res = await httpRequest(`${gw.url}/bad/x`);
+    expect([res.status, res.json]).toEqual([502, 'bad gateway']);
+  });
+});
+
 describe('balancing', () => {
   test('round robin: successive requests go to successive targets', async () => {
     const up = await startUpstream();

@@ -5,18 +5,14 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { performance } from 'node:perf_hooks';
-import { pipeline, Transform, type Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
-import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import { normalizePath, rewrite } from '../routing/index.js';
 import type { SnapshotHolder } from '../sync/snapshot-holder.js';
-import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
+import { forward, type ForwardDeps } from './forward.js';
+import { clientIpOf, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
-import { upstreamError } from './upstream-error.js';
-import { BODY_TIMEOUT_MS, type UpstreamPools } from './upstream-pools.js';
+import type { UpstreamPools } from './upstream-pools.js';
 
 export interface ProxyServer {
   readonly server: Server;
@@ -52,65 +48,6 @@ function splitTarget(url: string | undefined): RequestTarget | null {
   return q === -1 ? { path: target, query: '' } : { path: target.slice(0, q), query: target.slice(q + 1) };
 }
 
-function hasBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
-/** Passes chunks through unchanged while showing them to `see`; an observer failure never alters the stream. */
-function tap(see: (chunk: Buffer) => void): Transform {
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      try {
-        see(chunk);
-      } catch {
-        // The observer keeps a bounded copy for token bookkeeping only; the client's bytes win.
-      }
-      callback(null, chunk);
-    },
-  });
-}
-
-
-/**
- * undici runs its headersTimeout on a coarse timer (about 1 s resolution), so a "250ms"
- * response_header_timeout would fire after about a second. Below that resolution a native timer
- * aborts the request instead, armed once the request body has been handed over (at dispatch when
- * there is none), so upload time never counts; connect time of a new connection does.
- */
-const UNDICI_TIMER_RESOLUTION_MS = 1_000;
-
-interface HeaderTimer {
-  readonly fired: boolean;
-  clear(): void;
-}
-
-function preciseHeaderTimer(req: IncomingMessage, hasRequestBody: boolean, timeoutMs: number, abort: AbortController): HeaderTimer {
-  let fired = false;
-  let settled = false;
-  let timer: NodeJS.Timeout | undefined;
-  if (timeoutMs >= UNDICI_TIMER_RESOLUTION_MS) return { fired: false, clear: () => undefined };
-  const arm = (): void => {
-    if (settled) return;
-    timer = setTimeout(() => {
-      fired = true;
-      abort.abort();
-    }, timeoutMs);
-  };
-  if (hasRequestBody) req.once('end', arm);
-  else arm();
-  return {
-    get fired() {
-      return fired;
-    },
-    clear() {
-      settled = true;
-      clearTimeout(timer);
-      req.off('end', arm);
-    },
-  };
-}
-
 export function createProxyServer(deps: {
   holder: SnapshotHolder;
   pools: UpstreamPools;
@@ -119,6 +56,7 @@ export function createProxyServer(deps: {
 }): ProxyServer {
   const { holder, pools, logger, metrics } = deps;
   let draining = false;
+  const forwardDeps: ForwardDeps = { logger, metrics, draining: () => draining };
 
   function sendError(res: ServerResponse, requestId: string, err: GatehouseError, routeId: string): void {
     metrics?.requests.inc({ route: routeId, status: err.status });
@@ -159,96 +97,24 @@ export function createProxyServer(deps: {
         clientHost: req.headers.host,
         requestId,
       });
-      await forward(req, res, {
-        requestId,
-        routeId: route.id,
-        pool,
-        path: destination.path,
-        headers,
-        headersTimeoutMs: upstream.headersTimeoutMs,
-        observer: snapshot.authorizer.observe(route),
-      });
+      await forward(
+        req,
+        res,
+        {
+          requestId,
+          routeId: route.id,
+          pool,
+          path: destination.path,
+          headers,
+          headersTimeoutMs: upstream.headersTimeoutMs,
+          observer: snapshot.authorizer.observe(route),
+        },
+        forwardDeps,
+      );
     } catch (err) {
       if (isGatehouseError(err)) sendError(res, requestId, err, route.id);
       else throw err;
     }
-  }
-
-  async function forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    plan: {
-      requestId: string;
-      routeId: string;
-      pool: Dispatcher;
-      path: string;
-      headers: string[];
-      headersTimeoutMs: number;
-      observer: EndpointObserver | null;
-    },
-  ): Promise<void> {
-    const { observer } = plan;
-    if (res.destroyed) return; // the client left while the request was being authorized
-    // A client that goes away aborts the upstream request (and its streamed bodies).
-    const abort = new AbortController();
-    res.once('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
-    let body: Readable | null = null;
-    if (hasBody(req)) {
-      body = observer ? pipeline(req, tap((chunk) => observer.requestChunk(chunk)), () => undefined) : req;
-    }
-    const headerTimer = preciseHeaderTimer(req, body !== null, plan.headersTimeoutMs, abort);
-    const started = performance.now();
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await plan.pool.request({
-        method: req.method as Dispatcher.HttpMethod,
-        path: plan.path,
-        headers: plan.headers,
-        body,
-        signal: abort.signal,
-        headersTimeout: plan.headersTimeoutMs,
-        bodyTimeout: BODY_TIMEOUT_MS,
-      });
-    } catch (err) {
-      if (headerTimer.fired) throw new GatehouseError('UPSTREAM_TIMEOUT', 'upstream response headers timed out', { cause: err });
-      if (abort.signal.aborted || res.destroyed) return; // nobody left to answer
-      throw upstreamError(err);
-    } finally {
-      headerTimer.clear();
-    }
-    metrics?.upstreamSeconds.observe({ route: plan.routeId }, (performance.now() - started) / 1000);
-
-    const headers = clientResponseHeaders(response.headers, plan.requestId);
-    if (draining) headers.connection = 'close';
-    try {
-      res.writeHead(response.statusCode, headers);
-    } catch (err) {
-      // Node refuses some header values undici accepts (e.g. invalid characters): the upstream's fault.
-      response.body.destroy();
-      throw upstreamError(err);
-    }
-    metrics?.requests.inc({ route: plan.routeId, status: response.statusCode });
-    if (observer) {
-      try {
-        observer.response(response.statusCode, response.headers);
-      } catch {
-        // bookkeeping only
-      }
-    }
-
-    const done = (err: NodeJS.ErrnoException | null): void => {
-      if (err) {
-        // Headers are gone: the only honest signal left is a cut connection.
-        if (!abort.signal.aborted) {
-          logger.warn({ requestId: plan.requestId, route: plan.routeId, err: err.code ?? err.message }, 'response stream failed');
-        }
-        res.destroy();
-      }
-    };
-    if (observer) pipeline(response.body, observedResponse(observer), res, done);
-    else pipeline(response.body, res, done);
   }
 
   const server = createServer((req, res) => {

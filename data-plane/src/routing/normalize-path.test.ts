@@ -31,6 +31,31 @@ describe('normalizePath', () => {
     expect(normalizePath(input)).toBe(expected);
   });
 
+  // Paths with no `%`, `//` or `/.` are returned as they are (fast path); these rows pin that the
+  // results are the ones of the full normalisation, on both sides of the fast path's condition.
+  test.each([
+    ['fast path: plain path', '/api/v1/users', '/api/v1/users'],
+    ['fast path: dots inside segments', '/a.b/c.json', '/a.b/c.json'],
+    ['fast path: dots ending a segment', '/a/b..', '/a/b..'],
+    ['fast path: trailing slash', '/a/b/', '/a/b/'],
+    ['full path: segment starting with a dot is kept', '/.well-known/acme', '/.well-known/acme'],
+    ['full path: hidden file segment is kept', '/a/.env', '/a/.env'],
+    ['full path: dot-prefixed segments are kept', '/a/.b/..c', '/a/.b/..c'],
+    ['full path: trailing /. keeps the slash', '/a/.', '/a/'],
+    ['full path: trailing /.. climbs', '/a/..', '/'],
+    ['full path: /.. alone', '/..', '/'],
+    ['full path: /./ alone', '/./', '/'],
+    ['full path: // alone', '//', '/'],
+    ['full path: trailing // collapses', '/a/b//', '/a/b/'],
+    ['full path: no leading slash', 'a/b', '/a/b'],
+    ['full path: encoded letter decoded', '/%41', '/A'],
+    ['full path: encoded dot segment at the end', '/a/%2e', '/a/'],
+    ['full path: dots before an encoded slash are no segment', '/a/..%2F', '/a/..%2F'],
+    ['full path: trailing stray %', '/a/b%', '/a/b%25'],
+  ])('%s: %s → %s', (_name, input, expected) => {
+    expect(normalizePath(input)).toBe(expected);
+  });
+
   test.each([['/public/../private/x'], ['//a/./b/../c/'], ['/%2e%2e/%2E/x'], ['/a%2fb'], ['/%%32%65%%32%65/x']])('idempotent on %s', (p) => {
     expect(normalizePath(normalizePath(p))).toBe(normalizePath(p));
   });

@@ -47,7 +47,7 @@ export function rewrite(
   else if (proxy.append_path) path = joinPaths(t.path, r);
   else path = t.path === '' || t.path === '/' ? r : t.path;
 
-  const query = [t.query, request.query].filter((q) => q !== '').join('&');
+  const query = t.query === '' ? request.query : request.query === '' ? t.query : `${t.query}&${request.query}`;
   return {
     origin: t.origin,
     path: query ? `${path}?${query}` : path,

@@ -131,6 +131,34 @@ describe('hosts', () => {
   });
 });
 
+/** `count` APIs, one per tenant host, on one listen_path: one bucket, indexed by host. */
+function tenants(count: number, listenPath: string | undefined): ApiOpts[] {
+  return Array.from({ length: count }, (_, i) => ({ name: `t${i}`, hosts: [`t${i}.example.com`], listen_path: listenPath }));
+}
+
+describe('host index (a bucket of exact-host APIs is not scanned)', () => {
+  test.each<Row>([
+    ['tenants on one prefix: the request host picks its API', tenants(50, '/api/*'), { path: '/api/x', host: 'T37.example.com:8443' }, 't37'],
+    ['tenants on one prefix: an unknown host falls to the API without hosts', [...tenants(50, '/api/*'), { name: 'default', listen_path: '/api/*' }], { path: '/api/x', host: 'nobody.example.com' }, 'default'],
+    ['tenants on one prefix: no Host header falls to the API without hosts', [...tenants(50, '/api/*'), { name: 'default', listen_path: '/api/*' }], { path: '/api/x' }, 'default'],
+    ['tenants on one prefix: an unknown host matches nothing else', tenants(50, '/api/*'), { path: '/api/x', host: 'nobody.example.com' }, null],
+    ['hosts-only APIs at the root: the request host picks its API', tenants(100, undefined), { path: '/any/path', host: 't42.example.com' }, 't42'],
+    ['hosts-only APIs never shadow a listen_path', [...tenants(100, undefined), { name: 'foo', listen_path: '/foo/*' }], { path: '/foo', host: 't1.example.com' }, 'foo'],
+    ['equal conditions: a wildcard host API whose name sorts first wins', [{ name: 'a-wild', hosts: ['*.example.com'], listen_path: '/api/*' }, { name: 'b-exact', hosts: ['t1.example.com'], listen_path: '/api/*' }], { path: '/api', host: 't1.example.com' }, 'a-wild'],
+    ['equal conditions: an exact host API whose name sorts first wins', [{ name: 'b-wild', hosts: ['*.example.com'], listen_path: '/api/*' }, { name: 'a-exact', hosts: ['t1.example.com'], listen_path: '/api/*' }], { path: '/api', host: 't1.example.com' }, 'a-exact'],
+    ['more conditions first, across indexed and wildcard APIs', [{ name: 'z-wild', hosts: ['*.example.com'], methods: ['GET'], listen_path: '/api/*' }, { name: 'a-exact', hosts: ['t1.example.com'], listen_path: '/api/*' }], { path: '/api', host: 't1.example.com' }, 'z-wild'],
+    ['an indexed API whose method fails falls through to the next', [{ name: 'a', hosts: ['t.com'], methods: ['POST'], listen_path: '/api/*' }, { name: 'z', listen_path: '/api/*' }], { path: '/api', host: 't.com' }, 'z'],
+    ['an indexed API whose exact listen_path fails falls through to the next', [{ name: 'a', hosts: ['t.com'], listen_path: '/api' }, { name: 'z', hosts: ['t.com'], listen_path: '/api/*' }], { path: '/api/x', host: 't.com' }, 'z'],
+    ['an API with several exact hosts is found under each', [...tenants(10, '/api/*'), { name: 'multi', hosts: ['a.com', 'b.com'], listen_path: '/api/*' }], { path: '/api', host: 'b.com' }, 'multi'],
+    ['an API mixing exact and wildcard hosts matches the wildcard', [...tenants(10, '/api/*'), { name: 'mixed', hosts: ['m.com', '*.other.com'], listen_path: '/api/*' }], { path: '/api', host: 'x.other.com' }, 'mixed'],
+    ['an API mixing exact and wildcard hosts matches the exact one', [...tenants(10, '/api/*'), { name: 'mixed', hosts: ['m.com', '*.other.com'], listen_path: '/api/*' }], { path: '/api', host: 'm.com' }, 'mixed'],
+    ['a longer prefix still wins over an indexed host on a shorter one', [...tenants(10, '/api/*'), { name: 'long', listen_path: '/api/v2/*' }], { path: '/api/v2/x', host: 't3.example.com' }, 'long'],
+    ['an indexed host on a longer prefix wins over a shorter one', [{ name: 'short', listen_path: '/api/*' }, ...tenants(10, '/api/v2/*')], { path: '/api/v2/x', host: 't3.example.com' }, 't3'],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+});
+
 describe('methods', () => {
   test.each<[string, string[], string, boolean]>([
     ['ALL matches any method', ['ALL'], 'PATCH', true],

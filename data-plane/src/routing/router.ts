@@ -1,31 +1,74 @@
 /**
  * The routing table: a radix tree keyed on each route's literal listen_path prefix. A lookup walks
- * the request path down the tree once, collecting the buckets it passes, then tries them longest
- * prefix first, so a short prefix never shadows a longer one and the cost follows the path's
- * length, not the number of routes. Everything is decided at build time; lookup is pure.
+ * the request path down the tree once, then tries the buckets it passed, longest prefix first, so a
+ * short prefix never shadows a longer one and the cost follows the path's length, not the number
+ * of routes. Everything is decided at build time; lookup is pure and allocates little beyond its result.
  *
  * Order inside one bucket (equal literal prefix), fixed at build time:
  *   1. more configured conditions (hosts, methods) first;
  *   2. an exact listen_path before a `/*` one (or none);
  *   3. route name, ascending by code unit; then route id (`api:…` before `oauth:…`).
  * The first route whose every condition holds wins.
+ *
+ * Many APIs can share one literal prefix and differ by host only (one per tenant, or hosts-only
+ * APIs, which all sit at the root). So that such a bucket is not scanned entry by entry, its
+ * entries whose hosts are all exact names are also indexed by host: a lookup merges the index's
+ * list for the request's host with the bucket's other entries, in bucket order.
+ *
+ * Measured: lookups spread over 10,000 routes cost several times those over 10 routes, but lookups
+ * of 10 routes cost the same in a table of 10 or of 10,000. The difference is memory (the nodes and
+ * matchers of 10,000 routes are rarely in the CPU cache), not work; hence compact lookup nodes (a
+ * string of first characters rather than a Map per node) and no per-lookup arrays.
  */
 import { hostMatcher, normalizeHost } from '#proto/compile/index';
-import type { HostMatcher } from '#proto/compile/index';
-import type { CompiledRoute } from '#proto/compile/index';
+import type { CompiledListenPath, CompiledRoute, HostMatcher } from '#proto/compile/index';
 import type { RequestFacts, RouteMatch, RoutingTable } from './index.js';
 
 interface Entry {
   route: CompiledRoute;
-  hostOk: HostMatcher;
+  /** Position in its bucket's priority order. */
+  rank: number;
+  methods: ReadonlySet<string> | null;
+  /** null when the route has no hosts condition (it never needs the request's host). */
+  hostOk: HostMatcher | null;
+  listenPath: CompiledListenPath | null;
 }
 
+/** The routes of one literal prefix, in priority order. */
+interface Bucket {
+  /** Every entry; what a lookup walks when there is no host index. */
+  entries: readonly Entry[];
+  /** Entries whose hosts are exact names only, listed under each of their hosts; null when none. */
+  byHost: ReadonlyMap<string, readonly Entry[]> | null;
+  /** With `byHost`: every other entry (no hosts condition, or a wildcard among its hosts). */
+  rest: readonly Entry[];
+}
+
+/** The buckets a lookup tries once it stops at a node: its own (if any), then its ancestors'. */
+interface Chain {
+  bucket: Bucket;
+  next: Chain | null;
+}
+
+const NONE: readonly Entry[] = Object.freeze([]);
+
+/** Build-time node. */
 interface Node {
   /** Label of the edge from the parent. */
   edge: string;
   /** Children keyed by the first character of their edge. */
   children: Map<string, Node>;
   bucket: Entry[] | null;
+}
+
+/** Lookup-time node: read-only and compact. */
+interface Frozen {
+  edge: string;
+  /** First character of each child's edge, index-aligned with `children`. */
+  firsts: string;
+  children: Frozen[];
+  /** Buckets to try, longest prefix first, when the walk ends here. */
+  chain: Chain | null;
 }
 
 function newNode(edge: string): Node {
@@ -77,13 +120,50 @@ function compareEntries(a: Entry, b: Entry): number {
   return ra.id < rb.id ? -1 : ra.id > rb.id ? 1 : 0;
 }
 
-function matchEntry(entry: Entry, method: string, host: string, path: string): RouteMatch | null {
-  const { route } = entry;
-  if (route.methods && !route.methods.has(method)) return null;
-  if (!entry.hostOk(host)) return null;
-  if (!route.listenPath) return { route, params: {}, matched: '' };
-  const m = route.listenPath.match(path);
-  return m ? { route, params: m.params, matched: m.matched } : null;
+/** A host pattern without `*` matches exactly that (normalised) host and nothing else. */
+function isExactHost(pattern: string): boolean {
+  return !pattern.includes('*');
+}
+
+function toBucket(unsorted: Entry[]): Bucket {
+  const entries = unsorted.sort(compareEntries);
+  entries.forEach((entry, rank) => (entry.rank = rank));
+  const indexed = (e: Entry): boolean => e.route.hosts.length > 0 && e.route.hosts.every(isExactHost);
+  if (!entries.some(indexed)) return { entries, byHost: null, rest: NONE };
+  const byHost = new Map<string, Entry[]>();
+  const rest: Entry[] = [];
+  for (const entry of entries) {
+    if (!indexed(entry)) {
+      rest.push(entry);
+      continue;
+    }
+    for (const host of new Set(entry.route.hosts)) {
+      const list = byHost.get(host);
+      if (list) list.push(entry);
+      else byHost.set(host, [entry]);
+    }
+  }
+  return { entries, byHost, rest };
+}
+
+/** Sorts every bucket and links each node to the buckets above it (iterative: keys may be long). */
+function freeze(root: Node): Frozen {
+  const out = (node: Node, above: Chain | null): Frozen => {
+    const chain = node.bucket ? { bucket: toBucket(node.bucket), next: above } : above;
+    return { edge: node.edge, firsts: '', children: [], chain };
+  };
+  const frozenRoot = out(root, null);
+  const stack: Array<[Node, Frozen]> = [[root, frozenRoot]];
+  while (stack.length > 0) {
+    const [node, frozen] = stack.pop()!;
+    for (const [first, child] of node.children) {
+      const frozenChild = out(child, frozen.chain);
+      frozen.firsts += first;
+      frozen.children.push(frozenChild);
+      stack.push([child, frozenChild]);
+    }
+  }
+  return frozenRoot;
 }
 
 /**
@@ -91,16 +171,18 @@ function matchEntry(entry: Entry, method: string, host: string, path: string): R
  * (normalizePath): that is the path the listen_paths are compared with and the one forwarded.
  */
 export function buildRoutingTable(routes: readonly CompiledRoute[]): RoutingTable {
-  const root = newNode('');
+  const building = newNode('');
   for (const route of routes) {
-    const node = nodeFor(root, route.listenPath?.literalPrefix ?? '');
-    (node.bucket ??= []).push({ route, hostOk: hostMatcher(route.hosts) });
+    const node = nodeFor(building, route.listenPath?.literalPrefix ?? '');
+    (node.bucket ??= []).push({
+      route,
+      rank: 0,
+      methods: route.methods,
+      hostOk: route.hosts.length > 0 ? hostMatcher(route.hosts) : null,
+      listenPath: route.listenPath,
+    });
   }
-  const sortAll = (node: Node): void => {
-    node.bucket?.sort(compareEntries);
-    node.children.forEach(sortAll);
-  };
-  sortAll(root);
+  const root = freeze(building);
   const size = routes.length;
 
   return {
@@ -108,23 +190,37 @@ export function buildRoutingTable(routes: readonly CompiledRoute[]): RoutingTabl
     match(req: RequestFacts): RouteMatch | null {
       try {
         const path = req.path;
-        const method = req.method.toUpperCase();
-        const host = normalizeHost(req.host);
-        const buckets: Entry[][] = [];
         let node = root;
         let i = 0;
-        if (node.bucket) buckets.push(node.bucket);
         while (i < path.length) {
-          const child = node.children.get(path[i]);
-          if (!child || !path.startsWith(child.edge, i)) break;
+          const k = node.firsts.indexOf(path[i]);
+          if (k < 0) break;
+          const child = node.children[k];
+          if (!path.startsWith(child.edge, i)) break;
           i += child.edge.length;
           node = child;
-          if (node.bucket) buckets.push(node.bucket);
         }
-        for (let b = buckets.length - 1; b >= 0; b--) {
-          for (const entry of buckets[b]) {
-            const m = matchEntry(entry, method, host, path);
-            if (m) return m;
+        const method = req.method.toUpperCase();
+        let host: string | undefined; // normalised on first use: most routes have no hosts condition
+        for (let chain = node.chain; chain !== null; chain = chain.next) {
+          const { bucket } = chain;
+          // Two lists in bucket order, merged by rank: the host's indexed entries and the others.
+          let hosted = NONE;
+          let others = bucket.entries;
+          if (bucket.byHost !== null) {
+            hosted = bucket.byHost.get((host ??= normalizeHost(req.host))) ?? NONE;
+            others = bucket.rest;
+          }
+          let a = 0;
+          let b = 0;
+          while (a < hosted.length || b < others.length) {
+            const entry = b === others.length || (a < hosted.length && hosted[a].rank < others[b].rank) ? hosted[a++] : others[b++];
+            if (entry.methods !== null && !entry.methods.has(method)) continue;
+            if (entry.hostOk !== null && !entry.hostOk((host ??= normalizeHost(req.host)))) continue;
+            const { route, listenPath } = entry;
+            if (listenPath === null) return { route, params: {}, matched: '' };
+            const m = listenPath.match(path);
+            if (m) return { route, params: m.params, matched: m.matched };
           }
         }
         return null;

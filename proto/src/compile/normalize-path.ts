@@ -52,12 +52,22 @@ function removeDotSegments(path: string): string {
 }
 
 /**
+ * The common case, checked without allocating: a path that starts with `/` and holds no `%`
+ * (nothing to decode), no `//` (nothing to collapse) and no `/.` (no segment can be `.` or `..`)
+ * is already normal.
+ */
+function isNormal(path: string): boolean {
+  return path.charCodeAt(0) === 0x2f && !path.includes('%') && !path.includes('//') && !path.includes('/.');
+}
+
+/**
  * Normalise a raw request path (no query string): percent-encoding normalised (so `%2e%2e` is a dot
  * segment), runs of `/` collapsed to one (upstreams commonly do the same, and `//private` must not
  * miss a `/private/*` route), dot segments removed. Always returns a path starting with `/`.
  * Idempotent: normalizePath(normalizePath(p)) === normalizePath(p).
  */
 export function normalizePath(rawPath: string): string {
+  if (isNormal(rawPath)) return rawPath;
   let p = normalizePercentEncoding(rawPath);
   if (!p.startsWith('/')) p = '/' + p;
   p = p.replace(/\/{2,}/g, '/');

@@ -2,7 +2,8 @@
 //   1. load: autocannon (separate process) direct to a node:http upstream, through the data
 //      plane, through nginx when installed; requests/s, p50, p99, ratio to direct.
 //   2. propagation: admin write → every data plane's /readyz at the new version (100 writes).
-//   3. route match: ns per lookup at 10 / 1,000 / 10,000 APIs, built in-process from the
+//   3. route match: ns per lookup at 10 / 1,000 / 10,000 APIs (mixed shapes, a parameter family,
+//      hosts-only tenants, and 10 hot APIs of 10,000), built in-process from the
 //      built modules (compileDefinitions + buildRoutingTable).
 //   4. data plane memory (VmRSS) and cold sync time at 10 / 1,000 / 10,000 APIs.
 // Knobs: BENCH_DURATION (s per load run, default 10), BENCH_CONNECTIONS (default 50).
@@ -382,34 +383,109 @@ async function propagationSection(cp, dps) {
   log();
 }
 
+/** Deterministic 32-bit PRNG (mulberry32) so that every run times the same requests. */
+function seededRandom(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * The route-match table kinds: `api(i)` is the i-th raw definition, `request(i)` a request it
+ * matches, `miss(i)` a request that matches nothing.
+ */
+const MATCH_UPSTREAMS = { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9' }] };
+const MATCH_KINDS = [
+  {
+    kind: 'mixed',
+    api: (i) => rawApi(i),
+    request: requestFor,
+    miss: (i) => ({ method: 'GET', host: 'gw.test', path: `/missing-${i}/x` }),
+  },
+  {
+    // Every API in the bucket of the literal prefix `/api/`: the case a prefix tree alone does not split.
+    kind: 'param family',
+    api: (i) => ({ name: `fam-${i}`, proxy: { listen_path: `/api/{id}/res-${i}/*`, upstreams: MATCH_UPSTREAMS } }),
+    request: (i) => ({ method: 'GET', host: 'gw.test', path: `/api/42/res-${i}/x` }),
+    miss: (i) => ({ method: 'GET', host: 'gw.test', path: `/api/42/nores-${i}/x` }),
+  },
+  {
+    // Every API at the root, told apart by host only.
+    kind: 'hosts-only',
+    api: (i) => ({ name: `tenant-${i}`, hosts: [`t${i}.bench.test`], proxy: { upstreams: MATCH_UPSTREAMS } }),
+    request: (i) => ({ method: 'GET', host: `t${i}.bench.test:8080`, path: '/any/path' }),
+    miss: (i) => ({ method: 'GET', host: `nobody-${i}.bench.test`, path: '/any/path' }),
+  },
+];
+
+/** 4,096 requests for APIs drawn from `indexes`, one in ten a miss. */
+function matchFacts(kind, indexes, random) {
+  return Array.from({ length: 4096 }, (_, k) => {
+    const i = indexes[Math.floor(random() * indexes.length)];
+    return k % 10 === 9 ? kind.miss(i) : kind.request(i);
+  });
+}
+
+/**
+ * ns per lookup, timed for ~1 s after a ~0.3 s warm-up (by time, not count: a linear table can take
+ * milliseconds per lookup). The clock is read every 64 lookups, which costs well under 1 ns a lookup.
+ */
+function timeLookups(table, facts) {
+  const run = (budgetNs) => {
+    const started = process.hrtime.bigint();
+    let lookups = 0;
+    let hits = 0;
+    let elapsed = 0n;
+    do {
+      for (let k = 0; k < 64; k++, lookups++) if (table.match(facts[lookups & 4095])) hits++;
+      elapsed = process.hrtime.bigint() - started;
+    } while (elapsed < budgetNs);
+    return { ns: Number(elapsed) / lookups, hitRate: hits / lookups };
+  };
+  run(300_000_000n);
+  return run(1_000_000_000n);
+}
+
 async function routeMatchSection() {
-  log('## route match: in-process RoutingTable.match (built modules), mixed listen paths, 10% misses');
+  log('## route match: in-process RoutingTable.match (built modules), 10% misses, ns per lookup');
+  log('   mixed: the API shapes of the load/memory sections; param family: /api/{id}/res-N/*;');
+  log('   hosts-only: one API per tenant host, no listen_path. "10 of 10,000": the 10,000-API table,');
+  log('   requests to 10 of its APIs only (same work as 10 APIs; any difference is cache, not scaling).');
   const { parseApiDefinition } = await builtModule('proto/dist/definition/index.js');
   const { compileDefinitions } = await builtModule('proto/dist/compile/index.js');
   const { buildRoutingTable } = await builtModule('data-plane/dist/routing/index.js');
-  const results = [];
-  for (const size of SIZES) {
-    const apis = Array.from({ length: size }, (_, i) => parseApiDefinition(rawApi(i)));
-    const buildStarted = performance.now();
-    const table = buildRoutingTable(compileDefinitions({ apis, oauthServers: [] }).routes);
-    const buildMs = performance.now() - buildStarted;
-    const facts = Array.from({ length: 4096 }, (_, k) => {
-      const i = Math.floor(Math.random() * size);
-      return k % 10 === 9 ? { method: 'GET', host: 'gw.test', path: `/missing-${i}/x` } : requestFor(i);
-    });
-    const lookups = 300_000;
-    let hits = 0;
-    for (let k = 0; k < 50_000; k++) if (table.match(facts[k & 4095])) hits++; // warm-up
-    hits = 0;
-    const started = process.hrtime.bigint();
-    for (let k = 0; k < lookups; k++) if (table.match(facts[k & 4095])) hits++;
-    const ns = Number(process.hrtime.bigint() - started) / lookups;
-    results.push({ size, ns, buildMs, hitRate: hits / lookups });
+  const random = seededRandom(0x9a7e);
+  const rows = [];
+  for (const kind of MATCH_KINDS) {
+    let base;
+    for (const size of SIZES) {
+      const apis = Array.from({ length: size }, (_, i) => parseApiDefinition(kind.api(i)));
+      const buildStarted = performance.now();
+      const table = buildRoutingTable(compileDefinitions({ apis, oauthServers: [] }).routes);
+      const buildMs = performance.now() - buildStarted;
+      const all = Array.from({ length: size }, (_, i) => i);
+      const row = { kind: kind.kind, apis: size, requested: size, buildMs, ...timeLookups(table, matchFacts(kind, all, random)) };
+      base ??= row.ns;
+      rows.push({ ...row, ratio: row.ns / base });
+      if (kind.kind === 'mixed' && size === SIZES[SIZES.length - 1]) {
+        const hot = Array.from({ length: 10 }, () => Math.floor(random() * size));
+        const hotRow = timeLookups(table, matchFacts(kind, hot, random));
+        rows.push({ kind: kind.kind, apis: size, requested: 10, buildMs, ...hotRow, ratio: hotRow.ns / base });
+      }
+    }
   }
-  log(`${'APIs'.padStart(8)}${'ns/lookup'.padStart(12)}${'vs 10 APIs'.padStart(12)}${'build ms'.padStart(11)}${'hit rate'.padStart(10)}`);
-  for (const r of results) {
-    log(`${String(r.size).padStart(8)}${r.ns.toFixed(0).padStart(12)}${(r.ns / results[0].ns).toFixed(2).padStart(12)}${r.buildMs.toFixed(1).padStart(11)}${r.hitRate.toFixed(2).padStart(10)}`);
+  log(`${'kind'.padEnd(13)}${'APIs'.padStart(8)}${'requested'.padStart(11)}${'ns/lookup'.padStart(12)}${'vs 10 APIs'.padStart(12)}${'build ms'.padStart(11)}${'hit rate'.padStart(10)}`);
+  for (const r of rows) {
+    log(
+      `${r.kind.padEnd(13)}${String(r.apis).padStart(8)}${String(r.requested).padStart(11)}${r.ns.toFixed(0).padStart(12)}${r.ratio.toFixed(2).padStart(12)}${r.buildMs.toFixed(1).padStart(11)}${r.hitRate.toFixed(2).padStart(10)}`,
+    );
   }
+  log('   vs 10 APIs: ns/lookup over the 10-API row of the same kind.');
   log();
 }
 

@@ -3,11 +3,10 @@
  *   admin REST (admin/) → store (store/) → snapshot builder (snapshot/) → gRPC stream (grpc/) → data planes
  * and shuts them down in reverse order on SIGTERM/SIGINT.
  */
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:http';
 import { loadGatehouseProto, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
+import { listen } from '#proto/listen';
 import { loadConfig, type ControlPlaneConfig } from './config.js';
 import { openFileStore } from './store/file-store.js';
 import { createSnapshotBuilder } from './snapshot/snapshot-builder.js';
@@ -52,9 +51,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   });
   const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, metrics, logger });
   const http = createServer({ requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS }, app);
-  http.listen(config.adminPort, config.adminHost);
-  await once(http, 'listening');
-  logger.info({ listener: 'admin', port: (http.address() as AddressInfo).port, host: config.adminHost }, 'listening');
+  const adminPort = await listen(http, config.adminPort, config.adminHost);
+  logger.info({ listener: 'admin', port: adminPort, host: config.adminHost }, 'listening');
 
   let stopping = false;
   const shutdown = async (signal: string) => {

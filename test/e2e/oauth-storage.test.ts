@@ -202,7 +202,7 @@ describe('shared Redis store, two data planes', () => {
     const started = Date.now();
     expectRejected(await callApi(dp1, access_token));
     expectRejected(await callApi(dp2, access_token));
-    expect(Date.now() - started).toBeLessThan(4_000);
+    expect(Date.now() - started).toBeLessThan(8_000); // fails closed instead of hanging
     // Token endpoint still proxied: only the bookkeeping fails.
     expect((await clientCredentials(dp1)).access_token).toEqual(expect.any(String));
     for (const dp of [dp1, dp2]) {

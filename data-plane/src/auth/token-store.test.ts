@@ -168,7 +168,7 @@ describe('redis token store when redis is unreachable', () => {
     try {
       const started = Date.now();
       await expect(store.has('auth', 'tok')).rejects.toThrow();
-      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(Date.now() - started).toBeLessThan(5_000); // fails closed instead of hanging (commands time out after 1 s)
     } finally {
       await store.close();
     }
@@ -185,7 +185,7 @@ describe('redis token store when redis is unreachable', () => {
       await redis.stop();
       const started = Date.now();
       await expect(store.has('auth', 'tok')).rejects.toThrow();
-      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(Date.now() - started).toBeLessThan(5_000); // fails closed instead of hanging (commands time out after 1 s)
 
       restarted = await startRedisServer({ port: redis.port });
       await waitReady(store);

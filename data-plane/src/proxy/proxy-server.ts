@@ -4,7 +4,6 @@
  * becomes one GatehouseError rendered by one function, with the request id on every response.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
@@ -13,6 +12,7 @@ import { forward, type ForwardDeps } from './forward.js';
 import { clientIpOf, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import type { UpstreamPools } from './upstream-pools.js';
+import { listen } from '#proto/listen';
 
 export interface ProxyServer {
   readonly server: Server;
@@ -135,13 +135,7 @@ export function createProxyServer(deps: {
   return {
     server,
     listen(port, host) {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve((server.address() as AddressInfo).port);
-        });
-      });
+      return listen(server, port, host);
     },
     async close(timeoutMs) {
       draining = true;

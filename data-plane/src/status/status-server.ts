@@ -3,11 +3,11 @@
  * ever shadowed: GET /healthz (alive), GET /readyz (a snapshot is applied), GET /metrics.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { adminBody, GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import type { SnapshotHolder } from '../sync/snapshot-holder.js';
+import { listen } from '#proto/listen';
 
 export interface StatusServer {
   readonly server: Server;
@@ -57,13 +57,7 @@ export function createStatusServer(deps: { holder: SnapshotHolder; registry: Reg
   return {
     server,
     listen(port, host) {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve((server.address() as AddressInfo).port);
-        });
-      });
+      return listen(server, port, host);
     },
     markDraining() {
       draining = true;

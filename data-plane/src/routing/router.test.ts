@@ -159,6 +159,102 @@ describe('host index (a bucket of exact-host APIs is not scanned)', () => {
   });
 });
 
+/** `count` APIs `<name>N` on `make(N)`: a family sharing one literal prefix, told apart after a parameter. */
+function family(count: number, make: (n: number) => string, name = 'f', extra: Partial<ApiOpts> = {}): ApiOpts[] {
+  return Array.from({ length: count }, (_, n) => ({ name: `${name}${n}`, listen_path: make(n), ...extra }));
+}
+const res = (n: number): string => `/api/{id}/res-${n}/*`;
+
+describe('parameter families (a bucket indexed by the literal segment after a parameter)', () => {
+  test.each<Row>([
+    ['1 sibling: its literal matches', family(1, res), { path: '/api/42/res-0/x' }, 'f0'],
+    ['1 sibling: another literal misses', family(1, res), { path: '/api/42/res-1/x' }, null],
+    ['1 sibling: the parameter segment is required', family(1, res), { path: '/api/res-0' }, null],
+    ['2 siblings: the first', family(2, res), { path: '/api/42/res-0' }, 'f0'],
+    ['2 siblings: the second', family(2, res), { path: '/api/42/res-1/' }, 'f1'],
+    ['2 siblings: neither', family(2, res), { path: '/api/42/res-2' }, null],
+    ['many siblings: picks by literal', family(500, res), { path: '/api/42/res-377/deep/path' }, 'f377'],
+    ['many siblings: first member', family(500, res), { path: '/api/7/res-0' }, 'f0'],
+    ['many siblings: last member', family(500, res), { path: '/api/7/res-499' }, 'f499'],
+    ['many siblings: unknown literal misses', family(500, res), { path: '/api/42/res-500/x' }, null],
+    ['many siblings: literal at another position misses', family(500, res), { path: '/api/res-3/42' }, null],
+    ['many siblings: unknown literal falls to a shorter wildcard', [...family(500, res), { name: 'wild', listen_path: '/api/*' }], { path: '/api/42/res-500' }, 'wild'],
+    ['exact members: the path must end there', family(50, (n) => `/api/{id}/res-${n}`), { path: '/api/42/res-7/x' }, null],
+    ['exact members: matches', family(50, (n) => `/api/{id}/res-${n}`), { path: '/api/42/res-7' }, 'f7'],
+    ['/users/{id} family: the parent', [{ name: 'user', listen_path: '/users/{id}' }, { name: 'orders', listen_path: '/users/{id}/orders' }, { name: 'order', listen_path: '/users/{id}/orders/{oid}' }], { path: '/users/42' }, 'user'],
+    ['/users/{id} family: a child list', [{ name: 'user', listen_path: '/users/{id}' }, { name: 'orders', listen_path: '/users/{id}/orders' }, { name: 'order', listen_path: '/users/{id}/orders/{oid}' }], { path: '/users/42/orders' }, 'orders'],
+    ['/users/{id} family: a child item', [{ name: 'user', listen_path: '/users/{id}' }, { name: 'orders', listen_path: '/users/{id}/orders' }, { name: 'order', listen_path: '/users/{id}/orders/{oid}' }], { path: '/users/42/orders/7' }, 'order'],
+    ['/users/{id} family: an unknown child', [{ name: 'user', listen_path: '/users/{id}' }, { name: 'orders', listen_path: '/users/{id}/orders' }, { name: 'order', listen_path: '/users/{id}/orders/{oid}' }], { path: '/users/42/profile' }, null],
+    ['/users/{id} family: many children', [{ name: 'user', listen_path: '/users/{id}' }, ...family(300, (n) => `/users/{id}/child-${n}/{cid}`, 'c')], { path: '/users/42/child-123/9' }, 'c123'],
+    ['families at two positions: the first', [...family(100, res), ...family(50, (n) => `/api/{a}/{b}/deep-${n}`, 'd')], { path: '/api/1/res-20' }, 'f20'],
+    ['families at two positions: the second', [...family(100, res), ...family(50, (n) => `/api/{a}/{b}/deep-${n}`, 'd')], { path: '/api/1/2/deep-20' }, 'd20'],
+    ['percent-encoded literal in a family', family(20, (n) => `/api/{id}/%7Eres-${n}`), { path: '/api/1/%7eres-4' }, 'f4'],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+});
+
+describe('parameter families: priority is unchanged', () => {
+  test.each<Row>([
+    ['a literal route beats the family (longer prefix)', [...family(100, res), { name: 'zz-me', listen_path: '/api/me/res-1/*' }], { path: '/api/me/res-1/x' }, 'zz-me'],
+    ['the family serves other values of the parameter', [...family(100, res), { name: 'zz-me', listen_path: '/api/me/res-1/*' }], { path: '/api/you/res-1/x' }, 'f1'],
+    ['a member beats a shorter wildcard', [{ name: 'a-wild', listen_path: '/api/*' }, ...family(100, res)], { path: '/api/42/res-5' }, 'f5'],
+    ['same bucket, unindexed wildcard, name sorts first: it wins', [{ name: 'a-any', listen_path: '/api/{x}/*' }, ...family(100, res)], { path: '/api/42/res-5/x' }, 'a-any'],
+    ['same bucket, unindexed wildcard, name sorts last: the member wins', [{ name: 'z-any', listen_path: '/api/{x}/*' }, ...family(100, res)], { path: '/api/42/res-5/x' }, 'f5'],
+    ['same bucket: a member with more conditions wins', [{ name: 'a-any', listen_path: '/api/{x}/*' }, ...family(100, res), { name: 'z-get', listen_path: '/api/{id}/res-5/*', methods: ['GET'] }], { path: '/api/42/res-5' }, 'z-get'],
+    ['same bucket: an unindexed route with more conditions wins', [{ name: 'z-any', listen_path: '/api/{x}/*', methods: ['GET'] }, ...family(100, res)], { path: '/api/42/res-5' }, 'z-any'],
+    ['same bucket: a member whose method fails falls through', [{ name: 'z-any', listen_path: '/api/{x}/*' }, ...family(100, res, 'f', { methods: ['POST'] })], { path: '/api/42/res-5' }, 'z-any'],
+    ['same bucket: an exact member before a wildcard one', [{ name: 'a', listen_path: '/api/{id}/res-1/*' }, { name: 'z', listen_path: '/api/{id}/res-1' }], { path: '/api/9/res-1' }, 'z'],
+    ['same bucket: an exact unindexed route before wildcard members', [...family(100, res), { name: 'z-exact', listen_path: '/api/{x}/{y}' }], { path: '/api/9/res-1' }, 'z-exact'],
+    ['across two segment indexes: name decides (later index wins)', [...family(100, res, 'z'), { name: 'a-deep', listen_path: '/api/{a}/{b}/deep/*' }, ...family(2, (n) => `/api/{a}/{b}/deep-${n}`, 'd')], { path: '/api/1/res-1/deep' }, 'a-deep'],
+    ['across two segment indexes: name decides (earlier index wins)', [...family(100, res, 'a'), { name: 'z-deep', listen_path: '/api/{a}/{b}/deep/*' }, ...family(2, (n) => `/api/{a}/{b}/deep-${n}`, 'd')], { path: '/api/1/res-1/deep' }, 'a1'],
+    ['tenants with families: host and segment together', Array.from({ length: 10 }, (_, h) => family(50, res, `t${h}-r`, { hosts: [`t${h}.example.com`] })).flat(), { path: '/api/1/res-33', host: 't7.example.com' }, 't7-r33'],
+    ['tenants with families: unknown host', Array.from({ length: 10 }, (_, h) => family(50, res, `t${h}-r`, { hosts: [`t${h}.example.com`] })).flat(), { path: '/api/1/res-33', host: 'x.example.com' }, null],
+    ['tenants with families: a wildcard-host member with fewer conditions loses', [...family(50, res, 'a', { hosts: ['*.example.com'] }), ...family(50, res, 'z', { hosts: ['t.example.com'], methods: ['GET'] })], { path: '/api/1/res-3', host: 't.example.com' }, 'z3'],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+});
+
+describe('parameter families with regex parameters', () => {
+  test.each<Row>([
+    ['regex family: matches', family(200, (n) => `/api/{id:\\d+}/res-${n}`), { path: '/api/42/res-17' }, 'f17'],
+    ['regex family: the regex still applies', family(200, (n) => `/api/{id:\\d+}/res-${n}`), { path: '/api/abc/res-17' }, null],
+    ['regex family: a sibling with another regex on the same literal', [...family(200, (n) => `/api/{id:\\d+}/res-${n}`), { name: 'slug', listen_path: '/api/{slug:[a-z]+}/res-17' }], { path: '/api/abc/res-17' }, 'slug'],
+    ['regex family: the first matching sibling by name', [...family(200, (n) => `/api/{id:\\d+}/res-${n}`), { name: 'a-any', listen_path: '/api/{any:.+}/res-17' }], { path: '/api/42/res-17' }, 'a-any'],
+    ['regex in the indexed family and a regex after the literal', family(100, (n) => `/api/{id:\\d+}/res-${n}/{v:v\\d}`), { path: '/api/1/res-9/v2' }, 'f9'],
+    ['regex after the literal rejects', family(100, (n) => `/api/{id:\\d+}/res-${n}/{v:v\\d}`), { path: '/api/1/res-9/x2' }, null],
+    ['param inside the first segment (prefix /api/v)', family(100, (n) => `/api/v{ver:\\d+}/res-${n}`), { path: '/api/v2/res-55' }, 'f55'],
+    ['param inside the first segment, regex fails', family(100, (n) => `/api/v{ver:\\d+}/res-${n}`), { path: '/api/vx/res-55' }, null],
+    ['failed regex in the family falls to a shorter wildcard', [{ name: 'wild', listen_path: '/api/*' }, ...family(100, (n) => `/api/{id:\\d+}/res-${n}`)], { path: '/api/abc/res-5' }, 'wild'],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+});
+
+test('10,000-route parameter family: lookups return the right route (correctness only)', () => {
+  const apis: ApiOpts[] = [
+    ...family(10_000, res),
+    { name: 'wild', listen_path: '/api/*' },
+    { name: 'me', listen_path: '/api/me/res-7/*' },
+    { name: 'user', listen_path: '/users/{id}' },
+    ...family(100, (n) => `/users/{id}/orders-${n}/{oid:\\d+}`, 'o'),
+  ];
+  const t = table(apis);
+  expect(t.size).toBe(10_103);
+  expect(winner(t, { path: '/api/1/res-0' })).toBe('f0');
+  expect(winner(t, { path: '/api/1/res-4321/deep' })).toBe('f4321');
+  expect(winner(t, { path: '/api/x/res-9999/' })).toBe('f9999');
+  expect(winner(t, { path: '/api/me/res-7/x' })).toBe('me');
+  expect(winner(t, { path: '/api/you/res-7/x' })).toBe('f7');
+  expect(winner(t, { path: '/api/1/res-10000' })).toBe('wild');
+  expect(winner(t, { path: '/api/res-5' })).toBe('wild');
+  expect(winner(t, { path: '/users/3' })).toBe('user');
+  expect(winner(t, { path: '/users/3/orders-42/8' })).toBe('o42');
+  expect(winner(t, { path: '/users/3/orders-42/x' })).toBeNull();
+  expect(t.match({ method: 'GET', host: undefined, path: '/api/77/res-123/a/b' })).toMatchObject({ params: { id: '77' }, matched: '/api/77/res-123' });
+});
+
 describe('methods', () => {
   test.each<[string, string[], string, boolean]>([
     ['ALL matches any method', ['ALL'], 'PATCH', true],

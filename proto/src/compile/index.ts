@@ -42,6 +42,12 @@ export interface CompiledListenPath {
   /** True when listen_path ends in `/*`. */
   wildcard: boolean;
   paramNames: string[];
+  /**
+   * One item per `/`-section after the leading `/` (the final `/*` excluded): the literal the
+   * request's segment at that position must equal, or null where the section holds a parameter.
+   * `/api/{id}/res/*` → `['api', null, 'res']`. The router indexes on it.
+   */
+  readonly segments: readonly (string | null)[];
   match(path: string): ListenPathMatch | null;
 }
 

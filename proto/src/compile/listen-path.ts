@@ -13,8 +13,15 @@ import { normalizePercentEncoding } from './normalize-path.js';
 
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** One `/`-section of the listen_path: a literal, or a pattern holding one or more parameters. */
-type Segment = { literal: string } | { pattern: RegExp; names: string[] };
+/**
+ * One `/`-section of the listen_path: a literal; a single parameter (`{id}`, or `{id:re}` with
+ * `test` its anchored regex), the common case, whose value is the whole decoded segment; or a
+ * pattern mixing parameters with literal text (`v{ver}`, `{y}-{m}`), read from named groups.
+ */
+type Segment =
+  | { kind: 'literal'; literal: string }
+  | { kind: 'param'; name: string; test: RegExp | null }
+  | { kind: 'pattern'; pattern: RegExp; names: string[]; groups: string[] };
 
 type Token = { literal: string } | { param: string; regex: string | undefined };
 
@@ -79,7 +86,7 @@ function toSegments(tokens: Token[], field: string): { segments: Segment[]; para
   const paramNames: string[] = [];
   const segments = sections.map((section): Segment => {
     if (section.every((t) => 'literal' in t)) {
-      return { literal: normalizePercentEncoding(section.map((t) => ('literal' in t ? t.literal : '')).join('')) };
+      return { kind: 'literal', literal: normalizePercentEncoding(section.map((t) => ('literal' in t ? t.literal : '')).join('')) };
     }
     const names: string[] = [];
     for (const t of section) {
@@ -94,7 +101,13 @@ function toSegments(tokens: Token[], field: string): { segments: Segment[]; para
         fail(field, `parameter "${t.param}" has an invalid regex: ${(err as Error).message}`);
       }
     }
-    return { pattern: compileSegmentPattern(section, field), names };
+    const pattern = compileSegmentPattern(section, field);
+    const only = section.length === 1 ? section[0] : undefined;
+    if (only !== undefined && !('literal' in only)) {
+      // The same regex as a pattern's (its group numbering is what a user backreference sees), only tested.
+      return { kind: 'param', name: only.param, test: only.regex === undefined ? null : pattern };
+    }
+    return { kind: 'pattern', pattern, names, groups: names.map((_, k) => `gh${k}`) };
   });
   return { segments, paramNames };
 }
@@ -137,7 +150,7 @@ export function compileListenPath(source: string, field = 'proxy.listen_path'): 
   const tokens = tokenize(body, field);
   const { segments, paramNames } = toSegments(tokens, field);
   segments.forEach((s, i) => {
-    if (!('literal' in s)) return;
+    if (s.kind !== 'literal') return;
     const trailingSlash = !wildcard && i === segments.length - 1;
     if (s.literal === '' && !trailingSlash) fail(field, 'must not contain empty segments (//)');
     if (s.literal === '.' || s.literal === '..') fail(field, 'must not contain . or .. segments');
@@ -146,40 +159,54 @@ export function compileListenPath(source: string, field = 'proxy.listen_path'): 
   const literalPrefix = normalizePercentEncoding(
     first === undefined ? '' : 'literal' in first ? first.literal : '',
   );
+  const literals = segments.map((s) => (s.kind === 'literal' ? s.literal : null));
 
   let match: (path: string) => ListenPathMatch | null;
   if (paramNames.length === 0) {
-    const exact = '/' + segments.map((s) => ('literal' in s ? s.literal : '')).join('/');
-    match = wildcard
-      ? (path) =>
-          exact === '/' || path === literalPrefix || path.startsWith(literalPrefix + '/')
-            ? { params: {}, matched: exact === '/' ? '' : literalPrefix }
-            : null
-      : (path) => (path === exact ? { params: {}, matched: path } : null);
+    const exact = '/' + literals.join('/');
+    const prefixSlash = literalPrefix + '/';
+    match = !wildcard
+      ? (path) => (path === exact ? { params: {}, matched: path } : null)
+      : exact === '/'
+        ? () => ({ params: {}, matched: '' })
+        : (path) => (path === literalPrefix || path.startsWith(prefixSlash) ? { params: {}, matched: literalPrefix } : null);
   } else {
     match = (path) => matchSegments(segments, wildcard, path);
   }
-  return { source, literalPrefix, wildcard, paramNames, match };
+  return { source, literalPrefix, wildcard, paramNames, segments: literals, match };
 }
 
-function matchSegments(segments: Segment[], wildcard: boolean, path: string): ListenPathMatch | null {
-  const parts = path.split('/');
-  parts.shift();
-  if (wildcard ? parts.length < segments.length : parts.length !== segments.length) return null;
+/**
+ * Walks the request path's segments with indexOf (no split, no per-segment strings for literals).
+ * `path` is a normalised request path, so it starts with `/`; anything else matches nothing.
+ */
+function matchSegments(segments: readonly Segment[], wildcard: boolean, path: string): ListenPathMatch | null {
+  if (path.charCodeAt(0) !== 0x2f) return null;
   const params: Record<string, string> = {};
+  let start = 1; // first character of the current segment
+  let end = 0; // the '/' or end of path after the current segment
   for (let i = 0; i < segments.length; i++) {
+    if (start > path.length) return null; // the path has fewer segments
+    end = path.indexOf('/', start);
+    if (end < 0) end = path.length;
     const seg = segments[i];
-    const part = parts[i];
-    if ('literal' in seg) {
-      if (part !== seg.literal) return null;
-      continue;
+    if (seg.kind === 'literal') {
+      if (end - start !== seg.literal.length || !path.startsWith(seg.literal, start)) return null;
+    } else {
+      const part = path.slice(start, end);
+      const value = part.includes('%') ? safeDecode(part) : part;
+      if (seg.kind === 'param') {
+        // `[^/]+` unless a regex is given: a decoded %2F counts as a '/'.
+        if (seg.test === null ? value === '' || value.includes('/') : !seg.test.test(value)) return null;
+        params[seg.name] = value;
+      } else {
+        const m = seg.pattern.exec(value);
+        if (!m?.groups) return null;
+        for (let k = 0; k < seg.names.length; k++) params[seg.names[k]] = m.groups[seg.groups[k]] ?? '';
+      }
     }
-    const m = seg.pattern.exec(safeDecode(part));
-    if (!m?.groups) return null;
-    seg.names.forEach((name, k) => {
-      params[name] = m.groups![`gh${k}`] ?? '';
-    });
+    start = end + 1;
   }
-  const matched = '/' + parts.slice(0, segments.length).join('/');
-  return { params, matched };
+  if (!wildcard && end !== path.length) return null; // the path has more segments
+  return { params, matched: path.slice(0, end) };
 }

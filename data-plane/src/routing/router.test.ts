@@ -1,5 +1,5 @@
 import { compileApi, compileDefinitions } from '#proto/compile/index';
-import type { ApiDefinition } from '#proto/definition/types';
+import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
 import { buildRoutingTable, normalizePath } from './index.js';
 import type { RoutingTable } from './index.js';
 
@@ -12,24 +12,14 @@ interface ApiOpts {
   target?: string;
 }
 
-/** A normalised definition with the SPEC §2 defaults. */
+/** A definition as the admin API stores it: raw input through the real normaliser. */
 function api(o: ApiOpts): ApiDefinition {
-  return {
+  return parseApiDefinition({
     name: o.name ?? 'a',
-    active: o.active ?? true,
-    hosts: o.hosts ?? [],
-    proxy: {
-      ...(o.listen_path === undefined ? {} : { listen_path: o.listen_path }),
-      upstreams: { balancing: 'roundrobin', targets: [{ target: o.target ?? 'http://u' }] },
-      methods: o.methods ?? ['ALL'],
-      strip_path: false,
-      append_path: false,
-      preserve_host: false,
-      insecure_skip_verify: false,
-      forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
-    },
-    plugins: [],
-  };
+    active: o.active,
+    hosts: o.hosts,
+    proxy: { listen_path: o.listen_path, methods: o.methods, upstreams: { targets: [{ target: o.target ?? 'http://u' }] } },
+  });
 }
 
 function table(apis: ApiOpts[]): RoutingTable {

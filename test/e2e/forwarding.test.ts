@@ -8,7 +8,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { apiDefinition } from '../helpers/api-definition.js';
 import type { RecordedRequest } from '../helpers/upstream-server.js';
-import { closedPort, startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { freePort } from '../helpers/free-port.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 
@@ -95,7 +96,7 @@ beforeAll(async () => {
     apiDefinition({ name: 'preserve', listenPath: '/preserve/*', targets: [u.url], preserveHost: true }),
     apiDefinition({ name: 'big-response', listenPath: '/big-response/*', targets: [u.url] }),
     apiDefinition({ name: 'status', listenPath: '/status/*', targets: [u.url] }),
-    apiDefinition({ name: 'down', listenPath: '/down/*', targets: [`http://127.0.0.1:${await closedPort()}`] }),
+    apiDefinition({ name: 'down', listenPath: '/down/*', targets: [`http://127.0.0.1:${await freePort()}`] }),
     apiDefinition({ name: 'slow', listenPath: '/slow/*', targets: [u.url], responseHeaderTimeout: '300ms' }),
     apiDefinition({ name: 'tls-skip', listenPath: '/tls-skip/*', targets: [untrusted.url], insecureSkipVerify: true }),
     apiDefinition({ name: 'tls-verify', listenPath: '/tls-verify/*', targets: [untrusted.url] }),

@@ -12,7 +12,8 @@ import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
-import { closedPort, startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { freePort } from '../helpers/free-port.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 interface DataPlaneRow {
   id: string;
@@ -157,7 +158,7 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
     );
     expect(written).toMatch(/^cache file written/);
 
-    const orphan = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${await closedPort()}`, env });
+    const orphan = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${await freePort()}`, env });
     try {
       expect(await orphan.readyz()).toMatchObject({ status: 200, version });
       await expectRouted(orphan, '/second/b');
@@ -170,7 +171,7 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
 });
 
 test('a data plane with no reachable CP is alive but not ready, and answers 503 "no configuration loaded"', async () => {
-  const port = await closedPort();
+  const port = await freePort();
   const dp = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${port}`, waitForSnapshot: false });
   try {
     const ready = await dp.readyz();

@@ -8,8 +8,8 @@
  */
 import { randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { SignJWT } from 'jose';
+import { listen } from '#proto/listen';
 
 export type TokenMode =
   | {
@@ -191,11 +191,7 @@ export async function startAuthService(initial: TokenMode = { kind: 'opaque' }):
       else res.destroy();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listen(server, 0, '127.0.0.1');
 
   return {
     url: `http://127.0.0.1:${port}`,

@@ -3,7 +3,7 @@
  * as a child process owned by the test. Missing binary = a loud failure, never a silent skip.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from './free-port.js';
 
 export interface RedisServer {
   port: number;
@@ -27,19 +27,6 @@ export function requireRedisServer(): void {
         'install it with `apt-get install -y redis-server` (.ci/run does this)',
     );
   }
-}
-
-/** A port that was free a moment ago (bind :0, read it, release it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startRedisServer(options: { port?: number; timeoutMs?: number } = {}): Promise<RedisServer> {

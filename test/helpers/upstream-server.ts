@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { listen } from '#proto/listen';
 import { pollUntil } from './poll-until.js';
 
 export interface RecordedRequest {
@@ -124,11 +124,7 @@ export async function startUpstream(
   // Never let the upstream's own timeouts interfere with the gateway timeout tests.
   server.requestTimeout = 0;
   server.headersTimeout = 0;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listen(server, 0, '127.0.0.1');
 
   return {
     name,
@@ -157,13 +153,4 @@ export async function startUpstream(
       });
     },
   };
-}
-
-/** A loopback port with nothing listening on it (bound then released), for 502 tests. */
-export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }

@@ -5,7 +5,7 @@
  * references). Run inside the store's update(), so every check sees the latest state and a
  * rejected write leaves the store untouched.
  */
-import { GatehouseError, isGatehouseError, type ErrorCode } from '#proto/errors';
+import { GatehouseError, type ErrorCode } from '#proto/errors';
 import {
   mergePatch,
   parseApiDefinition,
@@ -14,7 +14,8 @@ import {
   type Definitions,
   type OAuthServerDefinition,
 } from '#proto/definition/index';
-import { compileApi, compileDefinitions, routeConflictKey, type CompiledRoute } from '#proto/compile/index';
+import { isPlainObject } from '#proto/definition/field-path';
+import { compileDefinitions, routeConflictKey, type CompiledRoute } from '#proto/compile/index';
 
 export interface WriteResult<T> {
   defs: Definitions;
@@ -22,26 +23,6 @@ export interface WriteResult<T> {
 }
 
 /** A library or parser failure on user input is a validation failure of that input. */
-function asValidationError(err: unknown): GatehouseError {
-  if (isGatehouseError(err)) return err;
-  return new GatehouseError('VALIDATION_FAILED', err instanceof Error ? err.message : String(err), { cause: err });
-}
-
-function validated<T>(fn: () => T): T {
-  try {
-    return fn();
-  } catch (err) {
-    throw asValidationError(err);
-  }
-}
-
-function requireObject(body: unknown): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new GatehouseError('VALIDATION_FAILED', 'request body must be a JSON object');
-  }
-  return body as Record<string, unknown>;
-}
-
 /** PUT/PATCH may repeat the name but never rename: the path names the resource. */
 function requireSameName(patch: Record<string, unknown>, name: string): void {
   if ('name' in patch && patch.name !== name) {
@@ -51,108 +32,103 @@ function requireSameName(patch: Record<string, unknown>, name: string): void {
   }
 }
 
-interface Owner {
-  kind: CompiledRoute['kind'];
-  name: string;
-  conflict: { code: ErrorCode; message: string };
+function requireObject(body: unknown): Record<string, unknown> {
+  if (!isPlainObject(body)) throw new GatehouseError('VALIDATION_FAILED', 'request body must be a JSON object');
+  return body;
 }
 
+interface ErrorReply {
+  code: ErrorCode;
+  message: string;
+}
+
+/** What differs between the two kinds of definition the admin API writes; the write rules are shared. */
+export interface DefinitionKind<T extends { name: string }> {
+  list(defs: Definitions): T[];
+  withList(defs: Definitions, items: T[]): Definitions;
+  parse(raw: unknown): T;
+  notFound: ErrorReply;
+  nameTaken: ErrorReply;
+  /** The kind of the routes this definition compiles to, and the 409 message when one collides. */
+  routeKind: CompiledRoute['kind'];
+  listenPathTaken: string;
+  /** Rejects a delete the rest of the configuration still depends on. */
+  checkDelete?(defs: Definitions, name: string): void;
+}
+
+export const apiKind: DefinitionKind<ApiDefinition> = {
+  list: (defs) => defs.apis,
+  withList: (defs, apis) => ({ ...defs, apis }),
+  parse: parseApiDefinition,
+  notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
+  nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
+  routeKind: 'api',
+  listenPathTaken: 'api listen path is already registered',
+};
+
+export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
+  list: (defs) => defs.oauthServers,
+  withList: (defs, oauthServers) => ({ ...defs, oauthServers }),
+  parse: parseOAuthServer,
+  notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
+  nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
+  routeKind: 'oauth-endpoint',
+  listenPathTaken: 'oauth endpoint listen path is already registered',
+  checkDelete(defs, name) {
+    const user = defs.apis.find((a) => a.plugins.some((p) => p.name === 'oauth2' && p.config.server_name === name));
+    if (user) {
+      throw new GatehouseError('OAUTH_SERVER_IN_USE', `oauth server is referenced by the oauth2 plugin of api "${user.name}"`);
+    }
+  },
+};
+
 /**
- * Compiles the whole candidate (any error → 400) and rejects it when a route of `owner` has the
- * same conflict key as a route of anything else. Inactive APIs count too: they can be activated
- * later by a PUT that changes nothing else.
+ * Compiles the whole candidate (any error → 400) and rejects it when a route of the written
+ * definition has the same conflict key as a route of anything else. Inactive APIs count too:
+ * they can be activated later by a PUT that changes nothing else.
  */
-function check(candidate: Definitions, owner: Owner): Definitions {
-  const compiled = validated(() => compileDefinitions(candidate));
-  const routes = new Map<string, CompiledRoute>(compiled.routes.map((r) => [r.id, r]));
-  for (const api of candidate.apis) {
-    if (!api.active && !routes.has(`api:${api.name}`)) {
-      const route = validated(() => compileApi(api));
-      routes.set(route.id, route);
-    }
-  }
-  const isOwn = (r: CompiledRoute) => r.kind === owner.kind && r.name === owner.name;
-  const ownKeys = new Set([...routes.values()].filter(isOwn).map(routeConflictKey));
+function check<T extends { name: string }>(candidate: Definitions, kind: DefinitionKind<T>, name: string): Definitions {
+  const compiled = compileDefinitions(candidate);
+  const routes = [...compiled.routes, ...compiled.inactiveRoutes];
+  const isOwn = (r: CompiledRoute) => r.kind === kind.routeKind && r.name === name;
+  const ownKeys = new Set(routes.filter(isOwn).map(routeConflictKey));
   if (ownKeys.size === 0) return candidate;
-  for (const route of routes.values()) {
-    if (!isOwn(route) && ownKeys.has(routeConflictKey(route))) {
-      throw new GatehouseError(owner.conflict.code, owner.conflict.message);
-    }
+  if (routes.some((r) => !isOwn(r) && ownKeys.has(routeConflictKey(r)))) {
+    throw new GatehouseError('API_LISTEN_PATH_TAKEN', kind.listenPathTaken);
   }
   return candidate;
 }
 
-const apiOwner = (name: string): Owner => ({
-  kind: 'api',
-  name,
-  conflict: { code: 'API_LISTEN_PATH_TAKEN', message: 'api listen path is already registered' },
-});
-
-const serverOwner = (name: string): Owner => ({
-  kind: 'oauth-endpoint',
-  name,
-  conflict: { code: 'API_LISTEN_PATH_TAKEN', message: 'oauth endpoint listen path is already registered' },
-});
-
-export function findApi(defs: Definitions, name: string): ApiDefinition {
-  const api = defs.apis.find((a) => a.name === name);
-  if (!api) throw new GatehouseError('API_NOT_FOUND', 'api definition not found');
-  return api;
+export function findDefinition<T extends { name: string }>(kind: DefinitionKind<T>, defs: Definitions, name: string): T {
+  const found = kind.list(defs).find((d) => d.name === name);
+  if (!found) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
+  return found;
 }
 
-export function findOAuthServer(defs: Definitions, name: string): OAuthServerDefinition {
-  const server = defs.oauthServers.find((s) => s.name === name);
-  if (!server) throw new GatehouseError('OAUTH_SERVER_NOT_FOUND', 'oauth server not found');
-  return server;
-}
-
-export function createApi(defs: Definitions, body: unknown): WriteResult<ApiDefinition> {
-  const api = validated(() => parseApiDefinition(requireObject(body)));
-  if (defs.apis.some((a) => a.name === api.name)) {
-    throw new GatehouseError('API_NAME_TAKEN', 'api name is already registered');
-  }
-  const candidate = { ...defs, apis: [...defs.apis, api] };
-  return { defs: check(candidate, apiOwner(api.name)), value: api };
+export function createDefinition<T extends { name: string }>(kind: DefinitionKind<T>, defs: Definitions, body: unknown): WriteResult<T> {
+  const created = kind.parse(requireObject(body));
+  const list = kind.list(defs);
+  if (list.some((d) => d.name === created.name)) throw new GatehouseError(kind.nameTaken.code, kind.nameTaken.message);
+  return { defs: check(kind.withList(defs, [...list, created]), kind, created.name), value: created };
 }
 
 /** PUT and PATCH: RFC 7396 merge patch onto the stored definition, then full validation. */
-export function updateApi(defs: Definitions, name: string, body: unknown): WriteResult<ApiDefinition> {
-  const stored = findApi(defs, name);
+export function updateDefinition<T extends { name: string }>(
+  kind: DefinitionKind<T>,
+  defs: Definitions,
+  name: string,
+  body: unknown,
+): WriteResult<T> {
+  const stored = findDefinition(kind, defs, name);
   const patch = requireObject(body);
   requireSameName(patch, name);
-  const api = validated(() => parseApiDefinition(mergePatch(stored, patch)));
-  const candidate = { ...defs, apis: defs.apis.map((a) => (a.name === name ? api : a)) };
-  return { defs: check(candidate, apiOwner(name)), value: api };
+  const updated = kind.parse(mergePatch(stored, patch));
+  const candidate = kind.withList(defs, kind.list(defs).map((d) => (d.name === name ? updated : d)));
+  return { defs: check(candidate, kind, name), value: updated };
 }
 
-export function deleteApi(defs: Definitions, name: string): Definitions {
-  findApi(defs, name);
-  return { ...defs, apis: defs.apis.filter((a) => a.name !== name) };
-}
-
-export function createOAuthServer(defs: Definitions, body: unknown): WriteResult<OAuthServerDefinition> {
-  const server = validated(() => parseOAuthServer(requireObject(body)));
-  if (defs.oauthServers.some((s) => s.name === server.name)) {
-    throw new GatehouseError('OAUTH_SERVER_NAME_TAKEN', 'oauth server name is already registered');
-  }
-  const candidate = { ...defs, oauthServers: [...defs.oauthServers, server] };
-  return { defs: check(candidate, serverOwner(server.name)), value: server };
-}
-
-export function updateOAuthServer(defs: Definitions, name: string, body: unknown): WriteResult<OAuthServerDefinition> {
-  const stored = findOAuthServer(defs, name);
-  const patch = requireObject(body);
-  requireSameName(patch, name);
-  const server = validated(() => parseOAuthServer(mergePatch(stored, patch)));
-  const candidate = { ...defs, oauthServers: defs.oauthServers.map((s) => (s.name === name ? server : s)) };
-  return { defs: check(candidate, serverOwner(name)), value: server };
-}
-
-export function deleteOAuthServer(defs: Definitions, name: string): Definitions {
-  findOAuthServer(defs, name);
-  const user = defs.apis.find((a) => a.plugins.some((p) => p.name === 'oauth2' && p.config.server_name === name));
-  if (user) {
-    throw new GatehouseError('OAUTH_SERVER_IN_USE', `oauth server is referenced by the oauth2 plugin of api "${user.name}"`);
-  }
-  return { ...defs, oauthServers: defs.oauthServers.filter((s) => s.name !== name) };
+export function deleteDefinition<T extends { name: string }>(kind: DefinitionKind<T>, defs: Definitions, name: string): Definitions {
+  findDefinition(kind, defs, name);
+  kind.checkDelete?.(defs, name);
+  return kind.withList(defs, kind.list(defs).filter((d) => d.name !== name));
 }

@@ -36,7 +36,7 @@ export function createSnapshotBuilder({ store, encodeSnapshot, logger }: Snapsho
   const listeners = new Set<SnapshotListener>();
 
   function build(state: StoreState): EncodedSnapshot {
-    const message = toSnapshotMessage(state.revision, state.defs);
+    const message = toSnapshotMessage(state.revision, state.defs, state.hash);
     return Object.freeze({ version: message.version, hash: message.hash, bytes: encodeSnapshot(message) });
   }
 

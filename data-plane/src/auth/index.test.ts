@@ -6,7 +6,7 @@ import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import type { OAuthEndpointName, ProxyDefinition, TokenStrategy } from '#proto/definition/types';
 import { createAuthorizer, parseAuthorization } from './index.js';
 import { createMemoryTokenStore, createRedisTokenStore, type TokenStore } from './token-store.js';
-import { freePort } from '../../../test/helpers/redis-server.js';
+import { freePort } from '../../../test/helpers/free-port.js';
 
 const T = 1_700_000_000;
 const SECRET = 'gatehouse-secret';

@@ -27,8 +27,8 @@ export interface JwtVerifierOptions {
   cacheMaxAge?: number;
 }
 
-export const DEFAULT_CACHE_SIZE = 10_000;
-export const DEFAULT_CACHE_MAX_AGE = 300;
+const DEFAULT_CACHE_SIZE = 10_000;
+const DEFAULT_CACHE_MAX_AGE = 300;
 /** Longer headers are not tokens anyone issued; refusing them bounds parse and hash work. */
 export const MAX_TOKEN_LENGTH = 8192;
 
@@ -39,7 +39,7 @@ const HASHES: Record<JwtAlg, string> = {
 };
 
 /** The one place a jose (or key import) failure becomes a Gatehouse error; the reason goes to the message for logs. */
-export function tokenRejected(err: unknown): GatehouseError {
+function tokenRejected(err: unknown): GatehouseError {
   const reason = err instanceof joseErrors.JOSEError ? err.code : err instanceof Error ? err.message : String(err);
   return new GatehouseError('TOKEN_REJECTED', `access token not authorized: ${reason}`, { cause: err });
 }

@@ -10,7 +10,7 @@ import { Transform } from 'node:stream';
 import type { EndpointObserver } from './index.js';
 
 /** A token store that hangs must not hang token responses: past this, the response completes anyway. */
-export const OBSERVER_FINISH_TIMEOUT_MS = 2_000;
+const OBSERVER_FINISH_TIMEOUT_MS = 2_000;
 
 export function observedResponse(observer: EndpointObserver, finishTimeoutMs = OBSERVER_FINISH_TIMEOUT_MS): Transform {
   let held: Buffer | null = null;

@@ -8,7 +8,8 @@ import {
   refreshKey,
   type TokenStore,
 } from './token-store.js';
-import { freePort, startRedisServer, type RedisServer } from '../../../test/helpers/redis-server.js';
+import { freePort } from '../../../test/helpers/free-port.js';
+import { startRedisServer, type RedisServer } from '../../../test/helpers/redis-server.js';
 
 const logger = pino({ enabled: false });
 

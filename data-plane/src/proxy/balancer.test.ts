@@ -1,10 +1,14 @@
-import type { CompiledTarget } from '#proto/compile/index';
+import { compileTarget, type CompiledTarget } from '#proto/compile/index';
 import { createBalancer } from './balancer.js';
 
+/** Targets http://a, http://b, … with the given weights; picks are reported by their letter. */
 function picks(balancing: 'roundrobin' | 'weight', weights: number[], n: number): string[] {
-  const targets: CompiledTarget[] = weights.map((weight, i) => ({ template: String.fromCharCode(97 + i), weight }));
+  const targets: CompiledTarget[] = weights.map((weight, i) => {
+    const template = `http://${String.fromCharCode(97 + i)}`;
+    return { template, weight, plan: compileTarget(template, [], 'target') };
+  });
   const balancer = createBalancer(balancing, targets);
-  return Array.from({ length: n }, () => balancer.next().template);
+  return Array.from({ length: n }, () => balancer.next().template.slice('http://'.length));
 }
 
 describe('createBalancer', () => {

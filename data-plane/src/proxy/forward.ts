@@ -18,7 +18,6 @@ import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
-import { BODY_TIMEOUT_MS } from './upstream-pools.js';
 
 export interface ForwardPlan {
   requestId: string;
@@ -245,8 +244,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
         path: plan.path,
         headers: plan.headers,
         body,
+        // bodyTimeout is the pool's (upstream-pools.ts); the header wait is per route.
         headersTimeout: plan.headersTimeoutMs,
-        bodyTimeout: BODY_TIMEOUT_MS,
       },
       handler,
     );

@@ -18,7 +18,10 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-/** Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to). */
+/**
+ * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).
+ * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.
+ */
 const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect']);
 
 /**

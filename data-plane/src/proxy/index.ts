@@ -4,4 +4,4 @@ export { clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './he
 export { createProxyMetrics, type ProxyMetrics } from './proxy-metrics.js';
 export { createProxyServer, type ProxyServer } from './proxy-server.js';
 export { upstreamError } from './upstream-error.js';
-export { BODY_TIMEOUT_MS, createUpstreamPools, type UpstreamPools } from './upstream-pools.js';
+export { createUpstreamPools, type UpstreamPools } from './upstream-pools.js';

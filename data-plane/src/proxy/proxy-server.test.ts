@@ -8,13 +8,15 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, request as rawRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net';
+import { createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { parseApiDefinition, parseOAuthServer } from '#proto/definition/index';
+import { listen } from '#proto/listen';
 import { toSnapshotMessage } from '#proto/snapshot/codec';
+import { freePort } from '../../../test/helpers/free-port.js';
 import { httpRequest } from '../../../test/helpers/http-request.js';
 import { createMemoryTokenStore, type TokenStore } from '../auth/index.js';
 import { createSnapshotHolder } from '../sync/snapshot-holder.js';
@@ -54,10 +56,6 @@ afterEach(async () => {
   while (closers.length) await closers.pop()!();
 });
 
-function listen(server: NetServer): Promise<number> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
-}
-
 function closeServer(server: NetServer & { closeAllConnections?: () => void }): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
@@ -89,7 +87,7 @@ async function startUpstream(handler: Handler = echo, tls?: { key: Buffer; cert:
     });
   };
   const server = tls ? createHttpsServer(tls, onRequest) : createHttpServer(onRequest);
-  const port = await listen(server);
+  const port = await listen(server, 0, '127.0.0.1');
   const upstream = {
     origin: `${tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     port,
@@ -132,14 +130,6 @@ function targets(...urls: string[]) {
   return { balancing: 'roundrobin', targets: urls.map((target) => ({ target })) };
 }
 
-/** A port nothing listens on. */
-async function refusedPort(): Promise<number> {
-  const server = createNetServer();
-  const port = await listen(server);
-  await closeServer(server);
-  return port;
-}
-
 /** Status of a GET whose request target is sent exactly as written. */
 function rawStatus(port: number, path: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -176,7 +166,7 @@ describe('gateway errors', () => {
   });
 
   test('502 UPSTREAM_UNREACHABLE on a refused port', async () => {
-    const port = await refusedPort();
+    const port = await freePort();
     const gw = await startGateway([api('down', { listen_path: '/down/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
     const res = await httpRequest(`${gw.url}/down/x`);
     expect(res.status).toBe(502);
@@ -189,7 +179,7 @@ describe('gateway errors', () => {
     ['a small request body', 'POST', Buffer.from('a=1')],
     ['a 1 MB request body', 'PUT', randomBytes(1024 * 1024)],
   ])('502 is still answered to a client sending %s', async (_name, method, body) => {
-    const port = await refusedPort();
+    const port = await freePort();
     const gw = await startGateway([api('down', { listen_path: '/down/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
     const res = await httpRequest(`${gw.url}/down/x`, { method, body });
     expect([res.status, res.json]).toEqual([502, 'bad gateway']);
@@ -275,7 +265,7 @@ describe('forwarded request', () => {
         );
       });
     });
-    const rawPort = await listen(raw);
+    const rawPort = await listen(raw, 0, '127.0.0.1');
     closers.push(() => closeServer(raw));
     const up = await startUpstream();
     const gw = await startGateway([
@@ -350,7 +340,7 @@ describe('forwarded request', () => {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       req.pipe(res);
     });
-    const port = await listen(mirror);
+    const port = await listen(mirror, 0, '127.0.0.1');
     closers.push(() => closeServer(mirror));
     const gw = await startGateway([api('big', { listen_path: '/big/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
     const res = await httpRequest(`${gw.url}/big/upload`, { method: 'POST', body: payload, timeoutMs: 20_000 });
@@ -377,7 +367,7 @@ describe('forwarded request', () => {
       res.write('partial');
       res.on('close', () => upstreamClosed());
     });
-    const port = await listen(hanging);
+    const port = await listen(hanging, 0, '127.0.0.1');
     closers.push(() => closeServer(hanging));
     const gw = await startGateway([api('hang', { listen_path: '/hang/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
     await new Promise<void>((resolve) => {
@@ -470,7 +460,7 @@ describe('response streaming', () => {
         socket.end('HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok');
       });
     });
-    const port = await listen(raw);
+    const port = await listen(raw, 0, '127.0.0.1');
     closers.push(() => closeServer(raw));
     const gw = await startGateway([api('bad', { listen_path: '/bad/*', upstreams: targets(`http://127.0.0.1:${port}`) })]);
     const res = await httpRequest(`${gw.url}/bad/x`);
@@ -587,7 +577,7 @@ describe('oauth2 storage strategy through the proxy', () => {
   });
 
   test('an unreachable token endpoint is a 502 for a client posting a body', async () => {
-    const port = await refusedPort();
+    const port = await freePort();
     const up = await startUpstream();
     const gw = await startGateway([api('other', { listen_path: '/other/*', upstreams: targets(up.origin) })], {
       oauthServers: [

@@ -119,7 +119,6 @@ export function createProxyServer(deps: {
 
   const server = createServer((req, res) => {
     const requestId = requestIdOf(req.headers['x-request-id']);
-    if (draining) res.setHeader('connection', 'close');
     metrics?.inFlight.inc();
     res.once('close', () => metrics?.inFlight.dec());
     proxy(req, res, requestId).catch((err: unknown) => {

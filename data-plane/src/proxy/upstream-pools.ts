@@ -22,7 +22,7 @@ export interface UpstreamPools {
  * two body chunks before the upstream counts as dead. Header waits use the route's
  * response_header_timeout instead.
  */
-export const BODY_TIMEOUT_MS = 5 * 60_000;
+const BODY_TIMEOUT_MS = 5 * 60_000;
 
 /**
  * Targets may take their host from request placeholders, so the number of origins is not

@@ -12,7 +12,7 @@
  * removed") is R minus L: the sections are removed in order and each first occurrence is at the
  * start of what is left, so removing them one by one removes exactly the matched prefix L.
  */
-import { compileTarget, resolveTarget } from '#proto/compile/index';
+import { resolveTarget } from '#proto/compile/index';
 import type { CompiledTarget } from '#proto/compile/index';
 import type { RouteMatch, UpstreamTarget } from './index.js';
 
@@ -38,8 +38,7 @@ export function rewrite(
   request: { path: string; query: string; host: string | undefined },
 ): UpstreamTarget {
   const { proxy } = match.route;
-  const plan = target.plan ?? compileTarget(target.template, Object.keys(match.params), 'target');
-  const t = resolveTarget(plan, match.params);
+  const t = resolveTarget(target.plan, match.params);
   const r = request.path || '/';
 
   let path: string;

@@ -39,9 +39,6 @@ export interface SnapshotHolder {
   apply(message: SnapshotMessage): ApplyResult;
 }
 
-const DEFAULT_DIAL_TIMEOUT = '30s';
-const DEFAULT_RESPONSE_HEADER_TIMEOUT = '60s';
-
 export function createSnapshotHolder(deps: {
   tokenStore: TokenStore;
   /** Seconds since epoch, passed to every authorizer (tests freeze it). */
@@ -84,12 +81,13 @@ export function createSnapshotHolder(deps: {
     const authorizer = createAuthorizer({ servers: compiled.oauthServers, tokenStore: deps.tokenStore, now: deps.now, logger: deps.logger });
     const upstreams = new Map<string, RouteUpstream>();
     for (const route of compiled.routes) {
+      // fromSnapshotMessage re-parses every definition, so the timeouts are filled in and valid.
       const timeouts = route.proxy.forwarding_timeouts;
       upstreams.set(route.id, {
         balancer: createBalancer(route.proxy.upstreams.balancing, route.targets),
-        dialTimeoutMs: parseDuration(timeouts?.dial_timeout || DEFAULT_DIAL_TIMEOUT),
-        headersTimeoutMs: parseDuration(timeouts?.response_header_timeout || DEFAULT_RESPONSE_HEADER_TIMEOUT),
-        insecureSkipVerify: route.proxy.insecure_skip_verify === true,
+        dialTimeoutMs: parseDuration(timeouts.dial_timeout),
+        headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
+        insecureSkipVerify: route.proxy.insecure_skip_verify,
       });
     }
     return { version, hash, table, authorizer, upstreams };

@@ -2,10 +2,11 @@
  * Host conditions (SPEC §4): exact names, `*.example.com` (any deeper name, never `example.com`
  * itself) and `example.*` (any name under `example.`). Case-insensitive, the request's port ignored.
  */
-import { GatehouseError } from '../errors.js';
+import { fieldError } from '../definition/field-path.js';
 
 const LABEL = '[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?';
-const HOSTNAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`);
+/** A DNS-style host name, lower case (underscores allowed, as in service names). */
+export const HOSTNAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`);
 const IPV6 = /^\[[0-9a-f:.]+\]$/;
 
 /**
@@ -31,11 +32,7 @@ export function normalizeHost(raw: string | undefined): string {
 export function compileHostPattern(pattern: string, field: string): string {
   const p = typeof pattern === 'string' ? normalizeHost(pattern) : '';
   const fail = (): never => {
-    throw new GatehouseError(
-      'VALIDATION_FAILED',
-      `${field} must be a host name, optionally with a leading "*." or a trailing ".*" wildcard`,
-      { field },
-    );
+    throw fieldError(field, 'must be a host name, optionally with a leading "*." or a trailing ".*" wildcard');
   };
   if (p === '') fail();
   if (IPV6.test(p)) return p;
@@ -61,9 +58,4 @@ export function hostMatcher(patterns: readonly string[]): HostMatcher {
     exact.has(host) ||
     suffixes.some((s) => host.length > s.length && host.endsWith(s)) ||
     prefixes.some((s) => host.length > s.length && host.startsWith(s));
-}
-
-/** Does one compiled pattern match a normalised host? */
-export function hostMatches(pattern: string, normalizedHost: string): boolean {
-  return hostMatcher([pattern])(normalizedHost);
 }

@@ -5,8 +5,9 @@
  * OWNER: compile/routing helper. Exported names/types are a contract; extend, don't rename.
  */
 import type { KeyObject } from 'node:crypto';
-import { GatehouseError } from '../errors.js';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
+import { HTTP_TOKEN } from '../definition/proxy-schema.js';
+import { fieldError } from '../definition/field-path.js';
 import type {
   ApiDefinition,
   Definitions,
@@ -22,7 +23,7 @@ import { compileTarget } from './target.js';
 import type { TargetPlan } from './target.js';
 
 export { compileListenPath } from './listen-path.js';
-export { compileHostPattern, hostMatcher, hostMatches, normalizeHost } from './host-match.js';
+export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
 export type { HostMatcher } from './host-match.js';
 export { compileTarget, resolveTarget } from './target.js';
 export type { ResolvedTarget, TargetPlan } from './target.js';
@@ -56,7 +57,7 @@ export interface CompiledTarget {
   template: string;
   weight: number;
   /** The template parsed and validated once; `rewrite` resolves it per request. */
-  plan?: TargetPlan;
+  plan: TargetPlan;
 }
 
 export interface CompiledRoute {
@@ -66,7 +67,7 @@ export interface CompiledRoute {
   /** API name, or OAuth server name for endpoint routes. */
   name: string;
   endpoint?: OAuthEndpointName;
-  /** Lower-cased host patterns; empty = any host. */
+  /** Lower-cased host patterns, each once; empty = any host. */
   hosts: string[];
   /** Upper-cased methods; null = any method (ALL). */
   methods: ReadonlySet<string> | null;
@@ -95,13 +96,13 @@ export interface CompiledOAuthServer {
 export interface CompiledConfig {
   /** Active API routes and OAuth endpoint routes. */
   routes: CompiledRoute[];
+  /** Routes of inactive APIs: never matched, but the admin API checks them for listen-path conflicts. */
+  inactiveRoutes: CompiledRoute[];
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
 }
 
-const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
 function invalid(field: string, message: string): never {
-  throw new GatehouseError('VALIDATION_FAILED', message, { field });
+  throw fieldError(field, message);
 }
 
 interface CompiledProxy {
@@ -114,22 +115,22 @@ interface CompiledProxy {
 function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
   const lpField = `${prefix}.listen_path`;
   const listenPath = proxy.listen_path === undefined ? null : compileListenPath(proxy.listen_path, lpField);
-  let methods: Set<string> | null = new Set();
+  const listed = new Set<string>();
   (proxy.methods ?? []).forEach((m, i) => {
     const upper = typeof m === 'string' ? m.toUpperCase() : '';
-    if (!HTTP_TOKEN.test(upper)) invalid(`${prefix}.methods[${i}]`, `${prefix}.methods[${i}] is not an HTTP method`);
-    methods?.add(upper);
+    if (!HTTP_TOKEN.test(upper)) invalid(`${prefix}.methods[${i}]`, 'is not an HTTP method');
+    listed.add(upper);
   });
-  if (methods.size === 0 || methods.has('ALL')) methods = null;
+  const methods = listed.size === 0 || listed.has('ALL') ? null : listed;
   const targets = proxy.upstreams?.targets ?? [];
   if (targets.length === 0) {
-    invalid(`${prefix}.upstreams.targets`, `${prefix}.upstreams.targets must contain at least one target`);
+    invalid(`${prefix}.upstreams.targets`, 'must contain at least one target');
   }
   const paramNames = listenPath?.paramNames ?? [];
   const compiledTargets = targets.map((t, i): CompiledTarget => {
     const weight = t.weight ?? 1;
     const field = `${prefix}.upstreams.targets[${i}]`;
-    if (!Number.isInteger(weight) || weight < 0) invalid(`${field}.weight`, `${field}.weight must be a non-negative integer`);
+    if (!Number.isInteger(weight) || weight < 0) invalid(`${field}.weight`, 'must be a non-negative integer');
     return { template: t.target, weight, plan: compileTarget(t.target, paramNames, `${field}.target`, lpField) };
   });
   return { listenPath, methods, targets: compiledTargets };
@@ -144,7 +145,7 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
   const hosts = [...new Set((api.hosts ?? []).map((h, i) => compileHostPattern(h, `hosts[${i}]`)))];
   const { listenPath, methods, targets } = compileProxy(api.proxy, 'proxy');
   if (!listenPath && hosts.length === 0 && !methods) {
-    invalid('proxy.listen_path', 'proxy.listen_path is required (or at least one of hosts, proxy.methods)');
+    invalid('proxy.listen_path', 'is required (or at least one of hosts, proxy.methods)');
   }
   const oauth2 = api.plugins?.find((p) => p.name === 'oauth2' && p.enabled);
   return {
@@ -167,7 +168,7 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
     const proxy = server.oauth_endpoints?.[endpoint];
     if (!proxy) return [];
     const prefix = `oauth_endpoints.${endpoint}`;
-    if (proxy.listen_path === undefined) invalid(`${prefix}.listen_path`, `${prefix}.listen_path is required`);
+    if (proxy.listen_path === undefined) invalid(`${prefix}.listen_path`, 'is required');
     const { listenPath, methods, targets } = compileProxy(proxy, prefix);
     return [
       {
@@ -191,25 +192,26 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
 
 /**
  * Whole-configuration compile: every definition plus cross-references (oauth2 → existing server).
- * Inactive APIs are compiled too (validation is complete) but produce no route.
+ * Inactive APIs are compiled too (validation is complete); their routes go to inactiveRoutes, never routes.
  */
 export function compileDefinitions(defs: Definitions): CompiledConfig {
   const oauthServers = new Map<string, CompiledOAuthServer>();
   for (const server of defs.oauthServers) {
-    if (oauthServers.has(server.name)) invalid('name', `name: oauth server "${server.name}" is defined more than once`);
+    if (oauthServers.has(server.name)) invalid('name', `: oauth server "${server.name}" is defined more than once`);
     oauthServers.set(server.name, compileOAuthServer(server));
   }
   const routes: CompiledRoute[] = [];
+  const inactiveRoutes: CompiledRoute[] = [];
   const apiNames = new Set<string>();
   for (const api of defs.apis) {
-    if (apiNames.has(api.name)) invalid('name', `name: api "${api.name}" is defined more than once`);
+    if (apiNames.has(api.name)) invalid('name', `: api "${api.name}" is defined more than once`);
     apiNames.add(api.name);
     const route = compileApi(api);
     checkPluginReferences(api, oauthServers);
-    if (api.active) routes.push(route);
+    (api.active ? routes : inactiveRoutes).push(route);
   }
   for (const server of oauthServers.values()) routes.push(...server.routes);
-  return { routes, oauthServers };
+  return { routes, inactiveRoutes, oauthServers };
 }
 
 /** Every oauth2 plugin, enabled or not, must name an existing OAuth server. */
@@ -218,7 +220,7 @@ export function checkPluginReferences(api: ApiDefinition, servers: { has(name: s
     if (p.name !== 'oauth2') return;
     const field = `plugins[${i}].config.server_name`;
     const serverName = p.config?.server_name;
-    if (!servers.has(serverName)) invalid(field, `${field}: oauth server "${serverName}" not found`);
+    if (!servers.has(serverName)) invalid(field, `: oauth server "${serverName}" not found`);
   });
 }
 
@@ -229,7 +231,7 @@ export function checkPluginReferences(api: ApiDefinition, servers: { has(name: s
 export function routeConflictKey(route: CompiledRoute): string {
   return JSON.stringify([
     route.listenPath?.source ?? null,
-    [...new Set(route.hosts)].sort(),
+    [...route.hosts].sort(),
     route.methods ? [...route.methods].sort() : ['ALL'],
   ]);
 }

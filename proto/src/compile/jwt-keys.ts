@@ -4,7 +4,7 @@
  * OWNER: auth helper. Signature is a contract.
  */
 import { X509Certificate, createPublicKey, createSecretKey, type KeyObject } from 'node:crypto';
-import { GatehouseError } from '../errors.js';
+import { fieldError } from '../definition/field-path.js';
 import { JWT_ALGS, type JwtAlg, type JwtKeySetting } from '../definition/types.js';
 import type { CompiledJwtKey } from './index.js';
 
@@ -22,12 +22,10 @@ export function compileJwtKeys(settings: readonly JwtKeySetting[], field: string
 function importKey({ alg, key }: JwtKeySetting, at: string): KeyObject {
   const keyField = `${at}.key`;
   const fail = (message: string): never => {
-    throw new GatehouseError('VALIDATION_FAILED', `${keyField} ${message}`, { field: keyField });
+    throw fieldError(keyField, message);
   };
   if (!(JWT_ALGS as readonly string[]).includes(alg)) {
-    throw new GatehouseError('VALIDATION_FAILED', `${at}.alg must be one of ${JWT_ALGS.join(', ')}`, {
-      field: `${at}.alg`,
-    });
+    throw fieldError(`${at}.alg`, `must be one of ${JWT_ALGS.join(', ')}`);
   }
   if (typeof key !== 'string' || key.trim() === '') return fail('is required');
 

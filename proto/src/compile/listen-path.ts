@@ -7,7 +7,7 @@
  * never reach across a `/` of the request path. Parameter regexes see the percent-decoded segment
  * and the captured value is the decoded one (the target substitution re-encodes it).
  */
-import { GatehouseError } from '../errors.js';
+import { fieldError } from '../definition/field-path.js';
 import type { CompiledListenPath, ListenPathMatch } from './index.js';
 import { normalizePercentEncoding } from './normalize-path.js';
 
@@ -26,7 +26,7 @@ type Segment =
 type Token = { literal: string } | { param: string; regex: string | undefined };
 
 function fail(field: string, message: string): never {
-  throw new GatehouseError('VALIDATION_FAILED', `${field} ${message}`, { field });
+  throw fieldError(field, message);
 }
 
 /** Split a listen_path body into literal text and `{...}` parameters, braces balanced (`{id:[\da-f]{24}}`). */

@@ -5,12 +5,12 @@
  * (`evil.com@x`, `a:1`, `a/b`); values in the path or query are percent-encoded.
  */
 import { GatehouseError } from '../errors.js';
+import { fieldError } from '../definition/field-path.js';
+import { HOSTNAME } from './host-match.js';
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 const TEMPLATE = /^(https?):\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?(?:#.*)?$/i;
 const HOST_VALUE = /^[A-Za-z0-9.-]+$/;
-const LABEL = '[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?';
-const RESOLVED_HOSTNAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`);
 
 export interface ResolvedTarget {
   /** `http://host[:port]`: the undici pool key. */
@@ -53,7 +53,7 @@ function resolveAuthority(scheme: string, authority: string): Pick<ResolvedTarge
   }
   if (url.username || url.password) badHost('upstream authority must not carry user info');
   const hostname = url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname;
-  if (!RESOLVED_HOSTNAME.test(hostname) && !hostname.startsWith('[')) {
+  if (!HOSTNAME.test(hostname) && !hostname.startsWith('[')) {
     badHost(`upstream host "${url.hostname}" is not a valid host name`);
   }
   return { origin: url.origin, host: url.host };
@@ -92,7 +92,7 @@ export function compileTarget(
   listenPathField = 'proxy.listen_path',
 ): TargetPlan {
   const fail = (message: string): never => {
-    throw new GatehouseError('VALIDATION_FAILED', `${field} ${message}`, { field });
+    throw fieldError(field, message);
   };
   if (typeof template !== 'string' || template === '') fail('is required');
   for (const m of template.matchAll(PLACEHOLDER)) {

@@ -16,10 +16,14 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-export function validationError(path: readonly PropertyKey[], message: string): GatehouseError {
-  const field = formatPath(path);
+/** The one wording of a field error, for the definition and compile stages alike. */
+export function fieldError(field: string, message: string): GatehouseError {
   const text = field === '' ? message : message.startsWith(':') ? `${field}${message}` : `${field} ${message}`;
   return new GatehouseError('VALIDATION_FAILED', text, { field: field === '' ? undefined : field });
+}
+
+export function validationError(path: readonly PropertyKey[], message: string): GatehouseError {
+  return fieldError(formatPath(path), message);
 }
 
 const ARTICLE: Record<string, string> = { object: 'an object', array: 'an array', int: 'an integer' };

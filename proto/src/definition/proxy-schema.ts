@@ -11,8 +11,8 @@ export const DEFAULT_DIAL_TIMEOUT = '30s';
 export const DEFAULT_RESPONSE_HEADER_TIMEOUT = '60s';
 export const MAX_TARGET_WEIGHT = 1000;
 
-/** RFC 7230 token (tchar+). */
-const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** RFC 7230 token (tchar+): what an HTTP method may be. */
+export const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 export const hostSchema = z.string().min(1, 'must not be empty').regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
 

@@ -121,9 +121,10 @@ export function definitionsHash(defs: Definitions): string {
   return hashBody(canonicalBody(defs));
 }
 
-export function toSnapshotMessage(version: number, defs: Definitions): SnapshotMessage {
+/** `hash`, when the caller already holds definitionsHash(defs) (the store does), is not computed again. */
+export function toSnapshotMessage(version: number, defs: Definitions, hash?: string): SnapshotMessage {
   const body = canonicalBody(defs);
-  return { version, hash: hashBody(body), ...body };
+  return { version, hash: hash ?? hashBody(body), ...body };
 }
 
 function proxyFromMessage(m: unknown): unknown {

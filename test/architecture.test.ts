@@ -37,6 +37,7 @@ const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
   ['data-plane/src', /^control-plane\//, 'the services never import each other'],
   ['data-plane/src/routing', /^(data-plane\/src\/(proxy|sync|auth)|node:(net|http|https|fs)|undici$)/, 'routing is pure'],
   ['proto/src/compile', /^(node:(net|http|https|fs)|undici$)/, 'compile is pure'],
+  ['data-plane/src/sync', /^data-plane\/src\/proxy/, 'sync builds tables; only the proxy reads them per request'],
   ['control-plane/src/store', /^(express$|node:http$|control-plane\/src\/(admin|grpc))/, 'the store knows no HTTP'],
   ['control-plane/src/grpc', /^control-plane\/src\/(store|admin)/, 'the gRPC server sees snapshots, not the store'],
 ];

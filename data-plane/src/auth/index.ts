@@ -1,6 +1,5 @@
 /**
  * Bearer-token enforcement (SPEC §5) for one applied snapshot.
- * OWNER: auth helper. Exported names/types are a contract; extend, don't rename.
  */
 import { pino } from 'pino';
 import { GatehouseError } from '#proto/errors';

@@ -1,6 +1,5 @@
 /**
  * Token store of the storage strategy: Redis (REDIS_URL, shared by DP replicas) or in-process.
- * OWNER: auth helper. Interface is a contract.
  */
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';

@@ -1,5 +1,4 @@
 /** Forward stage of the pipeline: the proxy listener and its upstream connections. */
-export { createBalancer, type Balancer } from './balancer.js';
 export { clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 export { createProxyMetrics, type ProxyMetrics } from './proxy-metrics.js';
 export { createProxyServer, type ProxyServer } from './proxy-server.js';

@@ -1,7 +1,6 @@
 /**
  * Match and rewrite: pure functions over an immutable RoutingTable built from a snapshot.
  * No I/O, no clock, no module state; lookup never throws (find-my-way's `find`).
- * OWNER: compile/routing helper. Exported names/types are a contract; extend, don't rename.
  */
 import type { CompiledRoute } from '#proto/compile/index';
 
@@ -42,5 +41,6 @@ export { buildRoutingTable } from './router.js';
  * Throws GatehouseError('BAD_UPSTREAM_HOST') when substituted placeholders do not form a valid hostname.
  */
 export { rewrite, joinPaths } from './rewrite.js';
+export { createBalancer, type Balancer } from './balancer.js';
 /** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
 export { normalizePath } from '#proto/compile/normalize-path';

@@ -9,7 +9,7 @@ import { fromSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createAuthorizer, type AuthLogger, type Authorizer } from '../auth/index.js';
 import type { TokenStore } from '../auth/token-store.js';
-import { createBalancer, type Balancer } from '../proxy/balancer.js';
+import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, type RoutingTable } from '../routing/index.js';
 
 /** Per-route forwarding state, built at apply time so the hot path parses nothing. */

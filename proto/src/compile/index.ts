@@ -2,7 +2,6 @@
  * Compile definitions into the routing data both services use: the CP compiles every write
  * exactly as a DP will (so nothing a DP would reject is accepted), the DP builds its router
  * from the result. Pure: no I/O, no clock, no module state.
- * OWNER: compile/routing helper. Exported names/types are a contract; extend, don't rename.
  */
 import type { KeyObject } from 'node:crypto';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';

@@ -1,7 +1,6 @@
 /**
  * Import the verification keys of a jwt token strategy once (node:crypto KeyObjects), checking each key
  * against its alg: HS* → secret; RS* → RSA public key; ES256 → P-256, ES384 → P-384 public key.
- * OWNER: auth helper. Signature is a contract.
  */
 import { X509Certificate, createPublicKey, createSecretKey, type KeyObject } from 'node:crypto';
 import { fieldError } from '../definition/field-path.js';

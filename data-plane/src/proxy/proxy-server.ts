@@ -48,6 +48,12 @@ function splitTarget(url: string | undefined): RequestTarget | null {
   return q === -1 ? { path: target, query: '' } : { path: target.slice(0, q), query: target.slice(q + 1) };
 }
 
+/**
+ * Slow clients must not hold connections open forever (slowloris): headers within 30 s, the whole
+ * request (body included, it streams upstream) within 5 minutes; 16 KiB of headers at most.
+ */
+const CLIENT_LIMITS = { headersTimeout: 30_000, requestTimeout: 300_000, maxHeaderSize: 16 * 1024 };
+
 export function createProxyServer(deps: {
   holder: SnapshotHolder;
   pools: UpstreamPools;
@@ -117,7 +123,7 @@ export function createProxyServer(deps: {
     }
   }
 
-  const server = createServer((req, res) => {
+  const server = createServer(CLIENT_LIMITS, (req, res) => {
     const requestId = requestIdOf(req.headers['x-request-id']);
     metrics?.inFlight.inc();
     res.once('close', () => metrics?.inFlight.dec());

@@ -45,7 +45,8 @@ export function createStatusServer(deps: { holder: SnapshotHolder; registry: Reg
     send(res, 200, await deps.registry.metrics(), deps.registry.contentType);
   }
 
-  const server = createServer((req, res) => {
+  // Probes and scrapes are tiny GETs: a client that is slower than this is not one of them.
+  const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
     handle(req.method ?? 'GET', path, res).catch((err: unknown) => {
       deps.logger.error({ err, path }, 'status request failed');

@@ -55,12 +55,14 @@ beforeAll(async () => {
     apiDefinition({ name: 'prio-short', listenPath: '/prio/*', targets: [hitTarget('prio-short')] }),
     apiDefinition({ name: 'prio-long', listenPath: '/prio/long/*', targets: [hitTarget('prio-long')] }),
     apiDefinition({ name: 'prio-longest', listenPath: '/prio/long/longer/*', targets: [hitTarget('prio-longest')] }),
-    apiDefinition({ name: 'cond-none', listenPath: '/cond/*', targets: [hitTarget('cond-none')] }),
-    apiDefinition({ name: 'cond-method', listenPath: '/cond/*', methods: ['GET'], targets: [hitTarget('cond-method')] }),
-    apiDefinition({ name: 'cond-host-method', listenPath: '/cond/*', hosts: ['cond.test'], methods: ['GET'], targets: [hitTarget('cond-host-method')] }),
+    // Name order is the reverse of condition count, so the name tie-break cannot stand in for it.
+    apiDefinition({ name: 'cond-a-none', listenPath: '/cond/*', targets: [hitTarget('cond-a-none')] }),
+    apiDefinition({ name: 'cond-m-method', listenPath: '/cond/*', methods: ['GET'], targets: [hitTarget('cond-m-method')] }),
+    apiDefinition({ name: 'cond-z-host-method', listenPath: '/cond/*', hosts: ['cond.test'], methods: ['GET'], targets: [hitTarget('cond-z-host-method')] }),
     apiDefinition({ name: 'param', listenPath: '/users/{user}/profile', targets: [`${upstream.url}/hit/param/{user}`] }),
     apiDefinition({ name: 'regex', listenPath: '/orders/{id:[0-9]+}/*', targets: [`${upstream.url}/hit/regex/{id}`] }),
     apiDefinition({ name: 'rr', listenPath: '/rr/*', targets: rr.map((u) => u.url) }),
+    apiDefinition({ name: 'rr-other', listenPath: '/rr-other/*', targets: [rr[0].url, rr[1].url] }),
     {
       name: 'weighted',
       proxy: {
@@ -123,9 +125,9 @@ describe('seed routing rules 1–8', () => {
     { rule: 'rule 6: short prefix still serves the rest', method: 'GET', path: '/prio/other', host: undefined, expected: 'prio-short' },
     { rule: 'rule 6: /prio/longer is not under /prio/long/*', method: 'GET', path: '/prio/longer', host: undefined, expected: 'prio-short' },
     // equal prefixes: more conditions first
-    { rule: 'priority: host+method beats method', method: 'GET', path: '/cond/x', host: 'cond.test', expected: 'cond-host-method' },
-    { rule: 'priority: method beats no condition', method: 'GET', path: '/cond/x', host: undefined, expected: 'cond-method' },
-    { rule: 'priority: no-condition API catches other methods', method: 'POST', path: '/cond/x', host: 'cond.test', expected: 'cond-none' },
+    { rule: 'priority: host+method beats method', method: 'GET', path: '/cond/x', host: 'cond.test', expected: 'cond-z-host-method' },
+    { rule: 'priority: method beats no condition', method: 'GET', path: '/cond/x', host: undefined, expected: 'cond-m-method' },
+    { rule: 'priority: no-condition API catches other methods', method: 'POST', path: '/cond/x', host: 'cond.test', expected: 'cond-a-none' },
     // rule 8: named parameters
     { rule: 'rule 8: {user} matches one segment', method: 'GET', path: '/users/bob/profile', host: undefined, expected: 'param' },
     { rule: 'rule 8: {user} never spans two segments', method: 'GET', path: '/users/bob/x/profile', host: undefined, expected: 'status 404' },
@@ -171,6 +173,20 @@ describe('round-robin', () => {
     expect(start).toBeGreaterThanOrEqual(0);
     expect(seen).toEqual(seen.map((_, i) => names[(start + i) % names.length]));
     for (const u of rr) expect(u.requests.length).toBeGreaterThanOrEqual(2);
+  });
+
+  test('the rotation is per API: requests to another API in between do not move it', async () => {
+    const seen: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await gw.dp.request('GET', `/rr/${i}`);
+      expect(res.status).toBe(200);
+      seen.push(String(res.headers['x-upstream']));
+      expect((await gw.dp.request('GET', `/rr-other/${i}`)).status).toBe(200);
+    }
+    const names = rr.map((u) => u.name);
+    const start = names.indexOf(seen[0]);
+    expect(start).toBeGreaterThanOrEqual(0);
+    expect(seen).toEqual(seen.map((_, i) => names[(start + i) % names.length]));
   });
 });
 

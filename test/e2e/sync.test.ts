@@ -92,12 +92,27 @@ test('GET /dataplanes lists both with their version and last ACK', async () => {
   }
 });
 
-test('an unchanged store pushes nothing: a no-op write keeps the version', async () => {
+/** The CP's count of snapshots pushed to data planes (pushes are queued before a write's response). */
+async function pushesSent(): Promise<number> {
+  const metrics = await gw.admin.request('GET', '/metrics');
+  const line = metrics.text.split('\n').find((l) => l.startsWith('gatehouse_snapshot_pushes_total '));
+  expect(line).toBeDefined();
+  return Number(line!.split(' ')[1]);
+}
+
+test('an unchanged store pushes nothing: a no-op write keeps the version and sends no push', async () => {
   const before = (await gw.admin.readyz()).body.snapshot.version;
+  const pushesBefore = await pushesSent();
   const same = await gw.admin.updateApi('first', { active: true });
   expect(same.status).toBe(200);
   const after = (await gw.admin.readyz()).body.snapshot.version;
   expect(after).toBe(before);
+  expect(await pushesSent()).toBe(pushesBefore);
+  // The counter does move on a real change, so the equality above is not vacuous.
+  const changed = await gw.admin.updateApi('first', { proxy: { preserve_host: true } });
+  await gw.admin.waitForDataPlanes(changed, gw.dps);
+  expect(await pushesSent()).toBe(pushesBefore + gw.dps.length);
+  await gw.admin.waitForDataPlanes(await gw.admin.updateApi('first', { proxy: { preserve_host: false } }), gw.dps);
 });
 
 test('CP killed (SIGKILL): both data planes keep serving their last snapshot', async () => {
@@ -107,6 +122,12 @@ test('CP killed (SIGKILL): both data planes keep serving their last snapshot', a
     await expectRouted(dp, '/first/b');
     const state = await dp.readyz();
     expect(state).toMatchObject({ status: 200, ready: true, version: versionBeforeRestart });
+  }
+  // "Indefinitely": still serving after several failed reconnect attempts (backoff max is 1 s here).
+  await new Promise((resolve) => setTimeout(resolve, 5_000));
+  for (const dp of gw.dps) {
+    await expectRouted(dp, '/first/b');
+    expect(await dp.readyz()).toMatchObject({ status: 200, ready: true, version: versionBeforeRestart });
   }
 });
 

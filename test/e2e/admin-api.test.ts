@@ -10,6 +10,7 @@ import { createAdminClient, type AdminClient, type AdminResponse } from '../help
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { proxyDefaults } from '../helpers/proxy-defaults.js';
 
 let cp: ControlPlane;
 let admin: AdminClient;
@@ -173,12 +174,7 @@ describe('create and read', () => {
       plugins: [],
       proxy: {
         listen_path: '/defaults/*',
-        methods: ['ALL'],
-        strip_path: false,
-        append_path: false,
-        preserve_host: false,
-        insecure_skip_verify: false,
-        forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+        ...proxyDefaults(),
         upstreams: { balancing: 'roundrobin', targets: [{ target: TARGET }] },
       },
     });

@@ -19,6 +19,7 @@ import { createSnapshotServer, type SnapshotServer } from '../grpc/snapshot-serv
 import { createControlPlaneMetrics } from '../metrics/control-plane-metrics.js';
 import { ADMIN_TOKEN_AUDIENCE, ADMIN_TOKEN_ISSUER, createAdminAuth } from './admin-auth.js';
 import { createAdminApp } from './app.js';
+import { proxyDefaults } from '../../../test/helpers/proxy-defaults.js';
 
 const logger = createLogger('control-plane', 'silent');
 const proto = loadGatehouseProto();
@@ -228,12 +229,7 @@ describe('/apis', () => {
       proxy: {
         listen_path: '/users/*',
         upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000', weight: 1 }] },
-        methods: ['ALL'],
-        strip_path: false,
-        append_path: false,
-        preserve_host: false,
-        insecure_skip_verify: false,
-        forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+        ...proxyDefaults(),
       },
       plugins: [],
     });

@@ -1,4 +1,3 @@
-import { GatehouseError } from '../errors.js';
 import type { ApiDefinition, OAuthServerDefinition, ProxyDefinition } from '../definition/types.js';
 import {
   compileApi,
@@ -9,17 +8,14 @@ import {
   compileTarget,
   routeConflictKey,
 } from './index.js';
+import { proxyDefaults } from '../../../test/helpers/proxy-defaults.js';
+import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 
 function proxy(o: Partial<ProxyDefinition> & { target?: string } = {}): ProxyDefinition {
   const { target, ...rest } = o;
   return {
     upstreams: { balancing: 'roundrobin', targets: [{ target: target ?? 'http://u' }] },
-    methods: ['ALL'],
-    strip_path: false,
-    append_path: false,
-    preserve_host: false,
-    insecure_skip_verify: false,
-    forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+    ...proxyDefaults(),
     ...rest,
   };
 }
@@ -42,16 +38,6 @@ function server(name: string, endpoints: Partial<Record<'token' | 'authorize' | 
   };
 }
 
-/** The error a call throws, for asserting on code, field and message together. */
-function errorOf(fn: () => unknown): GatehouseError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof GatehouseError) return err;
-    throw err;
-  }
-  throw new Error('expected a GatehouseError');
-}
 
 describe('listen_path matching', () => {
   test.each<[string, string, string, { params: Record<string, string>; matched: string } | null]>([
@@ -121,13 +107,13 @@ describe('listen_path compile errors', () => {
     ['empty segment', '/a//b', /^proxy\.listen_path must not contain empty segments/],
     ['dot-dot segment', '/a/../b/*', /^proxy\.listen_path must not contain \. or \.\. segments$/],
   ])('%s: %s', (_name, source, message) => {
-    const err = errorOf(() => compileListenPath(source));
+    const err = gatehouseErrorOf(() => compileListenPath(source));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.listen_path', status: 400 });
     expect(err.message).toMatch(message);
   });
 
   test('field path of an OAuth endpoint', () => {
-    const err = errorOf(() => compileListenPath('/x/{', 'oauth_endpoints.token.listen_path'));
+    const err = gatehouseErrorOf(() => compileListenPath('/x/{', 'oauth_endpoints.token.listen_path'));
     expect(err.field).toBe('oauth_endpoints.token.listen_path');
     expect(err.message).toMatch(/^oauth_endpoints\.token\.listen_path has an unclosed \{/);
   });
@@ -144,7 +130,7 @@ describe('target validation', () => {
     ['empty', '', [], 'proxy.upstreams.targets[0].target is required'],
     ['user info', 'http://user:pw@u', [], 'proxy.upstreams.targets[0].target must not contain user info'],
   ])('%s', (_name, template, params, message) => {
-    const err = errorOf(() => compileTarget(template, params, 'proxy.upstreams.targets[0].target'));
+    const err = gatehouseErrorOf(() => compileTarget(template, params, 'proxy.upstreams.targets[0].target'));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.upstreams.targets[0].target', message });
   });
 
@@ -163,7 +149,7 @@ describe('target validation', () => {
   });
 
   test('index and field of a later target', () => {
-    const err = errorOf(() =>
+    const err = gatehouseErrorOf(() =>
       compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }, { target: 'nope' }] } } })),
     );
     expect(err).toMatchObject({ field: 'proxy.upstreams.targets[1].target', message: 'proxy.upstreams.targets[1].target is not a valid URL' });
@@ -214,7 +200,7 @@ describe('compileApi', () => {
     ['bad listen_path', api({ proxy: { listen_path: 'x' } }), 'proxy.listen_path', 'proxy.listen_path must start with /'],
     ['target param missing from listen_path', api({ proxy: { listen_path: '/a/*', target: 'http://{svc}' } }), 'proxy.upstreams.targets[0].target', 'proxy.upstreams.targets[0].target uses {svc} which is not defined in proxy.listen_path'],
   ])('error: %s', (_name, def, field, message) => {
-    const err = errorOf(() => compileApi(def));
+    const err = gatehouseErrorOf(() => compileApi(def));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field });
     expect(err.message.startsWith(message)).toBe(true);
   });
@@ -241,7 +227,7 @@ describe('host patterns', () => {
     ['slash', 'a.com/x', null],
   ])('%s: %s', (_name, pattern, expected) => {
     if (expected === null) {
-      expect(errorOf(() => compileHostPattern(pattern, 'hosts[0]'))).toMatchObject({ code: 'VALIDATION_FAILED', field: 'hosts[0]' });
+      expect(gatehouseErrorOf(() => compileHostPattern(pattern, 'hosts[0]'))).toMatchObject({ code: 'VALIDATION_FAILED', field: 'hosts[0]' });
     } else {
       expect(compileHostPattern(pattern, 'hosts[0]')).toBe(expected);
     }
@@ -269,7 +255,7 @@ describe('compileOAuthServer', () => {
 
   test('jwt key errors name token_strategy.settings[i]', () => {
     const def: OAuthServerDefinition = { ...server('j'), token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: '' }], leeway: 0 } };
-    expect(errorOf(() => compileOAuthServer(def))).toMatchObject({ code: 'VALIDATION_FAILED', field: 'token_strategy.settings[0].key' });
+    expect(gatehouseErrorOf(() => compileOAuthServer(def))).toMatchObject({ code: 'VALIDATION_FAILED', field: 'token_strategy.settings[0].key' });
   });
 
   test.each<[string, OAuthServerDefinition, string, string]>([
@@ -292,7 +278,7 @@ describe('compileOAuthServer', () => {
       'oauth_endpoints.token.upstreams.targets[0].target uses {x} which is not defined in oauth_endpoints.token.listen_path',
     ],
   ])('error: %s', (_name, def, field, message) => {
-    const err = errorOf(() => compileOAuthServer(def));
+    const err = gatehouseErrorOf(() => compileOAuthServer(def));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field });
     expect(err.message.startsWith(message)).toBe(true);
   });
@@ -309,7 +295,7 @@ describe('compileDefinitions', () => {
   });
 
   test('inactive APIs are still validated', () => {
-    const err = errorOf(() => compileDefinitions({ apis: [api({ active: false, proxy: { listen_path: '/{' } })], oauthServers: [] }));
+    const err = gatehouseErrorOf(() => compileDefinitions({ apis: [api({ active: false, proxy: { listen_path: '/{' } })], oauthServers: [] }));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.listen_path' });
   });
 
@@ -319,7 +305,7 @@ describe('compileDefinitions', () => {
     ['plugin on an inactive API', true, false],
   ])('oauth2 naming a missing server is refused: %s', (_name, enabled, active) => {
     const def = api({ active, plugins: [{ name: 'oauth2', enabled, config: { server_name: 'x' } }] });
-    const err = errorOf(() => compileDefinitions({ apis: [def], oauthServers: [server('auth')] }));
+    const err = gatehouseErrorOf(() => compileDefinitions({ apis: [def], oauthServers: [server('auth')] }));
     expect(err).toMatchObject({
       code: 'VALIDATION_FAILED',
       field: 'plugins[0].config.server_name',
@@ -337,7 +323,7 @@ describe('compileDefinitions', () => {
     ['duplicate API names', () => compileDefinitions({ apis: [api(), api()], oauthServers: [] })],
     ['duplicate server names', () => compileDefinitions({ apis: [], oauthServers: [server('s'), server('s')] })],
   ])('%s are refused', (_name, fn) => {
-    expect(errorOf(fn)).toMatchObject({ code: 'VALIDATION_FAILED', field: 'name' });
+    expect(gatehouseErrorOf(fn)).toMatchObject({ code: 'VALIDATION_FAILED', field: 'name' });
   });
 });
 

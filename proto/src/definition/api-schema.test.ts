@@ -1,5 +1,6 @@
-import { GatehouseError } from '../errors.js';
 import { mergePatch, parseApiDefinition } from './index.js';
+import { proxyDefaults } from '../../../test/helpers/proxy-defaults.js';
+import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 
 const VALID = {
   name: 'example',
@@ -8,15 +9,7 @@ const VALID = {
 const TARGETS = VALID.proxy.upstreams;
 const withPatch = (patch: object) => mergePatch(VALID, patch);
 
-function errorOf(raw: unknown): GatehouseError {
-  try {
-    parseApiDefinition(raw);
-  } catch (err) {
-    if (err instanceof GatehouseError) return err;
-    throw err;
-  }
-  throw new Error('expected a validation error');
-}
+const errorOf = (raw: unknown) => gatehouseErrorOf(() => parseApiDefinition(raw));
 
 test.each([
   ['not an object: array', [], 'definition must be a JSON object', undefined],
@@ -98,12 +91,7 @@ test('fills every default', () => {
     proxy: {
       listen_path: '/example/*',
       upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://localhost:9000', weight: 1 }] },
-      methods: ['ALL'],
-      strip_path: false,
-      append_path: false,
-      preserve_host: false,
-      insecure_skip_verify: false,
-      forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+      ...proxyDefaults(),
     },
     plugins: [],
   });

@@ -1,5 +1,6 @@
-import { GatehouseError } from '../errors.js';
 import { mergePatch, parseOAuthServer } from './index.js';
+import { proxyDefaults } from '../../../test/helpers/proxy-defaults.js';
+import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 
 const ENDPOINT = { listen_path: '/auth/token', upstreams: { targets: [{ target: 'http://auth:9000/token' }] } };
 const VALID = {
@@ -10,15 +11,7 @@ const VALID = {
 const withPatch = (patch: object) => mergePatch(VALID, patch);
 const ALGS = 'HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384';
 
-function errorOf(raw: unknown): GatehouseError {
-  try {
-    parseOAuthServer(raw);
-  } catch (err) {
-    if (err instanceof GatehouseError) return err;
-    throw err;
-  }
-  throw new Error('expected a validation error');
-}
+const errorOf = (raw: unknown) => gatehouseErrorOf(() => parseOAuthServer(raw));
 
 test.each([
   ['not an object', [1], 'definition must be a JSON object'],
@@ -61,12 +54,7 @@ test.each([
 const DEFAULTED_ENDPOINT = {
   listen_path: '/auth/token',
   upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://auth:9000/token', weight: 1 }] },
-  methods: ['ALL'],
-  strip_path: false,
-  append_path: false,
-  preserve_host: false,
-  insecure_skip_verify: false,
-  forwarding_timeouts: { dial_timeout: '30s', response_header_timeout: '60s' },
+  ...proxyDefaults(),
 };
 
 test('fills endpoint defaults exactly like an API proxy, and leeway 0', () => {

@@ -15,7 +15,7 @@ import {
   type OAuthServerDefinition,
 } from '#proto/definition/index';
 import { isPlainObject } from '#proto/definition/field-path';
-import { compileDefinitions, routeConflictKey, type CompiledRoute } from '#proto/compile/index';
+import { compileDefinitions, type DefinitionKindName } from '#proto/compile/index';
 
 export interface WriteResult<T> {
   defs: Definitions;
@@ -49,9 +49,8 @@ export interface DefinitionKind<T extends { name: string }> {
   parse(raw: unknown): T;
   notFound: ErrorReply;
   nameTaken: ErrorReply;
-  /** The kind of the routes this definition compiles to, and the 409 message when one collides. */
-  routeKind: CompiledRoute['kind'];
-  listenPathTaken: string;
+  /** How compileDefinitions names this kind in its verdicts. */
+  compileKind: DefinitionKindName;
   /** Rejects a delete the rest of the configuration still depends on. */
   checkDelete?(defs: Definitions, name: string): void;
 }
@@ -62,8 +61,7 @@ export const apiKind: DefinitionKind<ApiDefinition> = {
   parse: parseApiDefinition,
   notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
   nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
-  routeKind: 'api',
-  listenPathTaken: 'api listen path is already registered',
+  compileKind: 'api',
 };
 
 export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
@@ -72,8 +70,7 @@ export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
   parse: parseOAuthServer,
   notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
   nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
-  routeKind: 'oauth-endpoint',
-  listenPathTaken: 'oauth endpoint listen path is already registered',
+  compileKind: 'oauth-server',
   checkDelete(defs, name) {
     const user = defs.apis.find((a) => a.plugins.some((p) => p.name === 'oauth2' && p.config.server_name === name));
     if (user) {
@@ -83,19 +80,17 @@ export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
 };
 
 /**
- * Compiles the whole candidate (any error → 400) and rejects it when a route of the written
- * definition has the same conflict key as a route of anything else. Inactive APIs count too:
- * they can be activated later by a PUT that changes nothing else.
+ * Compiles the whole candidate with the written definition ranked last, so that when it collides
+ * with anything (name, or a route with the same listen_path + hosts + methods, inactive APIs
+ * included: they can be activated later by a PUT that changes nothing else) it is the one refused.
+ * Other definitions' verdicts are not this write's business (the Kubernetes store may hold CRs
+ * that were rejected before).
  */
 function check<T extends { name: string }>(candidate: Definitions, kind: DefinitionKind<T>, name: string): Definitions {
-  const compiled = compileDefinitions(candidate);
-  const routes = [...compiled.routes, ...compiled.inactiveRoutes];
-  const isOwn = (r: CompiledRoute) => r.kind === kind.routeKind && r.name === name;
-  const ownKeys = new Set(routes.filter(isOwn).map(routeConflictKey));
-  if (ownKeys.size === 0) return candidate;
-  if (routes.some((r) => !isOwn(r) && ownKeys.has(routeConflictKey(r)))) {
-    throw new GatehouseError('API_LISTEN_PATH_TAKEN', kind.listenPathTaken);
-  }
+  const isOwn = (k: DefinitionKindName, n: string) => k === kind.compileKind && n === name;
+  const compiled = compileDefinitions(candidate, { rank: (k, n) => (isOwn(k, n) ? 1 : 0) });
+  const own = compiled.rejected.find((r) => isOwn(r.kind, r.name));
+  if (own) throw own.error;
   return candidate;
 }
 

@@ -3,7 +3,7 @@
  * holder; the snapshot client (and the cold-start cache) apply messages to it; every proxied
  * request reads `current()` once and uses that object to the end, so it never sees half of one.
  */
-import { compileDefinitions } from '#proto/compile/index';
+import { compileAllOrThrow } from '#proto/compile/index';
 import { parseDuration } from '#proto/duration';
 import { fromSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -76,7 +76,8 @@ export function createSnapshotHolder(deps: {
 
   function build(message: SnapshotMessage): AppliedSnapshot {
     const { version, hash, defs } = fromSnapshotMessage(message);
-    const compiled = compileDefinitions(defs);
+    // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
+    const compiled = compileAllOrThrow(defs);
     const table = buildRoutingTable(compiled.routes);
     const authorizer = createAuthorizer({ servers: compiled.oauthServers, tokenStore: deps.tokenStore, now: deps.now, logger: deps.logger });
     const upstreams = new Map<string, RouteUpstream>();

@@ -1,7 +1,9 @@
 import type { ApiDefinition, OAuthServerDefinition, ProxyDefinition } from '../definition/types.js';
 import {
   compileApi,
+  compileAllOrThrow,
   compileDefinitions,
+  type CompiledConfig,
   compileHostPattern,
   compileListenPath,
   compileOAuthServer,
@@ -295,8 +297,55 @@ describe('compileDefinitions', () => {
   });
 
   test('inactive APIs are still validated', () => {
-    const err = gatehouseErrorOf(() => compileDefinitions({ apis: [api({ active: false, proxy: { listen_path: '/{' } })], oauthServers: [] }));
+    const { rejected } = compileDefinitions({ apis: [api({ active: false, proxy: { listen_path: '/{' } })], oauthServers: [] });
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]).toMatchObject({ kind: 'api', name: 'a', error: { code: 'VALIDATION_FAILED', field: 'proxy.listen_path' } });
+  });
+
+  test('a bad definition is rejected on its own; the others are compiled', () => {
+    const config = compileDefinitions({
+      apis: [api({ name: 'bad', proxy: { listen_path: '/bad/{' } }), api({ name: 'good', proxy: { listen_path: '/good/*' } })],
+      oauthServers: [server('auth')],
+    });
+    expect(config.routes.map((r) => r.id)).toEqual(['api:good', 'oauth:auth:token']);
+    expect(config.rejected.map((r) => [r.kind, r.name, r.error.field])).toEqual([['api', 'bad', 'proxy.listen_path']]);
+  });
+
+  test('an API referencing a rejected server is rejected too', () => {
+    const bad = server('auth');
+    const broken = { ...bad, oauth_endpoints: { token: { ...bad.oauth_endpoints.token, listen_path: '/t/{' } } };
+    const def = api({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'auth' } }] });
+    const { routes, rejected } = compileDefinitions({ apis: [def], oauthServers: [broken] });
+    expect(routes).toEqual([]);
+    expect(rejected.map((r) => `${r.kind}:${r.name}:${r.error.field}`)).toEqual([
+      'oauth-server:auth:oauth_endpoints.token.listen_path',
+      'api:a:plugins[0].config.server_name',
+    ]);
+  });
+
+  test.each<[string, (kind: string, name: string) => number, string]>([
+    ['list order without ranks', () => 0, 'second'],
+    ['the higher rank loses', (_k, name) => (name === 'first' ? 1 : 0), 'first'],
+  ])('route conflict: %s', (_name, rank, loser) => {
+    const config = compileDefinitions(
+      { apis: [api({ name: 'first' }), api({ name: 'second', hosts: [] })], oauthServers: [] },
+      { rank },
+    );
+    expect(config.rejected).toHaveLength(1);
+    expect(config.rejected[0]).toMatchObject({ name: loser, error: { code: 'API_LISTEN_PATH_TAKEN', message: 'api listen path is already registered' } });
+    expect(config.routes.map((r) => r.name)).toEqual([loser === 'first' ? 'second' : 'first']);
+  });
+
+  test('an inactive API keeps its route key against an active one', () => {
+    const config = compileDefinitions({ apis: [api({ name: 'off', active: false }), api({ name: 'on' })], oauthServers: [] });
+    expect(config.rejected.map((r) => r.name)).toEqual(['on']);
+    expect(config.routes).toEqual([]);
+  });
+
+  test('compileAllOrThrow names the rejected definition', () => {
+    const err = gatehouseErrorOf(() => compileAllOrThrow({ apis: [api({ name: 'x', proxy: { listen_path: '/{' } })], oauthServers: [] }));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field: 'proxy.listen_path' });
+    expect(err.message.startsWith('api "x": proxy.listen_path')).toBe(true);
   });
 
   test.each<[string, boolean, boolean]>([
@@ -305,8 +354,9 @@ describe('compileDefinitions', () => {
     ['plugin on an inactive API', true, false],
   ])('oauth2 naming a missing server is refused: %s', (_name, enabled, active) => {
     const def = api({ active, plugins: [{ name: 'oauth2', enabled, config: { server_name: 'x' } }] });
-    const err = gatehouseErrorOf(() => compileDefinitions({ apis: [def], oauthServers: [server('auth')] }));
-    expect(err).toMatchObject({
+    const { rejected } = compileDefinitions({ apis: [def], oauthServers: [server('auth')] });
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0].error).toMatchObject({
       code: 'VALIDATION_FAILED',
       field: 'plugins[0].config.server_name',
       message: 'plugins[0].config.server_name: oauth server "x" not found',
@@ -319,11 +369,13 @@ describe('compileDefinitions', () => {
     expect(config.routes[0].oauth2).toEqual({ serverName: 'auth' });
   });
 
-  test.each<[string, () => unknown]>([
-    ['duplicate API names', () => compileDefinitions({ apis: [api(), api()], oauthServers: [] })],
+  test.each<[string, () => CompiledConfig]>([
+    ['duplicate API names', () => compileDefinitions({ apis: [api(), api({ proxy: { listen_path: '/other/*' } })], oauthServers: [] })],
     ['duplicate server names', () => compileDefinitions({ apis: [], oauthServers: [server('s'), server('s')] })],
-  ])('%s are refused', (_name, fn) => {
-    expect(gatehouseErrorOf(fn)).toMatchObject({ code: 'VALIDATION_FAILED', field: 'name' });
+  ])('%s: the second is refused', (_name, fn) => {
+    const { rejected } = fn();
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0].error).toMatchObject({ code: 'VALIDATION_FAILED', field: 'name' });
   });
 });
 

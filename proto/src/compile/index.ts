@@ -6,6 +6,7 @@
 import type { KeyObject } from 'node:crypto';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import { HTTP_TOKEN } from '../definition/proxy-schema.js';
+import { GatehouseError } from '../errors.js';
 import { fieldError } from '../definition/field-path.js';
 import type {
   ApiDefinition,
@@ -92,12 +93,32 @@ export interface CompiledOAuthServer {
   jwtKeys: CompiledJwtKey[];
 }
 
+/** A definition left out of the configuration, with the field-named reason (the admin API's 400/409). */
+export interface Rejection {
+  kind: DefinitionKindName;
+  name: string;
+  error: GatehouseError;
+}
+
+export type DefinitionKindName = 'api' | 'oauth-server';
+
 export interface CompiledConfig {
-  /** Active API routes and OAuth endpoint routes. */
+  /** Active API routes and OAuth endpoint routes of the accepted definitions. */
   routes: CompiledRoute[];
-  /** Routes of inactive APIs: never matched, but the admin API checks them for listen-path conflicts. */
+  /** Routes of inactive APIs: never matched, but they keep their listen path (conflicts). */
   inactiveRoutes: CompiledRoute[];
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
+  /** Definitions left out, each with its reason; empty for a consistent configuration. */
+  rejected: Rejection[];
+}
+
+export interface CompileOptions {
+  /**
+   * Which of two definitions keeps a contested name or route: the lower rank wins (ties: list
+   * order). The Kubernetes store ranks by creation time (older wins, Gateway API style); the admin
+   * API ranks the definition being written last, so the write is what gets refused.
+   */
+  rank?(kind: DefinitionKindName, name: string): number;
 }
 
 function invalid(field: string, message: string): never {
@@ -189,28 +210,101 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
   return { definition: server, routes, jwtKeys };
 }
 
+interface Candidate {
+  kind: DefinitionKindName;
+  name: string;
+  rank: number;
+  /** Active and inactive routes (an inactive API keeps its listen path). */
+  routes: CompiledRoute[];
+  api?: ApiDefinition;
+  server?: CompiledOAuthServer;
+}
+
+const takenMessage: Record<DefinitionKindName, string> = {
+  api: 'api listen path is already registered',
+  'oauth-server': 'oauth endpoint listen path is already registered',
+};
+
 /**
- * Whole-configuration compile: every definition plus cross-references (oauth2 → existing server).
- * Inactive APIs are compiled too (validation is complete); their routes go to inactiveRoutes, never routes.
+ * Whole-configuration compile with a verdict per definition: each one is compiled on its own (a
+ * bad one never blocks the others), then, in rank order, names must be unique and no two
+ * definitions may share a route key (routeConflictKey); last, every oauth2 plugin must name an
+ * accepted server. Inactive APIs are compiled and keep their routes for the conflict check, but
+ * only active ones are routed.
  */
-export function compileDefinitions(defs: Definitions): CompiledConfig {
-  const oauthServers = new Map<string, CompiledOAuthServer>();
+export function compileDefinitions(defs: Definitions, options: CompileOptions = {}): CompiledConfig {
+  const rankOf = options.rank ?? (() => 0);
+  const rejected: Rejection[] = [];
+  const reject = (c: { kind: DefinitionKindName; name: string }, error: unknown) => {
+    if (!(error instanceof GatehouseError)) throw error;
+    rejected.push({ kind: c.kind, name: c.name, error });
+  };
+
+  const candidates: Candidate[] = [];
+  const attempt = (kind: DefinitionKindName, name: string, build: () => Omit<Candidate, 'kind' | 'name' | 'rank'>) => {
+    try {
+      candidates.push({ kind, name, rank: rankOf(kind, name), ...build() });
+    } catch (err) {
+      reject({ kind, name }, err);
+    }
+  };
   for (const server of defs.oauthServers) {
-    if (oauthServers.has(server.name)) invalid('name', `: oauth server "${server.name}" is defined more than once`);
-    oauthServers.set(server.name, compileOAuthServer(server));
+    attempt('oauth-server', server.name, () => {
+      const compiled = compileOAuthServer(server);
+      return { routes: compiled.routes, server: compiled };
+    });
   }
+  for (const api of defs.apis) attempt('api', api.name, () => ({ routes: [compileApi(api)], api }));
+  // Stable: equal ranks keep list order (servers first, as the router and the old rule had them).
+  candidates.sort((a, b) => a.rank - b.rank);
+
+  const names = new Set<string>();
+  const routeOwners = new Map<string, Candidate>();
+  const survivors = candidates.filter((c) => {
+    const nameKey = `${c.kind}:${c.name}`;
+    if (names.has(nameKey)) {
+      const what = c.kind === 'api' ? 'api' : 'oauth server';
+      reject(c, fieldError('name', `: ${what} "${c.name}" is defined more than once`));
+      return false;
+    }
+    names.add(nameKey);
+    const keys = new Set(c.routes.map(routeConflictKey));
+    for (const key of keys) {
+      if (routeOwners.has(key)) {
+        reject(c, new GatehouseError('API_LISTEN_PATH_TAKEN', takenMessage[c.kind]));
+        return false;
+      }
+    }
+    for (const key of keys) routeOwners.set(key, c);
+    return true;
+  });
+
+  const oauthServers = new Map<string, CompiledOAuthServer>();
+  for (const c of survivors) if (c.server) oauthServers.set(c.name, c.server);
   const routes: CompiledRoute[] = [];
   const inactiveRoutes: CompiledRoute[] = [];
-  const apiNames = new Set<string>();
-  for (const api of defs.apis) {
-    if (apiNames.has(api.name)) invalid('name', `: api "${api.name}" is defined more than once`);
-    apiNames.add(api.name);
-    const route = compileApi(api);
-    checkPluginReferences(api, oauthServers);
-    (api.active ? routes : inactiveRoutes).push(route);
+  for (const c of survivors) {
+    if (!c.api) continue;
+    try {
+      checkPluginReferences(c.api, oauthServers);
+    } catch (err) {
+      reject(c, err);
+      continue;
+    }
+    (c.api.active ? routes : inactiveRoutes).push(...c.routes);
   }
   for (const server of oauthServers.values()) routes.push(...server.routes);
-  return { routes, inactiveRoutes, oauthServers };
+  return { routes, inactiveRoutes, oauthServers, rejected };
+}
+
+/** For a configuration that must be whole (a data plane applying a snapshot): the first rejection is thrown. */
+export function compileAllOrThrow(defs: Definitions): CompiledConfig {
+  const compiled = compileDefinitions(defs);
+  if (compiled.rejected.length > 0) {
+    const { kind, name, error } = compiled.rejected[0];
+    throw new GatehouseError(error.code, `${kind} "${name}": ${error.message}`, { field: error.field, cause: error });
+  }
+  return compiled;
 }
 
 /** Every oauth2 plugin, enabled or not, must name an existing OAuth server. */

@@ -27,7 +27,7 @@ const pluginSchema = z.object({
   config: z.object({ server_name: z.string().min(1, 'is required') }).prefault({} as never),
 });
 
-const apiSchema = z.object({
+export const apiSchema = z.object({
   name: nameSchema,
   active: z.boolean().default(true),
   hosts: z.array(hostSchema).optional(),

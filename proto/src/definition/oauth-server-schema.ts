@@ -18,7 +18,7 @@ const leewayError = `must be an integer from 0 to ${MAX_LEEWAY_SECONDS}`;
 const ttlError = 'must be a positive integer (seconds)';
 const algError = `must be one of ${JWT_ALGS.join(', ')}`;
 
-const serverSchema = z.object({
+export const serverSchema = z.object({
   name: nameSchema,
   // prefault: a missing oauth_endpoints reports `oauth_endpoints.token is required`.
   oauth_endpoints: z

@@ -1,0 +1,179 @@
+/**
+ * The two CustomResourceDefinitions, generated from the zod schemas the admin API validates with
+ * (one source of truth). `scripts/generate-crds.mjs` writes them to deploy/crds/ and the chart's
+ * crds/; a test fails when the committed YAML differs from what this module generates.
+ *
+ * zod's JSON Schema is made structural (what the apiserver requires): no `$schema`, no `default`
+ * (the CP fills defaults when it reads a CR, so a CR keeps what its author wrote), no
+ * `additionalProperties` (unknown fields are pruned, as the admin API drops them), and a member zod
+ * cannot describe (`token_strategy.settings`: an object or an array) keeps any value through
+ * `x-kubernetes-preserve-unknown-fields`. Patterns are rewritten for Go's RE2 (`\uXXXX` → `\x{XXXX}`).
+ */
+import { dumpYaml } from '@kubernetes/client-node';
+import { z } from 'zod';
+import { apiSchema } from '#proto/definition/api-schema';
+import { serverSchema } from '#proto/definition/oauth-server-schema';
+
+export const GROUP = 'gatehouse.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+export interface ResourceKind {
+  kind: 'ApiDefinition' | 'OAuthServer';
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  /** Printer columns after the kind's own: Accepted, Programmed, Age. */
+  columns: Array<{ name: string; jsonPath: string }>;
+  schema: z.ZodType;
+}
+
+export const API_DEFINITION: ResourceKind = {
+  kind: 'ApiDefinition',
+  plural: 'apidefinitions',
+  singular: 'apidefinition',
+  shortNames: ['ghapi'],
+  columns: [
+    { name: 'Listen Path', jsonPath: '.spec.proxy.listen_path' },
+    { name: 'Targets', jsonPath: '.spec.proxy.upstreams.targets[*].target' },
+  ],
+  schema: apiSchema,
+};
+
+export const OAUTH_SERVER: ResourceKind = {
+  kind: 'OAuthServer',
+  plural: 'oauthservers',
+  singular: 'oauthserver',
+  shortNames: ['ghoauth'],
+  columns: [
+    { name: 'Token Path', jsonPath: '.spec.oauth_endpoints.token.listen_path' },
+    { name: 'Strategy', jsonPath: '.spec.token_strategy.name' },
+  ],
+  schema: serverSchema,
+};
+
+export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER] as const;
+
+type JsonSchema = Record<string, unknown>;
+
+/** JSON Schema (zod's output) → Kubernetes structural schema, recursively. */
+export function structural(schema: JsonSchema): JsonSchema {
+  const keys = Object.keys(schema).filter((k) => !['$schema', 'default', 'additionalProperties'].includes(k));
+  if (keys.length === 0) return { 'x-kubernetes-preserve-unknown-fields': true };
+  const out: JsonSchema = {};
+  for (const key of keys) {
+    const value = schema[key];
+    if (key === 'properties') {
+      out.properties = Object.fromEntries(Object.entries(value as Record<string, JsonSchema>).map(([k, v]) => [k, structural(v)]));
+    } else if (key === 'items') {
+      out.items = structural(value as JsonSchema);
+    } else if (key === 'pattern') {
+      out.pattern = (value as string).replace(/\\u([0-9a-fA-F]{4})/g, '\\x{$1}');
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+/** metav1.Condition, as Gateway API resources declare it. */
+const CONDITION_SCHEMA = {
+  type: 'object',
+  required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
+  properties: {
+    type: { type: 'string', maxLength: 316 },
+    status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+    observedGeneration: { type: 'integer', format: 'int64', minimum: 0 },
+    lastTransitionTime: { type: 'string', format: 'date-time' },
+    reason: { type: 'string', minLength: 1, maxLength: 1024 },
+    message: { type: 'string', maxLength: 32768 },
+  },
+};
+
+const STATUS_SCHEMA = {
+  type: 'object',
+  properties: {
+    conditions: {
+      type: 'array',
+      maxItems: 8,
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+      items: CONDITION_SCHEMA,
+    },
+    /** How many data planes serve this generation (ACKed) or refused it (NACKed), for kubectl -o yaml. */
+    dataPlanes: {
+      type: 'object',
+      properties: {
+        acked: { type: 'integer', minimum: 0 },
+        nacked: { type: 'integer', minimum: 0 },
+        connected: { type: 'integer', minimum: 0 },
+      },
+    },
+  },
+};
+
+export function customResourceDefinition(resource: ResourceKind): JsonSchema {
+  const spec = structural(z.toJSONSchema(resource.schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema);
+  // spec.name may be left out: the CP then uses metadata.name (README "Run on Kubernetes").
+  spec.required = (spec.required as string[]).filter((k) => k !== 'name');
+  const condition = (type: string) => `.status.conditions[?(@.type=="${type}")].status`;
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: {
+      name: `${resource.plural}.${GROUP}`,
+      labels: { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': 'crd' },
+    },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: resource.kind,
+        listKind: `${resource.kind}List`,
+        plural: resource.plural,
+        singular: resource.singular,
+        shortNames: resource.shortNames,
+        categories: ['gatehouse'],
+      },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            ...resource.columns.map((c) => ({ ...c, type: 'string' })),
+            { name: 'Accepted', type: 'string', jsonPath: condition('Accepted') },
+            { name: 'Programmed', type: 'string', jsonPath: condition('Programmed') },
+            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+          ],
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              description: `Gatehouse ${resource.kind}: spec is the admin API's definition (same fields, same validation).`,
+              required: ['spec'],
+              properties: {
+                apiVersion: { type: 'string' },
+                kind: { type: 'string' },
+                metadata: { type: 'object' },
+                spec: spec,
+                status: STATUS_SCHEMA,
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}
+
+/** File name of each CRD in deploy/crds/ and helm/gatehouse/crds/. */
+export function crdFileName(resource: ResourceKind): string {
+  return `${GROUP}_${resource.plural}.yaml`;
+}
+
+export const GENERATED_HEADER = '# Generated by `npm run generate` from the definition schemas (proto/src/definition). Do not edit.\n';
+
+export function crdYaml(resource: ResourceKind): string {
+  return GENERATED_HEADER + dumpYaml(customResourceDefinition(resource), { noRefs: true, lineWidth: 160 });
+}

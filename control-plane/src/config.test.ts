@@ -9,6 +9,7 @@ describe('loadConfig', () => {
       grpcHost: '0.0.0.0',
       grpcPort: 8082,
       store: 'file',
+      kubernetes: null,
       dataDir: resolve('./data'),
       adminUser: 'admin',
       adminPassword: undefined,
@@ -30,13 +31,24 @@ describe('loadConfig', () => {
     ['token ttl', { ADMIN_TOKEN_TTL: '1' }, { adminTokenTtlSeconds: 1 }],
     ['shutdown timeout', { SHUTDOWN_TIMEOUT: '250ms' }, { shutdownTimeoutMs: 250 }],
     ['data dir', { DATA_DIR: '/var/lib/gatehouse' }, { dataDir: '/var/lib/gatehouse', adminPasswordFile: '/var/lib/gatehouse/admin-password' }],
+    [
+      'kubernetes store defaults',
+      { STORE: 'kubernetes', POD_NAME: 'cp-0' },
+      { store: 'kubernetes', kubernetes: { namespace: undefined, leaderElection: true, leaseName: 'gatehouse-control-plane', leaseDurationMs: 15_000, identity: 'cp-0' } },
+    ],
+    [
+      'kubernetes store settings',
+      { STORE: 'kubernetes', GATEHOUSE_NAMESPACE: 'gw', LEADER_ELECTION: 'false', LEASE_NAME: 'l', LEASE_DURATION: '3s' },
+      { kubernetes: { namespace: 'gw', leaderElection: false, leaseName: 'l', leaseDurationMs: 3000 } },
+    ],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
 
   test.each<[string, NodeJS.ProcessEnv, string]>([
-    ['kubernetes store not yet supported', { STORE: 'kubernetes' }, 'STORE kubernetes is not yet supported'],
+    ['bad LEADER_ELECTION', { STORE: 'kubernetes', LEADER_ELECTION: 'yes' }, 'LEADER_ELECTION must be "true" or "false"'],
+    ['bad LEASE_DURATION', { STORE: 'kubernetes', LEASE_DURATION: 'long' }, 'LEASE_DURATION'],
     ['unknown store', { STORE: 'redis' }, 'STORE must be'],
     ['port out of range', { ADMIN_PORT: '70000' }, 'ADMIN_PORT'],
     ['port not a number', { GRPC_PORT: 'http' }, 'GRPC_PORT'],

@@ -2,6 +2,7 @@
  * Control-plane configuration from environment variables (SPEC §1 + process contract).
  * Read once by main.ts; everything else receives the resulting object.
  */
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { tryParseDuration } from '#proto/duration';
 import { GatehouseError } from '#proto/errors';
@@ -12,7 +13,9 @@ export interface ControlPlaneConfig {
   adminPort: number;
   grpcHost: string;
   grpcPort: number;
-  store: 'file';
+  store: 'file' | 'kubernetes';
+  /** STORE=kubernetes only. */
+  kubernetes: KubernetesConfig | null;
   dataDir: string;
   adminUser: string;
   /** Unset: generated once into `adminPasswordFile`. */
@@ -25,6 +28,17 @@ export interface ControlPlaneConfig {
   logLevel: string;
   shutdownTimeoutMs: number;
   grpcTls: TlsFiles | null;
+}
+
+export interface KubernetesConfig {
+  /** GATEHOUSE_NAMESPACE; unset = the pod's namespace (service-account mount), else `default`. */
+  namespace: string | undefined;
+  /** LEADER_ELECTION (default true): false = this replica writes status on its own. */
+  leaderElection: boolean;
+  leaseName: string;
+  leaseDurationMs: number;
+  /** POD_NAME, else hostname-pid: the Lease holder identity. */
+  identity: string;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -63,8 +77,19 @@ function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
 
 export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
   const store = env.STORE || 'file';
-  if (store === 'kubernetes') throw invalid('STORE', 'kubernetes is not yet supported; use STORE=file');
-  if (store !== 'file') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
+  if (store !== 'file' && store !== 'kubernetes') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
+  const leaderElection = env.LEADER_ELECTION || 'true';
+  if (leaderElection !== 'true' && leaderElection !== 'false') throw invalid('LEADER_ELECTION', 'must be "true" or "false"');
+  const kubernetes: KubernetesConfig | null =
+    store === 'kubernetes'
+      ? {
+          namespace: nonEmpty(env, 'GATEHOUSE_NAMESPACE'),
+          leaderElection: leaderElection === 'true',
+          leaseName: env.LEASE_NAME || 'gatehouse-control-plane',
+          leaseDurationMs: duration(env, 'LEASE_DURATION', '15s'),
+          identity: env.POD_NAME || `${hostname()}-${process.pid}`,
+        }
+      : null;
 
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw invalid('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
@@ -78,6 +103,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     grpcHost: env.GRPC_HOST || '0.0.0.0',
     grpcPort: port(env, 'GRPC_PORT', 8082),
     store,
+    kubernetes,
     dataDir,
     adminUser,
     adminPassword: nonEmpty(env, 'ADMIN_PASSWORD'),

@@ -1,6 +1,7 @@
 /**
  * Control plane entry: creates every instance and wires the pipeline
- *   admin REST (admin/) → store (store/) → snapshot builder (snapshot/) → gRPC stream (grpc/) → data planes
+ *   admin REST (admin/) → store (store/: file or Kubernetes CRs) → snapshot builder (snapshot/) → gRPC stream (grpc/) → data planes
+ * plus, with the Kubernetes store, the controller (controller/: leader election, CR status),
  * and shuts them down in reverse order on SIGTERM/SIGINT.
  */
 import { createServer } from 'node:http';
@@ -8,7 +9,9 @@ import { loadGatehouseProto, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { listen } from '#proto/listen';
 import { loadConfig, type ControlPlaneConfig } from './config.js';
-import { openFileStore } from './store/file-store.js';
+import { openStore } from './store/open-store.js';
+import { startController, type Controller } from './controller/index.js';
+import type { StreamCallbacks } from './grpc/snapshot-server.js';
 import { createSnapshotBuilder } from './snapshot/snapshot-builder.js';
 import { createSnapshotServer } from './grpc/snapshot-server.js';
 import { createControlPlaneMetrics } from './metrics/control-plane-metrics.js';
@@ -21,7 +24,8 @@ const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
 const ADMIN_HEADERS_TIMEOUT_MS = 10_000;
 
 async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
-  const store = await openFileStore({ dataDir: config.dataDir, logger });
+  const opened = await openStore(config, logger);
+  const store = opened.store;
   const secrets = await resolveAdminSecrets(config, logger);
   const proto = loadGatehouseProto();
   const snapshots = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, logger });
@@ -38,8 +42,12 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     wrapPush: proto.wrapPush,
     credentials: serverCredentials(config.grpcTls),
     logger,
-    callbacks: metrics.streamCallbacks,
+    callbacks: withDataPlaneChanges(metrics.streamCallbacks, () => controller?.dataPlanesChanged()),
   });
+  const controller: Controller | null =
+    opened.kind === 'kubernetes' && config.kubernetes
+      ? startController({ store: opened.store, kubeConfig: opened.kubeConfig, config: config.kubernetes, dataPlanes: () => grpcServer.dataPlanes(), logger })
+      : null;
   const grpcPort = await grpcServer.listen(config.grpcHost, config.grpcPort);
   logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null }, 'listening');
 
@@ -71,6 +79,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     const idleSweep = setInterval(() => http.closeIdleConnections(), 50);
     await httpClosed;
     clearInterval(idleSweep);
+    await controller?.close();
     await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
     snapshots.close();
     await store.close();
@@ -85,6 +94,23 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     });
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/** Every data-plane event also tells the controller (Programmed counts ACKs and NACKs). */
+function withDataPlaneChanges(callbacks: StreamCallbacks, changed: () => void): StreamCallbacks {
+  const also =
+    <A extends unknown[]>(fn?: (...args: A) => void) =>
+    (...args: A) => {
+      fn?.(...args);
+      changed();
+    };
+  return {
+    ...callbacks,
+    onConnect: also(callbacks.onConnect),
+    onDisconnect: also(callbacks.onDisconnect),
+    onAck: also(callbacks.onAck),
+    onNack: also(callbacks.onNack),
+  };
 }
 
 function fail(logger: Logger, err: unknown): never {

@@ -25,6 +25,7 @@ export const ERROR_TABLE = {
   OAUTH_SERVER_NOT_FOUND: { status: 404 },
   OAUTH_SERVER_NAME_TAKEN: { status: 409 },
   OAUTH_SERVER_IN_USE: { status: 409 },
+  STORE_CONFLICT: { status: 409 },
   STORE_UNAVAILABLE: { status: 503 },
   INTERNAL: { status: 500, gatewayBody: 'internal server error' },
   // proxy listener

@@ -1,0 +1,71 @@
+import { GatehouseError } from '#proto/errors';
+import { API_DEFINITION } from '../store/kubernetes/crds.js';
+import type { ResourceVerdict } from '../store/kubernetes/kubernetes-store.js';
+import { desiredStatus, statusUpdate, type DataPlaneView } from './status-controller.js';
+
+const AT = '2026-11-22T20:00:00Z';
+
+function verdict(o: Partial<ResourceVerdict> = {}): ResourceVerdict {
+  return { resource: API_DEFINITION, metadataName: 'a', uid: 'u', generation: 3, name: 'a', error: null, sinceRevision: 5, status: undefined, ...o };
+}
+
+const dp = (id: string, acked: number | null, nack?: { version: number; error: string }): DataPlaneView => ({
+  id,
+  last_ack: acked === null ? null : { version: acked },
+  last_nack: nack ?? null,
+});
+
+function condition(status: Record<string, unknown>, type: string) {
+  return (status.conditions as Array<Record<string, unknown>>).find((c) => c.type === type);
+}
+
+describe('desiredStatus', () => {
+  test.each<[string, Partial<ResourceVerdict>, DataPlaneView[], [string, string], [string, string], string]>([
+    ['all data planes ACKed this generation', {}, [dp('a', 5), dp('b', 6)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by 2 of 2'],
+    ['one has not ACKed it yet', {}, [dp('a', 5), dp('b', 4)], ['True', 'Accepted'], ['False', 'Pending'], '1 of 2 connected data planes serve generation 3'],
+    ['never ACKed anything', {}, [dp('a', null)], ['True', 'Accepted'], ['False', 'Pending'], '0 of 1'],
+    ['a NACK of a snapshot with it', {}, [dp('a', 4, { version: 5, error: 'boom' }), dp('b', 5)], ['True', 'Accepted'], ['False', 'Rejected'], '1 of 2 data planes rejected it: boom'],
+    ['a NACK older than the ACK does not count', {}, [dp('a', 6, { version: 5, error: 'old' })], ['True', 'Accepted'], ['True', 'Programmed'], 'served by 1 of 1'],
+    ['no data plane', {}, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane is connected'],
+    [
+      'invalid definition',
+      { error: new GatehouseError('VALIDATION_FAILED', 'proxy.listen_path must start with "/"', { field: 'proxy.listen_path' }), sinceRevision: null },
+      [dp('a', 9)],
+      ['False', 'Invalid'],
+      ['False', 'Invalid'],
+      'not accepted',
+    ],
+    ['route conflict', { error: new GatehouseError('API_LISTEN_PATH_TAKEN', 'api listen path is already registered'), sinceRevision: null }, [], ['False', 'Conflicted'], ['False', 'Invalid'], 'not accepted'],
+    ['name taken', { error: new GatehouseError('API_NAME_TAKEN', 'api name is already registered'), sinceRevision: null }, [], ['False', 'NameTaken'], ['False', 'Invalid'], 'not accepted'],
+  ])('%s', (_name, v, dps, accepted, programmed, programmedMessage) => {
+    const status = desiredStatus(verdict(v), dps, AT);
+    expect(condition(status, 'Accepted')).toMatchObject({ status: accepted[0], reason: accepted[1], observedGeneration: 3 });
+    expect(condition(status, 'Programmed')).toMatchObject({ status: programmed[0], reason: programmed[1], observedGeneration: 3 });
+    expect(condition(status, 'Programmed')!.message).toContain(programmedMessage);
+  });
+
+  test('the Accepted message of a rejected definition names the field', () => {
+    const error = new GatehouseError('VALIDATION_FAILED', 'proxy.upstreams.targets[0].target is not a valid URL', { field: 'proxy.upstreams.targets[0].target' });
+    expect(condition(desiredStatus(verdict({ error }), [], AT), 'Accepted')!.message).toBe('proxy.upstreams.targets[0].target is not a valid URL');
+  });
+});
+
+describe('statusUpdate', () => {
+  const desired = desiredStatus(verdict(), [dp('a', 5)], AT);
+
+  test('nothing to write when only lastTransitionTime would change (no write loop)', () => {
+    const later = desiredStatus(verdict(), [dp('a', 5)], '2026-11-22T21:00:00Z');
+    expect(statusUpdate(desired, later)).toBeNull();
+  });
+
+  test('a changed condition is written with a new lastTransitionTime; an unchanged one keeps its own', () => {
+    const next = desiredStatus(verdict(), [dp('a', 5), dp('b', 1)], '2026-11-22T21:00:00Z');
+    const update = statusUpdate(desired, next)!;
+    expect(condition(update, 'Accepted')!.lastTransitionTime).toBe(AT);
+    expect(condition(update, 'Programmed')).toMatchObject({ status: 'False', lastTransitionTime: '2026-11-22T21:00:00Z' });
+  });
+
+  test('a CR without status gets one', () => {
+    expect(statusUpdate(undefined, desired)).toEqual(desired);
+  });
+});

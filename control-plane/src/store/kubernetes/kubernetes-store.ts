@@ -1,0 +1,481 @@
+/**
+ * STORE=kubernetes: definitions are ApiDefinition / OAuthServer custom resources in one namespace.
+ *
+ *   informers (list+watch, both kinds) → cache → verdicts (parse + compileDefinitions, ranked by
+ *   creation time) → accepted Definitions → StoreState (revision moves only with the content hash)
+ *
+ * Admin writes are turned into creates / updates / deletes of CRs with resourceVersion
+ * preconditions (a lost race is a 409, never a silent overwrite), and resolve once this replica's
+ * informer has seen them (read-your-writes). A CR that fails validation is left out of the
+ * snapshot with its reason (the controller writes it to status); it never blocks the others.
+ * The revision is this replica's counter; the hash is the same on every replica for the same CRs.
+ */
+import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import { GatehouseError, type ErrorCode } from '#proto/errors';
+import {
+  parseApiDefinition,
+  parseOAuthServer,
+  type ApiDefinition,
+  type Definitions,
+  type OAuthServerDefinition,
+} from '#proto/definition/index';
+import { compileDefinitions, type DefinitionKindName } from '#proto/compile/index';
+import { definitionsHash } from '#proto/snapshot/codec';
+import type { Logger } from '#proto/logger';
+import type { DefinitionStore, Mutation, StoreListener, StoreState, UpdateResult } from '../index.js';
+import { API_DEFINITION, API_VERSION, GROUP, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
+import { metadataNameFor } from './resource-names.js';
+
+export interface CustomResource extends KubernetesObject {
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+/** One CR and what the CP made of it: the input of the controller's status. */
+export interface ResourceVerdict {
+  resource: ResourceKind;
+  metadataName: string;
+  uid: string;
+  generation: number;
+  /** The Janus name: spec.name, else metadata.name. */
+  name: string;
+  /** null = accepted (part of the snapshot). */
+  error: GatehouseError | null;
+  /** Accepted only: revision of the first snapshot that carried this generation. */
+  sinceRevision: number | null;
+  /** The CR's status as last seen (the controller writes only what differs). */
+  status: Record<string, unknown> | undefined;
+}
+
+export interface KubernetesStore extends DefinitionStore {
+  verdicts(): ResourceVerdict[];
+  /** Called after every pass over the cache (any CR event, status writes included). */
+  subscribeResources(listener: () => void): () => void;
+  /** Merge-patches the status subresource (never the spec, so it cannot change a snapshot). */
+  patchStatus(resource: ResourceKind, metadataName: string, status: Record<string, unknown>): Promise<void>;
+  readonly namespace: string;
+}
+
+export interface KubernetesStoreOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  logger: Logger;
+  /** How long an admin write waits for the informer to see it (default 10 s). */
+  observeTimeoutMs?: number;
+  /** First delay of the informer restart backoff (default 500 ms; capped at 30 s). */
+  retryBaseMs?: number;
+}
+
+interface Kind<T> {
+  resource: ResourceKind;
+  compileKind: DefinitionKindName;
+  parse(raw: unknown): T;
+  list(defs: Definitions): T[];
+  nameTaken: { code: ErrorCode; message: string };
+  notFound: { code: ErrorCode; message: string };
+}
+
+const KINDS = [
+  {
+    resource: API_DEFINITION,
+    compileKind: 'api',
+    parse: parseApiDefinition,
+    list: (defs) => defs.apis,
+    nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
+    notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
+  } satisfies Kind<ApiDefinition>,
+  {
+    resource: OAUTH_SERVER,
+    compileKind: 'oauth-server',
+    parse: parseOAuthServer,
+    list: (defs) => defs.oauthServers,
+    nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
+    notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
+  } satisfies Kind<OAuthServerDefinition>,
+] as const;
+
+type AnyKind = (typeof KINDS)[number];
+
+const FIRST_REVISION = 1;
+const RETRY_MAX_MS = 30_000;
+
+/** HTTP status of a client-node ApiException (or of a Status object in its body). */
+function httpStatusOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown; body?: { code?: unknown } };
+  for (const v of [e?.code, e?.statusCode, e?.body?.code]) if (typeof v === 'number') return v;
+  return undefined;
+}
+
+function reasonOf(err: unknown): string | undefined {
+  const body = (err as { body?: unknown })?.body;
+  const parsed = typeof body === 'string' ? (() => { try { return JSON.parse(body); } catch { return undefined; } })() : body;
+  return (parsed as { reason?: string } | undefined)?.reason;
+}
+
+function unavailable(message: string, cause?: unknown): GatehouseError {
+  return new GatehouseError('STORE_UNAVAILABLE', message, { cause });
+}
+
+export async function openKubernetesStore(options: KubernetesStoreOptions): Promise<KubernetesStore> {
+  const { kubeConfig, namespace, logger } = options;
+  const observeTimeoutMs = options.observeTimeoutMs ?? 10_000;
+  const retryBaseMs = options.retryBaseMs ?? 500;
+  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const path = (kind: AnyKind) => `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`;
+  const target = (kind: AnyKind) => ({ group: GROUP, version: VERSION, namespace, plural: kind.resource.plural });
+
+  let state: StoreState = Object.freeze({ revision: FIRST_REVISION, defs: { apis: [], oauthServers: [] }, hash: definitionsHash({ apis: [], oauthServers: [] }) });
+  let verdicts: ResourceVerdict[] = [];
+  /** Per CR uid: the generation last accepted and the revision that first carried it. */
+  const since = new Map<string, { generation: number; revision: number }>();
+  /** Parsed specs, per uid and generation (status writes change neither). */
+  const parsed = new Map<string, { generation: number; value: unknown; error: GatehouseError | null }>();
+  const listeners = new Set<StoreListener>();
+  const resourceListeners = new Set<() => void>();
+  const waiters = new Set<{ done: () => boolean; resolve: () => void }>();
+  let closed = false;
+  let rebuildQueued = false;
+  let tail: Promise<unknown> = Promise.resolve();
+
+  // ---- informers ---------------------------------------------------------------------------
+  const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
+  const health = new Map<AnyKind, { synced: boolean; failing: boolean; errors: number; retryMs: number; timer?: NodeJS.Timeout }>();
+
+  /** (Re)starts one informer: a list when it has no resourceVersion (first start, 410 Gone), else a watch from it. */
+  async function run(kind: AnyKind): Promise<void> {
+    const h = health.get(kind)!;
+    const errorsBefore = h.errors;
+    try {
+      await informers.get(kind)!.start();
+    } catch (err) {
+      onError(kind, err);
+      return;
+    }
+    if (h.errors === errorsBefore) {
+      h.failing = false;
+      h.retryMs = retryBaseMs;
+    }
+  }
+
+  function onError(kind: AnyKind, err: unknown): void {
+    const h = health.get(kind)!;
+    h.errors++;
+    h.failing = true;
+    if (closed || h.timer) return;
+    logger.warn({ err: String((err as Error)?.message ?? err), kind: kind.resource.kind, retryMs: h.retryMs }, 'kubernetes list/watch failed; retrying');
+    // The cache, and so the served snapshot, is kept while the apiserver is away.
+    h.timer = setTimeout(() => {
+      h.timer = undefined;
+      void run(kind);
+    }, h.retryMs);
+    h.retryMs = Math.min(h.retryMs * 2, RETRY_MAX_MS);
+  }
+
+  for (const kind of KINDS) {
+    health.set(kind, { synced: false, failing: false, errors: 0, retryMs: retryBaseMs });
+    const listFn = async () => {
+      const list = await api.listNamespacedCustomObject(target(kind));
+      // The informer replaces its cache right after this resolves: rebuild once it has.
+      setImmediate(() => {
+        health.get(kind)!.synced = true;
+        queueRebuild();
+      });
+      return list as never;
+    };
+    const informer = makeInformer<CustomResource>(kubeConfig, path(kind), listFn);
+    informer.on('add', queueRebuild);
+    informer.on('update', queueRebuild);
+    informer.on('delete', queueRebuild);
+    informer.on('error', (err: unknown) => onError(kind, err));
+    informers.set(kind, informer);
+  }
+
+  function queueRebuild(): void {
+    if (rebuildQueued || closed) return;
+    rebuildQueued = true;
+    setImmediate(() => {
+      rebuildQueued = false;
+      try {
+        rebuild();
+      } catch (err) {
+        logger.error({ err }, 'kubernetes store rebuild failed');
+      }
+      for (const w of waiters) {
+        if (w.done()) {
+          waiters.delete(w);
+          w.resolve();
+        }
+      }
+    });
+  }
+
+  function parseCached(kind: AnyKind, obj: CustomResource): { value: unknown; error: GatehouseError | null } {
+    const uid = obj.metadata?.uid ?? '';
+    const generation = obj.metadata?.generation ?? 0;
+    const hit = parsed.get(uid);
+    if (hit && hit.generation === generation) return hit;
+    let entry: { generation: number; value: unknown; error: GatehouseError | null };
+    try {
+      const spec = obj.spec ?? {};
+      entry = { generation, value: kind.parse({ ...spec, name: spec.name ?? obj.metadata?.name }), error: null };
+    } catch (err) {
+      if (!(err instanceof GatehouseError)) throw err;
+      entry = { generation, value: null, error: err };
+    }
+    parsed.set(uid, entry);
+    return entry;
+  }
+
+  /** Older CRs win contested names and routes (Gateway API's rule); ties by kind and name, so every replica agrees. */
+  function ranked(): Array<{ kind: AnyKind; obj: CustomResource }> {
+    const all = KINDS.flatMap((kind) => informers.get(kind)!.list(namespace).map((obj) => ({ kind, obj })));
+    const key = (e: { kind: AnyKind; obj: CustomResource }) => [String(e.obj.metadata?.creationTimestamp ?? ''), e.kind.resource.kind, e.obj.metadata?.name ?? ''];
+    return all.sort((a, b) => {
+      const ka = key(a);
+      const kb = key(b);
+      for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i] < kb[i] ? -1 : 1;
+      return 0;
+    });
+  }
+
+  function rebuild(): void {
+    const entries = ranked();
+    const owners = new Map<string, string>();
+    const defs: Definitions = { apis: [], oauthServers: [] };
+    const ranks = new Map<string, number>();
+    const next: ResourceVerdict[] = [];
+    const byName = new Map<string, ResourceVerdict>();
+    const seenUids = new Set<string>();
+    entries.forEach(({ kind, obj }, index) => {
+      const uid = obj.metadata?.uid ?? '';
+      seenUids.add(uid);
+      const { value, error } = parseCached(kind, obj);
+      const name = (value as { name?: string } | null)?.name ?? String(obj.spec?.name ?? obj.metadata?.name ?? '');
+      const verdict: ResourceVerdict = {
+        resource: kind.resource,
+        metadataName: obj.metadata?.name ?? '',
+        uid,
+        generation: obj.metadata?.generation ?? 0,
+        name,
+        error,
+        sinceRevision: null,
+        status: obj.status,
+      };
+      next.push(verdict);
+      if (error) return;
+      const nameKey = `${kind.compileKind}:${name}`;
+      const owner = owners.get(nameKey);
+      if (owner !== undefined) {
+        verdict.error = new GatehouseError(kind.nameTaken.code, `${kind.nameTaken.message}: ${kind.resource.kind} "${owner}" has spec.name "${name}"`, { field: 'name' });
+        return;
+      }
+      owners.set(nameKey, verdict.metadataName);
+      ranks.set(nameKey, index);
+      byName.set(nameKey, verdict);
+      if (kind.compileKind === 'api') defs.apis.push(value as ApiDefinition);
+      else defs.oauthServers.push(value as OAuthServerDefinition);
+    });
+
+    const compiled = compileDefinitions(defs, { rank: (k, n) => ranks.get(`${k}:${n}`) ?? 0 });
+    const rejected = new Set<string>();
+    for (const r of compiled.rejected) {
+      const key = `${r.kind}:${r.name}`;
+      rejected.add(key);
+      const verdict = byName.get(key);
+      if (verdict) verdict.error = r.error;
+    }
+    const accepted: Definitions = {
+      apis: defs.apis.filter((a) => !rejected.has(`api:${a.name}`)),
+      oauthServers: defs.oauthServers.filter((s) => !rejected.has(`oauth-server:${s.name}`)),
+    };
+    const hash = definitionsHash(accepted);
+    const changed = hash !== state.hash;
+    if (changed) state = Object.freeze({ revision: state.revision + 1, defs: accepted, hash });
+
+    for (const v of next) {
+      if (v.error) {
+        since.delete(v.uid);
+        continue;
+      }
+      const seen = since.get(v.uid);
+      if (!seen || seen.generation !== v.generation) since.set(v.uid, { generation: v.generation, revision: state.revision });
+      v.sinceRevision = since.get(v.uid)!.revision;
+    }
+    for (const uid of [...since.keys()]) if (!seenUids.has(uid)) since.delete(uid);
+    for (const uid of [...parsed.keys()]) if (!seenUids.has(uid)) parsed.delete(uid);
+    verdicts = next;
+    for (const listener of resourceListeners) listener();
+
+    if (changed) {
+      logger.info({ revision: state.revision, apis: accepted.apis.length, oauthServers: accepted.oauthServers.length, rejected: compiled.rejected.length }, 'definitions changed');
+      for (const listener of listeners) {
+        try {
+          listener(state);
+        } catch (err) {
+          logger.error({ err }, 'store listener failed');
+        }
+      }
+    }
+  }
+
+  // ---- start: wait for the first full list of both kinds -----------------------------------
+  // A CP that cannot list must not serve an empty snapshot (data planes would drop every route).
+  for (const kind of KINDS) void run(kind);
+  await new Promise<void>((resolve) => {
+    const check = () => ([...health.values()].every((h) => h.synced) || closed ? resolve() : setTimeout(check, 10));
+    check();
+  });
+  rebuild();
+  logger.info({ namespace, revision: state.revision, apis: state.defs.apis.length, oauthServers: state.defs.oauthServers.length }, 'kubernetes store synced');
+
+  // ---- writes ------------------------------------------------------------------------------
+  function cached(kind: AnyKind, name: string): CustomResource | undefined {
+    const v = verdicts.find((x) => x.resource === kind.resource && x.name === name && x.error === null);
+    return v ? informers.get(kind)!.get(v.metadataName, namespace) : undefined;
+  }
+
+  function observed(done: () => boolean): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        done,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        waiters.delete(waiter);
+        reject(unavailable('the write was accepted by the Kubernetes API but this control plane has not seen it yet; retry the read'));
+      }, observeTimeoutMs);
+      waiters.add(waiter);
+    });
+  }
+
+  function translate(kind: AnyKind, err: unknown): never {
+    const status = httpStatusOf(err);
+    if (status === 409 && reasonOf(err) === 'AlreadyExists') throw new GatehouseError(kind.nameTaken.code, kind.nameTaken.message, { cause: err });
+    if (status === 409) {
+      throw new GatehouseError('STORE_CONFLICT', `${kind.resource.kind} was changed by someone else meanwhile; read it again and retry`, { cause: err });
+    }
+    if (status === 404) throw new GatehouseError(kind.notFound.code, kind.notFound.message, { cause: err });
+    if (status === 422 || status === 400) {
+      const message = (err as { body?: { message?: string } }).body?.message ?? 'rejected by the Kubernetes API';
+      throw new GatehouseError('VALIDATION_FAILED', message, { cause: err });
+    }
+    throw unavailable('the Kubernetes API refused or failed the write', err);
+  }
+
+  async function write<T extends { name: string }>(kind: AnyKind, before: T | undefined, after: T | undefined): Promise<void> {
+    const informer = informers.get(kind)!;
+    const body = (metadata: Record<string, unknown>, spec: T) => ({ apiVersion: API_VERSION, kind: kind.resource.kind, metadata, spec });
+    try {
+      if (!before && after) {
+        const metadataName = metadataNameFor(after.name);
+        const created = (await api.createNamespacedCustomObject({ ...target(kind), body: body({ name: metadataName, namespace }, after) })) as CustomResource;
+        const rv = created.metadata?.resourceVersion;
+        await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), created));
+      } else if (before && after) {
+        const current = cached(kind, before.name);
+        if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
+        const metadataName = current.metadata!.name!;
+        const replaced = (await api.replaceNamespacedCustomObject({
+          ...target(kind),
+          name: metadataName,
+          // resourceVersion = what this replica read: a change made meanwhile anywhere makes this a 409.
+          body: body({ ...current.metadata }, after),
+        })) as CustomResource;
+        const rv = replaced.metadata?.resourceVersion;
+        await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), replaced));
+      } else if (before && !after) {
+        const current = cached(kind, before.name);
+        if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
+        const metadataName = current.metadata!.name!;
+        await api.deleteNamespacedCustomObject({
+          ...target(kind),
+          name: metadataName,
+          body: { preconditions: { uid: current.metadata!.uid, resourceVersion: current.metadata!.resourceVersion } },
+        });
+        await observed(() => !sameUid(informer.get(metadataName, namespace), current));
+      }
+    } catch (err) {
+      if (err instanceof GatehouseError) throw err;
+      translate(kind, err);
+    }
+  }
+
+  async function apply(mutation: Mutation): Promise<UpdateResult> {
+    const before = state.defs;
+    const after = await mutation(before);
+    if (definitionsHash(after) === state.hash) return { ...state, changed: false };
+    for (const kind of KINDS) {
+      const old = new Map<string, { name: string }>(kind.list(before).map((d) => [d.name, d]));
+      const now = new Map<string, { name: string }>(kind.list(after).map((d) => [d.name, d]));
+      for (const [name, def] of now) {
+        const prev = old.get(name);
+        // Definitions are normalised with a fixed key order, so equal JSON = equal definition.
+        if (!prev || JSON.stringify(prev) !== JSON.stringify(def)) await write(kind, prev, def);
+      }
+      for (const [name, def] of old) if (!now.has(name)) await write(kind, def, undefined);
+    }
+    return { ...state, changed: true };
+  }
+
+  return {
+    namespace,
+    current: () => state,
+    verdicts: () => verdicts,
+
+    update(mutation) {
+      if (closed) return Promise.reject(unavailable('definition store is closed'));
+      const result = tail.then(() => apply(mutation));
+      tail = result.catch(() => undefined);
+      return result;
+    },
+
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+
+    subscribeResources(listener) {
+      resourceListeners.add(listener);
+      return () => resourceListeners.delete(listener);
+    },
+
+    async checkReady() {
+      const failing = [...health.entries()].filter(([, h]) => h.failing || !h.synced).map(([k]) => k.resource.kind);
+      if (failing.length > 0) throw unavailable(`kubernetes watch of ${failing.join(', ')} is failing`);
+    },
+
+    async patchStatus(resource, metadataName, status) {
+      const kind = KINDS.find((k) => k.resource === resource)!;
+      await api.replaceNamespacedCustomObjectStatus({
+        ...target(kind),
+        name: metadataName,
+        body: statusBody(informers.get(kind)!.get(metadataName, namespace), status),
+      });
+    },
+
+    async close() {
+      closed = true;
+      await tail;
+      for (const h of health.values()) clearTimeout(h.timer);
+      for (const informer of informers.values()) await informer.stop();
+      listeners.clear();
+      resourceListeners.clear();
+      for (const w of waiters) w.resolve();
+      waiters.clear();
+    },
+  };
+}
+
+function sameUid(a: CustomResource | undefined, b: CustomResource): boolean {
+  return a !== undefined && a.metadata?.uid === b.metadata?.uid;
+}
+
+/** PUT /status with the resourceVersion read: a concurrent change is a 409 and the controller retries next round. */
+function statusBody(current: CustomResource | undefined, status: Record<string, unknown>): object {
+  if (!current) throw unavailable('resource is gone');
+  return { apiVersion: current.apiVersion, kind: current.kind, metadata: current.metadata, spec: current.spec, status };
+}

@@ -40,6 +40,8 @@ const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
   ['data-plane/src/sync', /^data-plane\/src\/proxy/, 'sync builds tables; only the proxy reads them per request'],
   ['control-plane/src/store', /^(express$|node:http$|control-plane\/src\/(admin|grpc))/, 'the store knows no HTTP'],
   ['control-plane/src/grpc', /^control-plane\/src\/(store|admin)/, 'the gRPC server sees snapshots, not the store'],
+  ['control-plane/src/store', /^control-plane\/src\/controller/, 'the store knows nothing of the controller that writes status'],
+  ['control-plane/src/controller', /^(express$|control-plane\/src\/(admin|grpc|snapshot))/, 'the controller sees CR verdicts and data-plane replies, given by main'],
 ];
 
 describe('import direction', () => {

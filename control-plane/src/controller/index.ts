@@ -8,6 +8,12 @@ import type { KubernetesConfig } from '../config.js';
 import type { KubernetesStore } from '../store/kubernetes/kubernetes-store.js';
 import { startLeaderElection, type LeaderElector } from './leader-election.js';
 import { createStatusController, type DataPlaneView } from './status-controller.js';
+import { startDataPlaneReports, toViews, type DataPlaneReports, type ReportedDataPlane } from './dataplane-reports.js';
+
+/** What the controller reads of each of this replica's data planes (grpc/ DataPlaneStatus fits). */
+export interface OwnDataPlane extends DataPlaneView {
+  hash: string | null;
+}
 
 export interface Controller {
   /** Call when a data plane connects, disconnects, ACKs or NACKs. */
@@ -20,18 +26,56 @@ export function startController(deps: {
   store: KubernetesStore;
   kubeConfig: KubeConfig;
   config: KubernetesConfig;
-  dataPlanes(): readonly DataPlaneView[];
+  dataPlanes(): readonly OwnDataPlane[];
   logger: Logger;
 }): Controller {
   const { store, config, logger } = deps;
   let elector: LeaderElector | null = null;
+  let reports: DataPlaneReports | null = null;
+
+  const ownReported = (): ReportedDataPlane[] =>
+    deps.dataPlanes().map((dp) => {
+      const ackedVersion = dp.last_ack?.version ?? 0;
+      const nack = dp.last_nack && dp.last_nack.version > ackedVersion ? dp.last_nack : null;
+      return {
+        id: dp.id,
+        ackedHash: dp.last_ack ? (store.hashOfRevision(ackedVersion) ?? dp.hash) : null,
+        nack: nack ? { hash: store.hashOfRevision(nack.version) ?? null, error: nack.error } : null,
+      };
+    });
+
+  async function allDataPlanes(): Promise<DataPlaneView[]> {
+    const own = deps.dataPlanes();
+    if (!reports) return [...own];
+    let remote: ReportedDataPlane[] = [];
+    try {
+      remote = await reports.others();
+    } catch (err) {
+      logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300) }, 'cannot read data-plane reports');
+    }
+    const ids = new Set(own.map((dp) => dp.id));
+    return [...own, ...toViews(remote.filter((dp) => !ids.has(dp.id)), (h) => store.revisionOfHash(h))];
+  }
+
   const status = createStatusController({
     store,
-    dataPlanes: deps.dataPlanes,
+    dataPlanes: allDataPlanes,
     isLeader: () => (elector ? elector.isLeader() : true),
     logger,
   });
+  let poll: NodeJS.Timeout | undefined;
   if (config.leaderElection) {
+    reports = startDataPlaneReports({
+      kubeConfig: deps.kubeConfig,
+      namespace: store.namespace,
+      leaseName: config.leaseName,
+      identity: config.identity,
+      leaseDurationMs: config.leaseDurationMs,
+      own: ownReported,
+      logger,
+    });
+    // Other replicas' data planes change without telling us: the leader looks again periodically.
+    poll = setInterval(() => status.trigger(), Math.max(1000, config.leaseDurationMs / 5));
     elector = startLeaderElection({
       kubeConfig: deps.kubeConfig,
       namespace: store.namespace,
@@ -45,11 +89,16 @@ export function startController(deps: {
   const unsubscribe = store.subscribeResources(() => status.trigger());
   status.trigger();
   return {
-    dataPlanesChanged: () => status.trigger(),
+    dataPlanesChanged: () => {
+      reports?.changed();
+      status.trigger();
+    },
     isLeader: () => (elector ? elector.isLeader() : true),
     async close() {
       unsubscribe();
+      clearInterval(poll);
       await status.close();
+      await reports?.close();
       await elector?.close();
     },
   };

@@ -108,7 +108,8 @@ export function statusUpdate(current: Record<string, unknown> | undefined, desir
 
 export function createStatusController(deps: {
   store: KubernetesStore;
-  dataPlanes(): readonly DataPlaneView[];
+  /** Every data plane of every replica, in this replica's version numbers. */
+  dataPlanes(): Promise<readonly DataPlaneView[]>;
   isLeader(): boolean;
   logger: Logger;
   /** Coalescing delay (default 100 ms). */
@@ -123,7 +124,7 @@ export function createStatusController(deps: {
   async function reconcile(): Promise<void> {
     if (!deps.isLeader()) return;
     const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const dataPlanes = deps.dataPlanes();
+    const dataPlanes = await deps.dataPlanes();
     for (const verdict of store.verdicts()) {
       if (closed || !deps.isLeader()) return;
       const next = statusUpdate(verdict.status, desiredStatus(verdict, dataPlanes, at));

@@ -49,6 +49,9 @@ export interface ResourceVerdict {
 
 export interface KubernetesStore extends DefinitionStore {
   verdicts(): ResourceVerdict[];
+  /** This replica's latest version with that content hash (bounded history), for reports of other replicas' data planes. */
+  revisionOfHash(hash: string): number | undefined;
+  hashOfRevision(revision: number): string | undefined;
   /** Called after every pass over the cache (any CR event, status writes included). */
   subscribeResources(listener: () => void): () => void;
   /** Merge-patches the status subresource (never the spec, so it cannot change a snapshot). */
@@ -62,7 +65,7 @@ export interface KubernetesStoreOptions {
   logger: Logger;
   /** How long an admin write waits for the informer to see it (default 10 s). */
   observeTimeoutMs?: number;
-  /** First delay of the informer restart backoff (default 500 ms; capped at 30 s). */
+  /** First delay of the informer restart backoff (default 500 ms; capped at 10 s). */
   retryBaseMs?: number;
 }
 
@@ -97,7 +100,9 @@ const KINDS = [
 type AnyKind = (typeof KINDS)[number];
 
 const FIRST_REVISION = 1;
-const RETRY_MAX_MS = 30_000;
+const HISTORY = 1024;
+/** Watches are cheap to retry; a long cap would only delay recovery after an apiserver restart. */
+const RETRY_MAX_MS = 10_000;
 
 /** HTTP status of a client-node ApiException (or of a Status object in its body). */
 function httpStatusOf(err: unknown): number | undefined {
@@ -130,6 +135,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   const since = new Map<string, { generation: number; revision: number }>();
   /** Parsed specs, per uid and generation (status writes change neither). */
   const parsed = new Map<string, { generation: number; value: unknown; error: GatehouseError | null }>();
+  const hashes = new Map<number, string>([[state.revision, state.hash]]);
   const listeners = new Set<StoreListener>();
   const resourceListeners = new Set<() => void>();
   const waiters = new Set<{ done: () => boolean; resolve: () => void }>();
@@ -290,7 +296,11 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     };
     const hash = definitionsHash(accepted);
     const changed = hash !== state.hash;
-    if (changed) state = Object.freeze({ revision: state.revision + 1, defs: accepted, hash });
+    if (changed) {
+      state = Object.freeze({ revision: state.revision + 1, defs: accepted, hash });
+      hashes.set(state.revision, hash);
+      hashes.delete(state.revision - HISTORY);
+    }
 
     for (const v of next) {
       if (v.error) {
@@ -436,6 +446,13 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+
+    hashOfRevision: (revision) => hashes.get(revision),
+    revisionOfHash(hash) {
+      let found: number | undefined;
+      for (const [revision, h] of hashes) if (h === hash) found = revision;
+      return found;
     },
 
     subscribeResources(listener) {

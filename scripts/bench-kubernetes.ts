@@ -1,0 +1,111 @@
+// `npm run bench:kubernetes`: the Kubernetes store on a real kube-apiserver + etcd (scripts/test-tools.sh).
+// Prints: informer initial sync time and CP RSS at 1,000 and 10,000 CRs, and admin write → all DPs
+// serving (median, p99) at 1,000 APIs, beside the file store at the same size (the baseline of the run).
+// Not a test: nothing here passes or fails. BENCH_WRITES sets the number of timed writes (default 50).
+import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
+import { apiDefinition } from '../test/helpers/api-definition.js';
+import { controlPlaneIdentity, installCrds, kubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
+import { startKubeApiServer } from '../test/helpers/kube-apiserver.js';
+import { startControlPlane, type ControlPlane } from '../test/helpers/start-control-plane.js';
+import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane.js';
+
+const NAMESPACE = 'bench';
+const WRITES = Number(process.env.BENCH_WRITES ?? 50);
+const password = randomBytes(12).toString('hex');
+
+function rssMiB(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  return Math.round(Number(line.split(/\s+/)[1]) / 1024);
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+
+async function createCrs(custom: CustomObjectsApi, from: number, to: number): Promise<void> {
+  let next = from;
+  const worker = async () => {
+    while (next < to) {
+      const i = next++;
+      await custom.createNamespacedCustomObject({
+        group: 'gatehouse.dev',
+        version: 'v1alpha1',
+        namespace: NAMESPACE,
+        plural: 'apidefinitions',
+        body: {
+          apiVersion: 'gatehouse.dev/v1alpha1',
+          kind: 'ApiDefinition',
+          metadata: { name: `api-${i}` },
+          spec: { proxy: { listen_path: `/api-${i}/*`, upstreams: { targets: [{ target: `http://127.0.0.1:9/${i}` }] } } },
+        },
+      });
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+}
+
+/** Admin write → every DP's /readyz shows the write's version; ms per write. */
+async function propagation(client: AdminClient, dps: DataPlane[], prefix: string): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < WRITES; i++) {
+    const started = performance.now();
+    const res = await client.createApi(apiDefinition({ name: `${prefix}-${i}`, listenPath: `/${prefix}-${i}/*`, targets: ['http://127.0.0.1:9'] }));
+    if (res.status !== 201) throw new Error(`write ${i}: ${res.status} ${res.text}`);
+    await client.waitForDataPlanes(res, dps, 30_000);
+    times.push(performance.now() - started);
+  }
+  return times.sort((a, b) => a - b);
+}
+
+async function timedStart(env: Record<string, string>, name: string): Promise<{ cp: ControlPlane; ms: number }> {
+  const started = performance.now();
+  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env } });
+  return { cp, ms: performance.now() - started };
+}
+
+const server = await startKubeApiServer();
+try {
+  const admin = await kubeClients(await server.writeKubeconfig(server.adminToken));
+  await installCrds(admin);
+  const identity = await controlPlaneIdentity(server, admin, NAMESPACE);
+  const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false', LOG_LEVEL: 'warn' };
+  const rows: string[] = [];
+
+  for (const size of [1000, 10_000]) {
+    const have = ((await admin.custom.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'apidefinitions' })) as { items: unknown[] }).items.length;
+    const created = performance.now();
+    await createCrs(admin.custom, have, size);
+    console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);
+    const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`);
+    rows.push(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${rssMiB(cp.process.pid)} MiB`);
+
+    if (size === 1000) {
+      const dps = [await startDataPlane({ controlPlaneAddr: cp.grpcAddr }), await startDataPlane({ controlPlaneAddr: cp.grpcAddr })];
+      const client = await createAdminClient(cp);
+      await client.login();
+      const k8s = await propagation(client, dps, 'k8s');
+      for (const dp of dps) await dp.stop();
+
+      const file = await timedStart({ LOG_LEVEL: 'warn' }, 'cp-file');
+      const fileClient = await createAdminClient(file.cp);
+      await fileClient.login();
+      for (let i = 0; i < size; i++) {
+        await fileClient.createApi(apiDefinition({ name: `api-${i}`, listenPath: `/api-${i}/*`, targets: [`http://127.0.0.1:9/${i}`] }));
+      }
+      const fileDps = [await startDataPlane({ controlPlaneAddr: file.cp.grpcAddr }), await startDataPlane({ controlPlaneAddr: file.cp.grpcAddr })];
+      const baseline = await propagation(fileClient, fileDps, 'file');
+      for (const dp of fileDps) await dp.stop();
+      await file.cp.dispose();
+      rows.push(
+        `admin write → 2 DPs serving @ ${size} APIs, ${WRITES} writes: kubernetes median ${quantile(k8s, 0.5).toFixed(1)} ms, p99 ${quantile(k8s, 0.99).toFixed(1)} ms;` +
+          ` file store median ${quantile(baseline, 0.5).toFixed(1)} ms, p99 ${quantile(baseline, 0.99).toFixed(1)} ms` +
+          ` (kubernetes/file median ${(quantile(k8s, 0.5) / quantile(baseline, 0.5)).toFixed(2)}×)`,
+      );
+    }
+    await cp.dispose();
+  }
+  console.log(rows.join('\n'));
+} finally {
+  await server.stop();
+}

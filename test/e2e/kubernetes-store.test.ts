@@ -1,0 +1,259 @@
+/**
+ * STORE=kubernetes on a real kube-apiserver + etcd (scripts/test-tools.sh builds them): two CP
+ * replicas running with a ServiceAccount token bound to exactly deploy/rbac/role.yaml, one DP on
+ * each, real upstreams. The admin REST API and direct CR writes (what `kubectl apply` does) edit
+ * the same objects; every DP serves the same content hash.
+ */
+import { randomBytes } from 'node:crypto';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
+import { apiDefinition } from '../helpers/api-definition.js';
+import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
+import { startKubeApiServer, type KubeApiServer } from '../helpers/kube-apiserver.js';
+import { delay, pollUntil } from '../helpers/poll-until.js';
+import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+jest.setTimeout(120_000);
+
+const NAMESPACE = 'gatehouse';
+const GROUP = { group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE };
+const APIS = { ...GROUP, plural: 'apidefinitions' };
+const LEASE_NAME = 'gatehouse-control-plane';
+
+let server: KubeApiServer;
+let admin: KubeClients;
+let identity: KubeClients;
+let upstream: Upstream;
+const cps: ControlPlane[] = [];
+const dps: DataPlane[] = [];
+const clients: AdminClient[] = [];
+const password = randomBytes(12).toString('hex');
+const jwtSecret = randomBytes(32).toString('hex');
+
+function startReplica(name: string): Promise<ControlPlane> {
+  return startControlPlane({
+    name,
+    env: {
+      STORE: 'kubernetes',
+      KUBECONFIG: identity.kubeconfig,
+      GATEHOUSE_NAMESPACE: NAMESPACE,
+      POD_NAME: name,
+      LEASE_DURATION: '2s',
+      ADMIN_PASSWORD: password,
+      ADMIN_JWT_SECRET: jwtSecret,
+    },
+  });
+}
+
+const logs = () => [...cps, ...dps].map((p) => `--- ${p instanceof Object && 'adminUrl' in p ? (p as ControlPlane).name : (p as DataPlane).id}\n${p.recentLogs(30)}`).join('\n');
+
+/** Polls until the DP answers `path` with the upstream's 200 (or, with `gone`, with the gateway's 404). */
+async function served(dp: DataPlane, path: string, gone = false): Promise<void> {
+  await pollUntil(
+    async () => {
+      const res = await dp.request('GET', path);
+      return (gone ? res.status === 404 : res.status === 200) ? true : undefined;
+    },
+    { what: `${dp.id} ${gone ? 'no longer serving' : 'serving'} ${path}`, timeoutMs: 20_000, details: logs },
+  );
+}
+
+async function readCr(name: string): Promise<any> {
+  return admin.custom.getNamespacedCustomObject({ ...APIS, name });
+}
+
+function crFor(metadataName: string, spec: Record<string, unknown>): KubernetesObject & { spec: unknown } {
+  return { apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: metadataName, namespace: NAMESPACE }, spec };
+}
+
+function condition(cr: any, type: string): any {
+  return (cr?.status?.conditions ?? []).find((c: any) => c.type === type);
+}
+
+async function waitForCondition(name: string, type: string, predicate: (c: any) => boolean, what: string): Promise<any> {
+  return pollUntil(
+    async () => {
+      const c = condition(await readCr(name), type);
+      return c && predicate(c) ? c : undefined;
+    },
+    { what: `${name} ${type}: ${what}`, timeoutMs: 30_000, intervalMs: 200, details: logs },
+  );
+}
+
+async function leaseHolder(): Promise<string | undefined> {
+  const lease = (await admin.custom.getNamespacedCustomObject({ group: 'coordination.k8s.io', version: 'v1', namespace: NAMESPACE, plural: 'leases', name: LEASE_NAME })) as any;
+  return lease.spec?.holderIdentity ?? undefined;
+}
+
+beforeAll(async () => {
+  server = await startKubeApiServer();
+  admin = await kubeClients(await server.writeKubeconfig(server.adminToken));
+  await installCrds(admin);
+  identity = await controlPlaneIdentity(server, admin, NAMESPACE);
+  upstream = await startUpstream('k8s-upstream');
+  cps.push(await startReplica('cp-a'), await startReplica('cp-b'));
+  for (const cp of cps) {
+    dps.push(await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: `dp-of-${cp.name}` }));
+    const client = await createAdminClient(cp);
+    await client.login();
+    clients.push(client);
+  }
+}, 180_000);
+
+afterAll(async () => {
+  await Promise.allSettled(dps.map((dp) => dp.stop()));
+  await Promise.allSettled(cps.map((cp) => cp.dispose()));
+  await upstream?.close();
+  await server?.stop();
+});
+
+test('CRDs are installed and Established', async () => {
+  for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev']) {
+    const crd = (await admin.objects.read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } })) as any;
+    expect(crd.status.conditions.find((c: any) => c.type === 'Established')?.status).toBe('True');
+  }
+});
+
+test('admin write on one replica → a CR exists → every DP serves it', async () => {
+  const res = await clients[0].createApi(apiDefinition({ name: 'Orders_V1', listenPath: '/orders/*', targets: [upstream.url] }));
+  expect(res.status).toBe(201);
+  // Read-your-writes: the same replica shows it at once.
+  expect((await clients[0].getApi('Orders_V1')).status).toBe(200);
+  const items = ((await admin.custom.listNamespacedCustomObject(APIS)) as any).items;
+  const cr = items.find((i: any) => i.spec.name === 'Orders_V1');
+  expect(cr.metadata.name).toMatch(/^orders-v1-[0-9a-f]{8}$/);
+  expect(cr.spec.proxy.listen_path).toBe('/orders/*');
+  for (const dp of dps) await served(dp, '/orders/1');
+  // The other replica sees it through its informer.
+  await pollUntil(async () => ((await clients[1].getApi('Orders_V1')).status === 200 ? true : undefined), { what: 'cp-b shows Orders_V1' });
+});
+
+test('a CR written with the Kubernetes API (kubectl apply) → every DP serves it, the admin API lists it', async () => {
+  await admin.objects.create(crFor('kubectl-made', { proxy: { listen_path: '/kubectl/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+  for (const dp of dps) await served(dp, '/kubectl/x');
+  const listed = await clients[1].listApis();
+  expect(listed.body.find((a: any) => a.name === 'kubectl-made')).toMatchObject({ active: true, proxy: { listen_path: '/kubectl/*', strip_path: false } });
+  const accepted = await waitForCondition('kubectl-made', 'Accepted', (c) => c.status === 'True', 'True');
+  expect(accepted.observedGeneration).toBe(1);
+  // Programmed counts the data planes of both replicas: each replica reports its own.
+  const programmed = await waitForCondition('kubectl-made', 'Programmed', (c) => c.status === 'True', 'True');
+  expect(programmed.message).toBe('served by 2 of 2 connected data planes');
+});
+
+test('an invalid CR → Accepted=False naming the field; the others keep serving; fixing it programs it', async () => {
+  await admin.objects.create(crFor('broken', { proxy: { listen_path: '/broken/*', upstreams: { targets: [{ target: 'not a url' }] } } }));
+  const accepted = await waitForCondition('broken', 'Accepted', (c) => c.status === 'False', 'False');
+  expect(accepted.reason).toBe('Invalid');
+  expect(accepted.message).toContain('proxy.upstreams.targets[0].target');
+  expect(condition(await readCr('broken'), 'Programmed')).toMatchObject({ status: 'False', reason: 'Invalid' });
+  for (const dp of dps) {
+    await served(dp, '/orders/2');
+    expect((await dp.request('GET', '/broken/x')).status).toBe(404);
+  }
+  const hashes = new Set((await Promise.all(dps.map((dp) => dp.readyz()))).map((r) => r.hash));
+  expect(hashes.size).toBe(1);
+
+  const cr = await readCr('broken');
+  await admin.custom.replaceNamespacedCustomObject({
+    ...APIS,
+    name: 'broken',
+    body: { ...cr, spec: { ...cr.spec, proxy: { ...cr.spec.proxy, upstreams: { targets: [{ target: upstream.url }] } } } },
+  });
+  const fixed = await waitForCondition('broken', 'Accepted', (c) => c.status === 'True', 'True after the fix');
+  expect(fixed.observedGeneration).toBe(2);
+  for (const dp of dps) await served(dp, '/broken/x');
+});
+
+test('the same name created on both replicas at once: one 201, one 409', async () => {
+  const def = (n: number) => apiDefinition({ name: 'raced', listenPath: `/raced-${n}/*`, targets: [upstream.url] });
+  const [a, b] = await Promise.all([clients[0].createApi(def(1)), clients[1].createApi(def(2))]);
+  expect([a.status, b.status].sort()).toEqual([201, 409]);
+  expect((a.status === 409 ? a : b).body.error).toBe('api name is already registered');
+});
+
+test('concurrent PATCHes on two replicas never lose an update silently', async () => {
+  expect((await clients[0].createApi(apiDefinition({ name: 'patched', listenPath: '/patched/*', targets: [upstream.url] }))).status).toBe(201);
+  await pollUntil(async () => ((await clients[1].getApi('patched')).status === 200 ? true : undefined), { what: 'cp-b sees patched' });
+  let conflicts = 0;
+  for (let round = 0; round < 5; round++) {
+    const [a, b] = await Promise.all([
+      clients[0].patchApi('patched', { proxy: { strip_path: round % 2 === 0 } }),
+      clients[1].patchApi('patched', { proxy: { append_path: round % 2 === 0 } }),
+    ]);
+    for (const r of [a, b]) expect([200, 409]).toContain(r.status);
+    conflicts += [a, b].filter((r) => r.status === 409).length;
+    const spec = (((await admin.custom.listNamespacedCustomObject(APIS)) as any).items.find((i: any) => i.spec.name === 'patched')).spec;
+    // Whatever answered 200 is in the stored object; a 409 changed nothing.
+    if (a.status === 200) expect(spec.proxy.strip_path).toBe(round % 2 === 0);
+    if (b.status === 200) expect(spec.proxy.append_path).toBe(round % 2 === 0);
+    if (a.status === 409) expect(a.body.error).toMatch(/changed by someone else|already registered/);
+    // Let both informers catch up before the next round.
+    await delay(300);
+  }
+  expect(conflicts).toBeLessThanOrEqual(5);
+});
+
+test('the CP with its restricted token can do its job and nothing else', async () => {
+  // Its job was done above (list/watch/create/update CRs, status, leases). Anything else is refused:
+  const refused = async (fn: () => Promise<unknown>) => {
+    await expect(fn()).rejects.toMatchObject({ code: 403 });
+  };
+  await refused(() => identity.objects.list('v1', 'Secret', NAMESPACE));
+  await refused(() => identity.objects.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: NAMESPACE } } as KubernetesObject));
+  await refused(() => identity.custom.listNamespacedCustomObject({ ...APIS, namespace: 'default' }));
+  await refused(() =>
+    identity.objects.create({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'x.example.com' } } as KubernetesObject),
+  );
+  // …while it may read its own CRs.
+  await expect(identity.custom.listNamespacedCustomObject(APIS)).resolves.toBeDefined();
+});
+
+test('apiserver restarted: DPs keep serving throughout, CPs recover and accept writes again', async () => {
+  let failures = 0;
+  let requests = 0;
+  let loading = true;
+  const load = (async () => {
+    while (loading) {
+      for (const dp of dps) {
+        requests++;
+        const res = await dp.request('GET', '/orders/load').catch(() => ({ status: 0 }));
+        if (res.status !== 200) failures++;
+      }
+      await delay(20);
+    }
+  })();
+  await server.stopApiServer();
+  await delay(3000);
+  // The CPs' watches are down: readiness says so, serving does not stop.
+  await pollUntil(async () => ((await clients[0].readyz()).status === 503 ? true : undefined), { what: 'cp-a /readyz 503 while the apiserver is down', timeoutMs: 15_000 });
+  await server.startApiServer();
+  await pollUntil(async () => ((await clients[0].readyz()).status === 200 ? true : undefined), { what: 'cp-a ready again', timeoutMs: 60_000, details: logs });
+  const res = await clients[1].createApi(apiDefinition({ name: 'after-restart', listenPath: '/after/*', targets: [upstream.url] }));
+  expect(res.status).toBe(201);
+  for (const dp of dps) await served(dp, '/after/1');
+  loading = false;
+  await load;
+  expect(requests).toBeGreaterThan(20);
+  expect(failures).toBe(0);
+});
+
+test('leader killed → the other replica takes the Lease and writes status', async () => {
+  const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
+  const leader = cps.find((cp) => cp.name === holder)!;
+  const follower = cps.find((cp) => cp.name !== holder)!;
+  expect(leader).toBeDefined();
+  await leader.kill();
+  await pollUntil(async () => ((await leaseHolder()) === follower.name ? true : undefined), {
+    what: `${follower.name} holds the lease`,
+    timeoutMs: 20_000,
+    details: logs,
+  });
+  await admin.objects.create(crFor('after-failover', { proxy: { listen_path: '/failover/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+  await waitForCondition('after-failover', 'Accepted', (c) => c.status === 'True', 'True, written by the new leader');
+  // The killed leader's DP lost its CP: it keeps serving what it had.
+  const orphan = dps[cps.indexOf(leader)];
+  expect((await orphan.request('GET', '/orders/still')).status).toBe(200);
+  await leader.restart();
+});

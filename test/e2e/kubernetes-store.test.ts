@@ -5,6 +5,7 @@
  * the same objects; every DP serves the same content hash.
  */
 import { randomBytes } from 'node:crypto';
+import { jest } from '@jest/globals';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';

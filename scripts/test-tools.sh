@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes tools the integration tests run against
+# (kube-apiserver, etcd, helm) from the Go module proxy, at pinned versions,
+# into a cache outside the repo:
+#
+#   ${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}/bin/{kube-apiserver,etcd,helm}
+#
+# Why build instead of download: the only reachable sources are package
+# registries (the Go module proxy among them); release tarballs are not.
+#
+# Idempotent: a tool whose binary exists and whose stamp file records the same
+# pinned version (and build recipe) is left alone. A cold build of all three
+# takes 10-20 minutes on 2 cores; the Go module and build caches stay in their
+# default locations, so a rebuild after a version bump is much faster.
+#
+# Usage: bash scripts/test-tools.sh            # build what is missing
+#        FORCE=1 bash scripts/test-tools.sh    # rebuild everything
+set -euo pipefail
+
+# --- pinned versions --------------------------------------------------------
+# k8s.io/kubernetes publishes its staging modules (k8s.io/api, apiserver, ...)
+# as v0.<minor>.<patch>; its own go.mod requires them at v0.0.0 with local
+# replaces that do not apply to us, so the wrapper module replaces each of them
+# with the published version of the same minor/patch.
+KUBERNETES_VERSION="v1.35.4"
+# kube-apiserver v1.35 is built and tested against etcd 3.6.x; the newest 3.6
+# patch carries the bug fixes.
+ETCD_VERSION="v3.6.16"
+HELM_VERSION="v3.19.5"
+# Bump when the way a tool is built changes, so cached binaries get rebuilt.
+RECIPE="1"
+
+TOOLS_DIR="${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}"
+BIN_DIR="$TOOLS_DIR/bin"
+WORK_DIR="$TOOLS_DIR/work"
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+die() { echo "test-tools: $*" >&2; exit 1; }
+
+command -v go >/dev/null 2>&1 || die "go is not installed (Go >= 1.25 is needed to build the Kubernetes test tools)"
+
+mkdir -p "$BIN_DIR" "$WORK_DIR"
+TOOLS_DIR="$(cd "$TOOLS_DIR" && pwd -P)"
+BIN_DIR="$TOOLS_DIR/bin"
+WORK_DIR="$TOOLS_DIR/work"
+case "$TOOLS_DIR/" in
+  "$(cd "$REPO_ROOT" && pwd -P)/"*) die "GATEHOUSE_TOOLS_DIR ($TOOLS_DIR) is inside the repo; point it outside (multi-GB build trees must not end up in git)" ;;
+esac
+
+# Static binaries, no host toolchain surprises; never silently switch to a
+# downloaded Go toolchain because some dependency's go.mod asks for one.
+export CGO_ENABLED=0
+export GOTOOLCHAIN=local
+export GOFLAGS=-mod=mod
+
+GO_VERSION="$(go env GOVERSION)"             # e.g. go1.26.8
+GO_LANG="$(echo "$GO_VERSION" | sed -E 's/^go([0-9]+)\.([0-9]+).*/\1.\2.0/')"
+
+stamp_of() { echo "$BIN_DIR/.$1.stamp"; }
+want_stamp() { echo "$1 recipe=$RECIPE"; }
+
+is_cached() { # tool version
+  local bin="$BIN_DIR/$1" stamp
+  stamp="$(stamp_of "$1")"
+  [[ -z "${FORCE:-}" && -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$(want_stamp "$2")" ]]
+}
+
+# Prints `go mod download -json` output's GoMod path for module@version.
+gomod_of() {
+  local json
+  json="$(cd "$WORK_DIR" && GOFLAGS= go mod download -json "$1@$2")" || die "go mod download $1@$2 failed: $json"
+  echo "$json" | sed -n -E 's/^[[:space:]]*"GoMod": "(.*)",?$/\1/p'
+}
+
+# Copies the replace directives of a dependency's go.mod (they do not apply to
+# dependents, so a wrapper module has to repeat them). Local-path replaces
+# (=> ./x, => ../x) point into that module's own repo and are dropped.
+copy_replaces() { # go.mod path
+  awk '
+    /^replace[[:space:]]*\($/ { inblock = 1; next }
+    inblock && /^\)/ { inblock = 0; next }
+    inblock { print "replace " $0; next }
+    /^replace[[:space:]]/ { print }
+  ' "$1" | grep -v -E '=>[[:space:]]*\.\.?/' || true
+}
+
+build_started=0
+timed() { # label cmd...
+  local label="$1" t0 t1
+  shift
+  t0=$(date +%s)
+  "$@"
+  t1=$(date +%s)
+  echo "test-tools: $label built in $((t1 - t0))s"
+}
+
+# --- kube-apiserver ---------------------------------------------------------
+build_kube_apiserver() {
+  local dir="$WORK_DIR/kube-apiserver" kgomod minor patch staging_ver
+  rm -rf "$dir" && mkdir -p "$dir"
+  kgomod="$(gomod_of k8s.io/kubernetes "$KUBERNETES_VERSION")"
+  [[ -f "$kgomod" ]] || die "no go.mod downloaded for k8s.io/kubernetes@$KUBERNETES_VERSION"
+  minor="$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
+  patch="$(echo "$KUBERNETES_VERSION" | cut -d. -f3)"
+  staging_ver="v0.$minor.$patch"
+
+  {
+    echo "module gatehouse.local/tools/kube-apiserver"
+    echo
+    echo "go $GO_LANG"
+    echo
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo
+    echo "// Staging modules that k8s.io/kubernetes requires at v0.0.0, generated"
+    echo "// from its go.mod by scripts/test-tools.sh."
+    # Every "k8s.io/<name> v0.0.0" requirement, inside or outside require blocks.
+    grep -E '^[[:space:]]*(require[[:space:]]+)?k8s\.io/[^[:space:]]+[[:space:]]+v0\.0\.0([[:space:]]|$)' "$kgomod" |
+      sed -E 's/^[[:space:]]*(require[[:space:]]+)?//' | awk '{ print $1 }' | sort -u |
+      while read -r mod; do echo "replace $mod => $mod $staging_ver"; done
+    copy_replaces "$kgomod" | grep -v -E '^replace[[:space:]]+k8s\.io/' || true
+  } >"$dir/go.mod"
+  grep -q '^replace k8s.io/api ' "$dir/go.mod" || die "generated no staging replaces from $kgomod"
+
+  cat >"$dir/main.go" <<'EOF'
+// Wrapper around kube-apiserver's command, built by scripts/test-tools.sh.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
+EOF
+  # The version ldflags make /version report the real version (charts with a
+  # kubeVersion constraint and clients compare against it) and keep the
+  # apiserver's emulation/compatibility version logic on the pinned minor.
+  local vpkg=k8s.io/component-base/version
+  local ldflags="-s -w -X $vpkg.gitVersion=$KUBERNETES_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
+  ldflags+=" -X $vpkg.buildDate=1970-01-01T00:00:00Z"
+  (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$BIN_DIR/kube-apiserver.tmp" .)
+  mv -f "$BIN_DIR/kube-apiserver.tmp" "$BIN_DIR/kube-apiserver"
+}
+
+# --- etcd -------------------------------------------------------------------
+build_etcd() {
+  local dir="$WORK_DIR/etcd" egomod
+  rm -rf "$dir" && mkdir -p "$dir"
+  egomod="$(gomod_of go.etcd.io/etcd/server/v3 "$ETCD_VERSION")"
+  {
+    echo "module gatehouse.local/tools/etcd"
+    echo
+    echo "go $GO_LANG"
+    echo
+    echo "require go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+    echo
+    copy_replaces "$egomod"
+  } >"$dir/go.mod"
+  cat >"$dir/main.go" <<'EOF'
+// Wrapper around etcd's main, built by scripts/test-tools.sh.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
+EOF
+  (cd "$dir" && go build -trimpath -ldflags="-s -w" -o "$BIN_DIR/etcd.tmp" .)
+  mv -f "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
+}
+
+# --- helm -------------------------------------------------------------------
+# A wrapper module rather than `go install helm.sh/helm/v3/cmd/helm@ver`: that
+# refuses modules with replace directives, and a wrapper copies them.
+build_helm() {
+  local dir="$WORK_DIR/helm" hgomod clientgo kminor
+  rm -rf "$dir" && mkdir -p "$dir"
+  hgomod="$(gomod_of helm.sh/helm/v3 "$HELM_VERSION")"
+  {
+    echo "module gatehouse.local/tools/helm"
+    echo
+    echo "go $GO_LANG"
+    echo
+    echo "tool helm.sh/helm/v3/cmd/helm"
+    echo
+    echo "require helm.sh/helm/v3 $HELM_VERSION"
+    echo
+    copy_replaces "$hgomod"
+  } >"$dir/go.mod"
+  # Same ldflags as helm's Makefile: its version, and the Kubernetes version
+  # `helm template`/lint assume, taken from the client-go it is built with.
+  clientgo="$(grep -E '^[[:space:]]*k8s\.io/client-go[[:space:]]' "$hgomod" | awk '{ print $2 }' | head -1)"
+  kminor="$(echo "$clientgo" | cut -d. -f2)"
+  local ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  if [[ -n "$kminor" ]]; then
+    ldflags+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$kminor"
+    ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor"
+  fi
+  (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$BIN_DIR/helm.tmp" helm.sh/helm/v3/cmd/helm)
+  mv -f "$BIN_DIR/helm.tmp" "$BIN_DIR/helm"
+}
+
+# --- main -------------------------------------------------------------------
+total_t0=$(date +%s)
+for spec in "etcd $ETCD_VERSION build_etcd" "kube-apiserver $KUBERNETES_VERSION build_kube_apiserver" "helm $HELM_VERSION build_helm"; do
+  read -r tool version fn <<<"$spec"
+  if is_cached "$tool" "$version"; then
+    echo "test-tools: $tool $version cached ($BIN_DIR/$tool)"
+    continue
+  fi
+  echo "test-tools: building $tool $version with $GO_VERSION into $BIN_DIR (work dir $WORK_DIR/$tool)"
+  build_started=1
+  rm -f "$(stamp_of "$tool")"
+  timed "$tool $version" "$fn"
+  want_stamp "$version" >"$(stamp_of "$tool")"
+done
+if [[ "$build_started" == 1 ]]; then
+  echo "test-tools: done in $(($(date +%s) - total_t0))s"
+fi

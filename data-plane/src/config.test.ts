@@ -15,6 +15,7 @@ describe('loadConfig', () => {
       reconnectBackoffMaxMs: 30_000,
       shutdownTimeoutMs: 10_000,
       snapshotCache: undefined,
+      grpcTlsServerName: undefined,
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -34,6 +35,7 @@ describe('loadConfig', () => {
         RECONNECT_BACKOFF_MAX: '1s',
         SHUTDOWN_TIMEOUT: '2s',
         SNAPSHOT_CACHE: '/tmp/snap.json',
+        GRPC_TLS_SERVER_NAME: 'gatehouse-control-plane.gatehouse.svc.cluster.local',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -48,6 +50,7 @@ describe('loadConfig', () => {
       reconnectBackoffMaxMs: 1000,
       shutdownTimeoutMs: 2000,
       snapshotCache: '/tmp/snap.json',
+      grpcTlsServerName: 'gatehouse-control-plane.gatehouse.svc.cluster.local',
     });
   });
 
@@ -57,6 +60,7 @@ describe('loadConfig', () => {
     ['a negative port', { PROXY_PORT: '-1' }, 'PROXY_PORT'],
     ['a duration without unit', { SHUTDOWN_TIMEOUT: '10' }, 'SHUTDOWN_TIMEOUT'],
     ['a max backoff below the base', { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' }, 'RECONNECT_BACKOFF_MAX'],
+    ['a TLS server name with a port', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc:8082' }, 'GRPC_TLS_SERVER_NAME'],
   ])('%s is refused, naming the variable', (_name, env, variable) => {
     expect(() => loadConfig(env)).toThrow(variable);
   });

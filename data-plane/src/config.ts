@@ -22,6 +22,8 @@ export interface DataPlaneConfig {
   shutdownTimeoutMs: number;
   /** Optional file holding the last applied snapshot, served at cold start. */
   snapshotCache: string | undefined;
+  /** GRPC_TLS_SERVER_NAME: verify the CP certificate against this name instead of the dialled host. */
+  grpcTlsServerName: string | undefined;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -56,7 +58,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfi
     reconnectBackoffMaxMs: duration(env, 'RECONNECT_BACKOFF_MAX', '30s'),
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
     snapshotCache: env.SNAPSHOT_CACHE || undefined,
+    grpcTlsServerName: env.GRPC_TLS_SERVER_NAME || undefined,
   };
+  if (config.grpcTlsServerName !== undefined && !/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(config.grpcTlsServerName)) {
+    throw new Error(`GRPC_TLS_SERVER_NAME must be a DNS name, got "${config.grpcTlsServerName}"`);
+  }
   if (config.reconnectBackoffBaseMs <= 0) throw new Error('RECONNECT_BACKOFF_BASE must be greater than 0');
   if (config.reconnectBackoffMaxMs < config.reconnectBackoffBaseMs) {
     throw new Error('RECONNECT_BACKOFF_MAX must not be smaller than RECONNECT_BACKOFF_BASE');

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { clientCredentials, loadGatehouseProto, tlsFilesFromEnv } from '#proto/grpc';
+import { clientCredentials, loadGatehouseProto, tlsFilesFromEnv, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { createTokenStore } from './auth/index.js';
 import { loadConfig, type DataPlaneConfig } from './config.js';
@@ -36,7 +36,9 @@ function applyCachedSnapshot(cache: SnapshotCache, holder: SnapshotHolder, logge
 }
 
 async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
-  const credentials = clientCredentials(tlsFilesFromEnv(process.env));
+  const tls = tlsFilesFromEnv(process.env);
+  if (config.grpcTlsServerName && !tls) throw new Error('GRPC_TLS_SERVER_NAME needs GRPC_TLS_CERT, GRPC_TLS_KEY and GRPC_TLS_CA');
+  const credentials = clientCredentials(tls);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
@@ -55,7 +57,7 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
 
   const anyInterface = !config.proxyHost || config.proxyHost === '0.0.0.0' || config.proxyHost === '::';
   const client = createSnapshotClient({
-    proto: loadGatehouseProto(),
+    proto: loadGatehouseProto({ clientChannelOptions: tlsServerNameOptions(config.grpcTlsServerName) }),
     address: config.controlPlaneAddr,
     credentials,
     holder,
@@ -70,7 +72,10 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
     cache,
   });
   client.start();
-  logger.info({ controlPlane: config.controlPlaneAddr, id: config.dataplaneId }, 'connecting to control plane');
+  logger.info(
+    { controlPlane: config.controlPlaneAddr, id: config.dataplaneId, ...(config.grpcTlsServerName ? { tlsServerName: config.grpcTlsServerName } : {}) },
+    'connecting to control plane',
+  );
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

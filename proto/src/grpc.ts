@@ -48,12 +48,26 @@ export interface GatehouseProto {
   wrapPush(nonce: string, snapshotBytes: Buffer): Buffer;
 }
 
-export function loadGatehouseProto(): GatehouseProto {
+export interface LoadProtoOptions {
+  /** Merged into the options of every client channel (e.g. tlsServerNameOptions()). */
+  clientChannelOptions?: grpc.ChannelOptions;
+}
+
+export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehouseProto {
   const packageDefinition = protoLoader.loadSync(PROTO_PATH, LOADER_OPTIONS);
   const loaded = grpc.loadPackageDefinition(packageDefinition) as unknown as {
     gatehouse: { v1: { SnapshotService: grpc.ServiceClientConstructor } };
   };
-  const Client = loaded.gatehouse.v1.SnapshotService;
+  const extra = options.clientChannelOptions;
+  const Generated = loaded.gatehouse.v1.SnapshotService;
+  const Client: grpc.ServiceClientConstructor =
+    extra && Object.keys(extra).length > 0
+      ? (class extends Generated {
+          constructor(address: string, credentials: grpc.ChannelCredentials, channelOptions?: grpc.ChannelOptions) {
+            super(address, credentials, { ...channelOptions, ...extra });
+          }
+        } as grpc.ServiceClientConstructor)
+      : Generated;
   // keepCase as for the proto-loader side, so snake_case message objects encode field for field.
   const root = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
   const SnapshotType = root.lookupType('gatehouse.v1.Snapshot');
@@ -98,6 +112,16 @@ export function serverCredentials(tls: TlsFiles | null): grpc.ServerCredentials 
     [{ cert_chain: readFileSync(tls.cert!), private_key: readFileSync(tls.key!) }],
     true, // require and verify client certificates
   );
+}
+
+/**
+ * GRPC_TLS_SERVER_NAME (data plane): the name the control plane's certificate is verified against
+ * (and sent as SNI and :authority) instead of the host part of the address dialled: for a CP reached
+ * through an address its certificate does not name (an IP, a port-forward, another DNS alias).
+ */
+export function tlsServerNameOptions(serverName: string | undefined): grpc.ChannelOptions {
+  if (!serverName) return {};
+  return { 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName };
 }
 
 export function clientCredentials(tls: TlsFiles | null): grpc.ChannelCredentials {

@@ -189,8 +189,19 @@ async function waitForVersion(dp, version, timeoutMs = 60_000) {
   throw new Error(`${dp.name} did not reach version ${version} within ${timeoutMs} ms\n${dp.tail()}`);
 }
 
-/** Runs autocannon in its own process and returns {rps, p50, p99, errors}. */
-async function load(url, headers = {}) {
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (fields 14 and 15). */
+async function cpuSeconds(pid) {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/**
+ * Runs autocannon in its own process and returns {rps, p50, p99, errors, requests}; with `cpuPid`,
+ * also `cpu`: that process's CPU seconds during the measured run (the warm-up excluded).
+ */
+async function load(url, headers = {}, cpuPid = undefined) {
   const cannon = join(root, 'node_modules', 'autocannon', 'autocannon.js');
   const headerArgs = Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}=${value}`]);
   const run = (seconds) =>
@@ -209,8 +220,12 @@ async function load(url, headers = {}) {
       });
     });
   await run(2); // warm-up (JIT, connection pools)
+  const cpuBefore = cpuPid ? await cpuSeconds(cpuPid) : 0;
   const report = await run(DURATION);
+  const cpu = cpuPid ? (await cpuSeconds(cpuPid)) - cpuBefore : undefined;
   return {
+    cpu,
+    requests: report.requests.total,
     rps: report.requests.average,
     p50: report.latency.p50,
     p99: report.latency.p99,
@@ -354,6 +369,44 @@ async function loadSection(upstream, cp, dps) {
     );
   }
   if (rows[2].rps) log(`DP + jwt validation / plain DP: ${(rows[2].rps / plainDp).toFixed(2)}`);
+  log();
+}
+
+/**
+ * One API per plugin (and one without any), same upstream: µs of data-plane CPU per request, plugin
+ * on vs off. Requests carry what the plugin acts on (an allowed Origin for cors).
+ */
+const PLUGIN_ROWS = [
+  { name: 'cors', config: { domains: ['https://app.example.com', '*.example.org'] }, headers: { origin: 'https://app.example.com' } },
+  { name: 'request_transformer', config: { add: { headers: { 'X-Added': '1' }, querystring: { v: '2' } }, remove: { headers: ['X-Drop'] } } },
+  { name: 'response_transformer', config: { add: { headers: { 'X-Added': '1' } }, remove: { headers: ['X-Powered-By'] } } },
+  { name: 'body_limit', config: { limit: '1M' } },
+];
+
+async function pluginSection(upstream, cp, dps) {
+  log(`## plugins: µs of DP CPU per request (autocannon -c ${CONNECTIONS}, ${DURATION} s per row), plugin on vs off`);
+  let version = 0;
+  for (const row of [{ name: 'none' }, ...PLUGIN_ROWS]) {
+    const plugins = row.config ? [{ name: row.name, config: row.config }] : [];
+    const res = await cp.admin('POST', '/apis', { name: `bench-plugin-${row.name}`, proxy: { listen_path: `/bench-plugin-${row.name}/*`, upstreams: { targets: [{ target: upstream.url }] } }, plugins });
+    if (res.status !== 201) throw new Error(`creating the ${row.name} plugin bench API failed: ${res.status} ${res.text}`);
+    version = Number(res.headers['x-snapshot-version']);
+  }
+  await waitForVersion(dps[0], version);
+  const perRequest = async (row) => {
+    const result = await load(`${dps[0].proxyUrl}/bench-plugin-${row.name}/x`, row.headers ?? {}, dps[0].child.pid);
+    return { ...result, us: (result.cpu / result.requests) * 1e6 };
+  };
+  const off = await perRequest({ name: 'none' });
+  log(`${'plugin'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'off'.padStart(8)}${'delta µs'.padStart(10)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
+  log(`${'(none)'.padEnd(24)}${off.us.toFixed(1).padStart(12)}${''.padStart(8)}${''.padStart(10)}${Math.round(off.rps).toString().padStart(10)}${String(off.errors).padStart(9)}`);
+  for (const row of PLUGIN_ROWS) {
+    const on = await perRequest(row);
+    log(
+      `${row.name.padEnd(24)}${on.us.toFixed(1).padStart(12)}${off.us.toFixed(1).padStart(8)}${(on.us - off.us).toFixed(1).padStart(10)}${Math.round(on.rps).toString().padStart(10)}${String(on.errors).padStart(9)}`,
+    );
+  }
+  log('   µs CPU/req: DP process user+system CPU over the measured run / requests served (target: delta ≤ 5 µs per plugin).');
   log();
 }
 
@@ -538,6 +591,7 @@ async function main() {
   const dps = [await startDataPlane(cp, 'bench-dp-1'), await startDataPlane(cp, 'bench-dp-2')];
 
   await section('load', () => loadSection(upstream, cp, dps));
+  await section('plugins', () => pluginSection(upstream, cp, dps));
   await section('propagation', () => propagationSection(cp, dps));
   for (const dp of dps) await dp.stop();
   await cp.stop();

@@ -38,6 +38,8 @@ const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
   ['data-plane/src/routing', /^(data-plane\/src\/(proxy|sync|auth)|node:(net|http|https|fs)|undici$)/, 'routing is pure'],
   ['proto/src/compile', /^(node:(net|http|https|fs)|undici$)/, 'compile is pure'],
   ['data-plane/src/sync', /^data-plane\/src\/proxy/, 'sync builds tables; only the proxy reads them per request'],
+  ['data-plane/src/plugins', /^data-plane\/src\/(proxy|sync)\//, 'plugins give hooks per snapshot; only the proxy runs them per request'],
+  ['proto/src/plugins', /^(node:(net|http|https|fs)|undici$)/, 'plugin configs compile without I/O'],
   ['control-plane/src/store', /^(express$|node:http$|control-plane\/src\/(admin|grpc))/, 'the store knows no HTTP'],
   ['control-plane/src/grpc', /^control-plane\/src\/(store|admin)/, 'the gRPC server sees snapshots, not the store'],
   ['control-plane/src/store', /^control-plane\/src\/controller/, 'the store knows nothing of the controller that writes status'],

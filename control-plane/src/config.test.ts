@@ -2,8 +2,8 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from './config.js';
 
 describe('loadConfig', () => {
-  test('defaults per SPEC §1 and the process contract', () => {
-    expect(loadConfig({})).toEqual({
+  test('defaults per SPEC §1 and the process contract (plaintext gRPC on 0.0.0.0 allowed explicitly)', () => {
+    expect(loadConfig({ GRPC_INSECURE: 'true' })).toEqual({
       adminHost: '0.0.0.0',
       adminPort: 8081,
       grpcHost: '0.0.0.0',
@@ -17,10 +17,20 @@ describe('loadConfig', () => {
       adminJwtSecret: undefined,
       adminJwtSecretFile: join(resolve('./data'), 'admin-jwt-secret'),
       adminTokenTtlSeconds: 3600,
+      adminViewer: null,
+      adminTls: null,
+      loginThrottle: { freeFailures: 5, baseDelayMs: 1000, maxDelayMs: 900_000 },
       logLevel: 'info',
       shutdownTimeoutMs: 10_000,
       grpcTls: null,
+      grpcJoinTokens: [],
+      grpcInsecure: true,
+      tlsReloadIntervalMs: 60_000,
     });
+  });
+
+  test('plaintext gRPC on a non-loopback GRPC_HOST is refused, naming GRPC_INSECURE', () => {
+    expect(() => loadConfig({})).toThrow(/GRPC_HOST 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
   });
 
   test.each<[string, NodeJS.ProcessEnv, Record<string, unknown>]>([
@@ -42,8 +52,26 @@ describe('loadConfig', () => {
       { kubernetes: { namespace: 'gw', leaderElection: false, leaseName: 'l', leaseDurationMs: 3000 } },
     ],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
+    ['plaintext on loopback', { GRPC_HOST: '127.0.0.1' }, { grpcTls: null, grpcInsecure: false }],
+    ['plaintext on ::1', { GRPC_HOST: '::1' }, { grpcTls: null }],
+    ['plaintext on localhost', { GRPC_HOST: 'localhost' }, { grpcTls: null }],
+    [
+      'server TLS + join tokens (rotation: two)',
+      { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_JOIN_TOKEN: `${'a'.repeat(16)}, ${'b'.repeat(20)}` },
+      { grpcTls: { cert: 'c', key: 'k' }, grpcJoinTokens: ['a'.repeat(16), 'b'.repeat(20)] },
+    ],
+    ['GRPC_INSECURE=false with loopback', { GRPC_HOST: '127.0.0.1', GRPC_INSECURE: 'false' }, { grpcInsecure: false }],
+    ['TLS reload interval', { GRPC_HOST: '127.0.0.1', TLS_RELOAD_INTERVAL: '5s' }, { tlsReloadIntervalMs: 5000 }],
+    ['viewer account', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro', ADMIN_VIEWER_PASSWORD: 'pw' }, { adminViewer: { user: 'ro', password: 'pw' } }],
+    ['admin TLS', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_CERT: 'c', ADMIN_TLS_KEY: 'k' }, { adminTls: { cert: 'c', key: 'k' } }],
+    [
+      'login throttle',
+      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '2', ADMIN_LOGIN_BACKOFF_BASE: '100ms', ADMIN_LOGIN_BACKOFF_MAX: '2s' },
+      { loginThrottle: { freeFailures: 2, baseDelayMs: 100, maxDelayMs: 2000 } },
+    ],
   ])('%s', (_name, env, expected) => {
-    expect(loadConfig(env)).toMatchObject(expected);
+    // Loopback unless the row says otherwise: plaintext gRPC elsewhere needs GRPC_INSECURE (tested above).
+    expect(loadConfig({ GRPC_HOST: '127.0.0.1', ...env })).toMatchObject(expected);
   });
 
   test.each<[string, NodeJS.ProcessEnv, string]>([
@@ -55,7 +83,17 @@ describe('loadConfig', () => {
     ['ttl zero', { ADMIN_TOKEN_TTL: '0' }, 'ADMIN_TOKEN_TTL'],
     ['bad duration', { SHUTDOWN_TIMEOUT: 'soon' }, 'SHUTDOWN_TIMEOUT'],
     ['bad log level', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
-    ['partial mTLS', { GRPC_TLS_CERT: 'c' }, 'GRPC_TLS_CERT, GRPC_TLS_KEY and GRPC_TLS_CA must be set together'],
+    ['cert without key', { GRPC_TLS_CERT: 'c' }, 'GRPC_TLS_CERT and GRPC_TLS_KEY must be set together'],
+    ['CA without cert', { GRPC_TLS_CA: 'a', GRPC_HOST: '127.0.0.1' }, 'GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
+    ['server TLS that authenticates nobody', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA or GRPC_JOIN_TOKEN is required'],
+    ['short join token', { GRPC_HOST: '127.0.0.1', GRPC_JOIN_TOKEN: 'short' }, 'GRPC_JOIN_TOKEN must hold tokens of at least 16 characters'],
+    ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE must be "true" or "false"'],
+    ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER and ADMIN_VIEWER_PASSWORD must be set together'],
+    ['viewer named like the admin', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' }, 'ADMIN_VIEWER_USER must differ from ADMIN_USER'],
+    ['admin key without cert', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_KEY: 'k' }, 'ADMIN_TLS_CERT and ADMIN_TLS_KEY must be set together'],
+    ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE'],
+    ['backoff max below base', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' }, 'ADMIN_LOGIN_BACKOFF_MAX'],
+    ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES'],
   ])('rejects %s', (_name, env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });

@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { tryParseDuration } from '#proto/duration';
 import { GatehouseError } from '#proto/errors';
-import { tlsFilesFromEnv, type TlsFiles } from '#proto/grpc';
+import { isLoopbackHost, serverTlsFromEnv, type ServerTlsFiles } from '#proto/grpc';
 
 export interface ControlPlaneConfig {
   adminHost: string;
@@ -25,9 +25,29 @@ export interface ControlPlaneConfig {
   adminJwtSecret: string | undefined;
   adminJwtSecretFile: string;
   adminTokenTtlSeconds: number;
+  /** ADMIN_VIEWER_USER / ADMIN_VIEWER_PASSWORD: a read-only account; null = none. */
+  adminViewer: { user: string; password: string } | null;
+  /** ADMIN_TLS_CERT / ADMIN_TLS_KEY: HTTPS on the admin listener; null = plain HTTP. */
+  adminTls: { cert: string; key: string } | null;
+  loginThrottle: LoginThrottleConfig;
   logLevel: string;
   shutdownTimeoutMs: number;
-  grpcTls: TlsFiles | null;
+  /** GRPC_TLS_CERT/KEY (+ GRPC_TLS_CA = client certificates required). */
+  grpcTls: ServerTlsFiles | null;
+  /** GRPC_JOIN_TOKEN (comma-separated: several during a rotation); empty = no join token. */
+  grpcJoinTokens: string[];
+  /** GRPC_INSECURE=true: plaintext gRPC allowed on a non-loopback GRPC_HOST. */
+  grpcInsecure: boolean;
+  /** TLS_RELOAD_INTERVAL: how often certificate files are re-read (SIGHUP re-reads at once). */
+  tlsReloadIntervalMs: number;
+}
+
+export interface LoginThrottleConfig {
+  /** ADMIN_LOGIN_FREE_FAILURES: failed logins per client address / user name answered 401 before backoff starts. */
+  freeFailures: number;
+  /** ADMIN_LOGIN_BACKOFF_BASE / _MAX: the first wait, doubled on every further failure up to the max. */
+  baseDelayMs: number;
+  maxDelayMs: number;
 }
 
 export interface KubernetesConfig {
@@ -70,6 +90,55 @@ function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): numbe
   return ms;
 }
 
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw !== 'true' && raw !== 'false') throw invalid(name, `must be "true" or "false", got "${raw}"`);
+  return raw === 'true';
+}
+
+/** Two variables that only make sense together: both set, or neither. */
+function pair(env: NodeJS.ProcessEnv, first: string, second: string): [string, string] | null {
+  const a = nonEmpty(env, first);
+  const b = nonEmpty(env, second);
+  if (!a !== !b) throw invalid(first, `and ${second} must be set together`);
+  return a && b ? [a, b] : null;
+}
+
+const MIN_JOIN_TOKEN_CHARS = 16;
+
+/**
+ * The snapshot stream carries every upstream address and JWT secret: plaintext only on loopback
+ * unless GRPC_INSECURE=true; TLS without client certificates only with a join token.
+ */
+function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
+  const grpcInsecure = bool(env, 'GRPC_INSECURE', false);
+  let grpcTls: ServerTlsFiles | null;
+  try {
+    grpcTls = serverTlsFromEnv(env);
+  } catch (err) {
+    throw invalid('GRPC_TLS_CERT', `is incomplete: ${(err as Error).message}`);
+  }
+  const grpcJoinTokens = (env.GRPC_JOIN_TOKEN ?? '').split(',').map((t) => t.trim()).filter(Boolean);
+  if (grpcJoinTokens.some((t) => t.length < MIN_JOIN_TOKEN_CHARS)) {
+    throw invalid('GRPC_JOIN_TOKEN', `must hold tokens of at least ${MIN_JOIN_TOKEN_CHARS} characters (use e.g. openssl rand -hex 32)`);
+  }
+  if (!grpcTls && !grpcInsecure && !isLoopbackHost(grpcHost)) {
+    throw invalid(
+      'GRPC_HOST',
+      `${grpcHost} is not a loopback address and gRPC has no TLS: every data plane's snapshot (upstreams, JWT secrets) would travel in plaintext. ` +
+        'Set GRPC_TLS_CERT and GRPC_TLS_KEY (with GRPC_TLS_CA for mutual TLS, or GRPC_JOIN_TOKEN), or GRPC_INSECURE=true to allow plaintext',
+    );
+  }
+  if (grpcTls && !grpcTls.ca && grpcJoinTokens.length === 0 && !grpcInsecure) {
+    throw invalid(
+      'GRPC_TLS_CA',
+      'or GRPC_JOIN_TOKEN is required with GRPC_TLS_CERT: otherwise any client could subscribe to the snapshots (or set GRPC_INSECURE=true)',
+    );
+  }
+  return { grpcTls, grpcJoinTokens, grpcInsecure };
+}
+
 function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const value = env[name];
   return value === undefined || value === '' ? undefined : value;
@@ -96,11 +165,22 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
 
   const adminUser = env.ADMIN_USER || 'admin';
   const dataDir = resolve(env.DATA_DIR || './data');
+  const grpcHost = env.GRPC_HOST || '0.0.0.0';
+
+  const viewer = pair(env, 'ADMIN_VIEWER_USER', 'ADMIN_VIEWER_PASSWORD');
+  if (viewer && viewer[0] === adminUser) throw invalid('ADMIN_VIEWER_USER', 'must differ from ADMIN_USER');
+  const adminTls = pair(env, 'ADMIN_TLS_CERT', 'ADMIN_TLS_KEY');
+  const loginThrottle: LoginThrottleConfig = {
+    freeFailures: positiveInteger(env, 'ADMIN_LOGIN_FREE_FAILURES', 5),
+    baseDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_BASE', '1s'),
+    maxDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_MAX', '15m'),
+  };
+  if (loginThrottle.maxDelayMs < loginThrottle.baseDelayMs) throw invalid('ADMIN_LOGIN_BACKOFF_MAX', 'must not be smaller than ADMIN_LOGIN_BACKOFF_BASE');
 
   return {
     adminHost: env.ADMIN_HOST || '0.0.0.0',
     adminPort: port(env, 'ADMIN_PORT', 8081),
-    grpcHost: env.GRPC_HOST || '0.0.0.0',
+    grpcHost,
     grpcPort: port(env, 'GRPC_PORT', 8082),
     store,
     kubernetes,
@@ -111,8 +191,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     adminJwtSecret: nonEmpty(env, 'ADMIN_JWT_SECRET'),
     adminJwtSecretFile: join(dataDir, 'admin-jwt-secret'),
     adminTokenTtlSeconds: positiveInteger(env, 'ADMIN_TOKEN_TTL', 3600),
+    adminViewer: viewer && { user: viewer[0], password: viewer[1] },
+    adminTls: adminTls && { cert: adminTls[0], key: adminTls[1] },
+    loginThrottle,
     logLevel,
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
-    grpcTls: tlsFilesFromEnv(env),
+    ...grpcSecurity(env, grpcHost),
+    tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
 }

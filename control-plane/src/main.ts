@@ -4,8 +4,10 @@
  * plus, with the Kubernetes store, the controller (controller/: leader election, CR status),
  * and shuts them down in reverse order on SIGTERM/SIGINT.
  */
-import { createServer } from 'node:http';
-import { loadGatehouseProto, serverCredentials } from '#proto/grpc';
+import { createServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { watchCertificateFiles, type CertificatePaths, type CertificateWatcher, type WatchCertificateOptions } from '#proto/certificate-files';
+import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { listen } from '#proto/listen';
 import { loadConfig, type ControlPlaneConfig } from './config.js';
@@ -17,13 +19,39 @@ import { createSnapshotServer } from './grpc/snapshot-server.js';
 import { createControlPlaneMetrics } from './metrics/control-plane-metrics.js';
 import { resolveAdminSecrets } from './admin/admin-credentials.js';
 import { createAdminAuth } from './admin/admin-auth.js';
+import { createLoginThrottle } from './admin/login-throttle.js';
+import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
 
 /** Slow or idle clients must not hold the admin port open forever. */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
 const ADMIN_HEADERS_TIMEOUT_MS = 10_000;
 
+/** Certificate files re-read every TLS_RELOAD_INTERVAL and on SIGHUP; each reload is logged. */
+function watchListenerCertificates(
+  listener: 'grpc' | 'admin',
+  paths: CertificatePaths,
+  names: WatchCertificateOptions['names'],
+  config: ControlPlaneConfig,
+  logger: Logger,
+): CertificateWatcher {
+  return watchCertificateFiles(paths, {
+    names,
+    intervalMs: config.tlsReloadIntervalMs,
+    onReload: (result) => logReload(logger, listener, result),
+  });
+}
+
+function logReload(logger: Logger, listener: string, result: 'reloaded' | 'unchanged' | Error): void {
+  if (result === 'reloaded') logger.info({ listener }, 'certificates reloaded');
+  else if (result === 'unchanged') logger.info({ listener }, 'certificates unchanged');
+  else if (result instanceof Error) logger.warn({ listener, err: result.message }, 'certificate reload refused; keeping the previous certificate');
+}
+
 async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
+  const grpcCertificates = config.grpcTls && watchListenerCertificates('grpc', config.grpcTls, GRPC_TLS_NAMES, config, logger);
+  const adminCertificates =
+    config.adminTls && watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config, logger);
   const opened = await openStore(config, logger);
   const store = opened.store;
   const secrets = await resolveAdminSecrets(config, logger);
@@ -40,7 +68,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     snapshots,
     service: proto.service,
     wrapPush: proto.wrapPush,
-    credentials: serverCredentials(config.grpcTls),
+    credentials: serverCredentials(grpcCertificates, Boolean(config.grpcTls?.ca)),
+    authenticate: createStreamAuthenticator({ joinTokens: config.grpcJoinTokens, clientCertificates: Boolean(config.grpcTls?.ca) }),
     logger,
     callbacks: withDataPlaneChanges(metrics.streamCallbacks, () => controller?.dataPlanesChanged()),
   });
@@ -49,18 +78,38 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       ? startController({ store: opened.store, kubeConfig: opened.kubeConfig, config: config.kubernetes, dataPlanes: () => grpcServer.dataPlanes(), logger })
       : null;
   const grpcPort = await grpcServer.listen(config.grpcHost, config.grpcPort);
-  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null }, 'listening');
+  const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : config.grpcJoinTokens.length > 0 ? 'join-token' : 'none';
+  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth }, 'listening');
+  if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
+    logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port');
+  }
 
   const auth = createAdminAuth({
     user: config.adminUser,
     password: secrets.password,
+    viewer: config.adminViewer,
     jwtSecret: secrets.jwtSecret,
     tokenTtlSeconds: config.adminTokenTtlSeconds,
   });
-  const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, metrics, logger });
-  const http = createServer({ requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS }, app);
+  const loginThrottle = createLoginThrottle(config.loginThrottle);
+  const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger });
+  const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
+  let http: Server;
+  if (adminCertificates) {
+    const { cert, key } = adminCertificates.current();
+    const https = createHttpsServer({ ...serverOptions, cert, key }, app);
+    adminCertificates.subscribe((set) => https.setSecureContext({ cert: set.cert, key: set.key }));
+    http = https;
+  } else {
+    http = createServer(serverOptions, app);
+  }
   const adminPort = await listen(http, config.adminPort, config.adminHost);
-  logger.info({ listener: 'admin', port: adminPort, host: config.adminHost }, 'listening');
+  logger.info({ listener: 'admin', port: adminPort, host: config.adminHost, tls: adminCertificates !== null }, 'listening');
+
+  process.on('SIGHUP', () => {
+    if (grpcCertificates) logReload(logger, 'grpc', grpcCertificates.reload());
+    if (adminCertificates) logReload(logger, 'admin', adminCertificates.reload());
+  });
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -82,6 +131,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     await controller?.close();
     await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
     snapshots.close();
+    grpcCertificates?.close();
+    adminCertificates?.close();
     await store.close();
     clearTimeout(deadline);
     logger.info('stopped');

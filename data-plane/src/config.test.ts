@@ -16,6 +16,9 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 10_000,
       snapshotCache: undefined,
       grpcTlsServerName: undefined,
+      grpcTls: null,
+      grpcJoinToken: undefined,
+      grpcInsecure: false,
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -36,6 +39,9 @@ describe('loadConfig', () => {
         SHUTDOWN_TIMEOUT: '2s',
         SNAPSHOT_CACHE: '/tmp/snap.json',
         GRPC_TLS_SERVER_NAME: 'gatehouse-control-plane.gatehouse.svc.cluster.local',
+        GRPC_TLS_CA: '/tls/ca.crt',
+        GRPC_JOIN_TOKEN: 'join-token-of-the-fleet',
+        GRPC_INSECURE: 'false',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -51,7 +57,18 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 2000,
       snapshotCache: '/tmp/snap.json',
       grpcTlsServerName: 'gatehouse-control-plane.gatehouse.svc.cluster.local',
+      grpcTls: { ca: '/tls/ca.crt' },
+      grpcJoinToken: 'join-token-of-the-fleet',
+      grpcInsecure: false,
     });
+  });
+
+  test.each([
+    ['mutual TLS', { GRPC_TLS_CA: 'a', GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, { grpcTls: { ca: 'a', cert: 'c', key: 'k' } }],
+    ['join token to a loopback CP in plaintext', { GRPC_JOIN_TOKEN: 't' }, { grpcJoinToken: 't', grpcTls: null }],
+    ['join token in plaintext, allowed explicitly', { GRPC_JOIN_TOKEN: 't', CONTROL_PLANE_ADDR: 'cp:8082', GRPC_INSECURE: 'true' }, { grpcInsecure: true }],
+  ])('%s', (_name, env, expected) => {
+    expect(loadConfig(env)).toMatchObject(expected);
   });
 
   test.each([
@@ -61,6 +78,10 @@ describe('loadConfig', () => {
     ['a duration without unit', { SHUTDOWN_TIMEOUT: '10' }, 'SHUTDOWN_TIMEOUT'],
     ['a max backoff below the base', { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' }, 'RECONNECT_BACKOFF_MAX'],
     ['a TLS server name with a port', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc:8082' }, 'GRPC_TLS_SERVER_NAME'],
+    ['a TLS server name without TLS', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc' }, 'GRPC_TLS_SERVER_NAME needs GRPC_TLS_CA'],
+    ['a client certificate without CA', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA'],
+    ['a join token in plaintext to a remote CP', { GRPC_JOIN_TOKEN: 't', CONTROL_PLANE_ADDR: 'cp:8082' }, 'GRPC_JOIN_TOKEN would travel in plaintext'],
+    ['GRPC_INSECURE not a boolean', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE'],
   ])('%s is refused, naming the variable', (_name, env, variable) => {
     expect(() => loadConfig(env)).toThrow(variable);
   });

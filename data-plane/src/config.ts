@@ -4,6 +4,7 @@
  */
 import { hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
+import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
 
 export interface DataPlaneConfig {
   /** Bind address; undefined = every interface (Node's default, IPv4 and IPv6). */
@@ -24,6 +25,12 @@ export interface DataPlaneConfig {
   snapshotCache: string | undefined;
   /** GRPC_TLS_SERVER_NAME: verify the CP certificate against this name instead of the dialled host. */
   grpcTlsServerName: string | undefined;
+  /** GRPC_TLS_CA (+ GRPC_TLS_CERT/KEY = mutual TLS); null = plaintext. */
+  grpcTls: ClientTlsFiles | null;
+  /** GRPC_JOIN_TOKEN: presented to the control plane as call metadata. */
+  grpcJoinToken: string | undefined;
+  /** GRPC_INSECURE=true: a join token may be sent in plaintext to a non-loopback control plane. */
+  grpcInsecure: boolean;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -43,6 +50,14 @@ function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): numbe
   }
 }
 
+function grpcTls(env: NodeJS.ProcessEnv): ClientTlsFiles | null {
+  try {
+    return clientTlsFromEnv(env);
+  } catch (err) {
+    throw new Error(`GRPC_TLS_CA is incomplete: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /** Throws with a message naming the variable when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
   const config: DataPlaneConfig = {
@@ -59,7 +74,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfi
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
     snapshotCache: env.SNAPSHOT_CACHE || undefined,
     grpcTlsServerName: env.GRPC_TLS_SERVER_NAME || undefined,
+    grpcTls: grpcTls(env),
+    grpcJoinToken: env.GRPC_JOIN_TOKEN || undefined,
+    grpcInsecure: env.GRPC_INSECURE === 'true',
   };
+  if (env.GRPC_INSECURE && env.GRPC_INSECURE !== 'true' && env.GRPC_INSECURE !== 'false') {
+    throw new Error(`GRPC_INSECURE must be "true" or "false", got "${env.GRPC_INSECURE}"`);
+  }
+  if (config.grpcTlsServerName && !config.grpcTls) throw new Error('GRPC_TLS_SERVER_NAME needs GRPC_TLS_CA');
+  if (config.grpcJoinToken && !config.grpcTls && !config.grpcInsecure && !isLoopbackHost(hostOfAddress(config.controlPlaneAddr))) {
+    throw new Error(
+      `GRPC_JOIN_TOKEN would travel in plaintext to CONTROL_PLANE_ADDR ${config.controlPlaneAddr}: set GRPC_TLS_CA (the CA of the control plane certificate), or GRPC_INSECURE=true`,
+    );
+  }
   if (config.grpcTlsServerName !== undefined && !/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(config.grpcTlsServerName)) {
     throw new Error(`GRPC_TLS_SERVER_NAME must be a DNS name, got "${config.grpcTlsServerName}"`);
   }

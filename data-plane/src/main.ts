@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { clientCredentials, loadGatehouseProto, tlsFilesFromEnv, tlsServerNameOptions } from '#proto/grpc';
+import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { createTokenStore } from './auth/index.js';
 import { loadConfig, type DataPlaneConfig } from './config.js';
@@ -36,9 +36,8 @@ function applyCachedSnapshot(cache: SnapshotCache, holder: SnapshotHolder, logge
 }
 
 async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
-  const tls = tlsFilesFromEnv(process.env);
-  if (config.grpcTlsServerName && !tls) throw new Error('GRPC_TLS_SERVER_NAME needs GRPC_TLS_CERT, GRPC_TLS_KEY and GRPC_TLS_CA');
-  const credentials = clientCredentials(tls);
+  // Read now, so unreadable files fail the start; then re-read at every reconnect (renewed certificates).
+  clientCredentials(config.grpcTls);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
@@ -59,7 +58,8 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
   const client = createSnapshotClient({
     proto: loadGatehouseProto({ clientChannelOptions: tlsServerNameOptions(config.grpcTlsServerName) }),
     address: config.controlPlaneAddr,
-    credentials,
+    credentials: () => clientCredentials(config.grpcTls),
+    joinToken: config.grpcJoinToken,
     holder,
     identity: {
       id: config.dataplaneId,

@@ -1,12 +1,15 @@
 /**
  * The gRPC side of the wire contract, shared by both services: the loaded service definition,
- * message-size limits and (optional) mutual-TLS credentials.
+ * message-size limits, transport credentials (TLS, mutual TLS, reloaded certificates) and the
+ * data-plane join token carried as call metadata.
  */
 import { readFileSync } from 'node:fs';
+import { isIPv4, isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
+import type { CertificateSet, CertificateWatcher } from './certificate-files.js';
 
 /** Path of the .proto file, resolved from both proto/src (tests) and proto/dist (built). */
 export const PROTO_PATH = fileURLToPath(new URL('../gatehouse/v1/gatehouse.proto', import.meta.url));
@@ -90,27 +93,122 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
   };
 }
 
-export interface TlsFiles {
-  cert?: string;
-  key?: string;
+/** Control plane: its certificate and key; with a CA, client certificates from that CA are required. */
+export interface ServerTlsFiles {
+  cert: string;
+  key: string;
   ca?: string;
 }
 
-/** GRPC_TLS_CERT / GRPC_TLS_KEY / GRPC_TLS_CA: all three set = mutual TLS, none = plaintext. */
-export function tlsFilesFromEnv(env: NodeJS.ProcessEnv): TlsFiles | null {
-  const files = { cert: env.GRPC_TLS_CERT, key: env.GRPC_TLS_KEY, ca: env.GRPC_TLS_CA };
-  const set = Object.values(files).filter(Boolean).length;
-  if (set === 0) return null;
-  if (set !== 3) throw new Error('GRPC_TLS_CERT, GRPC_TLS_KEY and GRPC_TLS_CA must be set together');
-  return files;
+/** Data plane: the CA that signed the CP's certificate; with cert + key, its own client certificate (mTLS). */
+export interface ClientTlsFiles {
+  ca: string;
+  cert?: string;
+  key?: string;
 }
 
-export function serverCredentials(tls: TlsFiles | null): grpc.ServerCredentials {
-  if (!tls) return grpc.ServerCredentials.createInsecure();
-  return grpc.ServerCredentials.createSsl(
-    readFileSync(tls.ca!),
-    [{ cert_chain: readFileSync(tls.cert!), private_key: readFileSync(tls.key!) }],
-    true, // require and verify client certificates
+export const GRPC_TLS_NAMES = { cert: 'GRPC_TLS_CERT', key: 'GRPC_TLS_KEY', ca: 'GRPC_TLS_CA' } as const;
+
+const setting = (env: NodeJS.ProcessEnv, name: string): string | undefined => env[name] || undefined;
+
+function certAndKey(env: NodeJS.ProcessEnv): { cert: string; key: string } | null {
+  const cert = setting(env, GRPC_TLS_NAMES.cert);
+  const key = setting(env, GRPC_TLS_NAMES.key);
+  if (!cert !== !key) throw new Error('GRPC_TLS_CERT and GRPC_TLS_KEY must be set together');
+  return cert && key ? { cert, key } : null;
+}
+
+/** CP: GRPC_TLS_CERT + GRPC_TLS_KEY = TLS; GRPC_TLS_CA as well = client certificates required (mTLS). */
+export function serverTlsFromEnv(env: NodeJS.ProcessEnv): ServerTlsFiles | null {
+  const pair = certAndKey(env);
+  const ca = setting(env, GRPC_TLS_NAMES.ca);
+  if (!pair) {
+    if (ca) throw new Error('GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY on the control plane');
+    return null;
+  }
+  return ca ? { ...pair, ca } : pair;
+}
+
+/** DP: GRPC_TLS_CA = TLS (the CP's certificate verified); GRPC_TLS_CERT + GRPC_TLS_KEY as well = mTLS. */
+export function clientTlsFromEnv(env: NodeJS.ProcessEnv): ClientTlsFiles | null {
+  const pair = certAndKey(env);
+  const ca = setting(env, GRPC_TLS_NAMES.ca);
+  if (!ca) {
+    if (pair) throw new Error('GRPC_TLS_CERT and GRPC_TLS_KEY need GRPC_TLS_CA (the CA of the control plane certificate)');
+    return null;
+  }
+  return pair ? { ca, ...pair } : { ca };
+}
+
+/** A literal loopback address (127.0.0.0/8, ::1) or `localhost`: the only places plaintext gRPC is allowed by default. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  if (h === 'localhost' || h === '::1') return true;
+  const v4 = isIPv6(h) && h.startsWith('::ffff:') ? h.slice(7) : h;
+  return isIPv4(v4) && v4.startsWith('127.');
+}
+
+/** Host part of a `host:port` / `[v6]:port` address. */
+export function hostOfAddress(address: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
+  if (bracketed) return bracketed[1];
+  const colon = address.lastIndexOf(':');
+  return colon > 0 && address.indexOf(':') === colon ? address.slice(0, colon) : address;
+}
+
+/** Metadata key that carries a data plane's join token (GRPC_JOIN_TOKEN), as `Bearer <token>`. */
+export const JOIN_TOKEN_METADATA_KEY = 'authorization';
+
+export function joinTokenMetadata(token: string | undefined): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  if (token) metadata.set(JOIN_TOKEN_METADATA_KEY, `Bearer ${token}`);
+  return metadata;
+}
+
+/** The token a call presented, or undefined. */
+export function presentedJoinToken(metadata: grpc.Metadata): string | undefined {
+  const value = metadata.get(JOIN_TOKEN_METADATA_KEY)[0];
+  const match = typeof value === 'string' ? /^Bearer +(\S+)$/i.exec(value.trim()) : null;
+  return match?.[1];
+}
+
+/**
+ * gRPC server credentials. With certificates, grpc-js takes every new set the watcher reloads
+ * (new connections get the new certificate); `requireClientCertificate` = mutual TLS.
+ */
+export function serverCredentials(certificates: CertificateWatcher | null, requireClientCertificate: boolean): grpc.ServerCredentials {
+  if (!certificates) return grpc.ServerCredentials.createInsecure();
+  const identityListeners = new Set<grpc.experimental.IdentityCertificateUpdateListener>();
+  const caListeners = new Set<grpc.experimental.CaCertificateUpdateListener>();
+  const publish = (set: CertificateSet): void => {
+    for (const listener of identityListeners) listener({ certificate: set.cert, privateKey: set.key });
+    for (const listener of caListeners) listener(set.ca ? { caCertificate: set.ca } : null);
+  };
+  certificates.subscribe(publish);
+  // grpc-js registers its own watcher only after adding these listeners: answer on the next tick.
+  const provider: grpc.experimental.CertificateProvider = {
+    addIdentityCertificateListener(listener) {
+      identityListeners.add(listener);
+      queueMicrotask(() => {
+        const set = certificates.current();
+        listener({ certificate: set.cert, privateKey: set.key });
+      });
+    },
+    removeIdentityCertificateListener: (listener) => identityListeners.delete(listener),
+    addCaCertificateListener(listener) {
+      caListeners.add(listener);
+      queueMicrotask(() => {
+        const ca = certificates.current().ca;
+        listener(ca ? { caCertificate: ca } : null);
+      });
+    },
+    removeCaCertificateListener: (listener) => caListeners.delete(listener),
+  };
+  // grpc-js passes its first argument on as the identity provider, the second as the (optional) CA provider.
+  return grpc.experimental.createCertificateProviderServerCredentials(
+    provider,
+    requireClientCertificate ? provider : null,
+    requireClientCertificate,
   );
 }
 
@@ -124,7 +222,10 @@ export function tlsServerNameOptions(serverName: string | undefined): grpc.Chann
   return { 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName };
 }
 
-export function clientCredentials(tls: TlsFiles | null): grpc.ChannelCredentials {
+/** Reads the files on every call: a data plane makes credentials per connection attempt, so renewed files are used at the next reconnect. */
+export function clientCredentials(tls: ClientTlsFiles | null): grpc.ChannelCredentials {
   if (!tls) return grpc.credentials.createInsecure();
-  return grpc.credentials.createSsl(readFileSync(tls.ca!), readFileSync(tls.key!), readFileSync(tls.cert!));
+  const ca = readFileSync(tls.ca);
+  if (!tls.cert || !tls.key) return grpc.credentials.createSsl(ca);
+  return grpc.credentials.createSsl(ca, readFileSync(tls.key), readFileSync(tls.cert));
 }

@@ -412,7 +412,7 @@ describe('scaling and exposure', () => {
     expect(one(objects, 'Service', cp(objects).metadata!.name).spec.type).toBe('ClusterIP');
   }, T);
 
-  test('grpcTls.enabled=false: no TLS Secrets, no GRPC_TLS_* and no TLS volume on either side', async () => {
+  test('grpcTls.enabled=false: no TLS Secrets, no GRPC_TLS_* and no TLS volume on either side; the CP allows plaintext explicitly', async () => {
     const objects = await render('tlsOff');
     expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name)).toEqual(['gh-gatehouse-admin']);
     for (const d of ofKind(objects, 'Deployment')) {
@@ -420,6 +420,14 @@ describe('scaling and exposure', () => {
       expect(c.env!.filter((e) => e.name.startsWith('GRPC_TLS'))).toEqual([]);
       expect(referencedConfig(podSpecOf(d)).secrets.filter((s) => s.where.startsWith('volume'))).toEqual([]);
     }
+    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true (issue 11).
+    expect(envValue(onlyContainer(cp(objects)), 'GRPC_INSECURE')).toBe('true');
+    expect(envValue(onlyContainer(cp(objects)), 'GRPC_TLS_CERT')).toBeUndefined();
+  }, T);
+
+  test('grpcTls enabled (default): the CP does not set GRPC_INSECURE', async () => {
+    const objects = await render('defaults');
+    expect(envValue(onlyContainer(cp(objects)), 'GRPC_INSECURE')).toBeUndefined();
   }, T);
 
   test('ServiceMonitors select Services that have the scraped port', async () => {

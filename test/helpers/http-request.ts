@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { request as httpRequestRaw, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { request as httpsRequestRaw } from 'node:https';
 
 export interface HttpResponse {
   status: number;
@@ -21,14 +22,18 @@ export interface HttpRequestOptions {
   headers?: OutgoingHttpHeaders;
   body?: string | Buffer;
   timeoutMs?: number;
+  /** https: URLs: the CA (PEM) the server certificate must chain to. */
+  ca?: string | Buffer;
 }
 
 export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpResponse> {
-  const { method = 'GET', headers = {}, body, timeoutMs = 10_000 } = options;
+  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca } = options;
   const target = new URL(url);
+  const send = target.protocol === 'https:' ? httpsRequestRaw : httpRequestRaw;
   return new Promise((resolve, reject) => {
-    const req = httpRequestRaw(
+    const req = send(
       {
+        ...(ca === undefined ? {} : { ca }),
         host: target.hostname,
         port: target.port,
         path: `${target.pathname}${target.search}`,

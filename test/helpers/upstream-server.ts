@@ -40,6 +40,8 @@ export interface Upstream {
   readonly hostHeader: string;
   /** Every request received, oldest first. */
   readonly requests: readonly RecordedRequest[];
+  /** Requests whose body never ended (the sender aborted them), with the body bytes that did arrive. */
+  readonly aborted: readonly RecordedRequest[];
   last(): RecordedRequest | undefined;
   setBehaviour(behaviour: UpstreamBehaviour | ((req: RecordedRequest) => UpstreamBehaviour)): void;
   /** Forgets the recorded requests. */
@@ -61,6 +63,7 @@ export async function startUpstream(
   options: UpstreamOptions = {},
 ): Promise<Upstream> {
   const requests: RecordedRequest[] = [];
+  const aborted: RecordedRequest[] = [];
   let choose: (req: RecordedRequest) => UpstreamBehaviour = () => initial;
   const bigBodies = new Map<number, { body: Buffer; sha256: string }>();
 
@@ -107,17 +110,21 @@ export async function startUpstream(
       hash.update(chunk);
       length += chunk.length;
     });
+    const record = (): RecordedRequest => ({
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      rawHeaders: req.rawHeaders,
+      bodyLength: length,
+      bodySha256: hash.digest('hex'),
+    });
     req.on('end', () => {
-      const recorded: RecordedRequest = {
-        method: req.method ?? '',
-        url: req.url ?? '',
-        headers: req.headers,
-        rawHeaders: req.rawHeaders,
-        bodyLength: length,
-        bodySha256: hash.digest('hex'),
-      };
+      const recorded = record();
       requests.push(recorded);
       answer(choose(recorded), recorded, res);
+    });
+    req.on('close', () => {
+      if (!req.complete) aborted.push(record());
     });
   };
   const server: Server = options.tls ? createHttpsServer(options.tls, handler) : createServer(handler);
@@ -132,12 +139,14 @@ export async function startUpstream(
     url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     hostHeader: `127.0.0.1:${port}`,
     requests,
+    aborted,
     last: () => requests[requests.length - 1],
     setBehaviour(behaviour) {
       choose = typeof behaviour === 'function' ? behaviour : () => behaviour;
     },
     reset() {
       requests.length = 0;
+      aborted.length = 0;
     },
     waitForRequests(count, timeoutMs = 5_000) {
       return pollUntil(async () => (requests.length >= count ? requests : undefined), {

@@ -1,17 +1,26 @@
 /**
  * Admin authentication: POST /login checks the configured credentials in constant time and
  * issues a short-lived HS256 JWT; every other admin call presents it as a bearer token.
+ * Two roles: `admin` (ADMIN_USER) may do everything, `viewer` (ADMIN_VIEWER_USER) may only read.
+ * Each token carries a fingerprint of the credential it was issued for (an HMAC, keyed with the
+ * signing secret, of role, user and password hash), so changing a password or the secret
+ * invalidates every token issued before.
  */
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { SignJWT, jwtVerify } from 'jose';
 import { GatehouseError } from '#proto/errors';
+import { sameSecret, secretDigest } from '#proto/secret-compare';
 
 export const ADMIN_TOKEN_ISSUER = 'gatehouse-control-plane';
 export const ADMIN_TOKEN_AUDIENCE = 'gatehouse-admin';
 
+export type AdminRole = 'admin' | 'viewer';
+
 export interface AdminAuthOptions {
   user: string;
   password: string;
+  /** A read-only account (ADMIN_VIEWER_USER / ADMIN_VIEWER_PASSWORD). */
+  viewer?: { user: string; password: string } | null;
   /** HS256 signing secret (shared by CP replicas). */
   jwtSecret: string;
   tokenTtlSeconds: number;
@@ -25,38 +34,59 @@ export interface LoginResponse {
   expires_in: number;
 }
 
-export interface AdminAuth {
-  login(username: unknown, password: unknown): Promise<LoginResponse>;
-  /** Checks an Authorization header value; throws ADMIN_UNAUTHORIZED. */
-  verify(authorization: string | undefined): Promise<void>;
+export interface AdminIdentity {
+  user: string;
+  role: AdminRole;
 }
 
-const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+export interface AdminAuth {
+  /** Throws ADMIN_UNAUTHORIZED on wrong credentials. */
+  login(username: unknown, password: unknown): Promise<LoginResponse>;
+  /** Checks an Authorization header value; throws ADMIN_UNAUTHORIZED. */
+  verify(authorization: string | undefined): Promise<AdminIdentity>;
+}
 
-/** Equal-length digests, so neither length nor content of the secret leaks through timing. */
-function sameSecret(given: unknown, expected: Buffer): boolean {
-  return timingSafeEqual(digest(typeof given === 'string' ? given : ''), expected);
+interface Account {
+  identity: AdminIdentity;
+  userDigest: Buffer;
+  passwordDigest: Buffer;
+  /** The `cfp` claim of tokens issued for this credential. */
+  fingerprint: string;
+  fingerprintDigest: Buffer;
 }
 
 const unauthorized = (message: string) => new GatehouseError('ADMIN_UNAUTHORIZED', message);
 
-export function createAdminAuth({ user, password, jwtSecret, tokenTtlSeconds, now = () => new Date() }: AdminAuthOptions): AdminAuth {
-  const userDigest = digest(user);
-  const passwordDigest = digest(password);
+/**
+ * The `cfp` claim of a token issued to (role, user, password) under `jwtSecret`. Keyed with the
+ * signing secret, over the password's hash: the claim reveals nothing about the password.
+ */
+export function credentialFingerprint(role: AdminRole, user: string, password: string, jwtSecret: string): string {
+  return createHmac('sha256', jwtSecret).update(`${role}\n${user}\n`).update(secretDigest(password)).digest('base64url');
+}
+
+export function createAdminAuth({ user, password, viewer, jwtSecret, tokenTtlSeconds, now = () => new Date() }: AdminAuthOptions): AdminAuth {
+  const account = (role: AdminRole, name: string, secret: string): Account => {
+    const fingerprint = credentialFingerprint(role, name, secret, jwtSecret);
+    return { identity: { user: name, role }, userDigest: secretDigest(name), passwordDigest: secretDigest(secret), fingerprint, fingerprintDigest: secretDigest(fingerprint) };
+  };
+  const accounts = [account('admin', user, password), ...(viewer ? [account('viewer', viewer.user, viewer.password)] : [])];
   const key = new TextEncoder().encode(jwtSecret);
 
   return {
     async login(username, givenPassword) {
-      // Both comparisons always run (no short-circuit), so timing does not reveal which one failed.
-      const userOk = sameSecret(username, userDigest);
-      const passwordOk = sameSecret(givenPassword, passwordDigest);
-      if (!(userOk && passwordOk) || typeof givenPassword !== 'string' || givenPassword === '') {
-        throw unauthorized('invalid credentials');
+      // Every comparison runs (no short-circuit), so timing does not reveal which account or part failed.
+      let matched: Account | undefined;
+      for (const candidate of accounts) {
+        const userOk = sameSecret(username, candidate.userDigest);
+        const passwordOk = sameSecret(givenPassword, candidate.passwordDigest);
+        if (userOk && passwordOk && !matched) matched = candidate;
       }
+      if (!matched || typeof givenPassword !== 'string' || givenPassword === '') throw unauthorized('invalid credentials');
       const issuedAt = Math.floor(now().getTime() / 1000);
-      const token = await new SignJWT({})
+      const token = await new SignJWT({ role: matched.identity.role, cfp: matched.fingerprint })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-        .setSubject(user)
+        .setSubject(matched.identity.user)
         .setIssuer(ADMIN_TOKEN_ISSUER)
         .setAudience(ADMIN_TOKEN_AUDIENCE)
         .setIssuedAt(issuedAt)
@@ -70,18 +100,24 @@ export function createAdminAuth({ user, password, jwtSecret, tokenTtlSeconds, no
       if (!authorization) throw unauthorized('missing bearer token');
       const match = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i.exec(authorization.trim());
       if (!match) throw unauthorized('malformed authorization header');
+      let payload: Record<string, unknown>;
       try {
-        const { payload } = await jwtVerify(match[1], key, {
+        ({ payload } = await jwtVerify(match[1], key, {
           algorithms: ['HS256'],
           issuer: ADMIN_TOKEN_ISSUER,
           audience: ADMIN_TOKEN_AUDIENCE,
           requiredClaims: ['exp', 'sub'],
           currentDate: now(),
-        });
-        if (payload.sub !== user) throw unauthorized('invalid or expired token');
+        }));
       } catch (err) {
         throw new GatehouseError('ADMIN_UNAUTHORIZED', 'invalid or expired token', { cause: err });
       }
+      const holder = accounts.find((a) => a.identity.role === payload.role && a.identity.user === payload.sub);
+      // A token issued for another password (or role, or user) no longer names a live credential.
+      if (!holder || !sameSecret(payload.cfp, holder.fingerprintDigest)) {
+        throw unauthorized('token was issued for credentials that changed; log in again');
+      }
+      return { ...holder.identity };
     },
   };
 }

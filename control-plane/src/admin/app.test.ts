@@ -17,15 +17,20 @@ import type { DefinitionStore } from '../store/index.js';
 import { createSnapshotBuilder, type SnapshotBuilder } from '../snapshot/snapshot-builder.js';
 import { createSnapshotServer, type SnapshotServer } from '../grpc/snapshot-server.js';
 import { createControlPlaneMetrics } from '../metrics/control-plane-metrics.js';
-import { ADMIN_TOKEN_AUDIENCE, ADMIN_TOKEN_ISSUER, createAdminAuth } from './admin-auth.js';
+import { ADMIN_TOKEN_AUDIENCE, ADMIN_TOKEN_ISSUER, createAdminAuth, credentialFingerprint } from './admin-auth.js';
 import { createAdminApp } from './app.js';
+import { createLoginThrottle } from './login-throttle.js';
 import { proxyDefaults } from '../../../test/helpers/proxy-defaults.js';
 
 const logger = createLogger('control-plane', 'silent');
 const proto = loadGatehouseProto();
 const SECRET = 'test-secret-that-is-long-enough-for-hs256';
 const PASSWORD = 'correct horse battery staple';
+const VIEWER_PASSWORD = 'viewer password, long enough';
 const TTL = 60;
+/** Failed logins per key before backoff, and the first wait (doubling). */
+const FREE_FAILURES = 3;
+const BACKOFF_MS = 4_000;
 
 let dir: string;
 let store: DefinitionStore;
@@ -55,8 +60,16 @@ beforeEach(async () => {
   });
   grpcPort = await grpcServer.listen('127.0.0.1', 0);
   clock = new Date();
-  const auth = createAdminAuth({ user: 'admin', password: PASSWORD, jwtSecret: SECRET, tokenTtlSeconds: TTL, now: () => clock });
-  const app = createAdminApp({ store, snapshots: builder, dataPlanes: () => grpcServer.dataPlanes(), auth, metrics, logger });
+  const auth = createAdminAuth({
+    user: 'admin',
+    password: PASSWORD,
+    viewer: { user: 'auditor', password: VIEWER_PASSWORD },
+    jwtSecret: SECRET,
+    tokenTtlSeconds: TTL,
+    now: () => clock,
+  });
+  const loginThrottle = createLoginThrottle({ freeFailures: FREE_FAILURES, baseDelayMs: BACKOFF_MS, maxDelayMs: 60_000, now: () => clock.getTime() });
+  const app = createAdminApp({ store, snapshots: builder, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger });
   http = app.listen(0, '127.0.0.1');
   await once(http, 'listening');
   base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
@@ -172,8 +185,10 @@ describe('login and admin tokens', () => {
       .sign(new TextEncoder().encode(opts.secret ?? SECRET));
   };
 
+  const admin = () => ({ role: 'admin', cfp: credentialFingerprint('admin', 'admin', PASSWORD, SECRET) });
+
   test('a token signed like ours is accepted (the reference for the rows below)', async () => {
-    expect((await call('GET', '/apis', undefined, { authorization: `Bearer ${await sign({})}` })).status).toBe(200);
+    expect((await call('GET', '/apis', undefined, { authorization: `Bearer ${await sign(admin())}` })).status).toBe(200);
   });
 
   test.each<[string, () => Promise<string | undefined>, string]>([
@@ -182,10 +197,21 @@ describe('login and admin tokens', () => {
     ['Bearer without token', async () => 'Bearer', 'malformed authorization header'],
     ['not a JWT', async () => 'Bearer abc.def', 'malformed authorization header'],
     ['garbage JWT', async () => 'Bearer abc.def.ghi', 'invalid or expired token'],
-    ['wrong signature', async () => `Bearer ${await sign({}, { secret: 'another-secret-another-secret-xx' })}`, 'invalid or expired token'],
-    ['expired', async () => `Bearer ${await sign({}, { exp: Math.floor(Date.now() / 1000) - 120 })}`, 'invalid or expired token'],
+    ['wrong signature', async () => `Bearer ${await sign(admin(), { secret: 'another-secret-another-secret-xx' })}`, 'invalid or expired token'],
+    ['expired', async () => `Bearer ${await sign(admin(), { exp: Math.floor(Date.now() / 1000) - 120 })}`, 'invalid or expired token'],
+    ['no credential fingerprint (a token of an earlier release)', async () => `Bearer ${await sign({ role: 'admin' })}`, 'token was issued for credentials that changed; log in again'],
+    [
+      'fingerprint of an earlier password',
+      async () => `Bearer ${await sign({ role: 'admin', cfp: credentialFingerprint('admin', 'admin', 'old password', SECRET) })}`,
+      'token was issued for credentials that changed; log in again',
+    ],
+    [
+      'viewer fingerprint claiming the admin role',
+      async () => `Bearer ${await sign({ role: 'admin', cfp: credentialFingerprint('viewer', 'auditor', VIEWER_PASSWORD, SECRET) })}`,
+      'token was issued for credentials that changed; log in again',
+    ],
     ['alg none', async () => `Bearer ${new UnsecuredJWT({ sub: 'admin', iss: ADMIN_TOKEN_ISSUER, aud: ADMIN_TOKEN_AUDIENCE, exp: 2e9 }).encode()}`, 'invalid or expired token'],
-    ['HS512 with the right secret (alg not allowed)', async () => `Bearer ${await sign({}, { alg: 'HS512' })}`, 'invalid or expired token'],
+    ['HS512 with the right secret (alg not allowed)', async () => `Bearer ${await sign(admin(), { alg: 'HS512' })}`, 'invalid or expired token'],
     [
       'wrong audience',
       async () =>
@@ -209,6 +235,90 @@ describe('login and admin tokens', () => {
 
   test('auth is checked before the route: an unknown path without a token is 401', async () => {
     expect((await fetch(`${base}/nope`)).status).toBe(401);
+  });
+});
+
+describe('viewer role (ADMIN_VIEWER_USER)', () => {
+  let viewerToken: string;
+  beforeEach(async () => {
+    viewerToken = ((await (await login('auditor', VIEWER_PASSWORD)).json()) as { access_token: string }).access_token;
+  });
+  const viewer = () => ({ authorization: `Bearer ${viewerToken}` });
+
+  test.each(['/apis', '/apis/r', '/oauth/servers', '/dataplanes'])('may read: GET %s → 200', async (path) => {
+    expect((await call('POST', '/apis', apiBody('r'))).status).toBe(201);
+    expect((await call('GET', path, undefined, viewer())).status).toBe(200);
+  });
+
+  test.each([
+    ['POST /apis', 'POST', '/apis', apiBody('v')],
+    ['PUT /apis/{name}', 'PUT', '/apis/v', { active: false }],
+    ['PATCH /apis/{name}', 'PATCH', '/apis/v', { active: false }],
+    ['DELETE /apis/{name}', 'DELETE', '/apis/v', undefined],
+    ['POST /oauth/servers', 'POST', '/oauth/servers', serverBody('s')],
+    ['DELETE /oauth/servers/{name}', 'DELETE', '/oauth/servers/s', undefined],
+  ])('may not write: %s → 403, nothing changes', async (_name, method, path, body) => {
+    expect((await call('POST', '/apis', apiBody('v'))).status).toBe(201);
+    const version = builder.current().version;
+    const res = await call(method, path, body, viewer());
+    expect(res).toMatchObject({ status: 403, body: { error: 'this account is read-only (viewer)' } });
+    expect(builder.current().version).toBe(version);
+    expect((await call('GET', '/apis/v')).body).toMatchObject({ name: 'v', active: true });
+  });
+
+  test('the viewer password does not log in as admin, and the admin token still writes', async () => {
+    expect((await login('admin', VIEWER_PASSWORD)).status).toBe(401);
+    expect((await call('POST', '/apis', apiBody('w'))).status).toBe(201);
+  });
+});
+
+describe('credential changes invalidate earlier tokens', () => {
+  /** The same app, rebuilt as after a restart with other settings. */
+  const verifyWith = (password: string, jwtSecret: string) =>
+    createAdminAuth({ user: 'admin', password, jwtSecret, tokenTtlSeconds: TTL, now: () => clock }).verify(`Bearer ${token}`);
+
+  test('same password and secret: still valid', async () => {
+    await expect(verifyWith(PASSWORD, SECRET)).resolves.toEqual({ user: 'admin', role: 'admin' });
+  });
+
+  test('new password: 401', async () => {
+    await expect(verifyWith('a new password', SECRET)).rejects.toMatchObject({ code: 'ADMIN_UNAUTHORIZED' });
+  });
+
+  test('new token secret: 401', async () => {
+    await expect(verifyWith(PASSWORD, `${SECRET}-rotated`)).rejects.toMatchObject({ code: 'ADMIN_UNAUTHORIZED' });
+  });
+});
+
+describe('login throttling', () => {
+  const fail = () => login('admin', 'wrong');
+
+  test(`${FREE_FAILURES} failures are answered 401, then 429 with Retry-After without checking the password`, async () => {
+    for (let i = 0; i < FREE_FAILURES; i++) expect((await fail()).status).toBe(401);
+    const throttled = await login('admin', PASSWORD);
+    expect(throttled.status).toBe(429);
+    expect(throttled.headers.get('retry-after')).toBe(String(BACKOFF_MS / 1000));
+    expect(await throttled.json()).toEqual({ error: 'too many failed logins; retry later' });
+  });
+
+  test('after the wait the right password logs in, and success resets the count', async () => {
+    for (let i = 0; i < FREE_FAILURES; i++) await fail();
+    clock = new Date(clock.getTime() + BACKOFF_MS);
+    expect((await login('admin', PASSWORD)).status).toBe(200);
+    expect((await fail()).status).toBe(401);
+    expect((await login('admin', PASSWORD)).status).toBe(200);
+  });
+
+  test('each failure past the free ones doubles the wait', async () => {
+    for (let i = 0; i < FREE_FAILURES; i++) await fail();
+    clock = new Date(clock.getTime() + BACKOFF_MS);
+    expect((await fail()).status).toBe(401);
+    expect((await fail()).headers.get('retry-after')).toBe(String((2 * BACKOFF_MS) / 1000));
+  });
+
+  test('the client address is throttled whatever user name it tries', async () => {
+    for (let i = 0; i < FREE_FAILURES; i++) await login(`user-${i}`, 'wrong');
+    expect((await login('auditor', VIEWER_PASSWORD)).status).toBe(429);
   });
 });
 
@@ -478,6 +588,7 @@ describe('/dataplanes', () => {
         address: expect.stringContaining('127.0.0.1'),
         proxy_address: '10.0.0.1:8080',
         software_version: '',
+        auth: { method: 'insecure' },
         connected_since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
         version: 1,
         hash: builder.current().hash,

@@ -1,7 +1,8 @@
 /**
  * The admin REST API (SPEC §3). Request flow: metrics timer → public routes (/healthz, /readyz,
- * /metrics, POST /login) → bearer-token check → JSON body (≤ 1 MiB) → definition routes and
- * /dataplanes → 404 → the one error handler.
+ * /metrics, POST /login (throttled per client address and user name)) → bearer-token check (a viewer
+ * token may only read) → JSON body (≤ 1 MiB) → definition routes and /dataplanes → 404 → the one
+ * error handler.
  */
 import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from '#proto/logger';
@@ -9,7 +10,9 @@ import type { DefinitionStore } from '../store/index.js';
 import type { SnapshotSource } from '../snapshot/snapshot-builder.js';
 import type { DataPlaneStatus } from '../grpc/snapshot-server.js';
 import type { ControlPlaneMetrics } from '../metrics/control-plane-metrics.js';
+import { GatehouseError } from '#proto/errors';
 import type { AdminAuth } from './admin-auth.js';
+import type { LoginThrottle } from './login-throttle.js';
 import { createDefinitionRoutes } from './definition-routes.js';
 import { createErrorHandler, methodNotAllowed, notFound, toGatehouseError } from './error-handler.js';
 
@@ -20,14 +23,25 @@ export interface AdminAppOptions {
   snapshots: SnapshotSource;
   dataPlanes(): DataPlaneStatus[];
   auth: AdminAuth;
+  /** Backoff for failed logins per client address and user name; absent = none (unit tests). */
+  loginThrottle?: LoginThrottle;
   metrics: ControlPlaneMetrics;
   logger: Logger;
+}
+
+/** Methods a viewer token may use: reads only. */
+const READ_METHODS = new Set(['GET', 'HEAD']);
+const MAX_THROTTLE_KEY_CHARS = 256;
+
+/** Throttle keys of one login: the client's address (the TCP peer; no proxy headers are trusted) and the user name. */
+function throttleKeys(address: string | undefined, username: unknown): string[] {
+  return [`ip:${address ?? 'unknown'}`, `user:${String(typeof username === 'string' ? username : '').slice(0, MAX_THROTTLE_KEY_CHARS)}`];
 }
 
 /** Every content type is read as JSON: the admin API speaks nothing else. */
 const jsonBody = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
 
-export function createAdminApp({ store, snapshots, dataPlanes, auth, metrics, logger }: AdminAppOptions): Express {
+export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger }: AdminAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -44,8 +58,28 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, metrics, lo
   };
 
   const requireAdmin: RequestHandler = async (req, _res, next) => {
-    await auth.verify(req.get('authorization'));
+    const identity = await auth.verify(req.get('authorization'));
+    if (identity.role === 'viewer' && !READ_METHODS.has(req.method)) {
+      throw new GatehouseError('ADMIN_FORBIDDEN', 'this account is read-only (viewer)');
+    }
     next();
+  };
+
+  const login: RequestHandler = async (req, res) => {
+    const body = (req.body ?? {}) as { username?: unknown; password?: unknown };
+    const keys = throttleKeys(req.socket.remoteAddress, body.username);
+    const waitMs = loginThrottle?.waitMs(keys) ?? 0;
+    if (waitMs > 0) {
+      res.set('Retry-After', String(Math.ceil(waitMs / 1000)));
+      throw new GatehouseError('LOGIN_THROTTLED', 'too many failed logins; retry later');
+    }
+    try {
+      res.json(await auth.login(body.username, body.password));
+    } catch (err) {
+      loginThrottle?.failed(keys);
+      throw err;
+    }
+    loginThrottle?.succeeded(keys);
   };
 
   app.use(observe);
@@ -70,10 +104,7 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, metrics, lo
 
   app
     .route('/login')
-    .post(jsonBody, async (req, res) => {
-      const body = (req.body ?? {}) as { username?: unknown; password?: unknown };
-      res.json(await auth.login(body.username, body.password));
-    })
+    .post(jsonBody, login)
     .all(methodNotAllowed(['POST']));
 
   app.use(requireAdmin, jsonBody);

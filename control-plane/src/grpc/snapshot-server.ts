@@ -7,8 +7,10 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS } from '#proto/grpc';
+import { isGatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import type { EncodedSnapshot, SnapshotSource } from '../snapshot/snapshot-builder.js';
+import type { DataPlaneAuth, StreamAuthenticator } from './stream-auth.js';
 
 /** One connected data plane, as GET /dataplanes shows it. */
 export interface DataPlaneStatus {
@@ -18,6 +20,8 @@ export interface DataPlaneStatus {
   address: string;
   proxy_address: string;
   software_version: string;
+  /** How the stream authenticated: `mtls` (with the client certificate's subject), `join-token` or `insecure`. */
+  auth: DataPlaneAuth;
   /** ISO time the stream said Hello. */
   connected_since: string;
   /** Version/hash the DP last ACKed (or announced in its Hello); null when it holds none. */
@@ -42,6 +46,8 @@ export interface SnapshotServerOptions {
   service: grpc.ServiceDefinition;
   wrapPush(nonce: string, snapshotBytes: Buffer): Buffer;
   credentials: grpc.ServerCredentials;
+  /** Checks each stream as it opens; a refused one ends with UNAUTHENTICATED before anything is sent. Default: every stream is `insecure`. */
+  authenticate?: StreamAuthenticator;
   logger: Logger;
   callbacks?: StreamCallbacks;
   now?: () => Date;
@@ -67,6 +73,7 @@ type Call = grpc.ServerDuplexStream<DataPlaneMessage, Buffer>;
 
 interface Stream {
   call: Call;
+  auth: DataPlaneAuth;
   status: DataPlaneStatus | null;
   nonce: number;
   /** What the last push on this stream carried. */
@@ -82,8 +89,10 @@ const MAX_ERROR_CHARS = 4096;
 
 const clip = (value: unknown, max: number): string => String(value ?? '').slice(0, max);
 
+const INSECURE: StreamAuthenticator = () => ({ method: 'insecure' });
+
 export function createSnapshotServer(options: SnapshotServerOptions): SnapshotServer {
-  const { snapshots, wrapPush, credentials, logger, callbacks = {}, now = () => new Date() } = options;
+  const { snapshots, wrapPush, credentials, logger, callbacks = {}, now = () => new Date(), authenticate = INSECURE } = options;
   const server = new grpc.Server({ ...CHANNEL_OPTIONS, 'grpc.max_receive_message_length': MAX_INBOUND_BYTES });
   const streams = new Set<Stream>();
 
@@ -113,6 +122,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
       address,
       proxy_address: clip(hello.proxy_address, MAX_FIELD_CHARS),
       software_version: clip(hello.software_version, MAX_FIELD_CHARS),
+      auth: stream.auth,
       connected_since: now().toISOString(),
       version: hello.version ? Number(hello.version) : null,
       hash: hello.hash ? clip(hello.hash, MAX_FIELD_CHARS) : null,
@@ -156,7 +166,14 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
   }
 
   function streamSnapshots(call: Call): void {
-    const stream: Stream = { call, status: null, nonce: 0, sent: null, blocked: false };
+    const auth = authenticate(call);
+    if (isGatehouseError(auth)) {
+      logger.warn({ address: call.getPeer(), code: auth.code, reason: auth.message }, 'data plane refused');
+      // Ends the call with this status; no listener reads its messages and nothing is pushed.
+      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: auth.message });
+      return;
+    }
+    const stream: Stream = { call, auth, status: null, nonce: 0, sent: null, blocked: false };
     streams.add(stream);
     let closed = false;
     const close = (reason: string) => {
@@ -193,7 +210,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
 
     dataPlanes() {
       return [...streams].flatMap((s) =>
-        s.status ? [{ ...s.status, last_ack: s.status.last_ack && { ...s.status.last_ack }, last_nack: s.status.last_nack && { ...s.status.last_nack } }] : [],
+        s.status ? [{ ...s.status, auth: { ...s.status.auth }, last_ack: s.status.last_ack && { ...s.status.last_ack }, last_nack: s.status.last_nack && { ...s.status.last_nack } }] : [],
       );
     },
 

@@ -39,18 +39,14 @@ export type AuthLogger = Pick<Logger, 'info' | 'warn' | 'debug'>;
 /**
  * The bearer token of an Authorization header value, or the error its shape calls for (SPEC §4 order):
  * absent or not `<scheme> <token>` → AUTH_HEADER_MISSING; scheme other than Bearer → BEARER_MALFORMED.
- * A lone `Bearer` is a Bearer header with an empty token (Node trims `Bearer ` to `Bearer`): TOKEN_REJECTED.
+ * `Bearer` with no token (Node trims `Bearer ` to `Bearer`) is not `<scheme> <token>` either: a 400
+ * AUTH_HEADER_MISSING, as Janus answers it (issue 11), never a token lookup.
  */
 export function parseAuthorization(value: string | undefined): string {
-  const m = value === undefined ? null : /^(\S+)(?: +(\S+))?$/.exec(value.trim());
+  const m = value === undefined ? null : /^(\S+) +(\S+)$/.exec(value.trim());
   if (!m) throw new GatehouseError('AUTH_HEADER_MISSING', 'authorization field missing');
   const [, scheme, token] = m;
-  const bearer = scheme.toLowerCase() === 'bearer';
-  if (token === undefined) {
-    if (bearer) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: empty token');
-    throw new GatehouseError('AUTH_HEADER_MISSING', 'authorization field missing');
-  }
-  if (!bearer) throw new GatehouseError('BEARER_MALFORMED', 'bearer token malformed');
+  if (scheme.toLowerCase() !== 'bearer') throw new GatehouseError('BEARER_MALFORMED', 'bearer token malformed');
   return token;
 }
 

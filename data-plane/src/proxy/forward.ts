@@ -15,6 +15,7 @@ import { errors, type Dispatcher } from 'undici';
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
+import type { PluginExchange } from '../plugins/index.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
@@ -29,6 +30,8 @@ export interface ForwardPlan {
   headers: string[];
   headersTimeoutMs: number;
   observer: EndpointObserver | null;
+  /** The route's plugin pipeline walk (body wrappers, response hooks); null for routes without plugins. */
+  plugins: PluginExchange | null;
 }
 
 export interface ForwardDeps {
@@ -121,7 +124,7 @@ function dropUpload(body: Readable, err: Error): void {
  */
 export function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, deps: ForwardDeps): Promise<void> {
   if (res.destroyed) return Promise.resolve(); // the client left while the request was being authorized
-  const { observer } = plan;
+  const { observer, plugins } = plan;
   const { logger, metrics } = deps;
 
   return new Promise<void>((resolve, reject) => {
@@ -149,7 +152,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
 
     let body: Readable | null = null;
     if (hasBody(req)) {
-      body = observer ? pipeline(req, tap((chunk) => observer.requestChunk(chunk)), noop) : req;
+      body = plugins ? plugins.requestBody(req) : req;
+      if (observer) body = pipeline(body, tap((chunk) => observer.requestChunk(chunk)), noop);
     }
     const headerTimer = preciseHeaderTimer(req, body !== null, plan.headersTimeoutMs, () =>
       abort(new errors.HeadersTimeoutError()),
@@ -179,6 +183,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
         headerTimer.clear();
         metrics?.upstreamSeconds.observe({ route: plan.routeId }, (performance.now() - started) / 1000);
         const out = clientResponseHeaders(headers, plan.requestId);
+        const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
         if (deps.draining()) out.connection = 'close';
         try {
           res.writeHead(statusCode, out);
@@ -191,15 +196,19 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
         }
         state = 'streaming';
         metrics?.requests.inc({ route: plan.routeId, status: statusCode });
+        // Body stages in front of the client: the observer sees the upstream's bytes, then plugin transforms.
+        const stages: Transform[] = transforms ?? [];
         if (observer) {
           try {
             observer.response(statusCode, headers);
           } catch {
             // bookkeeping only
           }
-          const stage = observedResponse(observer);
-          sink = stage;
-          pipeline(stage, res, (err) => {
+          stages.unshift(observedResponse(observer));
+        }
+        if (stages.length > 0) {
+          sink = stages[0]!;
+          pipeline([...stages, res], (err) => {
             if (err) streamFailed(err);
           });
         }
@@ -222,6 +231,9 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
       onResponseError(_c, err) {
         headerTimer.clear();
         if (body) {
+          // A wrapped body (plugins, observer) stands in front of the client's request: that one is
+          // detached from its socket first, so the connection survives to carry the error response.
+          if (body !== req) dropUpload(req, err);
           dropUpload(body, err);
           body = null;
         }

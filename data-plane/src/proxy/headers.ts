@@ -5,18 +5,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
+const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
 
 /**
  * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).

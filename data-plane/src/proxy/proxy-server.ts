@@ -3,11 +3,13 @@
  * → authorize → pick target → rewrite → forward (streamed both ways) → respond. Every failure
  * becomes one GatehouseError rendered by one function, with the request id on every response.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
-import type { SnapshotHolder } from '../sync/snapshot-holder.js';
+import type { AppliedSnapshot, SnapshotHolder } from '../sync/snapshot-holder.js';
+import { PluginExchange, runRequestHooks, type PluginAnswer } from '../plugins/index.js';
+import type { RouteMatch } from '../routing/index.js';
 import { forward, type ForwardDeps } from './forward.js';
 import { clientIpOf, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
@@ -54,6 +56,21 @@ function splitTarget(url: string | undefined): RequestTarget | null {
  */
 const CLIENT_LIMITS = { headersTimeout: 30_000, requestTimeout: 300_000, maxHeaderSize: 16 * 1024 };
 
+/**
+ * The route for this request. A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method)
+ * asks about another method: when no route takes OPTIONS itself, the route the announced method would
+ * reach answers it, provided that route has a cors plugin (which then answers the preflight).
+ */
+function matchRequest(snapshot: AppliedSnapshot, req: IncomingMessage, path: string): RouteMatch | null {
+  const facts = { method: req.method ?? 'GET', host: req.headers.host, path };
+  const match = snapshot.table.match(facts);
+  if (match || req.method !== 'OPTIONS') return match;
+  const announced = req.headers['access-control-request-method'];
+  if (announced === undefined || req.headers.origin === undefined) return null;
+  const preflight = snapshot.table.match({ ...facts, method: announced.toUpperCase() });
+  return preflight && preflight.route.plugins.some((p) => p.name === 'cors') ? preflight : null;
+}
+
 export function createProxyServer(deps: {
   holder: SnapshotHolder;
   pools: UpstreamPools;
@@ -64,7 +81,8 @@ export function createProxyServer(deps: {
   let draining = false;
   const forwardDeps: ForwardDeps = { logger, metrics, draining: () => draining };
 
-  function sendError(res: ServerResponse, requestId: string, err: GatehouseError, routeId: string): void {
+  /** `extra`: headers plugins added for the client (CORS, rate-limit, Connection: close), or null. */
+  function sendError(res: ServerResponse, requestId: string, err: GatehouseError, routeId: string, extra: OutgoingHttpHeaders | null = null): void {
     metrics?.requests.inc({ route: routeId, status: err.status });
     logger[logLevelOf(err.code)]({ requestId, route: routeId || undefined, code: err.code, err: err.message }, 'gateway error');
     if (res.headersSent) {
@@ -74,7 +92,23 @@ export function createProxyServer(deps: {
     if (res.destroyed) return;
     const body = gatewayBody(err.code);
     res.writeHead(err.status, {
+      ...extra,
       'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': requestId,
+      ...(draining ? { connection: 'close' } : {}),
+    });
+    res.end(body);
+  }
+
+  /** A response a plugin gave instead of forwarding (a CORS preflight). */
+  function sendAnswer(res: ServerResponse, requestId: string, answer: PluginAnswer, ex: PluginExchange, routeId: string): void {
+    metrics?.requests.inc({ route: routeId, status: answer.status });
+    if (res.destroyed) return;
+    const body = answer.body ?? '';
+    res.writeHead(answer.status, {
+      ...ex.clientHeaders,
+      ...answer.headers,
       'content-length': Buffer.byteLength(body),
       'x-request-id': requestId,
       ...(draining ? { connection: 'close' } : {}),
@@ -88,16 +122,26 @@ export function createProxyServer(deps: {
     if (!snapshot) throw new GatehouseError('NO_SNAPSHOT', 'no snapshot applied yet');
     const target = splitTarget(req.url);
     const path = target ? normalizePath(target.path) : null;
-    const match = path ? snapshot.table.match({ method: req.method ?? 'GET', host: req.headers.host, path }) : null;
+    const match = path ? matchRequest(snapshot, req, path) : null;
     if (!match || !path) throw new GatehouseError('NO_ROUTE', 'no API found with those values');
     const route = match.route;
+    // Only routes with enabled plugins get an exchange; the others allocate nothing for plugins.
+    let ex: PluginExchange | null = null;
     try {
-      await snapshot.authorizer.check(route, req.headers.authorization);
       const upstream = snapshot.upstreams.get(route.id);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${route.id} has no upstream state`);
-      const destination = rewrite(match, upstream.balancer.next(), { path, query: target!.query, host: req.headers.host });
+      if (upstream.pipeline) {
+        ex = new PluginExchange(req, route, requestId, target!.query, upstream.pipeline);
+        const answer = await runRequestHooks(upstream.pipeline, ex);
+        if (answer) {
+          sendAnswer(res, requestId, answer, ex, route.id);
+          return;
+        }
+      }
+      const query = ex ? ex.query : target!.query;
+      const destination = rewrite(match, upstream.balancer.next(), { path, query, host: req.headers.host });
       const pool = pools.get(destination.origin, upstream);
-      const headers = upstreamRequestHeaders(req.rawHeaders, {
+      const headers = upstreamRequestHeaders(ex ? ex.headers : req.rawHeaders, {
         host: destination.host,
         clientIp: clientIpOf(req.socket.remoteAddress),
         clientHost: req.headers.host,
@@ -114,11 +158,12 @@ export function createProxyServer(deps: {
           headers,
           headersTimeoutMs: upstream.headersTimeoutMs,
           observer: snapshot.authorizer.observe(route),
+          plugins: ex,
         },
         forwardDeps,
       );
     } catch (err) {
-      if (isGatehouseError(err)) sendError(res, requestId, err, route.id);
+      if (isGatehouseError(err)) sendError(res, requestId, err, route.id, ex?.clientHeaders ?? null);
       else throw err;
     }
   }

@@ -5,7 +5,7 @@
  * fully jittered exponential backoff (reset by the next push received).
  */
 import * as grpc from '@grpc/grpc-js';
-import { CHANNEL_OPTIONS, type GatehouseProto } from '#proto/grpc';
+import { CHANNEL_OPTIONS, joinTokenMetadata, type GatehouseProto } from '#proto/grpc';
 import type { Logger } from '#proto/logger';
 import type { SnapshotMessage } from '#proto/snapshot/codec';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
@@ -46,7 +46,10 @@ const MAX_NACK_ERROR_CHARS = 2000;
 export function createSnapshotClient(deps: {
   proto: GatehouseProto;
   address: string;
-  credentials: grpc.ChannelCredentials;
+  /** A function is called at every connection attempt (certificate files re-read after renewal). */
+  credentials: grpc.ChannelCredentials | (() => grpc.ChannelCredentials);
+  /** GRPC_JOIN_TOKEN, sent as call metadata on every stream. */
+  joinToken?: string;
   holder: SnapshotHolder;
   identity: DataPlaneIdentity;
   backoff: BackoffOptions;
@@ -66,11 +69,19 @@ export function createSnapshotClient(deps: {
     timer = undefined;
     // A fresh channel per attempt with its own subchannel: grpc-js's internal reconnect backoff
     // (shared through the global subchannel pool) would otherwise stretch our delays.
-    const channel = new deps.proto.Client(deps.address, deps.credentials, {
+    let credentials: grpc.ChannelCredentials;
+    try {
+      credentials = typeof deps.credentials === 'function' ? deps.credentials() : deps.credentials;
+    } catch (err) {
+      // e.g. a certificate file caught mid-renewal: try again after the backoff.
+      retryLater('credentials', err as Error);
+      return;
+    }
+    const channel = new deps.proto.Client(deps.address, credentials, {
       ...CHANNEL_OPTIONS,
       'grpc.use_local_subchannel_pool': 1,
     });
-    const stream = (channel['StreamSnapshots'] as () => SnapshotCall).call(channel);
+    const stream = (channel['StreamSnapshots'] as (metadata: grpc.Metadata) => SnapshotCall).call(channel, joinTokenMetadata(deps.joinToken));
     client = channel;
     call = stream;
     let down = false;
@@ -84,14 +95,7 @@ export function createSnapshotClient(deps: {
       if (call === stream) call = undefined;
       if (client === channel) client = undefined;
       if (closed) return;
-      const delay = backoffDelay(attempt, deps.backoff, deps.random);
-      attempt++;
-      const held = holder.current();
-      logger.warn(
-        { address: deps.address, reason, err: err?.message, attempt, delayMs: delay, servingVersion: held?.version ?? null },
-        'control plane stream down, reconnecting',
-      );
-      timer = setTimeout(connect, delay);
+      retryLater(reason, err);
     };
 
     stream.on('data', (push: SnapshotPush) => {
@@ -116,6 +120,20 @@ export function createSnapshotClient(deps: {
       },
     });
     logger.debug({ address: deps.address }, 'snapshot stream opened');
+  }
+
+  function retryLater(reason: string, err?: Error): void {
+    const delay = backoffDelay(attempt, deps.backoff, deps.random);
+    attempt++;
+    const held = holder.current();
+    const fields = { address: deps.address, reason, err: err?.message, attempt, delayMs: delay, servingVersion: held?.version ?? null };
+    if ((err as grpc.ServiceError | undefined)?.code === grpc.status.UNAUTHENTICATED) {
+      // The CP refused this DP: nothing will change by itself, so say so plainly (and keep retrying).
+      logger.error(fields, `control plane refused authentication: ${(err as grpc.ServiceError).details}; retrying`);
+    } else {
+      logger.warn(fields, 'control plane stream down, reconnecting');
+    }
+    timer = setTimeout(connect, delay);
   }
 
   function handlePush(stream: SnapshotCall, push: SnapshotPush): void {

@@ -11,6 +11,7 @@ import { createAuthorizer, type AuthLogger, type Authorizer } from '../auth/inde
 import type { TokenStore } from '../auth/token-store.js';
 import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, type RoutingTable } from '../routing/index.js';
+import { buildPipeline, type Pipeline } from '../plugins/index.js';
 
 /** Per-route forwarding state, built at apply time so the hot path parses nothing. */
 export interface RouteUpstream {
@@ -18,6 +19,8 @@ export interface RouteUpstream {
   dialTimeoutMs: number;
   headersTimeoutMs: number;
   insecureSkipVerify: boolean;
+  /** The route's enabled plugins as hooks (data-plane/src/plugins); null when it has none. */
+  pipeline: Pipeline | null;
 }
 
 export interface AppliedSnapshot {
@@ -89,6 +92,7 @@ export function createSnapshotHolder(deps: {
         dialTimeoutMs: parseDuration(timeouts.dial_timeout),
         headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
         insecureSkipVerify: route.proxy.insecure_skip_verify,
+        pipeline: buildPipeline(route, { authorizer }),
       });
     }
     return { version, hash, table, authorizer, upstreams };

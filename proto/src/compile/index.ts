@@ -12,6 +12,7 @@ import type {
   ApiDefinition,
   Definitions,
   JwtAlg,
+  OAuth2PluginDefinition,
   OAuthEndpointName,
   OAuthServerDefinition,
   ProxyDefinition,
@@ -21,6 +22,7 @@ import { compileJwtKeys } from './jwt-keys.js';
 import { compileListenPath } from './listen-path.js';
 import { compileTarget } from './target.js';
 import type { TargetPlan } from './target.js';
+import { compilePlugins, type CompiledPlugin } from '../plugins/index.js';
 
 export { compileListenPath } from './listen-path.js';
 export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
@@ -79,6 +81,8 @@ export interface CompiledRoute {
   conditionCount: number;
   /** Present when an enabled oauth2 plugin protects the route. */
   oauth2?: { serverName: string };
+  /** Enabled plugins, compiled once, in execution order (proto/src/plugins/index.ts); [] for none. */
+  plugins: readonly CompiledPlugin[];
 }
 
 export interface CompiledJwtKey {
@@ -167,7 +171,7 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
   if (!listenPath && hosts.length === 0 && !methods) {
     invalid('proxy.listen_path', 'is required (or at least one of hosts, proxy.methods)');
   }
-  const oauth2 = api.plugins?.find((p) => p.name === 'oauth2' && p.enabled);
+  const oauth2 = api.plugins?.find((p): p is OAuth2PluginDefinition => p.name === 'oauth2' && p.enabled);
   return {
     id: `api:${api.name}`,
     kind: 'api',
@@ -179,6 +183,7 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
     targets,
     conditionCount: (hosts.length > 0 ? 1 : 0) + (methods ? 1 : 0),
     ...(oauth2 ? { oauth2: { serverName: oauth2.config.server_name } } : {}),
+    plugins: compilePlugins(api.plugins ?? []),
   };
 }
 
@@ -202,6 +207,7 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
         proxy,
         targets,
         conditionCount: methods ? 1 : 0,
+        plugins: [],
       },
     ];
   });

@@ -9,22 +9,25 @@ import { z } from 'zod';
 import { dedupe, hostSchema, normalizeProxy, proxySchema } from './proxy-schema.js';
 import { check, dropNulls, isPlainObject, validationError } from './field-path.js';
 import { nameSchema } from './name.js';
+import { isPluginName, parsePluginConfig } from '../plugins/index.js';
 import type { ApiDefinition, PluginDefinition } from './types.js';
 
-const KNOWN_PLUGINS = ['oauth2'];
-
+/**
+ * A plugin's `config` is checked by that plugin's own schema (proto/src/plugins), once the whole
+ * definition has passed: errors name the field under it (`plugins[1].config.domains[0] ...`). Here
+ * it is any value, so the CRD keeps it whole (x-kubernetes-preserve-unknown-fields).
+ */
 const pluginSchema = z.object({
   name: z
     .string()
     .min(1, 'is required')
     .superRefine((name, ctx) => {
-      if (!KNOWN_PLUGINS.includes(name)) {
+      if (!isPluginName(name)) {
         ctx.addIssue({ code: 'custom', input: name, message: `: unknown plugin ${JSON.stringify(name)}` });
       }
     }),
   enabled: z.boolean().default(true),
-  // prefault: a missing config reports `plugins[0].config.server_name is required`.
-  config: z.object({ server_name: z.string().min(1, 'is required') }).prefault({} as never),
+  config: z.unknown().optional(),
 });
 
 export const apiSchema = z.object({
@@ -62,7 +65,10 @@ export function parseApiDefinition(input: unknown): ApiDefinition {
     if (plugins.some((q) => q.name === p.name)) {
       throw validationError(['plugins', i, 'name'], `: duplicate plugin ${JSON.stringify(p.name)}`);
     }
-    plugins.push({ name: 'oauth2', enabled: p.enabled, config: { server_name: p.config.server_name } });
+    const name = p.name as PluginDefinition['name'];
+    // A missing config is {}: `plugins[0].config.server_name is required` rather than `config is required`.
+    const config = parsePluginConfig(name, p.config ?? {}, ['plugins', i, 'config']);
+    plugins.push({ name, enabled: p.enabled, config } as PluginDefinition);
   });
 
   return {

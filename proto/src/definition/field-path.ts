@@ -26,7 +26,7 @@ export function validationError(path: readonly PropertyKey[], message: string): 
   return fieldError(formatPath(path), message);
 }
 
-const ARTICLE: Record<string, string> = { object: 'an object', array: 'an array', int: 'an integer' };
+const ARTICLE: Record<string, string> = { object: 'an object', record: 'an object', array: 'an array', int: 'an integer' };
 
 /** Wording for issues a schema left without its own message. */
 function defaultMessage(iss: z.core.$ZodRawIssue): string | undefined {

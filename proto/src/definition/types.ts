@@ -35,13 +35,11 @@ export interface ProxyDefinition {
   forwarding_timeouts: ForwardingTimeouts;
 }
 
-export interface OAuth2PluginDefinition {
-  name: 'oauth2';
-  enabled: boolean;
-  config: { server_name: string };
-}
+/** One of the plugins of proto/src/plugins, its config normalised (defaults filled). */
+export type { PluginDefinition, PluginDefinitionOf } from '../plugins/index.js';
+import type { PluginDefinition, PluginDefinitionOf } from '../plugins/index.js';
 
-export type PluginDefinition = OAuth2PluginDefinition;
+export type OAuth2PluginDefinition = PluginDefinitionOf<'oauth2'>;
 
 export interface ApiDefinition {
   name: string;

@@ -10,7 +10,17 @@ const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
 
 const DEFS: Definitions = {
   apis: [
-    parseApiDefinition({ name: 'zeta', proxy: { listen_path: '/zeta/*', ...target('http://z:1') } }),
+    parseApiDefinition({
+      name: 'zeta',
+      proxy: { listen_path: '/zeta/*', ...target('http://z:1') },
+      // Every plugin's config travels as its own typed message (gatehouse.proto `Plugin.config`).
+      plugins: [
+        { name: 'cors', config: { domains: ['https://a.com', '*.b.com'], exposed_headers: ['X-E'], allow_credentials: true, max_age: 60 } },
+        { name: 'request_transformer', config: { add: { headers: { 'X-A': '1' }, querystring: { q: 'v' } }, remove: { headers: ['X-R'], querystring: ['z'] } } },
+        { name: 'response_transformer', enabled: false, config: { append: { headers: { 'X-B': '2' } } } },
+        { name: 'body_limit', config: { limit: '512K' } },
+      ],
+    }),
     parseApiDefinition({
       name: 'alpha',
       active: false,
@@ -142,7 +152,7 @@ test.each([
   ['api without name', mutated((m) => (m.apis[0].name = '')), 'snapshot apis[0]: name is required'],
   ['api without targets', mutated((m) => (m.apis[0].proxy.upstreams.targets = [])), 'snapshot apis[0]: proxy.upstreams.targets must not be empty'],
   ['api without proxy', mutated((m) => (m.apis[1].proxy = null)), 'snapshot apis[1]: proxy is required'],
-  ['unknown plugin', mutated((m) => (m.apis[0].plugins[0].name = 'cors')), 'snapshot apis[0]: plugins[0].name: unknown plugin "cors"'],
+  ['unknown plugin', mutated((m) => (m.apis[0].plugins[0].name = 'no_such_plugin')), 'snapshot apis[0]: plugins[0].name: unknown plugin "no_such_plugin"'],
   ['jwt server without keys', mutated((m) => (m.oauth_servers[0].token_strategy.keys = [])), 'snapshot oauth_servers[0]: token_strategy.settings must not be empty'],
   ['endpoint without listen_path', mutated((m) => (m.oauth_servers[1].oauth_endpoints.token.listen_path = '')), 'snapshot oauth_servers[1]: oauth_endpoints.token.listen_path is required'],
   ['duplicate api names', mutated((m) => (m.apis[1] = m.apis[0])), 'snapshot apis[1]: duplicate name "alpha"'],

@@ -45,7 +45,8 @@ export interface ApiMessage {
   active: boolean;
   hosts: string[];
   proxy: ProxyMessage;
-  plugins: { name: string; enabled: boolean; oauth2: { server_name: string } | null }[];
+  /** The config sits in the member named like the plugin (gatehouse.proto `Plugin.config` oneof). */
+  plugins: ({ name: string; enabled: boolean } & Record<string, unknown>)[];
 }
 
 export interface OAuthServerMessage {
@@ -74,13 +75,22 @@ function proxyToMessage(p: ProxyDefinition): ProxyMessage {
   };
 }
 
+/** JSON value with object keys sorted at every level: a plugin config's canonical form (maps have no order). */
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (!isPlainObject(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value).sort()) out[key] = sortedKeys(value[key]);
+  return out;
+}
+
 function apiToMessage(api: ApiDefinition): ApiMessage {
   return {
     name: api.name,
     active: api.active,
     hosts: [...api.hosts],
     proxy: proxyToMessage(api.proxy),
-    plugins: api.plugins.map((p) => ({ name: p.name, enabled: p.enabled, oauth2: { server_name: p.config.server_name } })),
+    plugins: api.plugins.map((p) => ({ name: p.name, enabled: p.enabled, [p.name]: sortedKeys(p.config) })),
   };
 }
 
@@ -148,7 +158,9 @@ function apiFromMessage(m: unknown): unknown {
     ...m,
     proxy: proxyFromMessage(m.proxy),
     plugins: Array.isArray(m.plugins)
-      ? m.plugins.map((p) => (isPlainObject(p) ? { name: p.name, enabled: p.enabled, config: p.oauth2 } : p))
+      ? m.plugins.map((p) =>
+          isPlainObject(p) && typeof p.name === 'string' ? { name: p.name, enabled: p.enabled, config: Object.hasOwn(p, p.name) ? p[p.name] : undefined } : p,
+        )
       : m.plugins,
   };
 }

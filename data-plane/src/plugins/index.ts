@@ -1,0 +1,31 @@
+/**
+ * The runtime registry: one line per plugin of proto/src/plugins/index.ts. Its type requires an
+ * entry for every plugin name there, so a plugin without a runtime fails to type-check.
+ * `buildPipeline` runs once per route and snapshot (sync/snapshot-holder.ts).
+ */
+import type { CompiledRoute } from '#proto/compile/index';
+import type { CompiledPluginConfig, PluginName } from '#proto/plugins/index';
+import { bodyLimitRuntime } from './body-limit.js';
+import { corsRuntime } from './cors.js';
+import { oauth2Runtime } from './oauth2.js';
+import { pipelineOf, type Pipeline } from './pipeline.js';
+import { requestTransformerRuntime } from './request-transformer.js';
+import { responseTransformerRuntime } from './response-transformer.js';
+import type { PluginRuntime, StageDeps } from './runtime.js';
+
+export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPluginConfig<N>> } = {
+  cors: corsRuntime,
+  oauth2: oauth2Runtime,
+  body_limit: bodyLimitRuntime,
+  request_transformer: requestTransformerRuntime,
+  response_transformer: responseTransformerRuntime,
+};
+
+/** The route's pipeline, or null when it has no enabled plugin (the proxy then allocates nothing). */
+export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route'>): Pipeline | null {
+  if (route.plugins.length === 0) return null;
+  return pipelineOf(route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route })));
+}
+
+export { PluginExchange, runRequestHooks, type Pipeline, type PluginAnswer } from './pipeline.js';
+export type { PluginRuntime, StageDeps } from './runtime.js';

@@ -1,0 +1,171 @@
+/**
+ * The plugin pipeline of one route: its enabled plugins' hooks, built once per snapshot
+ * (compiled configs come from proto/src/plugins), run per request in one fixed order:
+ *
+ * | # | stage                         | plugins                  | hook      | can                                               |
+ * |---|-------------------------------|--------------------------|-----------|---------------------------------------------------|
+ * | 1 | cross-origin                  | cors                     | request   | answer a preflight (204); add client headers      |
+ * | 2 | admission                     | rate_limit               | request   | answer 429; add client headers                    |
+ * | 3 | authentication                | oauth2, basic_auth       | request   | refuse (400/401)                                  |
+ * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
+ * | 5 | request rewriting             | request_transformer      | request   | edit upstream headers and query                   |
+ * | 6 | forward                       | retry, cb                | forward   | wrap the upstream exchange (designed, unused yet) |
+ * | 7 | response rewriting            | response_transformer     | response  | edit response headers                             |
+ * | 8 | response encoding             | compression              | response  | edit headers; transform the body                  |
+ *
+ * The order is the registry's (proto/src/plugins/index.ts), not the definition's. A route without
+ * enabled plugins has no pipeline at all (null): the proxy checks one field and allocates nothing,
+ * as fastify does with empty hook lists.
+ *
+ * Hooks (a stage implements the ones it needs):
+ * - `request(ex)`: runs before a target is picked. Returns nothing to go on, or a PluginAnswer the
+ *   gateway sends at once (a preflight); throws a GatehouseError to refuse (401, 413, 429). It may
+ *   edit `ex.headers` (the client's raw header list: the gateway's own rules, hop-by-hop removal,
+ *   Host, X-Forwarded-*, X-Request-Id, are applied after it, so they always hold) and `ex.query`;
+ *   add headers to whatever the client gets with `ex.addClientHeader` (the upstream's response, a
+ *   PluginAnswer or a gateway error alike: CORS and rate-limit headers); and wrap the request body
+ *   stream with `ex.wrapBody` (counting, limiting). May return a promise (oauth2's token store).
+ * - `response(ex, status, headers)`: runs when the upstream's status and headers are known, before
+ *   they are written; edits `headers` in place (lower-case names, node:http's OutgoingHttpHeaders)
+ *   and may return a Transform the response body is piped through (compression; it must then
+ *   drop content-length itself). Not run for gateway answers and errors.
+ * - `forward(ex, next)` (retry, cb; nothing uses it yet): wraps the upstream exchange. `next()`
+ *   dispatches one attempt and resolves with its UpstreamOutcome once the upstream's status and
+ *   headers are known, or with its connection error, before anything is written to the client;
+ *   the hook returns the outcome to deliver: after calling `next` again (retry: only while the
+ *   request body has not started streaming), or without calling it (an open breaker
+ *   answers 503 without touching the upstream). Outcomes not delivered must be `discard()`ed.
+ *   forward.ts will call the hooks innermost-last when the first plugin needs them.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { Readable, Transform } from 'node:stream';
+import type { GatehouseError } from '#proto/errors';
+import type { CompiledRoute } from '#proto/compile/index';
+
+/** A response the gateway sends itself instead of forwarding (e.g. a CORS preflight). */
+export interface PluginAnswer {
+  status: number;
+  headers?: OutgoingHttpHeaders;
+  /** Sent as is; none when absent. */
+  body?: string;
+}
+
+export type RequestHook = (ex: PluginExchange) => PluginAnswer | void | Promise<PluginAnswer | void>;
+export type ResponseHook = (ex: PluginExchange, status: number, headers: OutgoingHttpHeaders) => Transform | void;
+
+/** What one upstream attempt gave, before anything reached the client. */
+export type UpstreamOutcome =
+  | {
+      kind: 'response';
+      status: number;
+      headers: Readonly<Record<string, string | string[] | undefined>>;
+      /** Streams this response to the client (response hooks run first). */
+      deliver(): void;
+      /** Drops this response (its connection is aborted or drained). */
+      discard(): void;
+    }
+  | { kind: 'error'; error: GatehouseError };
+
+export type ForwardHook = (ex: PluginExchange, next: () => Promise<UpstreamOutcome>) => Promise<UpstreamOutcome>;
+
+/** A plugin's hooks for one route, closed over its compiled config. */
+export interface PluginStage {
+  request?: RequestHook;
+  response?: ResponseHook;
+  forward?: ForwardHook;
+}
+
+export interface Pipeline {
+  readonly request: readonly RequestHook[];
+  readonly response: readonly ResponseHook[];
+  readonly forward: readonly ForwardHook[];
+}
+
+/** Stages in execution order → hook lists; null when no stage has a hook (nothing to run). */
+export function pipelineOf(stages: readonly PluginStage[]): Pipeline | null {
+  const pick = <K extends keyof PluginStage>(key: K) => stages.flatMap((s) => (s[key] ? [s[key]!] : []));
+  const pipeline = { request: pick('request'), response: pick('response'), forward: pick('forward') };
+  return pipeline.request.length + pipeline.response.length + pipeline.forward.length === 0 ? null : pipeline;
+}
+
+/** Headers whose values the gateway combines with the upstream's rather than replacing them. */
+const COMBINED = new Set(['vary']);
+
+/**
+ * One request's walk through a pipeline; created only for routes that have one. A class, so every
+ * exchange shares one shape and the hot path stays monomorphic.
+ */
+export class PluginExchange {
+  /** The client's raw header list as forwarded (before the gateway's own rules); copy before editing. */
+  headers: readonly string[];
+  /** The query string for the upstream, raw, without '?' ('' when none). */
+  query: string;
+  /** Headers for the client's response, whatever it is; null until a hook adds one. */
+  clientHeaders: OutgoingHttpHeaders | null = null;
+  private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly route: CompiledRoute,
+    readonly requestId: string,
+    query: string,
+    private readonly pipeline: Pipeline,
+  ) {
+    this.headers = req.rawHeaders;
+    this.query = query;
+  }
+
+  /** Adds a header to the client's response (lower-case name); `vary` values accumulate. */
+  addClientHeader(name: string, value: string): void {
+    const headers = (this.clientHeaders ??= {});
+    const previous = headers[name];
+    headers[name] = previous !== undefined && COMBINED.has(name) ? `${String(previous)}, ${value}` : value;
+  }
+
+  /** The request body (when there is one) is piped through `wrap`'s stream on its way upstream. */
+  wrapBody(wrap: (body: Readable) => Readable): void {
+    (this.bodyWrappers ??= []).push(wrap);
+  }
+
+  /** forward.ts: the body stream to send upstream. */
+  requestBody(body: Readable): Readable {
+    if (!this.bodyWrappers) return body;
+    let out = body;
+    for (const wrap of this.bodyWrappers) out = wrap(out);
+    return out;
+  }
+
+  /** forward.ts: the client headers merged in, then the response hooks; returns body transforms (or null). */
+  responseStart(status: number, headers: OutgoingHttpHeaders): Transform[] | null {
+    mergeClientHeaders(headers, this.clientHeaders);
+    let transforms: Transform[] | null = null;
+    for (const hook of this.pipeline.response) {
+      const transform = hook(this, status, headers);
+      if (transform) (transforms ??= []).push(transform);
+    }
+    return transforms;
+  }
+}
+
+/** The gateway's headers win over the upstream's, except those combined (Vary). */
+export function mergeClientHeaders(into: OutgoingHttpHeaders, added: OutgoingHttpHeaders | null): void {
+  if (!added) return;
+  for (const name in added) {
+    const previous = into[name];
+    into[name] = previous !== undefined && COMBINED.has(name) ? `${String(previous)}, ${String(added[name])}` : added[name];
+  }
+}
+
+function isPromise<T>(value: unknown): value is Promise<T> {
+  return typeof (value as Promise<T> | undefined)?.then === 'function';
+}
+
+/** Runs the request hooks in order; the first answer ends the walk, a GatehouseError refuses. */
+export async function runRequestHooks(pipeline: Pipeline, ex: PluginExchange): Promise<PluginAnswer | null> {
+  for (const hook of pipeline.request) {
+    const result = hook(ex);
+    const answer = isPromise<PluginAnswer | void>(result) ? await result : result;
+    if (answer) return answer;
+  }
+  return null;
+}

@@ -1,0 +1,75 @@
+/**
+ * The plugin registry: one line per plugin, in execution order (the data plane runs a route's
+ * enabled plugins in this order, whatever order the definition lists them in; see the table in
+ * data-plane/src/plugins/pipeline.ts). Adding a plugin: a module here (schema + compile), a message
+ * in gatehouse.proto's `Plugin.config` oneof, a runtime in data-plane/src/plugins/ and its line in
+ * that registry (the data plane fails to type-check until it has one).
+ */
+import type { z } from 'zod';
+import { check } from '../definition/field-path.js';
+import { bodyLimitPlugin } from './body-limit.js';
+import { corsPlugin } from './cors.js';
+import { oauth2Plugin } from './oauth2.js';
+import type { PluginModule } from './plugin.js';
+import { requestTransformerPlugin } from './request-transformer.js';
+import { responseTransformerPlugin } from './response-transformer.js';
+
+export const PLUGINS = {
+  cors: corsPlugin,
+  // rate_limit goes here
+  oauth2: oauth2Plugin,
+  // basic_auth goes here
+  body_limit: bodyLimitPlugin,
+  request_transformer: requestTransformerPlugin,
+  // retry and cb wrap the upstream exchange here
+  response_transformer: responseTransformerPlugin,
+  // compression goes here
+} as const satisfies Record<string, { schema: z.ZodType; compile(config: never): unknown }>;
+
+export type PluginName = keyof typeof PLUGINS;
+
+/** Registry order = execution order. */
+export const PLUGIN_ORDER = Object.keys(PLUGINS) as PluginName[];
+
+export type PluginConfig<N extends PluginName> = z.output<(typeof PLUGINS)[N]['schema']>;
+export type CompiledPluginConfig<N extends PluginName> = ReturnType<(typeof PLUGINS)[N]['compile']>;
+
+/** A plugin as stored: normalised config, defaults filled. */
+export type PluginDefinitionOf<N extends PluginName> = { name: N; enabled: boolean; config: PluginConfig<N> };
+export type PluginDefinition = { [N in PluginName]: PluginDefinitionOf<N> }[PluginName];
+
+/** An enabled plugin as the data plane runs it. */
+export type CompiledPlugin = { [N in PluginName]: { readonly name: N; readonly config: CompiledPluginConfig<N> } }[PluginName];
+
+export function isPluginName(name: string): name is PluginName {
+  return Object.hasOwn(PLUGINS, name);
+}
+
+/** Validates `raw` with the plugin's schema; a failure names the field under `base` (`plugins[1].config...`). */
+export function parsePluginConfig<N extends PluginName>(name: N, raw: unknown, base: readonly PropertyKey[]): PluginDefinitionOf<N>['config'] {
+  const result = check(PLUGINS[name].schema as z.ZodType, raw, base);
+  if (!result.ok) throw result.error;
+  return result.data as PluginConfig<N>;
+}
+
+/** The enabled plugins of a definition, compiled, in execution order. A disabled plugin is left out. */
+export function compilePlugins(plugins: readonly PluginDefinition[]): readonly CompiledPlugin[] {
+  const enabled = plugins.filter((p) => p.enabled);
+  if (enabled.length === 0) return [];
+  const rank = (p: PluginDefinition) => PLUGIN_ORDER.indexOf(p.name);
+  return Object.freeze(
+    [...enabled]
+      .sort((a, b) => rank(a) - rank(b))
+      .map((p) => Object.freeze({ name: p.name, config: (PLUGINS[p.name] as PluginModule<unknown, unknown>).compile(p.config) }) as CompiledPlugin),
+  );
+}
+
+export type { CompiledCors } from './cors.js';
+export { originListed } from './cors.js';
+export type { CompiledOAuth2 } from './oauth2.js';
+export type { CompiledBodyLimit } from './body-limit.js';
+export { parseSize } from './body-limit.js';
+export type { CompiledRequestTransformer } from './request-transformer.js';
+export type { CompiledResponseTransformer } from './response-transformer.js';
+export type { CompiledHeaderEdits, CompiledQueryEdits, HeaderEntry, QueryEntry } from './header-transformer.js';
+export { HOP_BY_HOP_HEADERS } from './http-syntax.js';

@@ -45,6 +45,19 @@ async function createCrs(custom: CustomObjectsApi, from: number, to: number): Pr
   await Promise.all(Array.from({ length: 16 }, worker));
 }
 
+/** How many ApiDefinitions exist; retried while a just-installed CRD's storage answers 429 "(re)initializing". */
+async function existingCrs(custom: CustomObjectsApi): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const list = await custom.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'apidefinitions' });
+      return (list as { items: unknown[] }).items.length;
+    } catch (err) {
+      if ((err as { code?: number }).code !== 429 || attempt >= 30) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
 /** Admin write → every DP's /readyz shows the write's version; ms per write. */
 async function propagation(client: AdminClient, dps: DataPlane[], prefix: string): Promise<number[]> {
   const times: number[] = [];
@@ -60,7 +73,7 @@ async function propagation(client: AdminClient, dps: DataPlane[], prefix: string
 
 async function timedStart(env: Record<string, string>, name: string): Promise<{ cp: ControlPlane; ms: number }> {
   const started = performance.now();
-  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env } });
+  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, startTimeoutMs: 120_000 });
   return { cp, ms: performance.now() - started };
 }
 
@@ -73,7 +86,7 @@ try {
   const rows: string[] = [];
 
   for (const size of [1000, 10_000]) {
-    const have = ((await admin.custom.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'apidefinitions' })) as { items: unknown[] }).items.length;
+    const have = await existingCrs(admin.custom);
     const created = performance.now();
     await createCrs(admin.custom, have, size);
     console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);

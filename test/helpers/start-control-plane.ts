@@ -17,6 +17,8 @@ export interface StartControlPlaneOptions {
   dataDir?: string;
   /** Leave ADMIN_PASSWORD unset so the CP generates one into DATA_DIR/admin-password. */
   generatedPassword?: boolean;
+  /** How long to wait for the listeners (default that of spawnService); the 10k-CR bench needs more. */
+  startTimeoutMs?: number;
 }
 
 export interface ControlPlane {
@@ -64,6 +66,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
       script: 'control-plane/dist/main.js',
       env: { ADMIN_PORT: ports.admin, GRPC_PORT: ports.grpc, ...baseEnv },
       listeners: ['admin', 'grpc'],
+      startTimeoutMs: options.startTimeoutMs,
     });
 
   let current = await launch({ admin: '0', grpc: '0' });

@@ -11,6 +11,7 @@ import type { SnapshotSource } from '../snapshot/snapshot-builder.js';
 import type { DataPlaneStatus } from '../grpc/snapshot-server.js';
 import type { ControlPlaneMetrics } from '../metrics/control-plane-metrics.js';
 import { GatehouseError } from '#proto/errors';
+import { assertNestingDepth } from '#proto/definition/field-path';
 import type { AdminAuth } from './admin-auth.js';
 import type { LoginThrottle } from './login-throttle.js';
 import { createDefinitionRoutes } from './definition-routes.js';
@@ -39,7 +40,13 @@ function throttleKeys(address: string | undefined, username: unknown): string[] 
 }
 
 /** Every content type is read as JSON: the admin API speaks nothing else. */
-const jsonBody = express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true });
+const jsonBody: RequestHandler[] = [
+  express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true }),
+  (req, _res, next) => {
+    assertNestingDepth(req.body);
+    next();
+  },
+];
 
 export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger }: AdminAppOptions): Express {
   const app = express();
@@ -104,10 +111,10 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrott
 
   app
     .route('/login')
-    .post(jsonBody, login)
+    .post(...jsonBody, login)
     .all(methodNotAllowed(['POST']));
 
-  app.use(requireAdmin, jsonBody);
+  app.use(requireAdmin, ...jsonBody);
   app.use(createDefinitionRoutes(store));
   app
     .route('/dataplanes')

@@ -72,11 +72,33 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
  * the copy's prototype and feed it inherited fields.
  */
 export function dropNulls(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(dropNulls);
+  assertNestingDepth(v);
+  return withoutNulls(v);
+}
+
+function withoutNulls(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(withoutNulls);
   if (!isPlainObject(v)) return v;
   const out: Record<string, unknown> = {};
   for (const [k, val] of Object.entries(v)) {
-    if (val !== null && k !== '__proto__') out[k] = dropNulls(val);
+    if (val !== null && k !== '__proto__') out[k] = withoutNulls(val);
   }
   return out;
+}
+
+/**
+ * No definition nests deeper than a dozen levels. Every later pass (null stripping, merge patch,
+ * the schema) recurses, so a body 5,000 levels deep would exhaust the stack there and surface as a
+ * 500 (found by test/e2e/admin-fuzz.test.ts); this walk is iterative and runs first.
+ */
+export const MAX_NESTING_DEPTH = 32;
+
+export function assertNestingDepth(value: unknown, max = MAX_NESTING_DEPTH): void {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= max) throw fieldError('', `body nests deeper than ${max} levels`);
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
 }

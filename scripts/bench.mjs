@@ -378,9 +378,24 @@ async function loadSection(upstream, cp, dps) {
  */
 const PLUGIN_ROWS = [
   { name: 'cors', config: { domains: ['https://app.example.com', '*.example.org'] }, headers: { origin: 'https://app.example.com' } },
+  // One client (autocannon's address) under a limit it never reaches: the cost of counting, not of refusing.
+  { name: 'rate_limit', config: { limit: '1000000-S' } },
   { name: 'request_transformer', config: { add: { headers: { 'X-Added': '1' }, querystring: { v: '2' } }, remove: { headers: ['X-Drop'] } } },
   { name: 'response_transformer', config: { add: { headers: { 'X-Added': '1' } }, remove: { headers: ['X-Powered-By'] } } },
   { name: 'body_limit', config: { limit: '1M' } },
+  // One user, the right password: after the first request, the cost of a cached verdict (scrypt runs once).
+  {
+    name: 'basic_auth',
+    config: {},
+    setup: ['POST', '/credentials/basic_auth', { username: 'bench', password: 'bench password' }],
+    headers: { authorization: `Basic ${Buffer.from('bench:bench password').toString('base64')}` },
+  },
+  // The upstream answers 200: the cost of the forward-hook path (held response, then delivered), never of a second try.
+  { name: 'retry', config: { attempts: 3, backoff: '100ms' } },
+  // A closed breaker: admit, record into the rolling window, per request.
+  { name: 'cb', config: { error_percent_threshold: 50, request_volume_threshold: 20, sleep_window: 5000 } },
+  // min_size 0 so the upstream's 2-byte text/plain body really goes through gzip: the per-response zlib cost.
+  { name: 'compression', config: { min_size: 0 }, headers: { 'accept-encoding': 'gzip' } },
 ];
 
 async function pluginSection(upstream, cp, dps) {
@@ -388,6 +403,7 @@ async function pluginSection(upstream, cp, dps) {
   let version = 0;
   for (const row of [{ name: 'none' }, ...PLUGIN_ROWS]) {
     const plugins = row.config ? [{ name: row.name, config: row.config }] : [];
+    if (row.setup) await cp.admin(...row.setup);
     const res = await cp.admin('POST', '/apis', { name: `bench-plugin-${row.name}`, proxy: { listen_path: `/bench-plugin-${row.name}/*`, upstreams: { targets: [{ target: upstream.url }] } }, plugins });
     if (res.status !== 201) throw new Error(`creating the ${row.name} plugin bench API failed: ${res.status} ${res.text}`);
     version = Number(res.headers['x-snapshot-version']);

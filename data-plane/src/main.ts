@@ -7,9 +7,10 @@ import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
-import { createTokenStore } from './auth/index.js';
+import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, type DataPlaneConfig } from './config.js';
 import { createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
+import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createStatusServer } from './status/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
 
@@ -42,11 +43,14 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
   collectDefaultMetrics({ register: registry });
 
   const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
-  const holder = createSnapshotHolder({ tokenStore, logger, registry });
+  const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, logger, registry });
+  // Created before the holder: the introspection strategy calls its endpoints through the proxy's pools.
+  const pools = createUpstreamPools();
+  const introspector = createIntrospector({ pools, logger });
+  const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
   if (cache) applyCachedSnapshot(cache, holder, logger);
 
-  const pools = createUpstreamPools();
   const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry) });
   const status = createStatusServer({ holder, registry, logger });
   const proxyPort = await proxy.listen(config.proxyPort, config.proxyHost);
@@ -94,6 +98,7 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
     await status.close();
     await pools.close();
     await tokenStore.close();
+    await rateLimiter.close();
     logger.info({ drained }, 'stopped');
     process.exit(0);
   };

@@ -27,6 +27,8 @@ export const ERROR_TABLE = {
   OAUTH_SERVER_NOT_FOUND: { status: 404 },
   OAUTH_SERVER_NAME_TAKEN: { status: 409 },
   OAUTH_SERVER_IN_USE: { status: 409 },
+  BASIC_AUTH_USER_NOT_FOUND: { status: 404 },
+  BASIC_AUTH_USER_TAKEN: { status: 409 },
   STORE_CONFLICT: { status: 409 },
   STORE_UNAVAILABLE: { status: 503 },
   INTERNAL: { status: 500, gatewayBody: 'internal server error' },
@@ -37,10 +39,14 @@ export const ERROR_TABLE = {
   AUTH_HEADER_MISSING: { status: 400, gatewayBody: 'authorization field missing' },
   BEARER_MALFORMED: { status: 400, gatewayBody: 'bearer token malformed' },
   TOKEN_REJECTED: { status: 401, gatewayBody: 'access token not authorized' },
+  TOKEN_INTROSPECTION_UNAVAILABLE: { status: 503, gatewayBody: 'token introspection unavailable' },
+  CREDENTIALS_REJECTED: { status: 401, gatewayBody: 'invalid credentials' },
   BAD_UPSTREAM_HOST: { status: 400, gatewayBody: 'invalid upstream host' },
   REQUEST_BODY_TOO_LARGE: { status: 413, gatewayBody: 'request body too large' },
+  RATE_LIMITED: { status: 429, gatewayBody: 'rate limit exceeded' },
   UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway' },
   UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout' },
+  CIRCUIT_OPEN: { status: 503, gatewayBody: 'upstream circuit open' },
   NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded' },
 } as const satisfies Record<string, ErrorRow>;
 

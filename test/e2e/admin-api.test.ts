@@ -235,7 +235,7 @@ describe('validation: 400 naming the field, nothing stored', () => {
     { row: 'active not a boolean', body: mutate((d) => (d.active = 'yes')), message: 'active' },
     { row: 'hosts not an array', body: mutate((d) => (d.hosts = 'a.test')), message: 'hosts' },
     { row: 'bad duration', body: mutate((d) => (d.proxy.forwarding_timeouts = { dial_timeout: 'soon' })), message: 'proxy.forwarding_timeouts.dial_timeout' },
-    { row: 'unknown plugin', body: mutate((d) => (d.plugins = [{ name: 'rate_limit', enabled: true, config: {} }])), message: 'rate_limit' },
+    { row: 'unknown plugin', body: mutate((d) => (d.plugins = [{ name: 'no_such_plugin', enabled: true, config: {} }])), message: 'unknown plugin "no_such_plugin"' },
     { row: 'oauth2 naming a missing server', body: mutate((d) => (d.plugins = [{ name: 'oauth2', enabled: true, config: { server_name: 'no-such-server' } }])), message: /server_name|no-such-server/ },
     { row: 'body is an array', body: [validApi('invalid')], message: undefined },
     { row: 'body is a string', body: 'definition', message: undefined },

@@ -111,7 +111,7 @@ afterAll(async () => {
 });
 
 test('CRDs are installed and Established', async () => {
-  for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev']) {
+  for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev', 'basicauthcredentials.gatehouse.dev']) {
     const crd = (await admin.objects.read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } })) as any;
     expect(crd.status.conditions.find((c: any) => c.type === 'Established')?.status).toBe('True');
   }
@@ -129,6 +129,49 @@ test('admin write on one replica → a CR exists → every DP serves it', async 
   for (const dp of dps) await served(dp, '/orders/1');
   // The other replica sees it through its informer.
   await pollUntil(async () => ((await clients[1].getApi('Orders_V1')).status === 200 ? true : undefined), { what: 'cp-b shows Orders_V1' });
+});
+
+test('a basic_auth user created through the admin API is a BasicAuthCredential CR holding only the hash, and authenticates on every DP', async () => {
+  const basic = (secret: string) => ({ headers: { authorization: `Basic ${Buffer.from(`Ops@Example.com:${secret}`).toString('base64')}` } });
+  const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-basic', listenPath: '/k8s-basic/*', targets: [upstream.url] }), plugins: [{ name: 'basic_auth' }] });
+  expect(api.status).toBe(201);
+  const user = await clients[0].request('POST', '/credentials/basic_auth', { body: { username: 'Ops@Example.com', password: 'k8s password 1' } });
+  expect(user.status).toBe(201);
+  const cr = ((await admin.custom.listNamespacedCustomObject({ ...GROUP, plural: 'basicauthcredentials' })) as any).items.find((i: any) => i.spec.username === 'Ops@Example.com');
+  expect(cr.metadata.name).toMatch(/^ops-example.com-[0-9a-f]{8}$/);
+  expect(Object.keys(cr.spec).sort()).toEqual(['password_hash', 'username']);
+  expect(cr.spec.password_hash).toMatch(/^scrypt\$/);
+  expect(JSON.stringify(cr)).not.toContain('k8s password 1');
+  for (const dp of dps) {
+    await pollUntil(async () => ((await dp.request('GET', '/k8s-basic/x', basic('k8s password 1'))).status === 200 ? true : undefined), {
+      what: `${dp.id} authenticates the basic_auth user`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+    const refused = await dp.request('GET', '/k8s-basic/x', basic('wrong password'));
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toBe('Basic realm="Restricted", charset="UTF-8"');
+  }
+  // The other replica lists it (never with the hash).
+  await pollUntil(async () => ((await clients[1].request('GET', '/credentials/basic_auth')).body?.length === 1 ? true : undefined), { what: 'cp-b lists the user' });
+  expect((await clients[1].request('GET', '/credentials/basic_auth')).body).toEqual([{ username: 'Ops@Example.com' }]);
+  // A password change through the other replica refuses the old one on every DP.
+  expect((await clients[1].request('PUT', '/credentials/basic_auth/Ops%40Example.com', { body: { password: 'k8s password 2' } })).status).toBe(200);
+  for (const dp of dps) {
+    await pollUntil(async () => ((await dp.request('GET', '/k8s-basic/x', basic('k8s password 1'))).status === 401 ? true : undefined), {
+      what: `${dp.id} refuses the old password`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+    expect((await dp.request('GET', '/k8s-basic/x', basic('k8s password 2'))).status).toBe(200);
+  }
+  // The controller reports on it like on the other kinds.
+  const credential = { ...GROUP, plural: 'basicauthcredentials', name: cr.metadata.name };
+  await pollUntil(async () => (condition(await admin.custom.getNamespacedCustomObject(credential), 'Accepted')?.status === 'True' ? true : undefined), {
+    what: 'BasicAuthCredential Accepted=True',
+    timeoutMs: 30_000,
+    details: logs,
+  });
 });
 
 test('a CR written with the Kubernetes API (kubectl apply) → every DP serves it, the admin API lists it', async () => {

@@ -1,5 +1,5 @@
 /**
- * CRUD routes for /apis and /oauth/servers. Every write runs inside store.update(), so the
+ * CRUD routes for /apis, /oauth/servers and /credentials/basic_auth. Every write runs inside store.update(), so the
  * checks in definition-writes.ts see the latest state; the response is sent after the write
  * is durable and carries the snapshot version that includes it.
  */
@@ -12,13 +12,18 @@ import {
   deleteDefinition,
   findDefinition,
   oauthServerKind,
+  requireObject,
   updateDefinition,
   type DefinitionKind,
   type WriteResult,
 } from './definition-writes.js';
 import { methodNotAllowed } from './error-handler.js';
+import { basicAuthCredentialKind } from './basic-auth-credentials.js';
 
-function resourceRoutes<T extends { name: string }>(router: Router, store: DefinitionStore, path: string, kind: DefinitionKind<T>): void {
+function resourceRoutes<T>(router: Router, store: DefinitionStore, path: string, kind: DefinitionKind<T>): void {
+  const present = (item: T) => (kind.present ? kind.present(item) : item);
+  const prepared = (body: unknown, op: 'create' | 'update') => (kind.prepare ? kind.prepare(requireObject(body), op) : body);
+
   /** Runs a write through the store; the mutation's value is captured for the response. */
   async function write<V>(res: Response, mutate: (defs: Definitions) => WriteResult<V>): Promise<V> {
     let value!: V;
@@ -34,22 +39,24 @@ function resourceRoutes<T extends { name: string }>(router: Router, store: Defin
   router
     .route(path)
     .get((_req, res) => {
-      res.json(kind.list(store.current().defs));
+      res.json(kind.list(store.current().defs).map(present));
     })
     .post(async (req, res) => {
-      const created = await write(res, (defs) => createDefinition(kind, defs, req.body));
-      res.status(201).location(`${path}/${encodeURIComponent(created.name)}`).json(created);
+      const body = await prepared(req.body, 'create');
+      const created = await write(res, (defs) => createDefinition(kind, defs, body));
+      res.status(201).location(`${path}/${encodeURIComponent(kind.nameOf(created))}`).json(present(created));
     })
     .all(methodNotAllowed(['GET', 'HEAD', 'POST']));
 
   const update = async (req: { params: { name: string }; body: unknown }, res: Response) => {
-    res.json(await write(res, (defs) => updateDefinition(kind, defs, req.params.name, req.body)));
+    const body = await prepared(req.body, 'update');
+    res.json(present(await write(res, (defs) => updateDefinition(kind, defs, req.params.name, body))));
   };
 
   router
     .route(`${path}/:name`)
     .get((req, res) => {
-      res.json(findDefinition(kind, store.current().defs, req.params.name));
+      res.json(present(findDefinition(kind, store.current().defs, req.params.name)));
     })
     .put(update)
     .patch(update)
@@ -64,5 +71,6 @@ export function createDefinitionRoutes(store: DefinitionStore): Router {
   const router = Router();
   resourceRoutes(router, store, '/apis', apiKind);
   resourceRoutes(router, store, '/oauth/servers', oauthServerKind);
+  resourceRoutes(router, store, '/credentials/basic_auth', basicAuthCredentialKind);
   return router;
 }

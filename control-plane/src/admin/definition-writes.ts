@@ -24,15 +24,15 @@ export interface WriteResult<T> {
 
 /** A library or parser failure on user input is a validation failure of that input. */
 /** PUT/PATCH may repeat the name but never rename: the path names the resource. */
-function requireSameName(patch: Record<string, unknown>, name: string): void {
-  if ('name' in patch && patch.name !== name) {
-    throw new GatehouseError('VALIDATION_FAILED', `name in the body ("${String(patch.name)}") must match the name in the path ("${name}")`, {
-      field: 'name',
+function requireSameName(patch: Record<string, unknown>, name: string, field: string): void {
+  if (field in patch && patch[field] !== name) {
+    throw new GatehouseError('VALIDATION_FAILED', `${field} in the body ("${String(patch[field])}") must match the name in the path ("${name}")`, {
+      field,
     });
   }
 }
 
-function requireObject(body: unknown): Record<string, unknown> {
+export function requireObject(body: unknown): Record<string, unknown> {
   if (!isPlainObject(body)) throw new GatehouseError('VALIDATION_FAILED', 'request body must be a JSON object');
   return body;
 }
@@ -42,23 +42,35 @@ interface ErrorReply {
   message: string;
 }
 
-/** What differs between the two kinds of definition the admin API writes; the write rules are shared. */
-export interface DefinitionKind<T extends { name: string }> {
+/** What differs between the kinds of definition the admin API writes; the write rules are shared. */
+export interface DefinitionKind<T> {
   list(defs: Definitions): T[];
   withList(defs: Definitions, items: T[]): Definitions;
   parse(raw: unknown): T;
+  /** The member that names a definition (unique, in the path, never renamed): `name`, or `username`. */
+  nameField: string;
+  nameOf(item: T): string;
   notFound: ErrorReply;
   nameTaken: ErrorReply;
   /** How compileDefinitions names this kind in its verdicts. */
   compileKind: DefinitionKindName;
   /** Rejects a delete the rest of the configuration still depends on. */
   checkDelete?(defs: Definitions, name: string): void;
+  /**
+   * Turns a POST or PUT/PATCH body into what `parse` (or the merge patch) reads, before the write
+   * (basic_auth users: the password is checked and hashed, off the store's queue). Absent = as is.
+   */
+  prepare?(body: Record<string, unknown>, op: 'create' | 'update'): Promise<Record<string, unknown>>;
+  /** What the admin API shows of a definition (basic_auth users: never the hash). Absent = all of it. */
+  present?(item: T): unknown;
 }
 
 export const apiKind: DefinitionKind<ApiDefinition> = {
   list: (defs) => defs.apis,
   withList: (defs, apis) => ({ ...defs, apis }),
   parse: parseApiDefinition,
+  nameField: 'name',
+  nameOf: (api) => api.name,
   notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
   nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
   compileKind: 'api',
@@ -68,6 +80,8 @@ export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
   list: (defs) => defs.oauthServers,
   withList: (defs, oauthServers) => ({ ...defs, oauthServers }),
   parse: parseOAuthServer,
+  nameField: 'name',
+  nameOf: (server) => server.name,
   notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
   nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
   compileKind: 'oauth-server',
@@ -86,7 +100,7 @@ export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
  * Other definitions' verdicts are not this write's business (the Kubernetes store may hold CRs
  * that were rejected before).
  */
-function check<T extends { name: string }>(candidate: Definitions, kind: DefinitionKind<T>, name: string): Definitions {
+function check<T>(candidate: Definitions, kind: DefinitionKind<T>, name: string): Definitions {
   const isOwn = (k: DefinitionKindName, n: string) => k === kind.compileKind && n === name;
   const compiled = compileDefinitions(candidate, { rank: (k, n) => (isOwn(k, n) ? 1 : 0) });
   const own = compiled.rejected.find((r) => isOwn(r.kind, r.name));
@@ -94,21 +108,22 @@ function check<T extends { name: string }>(candidate: Definitions, kind: Definit
   return candidate;
 }
 
-export function findDefinition<T extends { name: string }>(kind: DefinitionKind<T>, defs: Definitions, name: string): T {
-  const found = kind.list(defs).find((d) => d.name === name);
+export function findDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, name: string): T {
+  const found = kind.list(defs).find((d) => kind.nameOf(d) === name);
   if (!found) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
   return found;
 }
 
-export function createDefinition<T extends { name: string }>(kind: DefinitionKind<T>, defs: Definitions, body: unknown): WriteResult<T> {
+export function createDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, body: unknown): WriteResult<T> {
   const created = kind.parse(requireObject(body));
   const list = kind.list(defs);
-  if (list.some((d) => d.name === created.name)) throw new GatehouseError(kind.nameTaken.code, kind.nameTaken.message);
-  return { defs: check(kind.withList(defs, [...list, created]), kind, created.name), value: created };
+  const name = kind.nameOf(created);
+  if (list.some((d) => kind.nameOf(d) === name)) throw new GatehouseError(kind.nameTaken.code, kind.nameTaken.message);
+  return { defs: check(kind.withList(defs, [...list, created]), kind, name), value: created };
 }
 
 /** PUT and PATCH: RFC 7396 merge patch onto the stored definition, then full validation. */
-export function updateDefinition<T extends { name: string }>(
+export function updateDefinition<T>(
   kind: DefinitionKind<T>,
   defs: Definitions,
   name: string,
@@ -116,14 +131,14 @@ export function updateDefinition<T extends { name: string }>(
 ): WriteResult<T> {
   const stored = findDefinition(kind, defs, name);
   const patch = requireObject(body);
-  requireSameName(patch, name);
+  requireSameName(patch, name, kind.nameField);
   const updated = kind.parse(mergePatch(stored, patch));
-  const candidate = kind.withList(defs, kind.list(defs).map((d) => (d.name === name ? updated : d)));
+  const candidate = kind.withList(defs, kind.list(defs).map((d) => (kind.nameOf(d) === name ? updated : d)));
   return { defs: check(candidate, kind, name), value: updated };
 }
 
-export function deleteDefinition<T extends { name: string }>(kind: DefinitionKind<T>, defs: Definitions, name: string): Definitions {
+export function deleteDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, name: string): Definitions {
   findDefinition(kind, defs, name);
   kind.checkDelete?.(defs, name);
-  return kind.withList(defs, kind.list(defs).filter((d) => d.name !== name));
+  return kind.withList(defs, kind.list(defs).filter((d) => kind.nameOf(d) !== name));
 }

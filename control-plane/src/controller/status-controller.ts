@@ -46,6 +46,7 @@ export interface StatusController {
 const REJECTION_REASON: Partial<Record<ErrorCode, string>> = {
   API_NAME_TAKEN: 'NameTaken',
   OAUTH_SERVER_NAME_TAKEN: 'NameTaken',
+  BASIC_AUTH_USER_TAKEN: 'NameTaken',
   API_LISTEN_PATH_TAKEN: 'Conflicted',
 };
 

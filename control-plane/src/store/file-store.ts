@@ -1,5 +1,6 @@
 /**
- * Embedded definition store: DATA_DIR/store.json `{revision, apis, oauth_servers}`.
+ * Embedded definition store: DATA_DIR/store.json `{revision, apis, oauth_servers, basic_auth_credentials}`
+ * (the last one only when there are basic_auth users: scrypt hashes, never passwords).
  * Updates are serialised through a promise queue, so each mutation sees the result of the
  * previous one; a write is on disk (fsynced, renamed) before update() resolves.
  */
@@ -7,7 +8,7 @@ import { constants } from 'node:fs';
 import { access, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GatehouseError } from '#proto/errors';
-import { parseApiDefinition, parseOAuthServer, type Definitions } from '#proto/definition/index';
+import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer, type Definitions } from '#proto/definition/index';
 import { definitionsHash } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import { writeFileAtomic } from './atomic-file.js';
@@ -22,6 +23,7 @@ interface StoreFile {
   revision: number;
   apis: unknown[];
   oauth_servers: unknown[];
+  basic_auth_credentials?: unknown[];
 }
 
 export interface FileStoreOptions {
@@ -30,7 +32,8 @@ export interface FileStoreOptions {
 }
 
 function serialize(revision: number, defs: Definitions): string {
-  const file: StoreFile = { revision, apis: defs.apis, oauth_servers: defs.oauthServers };
+  const credentials = defs.basicAuthCredentials ?? [];
+  const file: StoreFile = { revision, apis: defs.apis, oauth_servers: defs.oauthServers, ...(credentials.length > 0 ? { basic_auth_credentials: credentials } : {}) };
   return `${JSON.stringify(file)}\n`;
 }
 
@@ -40,9 +43,15 @@ function deserialize(path: string, text: string): { revision: number; defs: Defi
     const raw = JSON.parse(text) as Partial<StoreFile>;
     if (!Number.isSafeInteger(raw.revision) || (raw.revision as number) < 0) throw new Error('revision is not an integer');
     if (!Array.isArray(raw.apis) || !Array.isArray(raw.oauth_servers)) throw new Error('apis and oauth_servers must be arrays');
+    const credentials = raw.basic_auth_credentials ?? [];
+    if (!Array.isArray(credentials)) throw new Error('basic_auth_credentials must be an array');
     return {
       revision: raw.revision as number,
-      defs: { apis: raw.apis.map(parseApiDefinition), oauthServers: raw.oauth_servers.map(parseOAuthServer) },
+      defs: {
+        apis: raw.apis.map(parseApiDefinition),
+        oauthServers: raw.oauth_servers.map(parseOAuthServer),
+        basicAuthCredentials: credentials.map(parseBasicAuthCredential),
+      },
     };
   } catch (err) {
     throw new GatehouseError('STORE_UNAVAILABLE', `cannot load ${path}: ${(err as Error).message}`, { cause: err });

@@ -7,9 +7,11 @@ import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
 import { createTokenObserver } from './token-observer.js';
+import type { Introspector } from './introspector.js';
 import type { TokenStore } from './token-store.js';
 
 export type { TokenStore } from './token-store.js';
+export { createIntrospector, type Introspector } from './introspector.js';
 export { createTokenStore, createMemoryTokenStore, createRedisTokenStore } from './token-store.js';
 export { observedResponse } from './observed-response.js';
 
@@ -54,6 +56,8 @@ export function parseAuthorization(value: string | undefined): string {
 export function createAuthorizer(deps: {
   servers: ReadonlyMap<string, CompiledOAuthServer>;
   tokenStore: TokenStore;
+  /** The process's introspector (it outlives snapshots, as its cache does); needed by introspection servers only. */
+  introspector?: Introspector;
   /** Seconds since epoch; injectable for tests. */
   now?: () => number;
   logger?: AuthLogger;
@@ -91,6 +95,10 @@ export function createAuthorizer(deps: {
       if (!server) throw new GatehouseError('TOKEN_REJECTED', `access token not authorized: oauth server ${serverName} missing`);
       const verifier = verifiers.get(serverName);
       if (verifier) return verifier.verify(token);
+      if (server.introspection) {
+        if (!deps.introspector) throw new GatehouseError('TOKEN_INTROSPECTION_UNAVAILABLE', 'no introspector configured');
+        return deps.introspector.check(server.introspection, token);
+      }
       return checkStored(serverName, token);
     },
 

@@ -5,20 +5,30 @@
  */
 import type { CompiledRoute } from '#proto/compile/index';
 import type { CompiledPluginConfig, PluginName } from '#proto/plugins/index';
+import { basicAuthRuntime } from './basic-auth.js';
 import { bodyLimitRuntime } from './body-limit.js';
+import { cbRuntime } from './cb.js';
+import { compressionRuntime } from './compression.js';
 import { corsRuntime } from './cors.js';
 import { oauth2Runtime } from './oauth2.js';
 import { pipelineOf, type Pipeline } from './pipeline.js';
+import { rateLimitRuntime } from './rate-limit/index.js';
 import { requestTransformerRuntime } from './request-transformer.js';
 import { responseTransformerRuntime } from './response-transformer.js';
+import { retryRuntime } from './retry.js';
 import type { PluginRuntime, StageDeps } from './runtime.js';
 
 export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPluginConfig<N>> } = {
   cors: corsRuntime,
+  rate_limit: rateLimitRuntime,
   oauth2: oauth2Runtime,
+  basic_auth: basicAuthRuntime,
   body_limit: bodyLimitRuntime,
   request_transformer: requestTransformerRuntime,
+  retry: retryRuntime,
+  cb: cbRuntime,
   response_transformer: responseTransformerRuntime,
+  compression: compressionRuntime,
 };
 
 /** The route's pipeline, or null when it has no enabled plugin (the proxy then allocates nothing). */
@@ -27,5 +37,5 @@ export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route
   return pipelineOf(route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route })));
 }
 
-export { PluginExchange, runRequestHooks, type Pipeline, type PluginAnswer } from './pipeline.js';
+export { PluginExchange, runRequestHooks, type ForwardHook, type Pipeline, type PluginAnswer, type UpstreamOutcome } from './pipeline.js';
 export type { PluginRuntime, StageDeps } from './runtime.js';

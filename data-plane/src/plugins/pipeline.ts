@@ -9,7 +9,7 @@
  * | 3 | authentication                | oauth2, basic_auth       | request   | refuse (400/401)                                  |
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
  * | 5 | request rewriting             | request_transformer      | request   | edit upstream headers and query                   |
- * | 6 | forward                       | retry, cb                | forward   | wrap the upstream exchange (designed, unused yet) |
+ * | 6 | forward                       | retry, cb                | forward   | wrap the upstream exchange                        |
  * | 7 | response rewriting            | response_transformer     | response  | edit response headers                             |
  * | 8 | response encoding             | compression              | response  | edit headers; transform the body                  |
  *
@@ -29,18 +29,18 @@
  *   they are written; edits `headers` in place (lower-case names, node:http's OutgoingHttpHeaders)
  *   and may return a Transform the response body is piped through (compression; it must then
  *   drop content-length itself). Not run for gateway answers and errors.
- * - `forward(ex, next)` (retry, cb; nothing uses it yet): wraps the upstream exchange. `next()`
+ * - `forward(ex, next)` (retry, cb): wraps the upstream exchange. `next()`
  *   dispatches one attempt and resolves with its UpstreamOutcome once the upstream's status and
  *   headers are known, or with its connection error, before anything is written to the client;
  *   the hook returns the outcome to deliver: after calling `next` again (retry: only while the
  *   request body has not started streaming), or without calling it (an open breaker
  *   answers 503 without touching the upstream). Outcomes not delivered must be `discard()`ed.
- *   forward.ts will call the hooks innermost-last when the first plugin needs them.
+ *   proxy/forward-hooks.ts runs them outermost first, and sets `ex.target` before each attempt.
  */
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
 import type { GatehouseError } from '#proto/errors';
-import type { CompiledRoute } from '#proto/compile/index';
+import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
 
 /** A response the gateway sends itself instead of forwarding (e.g. a CORS preflight). */
 export interface PluginAnswer {
@@ -102,6 +102,10 @@ export class PluginExchange {
   query: string;
   /** Headers for the client's response, whatever it is; null until a hook adds one. */
   clientHeaders: OutgoingHttpHeaders | null = null;
+  /** Forward hooks: the upstream target of the current attempt (set by the proxy before each attempt). */
+  target: CompiledTarget | null = null;
+  /** Forward hooks: true once a byte of the request body went to an upstream (no attempt may follow). */
+  bodySent = false;
   private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
 
   constructor(

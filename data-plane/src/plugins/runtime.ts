@@ -1,12 +1,20 @@
 /** The runtime side of a plugin: once per route and snapshot, its hooks closed over its compiled config. */
 import type { CompiledRoute } from '#proto/compile/index';
 import type { Authorizer } from '../auth/index.js';
+import type { BreakerGeneration } from './circuit-breaker.js';
 import type { PluginStage } from './pipeline.js';
+import type { RateLimiter } from './rate-limit/rate-limiter.js';
 
 /** What a stage may use besides its config: per snapshot, never per request. */
 export interface StageDeps {
   route: CompiledRoute;
   authorizer: Authorizer;
+  /** Counters of rate_limit, kept across snapshots (made by main.ts). */
+  rateLimiter: RateLimiter;
+  /** cb's circuit breakers, kept across snapshots while route, target and config are unchanged. */
+  breakers: BreakerGeneration;
+  /** basic_auth: true when the Authorization header names one of this snapshot's users with the right password. */
+  basicAuth(authorization: string | undefined): Promise<boolean>;
 }
 
 export interface PluginRuntime<Compiled> {

@@ -6,7 +6,8 @@
  * per request. Measured under load, dropping those more than halved the proxy's CPU time per
  * request (stream.pipeline alone aborts an internal AbortController per call, and every abort
  * builds a DOMException with a stack trace). Semantics are those of the request()-based version:
- * the proxy-server tests pin them.
+ * the proxy-server tests pin them. Routes with forward hooks (retry, cb) use forwardAttempt
+ * (forward-hooks.ts): the same exchange, its response parked at its start until a hook delivers it.
  */
 import { IncomingMessage, type ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -15,7 +16,7 @@ import { errors, type Dispatcher } from 'undici';
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
-import type { PluginExchange } from '../plugins/index.js';
+import type { PluginExchange, UpstreamOutcome } from '../plugins/index.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
@@ -88,7 +89,7 @@ function preciseHeaderTimer(req: IncomingMessage, hasRequestBody: boolean, timeo
       abort();
     }, timeoutMs);
   };
-  if (hasRequestBody) req.once('end', arm);
+  if (hasRequestBody && !req.readableEnded) req.once('end', arm);
   else arm();
   return {
     get fired() {
@@ -124,17 +125,45 @@ function dropUpload(body: Readable, err: Error): void {
  */
 export function forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, deps: ForwardDeps): Promise<void> {
   if (res.destroyed) return Promise.resolve(); // the client left while the request was being authorized
+  return exchange(req, res, plan, deps, null) as Promise<void>;
+}
+
+/** The request body as it goes upstream (plugin wrappers, then the token observer's tap), null when none. */
+export function requestBodyOf(req: IncomingMessage, plan: ForwardPlan): Readable | null {
+  if (!hasBody(req)) return null;
+  const { observer, plugins } = plan;
+  const body = plugins ? plugins.requestBody(req) : req;
+  return observer ? pipeline(body, tap((chunk) => observer.requestChunk(chunk)), noop) : body;
+}
+
+/** One attempt of the forward hooks (forward-hooks.ts): its own body stream, and whether undici has started reading it. */
+export interface AttemptBody {
+  body: Readable | null;
+  started(): boolean;
+}
+
+/**
+ * One attempt for the forward hooks: resolves with its UpstreamOutcome once the upstream's status
+ * and headers are known (nothing written yet: `deliver()` writes and streams them, `discard()`
+ * cuts the attempt), or with its error (the client leaving included).
+ */
+export function forwardAttempt(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, deps: ForwardDeps, attempt: AttemptBody): Promise<UpstreamOutcome> {
+  return (exchange(req, res, plan, deps, attempt) as Promise<UpstreamOutcome>).catch((error: GatehouseError) => ({ kind: 'error', error }) as const);
+}
+
+/** forward() when `attempt` is null; forwardAttempt() otherwise (the response is then parked at its start). */
+function exchange(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, deps: ForwardDeps, attempt: AttemptBody | null): Promise<UpstreamOutcome | void> {
   const { observer, plugins } = plan;
   const { logger, metrics } = deps;
 
-  return new Promise<void>((resolve, reject) => {
+  return new Promise<UpstreamOutcome | void>((resolve, reject) => {
     let controller: Dispatcher.DispatchController | null = null;
     /** An abort requested before undici handed out the controller (request still queued). */
     let pendingAbort: Error | null = null;
     /** The client closed its connection before the response was complete. */
     let clientGone = false;
-    /** waiting for the response headers → streaming the body → done (answered, or nothing left to do). */
-    let state: 'waiting' | 'streaming' | 'done' = 'waiting';
+    /** waiting for the response headers → (parked: an attempt's, until delivered) → streaming the body → done. */
+    let state: 'waiting' | 'parked' | 'streaming' | 'done' = 'waiting';
     let paused = false;
     /** Where response body chunks go: the client, or the observer stage in front of it. */
     let sink: Writable = res;
@@ -144,17 +173,14 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
       else pendingAbort ??= reason;
     };
     // A client that goes away aborts the upstream request (and its streamed bodies).
-    res.once('close', () => {
+    const onClientClose = (): void => {
       if (res.writableFinished) return;
       clientGone = true;
       abort(new errors.RequestAbortedError());
-    });
+    };
+    res.once('close', onClientClose);
 
-    let body: Readable | null = null;
-    if (hasBody(req)) {
-      body = plugins ? plugins.requestBody(req) : req;
-      if (observer) body = pipeline(body, tap((chunk) => observer.requestChunk(chunk)), noop);
-    }
+    let body: Readable | null = attempt ? attempt.body : requestBodyOf(req, plan);
     const headerTimer = preciseHeaderTimer(req, body !== null, plan.headersTimeoutMs, () =>
       abort(new errors.HeadersTimeoutError()),
     );
@@ -172,6 +198,64 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
       controller?.resume();
     };
 
+    /** Writes the response head and starts streaming the body; a GatehouseError when Node refused the head. */
+    const respond = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): GatehouseError | null => {
+      const out = clientResponseHeaders(headers, plan.requestId);
+      const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
+      if (deps.draining()) out.connection = 'close';
+      try {
+        res.writeHead(statusCode, out);
+      } catch (err) {
+        // Node refuses some header values undici accepts (e.g. invalid characters): the upstream's fault.
+        state = 'done';
+        c.abort(err as Error);
+        return upstreamError(err);
+      }
+      state = 'streaming';
+      metrics?.requests.inc({ route: plan.routeId, status: statusCode });
+      // Body stages in front of the client: the observer sees the upstream's bytes, then plugin transforms.
+      const stages: Transform[] = transforms ?? [];
+      if (observer) {
+        try {
+          observer.response(statusCode, headers);
+        } catch {
+          // bookkeeping only
+        }
+        stages.unshift(observedResponse(observer));
+      }
+      if (stages.length > 0) {
+        sink = stages[0]!;
+        pipeline([...stages, res], (err) => {
+          if (err) streamFailed(err);
+        });
+      }
+      return null;
+    };
+
+    /** An attempt's response waits here, undici paused, until a forward hook delivers or discards it. */
+    let parkedError: GatehouseError | null = null;
+    const park = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void => {
+      state = 'parked';
+      c.pause();
+      resolve({
+        kind: 'response',
+        status: statusCode,
+        headers,
+        deliver() {
+          if (state !== 'parked') throw parkedError ?? new GatehouseError('UPSTREAM_UNREACHABLE', 'upstream response already used');
+          const failure = respond(c, statusCode, headers);
+          if (failure) throw failure;
+          resume();
+        },
+        discard() {
+          res.off('close', onClientClose);
+          if (state !== 'parked') return;
+          state = 'done';
+          c.abort(new errors.RequestAbortedError());
+        },
+      });
+    };
+
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         controller = c;
@@ -182,37 +266,13 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
         if (statusCode < 200) return; // informational: the final response follows
         headerTimer.clear();
         metrics?.upstreamSeconds.observe({ route: plan.routeId }, (performance.now() - started) / 1000);
-        const out = clientResponseHeaders(headers, plan.requestId);
-        const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
-        if (deps.draining()) out.connection = 'close';
-        try {
-          res.writeHead(statusCode, out);
-        } catch (err) {
-          // Node refuses some header values undici accepts (e.g. invalid characters): the upstream's fault.
-          state = 'done';
-          reject(upstreamError(err));
-          c.abort(err as Error);
+        if (attempt) {
+          park(c, statusCode, headers);
           return;
         }
-        state = 'streaming';
-        metrics?.requests.inc({ route: plan.routeId, status: statusCode });
-        // Body stages in front of the client: the observer sees the upstream's bytes, then plugin transforms.
-        const stages: Transform[] = transforms ?? [];
-        if (observer) {
-          try {
-            observer.response(statusCode, headers);
-          } catch {
-            // bookkeeping only
-          }
-          stages.unshift(observedResponse(observer));
-        }
-        if (stages.length > 0) {
-          sink = stages[0]!;
-          pipeline([...stages, res], (err) => {
-            if (err) streamFailed(err);
-          });
-        }
-        resolve();
+        const failure = respond(c, statusCode, headers);
+        if (failure) reject(failure);
+        else resolve();
       },
 
       onResponseData(c, chunk) {
@@ -233,7 +293,8 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
         if (body) {
           // A wrapped body (plugins, observer) stands in front of the client's request: that one is
           // detached from its socket first, so the connection survives to carry the error response.
-          if (body !== req) dropUpload(req, err);
+          // An attempt whose body was never read leaves the client's request to the next attempt.
+          if (body !== req && (!attempt || attempt.started())) dropUpload(req, err);
           dropUpload(body, err);
           body = null;
         }
@@ -241,8 +302,11 @@ export function forward(req: IncomingMessage, res: ServerResponse, plan: Forward
         state = 'done';
         if (was === 'waiting') {
           if (headerTimer.fired) reject(new GatehouseError('UPSTREAM_TIMEOUT', 'upstream response headers timed out', { cause: err }));
-          else if (clientGone || res.destroyed) resolve(); // nobody left to answer
+          else if ((clientGone || res.destroyed) && !attempt) resolve(); // nobody left to answer
           else reject(upstreamError(err));
+          if (attempt) res.off('close', onClientClose);
+        } else if (was === 'parked') {
+          parkedError = upstreamError(err);
         } else if (was === 'streaming') {
           if (sink === res) streamFailed(err);
           else sink.destroy(err);

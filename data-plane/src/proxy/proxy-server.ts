@@ -7,10 +7,12 @@ import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Serv
 import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
-import type { AppliedSnapshot, SnapshotHolder } from '../sync/snapshot-holder.js';
+import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
 import { PluginExchange, runRequestHooks, type PluginAnswer } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
-import { forward, type ForwardDeps } from './forward.js';
+import type { CompiledTarget } from '#proto/compile/index';
+import { forward, type ForwardDeps, type ForwardPlan } from './forward.js';
+import { forwardThroughHooks } from './forward-hooks.js';
 import { clientIpOf, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import type { UpstreamPools } from './upstream-pools.js';
@@ -116,6 +118,38 @@ export function createProxyServer(deps: {
     res.end(body);
   }
 
+  /** How a request goes to `target`: rewritten path, pool and upstream headers. */
+  function planFor(
+    req: IncomingMessage,
+    requestId: string,
+    ex: PluginExchange | null,
+    snapshot: AppliedSnapshot,
+    match: RouteMatch,
+    upstream: RouteUpstream,
+    target: CompiledTarget,
+    path: string,
+    query: string,
+  ): ForwardPlan {
+    const destination = rewrite(match, target, { path, query, host: req.headers.host });
+    const pool = pools.get(destination.origin, upstream);
+    const headers = upstreamRequestHeaders(ex ? ex.headers : req.rawHeaders, {
+      host: destination.host,
+      clientIp: clientIpOf(req.socket.remoteAddress),
+      clientHost: req.headers.host,
+      requestId,
+    });
+    return {
+      requestId,
+      routeId: match.route.id,
+      pool,
+      path: destination.path,
+      headers,
+      headersTimeoutMs: upstream.headersTimeoutMs,
+      observer: snapshot.authorizer.observe(match.route),
+      plugins: ex,
+    };
+  }
+
   async function proxy(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
     // Read the reference once: this request uses this snapshot to the end, whatever is applied meanwhile.
     const snapshot = holder.current();
@@ -139,29 +173,12 @@ export function createProxyServer(deps: {
         }
       }
       const query = ex ? ex.query : target!.query;
-      const destination = rewrite(match, upstream.balancer.next(), { path, query, host: req.headers.host });
-      const pool = pools.get(destination.origin, upstream);
-      const headers = upstreamRequestHeaders(ex ? ex.headers : req.rawHeaders, {
-        host: destination.host,
-        clientIp: clientIpOf(req.socket.remoteAddress),
-        clientHost: req.headers.host,
-        requestId,
-      });
-      await forward(
-        req,
-        res,
-        {
-          requestId,
-          routeId: route.id,
-          pool,
-          path: destination.path,
-          headers,
-          headersTimeoutMs: upstream.headersTimeoutMs,
-          observer: snapshot.authorizer.observe(route),
-          plugins: ex,
-        },
-        forwardDeps,
-      );
+      if (ex && upstream.pipeline!.forward.length > 0) {
+        const planOf = (t: CompiledTarget) => planFor(req, requestId, ex, snapshot, match, upstream, t, path, query);
+        await forwardThroughHooks(req, res, ex, upstream.pipeline!.forward, upstream.balancer, planOf, forwardDeps);
+        return;
+      }
+      await forward(req, res, planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, query), forwardDeps);
     } catch (err) {
       if (isGatehouseError(err)) sendError(res, requestId, err, route.id, ex?.clientHeaders ?? null);
       else throw err;

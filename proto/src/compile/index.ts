@@ -18,13 +18,16 @@ import type {
   ProxyDefinition,
 } from '../definition/types.js';
 import { compileHostPattern } from './host-match.js';
+import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
 import { compileJwtKeys } from './jwt-keys.js';
 import { compileListenPath } from './listen-path.js';
 import { compileTarget } from './target.js';
 import type { TargetPlan } from './target.js';
 import { compilePlugins, type CompiledPlugin } from '../plugins/index.js';
+import { parsePasswordHash, type PasswordHash } from '../password-hash.js';
 
 export { compileListenPath } from './listen-path.js';
+export type { CompiledIntrospection } from './introspection.js';
 export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
 export type { HostMatcher } from './host-match.js';
 export { compileTarget, resolveTarget } from './target.js';
@@ -95,6 +98,8 @@ export interface CompiledOAuthServer {
   routes: CompiledRoute[];
   /** jwt strategy only: keys imported once (node:crypto KeyObject), checked against their alg. */
   jwtKeys: CompiledJwtKey[];
+  /** introspection strategy only: how to call the introspect endpoint. */
+  introspection?: CompiledIntrospection;
 }
 
 /** A definition left out of the configuration, with the field-named reason (the admin API's 400/409). */
@@ -104,7 +109,7 @@ export interface Rejection {
   error: GatehouseError;
 }
 
-export type DefinitionKindName = 'api' | 'oauth-server';
+export type DefinitionKindName = 'api' | 'oauth-server' | 'basic-auth-credential';
 
 export interface CompiledConfig {
   /** Active API routes and OAuth endpoint routes of the accepted definitions. */
@@ -112,6 +117,8 @@ export interface CompiledConfig {
   /** Routes of inactive APIs: never matched, but they keep their listen path (conflicts). */
   inactiveRoutes: CompiledRoute[];
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
+  /** basic_auth users by username, their hashes parsed once. */
+  basicAuthUsers: ReadonlyMap<string, PasswordHash>;
   /** Definitions left out, each with its reason; empty for a consistent configuration. */
   rejected: Rejection[];
 }
@@ -213,6 +220,10 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
   });
   const strategy = server.token_strategy;
   const jwtKeys = strategy.name === 'jwt' ? compileJwtKeys(strategy.settings, 'token_strategy.settings') : [];
+  const introspect = server.oauth_endpoints.introspect;
+  if (strategy.name === 'introspection' && introspect) {
+    return { definition: server, routes, jwtKeys, introspection: compileIntrospection(server.name, introspect, strategy.settings, strategy.leeway) };
+  }
   return { definition: server, routes, jwtKeys };
 }
 
@@ -224,12 +235,16 @@ interface Candidate {
   routes: CompiledRoute[];
   api?: ApiDefinition;
   server?: CompiledOAuthServer;
+  passwordHash?: PasswordHash;
 }
 
 const takenMessage: Record<DefinitionKindName, string> = {
   api: 'api listen path is already registered',
   'oauth-server': 'oauth endpoint listen path is already registered',
+  'basic-auth-credential': '',
 };
+
+const kindWording: Record<DefinitionKindName, string> = { api: 'api', 'oauth-server': 'oauth server', 'basic-auth-credential': 'basic_auth user' };
 
 /**
  * Whole-configuration compile with a verdict per definition: each one is compiled on its own (a
@@ -261,6 +276,13 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
     });
   }
   for (const api of defs.apis) attempt('api', api.name, () => ({ routes: [compileApi(api)], api }));
+  for (const credential of defs.basicAuthCredentials ?? []) {
+    attempt('basic-auth-credential', credential.username, () => {
+      const passwordHash = parsePasswordHash(credential.password_hash);
+      if (!passwordHash) invalid('password_hash', 'has scrypt parameters out of bounds');
+      return { routes: [], passwordHash };
+    });
+  }
   // Stable: equal ranks keep list order (servers first, as the router and the old rule had them).
   candidates.sort((a, b) => a.rank - b.rank);
 
@@ -269,8 +291,7 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   const survivors = candidates.filter((c) => {
     const nameKey = `${c.kind}:${c.name}`;
     if (names.has(nameKey)) {
-      const what = c.kind === 'api' ? 'api' : 'oauth server';
-      reject(c, fieldError('name', `: ${what} "${c.name}" is defined more than once`));
+      reject(c, fieldError(c.kind === 'basic-auth-credential' ? 'username' : 'name', `: ${kindWording[c.kind]} "${c.name}" is defined more than once`));
       return false;
     }
     names.add(nameKey);
@@ -286,7 +307,11 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   });
 
   const oauthServers = new Map<string, CompiledOAuthServer>();
-  for (const c of survivors) if (c.server) oauthServers.set(c.name, c.server);
+  const basicAuthUsers = new Map<string, PasswordHash>();
+  for (const c of survivors) {
+    if (c.server) oauthServers.set(c.name, c.server);
+    if (c.passwordHash) basicAuthUsers.set(c.name, c.passwordHash);
+  }
   const routes: CompiledRoute[] = [];
   const inactiveRoutes: CompiledRoute[] = [];
   for (const c of survivors) {
@@ -300,7 +325,7 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
     (c.api.active ? routes : inactiveRoutes).push(...c.routes);
   }
   for (const server of oauthServers.values()) routes.push(...server.routes);
-  return { routes, inactiveRoutes, oauthServers, rejected };
+  return { routes, inactiveRoutes, oauthServers, basicAuthUsers, rejected };
 }
 
 /** For a configuration that must be whole (a data plane applying a snapshot): the first rejection is thrown. */

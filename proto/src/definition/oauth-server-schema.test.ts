@@ -29,7 +29,7 @@ test.each([
   ['revoke balancing invalid', withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, upstreams: { balancing: 'x', targets: [{ target: 'http://a' }] } } } }), 'oauth_endpoints.revoke.upstreams.balancing must be "roundrobin" (alias "rr") or "weight"'],
   ['token_strategy missing', withPatch({ token_strategy: null }), 'token_strategy is required'],
   ['strategy name missing', withPatch({ token_strategy: { name: null } }), 'token_strategy.name is required'],
-  ['strategy name unknown', withPatch({ token_strategy: { name: 'opaque' } }), 'token_strategy.name must be "jwt" or "storage"'],
+  ['strategy name unknown', withPatch({ token_strategy: { name: 'opaque' } }), 'token_strategy.name must be "jwt", "storage" or "introspection"'],
   ['leeway negative', withPatch({ token_strategy: { leeway: -1 } }), 'token_strategy.leeway must be an integer from 0 to 3600'],
   ['leeway too big', withPatch({ token_strategy: { leeway: 3601 } }), 'token_strategy.leeway must be an integer from 0 to 3600'],
   ['leeway fractional', withPatch({ token_strategy: { leeway: 1.5 } }), 'token_strategy.leeway must be an integer from 0 to 3600'],

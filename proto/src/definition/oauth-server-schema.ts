@@ -5,11 +5,12 @@
  * `{secret}`) become `{alg: "HS256", key: k}`. PEM parsing of keys is the compile stage's.
  */
 import { z } from 'zod';
-import { endpointSchema, normalizeProxy } from './proxy-schema.js';
+import { tryParseDuration } from '../duration.js';
+import { endpointSchema, HTTP_TOKEN, normalizeProxy } from './proxy-schema.js';
 import { dropNulls, isPlainObject, parseOrThrow, validationError } from './field-path.js';
 import { nameSchema } from './name.js';
 import { JWT_ALGS, OAUTH_ENDPOINTS } from './types.js';
-import type { OAuthServerDefinition, ProxyDefinition, TokenStrategy } from './types.js';
+import type { IntrospectionSettings, OAuthServerDefinition, ProxyDefinition, TokenStrategy } from './types.js';
 
 export const MAX_LEEWAY_SECONDS = 3600;
 const UINT32_MAX = 4_294_967_295;
@@ -30,8 +31,8 @@ export const serverSchema = z.object({
     })
     .prefault({} as never),
   token_strategy: z.object({
-    name: z.enum(['jwt', 'storage'], {
-      error: (iss) => (iss.input === undefined ? 'is required' : 'must be "jwt" or "storage"'),
+    name: z.enum(['jwt', 'storage', 'introspection'], {
+      error: (iss) => (iss.input === undefined ? 'is required' : 'must be "jwt", "storage" or "introspection"'),
     }),
     settings: z.unknown().optional(),
     leeway: z.int({ error: leewayError }).min(0, leewayError).max(MAX_LEEWAY_SECONDS, leewayError).default(0),
@@ -63,6 +64,53 @@ const storageSettingsSchema = z.preprocess(
   z.object({ default_ttl: z.int({ error: ttlError }).min(1, ttlError).max(UINT32_MAX, ttlError).optional() }),
 );
 
+export const MAX_INTROSPECTION_TIMEOUT_MS = 60_000;
+export const MAX_INTROSPECTION_CACHE_TTL = 86_400;
+const cacheTtlError = `must be an integer from 0 to ${MAX_INTROSPECTION_CACHE_TTL} (seconds)`;
+
+const introspectionSettingsSchema = z.preprocess(
+  (v) => (v === undefined ? {} : v),
+  z
+    .object({
+      use_auth_header: z.boolean().default(false),
+      auth_header_type: z.string().regex(HTTP_TOKEN, 'must be an authentication scheme such as "Bearer"').default('Bearer'),
+      token_type_hint: z.string().regex(HTTP_TOKEN, 'must be a token type such as "access_token"').optional(),
+      client_id: z.string().min(1, 'must not be empty').regex(/^[\x20-\x7e]+$/, 'must be printable ASCII').optional(),
+      client_secret: z.string().regex(/^[\x20-\x7e]*$/, 'must be printable ASCII').optional(),
+      client_auth: z.enum(['basic', 'post'], { error: 'must be "basic" or "post"' }).default('basic'),
+      timeout: z
+        .string()
+        .refine((t) => (tryParseDuration(t) ?? Infinity) <= MAX_INTROSPECTION_TIMEOUT_MS, 'must be a duration from "1ms" to "60s"')
+        .default('2s'),
+      cache_ttl: z.int({ error: cacheTtlError }).min(0, cacheTtlError).max(MAX_INTROSPECTION_CACHE_TTL, cacheTtlError).default(300),
+    })
+    .superRefine((c, ctx) => {
+      if (c.client_secret !== undefined && c.client_id === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['client_id'], message: 'is required with client_secret' });
+      }
+      if (c.use_auth_header && c.client_id !== undefined && c.client_auth === 'basic') {
+        ctx.addIssue({ code: 'custom', path: ['client_auth'], message: 'must be "post" when use_auth_header is true (the token takes the Authorization header)' });
+      }
+    }),
+);
+
+/**
+ * The introspection strategy calls `oauth_endpoints.introspect`'s targets itself, so that endpoint is
+ * required and its targets must be plain URLs (no `{param}`: no client request to take values from).
+ */
+function checkIntrospectEndpoint(endpoints: { introspect?: { upstreams?: { targets?: { target: string }[] } } }): void {
+  const introspect = endpoints.introspect;
+  if (!introspect) throw validationError(['oauth_endpoints', 'introspect'], 'is required when token_strategy.name is "introspection"');
+  introspect.upstreams?.targets?.forEach((t, i) => {
+    if (/[{}]/.test(t.target)) {
+      throw validationError(
+        ['oauth_endpoints', 'introspect', 'upstreams', 'targets', i, 'target'],
+        'must not contain placeholders when token_strategy.name is "introspection"',
+      );
+    }
+  });
+}
+
 export function parseOAuthServer(input: unknown): OAuthServerDefinition {
   if (!isPlainObject(input)) throw validationError([], 'definition must be a JSON object');
   const parsed = parseOrThrow(serverSchema, dropNulls(input));
@@ -73,6 +121,10 @@ export function parseOAuthServer(input: unknown): OAuthServerDefinition {
   if (strategy === 'jwt') {
     const keys = parseOrThrow(jwtSettingsSchema, settings, base);
     token_strategy = { name: 'jwt', settings: keys.map((k) => ({ alg: k.alg, key: k.key })), leeway };
+  } else if (strategy === 'introspection') {
+    checkIntrospectEndpoint(parsed.oauth_endpoints);
+    const s = parseOrThrow(introspectionSettingsSchema, settings, base) as IntrospectionSettings;
+    token_strategy = { name: 'introspection', settings: dropUndefined(s), leeway };
   } else {
     const { default_ttl } = parseOrThrow(storageSettingsSchema, settings, base);
     token_strategy = { name: 'storage', settings: default_ttl === undefined ? {} : { default_ttl }, leeway };
@@ -88,4 +140,9 @@ export function parseOAuthServer(input: unknown): OAuthServerDefinition {
     oauth_endpoints: { ...endpoints, token: normalizeProxy(parsed.oauth_endpoints.token) },
     token_strategy,
   };
+}
+
+/** Optional members left out rather than stored as undefined (what is shown is what is stored). */
+function dropUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }

@@ -73,7 +73,31 @@ export interface StorageTokenStrategy {
   leeway: number;
 }
 
-export type TokenStrategy = JwtTokenStrategy | StorageTokenStrategy;
+/** RFC 7662 settings of the introspection strategy (stored with defaults filled). */
+export interface IntrospectionSettings {
+  /** Janus: send the token as `Authorization: <auth_header_type> <token>` instead of the form's `token`. */
+  use_auth_header: boolean;
+  auth_header_type: string;
+  /** RFC 7662 §2.1 `token_type_hint` sent along, e.g. "access_token". */
+  token_type_hint?: string;
+  /** The gateway's own client credentials at the introspection endpoint (RFC 7662 §2.1). */
+  client_id?: string;
+  client_secret?: string;
+  /** `basic`: HTTP Basic (client_secret_basic); `post`: in the form (client_secret_post). */
+  client_auth: 'basic' | 'post';
+  /** Duration string bounding one introspection call, e.g. "2s". */
+  timeout: string;
+  /** Seconds an active result is reused at most (never past the token's exp); 0: every request asks. */
+  cache_ttl: number;
+}
+
+export interface IntrospectionTokenStrategy {
+  name: 'introspection';
+  settings: IntrospectionSettings;
+  leeway: number;
+}
+
+export type TokenStrategy = JwtTokenStrategy | StorageTokenStrategy | IntrospectionTokenStrategy;
 
 export const OAUTH_ENDPOINTS = ['token', 'authorize', 'introspect', 'revoke'] as const;
 export type OAuthEndpointName = (typeof OAUTH_ENDPOINTS)[number];
@@ -84,8 +108,17 @@ export interface OAuthServerDefinition {
   token_strategy: TokenStrategy;
 }
 
+/** A basic_auth user (admin `/credentials/basic_auth`), global like Janus's; never shown with its hash. */
+export interface BasicAuthCredential {
+  username: string;
+  /** `scrypt$N$r$p$salt$key` (proto/src/password-hash.ts). */
+  password_hash: string;
+}
+
 /** The whole configuration a snapshot carries. */
 export interface Definitions {
   apis: ApiDefinition[];
   oauthServers: OAuthServerDefinition[];
+  /** Absent = none. */
+  basicAuthCredentials?: BasicAuthCredential[];
 }

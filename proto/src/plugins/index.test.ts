@@ -6,7 +6,7 @@ const api = (plugins: unknown[]) =>
   parseApiDefinition({ name: 'p', proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins });
 
 test('execution order is the documented one', () => {
-  expect(PLUGIN_ORDER).toEqual(['cors', 'oauth2', 'body_limit', 'request_transformer', 'response_transformer']);
+  expect(PLUGIN_ORDER).toEqual(['cors', 'rate_limit', 'oauth2', 'basic_auth', 'body_limit', 'request_transformer', 'retry', 'cb', 'response_transformer', 'compression']);
   expect(Object.keys(PLUGINS)).toEqual(PLUGIN_ORDER);
 });
 
@@ -43,5 +43,5 @@ test('compiled plugins are frozen', () => {
 
 test('an error names the plugin by its index in the definition', () => {
   expect(gatehouseErrorOf(() => api([{ name: 'cors' }, { name: 'cors' }])).message).toBe('plugins[1].name: duplicate plugin "cors"');
-  expect(gatehouseErrorOf(() => api([{ name: 'cors' }, { name: 'rate_limit' }])).message).toBe('plugins[1].name: unknown plugin "rate_limit"');
+  expect(gatehouseErrorOf(() => api([{ name: 'cors' }, { name: 'no_such_plugin' }])).message).toBe('plugins[1].name: unknown plugin "no_such_plugin"');
 });

@@ -7,23 +7,30 @@
  */
 import type { z } from 'zod';
 import { check } from '../definition/field-path.js';
+import { basicAuthPlugin } from './basic-auth.js';
 import { bodyLimitPlugin } from './body-limit.js';
+import { cbPlugin } from './cb.js';
+import { compressionPlugin } from './compression.js';
 import { corsPlugin } from './cors.js';
 import { oauth2Plugin } from './oauth2.js';
 import type { PluginModule } from './plugin.js';
+import { rateLimitPlugin } from './rate-limit.js';
 import { requestTransformerPlugin } from './request-transformer.js';
 import { responseTransformerPlugin } from './response-transformer.js';
+import { retryPlugin } from './retry.js';
 
 export const PLUGINS = {
   cors: corsPlugin,
-  // rate_limit goes here
+  rate_limit: rateLimitPlugin,
   oauth2: oauth2Plugin,
-  // basic_auth goes here
+  basic_auth: basicAuthPlugin,
   body_limit: bodyLimitPlugin,
   request_transformer: requestTransformerPlugin,
-  // retry and cb wrap the upstream exchange here
+  // retry and cb wrap the upstream exchange (retry outermost: each try asks the breaker)
+  retry: retryPlugin,
+  cb: cbPlugin,
   response_transformer: responseTransformerPlugin,
-  // compression goes here
+  compression: compressionPlugin,
 } as const satisfies Record<string, { schema: z.ZodType; compile(config: never): unknown }>;
 
 export type PluginName = keyof typeof PLUGINS;
@@ -66,10 +73,16 @@ export function compilePlugins(plugins: readonly PluginDefinition[]): readonly C
 
 export type { CompiledCors } from './cors.js';
 export { originListed } from './cors.js';
+export type { CompiledRateLimit } from './rate-limit.js';
 export type { CompiledOAuth2 } from './oauth2.js';
+export type { CompiledBasicAuth } from './basic-auth.js';
 export type { CompiledBodyLimit } from './body-limit.js';
 export { parseSize } from './body-limit.js';
 export type { CompiledRequestTransformer } from './request-transformer.js';
 export type { CompiledResponseTransformer } from './response-transformer.js';
 export type { CompiledHeaderEdits, CompiledQueryEdits, HeaderEntry, QueryEntry } from './header-transformer.js';
 export { HOP_BY_HOP_HEADERS } from './http-syntax.js';
+export type { CompiledCompression, CompressionEncoding } from './compression.js';
+export { compressibleType } from './compression.js';
+export type { CompiledRetry } from './retry.js';
+export type { CompiledCb } from './cb.js';

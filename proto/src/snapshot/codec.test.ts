@@ -19,6 +19,7 @@ const DEFS: Definitions = {
         { name: 'request_transformer', config: { add: { headers: { 'X-A': '1' }, querystring: { q: 'v' } }, remove: { headers: ['X-R'], querystring: ['z'] } } },
         { name: 'response_transformer', enabled: false, config: { append: { headers: { 'X-B': '2' } } } },
         { name: 'body_limit', config: { limit: '512K' } },
+        { name: 'rate_limit', config: { limit: '100-m', policy: 'redis', trust_forward_headers: true, key: 'token' } },
       ],
     }),
     parseApiDefinition({
@@ -210,4 +211,15 @@ test('50,000 APIs encode within sane bounds and decode back', () => {
   expect(back.defs.apis).toHaveLength(50_000);
   expect(back.defs.apis[49_999]).toEqual(defs.apis[49_999]);
   expect(back.hash).toBe(msg.hash);
+});
+
+test('basic_auth users travel sorted by username; none at all leaves the hash as it was', () => {
+  const hash = (n: number) => `scrypt$16384$8$1$${Buffer.alloc(16, n).toString('base64url')}$${Buffer.alloc(32, n).toString('base64url')}`;
+  const withUsers: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'zed', password_hash: hash(1) }, { username: 'amy', password_hash: hash(2) }] };
+  const message = toSnapshotMessage(3, withUsers);
+  expect(message.basic_auth_credentials).toEqual([{ username: 'amy', password_hash: hash(2) }, { username: 'zed', password_hash: hash(1) }]);
+  expect(fromSnapshotMessage(structuredClone(message)).defs.basicAuthCredentials).toEqual(message.basic_auth_credentials);
+  expect(definitionsHash({ ...DEFS, basicAuthCredentials: [] })).toBe(definitionsHash(DEFS));
+  expect(definitionsHash(withUsers)).not.toBe(definitionsHash(DEFS));
+  expect(() => fromSnapshotMessage({ ...message, basic_auth_credentials: [{ username: 'amy', password_hash: 'plain' }] })).toThrow(/basic_auth_credentials\[0\]: password_hash/);
 });

@@ -4,18 +4,20 @@
  * encoding (so a reordering of the store is not a change).
  *
  * Canonical form = the message body itself: APIs and OAuth servers sorted by name (code-unit
- * order), every object built below with a fixed key order, absent endpoints omitted; the hash is
+ * order), basic_auth users by username (the member omitted when there are none), every object built below with a fixed key order, absent endpoints omitted; the hash is
  * sha256 hex of its JSON. Wire conventions: "" listen_path = absent, default_ttl 0 = unset,
  * weight 0 = unset (normalised definitions always carry a weight >= 1).
  */
 import { createHash } from 'node:crypto';
 import { GatehouseError, isGatehouseError } from '../errors.js';
-import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
+import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer } from '../definition/index.js';
 import { isPlainObject } from '../definition/field-path.js';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import type {
   ApiDefinition,
+  BasicAuthCredential,
   Definitions,
+  IntrospectionSettings,
   OAuthEndpointName,
   OAuthServerDefinition,
   ProxyDefinition,
@@ -27,6 +29,8 @@ export interface SnapshotMessage {
   hash: string;
   apis: unknown[];
   oauth_servers: unknown[];
+  /** Omitted when there are none (so configurations without users keep their hash), and then absent from the decoded Definitions. */
+  basic_auth_credentials?: unknown[];
 }
 
 export interface ProxyMessage {
@@ -53,7 +57,35 @@ export interface OAuthServerMessage {
   name: string;
   /** Absent endpoints are omitted when encoding and null after decoding (defaults: true). */
   oauth_endpoints: { token: ProxyMessage } & Partial<Record<Exclude<OAuthEndpointName, 'token'>, ProxyMessage | null>>;
-  token_strategy: { name: string; keys: { alg: string; key: string }[]; leeway: number; default_ttl: number };
+  token_strategy: {
+    name: string;
+    keys: { alg: string; key: string }[];
+    leeway: number;
+    default_ttl: number;
+    /** Only for the introspection strategy; optional settings are "" when unset. */
+    introspection?: IntrospectionMessage;
+  };
+}
+
+type IntrospectionMessage = { [K in keyof IntrospectionSettings]-?: Exclude<IntrospectionSettings[K], undefined> };
+
+function introspectionToMessage(s: IntrospectionSettings): IntrospectionMessage {
+  return {
+    use_auth_header: s.use_auth_header,
+    auth_header_type: s.auth_header_type,
+    token_type_hint: s.token_type_hint ?? '',
+    client_id: s.client_id ?? '',
+    client_secret: s.client_secret ?? '',
+    client_auth: s.client_auth,
+    timeout: s.timeout,
+    cache_ttl: s.cache_ttl,
+  };
+}
+
+/** Wire "" back to absent, so the definition re-validates as it was stored. */
+function introspectionFromMessage(m: unknown): unknown {
+  if (!isPlainObject(m)) return m;
+  return Object.fromEntries(Object.entries(m).filter(([, v]) => v !== ''));
 }
 
 function proxyToMessage(p: ProxyDefinition): ProxyMessage {
@@ -109,16 +141,23 @@ function serverToMessage(s: OAuthServerDefinition): OAuthServerMessage {
       keys: ts.name === 'jwt' ? ts.settings.map((k) => ({ alg: k.alg, key: k.key })) : [],
       leeway: ts.leeway,
       default_ttl: ts.name === 'storage' ? (ts.settings.default_ttl ?? 0) : 0,
+      ...(ts.name === 'introspection' ? { introspection: introspectionToMessage(ts.settings) } : {}),
     },
   };
 }
 
 const byName = <T extends { name: string }>(a: T, b: T) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
-function canonicalBody(defs: Definitions): { apis: ApiMessage[]; oauth_servers: OAuthServerMessage[] } {
+const byUsername = (a: BasicAuthCredential, b: BasicAuthCredential) => byName({ name: a.username }, { name: b.username });
+
+function canonicalBody(defs: Definitions): { apis: ApiMessage[]; oauth_servers: OAuthServerMessage[]; basic_auth_credentials?: BasicAuthCredential[] } {
+  const credentials = defs.basicAuthCredentials ?? [];
   return {
     apis: [...defs.apis].sort(byName).map(apiToMessage),
     oauth_servers: [...defs.oauthServers].sort(byName).map(serverToMessage),
+    ...(credentials.length > 0
+      ? { basic_auth_credentials: [...credentials].sort(byUsername).map((c) => ({ username: c.username, password_hash: c.password_hash })) }
+      : {}),
   };
 }
 
@@ -169,7 +208,14 @@ function serverFromMessage(m: unknown): unknown {
   if (!isPlainObject(m)) return m;
   const endpoints = isPlainObject(m.oauth_endpoints) ? m.oauth_endpoints : {};
   const ts = isPlainObject(m.token_strategy) ? m.token_strategy : {};
-  const settings = ts.name === 'jwt' ? ts.keys : ts.default_ttl ? { default_ttl: ts.default_ttl } : {};
+  const settings =
+    ts.name === 'jwt'
+      ? ts.keys
+      : ts.name === 'introspection'
+        ? introspectionFromMessage(ts.introspection)
+        : ts.default_ttl
+          ? { default_ttl: ts.default_ttl }
+          : {};
   return {
     name: m.name,
     oauth_endpoints: Object.fromEntries(OAUTH_ENDPOINTS.map((n) => [n, proxyFromMessage(endpoints[n])])),
@@ -177,11 +223,12 @@ function serverFromMessage(m: unknown): unknown {
   };
 }
 
-function decodeAll<T extends { name: string }>(
+function decodeAll<T>(
   items: unknown,
-  kind: 'apis' | 'oauth_servers',
+  kind: 'apis' | 'oauth_servers' | 'basic_auth_credentials',
   convert: (m: unknown) => unknown,
   parse: (raw: unknown) => T,
+  nameOf: (def: T) => string = (def) => (def as { name: string }).name,
 ): T[] {
   if (!Array.isArray(items)) throw new GatehouseError('VALIDATION_FAILED', `snapshot ${kind} must be an array`);
   const names = new Set<string>();
@@ -193,10 +240,10 @@ function decodeAll<T extends { name: string }>(
       const message = isGatehouseError(err) ? err.message : String(err);
       throw new GatehouseError('VALIDATION_FAILED', `snapshot ${kind}[${i}]: ${message}`, { cause: err });
     }
-    if (names.has(def.name)) {
-      throw new GatehouseError('VALIDATION_FAILED', `snapshot ${kind}[${i}]: duplicate name ${JSON.stringify(def.name)}`);
+    if (names.has(nameOf(def))) {
+      throw new GatehouseError('VALIDATION_FAILED', `snapshot ${kind}[${i}]: duplicate name ${JSON.stringify(nameOf(def))}`);
     }
-    names.add(def.name);
+    names.add(nameOf(def));
     return def;
   });
 }
@@ -210,6 +257,10 @@ export function fromSnapshotMessage(msg: SnapshotMessage): { version: number; ha
     apis: decodeAll(msg.apis, 'apis', apiFromMessage, parseApiDefinition),
     oauthServers: decodeAll(msg.oauth_servers, 'oauth_servers', serverFromMessage, parseOAuthServer),
   };
+  const credentials = msg.basic_auth_credentials ?? [];
+  if (!Array.isArray(credentials) || credentials.length > 0) {
+    defs.basicAuthCredentials = decodeAll(credentials, 'basic_auth_credentials', (m) => m, parseBasicAuthCredential, (c) => c.username);
+  }
   const hash = definitionsHash(defs);
   if (hash !== msg.hash) {
     throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${hash}`);

@@ -39,5 +39,5 @@ test('token_strategy.settings (object or array) keeps any value', () => {
   const crd = customResourceDefinition(RESOURCE_KINDS[1]) as any;
   const strategy = crd.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.token_strategy;
   expect(strategy.properties.settings).toEqual({ 'x-kubernetes-preserve-unknown-fields': true });
-  expect(strategy.properties.name.enum).toEqual(['jwt', 'storage']);
+  expect(strategy.properties.name.enum).toEqual(['jwt', 'storage', 'introspection']);
 });

@@ -1,5 +1,5 @@
 /**
- * The two CustomResourceDefinitions, generated from the zod schemas the admin API validates with
+ * The three CustomResourceDefinitions, generated from the zod schemas the admin API validates with
  * (one source of truth). `scripts/generate-crds.mjs` writes them to deploy/crds/ and the chart's
  * crds/; a test fails when the committed YAML differs from what this module generates.
  *
@@ -15,19 +15,22 @@ import yaml from 'js-yaml';
 import { z } from 'zod';
 import { apiSchema } from '#proto/definition/api-schema';
 import { serverSchema } from '#proto/definition/oauth-server-schema';
+import { credentialSchema } from '#proto/definition/basic-auth-credential-schema';
 
 export const GROUP = 'gatehouse.dev';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
 export interface ResourceKind {
-  kind: 'ApiDefinition' | 'OAuthServer';
+  kind: 'ApiDefinition' | 'OAuthServer' | 'BasicAuthCredential';
   plural: string;
   singular: string;
   shortNames: string[];
   /** Printer columns after the kind's own: Accepted, Programmed, Age. */
   columns: Array<{ name: string; jsonPath: string }>;
   schema: z.ZodType;
+  /** The spec member holding the Janus name; optional in the CRD (metadata.name stands in). */
+  nameField: 'name' | 'username';
 }
 
 export const API_DEFINITION: ResourceKind = {
@@ -40,6 +43,7 @@ export const API_DEFINITION: ResourceKind = {
     { name: 'Targets', jsonPath: '.spec.proxy.upstreams.targets[*].target' },
   ],
   schema: apiSchema,
+  nameField: 'name',
 };
 
 export const OAUTH_SERVER: ResourceKind = {
@@ -52,9 +56,21 @@ export const OAUTH_SERVER: ResourceKind = {
     { name: 'Strategy', jsonPath: '.spec.token_strategy.name' },
   ],
   schema: serverSchema,
+  nameField: 'name',
 };
 
-export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER] as const;
+/** A basic_auth user: spec `{username, password_hash}` (an scrypt hash; the admin API makes them). */
+export const BASIC_AUTH_CREDENTIAL: ResourceKind = {
+  kind: 'BasicAuthCredential',
+  plural: 'basicauthcredentials',
+  singular: 'basicauthcredential',
+  shortNames: ['ghbasic'],
+  columns: [{ name: 'Username', jsonPath: '.spec.username' }],
+  schema: credentialSchema,
+  nameField: 'username',
+};
+
+export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER, BASIC_AUTH_CREDENTIAL] as const;
 
 type JsonSchema = Record<string, unknown>;
 
@@ -116,8 +132,8 @@ const STATUS_SCHEMA = {
 
 export function customResourceDefinition(resource: ResourceKind): JsonSchema {
   const spec = structural(z.toJSONSchema(resource.schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema);
-  // spec.name may be left out: the CP then uses metadata.name (README "Run on Kubernetes").
-  spec.required = (spec.required as string[]).filter((k) => k !== 'name');
+  // spec.name (spec.username) may be left out: the CP then uses metadata.name (README "Run on Kubernetes").
+  spec.required = (spec.required as string[]).filter((k) => k !== resource.nameField);
   const condition = (type: string) => `.status.conditions[?(@.type=="${type}")].status`;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',

@@ -1,7 +1,8 @@
 /**
- * STORE=kubernetes: definitions are ApiDefinition / OAuthServer custom resources in one namespace.
+ * STORE=kubernetes: definitions are ApiDefinition / OAuthServer / BasicAuthCredential custom resources
+ * in one namespace.
  *
- *   informers (list+watch, both kinds) → cache → verdicts (parse + compileDefinitions, ranked by
+ *   informers (list+watch, every kind) → cache → verdicts (parse + compileDefinitions, ranked by
  *   creation time) → accepted Definitions → StoreState (revision moves only with the content hash)
  *
  * Admin writes are turned into creates / updates / deletes of CRs with resourceVersion
@@ -14,8 +15,10 @@ import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type Kuberne
 import { GatehouseError, type ErrorCode } from '#proto/errors';
 import {
   parseApiDefinition,
+  parseBasicAuthCredential,
   parseOAuthServer,
   type ApiDefinition,
+  type BasicAuthCredential,
   type Definitions,
   type OAuthServerDefinition,
 } from '#proto/definition/index';
@@ -23,7 +26,7 @@ import { compileDefinitions, type DefinitionKindName } from '#proto/compile/inde
 import { definitionsHash } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore, Mutation, StoreListener, StoreState, UpdateResult } from '../index.js';
-import { API_DEFINITION, API_VERSION, GROUP, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
+import { API_DEFINITION, API_VERSION, BASIC_AUTH_CREDENTIAL, GROUP, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
 import { metadataNameFor } from './resource-names.js';
 
 export interface CustomResource extends KubernetesObject {
@@ -74,6 +77,8 @@ interface Kind<T> {
   compileKind: DefinitionKindName;
   parse(raw: unknown): T;
   list(defs: Definitions): T[];
+  /** The Janus name (spec.name; spec.username for basic_auth users). */
+  nameOf(def: T): string;
   nameTaken: { code: ErrorCode; message: string };
   notFound: { code: ErrorCode; message: string };
 }
@@ -84,6 +89,7 @@ const KINDS = [
     compileKind: 'api',
     parse: parseApiDefinition,
     list: (defs) => defs.apis,
+    nameOf: (api) => api.name,
     nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
     notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
   } satisfies Kind<ApiDefinition>,
@@ -92,9 +98,19 @@ const KINDS = [
     compileKind: 'oauth-server',
     parse: parseOAuthServer,
     list: (defs) => defs.oauthServers,
+    nameOf: (server) => server.name,
     nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
     notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
   } satisfies Kind<OAuthServerDefinition>,
+  {
+    resource: BASIC_AUTH_CREDENTIAL,
+    compileKind: 'basic-auth-credential',
+    parse: parseBasicAuthCredential,
+    list: (defs) => defs.basicAuthCredentials ?? [],
+    nameOf: (credential) => credential.username,
+    nameTaken: { code: 'BASIC_AUTH_USER_TAKEN', message: 'user already exists' },
+    notFound: { code: 'BASIC_AUTH_USER_NOT_FOUND', message: 'user not found' },
+  } satisfies Kind<BasicAuthCredential>,
 ] as const;
 
 type AnyKind = (typeof KINDS)[number];
@@ -223,7 +239,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     let entry: { generation: number; value: unknown; error: GatehouseError | null };
     try {
       const spec = obj.spec ?? {};
-      entry = { generation, value: kind.parse({ ...spec, name: spec.name ?? obj.metadata?.name }), error: null };
+      const field = kind.resource.nameField;
+      entry = { generation, value: kind.parse({ ...spec, [field]: spec[field] ?? obj.metadata?.name }), error: null };
     } catch (err) {
       if (!(err instanceof GatehouseError)) throw err;
       entry = { generation, value: null, error: err };
@@ -247,7 +264,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   function rebuild(): void {
     const entries = ranked();
     const owners = new Map<string, string>();
-    const defs: Definitions = { apis: [], oauthServers: [] };
+    const defs: Required<Definitions> = { apis: [], oauthServers: [], basicAuthCredentials: [] };
     const ranks = new Map<string, number>();
     const next: ResourceVerdict[] = [];
     const byName = new Map<string, ResourceVerdict>();
@@ -256,7 +273,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       const uid = obj.metadata?.uid ?? '';
       seenUids.add(uid);
       const { value, error } = parseCached(kind, obj);
-      const name = (value as { name?: string } | null)?.name ?? String(obj.spec?.name ?? obj.metadata?.name ?? '');
+      const name = value !== null ? kind.nameOf(value as never) : String(obj.spec?.[kind.resource.nameField] ?? obj.metadata?.name ?? '');
       const verdict: ResourceVerdict = {
         resource: kind.resource,
         metadataName: obj.metadata?.name ?? '',
@@ -278,8 +295,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       owners.set(nameKey, verdict.metadataName);
       ranks.set(nameKey, index);
       byName.set(nameKey, verdict);
-      if (kind.compileKind === 'api') defs.apis.push(value as ApiDefinition);
-      else defs.oauthServers.push(value as OAuthServerDefinition);
+      (kind.list(defs) as unknown[]).push(value);
     });
 
     const compiled = compileDefinitions(defs, { rank: (k, n) => ranks.get(`${k}:${n}`) ?? 0 });
@@ -293,6 +309,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const accepted: Definitions = {
       apis: defs.apis.filter((a) => !rejected.has(`api:${a.name}`)),
       oauthServers: defs.oauthServers.filter((s) => !rejected.has(`oauth-server:${s.name}`)),
+      basicAuthCredentials: defs.basicAuthCredentials.filter((c) => !rejected.has(`basic-auth-credential:${c.username}`)),
     };
     const hash = definitionsHash(accepted);
     const changed = hash !== state.hash;
@@ -376,17 +393,18 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     throw unavailable('the Kubernetes API refused or failed the write', err);
   }
 
-  async function write<T extends { name: string }>(kind: AnyKind, before: T | undefined, after: T | undefined): Promise<void> {
+  async function write<T>(kind: AnyKind, before: T | undefined, after: T | undefined): Promise<void> {
+    const nameOf = kind.nameOf as (def: T) => string;
     const informer = informers.get(kind)!;
     const body = (metadata: Record<string, unknown>, spec: T) => ({ apiVersion: API_VERSION, kind: kind.resource.kind, metadata, spec });
     try {
       if (!before && after) {
-        const metadataName = metadataNameFor(after.name);
+        const metadataName = metadataNameFor(nameOf(after));
         const created = (await api.createNamespacedCustomObject({ ...target(kind), body: body({ name: metadataName, namespace }, after) })) as CustomResource;
         const rv = created.metadata?.resourceVersion;
         await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), created));
       } else if (before && after) {
-        const current = cached(kind, before.name);
+        const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
         const metadataName = current.metadata!.name!;
         const replaced = (await api.replaceNamespacedCustomObject({
@@ -398,7 +416,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         const rv = replaced.metadata?.resourceVersion;
         await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), replaced));
       } else if (before && !after) {
-        const current = cached(kind, before.name);
+        const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
         const metadataName = current.metadata!.name!;
         await api.deleteNamespacedCustomObject({
@@ -419,8 +437,9 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const after = await mutation(before);
     if (definitionsHash(after) === state.hash) return { ...state, changed: false };
     for (const kind of KINDS) {
-      const old = new Map<string, { name: string }>(kind.list(before).map((d) => [d.name, d]));
-      const now = new Map<string, { name: string }>(kind.list(after).map((d) => [d.name, d]));
+      const nameOf = kind.nameOf as (def: unknown) => string;
+      const old = new Map<string, unknown>((kind.list(before) as unknown[]).map((d) => [nameOf(d), d]));
+      const now = new Map<string, unknown>((kind.list(after) as unknown[]).map((d) => [nameOf(d), d]));
       for (const [name, def] of now) {
         const prev = old.get(name);
         // Definitions are normalised with a fixed key order, so equal JSON = equal definition.

@@ -1,0 +1,67 @@
+import { hashPassword, parsePasswordHash, type PasswordHash } from '#proto/password-hash';
+import { createBasicAuthChecker, parseBasicAuthorization } from './basic-credentials.js';
+
+const basic = (credentials: string) => `Basic ${Buffer.from(credentials).toString('base64')}`;
+let users: Map<string, PasswordHash>;
+
+beforeAll(async () => {
+  users = new Map([['alice', parsePasswordHash(await hashPassword('alice password'))!]]);
+});
+
+describe('Authorization: Basic parsing', () => {
+  test.each([
+    ['user and password', basic('alice:pw'), { username: 'alice', password: 'pw' }],
+    ['a password holding colons', basic('alice:a:b'), { username: 'alice', password: 'a:b' }],
+    ['a lower-case scheme', `basic ${Buffer.from('alice:pw').toString('base64')}`, { username: 'alice', password: 'pw' }],
+    ['UTF-8', basic('zoë:pässwörd'), { username: 'zoë', password: 'pässwörd' }],
+    ['no header', undefined, null],
+    ['another scheme', 'Bearer abc', null],
+    ['no colon', basic('alice'), null],
+    ['an empty username', basic(':pw'), null],
+    ['not base64', 'Basic !!!', null],
+    ['an oversized value', basic(`alice:${'x'.repeat(2000)}`), null],
+  ])('%s', (_row, header, expected) => {
+    expect(parseBasicAuthorization(header)).toEqual(expected);
+  });
+});
+
+describe('basic_auth checker', () => {
+  test('the right password passes, anything else fails', async () => {
+    const checker = createBasicAuthChecker();
+    expect(await checker.check(users, basic('alice:alice password'))).toBe(true);
+    expect(await checker.check(users, basic('alice:wrong'))).toBe(false);
+    expect(await checker.check(users, basic('bob:alice password'))).toBe(false);
+    expect(await checker.check(users, undefined)).toBe(false);
+  });
+
+  test('a cached success does not outlive a password change nor a delete', async () => {
+    const checker = createBasicAuthChecker();
+    expect(await checker.check(users, basic('alice:alice password'))).toBe(true);
+    const changed = new Map([['alice', parsePasswordHash(await hashPassword('new password'))!]]);
+    expect(await checker.check(changed, basic('alice:alice password'))).toBe(false);
+    expect(await checker.check(changed, basic('alice:new password'))).toBe(true);
+    expect(await checker.check(new Map(), basic('alice:new password'))).toBe(false);
+  });
+
+  test('verdicts are cached: a repeated check takes no scrypt (far under its cost)', async () => {
+    const checker = createBasicAuthChecker();
+    await checker.check(users, basic('alice:alice password'));
+    await checker.check(users, basic('alice:wrong'));
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < 200; i++) {
+      await checker.check(users, basic('alice:alice password'));
+      await checker.check(users, basic('alice:wrong'));
+    }
+    // 400 scrypt runs would take seconds.
+    expect(Number(process.hrtime.bigint() - start) / 1e6).toBeLessThan(500);
+  });
+
+  test('beyond maxPending concurrent fresh checks, the extra ones fail at once (fail closed), cached ones still pass', async () => {
+    const checker = createBasicAuthChecker({ maxPending: 2 });
+    await checker.check(users, basic('alice:alice password'));
+    const fresh = await Promise.all([1, 2, 3, 4].map((i) => checker.check(users, basic(`alice:guess ${i}`))));
+    expect(fresh).toEqual([false, false, false, false]);
+    const mixed = await Promise.all([checker.check(users, basic('alice:guess 5')), checker.check(users, basic('alice:guess 6')), checker.check(users, basic('alice:alice password'))]);
+    expect(mixed).toEqual([false, false, true]);
+  });
+});

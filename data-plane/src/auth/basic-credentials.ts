@@ -1,0 +1,86 @@
+/**
+ * basic_auth verification (plugin: data-plane/src/plugins/basic-auth.ts). One checker per data
+ * plane (made by the snapshot holder, so its caches outlive snapshots); each snapshot binds it to
+ * its users (compile's basicAuthUsers: username → parsed scrypt hash).
+ *
+ * - scrypt runs asynchronously on libuv's thread pool, never on the event loop; the derived key is
+ *   compared in constant time (proto/src/password-hash.ts).
+ * - An unknown user is verified against a random hash with the same parameters, so the answer
+ *   takes as long as for a known user (no user enumeration by timing).
+ * - Verdicts are cached in two bounded LRUs (positive and negative), keyed by an HMAC under a
+ *   per-process random key of username, password and the stored hash: a password change or a new
+ *   user changes the key, so a cached verdict is never stale, and the keys are worthless outside
+ *   this process. A deleted user is refused before any cache is read.
+ * - Negative caching: a client repeating the same wrong credentials costs one scrypt, not one per
+ *   request. Distinct wrong passwords each cost one scrypt; at most `maxPending` run or wait at a
+ *   time, and beyond that a fresh check is refused at once (401, fail closed) so a flood cannot
+ *   hold the thread pool (shared with DNS lookups and file I/O) nor queue without bound. Users
+ *   whose verdict is cached are not affected: their checks never reach scrypt, and negatives
+ *   live in their own LRU, so a flood of wrong passwords cannot evict them.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { MAX_PASSWORD_LENGTH } from '#proto/definition/basic-auth-credential-schema';
+import { SCRYPT_PARAMS, verifyPassword, type PasswordHash } from '#proto/password-hash';
+
+export interface BasicAuthCheckerOptions {
+  /** Successful verifications remembered (default 10 000). */
+  maxPositive?: number;
+  /** Failed verifications remembered (default 10 000). */
+  maxNegative?: number;
+  /** scrypt runs in flight or queued at most (default 32); beyond, a fresh check fails. */
+  maxPending?: number;
+}
+
+export interface BasicAuthChecker {
+  /** True when `authorization` is `Basic <base64(user:password)>` of one of `users`. */
+  check(users: ReadonlyMap<string, PasswordHash>, authorization: string | undefined): Promise<boolean>;
+}
+
+/** The credentials of an `Authorization: Basic …` value, or null when it is not one. */
+export function parseBasicAuthorization(value: string | undefined): { username: string; password: string } | null {
+  // base64 of the longest credentials we accept (username ≤ 128, password ≤ 256 UTF-16 units ≤ 768 bytes).
+  if (value === undefined || value.length > 1400) return null;
+  const m = /^Basic +([A-Za-z0-9+/]+={0,2})$/i.exec(value.trim());
+  if (!m) return null;
+  const decoded = Buffer.from(m[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon <= 0) return null;
+  return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+}
+
+export function createBasicAuthChecker(options: BasicAuthCheckerOptions = {}): BasicAuthChecker {
+  const positive = new LRUCache<string, true>({ max: options.maxPositive ?? 10_000 });
+  const negative = new LRUCache<string, true>({ max: options.maxNegative ?? 10_000 });
+  const maxPending = options.maxPending ?? 32;
+  const cacheKeySecret = randomBytes(32);
+  // Never matches: no password derives a random key.
+  const unknownUser: PasswordHash = { ...SCRYPT_PARAMS, salt: randomBytes(16), key: randomBytes(32) };
+  let pending = 0;
+
+  return {
+    async check(users, authorization) {
+      const credentials = parseBasicAuthorization(authorization);
+      if (!credentials || credentials.password.length === 0 || credentials.password.length > MAX_PASSWORD_LENGTH) return false;
+      const stored = users.get(credentials.username);
+      const hash = stored ?? unknownUser;
+      const key = createHmac('sha256', cacheKeySecret)
+        .update(`${credentials.username}\0${credentials.password}\0`)
+        .update(hash.salt)
+        .update(hash.key)
+        .digest('base64');
+      if (stored && positive.has(key)) return true;
+      if (negative.has(key)) return false;
+      if (pending >= maxPending) return false;
+      pending++;
+      let ok: boolean;
+      try {
+        ok = (await verifyPassword(credentials.password, hash)) && stored !== undefined;
+      } finally {
+        pending--;
+      }
+      (ok ? positive : negative).set(key, true);
+      return ok;
+    },
+  };
+}

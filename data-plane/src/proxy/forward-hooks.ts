@@ -1,0 +1,89 @@
+/**
+ * The forward hooks (retry, cb) around the upstream exchange, for routes that have any; a route
+ * without them never comes here (forward.ts alone, as before). Hooks run outermost first, the
+ * last one's `next()` dispatching one attempt (forwardAttempt). The first attempt goes to the
+ * target picked before the hooks run (`ex.target`); each further call of the outermost hook's
+ * `next` picks the balancer's next target, so a retry moves on round-robin and a breaker is
+ * always asked about the target it guards.
+ *
+ * The request body streams and is never buffered: every attempt gets its own stream that starts
+ * pulling the client's body only when undici reads it. An attempt that failed before that (e.g. a
+ * refused connection) leaves the body whole for the next one; once it was read, `ex.bodySent` is
+ * set and no further attempt may be made.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import type { CompiledTarget } from '#proto/compile/index';
+import { GatehouseError, isGatehouseError } from '#proto/errors';
+import type { ForwardHook, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
+import type { Balancer } from '../routing/index.js';
+import { forwardAttempt, requestBodyOf, type AttemptBody, type ForwardDeps, type ForwardPlan } from './forward.js';
+
+const NO_BODY: AttemptBody = { body: null, started: () => false };
+
+function noop(): void {}
+
+/** A stream for one attempt over the shared `source`; reading it starts the client's body on its way. */
+function attemptBody(source: Readable | null, ex: PluginExchange): AttemptBody {
+  if (!source) return NO_BODY;
+  let started = false;
+  const body: Readable = new Readable({
+    read() {
+      if (!started) {
+        started = true;
+        ex.bodySent = true;
+        source.on('data', (chunk: Buffer) => {
+          if (!body.push(chunk)) source.pause();
+        });
+        source.once('end', () => body.push(null));
+        source.once('error', (err) => body.destroy(err));
+      }
+      source.resume();
+    },
+  });
+  return { body, started: () => started };
+}
+
+/** Runs the hooks, then delivers the outcome they return; rejects with a GatehouseError while nothing was written. */
+export async function forwardThroughHooks(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ex: PluginExchange,
+  hooks: readonly ForwardHook[],
+  balancer: Balancer,
+  planFor: (target: CompiledTarget) => ForwardPlan,
+  deps: ForwardDeps,
+): Promise<void> {
+  const firstTarget = (ex.target = balancer.next());
+  const first = planFor(firstTarget);
+  const source = requestBodyOf(req, first);
+
+  const dispatch = (): Promise<UpstreamOutcome> => {
+    if (res.destroyed) return Promise.resolve({ kind: 'error', error: new GatehouseError('UPSTREAM_UNREACHABLE', 'the client left') });
+    let plan: ForwardPlan;
+    try {
+      plan = ex.target === firstTarget ? first : planFor(ex.target!);
+    } catch (err) {
+      if (isGatehouseError(err)) return Promise.resolve({ kind: 'error', error: err });
+      throw err;
+    }
+    return forwardAttempt(req, res, plan, deps, attemptBody(source, ex));
+  };
+  const run = (i: number): Promise<UpstreamOutcome> => (i === hooks.length ? dispatch() : hooks[i]!(ex, () => run(i + 1)));
+  let attempts = 0;
+  const outcome = await hooks[0]!(ex, () => {
+    if (attempts++ > 0) ex.target = balancer.next();
+    return run(1);
+  });
+
+  if (source && !ex.bodySent) {
+    // No attempt read the body (a breaker refused): drain it so the connection can carry the answer.
+    source.on('error', noop);
+    source.resume();
+  }
+  if (outcome.kind === 'error') {
+    if (res.destroyed) return;
+    throw outcome.error;
+  }
+  outcome.deliver();
+}

@@ -1,0 +1,153 @@
+/**
+ * basic_auth through a real control plane and data plane: users managed at Janus's
+ * /credentials/basic_auth, the plugin checking `Authorization: Basic …` against them, 401 with
+ * WWW-Authenticate otherwise; passwords never shown nor stored in clear; password change and
+ * delete take effect on the data plane; bad bodies and configs refused naming the field while
+ * the store stays as it was; `enabled: false` lets everything through.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { apiDefinition } from '../helpers/api-definition.js';
+import { createApis } from '../helpers/create-apis.js';
+import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+let gw: Gateway;
+let u: Upstream;
+
+const USERS = '/credentials/basic_auth';
+const PASSWORD = 'correct horse battery';
+const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+const api = (name: string, plugin: Record<string, unknown>) => ({
+  ...apiDefinition({ name, listenPath: `/${name}/*`, targets: [u.url] }),
+  plugins: [{ name: 'basic_auth', ...plugin }],
+});
+const get = (path: string, authorization?: string) => gw.dp.request('GET', path, { headers: authorization ? { authorization } : {} });
+
+beforeAll(async () => {
+  u = await startUpstream('basic-auth-upstream');
+  gw = await startGateway({ controlPlane: { env: { ADMIN_VIEWER_USER: 'auditor', ADMIN_VIEWER_PASSWORD: 'auditor-password-123' } } });
+  await createApis(gw, [api('ba', {}), api('ba-realm', { config: { realm: 'Payments' } }), api('ba-off', { enabled: false })]);
+  const created = await gw.admin.request('POST', USERS, { body: { username: 'alice', password: PASSWORD } });
+  expect(created.status).toBe(201);
+  expect(created.headers.location).toBe(`${USERS}/alice`);
+  expect(created.body).toEqual({ username: 'alice' });
+  await gw.admin.waitForDataPlanes(created, gw.dps);
+}, 60_000);
+
+afterAll(async () => {
+  const problems = gw ? await gw.stop() : '';
+  await u?.close();
+  expect(problems).toBe('');
+});
+
+test('the right credentials pass, with the Authorization header forwarded unchanged', async () => {
+  const res = await get('/ba/x', basic('alice', PASSWORD));
+  expect(res.status).toBe(200);
+  expect(u.requests.at(-1)?.headers.authorization).toBe(basic('alice', PASSWORD));
+  // A cached verdict answers the same.
+  expect((await get('/ba/y', basic('alice', PASSWORD))).status).toBe(200);
+});
+
+test.each([
+  ['a wrong password', basic('alice', 'wrong password!')],
+  ['an unknown user', basic('mallory', PASSWORD)],
+  ['no Authorization header', undefined],
+  ['a bearer token', 'Bearer abc'],
+  ['credentials without a colon', `Basic ${Buffer.from('alice').toString('base64')}`],
+])('%s → 401 "invalid credentials" with the challenge, never reaching the upstream', async (_row, authorization) => {
+  const before = u.requests.length;
+  const res = await get('/ba/x', authorization);
+  expect(res.status).toBe(401);
+  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  expect(res.json).toBe('invalid credentials');
+  expect(res.headers['www-authenticate']).toBe('Basic realm="Restricted", charset="UTF-8"');
+  expect(u.requests.length).toBe(before);
+});
+
+test('realm shows in the challenge', async () => {
+  expect((await get('/ba-realm/x')).headers['www-authenticate']).toBe('Basic realm="Payments", charset="UTF-8"');
+});
+
+test('enabled: false checks nothing', async () => {
+  expect((await get('/ba-off/x')).status).toBe(200);
+});
+
+test('no GET shows the password or its hash, and the store file holds only the scrypt hash', async () => {
+  const list = await gw.admin.request('GET', USERS);
+  expect(list.status).toBe(200);
+  expect(list.body).toEqual([{ username: 'alice' }]);
+  const one = await gw.admin.request('GET', `${USERS}/alice`);
+  expect(one.body).toEqual({ username: 'alice' });
+  for (const res of [list, one]) expect(res.text).not.toMatch(/password|scrypt/);
+  const file = await readFile(join(gw.cp.dataDir, 'store.json'), 'utf8');
+  expect(file).not.toContain(PASSWORD);
+  expect(JSON.parse(file).basic_auth_credentials).toEqual([{ username: 'alice', password_hash: expect.stringMatching(/^scrypt\$16384\$8\$1\$/) }]);
+});
+
+test('a second user with the same name is refused with 409', async () => {
+  const res = await gw.admin.request('POST', USERS, { body: { username: 'alice', password: 'another password' } });
+  expect(res.status).toBe(409);
+  expect(res.body).toEqual({ error: 'user already exists' });
+});
+
+test.each([
+  ['no password', { username: 'bob' }, 'password is required'],
+  ['a short password', { username: 'bob', password: 'short' }, 'password must be at least 8 characters'],
+  ['a long password', { username: 'bob', password: 'x'.repeat(257) }, 'password must be at most 256 characters'],
+  ['a password that is not a string', { username: 'bob', password: 12345678 }, 'password must be a string'],
+  ['no username', { password: PASSWORD }, 'username is required'],
+  ['a username with a colon', { username: 'bo:b', password: PASSWORD }, 'username must be 1-128 characters'],
+])('a user with %s is refused with 400 naming the field, the store unchanged', async (_row, body, message) => {
+  const before = await gw.admin.request('GET', USERS);
+  const res = await gw.admin.request('POST', USERS, { body });
+  expect(res.status).toBe(400);
+  expect(res.body.error).toContain(message);
+  expect((await gw.admin.request('GET', USERS)).body).toEqual(before.body);
+});
+
+test.each([
+  ['a realm with a quote', { realm: 'a"b' }, 'plugins[0].config.realm must be printable ASCII'],
+  ['an empty realm', { realm: '' }, 'plugins[0].config.realm must not be empty'],
+])('a basic_auth config with %s is refused with 400 naming the field, the API unchanged', async (_row, config, message) => {
+  const before = await gw.admin.getApi('ba');
+  const res = await gw.admin.updateApi('ba', { plugins: [{ name: 'basic_auth', config }] });
+  expect(res.status).toBe(400);
+  expect(res.body.error).toContain(message);
+  expect((await gw.admin.getApi('ba')).body).toEqual(before.body);
+});
+
+test('a viewer token may list users but not write them', async () => {
+  const viewer = await gw.admin.request('POST', '/login', { body: { username: 'auditor', password: 'auditor-password-123' }, token: null });
+  expect(viewer.status).toBe(200);
+  const token = viewer.body.access_token as string;
+  expect((await gw.admin.request('GET', USERS, { token })).body).toEqual([{ username: 'alice' }]);
+  expect((await gw.admin.request('POST', USERS, { token, body: { username: 'eve', password: PASSWORD } })).status).toBe(403);
+  expect((await gw.admin.request('DELETE', `${USERS}/alice`, { token })).status).toBe(403);
+});
+
+test('a bad PUT leaves the user as it was; the path names the user; unknown → 404; no token → 401', async () => {
+  const bad = await gw.admin.request('PUT', `${USERS}/alice`, { body: { password: 'short' } });
+  expect(bad.status).toBe(400);
+  expect(bad.body.error).toContain('password must be at least 8 characters');
+  expect((await get('/ba/x', basic('alice', PASSWORD))).status).toBe(200);
+  expect((await gw.admin.request('PUT', `${USERS}/alice`, { body: { username: 'alicia', password: PASSWORD } })).status).toBe(400);
+  expect((await gw.admin.request('GET', `${USERS}/nobody`)).status).toBe(404);
+  expect((await gw.admin.request('GET', `${USERS}/alice`, { token: null })).status).toBe(401);
+});
+
+test('a password change refuses the old password at once; a delete refuses the user', async () => {
+  const changed = await gw.admin.request('PUT', `${USERS}/alice`, { body: { password: 'a new passphrase' } });
+  expect(changed.status).toBe(200);
+  expect(changed.body).toEqual({ username: 'alice' });
+  await gw.admin.waitForDataPlanes(changed, gw.dps);
+  expect((await get('/ba/x', basic('alice', PASSWORD))).status).toBe(401);
+  expect((await get('/ba/x', basic('alice', 'a new passphrase'))).status).toBe(200);
+
+  const deleted = await gw.admin.request('DELETE', `${USERS}/alice`);
+  expect(deleted.status).toBe(204);
+  await gw.admin.waitForDataPlanes(deleted, gw.dps);
+  expect((await get('/ba/x', basic('alice', 'a new passphrase'))).status).toBe(401);
+  expect((await gw.admin.request('GET', USERS)).body).toEqual([]);
+  expect((await gw.admin.request('DELETE', `${USERS}/alice`)).status).toBe(404);
+});

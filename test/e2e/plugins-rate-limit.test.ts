@@ -1,0 +1,199 @@
+/**
+ * rate_limit through a real control plane, two data planes sharing a real redis-server and a third
+ * without REDIS_URL: in-process limits with their headers, Retry-After and window; keys by peer,
+ * by the trusted X-Forwarded-For entry and by token; headers on gateway errors (before oauth2); one
+ * shared count over both data planes for a concurrent burst (counted at the upstream); policy redis
+ * on a data plane without Redis; `enabled: false`; bad configurations refused with the field named,
+ * the store unchanged; and last, Redis stopped: requests are still answered at once, counted per
+ * data plane, and the degraded metric says so.
+ */
+import { apiDefinition } from '../helpers/api-definition.js';
+import { createApis } from '../helpers/create-apis.js';
+import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
+import { delay } from '../helpers/poll-until.js';
+import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+let redis: RedisServer;
+let gw: Gateway;
+let noRedisDp: DataPlane;
+let u: Upstream;
+
+const RATE_LIMITED = 'rate limit exceeded';
+
+const api = (name: string, config: unknown, extra: Record<string, unknown> = {}) => ({
+  ...apiDefinition({ name, listenPath: `/${name}/*`, targets: [u.url] }),
+  plugins: [{ name: 'rate_limit', ...(config as object) }],
+  ...extra,
+});
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  u = await startUpstream('rate-limit-upstream');
+  gw = await startGateway({ dataPlanes: 2, dataPlaneEnv: { REDIS_URL: redis.url } });
+  noRedisDp = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr });
+  const server = await gw.admin.createOAuthServer({
+    name: 'rl-auth',
+    oauth_endpoints: { token: { listen_path: '/rl-auth/token', upstreams: { targets: [{ target: u.url }] } } },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'k'.repeat(32) }] },
+  });
+  expect(server.status).toBe(201);
+  await createApis({ ...gw, dps: [...gw.dps, noRedisDp] }, [
+    api('rl-local', { config: { limit: '3-M' } }),
+    api('rl-window', { config: { limit: '2-S' } }),
+    api('rl-xff', { config: { limit: '2-M', trust_forward_headers: true } }),
+    api('rl-token', { config: { limit: '2-M', key: 'token' } }),
+    api('rl-auth', {}, { plugins: [{ name: 'oauth2', config: { server_name: 'rl-auth' } }, { name: 'rate_limit', config: { limit: '2-M' } }] }),
+    api('rl-shared', { config: { limit: '20-M', policy: 'redis' } }),
+    api('rl-fallback', { config: { limit: '2-M', policy: 'redis' } }),
+    api('rl-down', { config: { limit: '3-M', policy: 'redis' } }),
+    api('rl-off', { enabled: false, config: { limit: '1-M' } }),
+  ]);
+}, 60_000);
+
+afterAll(async () => {
+  const extra = noRedisDp ? await noRedisDp.stop() : { code: 0 };
+  const problems = gw ? await gw.stop() : '';
+  await u?.close();
+  await redis?.stop();
+  expect(extra.code).toBe(0);
+  expect(problems).toBe('');
+});
+
+const hits = (name: string) => u.requests.filter((r) => r.url.startsWith(`/${name}/`)).length;
+
+async function sequence(dp: DataPlane, path: string, n: number, headers: Record<string, string> = {}): Promise<HttpResponse[]> {
+  const out: HttpResponse[] = [];
+  for (let i = 0; i < n; i++) out.push(await dp.request('GET', path, { headers }));
+  return out;
+}
+
+async function degraded(dp: DataPlane, reason: string): Promise<number> {
+  const metrics = (await httpRequest(`${dp.statusUrl}/metrics`)).text;
+  const line = metrics.split('\n').find((l) => l.startsWith(`gatehouse_rate_limit_degraded_total{reason="${reason}"}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+test('local policy: the limit passes with counting headers, the next is 429 with Retry-After, the upstream sees only the admitted', async () => {
+  const before = Math.floor(Date.now() / 1000);
+  const res = await sequence(gw.dp, '/rl-local/x', 4);
+  expect(res.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+  expect(res.map((r) => r.headers['x-ratelimit-remaining'])).toEqual(['2', '1', '0', '0']);
+  for (const r of res) expect(r.headers['x-ratelimit-limit']).toBe('3');
+  expect(res[0].headers['x-upstream']).toBe('rate-limit-upstream');
+  // Reset: Unix seconds when the whole limit is back (one period after the burst, 60 s).
+  const reset = Number(res[3].headers['x-ratelimit-reset']);
+  expect(reset).toBeGreaterThanOrEqual(before + 59);
+  expect(reset).toBeLessThanOrEqual(before + 62);
+  const refused = res[3];
+  expect(refused.json).toBe(RATE_LIMITED);
+  expect(refused.headers['content-type']).toBe('application/json');
+  expect(refused.headers['x-request-id']).toBeDefined();
+  // One request per 20 s comes back: the next is admitted within 20 s.
+  const retryAfter = Number(refused.headers['retry-after']);
+  expect(retryAfter).toBeGreaterThanOrEqual(19);
+  expect(retryAfter).toBeLessThanOrEqual(20);
+  expect(hits('rl-local')).toBe(3);
+  // Without trust_forward_headers a forged X-Forwarded-For is not another client.
+  expect((await gw.dp.request('GET', '/rl-local/x', { headers: { 'x-forwarded-for': '203.0.113.9' } })).status).toBe(429);
+});
+
+test('the window: a whole period after the burst the whole limit is available again', async () => {
+  expect((await sequence(gw.dp, '/rl-window/x', 3)).map((r) => r.status)).toEqual([200, 200, 429]);
+  await delay(1_050);
+  expect((await sequence(gw.dp, '/rl-window/x', 3)).map((r) => r.status)).toEqual([200, 200, 429]);
+});
+
+test('trust_forward_headers: the client is the right-most X-Forwarded-For entry; forging entries to its left changes nothing', async () => {
+  const from = (xff: string) => ({ 'x-forwarded-for': xff });
+  expect((await sequence(gw.dp, '/rl-xff/x', 2, from('198.51.100.1, 10.1.1.1'))).map((r) => r.status)).toEqual([200, 200]);
+  expect((await gw.dp.request('GET', '/rl-xff/x', { headers: from('198.51.100.2, 10.1.1.1') })).status).toBe(429);
+  expect((await gw.dp.request('GET', '/rl-xff/x', { headers: from('10.1.1.1') })).status).toBe(429);
+  // Another address seen by the proxy in front is another client.
+  expect((await gw.dp.request('GET', '/rl-xff/x', { headers: from('198.51.100.1, 10.1.1.2') })).status).toBe(200);
+  // No X-Forwarded-For: the TCP peer.
+  expect((await sequence(gw.dp, '/rl-xff/x', 3)).map((r) => r.status)).toEqual([200, 200, 429]);
+});
+
+test('key token: each credential has its own count, whatever the scheme spelling', async () => {
+  const bearer = (v: string) => ({ authorization: v });
+  expect((await sequence(gw.dp, '/rl-token/x', 2, bearer('Bearer token-a'))).map((r) => r.status)).toEqual([200, 200]);
+  expect((await gw.dp.request('GET', '/rl-token/x', { headers: bearer('bearer   token-a') })).status).toBe(429);
+  expect((await gw.dp.request('GET', '/rl-token/x', { headers: bearer('Bearer token-b') })).status).toBe(200);
+  // Without credentials: counted by address.
+  expect((await sequence(gw.dp, '/rl-token/x', 3)).map((r) => r.status)).toEqual([200, 200, 429]);
+});
+
+test('rate_limit runs before oauth2: its headers are on the 400, and a flood without a token gets 429', async () => {
+  const res = await sequence(gw.dp, '/rl-auth/x', 3);
+  expect(res.map((r) => r.status)).toEqual([400, 400, 429]);
+  expect(res[0].json).toBe('authorization field missing');
+  expect(res[0].headers).toMatchObject({ 'x-ratelimit-limit': '2', 'x-ratelimit-remaining': '1' });
+  expect(res[0].headers['x-ratelimit-reset']).toBeDefined();
+  expect(res[2].json).toBe(RATE_LIMITED);
+  expect(hits('rl-auth')).toBe(0);
+});
+
+test('policy redis: a concurrent burst over both data planes admits the limit once, not once per data plane', async () => {
+  const BURST = 100;
+  const started = Date.now();
+  const results = await Promise.all(Array.from({ length: BURST }, (_, i) => gw.dps[i % 2].request('GET', '/rl-shared/x')));
+  const elapsed = Date.now() - started;
+  const admitted = results.filter((r) => r.status === 200).length;
+  // 20-M: 20 at once, then one every 3 s. The documented tolerance is that refill and nothing else:
+  // exactly 20 for a burst shorter than 3 s, one more per 3 s it lasts; two data planes never make it 40.
+  expect(admitted).toBeGreaterThanOrEqual(20);
+  expect(admitted).toBeLessThanOrEqual(20 + Math.floor(elapsed / 3000));
+  expect(results.filter((r) => r.status === 429).length).toBe(BURST - admitted);
+  expect(hits('rl-shared')).toBe(admitted);
+  // Both data planes took part in the refusals, and neither fell back to counting alone.
+  expect(results.filter((r, i) => i % 2 === 0 && r.status === 429).length).toBeGreaterThan(0);
+  expect(results.filter((r, i) => i % 2 === 1 && r.status === 429).length).toBeGreaterThan(0);
+  expect(await degraded(gw.dps[0], 'redis_error')).toBe(0);
+  expect(await degraded(gw.dps[1], 'redis_error')).toBe(0);
+});
+
+test('policy redis on a data plane without REDIS_URL: counted in-process, with a warning and the degraded metric', async () => {
+  expect((await sequence(noRedisDp, '/rl-fallback/x', 3)).map((r) => r.status)).toEqual([200, 200, 429]);
+  expect(await degraded(noRedisDp, 'no_redis_url')).toBeGreaterThanOrEqual(3);
+  expect(noRedisDp.recentLogs(500)).toContain('rate_limit policy redis without REDIS_URL');
+});
+
+test('enabled: false does nothing: no limit, no headers', async () => {
+  const res = await sequence(gw.dp, '/rl-off/x', 3);
+  expect(res.map((r) => r.status)).toEqual([200, 200, 200]);
+  expect(res[0].headers['x-ratelimit-limit']).toBeUndefined();
+  const stored = await gw.admin.getApi('rl-off');
+  expect(stored.body.plugins[0]).toEqual({ name: 'rate_limit', enabled: false, config: { limit: '1-M', policy: 'local', trust_forward_headers: false, key: 'ip' } });
+});
+
+test.each([
+  ['a limit with an unknown unit', { limit: '10-W' }, 'plugins[0].config.limit must be a rate such as "10-S", "100-M", "1000-H" or "5000-D" (at least 1, at most 1000000 per second)'],
+  ['no limit', { policy: 'local' }, 'plugins[0].config.limit is required'],
+  ['an unknown policy', { limit: '10-S', policy: 'cluster' }, 'plugins[0].config.policy must be "local" or "redis"'],
+  ['an unknown key', { limit: '10-S', key: 'subject' }, 'plugins[0].config.key must be "ip" or "token"'],
+  ['trust_forward_headers not a boolean', { limit: '10-S', trust_forward_headers: 'yes' }, 'plugins[0].config.trust_forward_headers must be a boolean'],
+])('%s is a 400 naming the field; the stored definition is unchanged', async (_row, config, message) => {
+  const before = await gw.admin.getApi('rl-local');
+  const put = await gw.admin.updateApi('rl-local', { plugins: [{ name: 'rate_limit', config }] });
+  expect(put.status).toBe(400);
+  expect(put.body).toEqual({ error: message });
+  const created = await gw.admin.createApi(api('rl-bad', { config }));
+  expect(created.status).toBe(400);
+  expect((await gw.admin.getApi('rl-bad')).status).toBe(404);
+  expect((await gw.admin.getApi('rl-local')).body).toEqual(before.body);
+});
+
+test('Redis stopped: requests are answered at once, counted per data plane, with a warning and the degraded metric', async () => {
+  await redis.stop();
+  const started = Date.now();
+  const res = await sequence(gw.dp, '/rl-down/x', 4);
+  expect(Date.now() - started).toBeLessThan(4 * 1000);
+  expect(res.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+  expect(res[3].json).toBe(RATE_LIMITED);
+  expect(await degraded(gw.dp, 'redis_error')).toBeGreaterThanOrEqual(4);
+  expect(gw.dp.recentLogs(500)).toContain('rate limit store unreachable');
+  expect((await httpRequest(`${gw.dp.statusUrl}/healthz`)).status).toBe(200);
+});

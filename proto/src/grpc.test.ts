@@ -3,7 +3,7 @@
  * certificate names only a Service DNS name when, and only when, it is told that name.
  */
 import * as grpc from '@grpc/grpc-js';
-import { createNamedCertificates, type NamedCertificates } from '../../test/helpers/named-certificates.js';
+import { createNamedCertificates, type NamedCertificates } from '../../test/helpers/test-certificates.js';
 import { watchCertificateFiles, type CertificateWatcher } from './certificate-files.js';
 import {
   GRPC_TLS_NAMES,

@@ -2,7 +2,9 @@
  * Throw-away X.509 material made with the openssl CLI (node:crypto cannot issue certificates):
  * a CA with a server certificate for 127.0.0.1 and a client certificate (for gRPC mutual TLS,
  * and as an upstream certificate the gateway does not trust), plus an unrelated "rogue" CA
- * with its own client certificate.
+ * with its own client certificate; or (createNamedCertificates) a CA whose server certificate
+ * names only given DNS names, for a peer dialled at 127.0.0.1 whose certificate names a Kubernetes
+ * Service, as the Helm chart's control-plane certificate does.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -54,6 +56,16 @@ export async function createTestCertificates(): Promise<CertificateFiles> {
   await issue('server', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n', dir);
   await issue('client', 'ca', 'extendedKeyUsage=clientAuth\n', dir);
   await issue('rogue-client', 'rogue-ca', 'extendedKeyUsage=clientAuth\n', dir);
+  return {
+    ...filesIn(dir),
+    rogueCaCert: join(dir, 'rogue-ca.crt'),
+    rogueClientCert: join(dir, 'rogue-client.crt'),
+    rogueClientKey: join(dir, 'rogue-client.key'),
+  };
+}
+
+/** The CA, server and client files `issue` wrote into `dir`. */
+function filesIn(dir: string): NamedCertificates {
   const file = (name: string): string => join(dir, name);
   return {
     dir,
@@ -62,9 +74,18 @@ export async function createTestCertificates(): Promise<CertificateFiles> {
     serverKey: file('server.key'),
     clientCert: file('client.crt'),
     clientKey: file('client.key'),
-    rogueCaCert: file('rogue-ca.crt'),
-    rogueClientCert: file('rogue-client.crt'),
-    rogueClientKey: file('rogue-client.key'),
     dispose: () => rm(dir, { recursive: true, force: true }),
   };
+}
+
+export type NamedCertificates = Omit<CertificateFiles, 'rogueCaCert' | 'rogueClientCert' | 'rogueClientKey'>;
+
+/** A CA, a server certificate for `serverNames` only (no IP, no localhost) and a client certificate. */
+export async function createNamedCertificates(serverNames: readonly string[]): Promise<NamedCertificates> {
+  if (serverNames.length === 0) throw new Error('createNamedCertificates: at least one server name');
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-named-certs-'));
+  makeCa('ca', dir);
+  await issue('server', 'ca', `subjectAltName=${serverNames.map((n) => `DNS:${n}`).join(',')}\nextendedKeyUsage=serverAuth\n`, dir);
+  await issue('client', 'ca', 'extendedKeyUsage=clientAuth\n', dir);
+  return filesIn(dir);
 }

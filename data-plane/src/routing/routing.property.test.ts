@@ -70,18 +70,25 @@ const targetPath = fc.constantFrom('', '/', '/base', '/base/', '/v1/inner');
 const prefix = fc.constantFrom('/svc', '/a/b', '/api');
 const query = fc.constantFrom('', 'x=1', 'a=%2e%2e&b=/../');
 
+const cases = fc.record({ prefix, targetPath, strip: fc.boolean(), append: fc.boolean(), tail: rawPath, query });
+
+/** One API `<prefix>/*` → `http://up.example<targetPath>`; the request `<prefix>/<tail>?<query>` matched and rewritten as the proxy does. */
+function forward(c: typeof cases extends fc.Arbitrary<infer C> ? C : never) {
+  const route = compileApi(api(`${c.prefix}/*`, `http://up.example${c.targetPath}`, c.strip, c.append));
+  const path = normalizePath(`${c.prefix}/${c.tail}`);
+  const match = buildRoutingTable([route]).match({ method: 'GET', host: undefined, path });
+  if (!match) return null;
+  return { path, match, out: rewrite(match, route.targets[0], { path, query: c.query, host: undefined }) };
+}
+
 describe('rewrite of a matched request (SPEC §4 rules 9–12)', () => {
-  const cases = fc.record({ prefix, targetPath, strip: fc.boolean(), append: fc.boolean(), tail: rawPath, query });
 
   test('no path that reaches an upstream holds a dot segment, however the client spelled it', () => {
     fc.assert(
       fc.property(cases, (c) => {
-        const route = compileApi(api(`${c.prefix}/*`, `http://up.example${c.targetPath}`, c.strip, c.append));
-        const path = normalizePath(`${c.prefix}/${c.tail}`);
-        const match = buildRoutingTable([route]).match({ method: 'GET', host: undefined, path });
-        if (!match) return; // the tail climbed out of the prefix: another route's business, never this one's
-        const out = rewrite(match, route.targets[0], { path, query: c.query, host: undefined });
-        const upstreamPath = out.path.split('?')[0];
+        const forwarded = forward(c);
+        if (!forwarded) return; // the tail climbed out of the prefix: another route's business, never this one's
+        const upstreamPath = forwarded.out.path.split('?')[0];
         for (const seg of decodedSegments(upstreamPath)) expect(['.', '..']).not.toContain(seg);
         expect(upstreamPath.startsWith('/')).toBe(true);
       }),
@@ -92,11 +99,9 @@ describe('rewrite of a matched request (SPEC §4 rules 9–12)', () => {
   test('strip: T joined to R minus L; append: T joined to R; neither: T unless T is empty or /; the query rides along', () => {
     fc.assert(
       fc.property(cases, (c) => {
-        const route = compileApi(api(`${c.prefix}/*`, `http://up.example${c.targetPath}`, c.strip, c.append));
-        const path = normalizePath(`${c.prefix}/${c.tail}`);
-        const match = buildRoutingTable([route]).match({ method: 'GET', host: undefined, path });
-        if (!match) return;
-        const out = rewrite(match, route.targets[0], { path, query: c.query, host: undefined });
+        const forwarded = forward(c);
+        if (!forwarded) return;
+        const { path, match, out } = forwarded;
         const [upstreamPath, upstreamQuery = ''] = out.path.split(/\?(.*)/s);
         expect(path.startsWith(match.matched)).toBe(true);
         if (c.strip) expect(upstreamPath).toBe(joinPaths(c.targetPath, path.slice(match.matched.length)));

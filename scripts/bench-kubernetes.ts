@@ -1,7 +1,7 @@
 // `npm run bench:kubernetes`: the Kubernetes store on a real kube-apiserver + etcd (scripts/test-tools.sh).
 // Prints: informer initial sync time and CP RSS at 1,000 and 10,000 CRs, and admin write → all DPs
 // serving (median, p99) at 1,000 APIs, beside the file store at the same size (the baseline of the run).
-// Not a test: nothing here passes or fails. BENCH_WRITES sets the number of timed writes (default 50).
+// Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50).
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
@@ -82,7 +82,7 @@ try {
   const admin = await kubeClients(await server.writeKubeconfig(server.adminToken));
   await installCrds(admin);
   const identity = await controlPlaneIdentity(server, admin, NAMESPACE);
-  const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false', LOG_LEVEL: 'warn' };
+  const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false' };
   const rows: string[] = [];
 
   for (const size of [1000, 10_000]) {
@@ -100,7 +100,7 @@ try {
       const k8s = await propagation(client, dps, 'k8s');
       for (const dp of dps) await dp.stop();
 
-      const file = await timedStart({ LOG_LEVEL: 'warn' }, 'cp-file');
+      const file = await timedStart({}, 'cp-file');
       const fileClient = await createAdminClient(file.cp);
       await fileClient.login();
       for (let i = 0; i < size; i++) {

@@ -2,7 +2,7 @@
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
-  roots: ['<rootDir>/proto', '<rootDir>/control-plane', '<rootDir>/data-plane', '<rootDir>/test'],
+  roots: ['<rootDir>/proto', '<rootDir>/control-plane', '<rootDir>/data-plane', '<rootDir>/cli', '<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
   modulePathIgnorePatterns: ['<rootDir>/.*/dist/'],

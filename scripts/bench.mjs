@@ -1,4 +1,4 @@
-// npm run bench: performance of the built services, printed side by side (SPEC §8). Not a test.
+// npm run bench: performance of the built services, printed side by side (README "Benchmark"). Not a test.
 //   1. load: autocannon (separate process) direct to a node:http upstream, through the data
 //      plane, through nginx when installed; requests/s, p50, p99, ratio to direct.
 //   2. propagation: admin write → every data plane's /readyz at the new version (100 writes).
@@ -158,7 +158,7 @@ async function startControlPlane(dataDir) {
 }
 
 /** Starts a data plane and waits until it serves a snapshot; returns the time that took. */
-async function startDataPlane(cp, id) {
+async function startDataPlane(cp, id, env = {}) {
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
   const started = performance.now();
   const proc = startProcess(`data-plane ${id}`, process.execPath, ['data-plane/dist/main.js'], {
@@ -169,6 +169,7 @@ async function startDataPlane(cp, id) {
     CONTROL_PLANE_ADDR: cp.grpcAddr,
     DATAPLANE_ID: id,
     LOG_LEVEL: 'warn',
+    ...env,
   });
   const statusUrl = `http://127.0.0.1:${statusPort}`;
   const version = async () => {
@@ -426,6 +427,66 @@ async function pluginSection(upstream, cp, dps) {
   log();
 }
 
+/**
+ * The access log's cost: one data plane at a time (LOG_LEVEL info, its lines going into a pipe this
+ * script drains, as a log shipper would), ACCESS_LOG=off then on, same API without plugins.
+ */
+async function accessLogSection(upstream, cp) {
+  log(`## access log: µs of DP CPU per request (autocannon -c ${CONNECTIONS}, ${DURATION} s per row), ACCESS_LOG=on vs off`);
+  const res = await cp.admin('POST', '/apis', { name: 'bench-access-log', proxy: { listen_path: '/bench-access-log/*', upstreams: { targets: [{ target: upstream.url }] } } });
+  if (res.status !== 201) throw new Error(`creating the access-log bench API failed: ${res.status} ${res.text}`);
+  const us = {};
+  log(`${'ACCESS_LOG'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
+  for (const setting of ['off', 'on']) {
+    const dp = await startDataPlane(cp, `bench-dp-access-${setting}`, { LOG_LEVEL: 'info', ACCESS_LOG: setting });
+    await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
+    const result = await load(`${dp.proxyUrl}/bench-access-log/x`, {}, dp.child.pid);
+    await dp.stop();
+    us[setting] = (result.cpu / result.requests) * 1e6;
+    log(`${setting.padEnd(24)}${us[setting].toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${String(result.errors).padStart(9)}`);
+  }
+  log(`   access log on − off: ${(us.on - us.off).toFixed(1)} µs of DP CPU per request (one JSON line written to a pipe).`);
+  log();
+}
+
+/**
+ * Tracing's cost: one data plane at a time, the same API without plugins, requests carrying a
+ * client traceparent. Off: W3C propagation only (the default). On: a span per request, every one
+ * sampled and exported over OTLP/HTTP (JSON) to a sink in this process that answers 200.
+ */
+async function tracingSection(upstream, cp) {
+  log(`## tracing: µs of DP CPU per request (autocannon -c ${CONNECTIONS}, ${DURATION} s per row), spans exported vs propagation only`);
+  const res = await cp.admin('POST', '/apis', { name: 'bench-tracing', proxy: { listen_path: '/bench-tracing/*', upstreams: { targets: [{ target: upstream.url }] } } });
+  if (res.status !== 201) throw new Error(`creating the tracing bench API failed: ${res.status} ${res.text}`);
+  let exports = 0;
+  const sink = createServer((req, out) => {
+    req.resume();
+    req.on('end', () => {
+      exports++;
+      out.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise((resolve) => sink.close(resolve)));
+  const settings = {
+    off: {},
+    on: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`, OTEL_TRACES_SAMPLER: 'always_on' },
+  };
+  const traceparent = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
+  const us = {};
+  log(`${'tracing'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
+  for (const [setting, env] of Object.entries(settings)) {
+    const dp = await startDataPlane(cp, `bench-dp-tracing-${setting}`, env);
+    await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
+    const result = await load(`${dp.proxyUrl}/bench-tracing/x`, { traceparent }, dp.child.pid);
+    await dp.stop();
+    us[setting] = (result.cpu / result.requests) * 1e6;
+    log(`${setting.padEnd(24)}${us[setting].toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${String(result.errors).padStart(9)}`);
+  }
+  log(`   tracing on − off: ${(us.on - us.off).toFixed(1)} µs of DP CPU per request (a span per request, all exported: ${exports} OTLP batches received).`);
+  log();
+}
+
 async function propagationSection(cp, dps) {
   const writes = 100;
   log(`## propagation: ${writes} admin writes (PUT /apis/bench), each from sending the write to all ${dps.length} data planes' /readyz at its version`);
@@ -608,6 +669,8 @@ async function main() {
 
   await section('load', () => loadSection(upstream, cp, dps));
   await section('plugins', () => pluginSection(upstream, cp, dps));
+  await section('access log', () => accessLogSection(upstream, cp));
+  await section('tracing', () => tracingSection(upstream, cp));
   await section('propagation', () => propagationSection(cp, dps));
   for (const dp of dps) await dp.stop();
   await cp.stop();

@@ -36,6 +36,7 @@ const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
   ['control-plane/src', /^data-plane\//, 'the services never import each other'],
   ['data-plane/src', /^control-plane\//, 'the services never import each other'],
   ['data-plane/src/routing', /^(data-plane\/src\/(proxy|sync|auth)|node:(net|http|https|fs)|undici$)/, 'routing is pure'],
+  ['proto/src/routing', /^(node:(net|http|https|fs)|undici$)/, 'routing is pure (the DP routes with it, the CP explains with it)'],
   ['proto/src/compile', /^(node:(net|http|https|fs)|undici$)/, 'compile is pure'],
   ['data-plane/src/sync', /^data-plane\/src\/proxy/, 'sync builds tables; only the proxy reads them per request'],
   ['data-plane/src/plugins', /^data-plane\/src\/(proxy|sync)\//, 'plugins give hooks per snapshot; only the proxy runs them per request'],
@@ -43,6 +44,7 @@ const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
   ['control-plane/src/store', /^(express$|node:http$|control-plane\/src\/(admin|grpc))/, 'the store knows no HTTP'],
   ['control-plane/src/grpc', /^control-plane\/src\/(store|admin)/, 'the gRPC server sees snapshots, not the store'],
   ['control-plane/src/store', /^control-plane\/src\/controller/, 'the store knows nothing of the controller that writes status'],
+  ['cli/src', /^(#proto\/|proto\/|control-plane\/|data-plane\/)/, 'the CLI speaks only the admin API'],
   ['control-plane/src/controller', /^(express$|control-plane\/src\/(admin|grpc|snapshot))/, 'the controller sees CR verdicts and data-plane replies, given by main'],
 ];
 

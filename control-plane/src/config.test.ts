@@ -11,6 +11,7 @@ describe('loadConfig', () => {
       store: 'file',
       kubernetes: null,
       dataDir: resolve('./data'),
+      configHistory: 20,
       adminUser: 'admin',
       adminPassword: undefined,
       adminPasswordFile: join(resolve('./data'), 'admin-password'),
@@ -39,6 +40,7 @@ describe('loadConfig', () => {
     ['credentials', { ADMIN_USER: 'ops', ADMIN_PASSWORD: 'pw', ADMIN_JWT_SECRET: 's' }, { adminUser: 'ops', adminPassword: 'pw', adminJwtSecret: 's' }],
     ['empty password means generated', { ADMIN_PASSWORD: '' }, { adminPassword: undefined }],
     ['token ttl', { ADMIN_TOKEN_TTL: '1' }, { adminTokenTtlSeconds: 1 }],
+    ['config history', { CONFIG_HISTORY: '5' }, { configHistory: 5 }],
     ['shutdown timeout', { SHUTDOWN_TIMEOUT: '250ms' }, { shutdownTimeoutMs: 250 }],
     ['data dir', { DATA_DIR: '/var/lib/gatehouse' }, { dataDir: '/var/lib/gatehouse', adminPasswordFile: '/var/lib/gatehouse/admin-password' }],
     [
@@ -81,6 +83,7 @@ describe('loadConfig', () => {
     ['port out of range', { ADMIN_PORT: '70000' }, 'ADMIN_PORT'],
     ['port not a number', { GRPC_PORT: 'http' }, 'GRPC_PORT'],
     ['ttl zero', { ADMIN_TOKEN_TTL: '0' }, 'ADMIN_TOKEN_TTL'],
+    ['config history zero', { CONFIG_HISTORY: '0' }, 'CONFIG_HISTORY'],
     ['bad duration', { SHUTDOWN_TIMEOUT: 'soon' }, 'SHUTDOWN_TIMEOUT'],
     ['bad log level', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     ['cert without key', { GRPC_TLS_CERT: 'c' }, 'GRPC_TLS_CERT and GRPC_TLS_KEY must be set together'],

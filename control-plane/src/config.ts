@@ -1,5 +1,5 @@
 /**
- * Control-plane configuration from environment variables (SPEC §1 + process contract).
+ * Control-plane configuration from environment variables (README "Configuration" + process contract).
  * Read once by main.ts; everything else receives the resulting object.
  */
 import { hostname } from 'node:os';
@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { tryParseDuration } from '#proto/duration';
 import { GatehouseError } from '#proto/errors';
 import { isLoopbackHost, serverTlsFromEnv, type ServerTlsFiles } from '#proto/grpc';
+import { logFormatOf } from '#proto/logger';
 
 export interface ControlPlaneConfig {
   adminHost: string;
@@ -17,6 +18,8 @@ export interface ControlPlaneConfig {
   /** STORE=kubernetes only. */
   kubernetes: KubernetesConfig | null;
   dataDir: string;
+  /** CONFIG_HISTORY: how many versions of the whole configuration are kept for rollback. */
+  configHistory: number;
   adminUser: string;
   /** Unset: generated once into `adminPasswordFile`. */
   adminPassword: string | undefined;
@@ -162,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
 
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw invalid('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  logFormatOf(env);
 
   const adminUser = env.ADMIN_USER || 'admin';
   const dataDir = resolve(env.DATA_DIR || './data');
@@ -185,6 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     store,
     kubernetes,
     dataDir,
+    configHistory: positiveInteger(env, 'CONFIG_HISTORY', 20),
     adminUser,
     adminPassword: nonEmpty(env, 'ADMIN_PASSWORD'),
     adminPasswordFile: join(dataDir, 'admin-password'),

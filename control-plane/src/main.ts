@@ -7,11 +7,13 @@
 import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { watchCertificateFiles, type CertificatePaths, type CertificateWatcher, type WatchCertificateOptions } from '#proto/certificate-files';
-import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, serverCredentials } from '#proto/grpc';
+import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
-import { listen } from '#proto/listen';
+import { startTracing } from '#proto/tracing';
+import { bindListener, listen, logStartFailure } from '#proto/listen';
 import { loadConfig, type ControlPlaneConfig } from './config.js';
 import { openStore } from './store/open-store.js';
+import { createMemoryHistory, openFileHistory } from './store/config-history.js';
 import { startController, type Controller } from './controller/index.js';
 import type { StreamCallbacks } from './grpc/snapshot-server.js';
 import { createSnapshotBuilder } from './snapshot/snapshot-builder.js';
@@ -54,7 +56,11 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     config.adminTls && watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config, logger);
   const opened = await openStore(config, logger);
   const store = opened.store;
+  const historyOptions = { limit: config.configHistory, logger };
+  const history = opened.kind === 'file' ? await openFileHistory({ ...historyOptions, dataDir: config.dataDir }) : createMemoryHistory(historyOptions);
+  await history.seed(store.current());
   const secrets = await resolveAdminSecrets(config, logger);
+  routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
   const snapshots = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, logger });
 
@@ -77,7 +83,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     opened.kind === 'kubernetes' && config.kubernetes
       ? startController({ store: opened.store, kubeConfig: opened.kubeConfig, config: config.kubernetes, dataPlanes: () => grpcServer.dataPlanes(), logger })
       : null;
-  const grpcPort = await grpcServer.listen(config.grpcHost, config.grpcPort);
+  const grpcSetting = { listener: 'grpc', portVariable: 'GRPC_PORT', hostVariable: 'GRPC_HOST', port: config.grpcPort, host: config.grpcHost };
+  const grpcPort = await bindListener(grpcSetting, () => grpcServer.listen(config.grpcHost, config.grpcPort));
   const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : config.grpcJoinTokens.length > 0 ? 'join-token' : 'none';
   logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth }, 'listening');
   if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
@@ -92,7 +99,10 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     tokenTtlSeconds: config.adminTokenTtlSeconds,
   });
   const loginThrottle = createLoginThrottle(config.loginThrottle);
-  const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger });
+  // Tracing off: not even the OpenTelemetry API is loaded.
+  const tracing = await startTracing('control-plane', process.env, logger);
+  const writeSpans = tracing ? (await import('./admin/admin-write-spans.js')).traceAdminWrites(tracing.tracer) : undefined;
+  const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger, history, writeSpans });
   const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
   let http: Server;
   if (adminCertificates) {
@@ -103,7 +113,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   } else {
     http = createServer(serverOptions, app);
   }
-  const adminPort = await listen(http, config.adminPort, config.adminHost);
+  const adminSetting = { listener: 'admin', portVariable: 'ADMIN_PORT', hostVariable: 'ADMIN_HOST', port: config.adminPort, host: config.adminHost };
+  const adminPort = await bindListener(adminSetting, () => listen(http, config.adminPort, config.adminHost));
   logger.info({ listener: 'admin', port: adminPort, host: config.adminHost, tls: adminCertificates !== null }, 'listening');
 
   process.on('SIGHUP', () => {
@@ -134,6 +145,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     grpcCertificates?.close();
     adminCertificates?.close();
     await store.close();
+    await tracing?.shutdown(2_000); // the spans of the last writes
+    await history.close();
     clearTimeout(deadline);
     logger.info('stopped');
     process.exit(0);
@@ -164,8 +177,9 @@ function withDataPlaneChanges(callbacks: StreamCallbacks, changed: () => void): 
   };
 }
 
+/** One line that says why (e.g. which store file cannot be loaded), the stack in `err`. */
 function fail(logger: Logger, err: unknown): never {
-  logger.fatal({ err }, 'control plane failed to start');
+  logStartFailure(logger, err, `control plane failed to start: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 }
 

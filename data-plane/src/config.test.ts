@@ -19,6 +19,7 @@ describe('loadConfig', () => {
       grpcTls: null,
       grpcJoinToken: undefined,
       grpcInsecure: false,
+      accessLog: { enabled: true, sample: 1 },
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -42,6 +43,8 @@ describe('loadConfig', () => {
         GRPC_TLS_CA: '/tls/ca.crt',
         GRPC_JOIN_TOKEN: 'join-token-of-the-fleet',
         GRPC_INSECURE: 'false',
+        ACCESS_LOG: 'on',
+        ACCESS_LOG_SAMPLE: '0.5',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -60,6 +63,7 @@ describe('loadConfig', () => {
       grpcTls: { ca: '/tls/ca.crt' },
       grpcJoinToken: 'join-token-of-the-fleet',
       grpcInsecure: false,
+      accessLog: { enabled: true, sample: 0.5 },
     });
   });
 
@@ -67,6 +71,9 @@ describe('loadConfig', () => {
     ['mutual TLS', { GRPC_TLS_CA: 'a', GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, { grpcTls: { ca: 'a', cert: 'c', key: 'k' } }],
     ['join token to a loopback CP in plaintext', { GRPC_JOIN_TOKEN: 't' }, { grpcJoinToken: 't', grpcTls: null }],
     ['join token in plaintext, allowed explicitly', { GRPC_JOIN_TOKEN: 't', CONTROL_PLANE_ADDR: 'cp:8082', GRPC_INSECURE: 'true' }, { grpcInsecure: true }],
+    ['access log off', { ACCESS_LOG: 'off' }, { accessLog: { enabled: false, sample: 1 } }],
+    ['access log sampled', { ACCESS_LOG_SAMPLE: '0.25' }, { accessLog: { enabled: true, sample: 0.25 } }],
+    ['access log sample 0', { ACCESS_LOG_SAMPLE: '0' }, { accessLog: { enabled: true, sample: 0 } }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -82,6 +89,10 @@ describe('loadConfig', () => {
     ['a client certificate without CA', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA'],
     ['a join token in plaintext to a remote CP', { GRPC_JOIN_TOKEN: 't', CONTROL_PLANE_ADDR: 'cp:8082' }, 'GRPC_JOIN_TOKEN would travel in plaintext'],
     ['GRPC_INSECURE not a boolean', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE'],
+    ['ACCESS_LOG not on/off', { ACCESS_LOG: 'true' }, 'ACCESS_LOG must be "on" or "off"'],
+    ['ACCESS_LOG_SAMPLE above 1', { ACCESS_LOG_SAMPLE: '1.5' }, 'ACCESS_LOG_SAMPLE'],
+    ['ACCESS_LOG_SAMPLE not a number', { ACCESS_LOG_SAMPLE: 'half' }, 'ACCESS_LOG_SAMPLE'],
+    ['LOG_FORMAT unknown', { LOG_FORMAT: 'xml' }, 'LOG_FORMAT must be "json" or "pretty"'],
   ])('%s is refused, naming the variable', (_name, env, variable) => {
     expect(() => loadConfig(env)).toThrow(variable);
   });

@@ -1,10 +1,12 @@
 /**
- * Data-plane configuration from environment variables (SPEC §1 plus the process contract).
+ * Data-plane configuration from environment variables (README "Configuration" plus the process contract).
  * Read once by main.ts; everything else receives the values it needs.
  */
 import { hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
+import { logFormatOf } from '#proto/logger';
+import type { AccessLogConfig } from './proxy/access-log.js';
 
 export interface DataPlaneConfig {
   /** Bind address; undefined = every interface (Node's default, IPv4 and IPv6). */
@@ -31,6 +33,8 @@ export interface DataPlaneConfig {
   grpcJoinToken: string | undefined;
   /** GRPC_INSECURE=true: a join token may be sent in plaintext to a non-loopback control plane. */
   grpcInsecure: boolean;
+  /** ACCESS_LOG (default on) and ACCESS_LOG_SAMPLE (default 1: every request). */
+  accessLog: AccessLogConfig;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -58,6 +62,15 @@ function grpcTls(env: NodeJS.ProcessEnv): ClientTlsFiles | null {
   }
 }
 
+function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
+  const enabled = env.ACCESS_LOG || 'on';
+  if (enabled !== 'on' && enabled !== 'off') throw new Error(`ACCESS_LOG must be "on" or "off", got "${enabled}"`);
+  const sample = env.ACCESS_LOG_SAMPLE || '1';
+  const value = Number(sample);
+  if (!/^\d*\.?\d+$/.test(sample) || value > 1) throw new Error(`ACCESS_LOG_SAMPLE must be a number from 0 to 1, got "${sample}"`);
+  return { enabled: enabled === 'on', sample: value };
+}
+
 /** Throws with a message naming the variable when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
   const config: DataPlaneConfig = {
@@ -77,7 +90,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfi
     grpcTls: grpcTls(env),
     grpcJoinToken: env.GRPC_JOIN_TOKEN || undefined,
     grpcInsecure: env.GRPC_INSECURE === 'true',
+    accessLog: accessLog(env),
   };
+  logFormatOf(env);
   if (env.GRPC_INSECURE && env.GRPC_INSECURE !== 'true' && env.GRPC_INSECURE !== 'false') {
     throw new Error(`GRPC_INSECURE must be "true" or "false", got "${env.GRPC_INSECURE}"`);
   }

@@ -7,9 +7,11 @@ import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
+import { startTracing } from '#proto/tracing';
+import { bindListener, logStartFailure } from '#proto/listen';
 import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, type DataPlaneConfig } from './config.js';
-import { createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
+import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createStatusServer } from './status/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
@@ -51,11 +53,17 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
   if (cache) applyCachedSnapshot(cache, holder, logger);
 
-  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry) });
+  const accessLog = createAccessLog(config.accessLog, logger);
+  // Tracing off: not even the OpenTelemetry API is loaded; the proxy then only propagates traceparent.
+  const tracing = await startTracing('data-plane', process.env, logger);
+  const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
+  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer });
   const status = createStatusServer({ holder, registry, logger });
-  const proxyPort = await proxy.listen(config.proxyPort, config.proxyHost);
+  const { proxyPort: port, proxyHost: host } = config;
+  const proxyPort = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
   logger.info({ listener: 'proxy', port: proxyPort }, 'listening');
-  const statusPort = await status.listen(config.statusPort, config.statusHost);
+  const statusSetting = { listener: 'status', portVariable: 'STATUS_PORT', hostVariable: 'STATUS_HOST', port: config.statusPort, host: config.statusHost };
+  const statusPort = await bindListener(statusSetting, () => status.listen(config.statusPort, config.statusHost));
   logger.info({ listener: 'status', port: statusPort }, 'listening');
 
   const anyInterface = !config.proxyHost || config.proxyHost === '0.0.0.0' || config.proxyHost === '::';
@@ -97,6 +105,7 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
     const drained = await proxy.close(config.shutdownTimeoutMs);
     await status.close();
     await pools.close();
+    await tracing?.shutdown(2_000); // the spans of the last requests
     await tokenStore.close();
     await rateLimiter.close();
     logger.info({ drained }, 'stopped');
@@ -115,6 +124,6 @@ try {
   process.exit(1);
 }
 run(config, logger).catch((err: unknown) => {
-  logger.fatal({ err }, 'data plane failed to start');
+  logStartFailure(logger, err, 'data plane failed to start');
   process.exit(1);
 });

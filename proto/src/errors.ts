@@ -29,6 +29,7 @@ export const ERROR_TABLE = {
   OAUTH_SERVER_IN_USE: { status: 409 },
   BASIC_AUTH_USER_NOT_FOUND: { status: 404 },
   BASIC_AUTH_USER_TAKEN: { status: 409 },
+  CONFIG_VERSION_NOT_FOUND: { status: 404 },
   STORE_CONFLICT: { status: 409 },
   STORE_UNAVAILABLE: { status: 503 },
   INTERNAL: { status: 500, gatewayBody: 'internal server error' },

@@ -10,6 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import type { CertificateSet, CertificateWatcher } from './certificate-files.js';
+import type { Logger } from './logger.js';
 
 /** Path of the .proto file, resolved from both proto/src (tests) and proto/dist (built). */
 export const PROTO_PATH = fileURLToPath(new URL('../gatehouse/v1/gatehouse.proto', import.meta.url));
@@ -228,4 +229,14 @@ export function clientCredentials(tls: ClientTlsFiles | null): grpc.ChannelCrede
   const ca = readFileSync(tls.ca);
   if (!tls.cert || !tls.key) return grpc.credentials.createSsl(ca);
   return grpc.credentials.createSsl(ca, readFileSync(tls.key), readFileSync(tls.cert));
+}
+
+/**
+ * grpc-js writes its own diagnostics to stderr (a failed bind prints "No address added…" before
+ * the caller gets the error). They go to the service's log at debug level instead: what an
+ * operator needs is reported by the service itself, in its own words (e.g. `GRPC_PORT 8082 is already in use`).
+ */
+export function routeGrpcLogs(logger: Logger): void {
+  const log = (...args: unknown[]) => logger.debug({ source: 'grpc-js' }, args.map(String).join(' '));
+  grpc.setLogger({ error: log, info: log, debug: log });
 }

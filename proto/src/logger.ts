@@ -1,12 +1,44 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pinoPretty from 'pino-pretty';
 
 export type { Logger };
 
-/** Structured JSON logs to stdout; LOG_LEVEL (default info). Secrets never go into log fields. */
-export function createLogger(service: 'control-plane' | 'data-plane', level = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({
+export type LogFormat = 'json' | 'pretty';
+
+/** LOG_FORMAT: `json` (default, one object a line) or `pretty` (for people); throws naming the variable otherwise. */
+export function logFormatOf(env: NodeJS.ProcessEnv): LogFormat {
+  const raw = env.LOG_FORMAT || 'json';
+  if (raw !== 'json' && raw !== 'pretty') throw new Error(`LOG_FORMAT must be "json" or "pretty", got "${raw}"`);
+  return raw;
+}
+
+/**
+ * pino-pretty, run in this thread on each line as it is written (no worker): a line logged just
+ * before process.exit() is never lost. `service` is left out: `npm start` prefixes each line with it.
+ */
+export function prettyLogLine(colorize?: boolean): (line: string) => string {
+  return pinoPretty.prettyFactory({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true, colorize });
+}
+
+function prettyDestination(): DestinationStream {
+  const out = pino.destination({ dest: 1, sync: true });
+  const pretty = prettyLogLine(process.stdout.isTTY);
+  return { write: (line: string) => out.write(pretty(line)) };
+}
+
+/**
+ * Structured logs to stdout; LOG_LEVEL (default info), LOG_FORMAT (default json; an unknown value
+ * is reported by the service's config, meanwhile json). Secrets never go into log fields.
+ */
+export function createLogger(
+  service: 'control-plane' | 'data-plane',
+  level = process.env.LOG_LEVEL ?? 'info',
+  format: string | undefined = process.env.LOG_FORMAT,
+): Logger {
+  const options: LoggerOptions = {
     level,
     base: { service },
     redact: { paths: ['password', '*.password', 'authorization', '*.authorization', 'req.headers.authorization'], remove: true },
-  });
+  };
+  return format === 'pretty' ? pino(options, prettyDestination()) : pino(options);
 }

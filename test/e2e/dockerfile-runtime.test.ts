@@ -137,6 +137,8 @@ test('the image’s CMD starts the control plane and the chart’s args the data
   const dataDir = join(workdir, 'tmp-data');
   const cp = await start('image control plane', cmd.args, { ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_PASSWORD: 'image-test-password', ADMIN_JWT_SECRET: 'x'.repeat(32) }, ['admin', 'grpc']);
   expect((await httpRequest(`http://127.0.0.1:${cp.ports.admin}/healthz`)).status).toBe(200);
+  // The console's static files reached the image (served from control-plane/console/).
+  for (const file of ['/console/', '/console/js/main.js']) expect({ file, status: (await httpRequest(`http://127.0.0.1:${cp.ports.admin}${file}`)).status }).toEqual({ file, status: 200 });
 
   const dpArgs = onlyContainer(deploymentOf(await renderChart(), 'data-plane')).args!;
   const dp = await start('image data plane', dpArgs, {
@@ -168,6 +170,8 @@ test('.dockerignore: the build stage’s context copies are kept in; node_module
     'proto/gatehouse/v1/gatehouse.proto',
     'proto/tsconfig.json',
     'control-plane/src/main.ts',
+    'control-plane/console/index.html',
+    'control-plane/console/js/main.js',
     'control-plane/tsconfig.json',
     'data-plane/src/main.ts',
     'data-plane/tsconfig.json',

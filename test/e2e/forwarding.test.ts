@@ -1,5 +1,5 @@
 /**
- * What the upstream actually receives through a real data plane (SPEC §4 "Forwarded request"):
+ * What the upstream actually receives through a real data plane (README "Proxy behaviour" "Forwarded request"):
  * every row of the rewrite table, query merge, Host and X-Forwarded-* headers, X-Request-Id,
  * hop-by-hop removal, 5 MB bodies both ways, insecure_skip_verify towards an HTTPS upstream the
  * gateway does not trust, and the gateway's own 404/502/504 responses.
@@ -21,7 +21,7 @@ let u: Upstream;
 let untrusted: Upstream;
 let certs: CertificateFiles;
 
-/** One API per rewrite row, told apart by Host so that the SPEC's own listen paths can repeat. */
+/** One API per rewrite row, told apart by Host so that the README table's own listen paths can repeat. */
 interface RewriteRow {
   row: string;
   listenPath: string;

@@ -1,5 +1,5 @@
 /**
- * OAuth 2.0 bearer enforcement, jwt strategy (SPEC §4 errors, §5), end to end: a real authorization
+ * OAuth 2.0 bearer enforcement, jwt strategy (README "Proxy behaviour" errors, §5), end to end: a real authorization
  * service on loopback issues JWTs signed with jose, its token endpoint is proxied by a real data plane
  * configured through a real control plane, and a real upstream records what passes.
  */

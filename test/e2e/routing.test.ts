@@ -1,5 +1,5 @@
 /**
- * Matching through a real control plane + data plane (seed "Routing rules" 1–8, SPEC §4):
+ * Matching through a real control plane + data plane (README "Proxy behaviour"):
  * which API gets a request, priorities, round-robin, and the API life cycle
  * (inactive, reactivated, listen_path changed, deleted).
  */

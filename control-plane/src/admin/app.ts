@@ -1,5 +1,5 @@
 /**
- * The admin REST API (SPEC §3). Request flow: metrics timer → public routes (/healthz, /readyz,
+ * The admin REST API (README "Administration API"). Request flow: metrics timer → public routes (/healthz, /readyz,
  * /metrics, POST /login (throttled per client address and user name)) → bearer-token check (a viewer
  * token may only read) → JSON body (≤ 1 MiB) → definition routes and /dataplanes → 404 → the one
  * error handler.
@@ -15,6 +15,12 @@ import { assertNestingDepth } from '#proto/definition/field-path';
 import type { AdminAuth } from './admin-auth.js';
 import type { LoginThrottle } from './login-throttle.js';
 import { createDefinitionRoutes } from './definition-routes.js';
+import { createExplainRoutes, EXPLAIN_PATH } from './explain-route.js';
+import { createOpenApiRoutes } from './openapi-route.js';
+import { createConsoleRouter } from '../console/console-router.js';
+import { createConfigRoutes } from './config-routes.js';
+import { createRecordedUpdate } from './recorded-update.js';
+import { createMemoryHistory, type ConfigHistory } from '../store/config-history.js';
 import { createErrorHandler, methodNotAllowed, notFound, toGatehouseError } from './error-handler.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -28,10 +34,16 @@ export interface AdminAppOptions {
   loginThrottle?: LoginThrottle;
   metrics: ControlPlaneMetrics;
   logger: Logger;
+  /** Versions kept for GET /config/history and rollback; absent = in memory (unit tests). */
+  history?: ConfigHistory;
+  /** Tracing on: a span per write (admin-write-spans.ts); absent = none. */
+  writeSpans?: RequestHandler;
 }
 
 /** Methods a viewer token may use: reads only. */
 const READ_METHODS = new Set(['GET', 'HEAD']);
+/** POSTs that only read (a viewer may call them). */
+const READ_ONLY_POSTS = new Set([EXPLAIN_PATH]);
 const MAX_THROTTLE_KEY_CHARS = 256;
 
 /** Throttle keys of one login: the client's address (the TCP peer; no proxy headers are trusted) and the user name. */
@@ -48,7 +60,7 @@ const jsonBody: RequestHandler[] = [
   },
 ];
 
-export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger }: AdminAppOptions): Express {
+export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger, history = createMemoryHistory({ logger }), writeSpans }: AdminAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -64,9 +76,10 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrott
     next();
   };
 
-  const requireAdmin: RequestHandler = async (req, _res, next) => {
+  const requireAdmin: RequestHandler = async (req, res, next) => {
     const identity = await auth.verify(req.get('authorization'));
-    if (identity.role === 'viewer' && !READ_METHODS.has(req.method)) {
+    res.locals.identity = identity;
+    if (identity.role === 'viewer' && !READ_METHODS.has(req.method) && !(req.method === 'POST' && READ_ONLY_POSTS.has(req.path))) {
       throw new GatehouseError('ADMIN_FORBIDDEN', 'this account is read-only (viewer)');
     }
     next();
@@ -114,14 +127,24 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrott
     .post(...jsonBody, login)
     .all(methodNotAllowed(['POST']));
 
+  // The web console: static files, public like /login (it asks for a token itself).
+  app.use('/console', createConsoleRouter());
+
+  // The OpenAPI document of this API: public like /login (it holds no configuration).
+  app.use(createOpenApiRoutes());
+
   app.use(requireAdmin, ...jsonBody);
-  app.use(createDefinitionRoutes(store));
+  if (writeSpans) app.use(writeSpans);
+  const update = createRecordedUpdate(store, history, logger);
+  app.use(createDefinitionRoutes(store, update));
+  app.use(createConfigRoutes({ store, history, update }));
   app
     .route('/dataplanes')
     .get((_req, res) => {
       res.json(dataPlanes());
     })
     .all(methodNotAllowed(['GET', 'HEAD']));
+  app.use(createExplainRoutes(store));
 
   app.use(notFound);
   app.use(createErrorHandler(logger));

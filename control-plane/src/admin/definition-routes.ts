@@ -3,7 +3,7 @@
  * checks in definition-writes.ts see the latest state; the response is sent after the write
  * is durable and carries the snapshot version that includes it.
  */
-import { Router, type Response } from 'express';
+import { Router, type Request, type Response } from 'express';
 import type { Definitions } from '#proto/definition/index';
 import type { DefinitionStore } from '../store/index.js';
 import {
@@ -19,20 +19,20 @@ import {
 } from './definition-writes.js';
 import { methodNotAllowed } from './error-handler.js';
 import { basicAuthCredentialKind } from './basic-auth-credentials.js';
+import type { RecordedUpdate } from './recorded-update.js';
 
-function resourceRoutes<T>(router: Router, store: DefinitionStore, path: string, kind: DefinitionKind<T>): void {
+function resourceRoutes<T>(router: Router, store: DefinitionStore, update: RecordedUpdate, path: string, kind: DefinitionKind<T>): void {
   const present = (item: T) => (kind.present ? kind.present(item) : item);
   const prepared = (body: unknown, op: 'create' | 'update') => (kind.prepare ? kind.prepare(requireObject(body), op) : body);
 
-  /** Runs a write through the store; the mutation's value is captured for the response. */
-  async function write<V>(res: Response, mutate: (defs: Definitions) => WriteResult<V>): Promise<V> {
+  /** Runs a write through the store (and the history); the mutation's value is captured for the response. */
+  async function write<V>(req: Request, res: Response, mutate: (defs: Definitions) => WriteResult<V>): Promise<V> {
     let value!: V;
-    const result = await store.update((defs) => {
+    await update(req, res, (defs) => {
       const out = mutate(defs);
       value = out.value;
       return out.defs;
     });
-    res.set('X-Snapshot-Version', String(result.revision));
     return value;
   }
 
@@ -43,14 +43,14 @@ function resourceRoutes<T>(router: Router, store: DefinitionStore, path: string,
     })
     .post(async (req, res) => {
       const body = await prepared(req.body, 'create');
-      const created = await write(res, (defs) => createDefinition(kind, defs, body));
+      const created = await write(req, res, (defs) => createDefinition(kind, defs, body));
       res.status(201).location(`${path}/${encodeURIComponent(kind.nameOf(created))}`).json(present(created));
     })
     .all(methodNotAllowed(['GET', 'HEAD', 'POST']));
 
-  const update = async (req: { params: { name: string }; body: unknown }, res: Response) => {
+  const put = async (req: Request<{ name: string }>, res: Response) => {
     const body = await prepared(req.body, 'update');
-    res.json(present(await write(res, (defs) => updateDefinition(kind, defs, req.params.name, body))));
+    res.json(present(await write(req, res, (defs) => updateDefinition(kind, defs, req.params.name, body))));
   };
 
   router
@@ -58,19 +58,19 @@ function resourceRoutes<T>(router: Router, store: DefinitionStore, path: string,
     .get((req, res) => {
       res.json(present(findDefinition(kind, store.current().defs, req.params.name)));
     })
-    .put(update)
-    .patch(update)
+    .put(put)
+    .patch(put)
     .delete(async (req, res) => {
-      await write(res, (defs) => ({ defs: deleteDefinition(kind, defs, req.params.name), value: null }));
+      await write(req, res, (defs) => ({ defs: deleteDefinition(kind, defs, req.params.name), value: null }));
       res.status(204).end();
     })
     .all(methodNotAllowed(['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE']));
 }
 
-export function createDefinitionRoutes(store: DefinitionStore): Router {
+export function createDefinitionRoutes(store: DefinitionStore, update: RecordedUpdate): Router {
   const router = Router();
-  resourceRoutes(router, store, '/apis', apiKind);
-  resourceRoutes(router, store, '/oauth/servers', oauthServerKind);
-  resourceRoutes(router, store, '/credentials/basic_auth', basicAuthCredentialKind);
+  resourceRoutes(router, store, update, '/apis', apiKind);
+  resourceRoutes(router, store, update, '/oauth/servers', oauthServerKind);
+  resourceRoutes(router, store, update, '/credentials/basic_auth', basicAuthCredentialKind);
   return router;
 }

@@ -16,7 +16,13 @@ export function toGatehouseError(err: unknown): GatehouseError {
   return new GatehouseError('INTERNAL', 'internal server error', { cause: err });
 }
 
+/** The code of the error a response carries (set when it is sent), for spans. */
+export function errorCodeOf(res: Response): string | undefined {
+  return res.locals.errorCode as string | undefined;
+}
+
 function sendError(res: Response, err: GatehouseError): void {
+  res.locals.errorCode = err.code;
   if (err.code === 'ADMIN_UNAUTHORIZED') res.set('WWW-Authenticate', 'Bearer');
   res.status(err.status).type('application/json').send(adminBody(err));
 }

@@ -3,11 +3,14 @@
  * either the old or the new content, never a torn file, and the rename itself survives power loss.
  */
 import { randomBytes } from 'node:crypto';
-import { link, open, rename, rm } from 'node:fs/promises';
+import { link, open, readdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
+/** `.<name>.<pid>.<random>.tmp` beside the target, so a crashed writer's leftovers can be recognised. */
+const tempName = (path: string, pid: number | string, suffix: string): string => `.${basename(path)}.${pid}.${suffix}.tmp`;
+
 async function writeTemp(path: string, data: string, mode: number): Promise<string> {
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  const tmp = join(dirname(path), tempName(path, process.pid, randomBytes(6).toString('hex')));
   const fh = await open(tmp, 'wx', mode);
   try {
     await fh.writeFile(data);
@@ -57,5 +60,30 @@ export async function createFileAtomic(path: string, data: string, mode = 0o600)
     throw err;
   } finally {
     await rm(tmp, { force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Deletes the temp files of `path` that a writer killed between write and rename left behind
+ * (a full copy of the file each). Call it before this process writes `path`: a temp carrying our
+ * own pid is then a dead predecessor's (pid reuse, e.g. pid 1 in a container); one of a live
+ * other process is left alone.
+ */
+export async function removeAbandonedTemps(path: string): Promise<void> {
+  const [prefix, suffix] = tempName(path, '*', '*').split('*.*');
+  for (const file of await readdir(dirname(path))) {
+    if (!file.startsWith(prefix) || !file.endsWith(suffix)) continue;
+    const pid = Number(file.slice(prefix.length).split('.')[0]);
+    if (!Number.isSafeInteger(pid) || pid <= 0) continue;
+    if (pid === process.pid || !processAlive(pid)) await rm(join(dirname(path), file), { force: true });
   }
 }

@@ -134,9 +134,21 @@ describe('file store', () => {
     ['revision missing', '{"apis":[],"oauth_servers":[]}'],
     ['apis not an array', '{"revision":1,"apis":{},"oauth_servers":[]}'],
     ['invalid definition', '{"revision":1,"apis":[{"name":"x"}],"oauth_servers":[]}'],
+    ['null', 'null'],
+    ['an array', '[]'],
   ])('a corrupt store file refuses to load: %s', async (_name, text) => {
     await writeFile(join(dir, STORE_FILE), text);
-    await expect(openFileStore({ dataDir: dir, logger })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    await expect(openFileStore({ dataDir: dir, logger })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining(STORE_FILE) });
+  });
+
+  test('reopening removes the temp files of a writer killed before its rename, and nothing else', async () => {
+    await store.close();
+    // Pid 999999999 is above any pid_max: a dead writer's leftovers.
+    const abandoned = `.${STORE_FILE}.999999999.0a1b2c.tmp`;
+    const live = `.${STORE_FILE}.${process.ppid}.3d4e5f.tmp`;
+    for (const file of [abandoned, live, 'notes.tmp']) await writeFile(join(dir, file), 'partial');
+    store = await openFileStore({ dataDir: dir, logger });
+    expect((await readdir(dir)).sort()).toEqual([live, 'notes.tmp', STORE_FILE].sort());
   });
 
   test('checkReady passes on a healthy store and fails once the file is gone', async () => {

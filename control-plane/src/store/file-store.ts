@@ -11,7 +11,7 @@ import { GatehouseError } from '#proto/errors';
 import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer, type Definitions } from '#proto/definition/index';
 import { definitionsHash } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
-import { writeFileAtomic } from './atomic-file.js';
+import { removeAbandonedTemps, writeFileAtomic } from './atomic-file.js';
 import type { DefinitionStore, Mutation, StoreListener, StoreState, UpdateResult } from './index.js';
 
 export const STORE_FILE = 'store.json';
@@ -31,16 +31,17 @@ export interface FileStoreOptions {
   logger: Logger;
 }
 
-function serialize(revision: number, defs: Definitions): string {
+export function serialize(revision: number, defs: Definitions): string {
   const credentials = defs.basicAuthCredentials ?? [];
   const file: StoreFile = { revision, apis: defs.apis, oauth_servers: defs.oauthServers, ...(credentials.length > 0 ? { basic_auth_credentials: credentials } : {}) };
   return `${JSON.stringify(file)}\n`;
 }
 
 /** Re-validates what is on disk, so a hand-edited file cannot smuggle in an invalid definition. */
-function deserialize(path: string, text: string): { revision: number; defs: Definitions } {
+export function deserialize(path: string, text: string): { revision: number; defs: Definitions } {
   try {
-    const raw = JSON.parse(text) as Partial<StoreFile>;
+    const raw = JSON.parse(text) as Partial<StoreFile> | null;
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error('not a JSON object {revision, apis, oauth_servers}');
     if (!Number.isSafeInteger(raw.revision) || (raw.revision as number) < 0) throw new Error('revision is not an integer');
     if (!Array.isArray(raw.apis) || !Array.isArray(raw.oauth_servers)) throw new Error('apis and oauth_servers must be arrays');
     const credentials = raw.basic_auth_credentials ?? [];
@@ -65,6 +66,7 @@ function unavailable(err: unknown): GatehouseError {
 export async function openFileStore({ dataDir, logger }: FileStoreOptions): Promise<DefinitionStore> {
   const path = join(dataDir, STORE_FILE);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await removeAbandonedTemps(path);
 
   let loaded: { revision: number; defs: Definitions };
   try {

@@ -1,5 +1,5 @@
 /**
- * Bearer-token enforcement (SPEC §5) for one applied snapshot.
+ * Bearer-token enforcement (README "OAuth 2.0") for one applied snapshot.
  */
 import { pino } from 'pino';
 import { GatehouseError } from '#proto/errors';
@@ -39,7 +39,7 @@ export interface Authorizer {
 export type AuthLogger = Pick<Logger, 'info' | 'warn' | 'debug'>;
 
 /**
- * The bearer token of an Authorization header value, or the error its shape calls for (SPEC §4 order):
+ * The bearer token of an Authorization header value, or the error its shape calls for (README "Proxy behaviour" order):
  * absent or not `<scheme> <token>` → AUTH_HEADER_MISSING; scheme other than Bearer → BEARER_MALFORMED.
  * `Bearer` with no token (Node trims `Bearer ` to `Bearer`) is not `<scheme> <token>` either: a 400
  * AUTH_HEADER_MISSING, as Janus answers it (issue 11), never a token lookup.

@@ -1,5 +1,5 @@
 /**
- * jwt token strategy (SPEC §5): signature with the server's own keys and algs only, then exp/nbf with leeway.
+ * jwt token strategy (README "OAuth 2.0"): signature with the server's own keys and algs only, then exp/nbf with leeway.
  * One verifier per OAuth server per applied snapshot: its key imports and its cache die with the snapshot.
  */
 import { createHash, webcrypto } from 'node:crypto';

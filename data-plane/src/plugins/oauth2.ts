@@ -1,4 +1,4 @@
-/** oauth2 (SPEC §5): the snapshot's authorizer checks the bearer token; see data-plane/src/auth. */
+/** oauth2 (README "OAuth 2.0"): the snapshot's authorizer checks the bearer token; see data-plane/src/auth. */
 import type { CompiledOAuth2 } from '#proto/plugins/index';
 import type { PluginRuntime } from './runtime.js';
 

@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
-const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', requestId: 'rid' };
+const GATEWAY_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true };
 
 /** Pairs of the flat undici list, names lower-cased. */
 function pairs(flat: string[]): Array<[string, string]> {
@@ -50,6 +51,19 @@ describe('upstreamRequestHeaders', () => {
     const list = pairs(upstreamRequestHeaders(raw, facts));
     expect(list.filter(([n]) => n === 'host')).toEqual([['host', 'upstream:9000']]);
     expect(list.filter(([n]) => n === 'x-request-id')).toEqual([['x-request-id', 'rid']]);
+  });
+});
+
+describe('upstreamRequestHeaders: W3C trace context', () => {
+  const clientTraceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01';
+  test.each([
+    ['the client sent none: the gateway\'s is added', [], true, [GATEWAY_TRACEPARENT], []],
+    ['the client\'s is replaced by the gateway\'s, tracestate kept', ['traceparent', clientTraceparent, 'tracestate', 'v=1'], true, [GATEWAY_TRACEPARENT], ['v=1']],
+    ['an invalid traceparent is replaced and its tracestate dropped', ['Traceparent', 'garbage', 'TraceState', 'v=1'], false, [GATEWAY_TRACEPARENT], []],
+  ])('%s', (_name, raw, keepTracestate, traceparents, tracestates) => {
+    const list = pairs(upstreamRequestHeaders(raw, { ...facts, keepTracestate }));
+    expect(list.filter(([n]) => n === 'traceparent').map(([, v]) => v)).toEqual(traceparents);
+    expect(list.filter(([n]) => n === 'tracestate').map(([, v]) => v)).toEqual(tracestates);
   });
 });
 

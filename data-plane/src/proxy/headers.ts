@@ -1,5 +1,5 @@
 /**
- * Header rules of the forwarded request and response (SPEC §4, RFC 9110 §7.6.1): hop-by-hop
+ * Header rules of the forwarded request and response (README "Proxy behaviour", RFC 9110 §7.6.1): hop-by-hop
  * headers (and any named in Connection) stop at the gateway in both directions; the upstream
  * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
  */
@@ -13,7 +13,7 @@ const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
  * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).
  * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.
  */
-const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect']);
+const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect', 'traceparent']);
 
 /**
  * Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased;
@@ -57,6 +57,10 @@ export interface ForwardFacts {
   /** The client's Host header, for X-Forwarded-Host. */
   clientHost: string | undefined;
   requestId: string;
+  /** W3C trace context for the upstream (traceparent.ts): the client's copy is always replaced. */
+  traceparent: string;
+  /** The client's tracestate is forwarded only along with its valid traceparent. */
+  keepTracestate: boolean;
 }
 
 /**
@@ -77,7 +81,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: For
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
+    if (HOP_BY_HOP.has(lower) || named?.has(lower) || (lower === 'tracestate' && !facts.keepTracestate)) continue;
     if (REPLACED.has(lower)) {
       if (lower === 'x-forwarded-for') forwardedFor.push(value);
       else if (lower === 'x-forwarded-proto') forwardedProto.push(value);
@@ -92,7 +96,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: For
   out.push('x-forwarded-proto', appended(forwardedProto, 'http')!);
   const xfh = appended(forwardedHost, facts.clientHost);
   if (xfh !== undefined) out.push('x-forwarded-host', xfh);
-  out.push('x-request-id', facts.requestId);
+  out.push('x-request-id', facts.requestId, 'traceparent', facts.traceparent);
   return out;
 }
 

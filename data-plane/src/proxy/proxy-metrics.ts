@@ -1,8 +1,11 @@
 /** Proxy metrics, registered on the Registry main.ts creates (served by the status listener). */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
+/** The `route` label of requests no route matched (and of failures before matching). */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
 export interface ProxyMetrics {
-  /** `route` is the CompiledRoute id, '' when nothing matched. */
+  /** `route` is the CompiledRoute id, UNMATCHED_ROUTE when nothing matched. */
   requests: Counter<'route' | 'status'>;
   /** Time from dispatching upstream to the upstream's response headers. */
   upstreamSeconds: Histogram<'route'>;

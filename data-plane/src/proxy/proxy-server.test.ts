@@ -601,7 +601,7 @@ describe('metrics', () => {
     await httpRequest(`${gw.url}/nope`);
     const text = await gw.registry.metrics();
     expect(text).toContain('gatehouse_proxy_requests_total{route="api:m",status="200"} 1');
-    expect(text).toContain('gatehouse_proxy_requests_total{route="",status="404"} 1');
+    expect(text).toContain('gatehouse_proxy_requests_total{route="(unmatched)",status="404"} 1');
     expect(text).toMatch(/gatehouse_proxy_upstream_duration_seconds_count\{route="api:m"\} 1/);
   });
 });

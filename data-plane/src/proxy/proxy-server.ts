@@ -1,5 +1,5 @@
 /**
- * The proxy listener (SPEC §4). Per request, in fixed stages: snapshot → normalise path → match
+ * The proxy listener (README "Proxy behaviour"). Per request, in fixed stages: snapshot → normalise path → match
  * → authorize → pick target → rewrite → forward (streamed both ways) → respond. Every failure
  * becomes one GatehouseError rendered by one function, with the request id on every response.
  */
@@ -14,7 +14,9 @@ import type { CompiledTarget } from '#proto/compile/index';
 import { forward, type ForwardDeps, type ForwardPlan } from './forward.js';
 import { forwardThroughHooks } from './forward-hooks.js';
 import { clientIpOf, requestIdOf, upstreamRequestHeaders } from './headers.js';
-import type { ProxyMetrics } from './proxy-metrics.js';
+import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
+import { pathOf, type AccessLog, type AccessRecord } from './access-log.js';
+import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
 import type { UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
 
@@ -78,15 +80,22 @@ export function createProxyServer(deps: {
   pools: UpstreamPools;
   logger: Logger;
   metrics?: ProxyMetrics;
+  /** null or absent: no access log (ACCESS_LOG=off). */
+  accessLog?: AccessLog | null;
+  /** Spans per request when tracing is on; absent: W3C traceparent propagation only. */
+  tracer?: RequestTracer;
 }): ProxyServer {
   const { holder, pools, logger, metrics } = deps;
+  const accessLog = deps.accessLog ?? null;
+  const tracer = deps.tracer ?? propagationOnly;
   let draining = false;
   const forwardDeps: ForwardDeps = { logger, metrics, draining: () => draining };
 
   /** `extra`: headers plugins added for the client (CORS, rate-limit, Connection: close), or null. */
   function sendError(res: ServerResponse, requestId: string, err: GatehouseError, routeId: string, extra: OutgoingHttpHeaders | null = null): void {
-    metrics?.requests.inc({ route: routeId, status: err.status });
-    logger[logLevelOf(err.code)]({ requestId, route: routeId || undefined, code: err.code, err: err.message }, 'gateway error');
+    metrics?.requests.inc({ route: routeId || UNMATCHED_ROUTE, status: err.status });
+    const { method, url } = res.req;
+    logger[logLevelOf(err.code)]({ requestId, method, path: pathOf(url), route: routeId || undefined, code: err.code, err: err.message }, 'gateway error');
     if (res.headersSent) {
       res.destroy();
       return;
@@ -129,14 +138,20 @@ export function createProxyServer(deps: {
     target: CompiledTarget,
     path: string,
     query: string,
+    access: AccessRecord | null,
+    trace: RequestTrace,
   ): ForwardPlan {
     const destination = rewrite(match, target, { path, query, host: req.headers.host });
+    if (access) access.upstream = destination.origin;
+    trace.upstream(destination.origin);
     const pool = pools.get(destination.origin, upstream);
     const headers = upstreamRequestHeaders(ex ? ex.headers : req.rawHeaders, {
       host: destination.host,
       clientIp: clientIpOf(req.socket.remoteAddress),
       clientHost: req.headers.host,
       requestId,
+      traceparent: trace.traceparent,
+      keepTracestate: trace.keepTracestate,
     });
     return {
       requestId,
@@ -150,7 +165,7 @@ export function createProxyServer(deps: {
     };
   }
 
-  async function proxy(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
+  async function proxy(req: IncomingMessage, res: ServerResponse, requestId: string, access: AccessRecord | null, trace: RequestTrace): Promise<void> {
     // Read the reference once: this request uses this snapshot to the end, whatever is applied meanwhile.
     const snapshot = holder.current();
     if (!snapshot) throw new GatehouseError('NO_SNAPSHOT', 'no snapshot applied yet');
@@ -159,6 +174,8 @@ export function createProxyServer(deps: {
     const match = path ? matchRequest(snapshot, req, path) : null;
     if (!match || !path) throw new GatehouseError('NO_ROUTE', 'no API found with those values');
     const route = match.route;
+    if (access) access.route = route.id;
+    trace.route(route.id);
     // Only routes with enabled plugins get an exchange; the others allocate nothing for plugins.
     let ex: PluginExchange | null = null;
     try {
@@ -174,11 +191,11 @@ export function createProxyServer(deps: {
       }
       const query = ex ? ex.query : target!.query;
       if (ex && upstream.pipeline!.forward.length > 0) {
-        const planOf = (t: CompiledTarget) => planFor(req, requestId, ex, snapshot, match, upstream, t, path, query);
+        const planOf = (t: CompiledTarget) => planFor(req, requestId, ex, snapshot, match, upstream, t, path, query, access, trace);
         await forwardThroughHooks(req, res, ex, upstream.pipeline!.forward, upstream.balancer, planOf, forwardDeps);
         return;
       }
-      await forward(req, res, planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, query), forwardDeps);
+      await forward(req, res, planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, query, access, trace), forwardDeps);
     } catch (err) {
       if (isGatehouseError(err)) sendError(res, requestId, err, route.id, ex?.clientHeaders ?? null);
       else throw err;
@@ -187,14 +204,20 @@ export function createProxyServer(deps: {
 
   const server = createServer(CLIENT_LIMITS, (req, res) => {
     const requestId = requestIdOf(req.headers['x-request-id']);
+    const access = accessLog?.start(req, requestId) ?? null;
+    const socket = req.socket;
+    const trace = tracer.start(req, res, requestId);
     metrics?.inFlight.inc();
-    res.once('close', () => metrics?.inFlight.dec());
-    proxy(req, res, requestId).catch((err: unknown) => {
+    res.once('close', () => {
+      metrics?.inFlight.dec();
+      if (access) accessLog!.finish(access, socket, res);
+    });
+    proxy(req, res, requestId, access, trace).catch((err: unknown) => {
       if (isGatehouseError(err)) {
         sendError(res, requestId, err, '');
         return;
       }
-      logger.error({ requestId, err }, 'unexpected proxy failure');
+      logger.error({ requestId, method: req.method, path: pathOf(req.url), err }, 'unexpected proxy failure');
       sendError(res, requestId, new GatehouseError('INTERNAL', 'internal error', { cause: err }), '');
     });
   });

@@ -37,7 +37,7 @@ export { normalizePath, normalizePercentEncoding } from './normalize-path.js';
 export interface ListenPathMatch {
   /** Captured `{name}` values. */
   params: Record<string, string>;
-  /** L of SPEC §4: the part of the request path matched by listen_path before `/*`. */
+  /** L of README "Proxy behaviour": the part of the request path matched by listen_path before `/*`. */
   matched: string;
 }
 

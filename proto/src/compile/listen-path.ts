@@ -1,5 +1,5 @@
 /**
- * Compile a `listen_path` (SPEC §4) into a matcher over normalised request paths.
+ * Compile a `listen_path` (README "Proxy behaviour") into a matcher over normalised request paths.
  *
  * Forms: `/foo/*` matches `/foo`, `/foo/` and `/foo/<anything>` (never `/foobar`); without `/*`
  * the path must match exactly. `{name}` matches one segment (`[^/]+`), `{name:<regex>}` matches a

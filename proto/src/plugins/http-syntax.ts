@@ -19,7 +19,7 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Headers the gateway itself owns (SPEC §4): the upstream Host, the X-Forwarded-* trail, the
+ * Headers the gateway itself owns (README "Proxy behaviour"): the upstream Host, the X-Forwarded-* trail, the
  * request id, and the body framing (content-length: a transformer must not desynchronise it).
  */
 export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([

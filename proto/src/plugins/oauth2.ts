@@ -1,5 +1,5 @@
 /**
- * oauth2: the API requires a bearer token valid for the named OAuth server (SPEC §5). That the
+ * oauth2: the API requires a bearer token valid for the named OAuth server (README "OAuth 2.0"). That the
  * server exists is checked by compileDefinitions, which sees the whole configuration.
  */
 import { z } from 'zod';

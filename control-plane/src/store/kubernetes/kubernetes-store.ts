@@ -393,6 +393,22 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     throw unavailable('the Kubernetes API refused or failed the write', err);
   }
 
+  /**
+   * Runs a write with the resourceVersion this replica read. A status write (the controller's) also
+   * moves resourceVersion: when only that happened, the write is made once more with the fresh one;
+   * a changed spec (or a new object) is a lost race, and its 409 stands.
+   */
+  async function unlessSpecMoved<R>(kind: AnyKind, current: CustomResource, attempt: (metadata: CustomResource['metadata']) => Promise<R>): Promise<R> {
+    try {
+      return await attempt(current.metadata);
+    } catch (err) {
+      if (httpStatusOf(err) !== 409) throw err;
+      const fresh = (await api.getNamespacedCustomObject({ ...target(kind), name: current.metadata!.name! })) as CustomResource;
+      if (fresh.metadata?.uid !== current.metadata?.uid || JSON.stringify(fresh.spec) !== JSON.stringify(current.spec)) throw err;
+      return attempt(fresh.metadata);
+    }
+  }
+
   async function write<T>(kind: AnyKind, before: T | undefined, after: T | undefined): Promise<void> {
     const nameOf = kind.nameOf as (def: T) => string;
     const informer = informers.get(kind)!;
@@ -407,23 +423,27 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
         const metadataName = current.metadata!.name!;
-        const replaced = (await api.replaceNamespacedCustomObject({
-          ...target(kind),
-          name: metadataName,
-          // resourceVersion = what this replica read: a change made meanwhile anywhere makes this a 409.
-          body: body({ ...current.metadata }, after),
-        })) as CustomResource;
+        const replace = (metadata: CustomResource['metadata']) =>
+          api.replaceNamespacedCustomObject({
+            ...target(kind),
+            name: metadataName,
+            // resourceVersion = what this replica read: a change made meanwhile anywhere makes this a 409.
+            body: body({ ...metadata }, after),
+          }) as Promise<CustomResource>;
+        const replaced = await unlessSpecMoved(kind, current, replace);
         const rv = replaced.metadata?.resourceVersion;
         await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), replaced));
       } else if (before && !after) {
         const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
         const metadataName = current.metadata!.name!;
-        await api.deleteNamespacedCustomObject({
-          ...target(kind),
-          name: metadataName,
-          body: { preconditions: { uid: current.metadata!.uid, resourceVersion: current.metadata!.resourceVersion } },
-        });
+        await unlessSpecMoved(kind, current, (metadata) =>
+          api.deleteNamespacedCustomObject({
+            ...target(kind),
+            name: metadataName,
+            body: { preconditions: { uid: metadata!.uid, resourceVersion: metadata!.resourceVersion } },
+          }),
+        );
         await observed(() => !sameUid(informer.get(metadataName, namespace), current));
       }
     } catch (err) {
@@ -432,20 +452,43 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     }
   }
 
+  /**
+   * An admin write on one definition is one CR change. PUT /config and rollbacks are many, which
+   * Kubernetes cannot make atomic: they run one by one in an order that leaves no dangling oauth2
+   * reference in between (OAuth servers and users created or updated before APIs; APIs deleted
+   * before servers), and the first failure stops the run with an error that says which changes
+   * were applied and which were not.
+   */
   async function apply(mutation: Mutation): Promise<UpdateResult> {
     const before = state.defs;
     const after = await mutation(before);
     if (definitionsHash(after) === state.hash) return { ...state, changed: false };
-    for (const kind of KINDS) {
+    const [apis, servers, users] = KINDS;
+    const changes: Array<{ kind: AnyKind; prev: unknown; def: unknown; what: string }> = [];
+    const plan = (kind: AnyKind, upserts: boolean) => {
       const nameOf = kind.nameOf as (def: unknown) => string;
       const old = new Map<string, unknown>((kind.list(before) as unknown[]).map((d) => [nameOf(d), d]));
       const now = new Map<string, unknown>((kind.list(after) as unknown[]).map((d) => [nameOf(d), d]));
+      const label = (verb: string, name: string) => `${verb} ${kind.resource.kind} "${name}"`;
+      if (!upserts) {
+        for (const [name, def] of old) if (!now.has(name)) changes.push({ kind, prev: def, def: undefined, what: label('delete', name) });
+        return;
+      }
       for (const [name, def] of now) {
         const prev = old.get(name);
         // Definitions are normalised with a fixed key order, so equal JSON = equal definition.
-        if (!prev || JSON.stringify(prev) !== JSON.stringify(def)) await write(kind, prev, def);
+        if (!prev || JSON.stringify(prev) !== JSON.stringify(def)) changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
       }
-      for (const [name, def] of old) if (!now.has(name)) await write(kind, def, undefined);
+    };
+    for (const kind of [servers, users, apis]) plan(kind, true);
+    for (const kind of [apis, servers, users]) plan(kind, false);
+    for (const [index, change] of changes.entries()) {
+      try {
+        await write(change.kind, change.prev, change.def);
+      } catch (err) {
+        if (changes.length === 1 || !(err instanceof GatehouseError)) throw err;
+        throw partiallyApplied(err, changes.slice(0, index).map((c) => c.what), changes.slice(index).map((c) => c.what));
+      }
     }
     return { ...state, changed: true };
   }
@@ -504,6 +547,17 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       waiters.clear();
     },
   };
+}
+
+const LISTED_CHANGES = 20;
+
+/** The failed change's error, with what a multi-change write had applied before it and what it had not. */
+function partiallyApplied(err: GatehouseError, applied: string[], notApplied: string[]): GatehouseError {
+  const list = (items: string[]) => (items.length > LISTED_CHANGES ? `${items.slice(0, LISTED_CHANGES).join(', ')} and ${items.length - LISTED_CHANGES} more` : items.join(', ') || 'none');
+  return new GatehouseError(err.code, `${err.message} (partially applied: ${applied.length} of ${applied.length + notApplied.length} changes done: ${list(applied)}; not applied: ${list(notApplied)})`, {
+    field: err.field,
+    cause: err,
+  });
 }
 
 function sameUid(a: CustomResource | undefined, b: CustomResource): boolean {

@@ -1,5 +1,5 @@
 /**
- * The forwarded request of SPEC §4: which origin, which path and query, which Host header.
+ * The forwarded request of README "Proxy behaviour": which origin, which path and query, which Host header.
  * Pure; the only error is GatehouseError BAD_UPSTREAM_HOST from target substitution.
  *
  * | strip | append | upstream path                                   |
@@ -12,8 +12,8 @@
  * removed") is R minus L: the sections are removed in order and each first occurrence is at the
  * start of what is left, so removing them one by one removes exactly the matched prefix L.
  */
-import { resolveTarget } from '#proto/compile/index';
-import type { CompiledTarget } from '#proto/compile/index';
+import { resolveTarget } from '../compile/index.js';
+import type { CompiledTarget } from '../compile/index.js';
 import type { RouteMatch, UpstreamTarget } from './index.js';
 
 /** Join two path parts with exactly one `/` between them; '' becomes `/`. */

@@ -1,6 +1,6 @@
-import { compileApi, compileOAuthServer } from '#proto/compile/index';
-import type { ApiDefinition } from '#proto/definition/types';
-import { GatehouseError } from '#proto/errors';
+import { compileApi, compileOAuthServer } from '../compile/index.js';
+import type { ApiDefinition } from '../definition/types.js';
+import { GatehouseError } from '../errors.js';
 import { buildRoutingTable, joinPaths, normalizePath, rewrite } from './index.js';
 import type { UpstreamTarget } from './index.js';
 
@@ -46,7 +46,7 @@ function forward(c: Case): UpstreamTarget {
   return rewrite(m, route.targets[0], { path, query, host: c.host });
 }
 
-/** origin + path, for comparing with the SPEC's upstream column. */
+/** origin + path, for comparing with the upstream column of the README rewrite table. */
 const url = (u: UpstreamTarget): string => u.origin + u.path;
 
 describe('SPEC §4 rewrite table', () => {

@@ -1,5 +1,5 @@
-import { compileApi, compileDefinitions } from '#proto/compile/index';
-import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
+import { compileApi, compileDefinitions } from '../compile/index.js';
+import { parseApiDefinition, type ApiDefinition } from '../definition/index.js';
 import { buildRoutingTable, normalizePath } from './index.js';
 import type { RoutingTable } from './index.js';
 

@@ -27,9 +27,9 @@
  * matchers of 10,000 routes are rarely in the CPU cache), not work; hence compact lookup nodes (a
  * string of first characters rather than a Map per node) and few per-lookup allocations.
  */
-import { hostMatcher, normalizeHost } from '#proto/compile/index';
-import type { CompiledListenPath, CompiledRoute, HostMatcher } from '#proto/compile/index';
-import type { RequestFacts, RouteMatch, RoutingTable } from './index.js';
+import { hostMatcher, normalizeHost } from '../compile/index.js';
+import type { CompiledListenPath, CompiledRoute, HostMatcher } from '../compile/index.js';
+import type { ConsideredRoute, PriorityRule, RequestFacts, RouteMatch, RoutingTable } from './index.js';
 
 interface Entry {
   route: CompiledRoute;
@@ -64,6 +64,8 @@ interface SegmentIndex {
 
 /** The routes of one literal prefix. */
 interface Bucket {
+  /** Every entry in bucket order (read by `explain` only; lookups use the indexes below). */
+  entries: readonly Entry[];
   /** Entries whose hosts are exact names only, under each of their hosts; null when none. */
   byHost: ReadonlyMap<string, Candidates> | null;
   /** Every other entry (no hosts condition, or a wildcard among its hosts); every entry when `byHost` is null. */
@@ -133,15 +135,34 @@ function nodeFor(root: Node, key: string): Node {
   return node;
 }
 
+const isExact = (r: CompiledRoute): boolean => r.listenPath !== null && !r.listenPath.wildcard;
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Bucket order, one rule after the other (negative: `a` first); `explain` names the rule that decided. */
+const BUCKET_ORDER: ReadonlyArray<readonly [PriorityRule, (a: CompiledRoute, b: CompiledRoute) => number]> = [
+  ['more_conditions', (a, b) => b.conditionCount - a.conditionCount],
+  ['exact_listen_path', (a, b) => Number(isExact(b)) - Number(isExact(a))],
+  ['name_order', (a, b) => byCodeUnits(a.name, b.name)],
+  ['id_order', (a, b) => byCodeUnits(a.id, b.id)],
+];
+
+function compareRoutes(a: CompiledRoute, b: CompiledRoute): number {
+  for (const [, compare] of BUCKET_ORDER) {
+    const order = compare(a, b);
+    if (order !== 0) return order;
+  }
+  return 0;
+}
+
 function compareEntries(a: Entry, b: Entry): number {
-  const ra = a.route;
-  const rb = b.route;
-  if (ra.conditionCount !== rb.conditionCount) return rb.conditionCount - ra.conditionCount;
-  const exactA = ra.listenPath !== null && !ra.listenPath.wildcard;
-  const exactB = rb.listenPath !== null && !rb.listenPath.wildcard;
-  if (exactA !== exactB) return exactA ? -1 : 1;
-  if (ra.name !== rb.name) return ra.name < rb.name ? -1 : 1;
-  return ra.id < rb.id ? -1 : ra.id > rb.id ? 1 : 0;
+  return compareRoutes(a.route, b.route);
+}
+
+/** Why `winner` comes before `loser` (both matching one request): the first priority rule that separates them. */
+export function outrankedBecause(winner: CompiledRoute, loser: CompiledRoute): PriorityRule {
+  const prefix = (r: CompiledRoute) => r.listenPath?.literalPrefix.length ?? 0;
+  if (prefix(winner) !== prefix(loser)) return 'longer_prefix';
+  return BUCKET_ORDER.find(([, compare]) => compare(winner, loser) < 0)?.[0] ?? 'id_order';
 }
 
 /** A host pattern without `*` matches exactly that (normalised) host and nothing else. */
@@ -199,7 +220,7 @@ function toBucket(unsorted: Entry[]): Bucket {
   // Entries of a bucket share its key, the literal prefix: its `/`s end the segments it fixes for all.
   const from = slashCount(entries[0].listenPath?.literalPrefix ?? '');
   const indexed = (e: Entry): boolean => e.route.hosts.length > 0 && e.route.hosts.every(isExactHost);
-  if (!entries.some(indexed)) return { byHost: null, rest: toCandidates(entries, from) };
+  if (!entries.some(indexed)) return { entries, byHost: null, rest: toCandidates(entries, from) };
   const hosted = new Map<string, Entry[]>();
   const rest: Entry[] = [];
   for (const entry of entries) {
@@ -215,7 +236,7 @@ function toBucket(unsorted: Entry[]): Bucket {
   }
   const byHost = new Map<string, Candidates>();
   for (const [host, list] of hosted) byHost.set(host, toCandidates(list, from));
-  return { byHost, rest: toCandidates(rest, from) };
+  return { entries, byHost, rest: toCandidates(rest, from) };
 }
 
 /** One lookup's request and best match so far. */
@@ -302,6 +323,31 @@ function freeze(root: Node): Frozen {
   return frozenRoot;
 }
 
+/** The node where a lookup of `path` stops: the deepest one whose key is a prefix of `path`. */
+function walk(root: Frozen, path: string): Frozen {
+  let node = root;
+  let i = 0;
+  while (i < path.length) {
+    const k = node.firsts.indexOf(path[i]);
+    if (k < 0) break;
+    const child = node.children[k];
+    if (!path.startsWith(child.edge, i)) break;
+    i += child.edge.length;
+    node = child;
+  }
+  return node;
+}
+
+/** Every condition of `entry` checked on its own (explain only: `tryList` stops at the first failure). */
+function consider(entry: Entry, search: Search): ConsideredRoute {
+  const failed: ConsideredRoute['failed'] = [];
+  if (entry.methods !== null && !entry.methods.has(search.method)) failed.push('method');
+  if (entry.hostOk !== null && !entry.hostOk(hostOf(search))) failed.push('host');
+  const m = entry.listenPath === null ? { params: {}, matched: '' } : entry.listenPath.match(search.path);
+  if (m === null) failed.push('path');
+  return { route: entry.route, failed, match: m === null || failed.length > 0 ? null : { route: entry.route, ...m } };
+}
+
 /**
  * Build an immutable table. `path` given to `match` must be the normalised request path
  * (normalizePath): that is the path the listen_paths are compared with and the one forwarded.
@@ -326,16 +372,7 @@ export function buildRoutingTable(routes: readonly CompiledRoute[]): RoutingTabl
     match(req: RequestFacts): RouteMatch | null {
       try {
         const path = req.path;
-        let node = root;
-        let i = 0;
-        while (i < path.length) {
-          const k = node.firsts.indexOf(path[i]);
-          if (k < 0) break;
-          const child = node.children[k];
-          if (!path.startsWith(child.edge, i)) break;
-          i += child.edge.length;
-          node = child;
-        }
+        const node = walk(root, path);
         const search: Search = { path, method: req.method.toUpperCase(), rawHost: req.host, host: undefined, rank: Infinity, found: null };
         for (let chain = node.chain; chain !== null; chain = chain.next) {
           const { bucket } = chain;
@@ -348,6 +385,18 @@ export function buildRoutingTable(routes: readonly CompiledRoute[]): RoutingTabl
       } catch {
         // Lookup never throws (find-my-way's `find`): a malformed request simply matches nothing.
         return null;
+      }
+    },
+    explain(req: RequestFacts): ConsideredRoute[] {
+      try {
+        const search: Search = { path: req.path, method: req.method.toUpperCase(), rawHost: req.host, host: undefined, rank: Infinity, found: null };
+        const considered: ConsideredRoute[] = [];
+        for (let chain = walk(root, req.path).chain; chain !== null; chain = chain.next) {
+          for (const entry of chain.bucket.entries) considered.push(consider(entry, search));
+        }
+        return considered;
+      } catch {
+        return [];
       }
     },
   };

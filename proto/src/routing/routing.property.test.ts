@@ -1,12 +1,12 @@
 /**
- * Properties of the path normaliser, the listen-path router and the SPEC §4 rewrite (issue 11 §4),
+ * Properties of the path normaliser, the listen-path router and the README "Proxy behaviour" rewrite (issue 11 §4),
  * over seeded generated paths built from the characters that cause trouble: `/`, `.`, `%`, the
  * encodings of dot and slash, and letters. The table tests pin the rows; these check the rules hold
  * between the rows too.
  */
 import fc from 'fast-check';
-import { compileApi } from '#proto/compile/index';
-import type { ApiDefinition } from '#proto/definition/types';
+import { compileApi } from '../compile/index.js';
+import type { ApiDefinition } from '../definition/types.js';
 import { buildRoutingTable, joinPaths, normalizePath, rewrite } from './index.js';
 
 const PARAMS = { seed: 20261123, numRuns: 2_000 };

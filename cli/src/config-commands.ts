@@ -1,0 +1,122 @@
+/**
+ * The whole configuration: `export`, `import -f [--dry-run]`, `history`, `rollback <version>`
+ * (GET/PUT /config, GET /config/history, POST /config/rollback/{version}).
+ */
+import { writeFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { CliError, request } from './admin-http.js';
+import { withContext } from './context.js';
+import { readDocument } from './documents.js';
+import { formatData, formatTable, print } from './output.js';
+
+interface KindDiff {
+  added: string[];
+  changed: string[];
+  removed: string[];
+}
+
+interface WriteResult {
+  version: number;
+  changed?: boolean;
+  dry_run?: boolean;
+  restored?: number;
+  diff: Record<string, KindDiff>;
+}
+
+interface HistoryEntry {
+  version: number;
+  time: string;
+  author: string;
+  action: string;
+  apis: number;
+  oauth_servers: number;
+  basic_auth_credentials: number;
+}
+
+function diffTable(diff: Record<string, KindDiff>): string {
+  return formatTable(Object.entries(diff), [
+    ['KIND', ([kind]) => kind],
+    ['ADDED', ([, d]) => d.added],
+    ['CHANGED', ([, d]) => d.changed],
+    ['REMOVED', ([, d]) => d.removed],
+  ]);
+}
+
+function printWrite(output: string, result: WriteResult, headline: string): void {
+  if (output === 'json') {
+    console.log(JSON.stringify(result, null, 2));
+    return;
+  }
+  console.log(headline);
+  console.log(diffTable(result.diff));
+}
+
+export function addConfigCommands(program: Command): void {
+  program
+    .command('export')
+    .description('print the whole configuration (YAML; --output json for JSON); basic_auth users as scrypt hashes')
+    .option('-f, --file <file>', 'write it to this file (mode 0600) instead of stdout')
+    .action(
+      withContext(async (ctx, options: { file?: string }) => {
+        const { body } = await request(await ctx.connection(), 'GET', '/config');
+        const text = `${formatData(body, ctx.output === 'json' ? 'json' : 'yaml')}\n`;
+        if (!options.file) {
+          process.stdout.write(text);
+          return;
+        }
+        // It holds upstream addresses, JWT keys and password hashes.
+        await writeFile(options.file, text, { mode: 0o600 });
+        console.error(`configuration written to ${options.file}`);
+      }),
+    );
+
+  program
+    .command('import')
+    .description('replace the whole configuration with a file (as `export` writes it); validated as a whole first')
+    .requiredOption('-f, --file <file>', 'YAML or JSON configuration (- = stdin)')
+    .option('--dry-run', 'only show what would change')
+    .action(
+      withContext(async (ctx, options: { file: string; dryRun?: boolean }) => {
+        const doc = await readDocument(options.file);
+        const path = options.dryRun ? '/config?dry_run=true' : '/config';
+        const result = (await request(await ctx.connection(), 'PUT', path, doc)).body as WriteResult;
+        const headline = result.dry_run
+          ? `dry run: nothing written (current version ${result.version})`
+          : result.changed
+            ? `configuration replaced: now version ${result.version}`
+            : `configuration unchanged (version ${result.version})`;
+        printWrite(ctx.output, result, headline);
+      }),
+    );
+
+  program
+    .command('history')
+    .description('list the kept versions of the configuration, newest first')
+    .action(
+      withContext(async (ctx) => {
+        const { body } = await request(await ctx.connection(), 'GET', '/config/history');
+        print<HistoryEntry>(ctx.output, body as HistoryEntry[], [
+          ['VERSION', (e) => e.version],
+          ['TIME', (e) => e.time],
+          ['AUTHOR', (e) => e.author],
+          ['ACTION', (e) => e.action],
+          ['APIS', (e) => e.apis],
+          ['OAUTH SERVERS', (e) => e.oauth_servers],
+          ['USERS', (e) => e.basic_auth_credentials],
+        ]);
+      }),
+    );
+
+  program
+    .command('rollback')
+    .argument('<version>', 'a version listed by `gatehouse history`')
+    .description('restore a kept version of the configuration (itself a new version)')
+    .action(
+      withContext(async (ctx, version: string) => {
+        if (!/^\d+$/.test(version)) throw new CliError(`version must be a number, got "${version}"`, 2);
+        const result = (await request(await ctx.connection(), 'POST', `/config/rollback/${version}`)).body as WriteResult;
+        const headline = result.changed ? `restored version ${result.restored}: now version ${result.version}` : `version ${result.restored} is already the configuration (version ${result.version})`;
+        printWrite(ctx.output, result, headline);
+      }),
+    );
+}

@@ -1,0 +1,70 @@
+/**
+ * Match and rewrite: pure functions over an immutable RoutingTable built from a snapshot.
+ * No I/O, no clock, no module state; lookup never throws (find-my-way's `find`).
+ * Shared by the data plane (which routes with it) and the control plane (POST /explain answers
+ * with the very same code), hence in proto/.
+ */
+import type { CompiledRoute } from '../compile/index.js';
+
+export interface RequestFacts {
+  method: string;
+  /** Raw Host header (may carry a port); undefined when absent. */
+  host: string | undefined;
+  /** Path only, no query string: the output of normalizePath(raw path), which is also what is forwarded. */
+  path: string;
+}
+
+export interface RouteMatch {
+  route: CompiledRoute;
+  params: Record<string, string>;
+  /** L of README "Proxy behaviour". */
+  matched: string;
+}
+
+export interface RoutingTable {
+  /** Number of routes, for metrics/logs. */
+  readonly size: number;
+  match(req: RequestFacts): RouteMatch | null;
+  /**
+   * Every route `match` considers for this request (those whose literal listen_path prefix starts
+   * the path, and routes without listen_path), in the order it tries them, each with the conditions
+   * it fails. For POST /explain: it reads the same tree and buckets as `match`, which it leaves alone.
+   */
+  explain(req: RequestFacts): ConsideredRoute[];
+}
+
+export interface ConsideredRoute {
+  route: CompiledRoute;
+  /** The route's conditions the request fails, each checked on its own; [] when every one holds. */
+  failed: Array<'method' | 'host' | 'path'>;
+  /** Set when every condition holds. */
+  match: RouteMatch | null;
+}
+
+/**
+ * The priority rule that puts one matching route before another (router.ts): a longer literal
+ * listen_path prefix, more conditions (hosts, methods), an exact listen_path before a `/*` one,
+ * then name and route id order.
+ */
+export type PriorityRule = 'longer_prefix' | 'more_conditions' | 'exact_listen_path' | 'name_order' | 'id_order';
+
+export interface UpstreamTarget {
+  /** `http://host:port` or `https://host:port`, the key of the undici pool. */
+  origin: string;
+  /** Path plus query (`/a/b?x=1`), never empty. */
+  path: string;
+  /** Value for the upstream Host header (target host[:port], or the client's Host when preserve_host). */
+  host: string;
+}
+
+/** Priority baked in at build: longest literal prefix, then more conditions, then name (see router.ts). */
+export { buildRoutingTable, outrankedBecause } from './router.js';
+/**
+ * README "Proxy behaviour" rewrite table. `query` is the client's raw query string without '?', '' when none.
+ * Throws GatehouseError('BAD_UPSTREAM_HOST') when substituted placeholders do not form a valid hostname.
+ */
+export { rewrite, joinPaths } from './rewrite.js';
+/** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
+export { normalizePath } from '../compile/normalize-path.js';
+/** POST /explain: a request's route, the candidates that lost and why, its upstream URLs. */
+export { explainRequest, type ExplainInput, type ExplainTables, type ExplainedCandidate, type LossReason, type RequestExplanation } from './explain.js';

@@ -1,0 +1,52 @@
+import { formatTraceparent, newSpanId, newTraceId, parseTraceparent } from './traceparent.js';
+
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const PARENT_ID = '00f067aa0ba902b7';
+const VALID = `00-${TRACE_ID}-${PARENT_ID}-01`;
+
+describe('parseTraceparent', () => {
+  test.each([
+    ['version 00, sampled', VALID, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' }],
+    ['version 00, not sampled', `00-${TRACE_ID}-${PARENT_ID}-00`, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '00' }],
+    ['a later version read as 00', `cc-${TRACE_ID}-${PARENT_ID}-01`, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' }],
+    ['a later version with more fields after a dash', `cc-${TRACE_ID}-${PARENT_ID}-01-what-the-future-holds`, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' }],
+  ])('valid: %s', (_name, header, expected) => {
+    expect(parseTraceparent(header)).toEqual(expected);
+  });
+
+  test.each([
+    ['absent', undefined],
+    ['empty', ''],
+    ['not a traceparent', 'garbage'],
+    ['upper-case hex', `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01`],
+    ['version ff', `ff-${TRACE_ID}-${PARENT_ID}-01`],
+    ['all-zero trace id', `00-${'0'.repeat(32)}-${PARENT_ID}-01`],
+    ['all-zero parent id', `00-${TRACE_ID}-${'0'.repeat(16)}-01`],
+    ['short trace id', `00-${TRACE_ID.slice(1)}-${PARENT_ID}-01`],
+    ['long parent id', `00-${TRACE_ID}-${PARENT_ID}0-01`],
+    ['one-digit flags', `00-${TRACE_ID}-${PARENT_ID}-1`],
+    ['version 00 with a trailing field', `${VALID}-extra`],
+    ['a later version with trailing text not after a dash', `cc-${TRACE_ID}-${PARENT_ID}-01x`],
+    ['two headers joined by Node', `${VALID}, ${VALID}`],
+    ['an array of values', [VALID, VALID]],
+    ['non-hex characters', `00-${TRACE_ID.slice(0, 31)}g-${PARENT_ID}-01`],
+  ])('invalid: %s', (_name, header) => {
+    expect(parseTraceparent(header)).toBeNull();
+  });
+
+  test('formatTraceparent writes version 00', () => {
+    expect(formatTraceparent(TRACE_ID, PARENT_ID, '01')).toBe(VALID);
+  });
+});
+
+describe('new ids', () => {
+  test.each([
+    ['trace id', newTraceId, /^[0-9a-f]{32}$/],
+    ['span id', newSpanId, /^[0-9a-f]{16}$/],
+  ])('a %s is lower-case hex of the right length, never zero, new each time', (_name, make, shape) => {
+    const ids = Array.from({ length: 100 }, () => make());
+    for (const id of ids) expect(id).toMatch(shape);
+    expect(ids.some((id) => /^0+$/.test(id))).toBe(false);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+});

@@ -72,34 +72,25 @@ test('the admin token lists namespaces', async () => {
 
 test('a ServiceAccount token is held to its Role', async () => {
   const admin = server.adminToken;
-  await expectStatus(kube('POST', '/api/v1/namespaces', admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } }), 201);
-  await expectStatus(
-    kube('POST', `/api/v1/namespaces/${NAMESPACE}/serviceaccounts`, admin, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'reader' } }),
-    201,
-  );
-  await expectStatus(
-    kube('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${NAMESPACE}/roles`, admin, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata: { name: 'configmap-getter' },
-      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get'] }],
-    }),
-    201,
-  );
-  await expectStatus(
-    kube('POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${NAMESPACE}/rolebindings`, admin, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: { name: 'reader-gets-configmaps' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'configmap-getter' },
-      subjects: [{ kind: 'ServiceAccount', name: 'reader', namespace: NAMESPACE }],
-    }),
-    201,
-  );
-  await expectStatus(
-    kube('POST', `/api/v1/namespaces/${NAMESPACE}/configmaps`, admin, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings' }, data: { mode: 'test' } }),
-    201,
-  );
+  const inNamespace = `/api/v1/namespaces/${NAMESPACE}`;
+  const rbac = 'rbac.authorization.k8s.io';
+  const create = (path: string, object: Record<string, unknown>) => expectStatus(kube('POST', path, admin, object), 201);
+  await create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } });
+  await create(`${inNamespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'reader' } });
+  await create(`/apis/${rbac}/v1/namespaces/${NAMESPACE}/roles`, {
+    apiVersion: `${rbac}/v1`,
+    kind: 'Role',
+    metadata: { name: 'configmap-getter' },
+    rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get'] }],
+  });
+  await create(`/apis/${rbac}/v1/namespaces/${NAMESPACE}/rolebindings`, {
+    apiVersion: `${rbac}/v1`,
+    kind: 'RoleBinding',
+    metadata: { name: 'reader-gets-configmaps' },
+    roleRef: { apiGroup: rbac, kind: 'Role', name: 'configmap-getter' },
+    subjects: [{ kind: 'ServiceAccount', name: 'reader', namespace: NAMESPACE }],
+  });
+  await create(`${inNamespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings' }, data: { mode: 'test' } });
 
   // The ServiceAccount exists already: serviceAccountToken must reuse it, not fail.
   const token = await server.serviceAccountToken(NAMESPACE, 'reader');

@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       grpcJoinToken: undefined,
       grpcInsecure: false,
       accessLog: { enabled: true, sample: 1 },
+      workers: 1,
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -45,6 +46,7 @@ describe('loadConfig', () => {
         GRPC_INSECURE: 'false',
         ACCESS_LOG: 'on',
         ACCESS_LOG_SAMPLE: '0.5',
+        WORKERS: '3',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -64,6 +66,7 @@ describe('loadConfig', () => {
       grpcJoinToken: 'join-token-of-the-fleet',
       grpcInsecure: false,
       accessLog: { enabled: true, sample: 0.5 },
+      workers: 3,
     });
   });
 
@@ -76,6 +79,16 @@ describe('loadConfig', () => {
     ['access log sample 0', { ACCESS_LOG_SAMPLE: '0' }, { accessLog: { enabled: true, sample: 0 } }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
+  });
+
+  test.each([
+    ['auto on 2 cores', { WORKERS: 'auto' }, 2, 2],
+    ['auto on 1 core', { WORKERS: 'auto' }, 1, 1],
+    ['auto on 128 cores, capped', { WORKERS: 'auto' }, 128, 64],
+    ['a number, whatever the cores', { WORKERS: '4' }, 2, 4],
+    ['empty = the default', { WORKERS: '' }, 8, 1],
+  ])('WORKERS: %s', (_name, env, cores, expected) => {
+    expect(loadConfig(env, cores).workers).toBe(expected);
   });
 
   test.each([
@@ -93,6 +106,10 @@ describe('loadConfig', () => {
     ['ACCESS_LOG_SAMPLE above 1', { ACCESS_LOG_SAMPLE: '1.5' }, 'ACCESS_LOG_SAMPLE'],
     ['ACCESS_LOG_SAMPLE not a number', { ACCESS_LOG_SAMPLE: 'half' }, 'ACCESS_LOG_SAMPLE'],
     ['LOG_FORMAT unknown', { LOG_FORMAT: 'xml' }, 'LOG_FORMAT must be "json" or "pretty"'],
+    ['WORKERS 0', { WORKERS: '0' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "0"'],
+    ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "65"'],
+    ['WORKERS not a whole number', { WORKERS: '1.5' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "1.5"'],
+    ['WORKERS another word', { WORKERS: 'max' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "max"'],
   ])('%s is refused, naming the variable', (_name, env, variable) => {
     expect(() => loadConfig(env)).toThrow(variable);
   });

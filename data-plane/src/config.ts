@@ -2,7 +2,7 @@
  * Data-plane configuration from environment variables (README "Configuration" plus the process contract).
  * Read once by main.ts; everything else receives the values it needs.
  */
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
 import { logFormatOf } from '#proto/logger';
@@ -35,6 +35,8 @@ export interface DataPlaneConfig {
   grpcInsecure: boolean;
   /** ACCESS_LOG (default on) and ACCESS_LOG_SAMPLE (default 1: every request). */
   accessLog: AccessLogConfig;
+  /** WORKERS: proxy processes sharing PROXY_PORT (1 = no cluster, the single process of old). */
+  workers: number;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -71,8 +73,20 @@ function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
   return { enabled: enabled === 'on', sample: value };
 }
 
+/** A bound against typos (`WORKERS=800`): every worker holds its own routing table and control-plane stream. */
+const MAX_WORKERS = 64;
+
+function workers(env: NodeJS.ProcessEnv, cores: number): number {
+  const raw = env.WORKERS || '1';
+  const value = raw === 'auto' ? Math.min(cores, MAX_WORKERS) : Number(raw);
+  if (raw !== 'auto' && (!/^\d+$/.test(raw) || value < 1 || value > MAX_WORKERS)) {
+    throw new Error(`WORKERS must be "auto" or a whole number from 1 to ${MAX_WORKERS}, got "${raw}"`);
+  }
+  return value;
+}
+
 /** Throws with a message naming the variable when a value is malformed. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfig {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): DataPlaneConfig {
   const config: DataPlaneConfig = {
     proxyHost: env.PROXY_HOST || undefined,
     proxyPort: port(env, 'PROXY_PORT', 8080),
@@ -91,6 +105,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): DataPlaneConfi
     grpcJoinToken: env.GRPC_JOIN_TOKEN || undefined,
     grpcInsecure: env.GRPC_INSECURE === 'true',
     accessLog: accessLog(env),
+    workers: workers(env, cores),
   };
   logFormatOf(env);
   if (env.GRPC_INSECURE && env.GRPC_INSECURE !== 'true' && env.GRPC_INSECURE !== 'false') {

@@ -1,6 +1,8 @@
 /**
  * Data-plane process: wires the instances together (the only place that holds them), binds the
  * proxy and status listeners, connects to the control plane, and shuts down gracefully.
+ * WORKERS > 1: this file runs as the primary (workers/primary.ts) and as each worker, which is
+ * the single process minus the status listener (the primary answers for all).
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -15,6 +17,7 @@ import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamP
 import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createStatusServer } from './status/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
+import { answerStateRequests, exposeWorkerMetrics, replacementProxyPort, runPrimary, until, workerNumber } from './workers/index.js';
 
 function softwareVersion(): string {
   try {
@@ -38,11 +41,13 @@ function applyCachedSnapshot(cache: SnapshotCache, holder: SnapshotHolder, logge
   }
 }
 
-async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
+/** `worker`: this process's number under a WORKERS primary; undefined = the whole data plane. */
+async function run(config: DataPlaneConfig, logger: Logger, worker: number | undefined): Promise<void> {
   // Read now, so unreadable files fail the start; then re-read at every reconnect (renewed certificates).
   clientCredentials(config.grpcTls);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  if (worker) exposeWorkerMetrics(registry, worker);
 
   const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
   const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, logger, registry });
@@ -58,13 +63,22 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
   const tracing = await startTracing('data-plane', process.env, logger);
   const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
   const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer });
-  const status = createStatusServer({ holder, registry, logger });
+  const status = worker ? undefined : createStatusServer({ holder, registry, logger });
   const { proxyPort: port, proxyHost: host } = config;
-  const proxyPort = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
-  logger.info({ listener: 'proxy', port: proxyPort }, 'listening');
-  const statusSetting = { listener: 'status', portVariable: 'STATUS_PORT', hostVariable: 'STATUS_HOST', port: config.statusPort, host: config.statusHost };
-  const statusPort = await bindListener(statusSetting, () => status.listen(config.statusPort, config.statusHost));
-  logger.info({ listener: 'status', port: statusPort }, 'listening');
+  const bindProxy = async (): Promise<number> => {
+    const bound = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
+    logger.info({ listener: 'proxy', port: bound }, 'listening');
+    return bound;
+  };
+  // The primary hands a worker connections as soon as it listens: a replacement listens only once it
+  // serves a snapshot, or its first requests would be 503 while its siblings serve (the port is known).
+  const replacementPort = worker ? replacementProxyPort() : undefined;
+  const proxyPort = replacementPort ?? (await bindProxy());
+  if (status) {
+    const statusSetting = { listener: 'status', portVariable: 'STATUS_PORT', hostVariable: 'STATUS_HOST', port: config.statusPort, host: config.statusHost };
+    const statusPort = await bindListener(statusSetting, () => status.listen(config.statusPort, config.statusHost));
+    logger.info({ listener: 'status', port: statusPort }, 'listening');
+  }
 
   const anyInterface = !config.proxyHost || config.proxyHost === '0.0.0.0' || config.proxyHost === '::';
   const client = createSnapshotClient({
@@ -74,14 +88,16 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
     joinToken: config.grpcJoinToken,
     holder,
     identity: {
-      id: config.dataplaneId,
+      // Each worker holds its own stream, so GET /dataplanes lists every worker with its version.
+      id: worker ? `${config.dataplaneId}/w${worker}` : config.dataplaneId,
       hostname: hostname(),
       proxyAddress: `${anyInterface ? hostname() : config.proxyHost}:${proxyPort}`,
       softwareVersion: softwareVersion(),
     },
     backoff: { baseMs: config.reconnectBackoffBaseMs, maxMs: config.reconnectBackoffMaxMs },
     logger,
-    cache,
+    // Every worker reads the cache at cold start; one writes it, so no older version can land last.
+    cache: worker && worker > 1 ? undefined : cache,
   });
   client.start();
   logger.info(
@@ -90,6 +106,7 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
   );
 
   let stopping = false;
+  if (worker) answerStateRequests(() => (stopping ? null : holder.current()));
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
@@ -99,11 +116,11 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
       logger.error('shutdown did not complete in time');
       process.exit(1);
     }, config.shutdownTimeoutMs + 5_000).unref();
-    status.markDraining();
+    status?.markDraining();
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
     const drained = await proxy.close(config.shutdownTimeoutMs);
-    await status.close();
+    await status?.close();
     await pools.close();
     await tracing?.shutdown(2_000); // the spans of the last requests
     await tokenStore.close();
@@ -113,9 +130,15 @@ async function run(config: DataPlaneConfig, logger: Logger): Promise<void> {
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+  if (replacementPort !== undefined) {
+    await until(() => holder.current() !== null || stopping);
+    if (!stopping) await bindProxy();
+  }
 }
 
-const logger = createLogger('data-plane');
+const worker = workerNumber();
+// Every line of a worker names it (the access log too): which worker served a request is in the logs.
+const logger = worker ? createLogger('data-plane').child({ worker }) : createLogger('data-plane');
 let config: DataPlaneConfig;
 try {
   config = loadConfig(process.env);
@@ -123,7 +146,7 @@ try {
   logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
   process.exit(1);
 }
-run(config, logger).catch((err: unknown) => {
+(config.workers > 1 && !worker ? runPrimary(config, logger) : run(config, logger, worker)).catch((err: unknown) => {
   logStartFailure(logger, err, 'data plane failed to start');
   process.exit(1);
 });

@@ -9,6 +9,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { startAuthService, type AuthService, type TokenMode } from '../helpers/auth-service.js';
 import type { HttpResponse } from '../helpers/http-request.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type RecordedRequest, type Upstream } from '../helpers/upstream-server.js';
 
 const HS_SECRET = 'hs-shared-secret';
@@ -123,10 +124,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const problems = gw ? await gw.stop() : '';
-  await upstream?.close();
-  await Promise.all([...auth.values()].map((a) => a.close()));
-  expect(problems).toBe('');
+  expect(await stopGatewayAndServers(gw, upstream, ...auth.values())).toBe('');
 });
 
 describe('token endpoint through the gateway', () => {

@@ -106,53 +106,40 @@ test('every documented (operation, status) is produced by the live API, nothing 
   await expectStatus(200, call('GET', '/openapi.json', '/openapi.json', { token: null }));
   await expectStatus(200, call('POST', '/login', '/login', { token: null, body: { username: cp.username, password: cp.password } }));
 
-  // APIs.
-  await expectStatus(201, call('POST', '/apis', '/apis', { body: api('a1') }));
-  await expectStatus(201, call('POST', '/apis', '/apis', { body: api('a2') }));
-  await expectStatus(409, call('POST', '/apis', '/apis', { body: api('a1') }));
-  await expectStatus(200, call('GET', '/apis', '/apis'));
-  await expectStatus(200, call('GET', '/apis/{name}', '/apis/a1'));
-  await expectStatus(404, call('GET', '/apis/{name}', '/apis/missing'));
-  for (const method of ['PUT', 'PATCH']) {
-    await expectStatus(200, call(method, '/apis/{name}', '/apis/a1', { body: { active: true } }));
-    await expectStatus(404, call(method, '/apis/{name}', '/apis/missing', { body: { active: true } }));
-    await expectStatus(409, call(method, '/apis/{name}', '/apis/a2', { body: { proxy: { listen_path: '/a1/*' } } }));
+  /**
+   * The walk every collection shares: two creates, a duplicate name (409), list, get, a missing name
+   * (404), PUT and PATCH (200, 404 when missing, 409 when `conflict` collides the second item with the
+   * first), then the second item deleted (204, then 404).
+   */
+  async function crud(collection: string, [first, second]: [string, string], c: { body(name: string): unknown; update: unknown; conflict?: unknown }) {
+    const item = `${collection}/{name}`;
+    await expectStatus(201, call('POST', collection, collection, { body: c.body(first) }));
+    await expectStatus(201, call('POST', collection, collection, { body: c.body(second) }));
+    await expectStatus(409, call('POST', collection, collection, { body: c.body(first) }));
+    await expectStatus(200, call('GET', collection, collection));
+    await expectStatus(200, call('GET', item, `${collection}/${first}`));
+    await expectStatus(404, call('GET', item, `${collection}/missing`));
+    for (const method of ['PUT', 'PATCH']) {
+      await expectStatus(200, call(method, item, `${collection}/${first}`, { body: c.update }));
+      await expectStatus(404, call(method, item, `${collection}/missing`, { body: c.update }));
+      if (c.conflict !== undefined) await expectStatus(409, call(method, item, `${collection}/${second}`, { body: c.conflict }));
+    }
+    await expectStatus(204, call('DELETE', item, `${collection}/${second}`));
+    await expectStatus(404, call('DELETE', item, `${collection}/${second}`));
   }
-  await expectStatus(204, call('DELETE', '/apis/{name}', '/apis/a2'));
-  await expectStatus(404, call('DELETE', '/apis/{name}', '/apis/a2'));
 
-  // OAuth servers.
-  await expectStatus(201, call('POST', '/oauth/servers', '/oauth/servers', { body: server('s1') }));
-  await expectStatus(201, call('POST', '/oauth/servers', '/oauth/servers', { body: server('s2') }));
-  await expectStatus(409, call('POST', '/oauth/servers', '/oauth/servers', { body: server('s1') }));
-  await expectStatus(200, call('GET', '/oauth/servers', '/oauth/servers'));
-  await expectStatus(200, call('GET', '/oauth/servers/{name}', '/oauth/servers/s1'));
-  await expectStatus(404, call('GET', '/oauth/servers/{name}', '/oauth/servers/missing'));
-  for (const method of ['PUT', 'PATCH']) {
-    await expectStatus(200, call(method, '/oauth/servers/{name}', '/oauth/servers/s1', { body: { token_strategy: { leeway: 5 } } }));
-    await expectStatus(404, call(method, '/oauth/servers/{name}', '/oauth/servers/missing', { body: {} }));
-    await expectStatus(409, call(method, '/oauth/servers/{name}', '/oauth/servers/s2', { body: { oauth_endpoints: { token: { listen_path: '/s1/token' } } } }));
-  }
+  await crud('/apis', ['a1', 'a2'], { body: (name) => api(name), update: { active: true }, conflict: { proxy: { listen_path: '/a1/*' } } });
+  await crud('/oauth/servers', ['s1', 's2'], {
+    body: (name) => server(name),
+    update: { token_strategy: { leeway: 5 } },
+    conflict: { oauth_endpoints: { token: { listen_path: '/s1/token' } } },
+  });
+  // A server an oauth2 plugin refers to cannot be deleted.
   await expectStatus(201, call('POST', '/apis', '/apis', { body: api('protected', '/protected/*', { plugins: [{ name: 'oauth2', config: { server_name: 's1' } }] }) }));
   await expectStatus(409, call('DELETE', '/oauth/servers/{name}', '/oauth/servers/s1'));
-  await expectStatus(204, call('DELETE', '/oauth/servers/{name}', '/oauth/servers/s2'));
-  await expectStatus(404, call('DELETE', '/oauth/servers/{name}', '/oauth/servers/s2'));
   await expectStatus(204, call('DELETE', '/apis/{name}', '/apis/protected'));
-
-  // basic_auth users.
   const users = '/credentials/basic_auth';
-  await expectStatus(201, call('POST', users, users, { body: { username: 'u1', password: 'password-one' } }));
-  await expectStatus(201, call('POST', users, users, { body: { username: 'u2', password: 'password-two' } }));
-  await expectStatus(409, call('POST', users, users, { body: { username: 'u1', password: 'password-one' } }));
-  await expectStatus(200, call('GET', users, users));
-  await expectStatus(200, call('GET', `${users}/{name}`, `${users}/u1`));
-  await expectStatus(404, call('GET', `${users}/{name}`, `${users}/missing`));
-  for (const method of ['PUT', 'PATCH']) {
-    await expectStatus(200, call(method, `${users}/{name}`, `${users}/u1`, { body: { password: 'password-new' } }));
-    await expectStatus(404, call(method, `${users}/{name}`, `${users}/missing`, { body: { password: 'password-new' } }));
-  }
-  await expectStatus(204, call('DELETE', `${users}/{name}`, `${users}/u2`));
-  await expectStatus(404, call('DELETE', `${users}/{name}`, `${users}/u2`));
+  await crud(users, ['u1', 'u2'], { body: (username) => ({ username, password: `password-of-${username}` }), update: { password: 'password-new' } });
 
   // Data planes, explain.
   await expectStatus(200, call('GET', '/dataplanes', '/dataplanes'));

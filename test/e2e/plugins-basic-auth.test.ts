@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
@@ -36,9 +37,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const problems = gw ? await gw.stop() : '';
-  await u?.close();
-  expect(problems).toBe('');
+  expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
 test('the right credentials pass, with the Authorization header forwarded unchanged', async () => {

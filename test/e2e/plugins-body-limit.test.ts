@@ -9,6 +9,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { createApis } from '../helpers/create-apis.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
@@ -25,9 +26,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const problems = gw ? await gw.stop() : '';
-  await u?.close();
-  expect(problems).toBe('');
+  expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
 interface Answer {

@@ -11,6 +11,7 @@ import { createApis } from '../helpers/create-apis.js';
 import { expectRefusedPluginConfig } from '../helpers/refused-plugin-config.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
@@ -51,10 +52,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const problems = gw ? await gw.stop() : '';
-  await u?.close();
-  await healthy?.close();
-  expect(problems).toBe('');
+  expect(await stopGatewayAndServers(gw, u, healthy)).toBe('');
 });
 
 beforeEach(() => {

@@ -7,6 +7,7 @@
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
@@ -42,9 +43,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const problems = gw ? await gw.stop() : '';
-  await u?.close();
-  expect(problems).toBe('');
+  expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
 const preflight = (path: string, origin: string, method: string, headers?: string) =>

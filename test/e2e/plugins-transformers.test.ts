@@ -8,6 +8,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { freePort } from '../helpers/free-port.js';
 import { createApis } from '../helpers/create-apis.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type RecordedRequest, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
@@ -45,10 +46,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const problems = gw ? await gw.stop() : '';
-  await echo?.close();
-  await fixed?.close();
-  expect(problems).toBe('');
+  expect(await stopGatewayAndServers(gw, echo, fixed)).toBe('');
 });
 
 const CLIENT_HEADERS = { 'x-present': 'yes', 'x-list': 'one', 'x-replace': 'old', 'x-secret': 's3cret', 'x-request-id': 'client-id-1' };

@@ -5,10 +5,11 @@
  * response ever holds it; a `password_hash` in a body is ignored (only the gateway makes hashes).
  */
 import { GatehouseError } from '#proto/errors';
-import { parseBasicAuthCredential, type BasicAuthCredential } from '#proto/definition/index';
+import type { BasicAuthCredential } from '#proto/definition/index';
 import { passwordSchema } from '#proto/definition/basic-auth-credential-schema';
 import { parseOrThrow } from '#proto/definition/field-path';
 import { hashPassword } from '#proto/password-hash';
+import { storedBasicAuthCredentials } from '../store/definition-kinds.js';
 import type { DefinitionKind } from './definition-writes.js';
 
 /** What the admin API shows of a user: never the password nor its hash. */
@@ -27,14 +28,7 @@ async function prepare(body: Record<string, unknown>, op: 'create' | 'update'): 
 }
 
 export const basicAuthCredentialKind: DefinitionKind<BasicAuthCredential> = {
-  list: (defs) => defs.basicAuthCredentials ?? [],
-  withList: (defs, basicAuthCredentials) => ({ ...defs, basicAuthCredentials }),
-  parse: parseBasicAuthCredential,
-  nameField: 'username',
-  nameOf: (credential) => credential.username,
-  notFound: { code: 'BASIC_AUTH_USER_NOT_FOUND', message: 'user not found' },
-  nameTaken: { code: 'BASIC_AUTH_USER_TAKEN', message: 'user already exists' },
-  compileKind: 'basic-auth-credential',
+  ...storedBasicAuthCredentials,
   prepare,
   present: (credential): BasicAuthUserView => ({ username: credential.username }),
 };

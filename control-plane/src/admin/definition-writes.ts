@@ -5,17 +5,12 @@
  * references). Run inside the store's update(), so every check sees the latest state and a
  * rejected write leaves the store untouched.
  */
-import { GatehouseError, type ErrorCode } from '#proto/errors';
-import {
-  mergePatch,
-  parseApiDefinition,
-  parseOAuthServer,
-  type ApiDefinition,
-  type Definitions,
-  type OAuthServerDefinition,
-} from '#proto/definition/index';
+import { GatehouseError } from '#proto/errors';
+import { mergePatch, type ApiDefinition, type Definitions, type OAuthServerDefinition } from '#proto/definition/index';
 import { isPlainObject } from '#proto/definition/field-path';
-import { compileDefinitions, type DefinitionKindName } from '#proto/compile/index';
+import { compileDefinitions, createCompileCache, type DefinitionKindName } from '#proto/compile/index';
+import { applyChanges, ChangeRejected, indexConfig, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
+import { storedApis, storedOAuthServers, type StoredKind } from '../store/definition-kinds.js';
 
 export interface WriteResult<T> {
   defs: Definitions;
@@ -37,23 +32,8 @@ export function requireObject(body: unknown): Record<string, unknown> {
   return body;
 }
 
-interface ErrorReply {
-  code: ErrorCode;
-  message: string;
-}
-
-/** What differs between the kinds of definition the admin API writes; the write rules are shared. */
-export interface DefinitionKind<T> {
-  list(defs: Definitions): T[];
-  withList(defs: Definitions, items: T[]): Definitions;
-  parse(raw: unknown): T;
-  /** The member that names a definition (unique, in the path, never renamed): `name`, or `username`. */
-  nameField: string;
-  nameOf(item: T): string;
-  notFound: ErrorReply;
-  nameTaken: ErrorReply;
-  /** How compileDefinitions names this kind in its verdicts. */
-  compileKind: DefinitionKindName;
+/** What differs between the kinds of definition the admin API writes (the store's kinds plus these); the write rules are shared. */
+export interface DefinitionKind<T> extends StoredKind<T> {
   /** Rejects a delete the rest of the configuration still depends on. */
   checkDelete?(defs: Definitions, name: string): void;
   /**
@@ -65,26 +45,10 @@ export interface DefinitionKind<T> {
   present?(item: T): unknown;
 }
 
-export const apiKind: DefinitionKind<ApiDefinition> = {
-  list: (defs) => defs.apis,
-  withList: (defs, apis) => ({ ...defs, apis }),
-  parse: parseApiDefinition,
-  nameField: 'name',
-  nameOf: (api) => api.name,
-  notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
-  nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
-  compileKind: 'api',
-};
+export const apiKind: DefinitionKind<ApiDefinition> = storedApis;
 
 export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
-  list: (defs) => defs.oauthServers,
-  withList: (defs, oauthServers) => ({ ...defs, oauthServers }),
-  parse: parseOAuthServer,
-  nameField: 'name',
-  nameOf: (server) => server.name,
-  notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
-  nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
-  compileKind: 'oauth-server',
+  ...storedOAuthServers,
   checkDelete(defs, name) {
     const user = defs.apis.find((a) => a.plugins.some((p) => p.name === 'oauth2' && p.config.server_name === name));
     if (user) {
@@ -93,19 +57,65 @@ export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
   },
 };
 
+/** Shared by every write of this process: only the written definition is compiled (compile/index.ts CompileCache). */
+export const compileCache = createCompileCache();
+
 /**
- * Compiles the whole candidate with the written definition ranked last, so that when it collides
- * with anything (name, or a route with the same listen_path + hosts + methods, inactive APIs
- * included: they can be activated later by a PUT that changes nothing else) it is the one refused.
- * Other definitions' verdicts are not this write's business (the Kubernetes store may hold CRs
- * that were rejected before).
+ * The route-key index of each whole configuration this process has checked, per Definitions object
+ * (never mutated): a write derives the next one from the current one, so it checks only what it
+ * changes (compile/incremental.ts). null = the configuration is not whole (a hand-edited store file):
+ * such a write is checked by compiling the whole.
  */
-function check<T>(candidate: Definitions, kind: DefinitionKind<T>, name: string): Definitions {
+const indexes = new WeakMap<Definitions, ConfigIndex | null>();
+
+function indexOf(defs: Definitions): ConfigIndex | null {
+  let index = indexes.get(defs);
+  if (index === undefined) {
+    try {
+      index = indexConfig(defs, compileCache);
+    } catch (err) {
+      if (!(err instanceof GatehouseError)) throw err;
+      index = null;
+    }
+    indexes.set(defs, index);
+  }
+  return index;
+}
+
+/**
+ * Checks the candidate as compiling it whole with the written definition ranked last would: when it
+ * collides with anything (name, or a route with the same listen_path + hosts + methods, inactive APIs
+ * included: they can be activated later by a PUT that changes nothing else) it is the one refused.
+ * Through the index of the current configuration, that costs what the write changes (the property
+ * test in proto/src/snapshot/delta.property.test.ts checks both ways agree). Other definitions'
+ * verdicts are not this write's business (the Kubernetes store may hold CRs that were rejected before).
+ */
+function check<T>(current: Definitions, candidate: Definitions, kind: DefinitionKind<T>, name: string, written: T): Definitions {
+  const index = indexOf(current);
+  if (index) {
+    try {
+      indexes.set(candidate, applyChanges(index, [{ kind: kind.compileKind, name, def: written as object }], compileCache));
+      return candidate;
+    } catch (err) {
+      throw err instanceof ChangeRejected ? err.error : err;
+    }
+  }
   const isOwn = (k: DefinitionKindName, n: string) => k === kind.compileKind && n === name;
-  const compiled = compileDefinitions(candidate, { rank: (k, n) => (isOwn(k, n) ? 1 : 0) });
+  const compiled = compileDefinitions(candidate, { rank: (k, n) => (isOwn(k, n) ? 1 : 0), cache: compileCache });
   const own = compiled.rejected.find((r) => isOwn(r.kind, r.name));
   if (own) throw own.error;
   return candidate;
+}
+
+/** After a delete, the next write's index is derived too (nothing to check: deletes are checked by checkDelete). */
+function indexAfter(current: Definitions, next: Definitions, change: DefinitionChange): void {
+  const index = indexes.get(current);
+  if (!index) return;
+  try {
+    indexes.set(next, applyChanges(index, [change], compileCache));
+  } catch (err) {
+    if (!(err instanceof GatehouseError)) throw err;
+  }
 }
 
 export function findDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, name: string): T {
@@ -119,7 +129,7 @@ export function createDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, 
   const list = kind.list(defs);
   const name = kind.nameOf(created);
   if (list.some((d) => kind.nameOf(d) === name)) throw new GatehouseError(kind.nameTaken.code, kind.nameTaken.message);
-  return { defs: check(kind.withList(defs, [...list, created]), kind, name), value: created };
+  return { defs: check(defs, kind.withList(defs, [...list, created]), kind, name, created), value: created };
 }
 
 /** PUT and PATCH: RFC 7396 merge patch onto the stored definition, then full validation. */
@@ -134,11 +144,13 @@ export function updateDefinition<T>(
   requireSameName(patch, name, kind.nameField);
   const updated = kind.parse(mergePatch(stored, patch));
   const candidate = kind.withList(defs, kind.list(defs).map((d) => (kind.nameOf(d) === name ? updated : d)));
-  return { defs: check(candidate, kind, name), value: updated };
+  return { defs: check(defs, candidate, kind, name, updated), value: updated };
 }
 
 export function deleteDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, name: string): Definitions {
   findDefinition(kind, defs, name);
   kind.checkDelete?.(defs, name);
-  return kind.withList(defs, kind.list(defs).filter((d) => kind.nameOf(d) !== name));
+  const next = kind.withList(defs, kind.list(defs).filter((d) => kind.nameOf(d) !== name));
+  indexAfter(defs, next, { kind: kind.compileKind, name });
+  return next;
 }

@@ -26,6 +26,17 @@ describe('Authorization: Basic parsing', () => {
 });
 
 describe('basic_auth checker', () => {
+  test('a verdict already known is answered as a plain boolean, a fresh one as a promise', async () => {
+    const checker = createBasicAuthChecker();
+    const fresh = checker.check(users, basic('alice:alice password'));
+    expect(fresh).toBeInstanceOf(Promise);
+    expect(await fresh).toBe(true);
+    expect(checker.check(users, basic('alice:alice password'))).toBe(true);
+    expect(await checker.check(users, basic('alice:wrong'))).toBe(false);
+    expect(checker.check(users, basic('alice:wrong'))).toBe(false);
+    expect(checker.check(users, 'Bearer abc')).toBe(false);
+  });
+
   test('the right password passes, anything else fails', async () => {
     const checker = createBasicAuthChecker();
     expect(await checker.check(users, basic('alice:alice password'))).toBe(true);

@@ -7,8 +7,8 @@
  *   compared in constant time (proto/src/password-hash.ts).
  * - An unknown user is verified against a random hash with the same parameters, so the answer
  *   takes as long as for a known user (no user enumeration by timing).
- * - Verdicts are cached in two bounded LRUs (positive and negative), keyed by an HMAC under a
- *   per-process random key of username, password and the stored hash: a password change or a new
+ * - Verdicts are cached in two bounded LRUs (positive and negative), keyed by a SHA-256 of a
+ *   per-process random secret, the stored hash, username and password: a password change or a new
  *   user changes the key, so a cached verdict is never stale, and the keys are worthless outside
  *   this process. A deleted user is refused before any cache is read.
  * - Negative caching: a client repeating the same wrong credentials costs one scrypt, not one per
@@ -18,7 +18,7 @@
  *   whose verdict is cached are not affected: their checks never reach scrypt, and negatives
  *   live in their own LRU, so a flood of wrong passwords cannot evict them.
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { hash as sha, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { MAX_PASSWORD_LENGTH } from '#proto/definition/basic-auth-credential-schema';
 import { SCRYPT_PARAMS, verifyPassword, type PasswordHash } from '#proto/password-hash';
@@ -33,8 +33,12 @@ export interface BasicAuthCheckerOptions {
 }
 
 export interface BasicAuthChecker {
-  /** True when `authorization` is `Basic <base64(user:password)>` of one of `users`. */
-  check(users: ReadonlyMap<string, PasswordHash>, authorization: string | undefined): Promise<boolean>;
+  /**
+   * True when `authorization` is `Basic <base64(user:password)>` of one of `users`: a boolean when
+   * the verdict is known at once (malformed, cached, or refused for too many pending checks), a
+   * promise when scrypt must run.
+   */
+  check(users: ReadonlyMap<string, PasswordHash>, authorization: string | undefined): boolean | Promise<boolean>;
 }
 
 /** The credentials of an `Authorization: Basic …` value, or null when it is not one. */
@@ -58,29 +62,51 @@ export function createBasicAuthChecker(options: BasicAuthCheckerOptions = {}): B
   const unknownUser: PasswordHash = { ...SCRYPT_PARAMS, salt: randomBytes(16), key: randomBytes(32) };
   let pending = 0;
 
+  /**
+   * The cache key of `password` for `username` with `hash`: SHA-256 (one-shot) of the secret and
+   * the stored hash (fixed length, base64, kept per stored hash), then username and password after
+   * NUL separators (neither a username nor a Basic user-id holds NUL or ':'), so distinct inputs
+   * never share a key. It replaced an HMAC: 0.45 µs against 2.5 µs per request measured in-process,
+   * the HMAC object alone was half of basic_auth's cached-verdict cost. What HMAC adds over a
+   * secret-prefixed hash is resistance to length extension, which needs a known digest: these
+   * keys never leave the process.
+   */
+  const prefixes = new WeakMap<PasswordHash, string>();
+  function cacheKey(hash: PasswordHash, username: string, password: string): string {
+    let prefix = prefixes.get(hash);
+    if (prefix === undefined) {
+      prefix = Buffer.concat([cacheKeySecret, hash.salt, hash.key]).toString('base64');
+      prefixes.set(hash, prefix);
+    }
+    return sha('sha256', `${prefix}\0${username}\0${password}`, 'base64');
+  }
+
+  async function verify(password: string, hash: PasswordHash, known: boolean, key: string): Promise<boolean> {
+    pending++;
+    let ok: boolean;
+    try {
+      ok = (await verifyPassword(password, hash)) && known;
+    } finally {
+      pending--;
+    }
+    (ok ? positive : negative).set(key, true);
+    return ok;
+  }
+
   return {
-    async check(users, authorization) {
+    // Not async: a cached verdict (every request of a client after its first) is returned as a
+    // plain boolean, so the plugin's hook stays synchronous. The async version cost three promises
+    // and their microtask hops per request: ~0.5 µs, measured in-process (4.5 µs with the HMAC key).
+    check(users, authorization) {
       const credentials = parseBasicAuthorization(authorization);
       if (!credentials || credentials.password.length === 0 || credentials.password.length > MAX_PASSWORD_LENGTH) return false;
       const stored = users.get(credentials.username);
       const hash = stored ?? unknownUser;
-      const key = createHmac('sha256', cacheKeySecret)
-        .update(`${credentials.username}\0${credentials.password}\0`)
-        .update(hash.salt)
-        .update(hash.key)
-        .digest('base64');
+      const key = cacheKey(hash, credentials.username, credentials.password);
       if (stored && positive.has(key)) return true;
       if (negative.has(key)) return false;
       if (pending >= maxPending) return false;
-      pending++;
-      let ok: boolean;
-      try {
-        ok = (await verifyPassword(credentials.password, hash)) && stored !== undefined;
-      } finally {
-        pending--;
-      }
-      (ok ? positive : negative).set(key, true);
-      return ok;
+      return verify(credentials.password, hash, stored !== undefined, key);
     },
   };
 }

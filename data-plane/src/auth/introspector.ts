@@ -14,11 +14,11 @@
  *   unknown, which is not the client's fault (no 401) and never a pass.
  */
 import { createHash } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { Dispatcher } from 'undici';
 import { GatehouseError, isGatehouseError } from '#proto/errors';
 import type { CompiledIntrospection } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
+import { DeadlineCache } from './deadline-cache.js';
 
 export interface Introspector {
   /** Resolves when the token is active; rejects with TOKEN_REJECTED or TOKEN_INTROSPECTION_UNAVAILABLE. */
@@ -82,8 +82,8 @@ async function readJson(config: CompiledIntrospection, body: Dispatcher.Response
 
 export function createIntrospector(options: IntrospectorOptions): Introspector {
   const now = options.now ?? (() => Date.now() / 1000);
-  /** key → seconds since epoch until which the token counts as active. */
-  const cache = new LRUCache<string, number>({ max: options.cacheSize ?? DEFAULT_INTROSPECTION_CACHE_SIZE });
+  /** key → the token counts as active until the deadline (seconds since epoch). */
+  const cache = new DeadlineCache<true>(options.cacheSize ?? DEFAULT_INTROSPECTION_CACHE_SIZE);
   const inflight = new Map<string, Promise<Verdict>>();
   let rotation = 0;
 
@@ -127,11 +127,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
     async check(config, token) {
       if (token.length > MAX_TOKEN_LENGTH) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token too long');
       const key = `${config.cacheKey}:${createHash('sha256').update(token).digest('base64url')}`;
-      const until = cache.get(key);
-      if (until !== undefined) {
-        if (until > now()) return;
-        cache.delete(key);
-      }
+      if (cache.get(key, now())) return;
       let pending = inflight.get(key);
       if (!pending) {
         pending = introspect(config, token).finally(() => inflight.delete(key));
@@ -150,7 +146,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
         throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token expired');
       }
       const cacheUntil = Math.min(verdict.exp ?? Infinity, at + config.cacheTtl);
-      if (cacheUntil > at) cache.set(key, cacheUntil);
+      if (cacheUntil > at) cache.set(key, true, cacheUntil);
     },
     cachedCount: () => cache.size,
   };

@@ -153,6 +153,16 @@ describe('verification cache', () => {
     expect(v.cachedCount()).toBe(2);
   });
 
+  test('when full, the least recently used success goes first', async () => {
+    let now = T;
+    const v = verifier([PAIRS.HS256.setting], 0, () => now, 2);
+    const [t1, t2, t3] = await Promise.all([1, 2, 3].map((n) => sign('HS256', PAIRS.HS256.sign, { jti: `t${n}`, nbf: T })));
+    for (const t of [t1, t2, t1, t3]) expect(await outcome(v.verify(t))).toBe('ok');
+    // Before nbf a fresh verification fails while a cached success still stands: that tells which are cached.
+    now = T - 1;
+    expect([await outcome(v.verify(t1)), await outcome(v.verify(t2)), await outcome(v.verify(t3))]).toEqual(['ok', 'TOKEN_REJECTED', 'ok']);
+  });
+
   test('a new verifier (next snapshot) starts empty', async () => {
     const token = await sign('HS256', PAIRS.HS256.sign);
     const first = verifier([PAIRS.HS256.setting]);

@@ -7,6 +7,7 @@ import { decodeProtectedHeader, jwtVerify, errors as joseErrors } from 'jose';
 import { GatehouseError } from '#proto/errors';
 import type { CompiledJwtKey } from '#proto/compile/index';
 import type { JwtAlg } from '#proto/definition/types';
+import { DeadlineCache } from './deadline-cache.js';
 
 export interface JwtVerifier {
   /** Resolves when the token is valid; rejects with GatehouseError TOKEN_REJECTED otherwise. */
@@ -63,8 +64,8 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const cacheMaxAge = options.cacheMaxAge ?? DEFAULT_CACHE_MAX_AGE;
   const algorithms = [...new Set(options.keys.map((k) => k.alg))];
   const imported = new Map<CompiledJwtKey, Promise<webcrypto.CryptoKey>>();
-  /** sha256(token) → seconds since epoch until which the success stands. Map order = recency. */
-  const cache = new Map<string, number>();
+  /** sha256(token) → a success that stands until the deadline (seconds since epoch). */
+  const cache = new DeadlineCache<true>(cacheSize);
 
   const cryptoKey = (k: CompiledJwtKey) => {
     let p = imported.get(k);
@@ -75,24 +76,9 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
     return p;
   };
 
-  function cached(id: string, at: number): boolean {
-    const until = cache.get(id);
-    if (until === undefined) return false;
-    cache.delete(id);
-    if (until <= at) return false;
-    cache.set(id, until); // most recently used goes last
-    return true;
-  }
-
   function remember(id: string, at: number, exp: number | undefined): void {
     const until = Math.min(exp ?? Infinity, at + cacheMaxAge);
-    if (until <= at || cacheSize <= 0) return;
-    while (cache.size >= cacheSize) {
-      const oldest = cache.keys().next();
-      if (oldest.done) break;
-      cache.delete(oldest.value);
-    }
-    cache.set(id, until);
+    if (until > at) cache.set(id, true, until);
   }
 
   async function verifyUncached(token: string, at: number): Promise<number | undefined> {
@@ -126,7 +112,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
       }
       const at = now();
       const id = createHash('sha256').update(token).digest('base64');
-      if (cached(id, at)) return;
+      if (cache.get(id, at)) return;
       let exp: number | undefined;
       try {
         exp = await verifyUncached(token, at);

@@ -66,6 +66,26 @@ describe('memory token store', () => {
     expect([await store.has('a', 't1'), await store.has('a', 't2'), await store.has('a', 't3')]).toEqual([false, true, true]);
   });
 
+  test('bounded: a token that was read outlives one stored after it', async () => {
+    const store = createMemoryTokenStore({ maxEntries: 2 });
+    await store.put('a', 't1', 60);
+    await store.put('a', 't2', 60);
+    expect(await store.has('a', 't1')).toBe(true);
+    await store.put('a', 't3', 60);
+    expect([await store.has('a', 't1'), await store.has('a', 't2'), await store.has('a', 't3')]).toEqual([true, false, true]);
+  });
+
+  test('refresh links are bounded on their own: the least recently used goes when full', async () => {
+    const store = createMemoryTokenStore({ maxEntries: 2 });
+    await store.put('a', 'access', 60);
+    await store.linkRefresh('a', 'r1', 'access1', 60);
+    await store.linkRefresh('a', 'r2', 'access2', 60);
+    await store.linkRefresh('a', 'r3', 'access3', 60);
+    expect(await store.accessForRefresh('a', 'r1')).toBeNull();
+    expect([await store.accessForRefresh('a', 'r2'), await store.accessForRefresh('a', 'r3')]).toEqual(['access2', 'access3']);
+    expect(await store.has('a', 'access')).toBe(true);
+  });
+
   test('refresh links expire with their TTL and can be deleted', async () => {
     const c = clock();
     const store = createMemoryTokenStore({ now: c.now });

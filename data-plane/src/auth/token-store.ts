@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from '#proto/logger';
+import { DeadlineCache } from './deadline-cache.js';
 
 export interface TokenStore {
   /** Stores a token for a server with a TTL in seconds. */
@@ -56,50 +57,26 @@ export function createMemoryTokenStore(options: { maxEntries?: number; now?: () 
   const maxEntries = options.maxEntries ?? MEMORY_STORE_MAX_ENTRIES;
   /** Milliseconds since epoch. */
   const now = options.now ?? Date.now;
-  const tokens = new Map<string, number>();
-  const refresh = new Map<string, { access: string; expiresAt: number }>();
-
-  // Map keeps insertion order: when full, the oldest entry goes first (expired ones are dropped on read).
-  function insert<V>(map: Map<string, V>, key: string, value: V): void {
-    map.delete(key);
-    while (map.size >= maxEntries) {
-      const oldest = map.keys().next();
-      if (oldest.done) break;
-      map.delete(oldest.value);
-    }
-    map.set(key, value);
-  }
+  // Each bounded on its own; when full, the least recently used entry goes (an expired one is dropped when read).
+  const tokens = new DeadlineCache<true>(maxEntries);
+  const refresh = new DeadlineCache<string>(maxEntries);
   const expiry = (ttlSeconds: number) => now() + wholeSeconds(ttlSeconds) * 1000;
 
   return {
     async put(server, token, ttlSeconds) {
-      insert(tokens, accessKey(server, token), expiry(ttlSeconds));
+      tokens.set(accessKey(server, token), true, expiry(ttlSeconds));
     },
     async has(server, token) {
-      const key = accessKey(server, token);
-      const expiresAt = tokens.get(key);
-      if (expiresAt === undefined) return false;
-      if (expiresAt <= now()) {
-        tokens.delete(key);
-        return false;
-      }
-      return true;
+      return tokens.get(accessKey(server, token), now()) !== undefined;
     },
     async delete(server, token) {
       tokens.delete(accessKey(server, token));
     },
     async linkRefresh(server, refreshToken, accessToken, ttlSeconds) {
-      insert(refresh, refreshKey(server, refreshToken), { access: accessToken, expiresAt: expiry(ttlSeconds) });
+      refresh.set(refreshKey(server, refreshToken), accessToken, expiry(ttlSeconds));
     },
     async accessForRefresh(server, refreshToken) {
-      const key = refreshKey(server, refreshToken);
-      const link = refresh.get(key);
-      if (!link) return null;
-      if (link.expiresAt <= now()) {
-        refresh.delete(key);
-        return null;
-      }
-      return link.access;
+      return refresh.get(refreshKey(server, refreshToken), now()) ?? null;
     },
     async deleteRefresh(server, refreshToken) {
       refresh.delete(refreshKey(server, refreshToken));

@@ -6,14 +6,26 @@
  */
 import { GatehouseError } from '#proto/errors';
 import type { CompiledBasicAuth } from '#proto/plugins/index';
+import type { PluginExchange } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
 
 export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
-  stage: (config, { basicAuth }) => ({
-    async request(ex) {
-      if (await basicAuth(ex.req.headers.authorization)) return;
+  stage: (config, { basicAuth }) => {
+    const refuse = (ex: PluginExchange): never => {
       ex.addClientHeader('www-authenticate', config.challenge);
       throw new GatehouseError('CREDENTIALS_REJECTED', 'invalid credentials');
-    },
-  }),
+    };
+    return {
+      // Synchronous while the verdict is cached (see basic-credentials.ts): no async frame per request.
+      request(ex) {
+        const verdict = basicAuth(ex.req.headers.authorization);
+        if (verdict === true) return;
+        if (verdict === false) refuse(ex);
+        else
+          return verdict.then((ok) => {
+            if (!ok) refuse(ex);
+          });
+      },
+    };
+  },
 };

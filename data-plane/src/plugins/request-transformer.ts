@@ -6,28 +6,35 @@
 import type { CompiledHeaderEdits, CompiledQueryEdits, CompiledRequestTransformer } from '#proto/plugins/index';
 import type { PluginRuntime } from './runtime.js';
 
-function firstIndexOf(list: readonly string[], lower: string): number {
-  for (let i = 0; i < list.length; i += 2) if (list[i]!.toLowerCase() === lower) return i;
-  return -1;
-}
-
-/** A raw header list ([name, value, ...]) with the edits applied; the input is not changed. */
+/**
+ * A raw header list ([name, value, ...]) with the edits applied; the input is not changed. Each
+ * name is lower-cased once (kept alongside in `lower`), not again by every replace and add.
+ */
 export function editHeaderList(raw: readonly string[], edits: CompiledHeaderEdits): string[] {
-  let out: string[] = [];
+  const out: string[] = [];
+  const lower: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
-    if (!edits.remove.has(raw[i]!.toLowerCase())) out.push(raw[i]!, raw[i + 1]!);
+    const name = raw[i]!.toLowerCase();
+    if (edits.remove.has(name)) continue;
+    out.push(raw[i]!, raw[i + 1]!);
+    lower.push(name);
   }
   for (const r of edits.replace) {
-    const first = firstIndexOf(out, r.lower);
+    const first = lower.indexOf(r.lower);
     if (first === -1) continue;
-    const next: string[] = [];
-    for (let i = 0; i < out.length; i += 2) {
-      if (i === first) next.push(r.name, r.value);
-      else if (out[i]!.toLowerCase() !== r.lower) next.push(out[i]!, out[i + 1]!);
+    out[2 * first] = r.name;
+    out[2 * first + 1] = r.value;
+    for (let j = lower.length - 1; j > first; j--) {
+      if (lower[j] !== r.lower) continue;
+      out.splice(2 * j, 2);
+      lower.splice(j, 1);
     }
-    out = next;
   }
-  for (const a of edits.add) if (firstIndexOf(out, a.lower) === -1) out.push(a.name, a.value);
+  for (const a of edits.add) {
+    if (lower.includes(a.lower)) continue;
+    out.push(a.name, a.value);
+    lower.push(a.lower);
+  }
   for (const a of edits.append) out.push(a.name, a.value);
   return out;
 }
@@ -64,10 +71,14 @@ export function editQuery(query: string, edits: CompiledQueryEdits): string {
 }
 
 export const requestTransformerRuntime: PluginRuntime<CompiledRequestTransformer> = {
-  stage: ({ headers, query }) => ({
-    request(ex) {
-      if (headers) ex.headers = editHeaderList(ex.headers, headers);
-      if (query) ex.query = editQuery(ex.query, query);
-    },
-  }),
+  stage: ({ headers, query }) => {
+    // A request without a query always ends with the same one: computed here, once per snapshot.
+    const fromEmpty = query ? editQuery('', query) : '';
+    return {
+      request(ex) {
+        if (headers) ex.headers = editHeaderList(ex.headers, headers);
+        if (query) ex.query = ex.query === '' ? fromEmpty : editQuery(ex.query, query);
+      },
+    };
+  },
 };

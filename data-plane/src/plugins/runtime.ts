@@ -13,8 +13,8 @@ export interface StageDeps {
   rateLimiter: RateLimiter;
   /** cb's circuit breakers, kept across snapshots while route, target and config are unchanged. */
   breakers: BreakerGeneration;
-  /** basic_auth: true when the Authorization header names one of this snapshot's users with the right password. */
-  basicAuth(authorization: string | undefined): Promise<boolean>;
+  /** basic_auth: true when the Authorization header names one of this snapshot's users with the right password (a promise only while scrypt runs). */
+  basicAuth(authorization: string | undefined): boolean | Promise<boolean>;
 }
 
 export interface PluginRuntime<Compiled> {

@@ -1,7 +1,12 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { requestTransformerPlugin } from '#proto/plugins/request-transformer';
 import { responseTransformerPlugin } from '#proto/plugins/response-transformer';
-import { editHeaderList, editQuery } from './request-transformer.js';
+import { IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
+import type { CompiledRoute } from '#proto/compile/index';
+import { PluginExchange } from './pipeline.js';
+import { editHeaderList, editQuery, requestTransformerRuntime } from './request-transformer.js';
+import type { StageDeps } from './runtime.js';
 import { editResponseHeaders } from './response-transformer.js';
 
 const request = (config: unknown) => requestTransformerPlugin.compile(requestTransformerPlugin.schema.parse(config));
@@ -33,6 +38,21 @@ test.each([
   ['other parameters keep their order and encoding', { add: { querystring: { z: '1' } } }, 'q=%2F&flag&x=', 'q=%2F&flag&x=&z=1'],
 ])('query, %s', (_row, config, query, expected) => {
   expect(editQuery(query, request(config).query!)).toBe(expected);
+});
+
+test.each([
+  ['no query', '', 'n=1&m=a%20b'],
+  ['a query', 'a=1&n=0', 'a=1&n=0&m=a%20b'],
+])('request_transformer stage, %s: the same as editQuery', (_row, query, expected) => {
+  const config = { add: { querystring: { n: '1' } }, append: { querystring: { m: 'a b' } } };
+  const stage = requestTransformerRuntime.stage(request(config), {} as StageDeps);
+  const pipeline = { request: [stage.request!], response: [], forward: [] };
+  for (let i = 0; i < 2; i++) {
+    const ex = new PluginExchange(new IncomingMessage(new Socket()), { id: 'r' } as CompiledRoute, 'id', query, pipeline);
+    stage.request!(ex);
+    expect(ex.query).toBe(expected);
+    expect(ex.query).toBe(editQuery(query, request(config).query!));
+  }
 });
 
 test.each([

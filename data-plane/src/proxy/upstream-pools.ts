@@ -3,6 +3,7 @@
  * origin, dial timeout and TLS mode. insecure_skip_verify APIs get pools of their own, so only
  * those APIs ever accept a self-signed certificate, even when another API uses the same origin.
  */
+import { LRUCache } from 'lru-cache';
 import { Pool } from 'undici';
 
 export interface PoolOptions {
@@ -31,8 +32,13 @@ const BODY_TIMEOUT_MS = 5 * 60_000;
 const DEFAULT_MAX_POOLS = 1024;
 
 export function createUpstreamPools(options: { maxPools?: number } = {}): UpstreamPools {
-  const maxPools = options.maxPools ?? DEFAULT_MAX_POOLS;
-  const pools = new Map<string, Pool>();
+  const pools = new LRUCache<string, Pool>({
+    max: options.maxPools ?? DEFAULT_MAX_POOLS,
+    // An evicted pool finishes its in-flight requests, then closes; close() below closes the rest itself.
+    dispose: (pool, _key, reason) => {
+      if (reason === 'evict') void pool.close().catch(() => undefined);
+    },
+  });
   let closed = false;
 
   return {
@@ -40,21 +46,12 @@ export function createUpstreamPools(options: { maxPools?: number } = {}): Upstre
       if (closed) throw new Error('upstream pools are closed');
       const key = `${insecureSkipVerify ? 'insecure' : 'verify'} ${dialTimeoutMs} ${origin}`;
       let pool = pools.get(key);
-      if (pool) {
-        // Map iteration order is insertion order: re-inserting keeps the oldest entry first.
-        pools.delete(key);
+      if (!pool) {
+        pool = new Pool(origin, {
+          connect: { timeout: dialTimeoutMs, ...(insecureSkipVerify ? { rejectUnauthorized: false } : {}) },
+          bodyTimeout: BODY_TIMEOUT_MS,
+        });
         pools.set(key, pool);
-        return pool;
-      }
-      pool = new Pool(origin, {
-        connect: { timeout: dialTimeoutMs, ...(insecureSkipVerify ? { rejectUnauthorized: false } : {}) },
-        bodyTimeout: BODY_TIMEOUT_MS,
-      });
-      pools.set(key, pool);
-      if (pools.size > maxPools) {
-        const [oldestKey, oldest] = pools.entries().next().value as [string, Pool];
-        pools.delete(oldestKey);
-        void oldest.close().catch(() => undefined);
       }
       return pool;
     },

@@ -1,1 +1,1 @@
-export { createStatusServer, type StatusServer } from './status-server.js';
+export { createStatusServer, type StatusServer, type StatusSource } from './status-server.js';

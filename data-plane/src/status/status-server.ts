@@ -1,6 +1,8 @@
 /**
  * The data plane's status listener (STATUS_PORT), apart from the proxy port so no user route is
  * ever shadowed: GET /healthz (alive), GET /readyz (a snapshot is applied), GET /metrics.
+ * One process answers from its own holder and registry; a WORKERS primary passes a `source`
+ * that asks its workers (data-plane/src/workers).
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
@@ -8,6 +10,25 @@ import { adminBody, GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import type { SnapshotHolder } from '../sync/snapshot-holder.js';
 import { listen } from '#proto/listen';
+
+/** What /readyz (the body; 200 when `ready`, else 503) and /metrics report. */
+export interface StatusSource {
+  readiness(): Promise<{ ready: boolean } & Record<string, unknown>>;
+  metrics(): Promise<{ contentType: string; text: string }>;
+}
+
+/** The source of a process that serves traffic itself. */
+function processSource(holder: SnapshotHolder, registry: Registry): StatusSource {
+  return {
+    async readiness() {
+      const snapshot = holder.current();
+      return snapshot ? { ready: true, version: snapshot.version, hash: snapshot.hash } : { ready: false };
+    },
+    async metrics() {
+      return { contentType: registry.contentType, text: await registry.metrics() };
+    },
+  };
+}
 
 export interface StatusServer {
   readonly server: Server;
@@ -26,7 +47,10 @@ function sendError(res: ServerResponse, err: GatehouseError): void {
   send(res, err.status, adminBody(err));
 }
 
-export function createStatusServer(deps: { holder: SnapshotHolder; registry: Registry; logger: Logger }): StatusServer {
+export function createStatusServer(
+  deps: ({ holder: SnapshotHolder; registry: Registry } | { source: StatusSource }) & { logger: Logger },
+): StatusServer {
+  const source = 'source' in deps ? deps.source : processSource(deps.holder, deps.registry);
   let draining = false;
 
   async function handle(method: string, path: string, res: ServerResponse): Promise<void> {
@@ -38,11 +62,12 @@ export function createStatusServer(deps: { holder: SnapshotHolder; registry: Reg
     }
     if (path === '/healthz') return send(res, 200, JSON.stringify({ status: 'ok' }));
     if (path === '/readyz') {
-      const snapshot = deps.holder.current();
-      if (!snapshot || draining) return send(res, 503, JSON.stringify({ ready: false }));
-      return send(res, 200, JSON.stringify({ ready: true, version: snapshot.version, hash: snapshot.hash }));
+      if (draining) return send(res, 503, JSON.stringify({ ready: false }));
+      const readiness = await source.readiness();
+      return send(res, readiness.ready ? 200 : 503, JSON.stringify(readiness));
     }
-    send(res, 200, await deps.registry.metrics(), deps.registry.contentType);
+    const metrics = await source.metrics();
+    send(res, 200, metrics.text, metrics.contentType);
   }
 
   // Probes and scrapes are tiny GETs: a client that is slower than this is not one of them.

@@ -1,0 +1,67 @@
+/**
+ * The kinds of definition the store holds, described once: how each is listed, parsed and named,
+ * and the errors its name gives. The admin writes (admin/definition-writes.ts) add their write
+ * rules to these; the Kubernetes store adds the custom resource each is kept in.
+ */
+import type { ErrorCode } from '#proto/errors';
+import {
+  parseApiDefinition,
+  parseBasicAuthCredential,
+  parseOAuthServer,
+  type ApiDefinition,
+  type BasicAuthCredential,
+  type Definitions,
+  type OAuthServerDefinition,
+} from '#proto/definition/index';
+import type { DefinitionKindName } from '#proto/compile/index';
+
+export interface ErrorReply {
+  code: ErrorCode;
+  message: string;
+}
+
+export interface StoredKind<T> {
+  list(defs: Definitions): T[];
+  withList(defs: Definitions, items: T[]): Definitions;
+  parse(raw: unknown): T;
+  /** The member that names a definition (unique, in the admin path, never renamed): `name`, or `username`. */
+  nameField: string;
+  nameOf(item: T): string;
+  notFound: ErrorReply;
+  nameTaken: ErrorReply;
+  /** How compileDefinitions names this kind in its verdicts. */
+  compileKind: DefinitionKindName;
+}
+
+export const storedApis: StoredKind<ApiDefinition> = {
+  list: (defs) => defs.apis,
+  withList: (defs, apis) => ({ ...defs, apis }),
+  parse: parseApiDefinition,
+  nameField: 'name',
+  nameOf: (api) => api.name,
+  notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
+  nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
+  compileKind: 'api',
+};
+
+export const storedOAuthServers: StoredKind<OAuthServerDefinition> = {
+  list: (defs) => defs.oauthServers,
+  withList: (defs, oauthServers) => ({ ...defs, oauthServers }),
+  parse: parseOAuthServer,
+  nameField: 'name',
+  nameOf: (server) => server.name,
+  notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
+  nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
+  compileKind: 'oauth-server',
+};
+
+export const storedBasicAuthCredentials: StoredKind<BasicAuthCredential> = {
+  list: (defs) => defs.basicAuthCredentials ?? [],
+  withList: (defs, basicAuthCredentials) => ({ ...defs, basicAuthCredentials }),
+  parse: parseBasicAuthCredential,
+  nameField: 'username',
+  nameOf: (credential) => credential.username,
+  notFound: { code: 'BASIC_AUTH_USER_NOT_FOUND', message: 'user not found' },
+  nameTaken: { code: 'BASIC_AUTH_USER_TAKEN', message: 'user already exists' },
+  compileKind: 'basic-auth-credential',
+};

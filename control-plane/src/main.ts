@@ -62,7 +62,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const secrets = await resolveAdminSecrets(config, logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
-  const snapshots = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, logger });
+  const snapshots = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, logger });
 
   // The gRPC server needs the metrics callbacks and the metrics read the server: late-bound getter.
   const metrics = createControlPlaneMetrics({

@@ -9,7 +9,7 @@ import { GatehouseError } from '#proto/errors';
 import type { Definitions } from '#proto/definition/index';
 import { compileDefinitions } from '#proto/compile/index';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
-import { apiKind, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
+import { apiKind, compileCache, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
 import { basicAuthCredentialKind } from './basic-auth-credentials.js';
 
 export interface ConfigDocument {
@@ -69,7 +69,7 @@ async function resolvePassword(raw: unknown, current: Definitions): Promise<unkn
 
 /** Throws the first rejection of the whole candidate, naming the item by its index. */
 export function checkWholeConfig(defs: Definitions): void {
-  const first = compileDefinitions(defs).rejected[0];
+  const first = compileDefinitions(defs, { cache: compileCache }).rejected[0];
   if (!first) return;
   const section = SECTIONS.find((s) => s.kind.compileKind === first.kind)!;
   // A name defined twice is refused at its later place.

@@ -15,7 +15,9 @@ const proto = loadGatehouseProto();
 
 interface Push {
   nonce: string;
+  content?: 'snapshot' | 'delta';
   snapshot: { version: number; hash: string; apis: Array<{ name: string }> };
+  delta?: { base_version: number; version: number; hash: string; apis: Array<{ name: string }>; removed_apis: string[] };
 }
 
 const withApi = (name: string) => (defs: Definitions): Definitions => ({
@@ -97,7 +99,7 @@ const dataPlane = (id: string): DataPlaneStatus | undefined => server.dataPlanes
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'gatehouse-grpc-'));
   store = await openFileStore({ dataDir: dir, logger });
-  builder = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, logger });
+  builder = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, logger });
   Object.assign(counts, { push: 0, ack: 0, nack: 0, connect: 0, disconnect: 0 });
   server = createSnapshotServer({
     snapshots: builder,
@@ -264,4 +266,40 @@ describe('snapshot server', () => {
     expect(Date.now() - started).toBeLessThan(2000);
     await until(() => dp.ended());
   });
+
+  test('a data plane that takes deltas gets the full snapshot on connect, then one delta per version; one that does not, full snapshots', async () => {
+    const deltas = open();
+    deltas.hello('dp-deltas', { accepts_deltas: true });
+    const full = open();
+    full.hello('dp-full');
+    expect((await deltas.next()).content).toBe('snapshot');
+    expect((await full.next()).content).toBe('snapshot');
+    await store.update(withApi('a'));
+    await store.update(withApi('b'));
+    const [d1, d2] = [await deltas.next(), await deltas.next()];
+    expect([d1.content, d2.content]).toEqual(['delta', 'delta']);
+    expect(d2.delta).toMatchObject({ base_version: 2, version: 3, hash: builder.current().hash, removed_apis: [] });
+    expect(d2.delta!.apis.map((a) => a.name)).toEqual(['b']);
+    const [f1, f2] = [await full.next(), await full.next()];
+    expect([f1.content, f2.content]).toEqual(['snapshot', 'snapshot']);
+    expect(f2.snapshot.apis.map((a) => a.name)).toEqual(['a', 'b']);
+  });
+
+  test('a NACKed delta is followed at once by the full snapshot; a NACKed full snapshot is not resent, and the next version goes full', async () => {
+    const dp = open();
+    dp.hello('dp-nack', { accepts_deltas: true });
+    const first = await dp.next();
+    dp.send({ ack: { version: first.snapshot.version, nonce: first.nonce } });
+    await store.update(withApi('a'));
+    const delta = await dp.next();
+    expect(delta.content).toBe('delta');
+    dp.send({ nack: { version: delta.delta!.version, nonce: delta.nonce, error: 'delta base is version 0' } });
+    const resent = await dp.next();
+    expect(resent).toMatchObject({ content: 'snapshot', snapshot: { version: 2, hash: builder.current().hash } });
+    dp.send({ nack: { version: 2, nonce: resent.nonce, error: 'cannot build' } });
+    await dp.expectNoPush();
+    await store.update(withApi('b'));
+    expect(await dp.next()).toMatchObject({ content: 'snapshot', snapshot: { version: 3 } });
+  });
 });
+

@@ -44,7 +44,7 @@ export interface SnapshotServerOptions {
   snapshots: SnapshotSource;
   /** From loadGatehouseProto(): the service whose serializer passes pre-encoded Buffers through. */
   service: grpc.ServiceDefinition;
-  wrapPush(nonce: string, snapshotBytes: Buffer): Buffer;
+  wrapPush(nonce: string, snapshotBytes: Buffer, content?: 'snapshot' | 'delta'): Buffer;
   credentials: grpc.ServerCredentials;
   /** Checks each stream as it opens; a refused one ends with UNAUTHENTICATED before anything is sent. Default: every stream is `insecure`. */
   authenticate?: StreamAuthenticator;
@@ -64,7 +64,7 @@ export interface SnapshotServer {
 
 interface DataPlaneMessage {
   kind?: 'hello' | 'ack' | 'nack';
-  hello?: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string };
+  hello?: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string; accepts_deltas?: boolean };
   ack?: { version: number; nonce: string };
   nack?: { version: number; nonce: string; error: string };
 }
@@ -77,7 +77,13 @@ interface Stream {
   status: DataPlaneStatus | null;
   nonce: number;
   /** What the last push on this stream carried. */
-  sent: { nonce: string; version: number; hash: string } | null;
+  sent: { nonce: string; version: number; hash: string; content: 'snapshot' | 'delta' } | null;
+  /** The DP said it applies deltas (Hello.accepts_deltas). */
+  deltas: boolean;
+  /** A full snapshot was NACKed: the DP holds something else, so the next push is full too. */
+  needsFull: boolean;
+  /** A NACKed delta's full snapshot could not be sent (transport full): sent on 'drain'. */
+  fullOwed: boolean;
   /** The transport is full: skip pushes until 'drain', then send only the newest snapshot. */
   blocked: boolean;
 }
@@ -96,19 +102,32 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
   const server = new grpc.Server({ ...CHANNEL_OPTIONS, 'grpc.max_receive_message_length': MAX_INBOUND_BYTES });
   const streams = new Set<Stream>();
 
-  function push(stream: Stream, snapshot: EncodedSnapshot): void {
+  /**
+   * A delta when the DP takes deltas and was last sent exactly the delta's base (pushes on a stream
+   * arrive in order, so it holds that base once it has applied what came before; if it has not, it
+   * NACKs and gets the full snapshot); a full snapshot on connect, after a gap (pushes skipped while
+   * the transport was full) and after a NACK.
+   */
+  function push(stream: Stream, snapshot: EncodedSnapshot, full = false): void {
+    if (stream.blocked && full) stream.fullOwed = true;
     if (stream.blocked || stream.call.cancelled || !stream.status) return;
+    stream.fullOwed = false;
     const nonce = String(++stream.nonce);
-    stream.sent = { nonce, version: snapshot.version, hash: snapshot.hash };
-    const flushed = stream.call.write(wrapPush(nonce, snapshot.bytes));
+    const { delta } = snapshot;
+    const useDelta =
+      !full && stream.deltas && !stream.needsFull && delta !== null && stream.sent?.version === delta.baseVersion && stream.sent.hash === delta.baseHash;
+    const content = useDelta ? 'delta' : 'snapshot';
+    stream.sent = { nonce, version: snapshot.version, hash: snapshot.hash, content };
+    if (!useDelta) stream.needsFull = false;
+    const flushed = stream.call.write(wrapPush(nonce, useDelta ? delta.bytes : snapshot.bytes, content));
     callbacks.onPush?.(stream.status, snapshot);
-    logger.debug({ dataplane: stream.status.id, version: snapshot.version, nonce }, 'snapshot pushed');
+    logger.debug({ dataplane: stream.status.id, version: snapshot.version, nonce, content }, 'snapshot pushed');
     if (!flushed) {
       stream.blocked = true;
       stream.call.once('drain', () => {
         stream.blocked = false;
         const latest = snapshots.current();
-        if (latest.hash !== stream.sent?.hash) push(stream, latest);
+        if (latest.hash !== stream.sent?.hash || stream.fullOwed) push(stream, latest, stream.fullOwed);
       });
     }
   }
@@ -131,8 +150,9 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
     };
     logger.info({ dataplane: stream.status.id, address, version: stream.status.version }, 'data plane connected');
     callbacks.onConnect?.(stream.status);
+    stream.deltas = hello.accepts_deltas === true;
     // Always push on connect, even when the DP holds the same hash: its ACK confirms the state.
-    push(stream, snapshots.current());
+    push(stream, snapshots.current(), true);
   }
 
   /** The reply counts only when it echoes the last nonce sent on this stream. */
@@ -160,8 +180,12 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
       if (!sent || !stream.status) return;
       const error = clip(message.nack.error, MAX_ERROR_CHARS);
       stream.status.last_nack = { version: sent.version, error, at: now().toISOString() };
-      logger.warn({ dataplane: stream.status.id, version: sent.version, error }, 'data plane rejected snapshot');
+      logger.warn({ dataplane: stream.status.id, version: sent.version, content: sent.content, error }, 'data plane rejected snapshot');
       callbacks.onNack?.(stream.status);
+      // A refused delta (the DP did not hold its base, or the result did not hash right): send the
+      // whole now. A refused full snapshot is not resent (it would be refused again); the next version goes full.
+      if (sent.content === 'delta') push(stream, snapshots.current(), true);
+      else stream.needsFull = true;
     }
   }
 
@@ -173,7 +197,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
       call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: auth.message });
       return;
     }
-    const stream: Stream = { call, auth, status: null, nonce: 0, sent: null, blocked: false };
+    const stream: Stream = { call, auth, status: null, nonce: 0, sent: null, deltas: false, needsFull: false, fullOwed: false, blocked: false };
     streams.add(stream);
     let closed = false;
     const close = (reason: string) => {

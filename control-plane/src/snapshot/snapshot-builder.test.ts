@@ -13,6 +13,7 @@ import { createSnapshotBuilder, type EncodedSnapshot, type SnapshotBuilder } fro
 const logger = createLogger('control-plane', 'silent');
 const proto = loadGatehouseProto();
 const Snapshot = protobuf.loadSync(PROTO_PATH).lookupType('gatehouse.v1.Snapshot');
+const Delta = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true }).lookupType('gatehouse.v1.SnapshotDelta');
 
 const withApi = (name: string) => (defs: Definitions): Definitions => ({
   ...defs,
@@ -37,6 +38,7 @@ beforeEach(async () => {
       encodes++;
       return proto.encodeSnapshot(message);
     },
+    encodeDelta: proto.encodeDelta,
     logger,
   });
 });
@@ -65,7 +67,7 @@ describe('snapshot builder', () => {
     expect(seen.map((s) => s.version)).toEqual([2]);
     expect(builder.current()).toBe(seen[0]);
     expect(builder.current().bytes).toBe(builder.current().bytes);
-    expect(encodes).toBe(2); // initial + one change
+    expect(encodes).toBe(2); // the initial snapshot at start, then this version's when first read (a connect), once
     const decoded = Snapshot.toObject(Snapshot.decode(seen[0].bytes), { longs: Number }) as { version: number; hash: string; apis: Array<{ name: string }> };
     expect(decoded.version).toBe(2);
     expect(decoded.hash).toBe(store.current().hash);
@@ -79,6 +81,21 @@ describe('snapshot builder', () => {
     expect(seen).toEqual([]);
     expect(builder.current().version).toBe(1);
     expect(encodes).toBe(1);
+  });
+
+  test('each version after the first carries the delta from the one before: what changed, by name', async () => {
+    expect(builder.current().delta).toBeNull();
+    await store.update(withApi('a'));
+    await store.update(withApi('b'));
+    const current = builder.current();
+    expect(current.delta).toMatchObject({ baseVersion: 2, size: 1 });
+    await store.update((defs) => ({ ...defs, apis: defs.apis.filter((a) => a.name !== 'a') }));
+    const removal = builder.current();
+    const decoded = Delta.toObject(Delta.decode(removal.delta!.bytes), { longs: Number, defaults: true, arrays: true });
+    expect(decoded).toMatchObject({ base_version: 3, base_hash: current.hash, version: 4, hash: removal.hash, apis: [], removed_apis: ['a'] });
+    const added = Delta.toObject(Delta.decode(current.delta!.bytes), { longs: Number, defaults: true, arrays: true }) as { apis: { name: string }[] };
+    expect(added.apis.map((a) => a.name)).toEqual(['b']);
+    expect(current.delta!.baseHash).toBe(definitionsHash(withApi('a')({ apis: [], oauthServers: [] })));
   });
 
   test('after close no more versions are built', async () => {

@@ -117,6 +117,16 @@ describe('file store', () => {
     expect(events).toEqual([2, 3]);
   });
 
+  test('a throwing subscriber neither fails the update nor keeps the change from the others', async () => {
+    const events: number[] = [];
+    store.subscribe(() => {
+      throw new Error('listener bug');
+    });
+    store.subscribe((s) => events.push(s.revision));
+    await expect(store.update(withApi('a'))).resolves.toMatchObject({ revision: 2, changed: true });
+    expect(events).toEqual([2]);
+  });
+
   test('reopening after a restart restores definitions and revision', async () => {
     await store.update(withApi('a'));
     await store.update(withApi('b'));

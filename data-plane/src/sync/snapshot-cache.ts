@@ -12,14 +12,20 @@ export interface SnapshotCache {
   readonly path: string;
   /** The cached message, or null when there is no cache file. Throws on an unreadable file. */
   load(): SnapshotMessage | null;
-  /** Writes a temp file, fsyncs it and renames it over the cache; saves run one at a time. */
-  save(message: SnapshotMessage): Promise<void>;
+  /**
+   * Writes a temp file, fsyncs it and renames it over the cache; saves run one at a time, and saves
+   * made while one is writing coalesce into one write of the newest (a function is called then).
+   */
+  save(message: SnapshotMessage | (() => SnapshotMessage)): Promise<void>;
   /** Resolves once every save started so far has settled (shutdown waits for it). */
   flush(): Promise<void>;
 }
 
 export function createSnapshotCache(path: string): SnapshotCache {
   let queue: Promise<void> = Promise.resolve();
+  /** The save waiting for the running one, and the newest message it will write. */
+  type Waiting = { run: Promise<void>; message: SnapshotMessage | (() => SnapshotMessage) };
+  let waiting: Waiting | null = null;
 
   async function write(message: SnapshotMessage): Promise<void> {
     const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
@@ -51,9 +57,20 @@ export function createSnapshotCache(path: string): SnapshotCache {
       return JSON.parse(text) as SnapshotMessage;
     },
     save(message) {
-      const run = queue.then(() => write(message));
-      queue = run.catch(() => undefined);
-      return run;
+      if (waiting) {
+        waiting.message = message;
+        return waiting.run;
+      }
+      const next: Waiting = {
+        message,
+        run: queue.then(() => {
+          waiting = null;
+          return write(typeof next.message === 'function' ? next.message() : next.message);
+        }),
+      };
+      waiting = next;
+      queue = next.run.catch(() => undefined);
+      return next.run;
     },
     flush() {
       return queue;

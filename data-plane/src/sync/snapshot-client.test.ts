@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
 import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
-import { toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { definitionsHash, toDeltaMessage, toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotCache } from './snapshot-cache.js';
 import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
@@ -18,7 +18,7 @@ import { createSnapshotHolder } from './snapshot-holder.js';
 const proto = loadGatehouseProto();
 const logger = createLogger('data-plane', 'silent');
 
-type DpMessage = { hello?: { id: string; version: number; hash: string; proxy_address: string }; ack?: { version: number; nonce: string }; nack?: { version: number; nonce: string; error: string } };
+type DpMessage = { hello?: { id: string; version: number; hash: string; proxy_address: string; accepts_deltas?: boolean }; ack?: { version: number; nonce: string }; nack?: { version: number; nonce: string; error: string } };
 type Stream = grpc.ServerDuplexStream<DpMessage, Buffer>;
 
 function apiDef(name: string): ApiDefinition {
@@ -53,6 +53,9 @@ async function startFakeControlPlane() {
     streams,
     push(stream: Stream, nonce: string, message: SnapshotMessage) {
       stream.write(proto.wrapPush(nonce, proto.encodeSnapshot(message)));
+    },
+    pushDelta(stream: Stream, nonce: string, delta: DeltaMessage) {
+      stream.write(proto.wrapPush(nonce, proto.encodeDelta(delta), 'delta'));
     },
     close: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())).then(() => server.forceShutdown()),
   };
@@ -113,6 +116,43 @@ describe('snapshot client', () => {
     expect(nack).toMatchObject({ version: 2, nonce: 'n2' });
     expect(nack.error.length).toBeGreaterThan(0);
     expect(holder.current()).toMatchObject({ version: 1, hash: first.hash });
+  });
+
+  test('deltas: applied on top of the held version; one with a wrong hash or another base is NACKed and the old snapshot keeps serving', async () => {
+    const cp = await startFakeControlPlane();
+    cleanup.push(cp.close);
+    const { holder } = startClient(cp.address);
+    const hello = await until('hello', () => cp.messages.find((m) => m.hello)?.hello);
+    expect(hello).toMatchObject({ accepts_deltas: true });
+    const content = (version: number, ...apis: ApiDefinition[]) => {
+      const defs = { apis, oauthServers: [] };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    const [a, b] = [apiDef('a'), apiDef('b')];
+    const v1 = content(1, a);
+    const v2 = content(2, a, b);
+    cp.push(cp.streams[0]!, 'n1', toSnapshotMessage(1, v1.defs));
+    await until('ack of the full snapshot', () => cp.messages.find((m) => m.ack?.nonce === 'n1'));
+    const served = holder.current()!;
+
+    cp.pushDelta(cp.streams[0]!, 'n2', { ...toDeltaMessage(v1, v2), hash: 'f'.repeat(64) });
+    const badHash = await until('nack of the bad hash', () => cp.messages.find((m) => m.nack?.nonce === 'n2')?.nack);
+    expect(badHash).toMatchObject({ version: 2 });
+    expect(badHash.error).toMatch(/hash mismatch after delta 1 → 2/);
+    expect(holder.current()).toBe(served);
+
+    cp.pushDelta(cp.streams[0]!, 'n3', toDeltaMessage({ ...v1, version: 7 }, { ...v2, version: 8 }));
+    const otherBase = await until('nack of the other base', () => cp.messages.find((m) => m.nack?.nonce === 'n3')?.nack);
+    expect(otherBase.error).toMatch(/delta base is version 7/);
+    expect(holder.current()).toBe(served);
+    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/b/1' })).toBeNull();
+
+    cp.pushDelta(cp.streams[0]!, 'n4', toDeltaMessage(v1, v2));
+    expect(await until('ack of the delta', () => cp.messages.find((m) => m.ack?.nonce === 'n4')?.ack)).toEqual({ version: 2, nonce: 'n4' });
+    expect(holder.current()).toMatchObject({ version: 2, hash: v2.hash });
+    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/b/1' })?.route.name).toBe('b');
+    // The unchanged route keeps its forwarding state (balancer position, pipeline).
+    expect(holder.current()!.upstreams.get('api:a')).toBe(served.upstreams.get('api:a'));
   });
 
   test('after the stream ends it keeps serving, reconnects and says what it holds', async () => {

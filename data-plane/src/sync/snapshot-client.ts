@@ -7,7 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS, joinTokenMetadata, type GatehouseProto } from '#proto/grpc';
 import type { Logger } from '#proto/logger';
-import type { SnapshotMessage } from '#proto/snapshot/codec';
+import { toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import type { SnapshotCache } from './snapshot-cache.js';
 import type { SnapshotHolder } from './snapshot-holder.js';
@@ -22,11 +22,14 @@ export interface DataPlaneIdentity {
 
 interface SnapshotPush {
   nonce: string;
+  /** Which member of the oneof is set (proto-loader `oneofs: true`). */
+  content?: 'snapshot' | 'delta';
   snapshot: SnapshotMessage | null;
+  delta?: DeltaMessage | null;
 }
 
 type DataPlaneMessage =
-  | { hello: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string } }
+  | { hello: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string; accepts_deltas: boolean } }
   | { ack: { version: number; nonce: string } }
   | { nack: { version: number; nonce: string; error: string } };
 
@@ -117,6 +120,7 @@ export function createSnapshotClient(deps: {
         hash: held?.hash ?? '',
         proxy_address: deps.identity.proxyAddress,
         software_version: deps.identity.softwareVersion,
+        accepts_deltas: true,
       },
     });
     logger.debug({ address: deps.address }, 'snapshot stream opened');
@@ -138,8 +142,7 @@ export function createSnapshotClient(deps: {
 
   function handlePush(stream: SnapshotCall, push: SnapshotPush): void {
     const nonce = push?.nonce ?? '';
-    const message = push?.snapshot as SnapshotMessage;
-    const result = holder.apply(message);
+    const result = push?.content === 'delta' && push.delta ? holder.applyDelta(push.delta) : holder.apply(push?.snapshot as SnapshotMessage);
     if (!result.ok) {
       logger.error({ version: result.version, err: result.error }, 'snapshot rejected, keeping the previous one');
       stream.write({ nack: { version: result.version, nonce, error: result.error.slice(0, MAX_NACK_ERROR_CHARS) } });
@@ -151,10 +154,14 @@ export function createSnapshotClient(deps: {
       return;
     }
     logger.info(
-      { version: result.version, hash: result.hash, routes: holder.current()?.table.size },
+      { version: result.version, hash: result.hash, routes: holder.current()?.table.size, content: push.content === 'delta' ? 'delta' : 'snapshot' },
       'snapshot applied',
     );
-    deps.cache?.save(message).catch((err: Error) => {
+    // The whole content, also after a delta; built when the cache writes (consecutive pushes coalesce).
+    deps.cache?.save(() => {
+      const held = holder.content()!;
+      return toSnapshotMessage(held.version, held.defs, held.hash);
+    }).catch((err: Error) => {
       logger.warn({ path: deps.cache?.path, err: err.message }, 'could not write the snapshot cache');
     });
   }

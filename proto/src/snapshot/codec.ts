@@ -1,12 +1,17 @@
 /**
  * Snapshot codec: Definitions <-> the typed protobuf Snapshot message (plain objects in the
- * shape @grpc/proto-loader produces with keepCase), and the content hash over a canonical
- * encoding (so a reordering of the store is not a change).
+ * shape @grpc/proto-loader produces with keepCase), the SnapshotDelta between two versions, and
+ * the content hash over a canonical encoding (so a reordering of the store is not a change).
  *
- * Canonical form = the message body itself: APIs and OAuth servers sorted by name (code-unit
- * order), basic_auth users by username (the member omitted when there are none), every object built below with a fixed key order, absent endpoints omitted; the hash is
- * sha256 hex of its JSON. Wire conventions: "" listen_path = absent, default_ttl 0 = unset,
- * weight 0 = unset (normalised definitions always carry a weight >= 1).
+ * Canonical form of one definition = its message built below with a fixed key order (absent
+ * endpoints omitted, plugin configs with sorted keys); its hash is sha256 hex of that JSON. The hash
+ * of the whole is sha256 hex over `<kind> <definition hash>\n` lines, kinds in the order apis,
+ * oauth_servers, basic_auth_credentials and each kind sorted by name (code-unit order), so it names
+ * the whole content, is the same on every replica, and after a one-definition change costs a sort and
+ * 64 bytes a definition instead of re-encoding everything (10,000 APIs: ~3 MB of JSON per write before).
+ * Per-definition messages and hashes are memoised by object identity: definitions are never
+ * mutated (the store and the DP build new objects for every change). Wire conventions: "" listen_path =
+ * absent, default_ttl 0 = unset, weight 0 = unset (normalised definitions always carry a weight >= 1).
  */
 import { createHash } from 'node:crypto';
 import { GatehouseError, isGatehouseError } from '../errors.js';
@@ -150,30 +155,66 @@ const byName = <T extends { name: string }>(a: T, b: T) => (a.name < b.name ? -1
 
 const byUsername = (a: BasicAuthCredential, b: BasicAuthCredential) => byName({ name: a.username }, { name: b.username });
 
-function canonicalBody(defs: Definitions): { apis: ApiMessage[]; oauth_servers: OAuthServerMessage[]; basic_auth_credentials?: BasicAuthCredential[] } {
+type CredentialMessage = { username: string; password_hash: string };
+const credentialToMessage = (c: BasicAuthCredential): CredentialMessage => ({ username: c.username, password_hash: c.password_hash });
+
+/**
+ * Memo of each definition's message and hash (see the file comment: definitions are immutable). The
+ * message is kept only once asked for (the CP encodes it); a DP keeps just the 64-character hash.
+ */
+const canonical = new WeakMap<object, { message?: object; hash?: string }>();
+
+function memoMessage<D extends object, M extends object>(def: D, toMessage: (def: D) => M): M {
+  let entry = canonical.get(def);
+  if (!entry) canonical.set(def, (entry = {}));
+  return (entry.message ??= toMessage(def)) as M;
+}
+
+/** The canonical message of one definition (memoised; the same object for the same definition). */
+export const apiMessage = (api: ApiDefinition): ApiMessage => memoMessage(api, apiToMessage);
+export const oauthServerMessage = (server: OAuthServerDefinition): OAuthServerMessage => memoMessage(server, serverToMessage);
+export const credentialMessage = (credential: BasicAuthCredential): CredentialMessage => memoMessage(credential, credentialToMessage);
+
+function definitionHash<D extends object>(def: D, toMessage: (def: D) => object): string {
+  let entry = canonical.get(def);
+  if (!entry) canonical.set(def, (entry = {}));
+  return (entry.hash ??= createHash('sha256')
+    .update(JSON.stringify(entry.message ?? toMessage(def)))
+    .digest('hex'));
+}
+
+function canonicalBody(defs: Definitions): { apis: ApiMessage[]; oauth_servers: OAuthServerMessage[]; basic_auth_credentials?: CredentialMessage[] } {
   const credentials = defs.basicAuthCredentials ?? [];
   return {
-    apis: [...defs.apis].sort(byName).map(apiToMessage),
-    oauth_servers: [...defs.oauthServers].sort(byName).map(serverToMessage),
-    ...(credentials.length > 0
-      ? { basic_auth_credentials: [...credentials].sort(byUsername).map((c) => ({ username: c.username, password_hash: c.password_hash })) }
-      : {}),
+    apis: [...defs.apis].sort(byName).map(apiMessage),
+    oauth_servers: [...defs.oauthServers].sort(byName).map(oauthServerMessage),
+    ...(credentials.length > 0 ? { basic_auth_credentials: [...credentials].sort(byUsername).map(credentialMessage) } : {}),
   };
 }
 
-function hashBody(body: ReturnType<typeof canonicalBody>): string {
-  return createHash('sha256').update(JSON.stringify(body)).digest('hex');
-}
+/** The whole hash per Definitions object (also never mutated): the store and the history hash the same one. */
+const wholeHashes = new WeakMap<Definitions, string>();
 
-/** sha256 hex over the canonical (sorted by name, stable key order) encoding. */
+/** sha256 hex over the sorted per-definition hashes (see the file comment). */
 export function definitionsHash(defs: Definitions): string {
-  return hashBody(canonicalBody(defs));
+  const known = wholeHashes.get(defs);
+  if (known !== undefined) return known;
+  const lines: string[] = [];
+  const add = <D extends object>(kind: string, items: readonly D[], compare: (a: D, b: D) => number, toMessage: (def: D) => object) => {
+    for (const def of [...items].sort(compare)) lines.push(`${kind} ${definitionHash(def, toMessage)}\n`);
+  };
+  add('apis', defs.apis, byName, apiToMessage);
+  add('oauth_servers', defs.oauthServers, byName, serverToMessage);
+  add('basic_auth_credentials', defs.basicAuthCredentials ?? [], byUsername, credentialToMessage);
+  // One update of the joined lines: 10,000 small update() calls cost more than the hashing itself.
+  const hash = createHash('sha256').update(lines.join('')).digest('hex');
+  wholeHashes.set(defs, hash);
+  return hash;
 }
 
 /** `hash`, when the caller already holds definitionsHash(defs) (the store does), is not computed again. */
 export function toSnapshotMessage(version: number, defs: Definitions, hash?: string): SnapshotMessage {
-  const body = canonicalBody(defs);
-  return { version, hash: hash ?? hashBody(body), ...body };
+  return { version, hash: hash ?? definitionsHash(defs), ...canonicalBody(defs) };
 }
 
 function proxyFromMessage(m: unknown): unknown {
@@ -266,4 +307,160 @@ export function fromSnapshotMessage(msg: SnapshotMessage): { version: number; ha
     throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${hash}`);
   }
   return { version: Number(msg.version), hash, defs };
+}
+
+/** A version's content as both sides hold it. */
+export interface SnapshotContent {
+  version: number;
+  hash: string;
+  defs: Definitions;
+}
+
+/** What a delta changed, per definition (compile/incremental.ts DefinitionChange): `def` absent = removed. */
+export interface ContentChange {
+  kind: 'api' | 'oauth-server' | 'basic-auth-credential';
+  name: string;
+  def?: object;
+}
+
+/** SnapshotDelta as plain object (gatehouse.proto): `base` → `version`, upserts by kind, removals by name. */
+export interface DeltaMessage {
+  base_version: number;
+  base_hash: string;
+  version: number;
+  /** Hash of the whole content after applying. */
+  hash: string;
+  apis: unknown[];
+  oauth_servers: unknown[];
+  basic_auth_credentials: unknown[];
+  removed_apis: string[];
+  removed_oauth_servers: string[];
+  removed_basic_auth_credentials: string[];
+}
+
+interface KindCodec<D extends object> {
+  kind: ContentChange['kind'];
+  list(defs: Definitions): readonly D[];
+  nameOf(def: D): string;
+  /** The memoised message (what goes on the wire). */
+  toMessage(def: D): object;
+  /** A fresh message (only hashed, not kept). */
+  toRawMessage(def: D): object;
+  /** Message → validated definition; throws with the message's index. */
+  decode(items: unknown): D[];
+}
+
+const KIND_CODECS = {
+  apis: {
+    kind: 'api',
+    list: (defs) => defs.apis,
+    nameOf: (api) => api.name,
+    toMessage: apiMessage,
+    toRawMessage: apiToMessage,
+    decode: (items) => decodeAll(items, 'apis', apiFromMessage, parseApiDefinition),
+  } satisfies KindCodec<ApiDefinition>,
+  oauth_servers: {
+    kind: 'oauth-server',
+    list: (defs) => defs.oauthServers,
+    nameOf: (server) => server.name,
+    toMessage: oauthServerMessage,
+    toRawMessage: serverToMessage,
+    decode: (items) => decodeAll(items, 'oauth_servers', serverFromMessage, parseOAuthServer),
+  } satisfies KindCodec<OAuthServerDefinition>,
+  basic_auth_credentials: {
+    kind: 'basic-auth-credential',
+    list: (defs) => defs.basicAuthCredentials ?? [],
+    nameOf: (c) => c.username,
+    toMessage: credentialMessage,
+    toRawMessage: credentialToMessage,
+    decode: (items) => decodeAll(items, 'basic_auth_credentials', (m) => m, parseBasicAuthCredential, (c) => c.username),
+  } satisfies KindCodec<BasicAuthCredential>,
+};
+
+type KindKey = keyof typeof KIND_CODECS;
+const KIND_KEYS = Object.keys(KIND_CODECS) as KindKey[];
+
+/** One kind's changes from `before` to `after`: definitions added or changed (by content), names removed. */
+function diffKind<D extends object>(codec: KindCodec<D>, before: Definitions, after: Definitions): { upserts: object[]; removed: string[] } {
+  const previous = new Map(codec.list(before).map((d) => [codec.nameOf(d), d]));
+  const upserts: object[] = [];
+  for (const def of codec.list(after)) {
+    const name = codec.nameOf(def);
+    const old = previous.get(name);
+    previous.delete(name);
+    if (old === def) continue;
+    if (old === undefined || definitionHash(old, codec.toRawMessage) !== definitionHash(def, codec.toRawMessage)) upserts.push(codec.toMessage(def));
+  }
+  return { upserts, removed: [...previous.keys()].sort() };
+}
+
+/** The delta that turns `base` into `next` (both as the CP's store holds them). */
+export function toDeltaMessage(base: SnapshotContent, next: SnapshotContent): DeltaMessage {
+  const delta = { base_version: base.version, base_hash: base.hash, version: next.version, hash: next.hash } as DeltaMessage;
+  for (const key of KIND_KEYS) {
+    const { upserts, removed } = diffKind(KIND_CODECS[key] as KindCodec<object>, base.defs, next.defs);
+    delta[key] = upserts;
+    delta[`removed_${key}`] = removed;
+  }
+  return delta;
+}
+
+/** Number of definitions a delta adds, changes or removes. */
+export function deltaSize(delta: DeltaMessage): number {
+  return KIND_KEYS.reduce((n, key) => n + (delta[key]?.length ?? 0) + (delta[`removed_${key}`]?.length ?? 0), 0);
+}
+
+/**
+ * `list` with the `removed` names taken out and `upserts` put in, kept in name order: a data plane's
+ * lists come sorted from the full snapshot and stay so, which makes definitionsHash's sort a single
+ * pass over sorted input (10,000 APIs: ~25 ms of sorting per delta otherwise).
+ */
+function patchSorted<D extends object>(codec: KindCodec<D>, list: readonly D[], removed: ReadonlySet<string>, upserts: D[]): D[] {
+  const changed = new Map(upserts.map((d) => [codec.nameOf(d), d]));
+  const kept = list.filter((d) => !removed.has(codec.nameOf(d)) && !changed.has(codec.nameOf(d)));
+  const sortedUpserts = [...changed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, d]) => d);
+  // Merge two sorted lists (an unsorted `list`, e.g. a cold-start cache, just ends up partly sorted: still correct).
+  const out: D[] = [];
+  let i = 0;
+  for (const def of sortedUpserts) {
+    const name = codec.nameOf(def);
+    while (i < kept.length && codec.nameOf(kept[i]) < name) out.push(kept[i++]);
+    out.push(def);
+  }
+  while (i < kept.length) out.push(kept[i++]);
+  return out;
+}
+
+/**
+ * Applies a delta to the content it was taken from. Throws VALIDATION_FAILED when `base` is not the
+ * delta's base (version and hash), an upsert does not validate, or the result's hash is not the
+ * delta's. Unchanged definitions keep their objects, so everything memoised on them still holds.
+ */
+export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): SnapshotContent & { changes: ContentChange[] } {
+  const version = Number(delta.version);
+  if (Number(delta.base_version) !== base.version || delta.base_hash !== base.hash) {
+    throw new GatehouseError(
+      'VALIDATION_FAILED',
+      `delta base is version ${Number(delta.base_version)} (${JSON.stringify(delta.base_hash)}), held is version ${base.version} (${JSON.stringify(base.hash)})`,
+    );
+  }
+  const lists = {} as Record<KindKey, object[]>;
+  const changes: ContentChange[] = [];
+  for (const key of KIND_KEYS) {
+    const codec = KIND_CODECS[key] as KindCodec<object>;
+    const removed = delta[`removed_${key}`] ?? [];
+    if (!Array.isArray(removed)) throw new GatehouseError('VALIDATION_FAILED', `delta removed_${key} must be an array`);
+    const upserts = codec.decode(delta[key] ?? []);
+    const removedNames = new Set(removed.map(String).filter((name) => !upserts.some((d) => codec.nameOf(d) === name)));
+    for (const name of removedNames) changes.push({ kind: codec.kind, name });
+    for (const def of upserts) changes.push({ kind: codec.kind, name: codec.nameOf(def), def });
+    lists[key] = patchSorted(codec, codec.list(base.defs), removedNames, upserts);
+  }
+  const defs: Definitions = { apis: lists.apis as ApiDefinition[], oauthServers: lists.oauth_servers as OAuthServerDefinition[] };
+  if (lists.basic_auth_credentials.length > 0) defs.basicAuthCredentials = lists.basic_auth_credentials as BasicAuthCredential[];
+  const hash = definitionsHash(defs);
+  if (hash !== delta.hash) {
+    throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch after delta ${base.version} → ${version}: message says ${JSON.stringify(delta.hash)}, content is ${hash}`);
+  }
+  return { version, hash, defs, changes };
 }

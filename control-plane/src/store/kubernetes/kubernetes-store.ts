@@ -12,20 +12,14 @@
  * The revision is this replica's counter; the hash is the same on every replica for the same CRs.
  */
 import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
-import { GatehouseError, type ErrorCode } from '#proto/errors';
-import {
-  parseApiDefinition,
-  parseBasicAuthCredential,
-  parseOAuthServer,
-  type ApiDefinition,
-  type BasicAuthCredential,
-  type Definitions,
-  type OAuthServerDefinition,
-} from '#proto/definition/index';
-import { compileDefinitions, type DefinitionKindName } from '#proto/compile/index';
+import { GatehouseError } from '#proto/errors';
+import type { ApiDefinition, BasicAuthCredential, Definitions, OAuthServerDefinition } from '#proto/definition/index';
+import { compileDefinitions, createCompileCache } from '#proto/compile/index';
 import { definitionsHash } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
-import type { DefinitionStore, Mutation, StoreListener, StoreState, UpdateResult } from '../index.js';
+import type { DefinitionStore, Mutation, StoreState, UpdateResult } from '../index.js';
+import { createUpdateQueue } from '../update-queue.js';
+import { storedApis, storedBasicAuthCredentials, storedOAuthServers, type StoredKind } from '../definition-kinds.js';
 import { API_DEFINITION, API_VERSION, BASIC_AUTH_CREDENTIAL, GROUP, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
 import { metadataNameFor } from './resource-names.js';
 
@@ -72,45 +66,15 @@ export interface KubernetesStoreOptions {
   retryBaseMs?: number;
 }
 
-interface Kind<T> {
+/** A stored kind and the custom resource it is kept in. */
+interface Kind<T> extends StoredKind<T> {
   resource: ResourceKind;
-  compileKind: DefinitionKindName;
-  parse(raw: unknown): T;
-  list(defs: Definitions): T[];
-  /** The Janus name (spec.name; spec.username for basic_auth users). */
-  nameOf(def: T): string;
-  nameTaken: { code: ErrorCode; message: string };
-  notFound: { code: ErrorCode; message: string };
 }
 
 const KINDS = [
-  {
-    resource: API_DEFINITION,
-    compileKind: 'api',
-    parse: parseApiDefinition,
-    list: (defs) => defs.apis,
-    nameOf: (api) => api.name,
-    nameTaken: { code: 'API_NAME_TAKEN', message: 'api name is already registered' },
-    notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
-  } satisfies Kind<ApiDefinition>,
-  {
-    resource: OAUTH_SERVER,
-    compileKind: 'oauth-server',
-    parse: parseOAuthServer,
-    list: (defs) => defs.oauthServers,
-    nameOf: (server) => server.name,
-    nameTaken: { code: 'OAUTH_SERVER_NAME_TAKEN', message: 'oauth server name is already registered' },
-    notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
-  } satisfies Kind<OAuthServerDefinition>,
-  {
-    resource: BASIC_AUTH_CREDENTIAL,
-    compileKind: 'basic-auth-credential',
-    parse: parseBasicAuthCredential,
-    list: (defs) => defs.basicAuthCredentials ?? [],
-    nameOf: (credential) => credential.username,
-    nameTaken: { code: 'BASIC_AUTH_USER_TAKEN', message: 'user already exists' },
-    notFound: { code: 'BASIC_AUTH_USER_NOT_FOUND', message: 'user not found' },
-  } satisfies Kind<BasicAuthCredential>,
+  { resource: API_DEFINITION, ...storedApis } satisfies Kind<ApiDefinition>,
+  { resource: OAUTH_SERVER, ...storedOAuthServers } satisfies Kind<OAuthServerDefinition>,
+  { resource: BASIC_AUTH_CREDENTIAL, ...storedBasicAuthCredentials } satisfies Kind<BasicAuthCredential>,
 ] as const;
 
 type AnyKind = (typeof KINDS)[number];
@@ -152,12 +116,10 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   /** Parsed specs, per uid and generation (status writes change neither). */
   const parsed = new Map<string, { generation: number; value: unknown; error: GatehouseError | null }>();
   const hashes = new Map<number, string>([[state.revision, state.hash]]);
-  const listeners = new Set<StoreListener>();
+  const queue = createUpdateQueue(logger);
   const resourceListeners = new Set<() => void>();
   const waiters = new Set<{ done: () => boolean; resolve: () => void }>();
-  let closed = false;
   let rebuildQueued = false;
-  let tail: Promise<unknown> = Promise.resolve();
 
   // ---- informers ---------------------------------------------------------------------------
   const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
@@ -183,7 +145,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const h = health.get(kind)!;
     h.errors++;
     h.failing = true;
-    if (closed || h.timer) return;
+    if (queue.closed || h.timer) return;
     logger.warn({ err: String((err as Error)?.message ?? err), kind: kind.resource.kind, retryMs: h.retryMs }, 'kubernetes list/watch failed; retrying');
     // The cache, and so the served snapshot, is kept while the apiserver is away.
     h.timer = setTimeout(() => {
@@ -213,7 +175,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   }
 
   function queueRebuild(): void {
-    if (rebuildQueued || closed) return;
+    if (rebuildQueued || queue.closed) return;
     rebuildQueued = true;
     setImmediate(() => {
       rebuildQueued = false;
@@ -261,6 +223,9 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     });
   }
 
+  // parseCached keeps each CR's parsed definition per generation, so an unchanged one is never compiled again.
+  const compileCache = createCompileCache();
+
   function rebuild(): void {
     const entries = ranked();
     const owners = new Map<string, string>();
@@ -298,7 +263,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       (kind.list(defs) as unknown[]).push(value);
     });
 
-    const compiled = compileDefinitions(defs, { rank: (k, n) => ranks.get(`${k}:${n}`) ?? 0 });
+    const compiled = compileDefinitions(defs, { rank: (k, n) => ranks.get(`${k}:${n}`) ?? 0, cache: compileCache });
     const rejected = new Set<string>();
     for (const r of compiled.rejected) {
       const key = `${r.kind}:${r.name}`;
@@ -335,13 +300,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 
     if (changed) {
       logger.info({ revision: state.revision, apis: accepted.apis.length, oauthServers: accepted.oauthServers.length, rejected: compiled.rejected.length }, 'definitions changed');
-      for (const listener of listeners) {
-        try {
-          listener(state);
-        } catch (err) {
-          logger.error({ err }, 'store listener failed');
-        }
-      }
+      queue.notify(state);
     }
   }
 
@@ -349,7 +308,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   // A CP that cannot list must not serve an empty snapshot (data planes would drop every route).
   for (const kind of KINDS) void run(kind);
   await new Promise<void>((resolve) => {
-    const check = () => ([...health.values()].every((h) => h.synced) || closed ? resolve() : setTimeout(check, 10));
+    const check = () => ([...health.values()].every((h) => h.synced) || queue.closed ? resolve() : setTimeout(check, 10));
     check();
   });
   rebuild();
@@ -498,17 +457,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     current: () => state,
     verdicts: () => verdicts,
 
-    update(mutation) {
-      if (closed) return Promise.reject(unavailable('definition store is closed'));
-      const result = tail.then(() => apply(mutation));
-      tail = result.catch(() => undefined);
-      return result;
-    },
-
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
+    update: (mutation) => queue.update(() => apply(mutation)),
+    subscribe: queue.subscribe,
 
     hashOfRevision: (revision) => hashes.get(revision),
     revisionOfHash(hash) {
@@ -537,11 +487,9 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     },
 
     async close() {
-      closed = true;
-      await tail;
+      await queue.close();
       for (const h of health.values()) clearTimeout(h.timer);
       for (const informer of informers.values()) await informer.stop();
-      listeners.clear();
       resourceListeners.clear();
       for (const w of waiters) w.resolve();
       waiters.clear();

@@ -1,0 +1,172 @@
+/**
+ * A whole configuration (every definition accepted, as the store holds and a data plane applies it)
+ * indexed so that a change is checked by what it changes: its definitions are compiled (through the
+ * CompileCache), their route keys looked up in the index of route keys, their oauth2 references in
+ * the servers, and a removed server in the count of APIs naming it. The verdicts are compileDefinitions'
+ * own (same compile, same route keys, same messages); the property test in
+ * proto/src/snapshot/delta.property.test.ts checks the two agree.
+ */
+import { GatehouseError } from '../errors.js';
+import type { ApiDefinition, Definitions } from '../definition/types.js';
+import {
+  checkPluginReferences,
+  compileOne,
+  takenMessage,
+  type CompileCache,
+  type CompiledOAuthServer,
+  type CompiledRoute,
+  type DefinitionKindName,
+} from './index.js';
+import type { PasswordHash } from '../password-hash.js';
+
+/** One definition of a kind, or its removal (`def` absent). */
+export interface DefinitionChange {
+  kind: DefinitionKindName;
+  name: string;
+  def?: object;
+}
+
+interface Entry {
+  kind: DefinitionKindName;
+  name: string;
+  def: object;
+  routes: CompiledRoute[];
+  keys: string[];
+  server?: CompiledOAuthServer;
+  passwordHash?: PasswordHash;
+  /** Servers named by this API's oauth2 plugins (enabled or not). */
+  refs: string[];
+}
+
+export interface ConfigIndex {
+  /** By `<kind>:<name>`. */
+  readonly entries: ReadonlyMap<string, Entry>;
+  /** Route conflict key → `<kind>:<name>` of the definition that owns it. */
+  readonly routeOwners: ReadonlyMap<string, string>;
+  /** Server name → how many APIs name it in an oauth2 plugin. */
+  readonly serverRefs: ReadonlyMap<string, number>;
+}
+
+const entryKey = (kind: DefinitionKindName, name: string) => `${kind}:${name}`;
+
+const oauth2Refs = (def: object): string[] =>
+  ((def as ApiDefinition).plugins ?? []).flatMap((p) => (p.name === 'oauth2' ? [String(p.config?.server_name)] : []));
+
+/** One definition compiled on its own (cached); throws its error. */
+function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entry {
+  const { kind, name, def } = change;
+  const result = compileOne(kind, def, cache);
+  if ('error' in result) {
+    if (!(result.error instanceof GatehouseError)) throw result.error;
+    throw named(change, result.error);
+  }
+  const { routes, keys, server, passwordHash } = result.built;
+  return { kind, name, def, routes, keys, server, passwordHash, refs: kind === 'api' ? oauth2Refs(def) : [] };
+}
+
+const EMPTY: ConfigIndex = { entries: new Map(), routeOwners: new Map(), serverRefs: new Map() };
+
+/**
+ * The index of a whole configuration, built from nothing (one full pass, each definition through the
+ * cache). Throws the first rejection when the configuration is not whole.
+ */
+export function indexConfig(defs: Definitions, cache?: CompileCache): ConfigIndex {
+  const changes: DefinitionChange[] = [
+    ...defs.oauthServers.map((def) => ({ kind: 'oauth-server' as const, name: def.name, def })),
+    ...defs.apis.map((def) => ({ kind: 'api' as const, name: def.name, def })),
+    ...(defs.basicAuthCredentials ?? []).map((def) => ({ kind: 'basic-auth-credential' as const, name: def.username, def })),
+  ];
+  const names = new Set<string>();
+  for (const c of changes) {
+    const key = entryKey(c.kind, c.name);
+    if (names.has(key)) throw new GatehouseError('VALIDATION_FAILED', `${c.kind} "${c.name}" is defined more than once`);
+    names.add(key);
+  }
+  return applyChanges(EMPTY, changes, cache);
+}
+
+/**
+ * The index after `changes` (each name at most once), or the rejection that keeps the result from
+ * being whole: a definition that does not compile, takes a route key another one holds, names a
+ * missing server, or a server removed while an API still names it. The index given is not modified.
+ */
+export function applyChanges(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache): ConfigIndex {
+  const entries = new Map(index.entries);
+  const routeOwners = new Map(index.routeOwners);
+  const serverRefs = new Map(index.serverRefs);
+  const count = (server: string, by: number) => serverRefs.set(server, (serverRefs.get(server) ?? 0) + by);
+  // First take out what is replaced or removed, so that changes may swap route keys among themselves.
+  for (const { kind, name } of changes) {
+    const old = entries.get(entryKey(kind, name));
+    if (!old) continue;
+    for (const key of old.keys) routeOwners.delete(key);
+    for (const server of old.refs) count(server, -1);
+    entries.delete(entryKey(kind, name));
+  }
+  const added: Entry[] = [];
+  for (const change of changes) {
+    if (!change.def) continue;
+    const entry = entryOf(change as Required<DefinitionChange>, cache);
+    const key = entryKey(entry.kind, entry.name);
+    for (const routeKey of entry.keys) {
+      if (routeOwners.has(routeKey)) throw named(entry, new GatehouseError('API_LISTEN_PATH_TAKEN', takenMessage[entry.kind]));
+    }
+    for (const routeKey of entry.keys) routeOwners.set(routeKey, key);
+    for (const server of entry.refs) count(server, 1);
+    entries.set(key, entry);
+    added.push(entry);
+  }
+  const hasServer = { has: (name: string) => entries.has(entryKey('oauth-server', name)) };
+  for (const entry of added) {
+    try {
+      if (entry.kind === 'api') checkPluginReferences(entry.def as ApiDefinition, hasServer);
+    } catch (err) {
+      throw named(entry, err as GatehouseError);
+    }
+  }
+  for (const { kind, name } of changes) {
+    if (kind === 'oauth-server' && !hasServer.has(name) && (serverRefs.get(name) ?? 0) > 0) {
+      const user = [...entries.values()].find((e) => e.refs.includes(name))!;
+      try {
+        checkPluginReferences(user.def as ApiDefinition, hasServer);
+      } catch (err) {
+        throw named(user, err as GatehouseError);
+      }
+    }
+  }
+  return { entries, routeOwners, serverRefs };
+}
+
+/** The rejection as compileDefinitions reports it, with which definition it is about. */
+export class ChangeRejected extends GatehouseError {
+  constructor(
+    readonly kind: DefinitionKindName,
+    readonly definitionName: string,
+    readonly error: GatehouseError,
+  ) {
+    super(error.code, `${kind} "${definitionName}": ${error.message}`, { field: error.field, cause: error });
+  }
+}
+
+function named(entry: Pick<Entry, 'kind' | 'name'>, error: GatehouseError): ChangeRejected {
+  return new ChangeRejected(entry.kind, entry.name, error);
+}
+
+/** What the data plane routes: active API routes, then the servers' endpoint routes. */
+export function indexRoutes(index: ConfigIndex): { routes: CompiledRoute[]; oauthServers: Map<string, CompiledOAuthServer>; basicAuthUsers: Map<string, PasswordHash> } {
+  const routes: CompiledRoute[] = [];
+  const serverRoutes: CompiledRoute[] = [];
+  const oauthServers = new Map<string, CompiledOAuthServer>();
+  const basicAuthUsers = new Map<string, PasswordHash>();
+  for (const entry of index.entries.values()) {
+    if (entry.kind === 'api') {
+      if ((entry.def as ApiDefinition).active) routes.push(...entry.routes);
+    } else if (entry.server) {
+      oauthServers.set(entry.name, entry.server);
+      serverRoutes.push(...entry.server.routes);
+    } else if (entry.passwordHash) {
+      basicAuthUsers.set(entry.name, entry.passwordHash);
+    }
+  }
+  return { routes: [...routes, ...serverRoutes], oauthServers, basicAuthUsers };
+}

@@ -1,0 +1,239 @@
+/**
+ * Incremental propagation agrees with a full rebuild: over random sequences of upserts and deletes,
+ * (1) the delta the CP takes between two versions, sent through the real wire encoding and applied by
+ * a data plane on top of the previous content, gives the same definitions and hash as the new version;
+ * (2) a compile that reuses every unchanged definition's result (CompileCache) gives the same
+ * verdicts and routes as compiling fresh copies of everything.
+ */
+import fc from 'fast-check';
+import { loadGatehouseProto } from '../grpc.js';
+import { compileDefinitions, createCompileCache, routeConflictKey, type CompiledConfig, type DefinitionKindName } from '../compile/index.js';
+import { applyChanges, indexConfig, indexRoutes, type DefinitionChange } from '../compile/incremental.js';
+import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer } from '../definition/index.js';
+import type { Definitions } from '../definition/types.js';
+import { applyDeltaMessage, definitionsHash, fromSnapshotMessage, toDeltaMessage, toSnapshotMessage, type DeltaMessage, type SnapshotContent } from './codec.js';
+
+const proto = loadGatehouseProto();
+const deserialize = proto.Client.service.StreamSnapshots.responseDeserialize;
+/** Through the bytes a data plane receives: SnapshotDelta in a SnapshotPush, decoded by grpc-js / proto-loader. */
+const overTheWire = (delta: DeltaMessage): DeltaMessage =>
+  (deserialize(proto.wrapPush('n', proto.encodeDelta(delta), 'delta')) as { delta: DeltaMessage }).delta;
+
+const API_NAMES = ['a', 'b', 'c', 'd', 'e'];
+const SERVER_NAMES = ['s1', 's2'];
+// Few paths and hosts, so that names and routes collide and some definitions are rejected.
+const PATHS = ['/x/*', '/y/*', '/z/{id}', '/auth-s1/token', undefined];
+
+const apiArb = fc
+  .record({
+    name: fc.constantFrom(...API_NAMES),
+    active: fc.boolean(),
+    path: fc.constantFrom(...PATHS),
+    hosts: fc.subarray(['h.test', '*.w.test']),
+    methods: fc.constantFrom(['ALL'], ['GET'], ['GET', 'POST']),
+    weight: fc.integer({ min: 1, max: 3 }),
+    server: fc.option(fc.constantFrom(...SERVER_NAMES), { nil: undefined }),
+    strip: fc.boolean(),
+  })
+  .map((r) =>
+    parseApiDefinition({
+      name: r.name,
+      active: r.active,
+      hosts: r.hosts,
+      proxy: {
+        ...(r.path ? { listen_path: r.path } : {}),
+        methods: r.methods,
+        strip_path: r.strip,
+        upstreams: { balancing: 'weight', targets: [{ target: 'http://up.test', weight: r.weight }] },
+      },
+      plugins: r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : [],
+    }),
+  );
+
+const serverArb = fc.record({ name: fc.constantFrom(...SERVER_NAMES), shared: fc.boolean(), leeway: fc.integer({ min: 0, max: 2 }) }).map((r) =>
+  parseOAuthServer({
+    name: r.name,
+    oauth_endpoints: { token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } } },
+    token_strategy: { name: 'storage', settings: {}, leeway: r.leeway },
+  }),
+);
+
+const HASH = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 2).toString('base64url')}`;
+const userArb = fc.constantFrom('u1', 'u2').map((username) => parseBasicAuthCredential({ username, password_hash: HASH }));
+
+type Op =
+  | { op: 'upsert-api'; value: ReturnType<typeof parseApiDefinition> }
+  | { op: 'delete-api'; name: string }
+  | { op: 'upsert-server'; value: ReturnType<typeof parseOAuthServer> }
+  | { op: 'delete-server'; name: string }
+  | { op: 'upsert-user'; value: ReturnType<typeof parseBasicAuthCredential> }
+  | { op: 'delete-user'; name: string };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: apiArb.map((value) => ({ op: 'upsert-api' as const, value })) },
+  { weight: 2, arbitrary: fc.constantFrom(...API_NAMES).map((name) => ({ op: 'delete-api' as const, name })) },
+  { weight: 2, arbitrary: serverArb.map((value) => ({ op: 'upsert-server' as const, value })) },
+  { weight: 1, arbitrary: fc.constantFrom(...SERVER_NAMES).map((name) => ({ op: 'delete-server' as const, name })) },
+  { weight: 1, arbitrary: userArb.map((value) => ({ op: 'upsert-user' as const, value })) },
+  { weight: 1, arbitrary: fc.constantFrom('u1', 'u2').map((name) => ({ op: 'delete-user' as const, name })) },
+);
+
+/** As the store does: a new list with the changed item replaced in place (or appended), others kept as they are. */
+function upsert<T>(list: readonly T[], value: T, nameOf: (t: T) => string): T[] {
+  const i = list.findIndex((t) => nameOf(t) === nameOf(value));
+  return i < 0 ? [...list, value] : list.map((t, j) => (j === i ? value : t));
+}
+
+function step(defs: Definitions, op: Op): Definitions {
+  const users = defs.basicAuthCredentials ?? [];
+  switch (op.op) {
+    case 'upsert-api':
+      return { ...defs, apis: upsert(defs.apis, op.value, (a) => a.name) };
+    case 'delete-api':
+      return { ...defs, apis: defs.apis.filter((a) => a.name !== op.name) };
+    case 'upsert-server':
+      return { ...defs, oauthServers: upsert(defs.oauthServers, op.value, (s) => s.name) };
+    case 'delete-server':
+      return { ...defs, oauthServers: defs.oauthServers.filter((s) => s.name !== op.name) };
+    case 'upsert-user':
+      return { ...defs, basicAuthCredentials: upsert(users, op.value, (u) => u.username) };
+    case 'delete-user':
+      return { ...defs, basicAuthCredentials: users.filter((u) => u.username !== op.name) };
+  }
+}
+
+/** What a compile decides, without the functions and regexes inside routes. */
+function verdicts(compiled: CompiledConfig) {
+  return {
+    routes: compiled.routes.map((r) => [r.id, routeConflictKey(r), r.targets.map((t) => [t.template, t.weight]), r.plugins.map((p) => p.name)]).sort(),
+    inactive: compiled.inactiveRoutes.map((r) => r.id).sort(),
+    servers: [...compiled.oauthServers.keys()].sort(),
+    users: [...compiled.basicAuthUsers.keys()].sort(),
+    rejected: compiled.rejected.map((r) => [r.kind, r.name, r.error.code, r.error.message]).sort(),
+  };
+}
+
+/** Fresh objects for everything, in the same order (equal ranks keep list order), nothing memoised on them. */
+const fresh = (defs: Definitions): Definitions => ({
+  apis: defs.apis.map((a) => parseApiDefinition(structuredClone(a))),
+  oauthServers: defs.oauthServers.map((s) => parseOAuthServer(structuredClone(s))),
+  basicAuthCredentials: (defs.basicAuthCredentials ?? []).map((u) => parseBasicAuthCredential(structuredClone(u))),
+});
+
+test('delta on the wire and cached compile agree with a full rebuild over random upserts and deletes', () => {
+  fc.assert(
+    fc.property(fc.array(opArb, { minLength: 1, maxLength: 25 }), (ops) => {
+      const cpCache = createCompileCache();
+      const dpCache = createCompileCache();
+      let cp: SnapshotContent = { version: 1, hash: definitionsHash({ apis: [], oauthServers: [] }), defs: { apis: [], oauthServers: [] } };
+      let dp: SnapshotContent = fromSnapshotMessage(structuredClone(toSnapshotMessage(1, cp.defs)));
+      for (const op of ops) {
+        const defs = step(cp.defs, op);
+        const next = { version: cp.version + 1, hash: definitionsHash(defs), defs };
+        dp = applyDeltaMessage(dp, overTheWire(toDeltaMessage(cp, next)));
+        cp = next;
+        const full = fresh(cp.defs);
+        expect(dp.hash).toBe(cp.hash);
+        expect(definitionsHash(full)).toBe(cp.hash);
+        expect(dp.version).toBe(cp.version);
+        const expected = verdicts(compileDefinitions(full));
+        expect(verdicts(compileDefinitions(cp.defs, { cache: cpCache }))).toEqual(expected);
+        // The DP keeps its lists in name order, the store in write order: who wins a conflict depends
+        // on list order, so the DP is compared with a full compile of its own order; a whole
+        // configuration (what the CP ever sends) compiles the same in any order.
+        const dpVerdicts = verdicts(compileDefinitions(dp.defs, { cache: dpCache }));
+        expect(dpVerdicts).toEqual(verdicts(compileDefinitions(fresh(dp.defs))));
+        if (expected.rejected.length === 0) expect(dpVerdicts).toEqual(expected);
+      }
+    }),
+    { numRuns: 150 },
+  );
+});
+
+function changeOf(op: Op): DefinitionChange {
+  const [verb, noun] = op.op.split('-') as ['upsert' | 'delete', string];
+  const kind = ({ api: 'api', server: 'oauth-server', user: 'basic-auth-credential' } as Record<string, DefinitionKindName>)[noun];
+  if (verb === 'delete') return { kind, name: (op as { name: string }).name };
+  const def = (op as { value: { name?: string; username?: string } }).value;
+  return { kind, name: def.name ?? def.username!, def };
+}
+
+test('the indexed check of a change agrees with compiling the whole: same verdict, same error, same routes', () => {
+  const seen = { accepted: 0, rejected: 0, ownErrors: 0 };
+  fc.assert(
+    fc.property(fc.array(opArb, { minLength: 1, maxLength: 30 }), (ops) => {
+      const cache = createCompileCache();
+      let defs: Definitions = { apis: [], oauthServers: [] };
+      let index = indexConfig(defs, cache);
+      for (const op of ops) {
+        const change = changeOf(op);
+        const next = step(defs, op);
+        // What the admin API does: the written definition ranked last, its own rejection is the answer.
+        const own = (k: DefinitionKindName, n: string) => k === change.kind && n === change.name;
+        const full = compileDefinitions(next, { rank: (k, n) => (own(k, n) ? 1 : 0) });
+        let outcome: { ok: true; index: ReturnType<typeof applyChanges> } | { ok: false; error: unknown };
+        try {
+          outcome = { ok: true, index: applyChanges(index, [change], cache) };
+        } catch (error) {
+          outcome = { ok: false, error };
+        }
+        expect(outcome.ok).toBe(full.rejected.length === 0);
+        if (!outcome.ok) {
+          seen.rejected++;
+          const ownRejection = full.rejected.find((r) => own(r.kind, r.name));
+          const error = (outcome.error as { error: { code: string; message: string } }).error;
+          if (ownRejection) {
+            seen.ownErrors++;
+            expect([error.code, error.message]).toEqual([ownRejection.error.code, ownRejection.error.message]);
+          }
+          continue;
+        }
+        seen.accepted++;
+        defs = next;
+        index = outcome.index;
+        const routes = indexRoutes(index);
+        expect(routes.routes.map((r) => [r.id, routeConflictKey(r)]).sort()).toEqual(full.routes.map((r) => [r.id, routeConflictKey(r)]).sort());
+        expect([...routes.oauthServers.keys()].sort()).toEqual([...full.oauthServers.keys()].sort());
+        expect([...routes.basicAuthUsers.keys()].sort()).toEqual([...full.basicAuthUsers.keys()].sort());
+      }
+    }),
+    { numRuns: 200 },
+  );
+  // The generators do produce both outcomes (paths and servers collide often).
+  expect(seen.accepted).toBeGreaterThan(100);
+  expect(seen.ownErrors).toBeGreaterThan(100);
+});
+
+describe('a delta is applied only where it belongs', () => {
+  const api = (name: string, path: string) => parseApiDefinition({ name, proxy: { listen_path: path, upstreams: { targets: [{ target: 'http://up.test' }] } } });
+  const v1: SnapshotContent = (() => {
+    const defs = { apis: [api('a', '/a/*'), api('b', '/b/*')], oauthServers: [] };
+    return { version: 1, hash: definitionsHash(defs), defs };
+  })();
+  const v2defs = { apis: [api('a', '/a2/*'), v1.defs.apis[1]], oauthServers: [] };
+  const v2: SnapshotContent = { version: 2, hash: definitionsHash(v2defs), defs: v2defs };
+
+  test('it carries only what changed, and unchanged definitions keep their objects', () => {
+    const delta = toDeltaMessage(v1, v2);
+    expect(delta).toMatchObject({ base_version: 1, base_hash: v1.hash, version: 2, hash: v2.hash, removed_apis: [] });
+    expect((delta.apis as { name: string }[]).map((a) => a.name)).toEqual(['a']);
+    const applied = applyDeltaMessage(v1, overTheWire(delta));
+    expect(applied.defs.apis.find((a) => a.name === 'b')).toBe(v1.defs.apis[1]);
+  });
+
+  test.each([
+    ['another version as base', { ...v1, version: 5 }, /delta base is version 1/],
+    ['other content under the same version', { ...v1, hash: 'f'.repeat(64) }, /delta base is version 1/],
+  ])('refused on %s', (_name, base, message) => {
+    expect(() => applyDeltaMessage(base, toDeltaMessage(v1, v2))).toThrow(message);
+  });
+
+  test('refused when the result does not hash to what the delta says', () => {
+    expect(() => applyDeltaMessage(v1, { ...toDeltaMessage(v1, v2), hash: '0'.repeat(64) })).toThrow(/hash mismatch after delta 1 → 2/);
+  });
+
+  test('refused when an upsert is not a valid definition', () => {
+    const delta = toDeltaMessage(v1, v2);
+    expect(() => applyDeltaMessage(v1, { ...delta, apis: [{ name: 'a', proxy: { listen_path: 'no-slash' } }] })).toThrow(/snapshot apis\[0\]/);
+  });
+});

@@ -241,24 +241,9 @@ async function load(url, headers = {}, cpuPid = undefined, { warmup = 2, seconds
 async function nginxRow(upstreamPort) {
   const which = spawnSync('which', ['nginx'], { encoding: 'utf8' });
   if (which.status !== 0) return { line: 'nginx: not installed' };
-  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-nginx-'));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  await writeFile(
-    join(dir, 'nginx.conf'),
-    `daemon off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  upstream bench { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  const { proc, url } = await startNginx(
+    'nginx',
+    (port) => `upstream bench { server 127.0.0.1:${upstreamPort}; keepalive 64; }
   server {
     listen 127.0.0.1:${port};
     location /bench/ {
@@ -269,16 +254,12 @@ http {
       proxy_set_header X-Forwarded-Proto $scheme;
       proxy_set_header X-Forwarded-Host $host;
     }
-  }
-}
-`,
+  }`,
+    '/bench/x',
   );
-  // -e: nginx opens its default error log before reading the config; keep it in the temp dir too.
-  const proc = startProcess('nginx', which.stdout.trim(), ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')]);
-  await waitFor(`nginx\n${proc.tail()}`, async () => ((await http('GET', `http://127.0.0.1:${port}/bench/x`)).status === 200 ? true : undefined));
   // The worker does the proxying (the master only supervises): its CPU is what compares with a DP's.
   const worker = Number((await readFile(`/proc/${proc.child.pid}/task/${proc.child.pid}/children`, 'utf8')).trim().split(/\s+/)[0]);
-  const result = await load(`http://127.0.0.1:${port}/bench/x`, {}, worker);
+  const result = await load(`${url}/bench/x`, {}, worker);
   await proc.stop();
   return { name: 'nginx (1 worker)', ...result };
 }
@@ -616,9 +597,12 @@ async function wrkLoad(url, seconds) {
   };
 }
 
-/** nginx answering 200 "ok" itself: an upstream that takes little CPU from the cores the DP needs. */
-async function staticNginx() {
-  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-nginx-static-'));
+/**
+ * nginx (one worker, everything in a temp dir) with its `http` block holding the given upstream/server blocks;
+ * resolves once `probePath` answers 200.
+ */
+async function startNginx(name, httpBlock, probePath) {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-nginx-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const port = await freePort();
   await writeFile(
@@ -635,14 +619,25 @@ http {
   fastcgi_temp_path ${dir}/fastcgi;
   uwsgi_temp_path ${dir}/uwsgi;
   scgi_temp_path ${dir}/scgi;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:${port}; location / { return 200 "ok"; } }
+  ${httpBlock(port)}
 }
 `,
   );
-  const proc = startProcess('nginx (static upstream)', 'nginx', ['-p', dir, '-c', join(dir, 'nginx.conf')]);
+  // -e: nginx opens its default error log before reading the config; keep it in the temp dir too.
+  const proc = startProcess(name, 'nginx', ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')]);
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(`static nginx\n${proc.tail()}`, async () => ((await http('GET', `${url}/`)).status === 200 ? true : undefined));
+  await waitFor(`${name}\n${proc.tail()}`, async () => ((await http('GET', `${url}${probePath}`)).status === 200 ? true : undefined));
+  return { proc, url };
+}
+
+/** nginx answering 200 "ok" itself: an upstream that takes little CPU from the cores the DP needs. */
+async function staticNginx() {
+  const { proc, url } = await startNginx(
+    'nginx (static upstream)',
+    (port) => `keepalive_requests 1000000;
+  server { listen 127.0.0.1:${port}; location / { return 200 "ok"; } }`,
+    '/',
+  );
   return { ...proc, url };
 }
 

@@ -498,6 +498,21 @@ describe('balancing', () => {
   });
 });
 
+describe('upstream pools', () => {
+  test('a fixed target whose pool the LRU evicted (and closed) is served through a new pool', async () => {
+    const [a, b] = [await startUpstream(), await startUpstream()];
+    const gw = await startGateway(
+      [api('a', { listen_path: '/a/*', upstreams: targets(a.origin) }), api('b', { listen_path: '/b/*', upstreams: targets(b.origin) })],
+      { maxPools: 1 },
+    );
+    // One pool at most: every request here evicts the other API's pool.
+    const statuses = [];
+    for (const path of ['/a/1', '/b/1', '/a/2', '/b/2', '/a/3']) statuses.push((await httpRequest(`${gw.url}${path}`)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    expect([a.received.map((r) => r.url), b.received.map((r) => r.url)]).toEqual([['/a/1', '/a/2', '/a/3'], ['/b/1', '/b/2']]);
+  });
+});
+
 describe('insecure_skip_verify', () => {
   let dir: string;
   let tls: { key: Buffer; cert: Buffer };

@@ -1,5 +1,6 @@
 import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
-import { toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { definitionsHash, toDeltaMessage, toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import type { Definitions } from '#proto/definition/types';
 import { Registry } from 'prom-client';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
@@ -76,6 +77,35 @@ describe('snapshot holder', () => {
     holder.apply(snapshot(2, apiDef('other')));
     expect(inFlight.table.match({ ...lookup, path: '/a/1' })?.route.name).toBe('a');
     expect(holder.current()!.table.match({ ...lookup, path: '/a/1' })).toBeNull();
+  });
+
+  test('a delta changes only its routes: they route anew, the others keep their upstream, the old snapshot still answers as before', () => {
+    const content = (version: number, apis: ApiDefinition[]) => {
+      const defs: Definitions = { apis, oauthServers: [] };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    const inactive = { ...apiDef('d'), active: false };
+    const base = content(1, [apiDef('a'), apiDef('b'), apiDef('c', '/a/c/*'), apiDef('d')]);
+    const next = content(2, [apiDef('a'), apiDef('b', '/b2/*'), inactive, apiDef('e', '/a')]);
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(toSnapshotMessage(1, base.defs));
+    const before = holder.current()!;
+    expect(holder.applyDelta(toDeltaMessage(base, next))).toEqual({ ok: true, version: 2, hash: next.hash, changed: true });
+    const after = holder.current()!;
+    const fresh = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    fresh.apply(toSnapshotMessage(2, next.defs));
+    const paths = ['/a', '/a/1', '/a/c/1', '/b/1', '/b2/1', '/d/1', '/e/1'];
+    const names = (snapshot: typeof after) => paths.map((path) => snapshot.table.match({ ...lookup, path })?.route.name ?? null);
+    // 'e' (exact '/a') joins the bucket of 'a' ('/a/*') and goes first there; 'c' left '/a/c/', 'd' is inactive, 'b' moved.
+    expect(names(after)).toEqual(['e', 'a', 'a', null, 'b', null, null]);
+    expect(names(after)).toEqual(names(fresh.current()!));
+    expect(after.table.size).toBe(fresh.current()!.table.size);
+    expect(after.upstreams.get('api:a')).toBe(before.upstreams.get('api:a'));
+    expect(after.upstreams.get('api:b')).not.toBe(before.upstreams.get('api:b'));
+    expect(after.upstreams.has('api:c')).toBe(false);
+    expect(after.upstreams.has('api:d')).toBe(false);
+    expect(after.upstreams.has('api:e')).toBe(true);
+    expect(names(before)).toEqual(['a', 'a', 'c', 'b', null, 'd', null]);
   });
 
   test('metrics show the applied version and each result', async () => {

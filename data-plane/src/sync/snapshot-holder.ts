@@ -5,12 +5,14 @@
  *
  * A delta is applied on top of the held content only: the unchanged definitions keep their objects,
  * their compiled routes stay in the held index (compile/incremental.ts: only the delta's definitions
- * are compiled and checked) and their RouteUpstream (balancer position, pipeline) is reused; then the
- * routing table is rebuilt from the route list and swapped in like a full snapshot.
+ * are compiled and checked) and their RouteUpstream (balancer position, pipeline) is reused; the
+ * routing table is updated in the buckets of the changed routes only (updateRoutingTable) and swapped
+ * in like a full snapshot.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
 import type { PasswordHash } from '#proto/password-hash';
+import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
 import { applyDeltaMessage, fromSnapshotMessage, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -18,7 +20,7 @@ import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector }
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
 import type { TokenStore } from '../auth/token-store.js';
 import { createBalancer, type Balancer } from '../routing/index.js';
-import { buildRoutingTable, type RoutingTable } from '../routing/index.js';
+import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
 import { buildPipeline, type Pipeline, type StageDeps } from '../plugins/index.js';
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index.js';
@@ -63,8 +65,8 @@ interface Held {
   index: ConfigIndex;
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
-  /** Route objects by id: a route that is the same object next time is unchanged. */
-  routes: ReadonlyMap<string, CompiledRoute>;
+  /** The routes with a `cb` plugin, by id: their pipelines are rebuilt on every apply. */
+  breakerRoutes: ReadonlyMap<string, CompiledRoute>;
   basicAuth: StageDeps['basicAuth'];
 }
 
@@ -115,57 +117,104 @@ export function createSnapshotHolder(deps: {
     });
   }
 
-  const sameEntries = <K, V>(a: ReadonlyMap<K, V>, b: ReadonlyMap<K, V>) => a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
+  /** A route's forwarding state, parsed once. */
+  function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>): RouteUpstream {
+    // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
+    const timeouts = route.proxy.forwarding_timeouts;
+    return {
+      balancer: createBalancer(route.proxy.upstreams.balancing, route.targets),
+      dialTimeoutMs: parseDuration(timeouts.dial_timeout),
+      headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
+      insecureSkipVerify: route.proxy.insecure_skip_verify,
+      pipeline: buildPipeline(route, pipelineDeps),
+    };
+  }
 
-  /**
-   * Builds what `content` needs, reusing from `previous` what did not change. `changes` (a delta's)
-   * are checked against `previous`'s index; without them the content is indexed whole.
-   */
-  function build(content: SnapshotContent, breakers: BreakerGeneration, previous: Held | null, changes?: ContentChange[]): { next: AppliedSnapshot; held: Held } {
+  const hasBreaker = (route: CompiledRoute) => route.plugins.some((p) => p.name === 'cb');
+
+  /** Builds everything `content` needs from nothing (a full snapshot). */
+  function build(content: SnapshotContent, breakers: BreakerGeneration): { next: AppliedSnapshot; held: Held } {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
-    const index = previous && changes ? applyChanges(previous.index, changes) : indexConfig(content.defs);
-    const compiled = indexRoutes(index);
-    const table = buildRoutingTable(compiled.routes);
-    // Unchanged servers and users (same compiled objects) keep the authorizer and its caches.
-    const authReused = previous !== null && applied !== null && sameEntries(previous.oauthServers, compiled.oauthServers);
-    const usersReused = previous !== null && sameEntries(previous.basicAuthUsers, compiled.basicAuthUsers);
-    const authorizer =
-      authReused && applied
-        ? applied.authorizer
-        : createAuthorizer({ servers: compiled.oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
-    const basicAuth =
-      usersReused && previous ? previous.basicAuth : (authorization: string | undefined) => basicAuthChecker.check(compiled.basicAuthUsers, authorization);
+    const index = indexConfig(content.defs);
+    const { routes, oauthServers, basicAuthUsers } = indexRoutes(index);
+    const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
+    const basicAuth = (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
     const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
     const upstreams = new Map<string, RouteUpstream>();
-    const routes = new Map<string, CompiledRoute>();
-    for (const route of compiled.routes) {
-      routes.set(route.id, route);
-      const old = authReused && usersReused && previous?.routes.get(route.id) === route ? applied?.upstreams.get(route.id) : undefined;
-      if (old) {
-        // cb breakers live in the breaker generation: get them again (same state) so the commit keeps them.
-        upstreams.set(route.id, route.plugins.some((p) => p.name === 'cb') ? { ...old, pipeline: buildPipeline(route, pipelineDeps) } : old);
-        continue;
-      }
-      // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
-      const timeouts = route.proxy.forwarding_timeouts;
-      upstreams.set(route.id, {
-        balancer: createBalancer(route.proxy.upstreams.balancing, route.targets),
-        dialTimeoutMs: parseDuration(timeouts.dial_timeout),
-        headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
-        insecureSkipVerify: route.proxy.insecure_skip_verify,
-        pipeline: buildPipeline(route, pipelineDeps),
-      });
+    const breakerRoutes = new Map<string, CompiledRoute>();
+    for (const route of routes) {
+      upstreams.set(route.id, upstreamOf(route, pipelineDeps));
+      if (hasBreaker(route)) breakerRoutes.set(route.id, route);
     }
-    const { oauthServers, basicAuthUsers } = compiled;
-    return { next: { version: content.version, hash: content.hash, table, authorizer, upstreams }, held: { content, index, oauthServers, basicAuthUsers, routes, basicAuth } };
+    return {
+      next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams },
+      held: { content, index, oauthServers, basicAuthUsers, breakerRoutes, basicAuth },
+    };
+  }
+
+  /**
+   * Builds what a delta's `content` needs on top of `previous` (what `applied` was built from): only
+   * the `changes` are compiled and checked, and only their routes get new upstreams and table buckets.
+   */
+  function buildDelta(content: SnapshotContent, breakers: BreakerGeneration, previous: Held, current: AppliedSnapshot, changes: ContentChange[]): { next: AppliedSnapshot; held: Held } {
+    const index = applyChanges(previous.index, changes);
+    // What the changed definitions route (as indexRoutes counts them), before and after.
+    const routesOf = (config: ConfigIndex, change: ContentChange): readonly CompiledRoute[] => {
+      const entry = config.entries.get(`${change.kind}:${change.name}`);
+      if (entry?.kind === 'api') return (entry.def as ApiDefinition).active ? entry.routes : [];
+      return entry?.server?.routes ?? [];
+    };
+    const removed = changes.flatMap((change) => routesOf(previous.index, change));
+    const added = changes.flatMap((change) => routesOf(index, change));
+    const patched = <V>(held: ReadonlyMap<string, V>, kind: ContentChange['kind'], valueOf: (c: ContentChange) => V | undefined) => {
+      if (!changes.some((c) => c.kind === kind)) return held;
+      const map = new Map(held);
+      for (const change of changes) {
+        if (change.kind !== kind) continue;
+        const value = valueOf(change);
+        if (value === undefined) map.delete(change.name);
+        else map.set(change.name, value);
+      }
+      return map;
+    };
+    const entryOf = (change: ContentChange) => index.entries.get(`${change.kind}:${change.name}`);
+    const oauthServers = patched(previous.oauthServers, 'oauth-server', (c) => entryOf(c)?.server);
+    const basicAuthUsers = patched(previous.basicAuthUsers, 'basic-auth-credential', (c) => entryOf(c)?.passwordHash);
+    // Unchanged servers and users keep the authorizer and its caches, and every route its upstream.
+    const authReused = oauthServers === previous.oauthServers;
+    const usersReused = basicAuthUsers === previous.basicAuthUsers;
+    const authorizer = authReused
+      ? current.authorizer
+      : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
+    const basicAuth = usersReused ? previous.basicAuth : (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
+    const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
+    const breakerRoutes = new Map(previous.breakerRoutes);
+    for (const route of removed) breakerRoutes.delete(route.id);
+    for (const route of added) if (hasBreaker(route)) breakerRoutes.set(route.id, route);
+    let upstreams: Map<string, RouteUpstream>;
+    if (authReused && usersReused) {
+      upstreams = new Map(current.upstreams);
+      for (const route of removed) upstreams.delete(route.id);
+      for (const route of added) upstreams.set(route.id, upstreamOf(route, pipelineDeps));
+      // cb breakers live in the breaker generation: get them again (same state) so the commit keeps them.
+      for (const route of breakerRoutes.values()) upstreams.set(route.id, { ...upstreams.get(route.id)!, pipeline: buildPipeline(route, pipelineDeps) });
+    } else {
+      // Every pipeline holds the authorizer or the users: all are built again.
+      upstreams = new Map();
+      for (const route of indexRoutes(index).routes) upstreams.set(route.id, upstreamOf(route, pipelineDeps));
+    }
+    return {
+      next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },
+      held: { content, index, oauthServers, basicAuthUsers, breakerRoutes, basicAuth },
+    };
   }
 
   function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null): ApplyResult {
     let built: ReturnType<typeof build>;
     const breakers = breakerRegistry.begin();
     try {
-      const next = content();
-      built = build({ version: next.version, hash: next.hash, defs: next.defs }, breakers, previous, next.changes);
+      const { changes, ...next } = content();
+      built = previous && applied && changes ? buildDelta(next, breakers, previous, applied, changes) : build(next, breakers);
     } catch (err) {
       applies?.inc({ result: 'rejected' });
       return { ok: false, version, error: err instanceof Error ? err.message : String(err) };

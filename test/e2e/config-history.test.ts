@@ -19,6 +19,9 @@ let dp: DataPlane;
 let admin: AdminClient;
 let upstream: Upstream;
 
+/** The file store's base and journal: a write that is refused changes neither. */
+const storeFiles = async () => (await Promise.all(['store.json', 'store.journal'].map((f) => readFile(join(cp.dataDir, f), 'utf8')))).join('\n--\n');
+
 const api = (name: string, listenPath: string, extra: Partial<Parameters<typeof apiDefinition>[0]> = {}) =>
   apiDefinition({ name, listenPath, targets: [upstream.url], ...extra });
 
@@ -79,7 +82,7 @@ test('export → import round trip: PUT /config of what GET returned changes not
 test('?dry_run=true returns the diff per kind with names and writes nothing', async () => {
   await putConfig(fullConfig('dry'));
   const before = await admin.request('GET', '/config');
-  const storeBefore = await readFile(join(cp.dataDir, 'store.json'), 'utf8');
+  const storeBefore = await storeFiles();
   const next = fullConfig('dry');
   next.apis = [{ ...next.apis[0], active: false }, api('dry-new', '/dry/new/*')];
   next.basic_auth_credentials = [];
@@ -95,7 +98,7 @@ test('?dry_run=true returns the diff per kind with names and writes nothing', as
       basic_auth_credentials: { added: [], changed: [], removed: ['dry-user'] },
     },
   });
-  expect(await readFile(join(cp.dataDir, 'store.json'), 'utf8')).toBe(storeBefore);
+  expect(await storeFiles()).toBe(storeBefore);
   expect((await admin.request('GET', '/config')).body).toEqual(before.body);
 
   const applied = await putConfig(next);
@@ -114,7 +117,7 @@ test.each([
 ])('invalid whole configuration (%s) → one 400 naming the item; store and history unchanged', async (_name, spoil, message) => {
   await putConfig(fullConfig('bad'));
   const before = await admin.request('GET', '/config');
-  const storeBefore = await readFile(join(cp.dataDir, 'store.json'), 'utf8');
+  const storeBefore = await storeFiles();
   const historyBefore = (await admin.request('GET', '/config/history')).body;
   const config = fullConfig('bad');
   spoil(config);
@@ -124,7 +127,7 @@ test.each([
     expect(res.status).toBe(400);
     expect(res.body.error).toContain(message);
   }
-  expect(await readFile(join(cp.dataDir, 'store.json'), 'utf8')).toBe(storeBefore);
+  expect(await storeFiles()).toBe(storeBefore);
   expect(await admin.request('GET', '/config')).toMatchObject({ body: before.body, snapshotVersion: before.snapshotVersion });
   expect((await admin.request('GET', '/config/history')).body).toEqual(historyBefore);
 });
@@ -192,7 +195,8 @@ test('CONFIG_HISTORY bounds the history (files included), which survives a resta
     const history = (await client.request('GET', '/config/history')).body as any[];
     expect(history.map((e) => e.version)).toEqual(versions.slice(-3).reverse());
     const files = (await readdir(join(bounded.dataDir, 'history'))).sort();
-    expect(files).toEqual([...versions.slice(-3).map((v) => `${v}.json`), 'index.json'].sort());
+    // No copy per version: one journal of changes (and, once it has been compacted, base.json).
+    expect(files.filter((f) => f !== 'base.json')).toEqual(['journal']);
     const evicted = await client.request('POST', `/config/rollback/${versions[0]}`);
     expect(evicted.status).toBe(404);
     expect(evicted.body.error).toContain('the last 3 are kept');

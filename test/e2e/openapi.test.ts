@@ -163,9 +163,9 @@ test('every documented (operation, status) is produced by the live API, nothing 
   await expectStatus(401, call('POST', '/login', '/login', { token: null, body: { username: 'nobody', password: 'wrong-password' } }));
   await expectStatus(429, call('POST', '/login', '/login', { token: null, body: { username: 'nobody', password: 'wrong-password' } }));
 
-  // The store file cannot be replaced any more (a directory took its place): every write answers 503.
-  await rm(join(cp.dataDir, 'store.json'));
-  await mkdir(join(cp.dataDir, 'store.json'));
+  // The store's journal cannot be appended to any more (a directory took its place): every write answers 503.
+  await rm(join(cp.dataDir, 'store.journal'));
+  await mkdir(join(cp.dataDir, 'store.journal'));
   const down: Array<[method: string, path: string, url: string, body?: unknown]> = [
     ['POST', '/apis', '/apis', api('a4')],
     ['PUT', '/apis/{name}', '/apis/a1', { active: false }],

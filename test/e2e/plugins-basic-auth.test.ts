@@ -79,9 +79,11 @@ test('no GET shows the password or its hash, and the store file holds only the s
   const one = await gw.admin.request('GET', `${USERS}/alice`);
   expect(one.body).toEqual({ username: 'alice' });
   for (const res of [list, one]) expect(res.text).not.toMatch(/password|scrypt/);
-  const file = await readFile(join(gw.cp.dataDir, 'store.json'), 'utf8');
-  expect(file).not.toContain(PASSWORD);
-  expect(JSON.parse(file).basic_auth_credentials).toEqual([{ username: 'alice', password_hash: expect.stringMatching(/^scrypt\$16384\$8\$1\$/) }]);
+  // store.json and its journal (each write's changed definitions): the user is in one of them.
+  const [base, journal] = await Promise.all(['store.json', 'store.journal'].map((f) => readFile(join(gw.cp.dataDir, f), 'utf8')));
+  for (const file of [base, journal]) expect(file).not.toContain(PASSWORD);
+  const written = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'basic-auth-credential').map((c: { def?: unknown }) => c.def));
+  expect([...(JSON.parse(base).basic_auth_credentials ?? []), ...written]).toEqual([{ username: 'alice', password_hash: expect.stringMatching(/^scrypt\$16384\$8\$1\$/) }]);
 });
 
 test('a second user with the same name is refused with 409', async () => {

@@ -5,14 +5,14 @@
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
-import { openFileStore } from '../store/file-store.js';
+import { openFileStore, readStoredContent } from '../store/file-store.js';
 import type { DefinitionStore } from '../store/index.js';
 import { createSnapshotBuilder, type SnapshotBuilder } from '../snapshot/snapshot-builder.js';
 import { createSnapshotServer, type SnapshotServer } from '../grpc/snapshot-server.js';
@@ -345,8 +345,8 @@ describe('/apis', () => {
     });
     expect((await call('GET', '/apis')).body).toEqual([res.body]);
     expect((await call('GET', '/apis/users')).body).toEqual(res.body);
-    const file = JSON.parse(await readFile(join(dir, 'store.json'), 'utf8'));
-    expect(file).toMatchObject({ revision: 2, apis: [res.body], oauth_servers: [] });
+    const stored = await readStoredContent(dir, logger);
+    expect(JSON.parse(JSON.stringify({ revision: stored.revision, apis: stored.defs.apis, oauth_servers: stored.defs.oauthServers }))).toEqual({ revision: 2, apis: [res.body], oauth_servers: [] });
     expect(builder.current().version).toBe(2);
   });
 

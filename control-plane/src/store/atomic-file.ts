@@ -24,7 +24,8 @@ async function writeTemp(path: string, data: string, mode: number): Promise<stri
   return tmp;
 }
 
-async function syncDir(dir: string): Promise<void> {
+/** Makes a created, renamed or removed name in `dir` survive power loss. */
+export async function syncDir(dir: string): Promise<void> {
   const fh = await open(dir, 'r');
   try {
     await fh.sync();

@@ -4,23 +4,27 @@
  * write produced; each entry says when, who (the admin user) and what (method and path) wrote it.
  *
  * Two backings, one behaviour:
- * - file (STORE=file): DATA_DIR/history/<version>.json, each a complete store.json of that version
- *   (copy one over store.json to recover by hand), plus history/index.json with the entries'
- *   metadata; every file written atomically, the version file before the index, so a crash
- *   leaves at worst an orphan file (removed at the next start), never an entry without content.
+ * - file (STORE=file): DATA_DIR/history/journal, one line per entry appended and fdatasynced (journal.ts:
+ *   the entry, a sequence number `seq` and the definitions changed since the previous line), on top
+ *   of history/base.json, a complete store.json of an older version (plus `"seq"`: the last line it
+ *   holds). A version's content is rebuilt on demand (base + lines up to it), so a write costs what
+ *   it changes. When the journal outgrows the base, the oldest kept entry's content becomes the new
+ *   base (written atomically), then the journal is replaced by its lines from that entry on (atomically):
+ *   a crash between the two leaves lines the base already holds, which a load skips by `seq`.
+ *   A previous release's history/<version>.json + index.json are converted at the first start.
  * - memory (STORE=kubernetes): per control-plane replica, lost on restart (see README).
  */
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Definitions } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
-import { writeFileAtomic } from './atomic-file.js';
+import { removeAbandonedTemps, writeFileAtomic } from './atomic-file.js';
 import { deserialize, serialize } from './file-store.js';
 import type { StoreState } from './index.js';
+import { changesBetween, createReplay, encodeRecord, openJournal, parseJournal, type JournalFile } from './journal.js';
 
 export const DEFAULT_HISTORY_LIMIT = 20;
 export const HISTORY_DIR = 'history';
-const INDEX_FILE = 'index.json';
 
 /** Who and what wrote a version, as far as the control plane knows. */
 export interface HistoryOrigin {
@@ -57,9 +61,11 @@ export interface ConfigHistory {
 
 /** Where entries' content lives; the index of entries is kept by the history itself. */
 interface HistoryBacking {
-  save(version: number, defs: Definitions, entries: HistoryEntry[]): Promise<void>;
+  save(entry: HistoryEntry, defs: Definitions, entries: HistoryEntry[]): Promise<void>;
   load(version: number): Promise<Definitions | undefined>;
   remove(versions: number[]): Promise<void>;
+  /** The store holds the newest entry's content: `state.defs` (seed). */
+  adopt?(state: StoreState): void;
 }
 
 export interface HistoryOptions {
@@ -100,13 +106,13 @@ function createHistory(backing: HistoryBacking, initial: HistoryEntry[], options
         const dropped = next.slice(0, Math.max(0, next.length - limit));
         const kept = next.slice(dropped.length);
         if (!kept.includes(entry)) return;
-        await backing.save(entry.version, state.defs, kept);
+        await backing.save(entry, state.defs, kept);
         entries = kept;
         if (dropped.length > 0) await backing.remove(dropped.map((e) => e.version));
       });
     },
     async seed(state) {
-      if (entries.at(-1)?.hash === state.hash) return;
+      if (entries.at(-1)?.hash === state.hash) return backing.adopt?.(state);
       await history.record(state, { author: 'gatehouse', action: 'startup' });
     },
     list: () => [...entries].reverse(),
@@ -126,8 +132,8 @@ export function createMemoryHistory(options: HistoryOptions): ConfigHistory {
   const content = new Map<number, Definitions>();
   return createHistory(
     {
-      async save(version, defs) {
-        content.set(version, defs);
+      async save(entry, defs) {
+        content.set(entry.version, defs);
       },
       async load(version) {
         return content.get(version);
@@ -141,52 +147,200 @@ export function createMemoryHistory(options: HistoryOptions): ConfigHistory {
   );
 }
 
-const versionFile = (version: number) => `${version}.json`;
+export const HISTORY_BASE = 'base.json';
+export const HISTORY_JOURNAL = 'journal';
+/** A previous release's files: history/index.json and history/<version>.json. */
+const LEGACY_INDEX = 'index.json';
+const LEGACY_VERSION_FILE = /^\d+\.json$/;
+/** As the store's (file-store.ts): below this the journal is never compacted. */
+const COMPACT_MIN_BYTES = 64 * 1024;
 
-/** STORE=file: DATA_DIR/history/ (see the file comment). Unreadable entries are dropped with a warning. */
-export async function openFileHistory(options: HistoryOptions & { dataDir: string }): Promise<ConfigHistory> {
-  const dir = join(options.dataDir, HISTORY_DIR);
-  const indexPath = join(dir, INDEX_FILE);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const writeIndex = (entries: HistoryEntry[]) => writeFileAtomic(indexPath, `${JSON.stringify(entries)}\n`);
+interface Line {
+  seq: number;
+  entry: HistoryEntry;
+  /** Its length in the journal. */
+  bytes: number;
+  /**
+   * Its content while its entry is kept and it was written by this process (shared with the store:
+   * an array of references): compaction and rollback then parse nothing (50,000 APIs: 2–4 s).
+   */
+  defs?: Definitions;
+}
 
-  let initial: HistoryEntry[] = [];
+/** `seq` is the first member of base.json, so it is read without parsing the rest (15 MB at 50,000 APIs). */
+async function readBaseSeq(path: string): Promise<number> {
+  let fh;
   try {
-    const parsed: unknown = JSON.parse(await readFile(indexPath, 'utf8'));
-    if (Array.isArray(parsed)) initial = parsed.filter((e): e is HistoryEntry => Number.isSafeInteger((e as HistoryEntry)?.version));
+    fh = await open(path, 'r');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') options.logger.warn({ err: String(err), path: indexPath }, 'config history index unreadable; starting a new history');
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw err;
   }
-  const files = new Set((await readdir(dir)).filter((f) => /^\d+\.json$/.test(f)));
-  // A lowered CONFIG_HISTORY drops the oldest at once.
-  initial = initial
-    .filter((e) => files.has(versionFile(e.version)))
-    .sort((a, b) => a.version - b.version)
-    .slice(-(options.limit ?? DEFAULT_HISTORY_LIMIT));
-  const kept = new Set(initial.map((e) => versionFile(e.version)));
-  // Written but never indexed (a crash between the two writes), or dropped from the index.
-  for (const orphan of [...files].filter((f) => !kept.has(f))) await rm(join(dir, orphan), { force: true });
+  try {
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(40), 0, 40, 0);
+    const seq = /^\{"seq":(\d+),/.exec(buffer.toString('utf8', 0, bytesRead))?.[1];
+    if (seq === undefined) throw new Error(`${path} does not start with its "seq"`);
+    return Number(seq);
+  } finally {
+    await fh.close();
+  }
+}
 
-  return createHistory(
-    {
-      async save(version, defs, entries) {
-        await writeFileAtomic(join(dir, versionFile(version)), serialize(version, defs));
-        await writeIndex(entries);
-      },
-      async load(version) {
-        const path = join(dir, versionFile(version));
-        try {
-          return deserialize(path, await readFile(path, 'utf8')).defs;
-        } catch (err) {
-          options.logger.warn({ err: String(err), path }, 'config history entry unreadable');
-          return undefined;
-        }
-      },
-      async remove(versions) {
-        for (const v of versions) await rm(join(dir, versionFile(v)), { force: true });
-      },
+async function readIfExists(path: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+async function readLegacyIndex(dir: string, logger: Logger): Promise<HistoryEntry[] | undefined> {
+  const text = await readIfExists(join(dir, LEGACY_INDEX)).catch(() => Buffer.from('[]'));
+  if (text === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(text.toString('utf8'));
+    if (Array.isArray(parsed)) return parsed.filter((e): e is HistoryEntry => Number.isSafeInteger((e as HistoryEntry)?.version)).sort((a, b) => a.version - b.version);
+  } catch {
+    // Unreadable: nothing to convert.
+  }
+  logger.warn({ path: join(dir, LEGACY_INDEX) }, 'previous config history index unreadable; not converted');
+  return [];
+}
+
+/** STORE=file: DATA_DIR/history/ (see the file comment). An unreadable journal or base starts a new history, with a warning. */
+export async function openFileHistory(options: HistoryOptions & { dataDir: string }): Promise<ConfigHistory> {
+  const { logger } = options;
+  const dir = join(options.dataDir, HISTORY_DIR);
+  const basePath = join(dir, HISTORY_BASE);
+  const journalPath = join(dir, HISTORY_JOURNAL);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  for (const path of [basePath, journalPath]) await removeAbandonedTemps(path);
+  const legacy = await readLegacyIndex(dir, logger);
+  // Left by a conversion that a crash cut short: it starts again.
+  if (legacy) for (const path of [basePath, journalPath]) await rm(path, { force: true });
+
+  /** Lines the base holds (`seq` ≤ baseSeq) are listed only from baseSeq on: older ones' content is gone. */
+  let baseSeq = 0;
+  let lines: Line[] = [];
+  let validBytes = 0;
+  try {
+    baseSeq = await readBaseSeq(basePath);
+    const { records, ends, validBytes: valid, tornBytes } = parseJournal((await readIfExists(journalPath)) ?? Buffer.alloc(0));
+    if (tornBytes > 0) logger.warn({ path: journalPath, bytes: tornBytes }, 'dropped the torn last config history record');
+    for (const [i, { seq, changes: _changes, order: _order, ...entry }] of records.entries()) {
+      if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(entry.version)) throw new Error('a record without seq or version');
+      if ((seq as number) < baseSeq) continue;
+      const expected = lines.length > 0 ? lines.at(-1)!.seq + 1 : Math.max(baseSeq, 1);
+      if (seq !== expected) throw new Error(`record seq ${String(seq)}, expected ${expected}`);
+      lines.push({ seq: seq as number, entry: entry as unknown as HistoryEntry, bytes: ends[i] - (i > 0 ? ends[i - 1] : 0) });
+    }
+    validBytes = valid;
+  } catch (err) {
+    logger.warn({ err: String(err), path: journalPath }, 'config history unreadable; starting a new history');
+    for (const path of [basePath, journalPath]) await rm(path, { force: true });
+    [baseSeq, lines, validBytes] = [0, [], 0];
+  }
+  let journal: JournalFile = await openJournal(journalPath, validBytes);
+  let baseBytes = (await readIfExists(basePath))?.length ?? 0;
+  /** The content after the last line, when known (else rebuilt from the files). */
+  let tip: Definitions | undefined = lines.length === 0 && baseSeq === 0 ? { apis: [], oauthServers: [] } : undefined;
+
+  /** The content after line `seq`: the base plus the lines after it up to `seq`, each definition re-validated. */
+  async function contentAt(seq: number): Promise<Definitions> {
+    const text = await readIfExists(basePath);
+    const base = text ? deserialize(basePath, text.toString('utf8')).defs : { apis: [], oauthServers: [] };
+    const replay = createReplay(base);
+    for (const record of parseJournal((await readIfExists(journalPath)) ?? Buffer.alloc(0)).records) {
+      if ((record.seq as number) <= baseSeq) continue;
+      if ((record.seq as number) > seq) break;
+      replay.apply(record);
+    }
+    return replay.defs();
+  }
+
+  const lastSeqOf = (version: number) => lines.findLast((l) => l.entry.version === version)?.seq;
+
+  /**
+   * The first line of a kept entry becomes the base; the journal keeps the lines from it on. Only when
+   * the lines it drops outgrow the base: each compaction then saves at least what it writes, and one
+   * large write (PUT /config) does not cost a whole rewrite per later write until it is dropped.
+   */
+  async function compact(kept: HistoryEntry[]): Promise<void> {
+    const keptSeqs = new Set(kept.map((e) => lastSeqOf(e.version)));
+    const first = lines.findIndex((l) => keptSeqs.has(l.seq));
+    const dropped = lines.slice(0, first).reduce((n, l) => n + l.bytes, 0);
+    if (first === -1 || lines[first].seq === baseSeq || dropped <= Math.max(baseBytes, COMPACT_MIN_BYTES)) return;
+    const { seq, entry } = lines[first];
+    const content = lines[first].defs ?? (await contentAt(seq));
+    const base = `{"seq":${seq},${serialize(entry.version, content).slice(1)}`;
+    const bytes = await readFile(journalPath);
+    const parsed = parseJournal(bytes);
+    const from = parsed.records.findIndex((r) => r.seq === seq);
+    // The base's own line keeps its entry, not its changes (the base holds them).
+    const rest = encodeRecord({ seq, ...entry }, { changes: [] }) + bytes.toString('utf8', parsed.ends[from], parsed.validBytes);
+    await writeFileAtomic(basePath, base);
+    baseSeq = seq;
+    baseBytes = base.length;
+    lines = lines.slice(first);
+    lines[0] = { ...lines[0], bytes: Buffer.byteLength(rest) - parsed.validBytes + parsed.ends[from] };
+    await writeFileAtomic(journalPath, rest);
+    await journal.close();
+    journal = await openJournal(journalPath, Buffer.byteLength(rest));
+  }
+
+  const backing: HistoryBacking = {
+    async save(entry, defs, kept) {
+      const previous = tip ?? (await contentAt(lines.at(-1)?.seq ?? baseSeq));
+      const seq = (lines.at(-1)?.seq ?? baseSeq) + 1;
+      const line = encodeRecord({ seq, ...entry }, changesBetween(previous, defs));
+      await journal.append(line);
+      lines.push({ seq, entry, bytes: Buffer.byteLength(line), defs });
+      tip = defs;
+      const keptSeqs = new Set(kept.map((e) => lastSeqOf(e.version)));
+      for (const l of lines) if (l.defs && !keptSeqs.has(l.seq)) l.defs = undefined;
+      await compact(kept).catch((err) => logger.warn({ err: String(err), path: basePath }, 'config history compaction failed; the journal still holds every entry'));
     },
-    initial,
-    options,
-  );
+    async load(version) {
+      const line = lines.findLast((l) => l.entry.version === version);
+      if (line === undefined) return undefined;
+      try {
+        return line.defs ?? (await contentAt(line.seq));
+      } catch (err) {
+        logger.warn({ err: String(err), path: journalPath, version }, 'config history entry unreadable');
+        return undefined;
+      }
+    },
+    // Dropped entries' lines stay as steps towards later ones until the next compaction.
+    async remove() {},
+    adopt(state) {
+      if (lines.at(-1)?.entry.hash === state.hash) tip = state.defs;
+    },
+  };
+
+  if (legacy) {
+    for (const entry of legacy) {
+      const path = join(dir, `${entry.version}.json`);
+      try {
+        await backing.save(entry, deserialize(path, await readFile(path, 'utf8')).defs, []);
+      } catch (err) {
+        logger.warn({ err: String(err), path }, 'previous config history entry unreadable; not converted');
+      }
+    }
+    await rm(join(dir, LEGACY_INDEX), { force: true });
+  }
+  for (const file of await readdir(dir)) if (LEGACY_VERSION_FILE.test(file)) await rm(join(dir, file), { force: true });
+
+  const latest = new Map(lines.map((l) => [l.entry.version, l.entry]));
+  const initial = [...latest.values()].sort((a, b) => a.version - b.version).slice(-(options.limit ?? DEFAULT_HISTORY_LIMIT));
+  const history = createHistory(backing, initial, options);
+  let closing: Promise<void> | undefined;
+  return {
+    ...history,
+    close: () =>
+      (closing ??= (async () => {
+        await history.close();
+        await journal.close();
+      })()),
+  };
 }

@@ -1,8 +1,16 @@
 /**
- * Embedded definition store: DATA_DIR/store.json `{revision, apis, oauth_servers, basic_auth_credentials}`
- * (the last one only when there are basic_auth users: scrypt hashes, never passwords).
- * Updates are serialised through a promise queue, so each mutation sees the result of the
- * previous one; a write is on disk (fsynced, renamed) before update() resolves.
+ * Embedded definition store, two files in DATA_DIR:
+ * - store.json `{revision, apis, oauth_servers, basic_auth_credentials}` (the last one only when
+ *   there are basic_auth users: scrypt hashes, never passwords): the base, the whole content at its
+ *   revision, only ever replaced atomically (atomic-file.ts);
+ * - store.journal: one line per write since (journal.ts: revision, hash and the definitions the
+ *   write changed), appended and fdatasynced before update() resolves.
+ * The content is the base plus the journal's records above the base's revision. Compaction writes
+ * the whole content as the new base, then empties the journal: a crash between the two leaves records
+ * the base already holds, which a load skips by their revision. It runs at start (when the journal
+ * holds anything) and when the journal outgrows the base, after the write that crossed the bound was
+ * acknowledged and published (the next write waits for it).
+ * Updates are serialised through a promise queue, so each mutation sees the result of the previous one.
  */
 import { constants } from 'node:fs';
 import { access, mkdir, readFile } from 'node:fs/promises';
@@ -11,11 +19,19 @@ import { GatehouseError } from '#proto/errors';
 import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer, type Definitions } from '#proto/definition/index';
 import { definitionsHash } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
-import { removeAbandonedTemps, writeFileAtomic } from './atomic-file.js';
+import { removeAbandonedTemps, syncDir, writeFileAtomic } from './atomic-file.js';
 import type { DefinitionStore, Mutation, StoreState, UpdateResult } from './index.js';
+import { changesBetween, createReplay, definitionJson, encodeRecord, openJournal, parseJournal, type Replay } from './journal.js';
 import { createUpdateQueue } from './update-queue.js';
 
 export const STORE_FILE = 'store.json';
+export const JOURNAL_FILE = 'store.journal';
+
+/**
+ * A journal smaller than this is never compacted: rewriting a small base after every few writes
+ * would cost more fsyncs than the replay it saves.
+ */
+const COMPACT_MIN_BYTES = 64 * 1024;
 
 /** A fresh store starts at revision 1 so that version 0 always means "no snapshot" on the wire. */
 const FIRST_REVISION = 1;
@@ -32,22 +48,7 @@ export interface FileStoreOptions {
   logger: Logger;
 }
 
-/**
- * Each definition's JSON, kept per (never mutated) definition object: a write then stringifies only
- * what it changed (10,000 APIs: JSON.stringify of all of them was ~65 ms of every write, and the
- * config history writes the same text again).
- */
-const definitionJson = new WeakMap<object, string>();
-
-function jsonList(items: readonly object[]): string {
-  return `[${items
-    .map((item) => {
-      let json = definitionJson.get(item);
-      if (json === undefined) definitionJson.set(item, (json = JSON.stringify(item)));
-      return json;
-    })
-    .join(',')}]`;
-}
+const jsonList = (items: readonly object[]): string => `[${items.map(definitionJson).join(',')}]`;
 
 /** The same text as JSON.stringify of StoreFile (the format is unchanged), built from the per-definition JSON. */
 export function serialize(revision: number, defs: Definitions): string {
@@ -82,39 +83,123 @@ function unavailable(err: unknown): GatehouseError {
   return new GatehouseError('STORE_UNAVAILABLE', 'definition store unavailable', { cause: err });
 }
 
+async function readIfExists(path: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new GatehouseError('STORE_UNAVAILABLE', `cannot load ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+interface Loaded {
+  revision: number;
+  defs: Definitions;
+  hash: string;
+}
+
+/**
+ * The base plus the journal's records above its revision, each definition re-validated. A torn last
+ * record is dropped with a warning; any other damage, a gap in the revisions or a result that does not
+ * hash to the last record's hash is STORE_UNAVAILABLE naming the journal.
+ */
+export function replayJournal(path: string, base: { revision: number; defs: Definitions }, bytes: Buffer, logger: Logger): Loaded & { validBytes: number } {
+  try {
+    const { records, validBytes, tornBytes } = parseJournal(bytes);
+    if (tornBytes > 0) logger.warn({ path, bytes: tornBytes }, 'dropped the torn last journal record (an append cut short by a crash: never acknowledged)');
+    let replay: Replay | undefined;
+    let revision = base.revision;
+    let hash: unknown;
+    for (const [i, record] of records.entries()) {
+      const at = record.revision as number;
+      if (!Number.isSafeInteger(at)) throw new Error(`record ${i + 1} has no revision`);
+      // Already in the base: a crash between a compaction's base write and its emptying of the journal.
+      if (at <= base.revision) continue;
+      if (at !== revision + 1) throw new Error(`record ${i + 1} is revision ${at}, expected ${revision + 1} (store.json is at ${base.revision})`);
+      try {
+        (replay ??= createReplay(base.defs)).apply(record);
+      } catch (err) {
+        throw new Error(`record ${i + 1} (revision ${at}): ${(err as Error).message}`, { cause: err });
+      }
+      revision = at;
+      hash = record.hash;
+    }
+    const defs = replay ? replay.defs() : base.defs;
+    const loaded = { revision, defs, hash: definitionsHash(defs), validBytes };
+    if (replay && loaded.hash !== hash) {
+      throw new Error(`the content at revision ${revision} hashes to ${loaded.hash}, its record says ${JSON.stringify(hash)}: the journal does not continue store.json (replaced by hand? see README "Reliability")`);
+    }
+    return loaded;
+  } catch (err) {
+    throw new GatehouseError('STORE_UNAVAILABLE', `cannot load ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** What a start would load from `dataDir` (store.json plus its journal), read only: for tests and inspection. */
+export async function readStoredContent(dataDir: string, logger: Logger): Promise<Loaded> {
+  const path = join(dataDir, STORE_FILE);
+  const base = deserialize(path, await readFile(path, 'utf8'));
+  const journalPath = join(dataDir, JOURNAL_FILE);
+  const { validBytes: _, ...loaded } = replayJournal(journalPath, base, (await readIfExists(journalPath)) ?? Buffer.alloc(0), logger);
+  return loaded;
+}
+
 export async function openFileStore({ dataDir, logger }: FileStoreOptions): Promise<DefinitionStore> {
   const path = join(dataDir, STORE_FILE);
+  const journalPath = join(dataDir, JOURNAL_FILE);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   await removeAbandonedTemps(path);
 
-  let loaded: { revision: number; defs: Definitions };
-  try {
-    loaded = deserialize(path, await readFile(path, 'utf8'));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    loaded = { revision: FIRST_REVISION, defs: { apis: [], oauthServers: [] } };
-    await writeFileAtomic(path, serialize(loaded.revision, loaded.defs));
+  const baseText = (await readIfExists(path))?.toString('utf8');
+  const base = baseText === undefined ? { revision: FIRST_REVISION, defs: { apis: [], oauthServers: [] } } : deserialize(path, baseText);
+  let baseBytes = baseText?.length ?? 0;
+  if (baseText === undefined) {
+    const text = serialize(base.revision, base.defs);
+    await writeFileAtomic(path, text);
+    baseBytes = text.length;
+  }
+  const journalBytes = await readIfExists(journalPath);
+  const { validBytes, ...loaded } = replayJournal(journalPath, base, journalBytes ?? Buffer.alloc(0), logger);
+  const journal = await openJournal(journalPath, validBytes);
+  if (!journalBytes) await syncDir(dataDir);
+
+  let state: StoreState = Object.freeze(loaded);
+  const queue = createUpdateQueue(logger);
+  let compacting: Promise<void> = Promise.resolve();
+
+  /** Never fails: until a compaction succeeds, the journal keeps growing and still holds every write. */
+  async function compact(at: StoreState): Promise<void> {
+    try {
+      const text = serialize(at.revision, at.defs);
+      await writeFileAtomic(path, text);
+      baseBytes = text.length;
+      await journal.truncate();
+    } catch (err) {
+      logger.warn({ err, path }, 'store compaction failed; the journal still holds every write');
+    }
   }
 
-  let state: StoreState = Object.freeze({ ...loaded, hash: definitionsHash(loaded.defs) });
-  const queue = createUpdateQueue(logger);
+  if (journal.size > 0 || (journalBytes?.length ?? 0) > 0) await compact(state);
   logger.info({ path, revision: state.revision, apis: state.defs.apis.length }, 'definition store loaded');
 
   async function apply(mutation: Mutation): Promise<UpdateResult> {
+    await compacting;
     const defs = await mutation(state.defs);
     const hash = definitionsHash(defs);
     if (hash === state.hash) return { ...state, changed: false };
     const revision = state.revision + 1;
     try {
-      await writeFileAtomic(path, serialize(revision, defs));
+      await journal.append(encodeRecord({ revision, hash }, changesBetween(state.defs, defs)));
     } catch (err) {
       throw unavailable(err);
     }
     state = Object.freeze({ revision, defs, hash });
     queue.notify(state);
+    if (journal.size > Math.max(baseBytes, COMPACT_MIN_BYTES)) compacting = compact(state);
     return { ...state, changed: true };
   }
 
+  let closing: Promise<void> | undefined;
   return {
     current: () => state,
 
@@ -123,14 +208,20 @@ export async function openFileStore({ dataDir, logger }: FileStoreOptions): Prom
 
     async checkReady() {
       try {
-        // The file is replaced by rename, so the directory must be writable too.
+        // The base is replaced by rename, so the directory must be writable too.
         await access(dataDir, constants.W_OK | constants.X_OK);
         await access(path, constants.R_OK);
+        await access(journalPath, constants.W_OK);
       } catch (err) {
         throw unavailable(err);
       }
     },
 
-    close: queue.close,
+    close: () =>
+      (closing ??= (async () => {
+        await queue.close();
+        await compacting;
+        await journal.close();
+      })()),
   };
 }

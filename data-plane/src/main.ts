@@ -82,7 +82,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
 
   const anyInterface = !config.proxyHost || config.proxyHost === '0.0.0.0' || config.proxyHost === '::';
   const client = createSnapshotClient({
-    proto: loadGatehouseProto({ clientChannelOptions: tlsServerNameOptions(config.grpcTlsServerName) }),
+    proto: loadGatehouseProto({ clientChannelOptions: tlsServerNameOptions(config.grpcTlsServerName), lazyDefinitions: true }),
     address: config.controlPlaneAddr,
     credentials: () => clientCredentials(config.grpcTls),
     joinToken: config.grpcJoinToken,

@@ -57,6 +57,12 @@ export interface GatehouseProto {
 export interface LoadProtoOptions {
   /** Merged into the options of every client channel (e.g. tlsServerNameOptions()). */
   clientChannelOptions?: grpc.ChannelOptions;
+  /**
+   * Client: a pushed full snapshot keeps each definition as its protobuf bytes, and the message a
+   * `decodeDefinition` that gives one as proto-loader would (codec.ts fromSnapshotMessage decodes
+   * them one at a time). See lazySnapshotPush.
+   */
+  lazyDefinitions?: boolean;
 }
 
 export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehouseProto {
@@ -65,7 +71,15 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
     gatehouse: { v1: { SnapshotService: grpc.ServiceClientConstructor } };
   };
   const extra = options.clientChannelOptions;
-  const Generated = loaded.gatehouse.v1.SnapshotService;
+  // keepCase as for the proto-loader side, so snake_case message objects encode field for field.
+  const root = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
+  const original = loaded.gatehouse.v1.SnapshotService.service.StreamSnapshots;
+  const Generated = options.lazyDefinitions
+    ? grpc.makeGenericClientConstructor(
+        { ...loaded.gatehouse.v1.SnapshotService.service, StreamSnapshots: { ...original, responseDeserialize: lazySnapshotPush(root, original.responseDeserialize) } },
+        'SnapshotService',
+      )
+    : loaded.gatehouse.v1.SnapshotService;
   const Client: grpc.ServiceClientConstructor =
     extra && Object.keys(extra).length > 0
       ? (class extends Generated {
@@ -74,12 +88,9 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
           }
         } as grpc.ServiceClientConstructor)
       : Generated;
-  // keepCase as for the proto-loader side, so snake_case message objects encode field for field.
-  const root = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
   const SnapshotType = root.lookupType('gatehouse.v1.Snapshot');
-  const original = Client.service.StreamSnapshots;
   const service: grpc.ServiceDefinition = {
-    ...Client.service,
+    ...loaded.gatehouse.v1.SnapshotService.service,
     StreamSnapshots: {
       ...original,
       responseSerialize: (value: unknown) =>
@@ -98,6 +109,56 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
     // SnapshotPush { string nonce = 1; oneof { Snapshot snapshot = 2; SnapshotDelta delta = 3; } }: length-delimited tags 0x0a, 0x12, 0x1a.
     wrapPush: (nonce, bytes, content = 'snapshot') =>
       Buffer.from(protobuf.Writer.create().uint32(0x0a).string(nonce).uint32(content === 'delta' ? 0x1a : 0x12).bytes(bytes).finish()),
+  };
+}
+
+/**
+ * The data plane's deserializer of SnapshotPush: a full snapshot's definitions stay protobuf bytes
+ * (views of the received buffer) until codec.ts fromSnapshotMessage decodes each just before parsing
+ * it, so each decoded object is garbage at once. Decoded whole first, the message (~1 KB an API, plus
+ * protobufjs's own objects it is converted from) outlived the young generation and was promoted,
+ * and the old space it filled was still the data plane's after the sync (issue 9). Anything else (a
+ * delta, an empty push) is decoded as before. Same wire semantics: unknown fields are skipped, a
+ * field given twice merges (the last scalar wins, lists append), the last oneof member wins.
+ */
+function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => unknown): (bytes: Buffer) => unknown {
+  const lists = [undefined, undefined, undefined, 'apis', 'oauth_servers', 'basic_auth_credentials'] as const;
+  const types = {
+    apis: root.lookupType('gatehouse.v1.ApiDefinition'),
+    oauth_servers: root.lookupType('gatehouse.v1.OAuthServer'),
+    basic_auth_credentials: root.lookupType('gatehouse.v1.BasicAuthCredential'),
+  };
+  const decodeDefinition = (list: keyof typeof types, bytes: Uint8Array): unknown => types[list].toObject(types[list].decode(bytes), LOADER_OPTIONS);
+  return (bytes) => {
+    const push = protobuf.Reader.create(bytes);
+    let nonce = '';
+    let member = 0;
+    const parts: Uint8Array[] = [];
+    while (push.pos < push.len) {
+      const tag = push.uint32();
+      // SnapshotPush: nonce = 1, snapshot = 2, delta = 3, each length-delimited.
+      if (tag === 0x0a) nonce = push.string();
+      else if (tag === 0x12) parts.push(push.bytes());
+      else push.skipType(tag & 7);
+      if (tag === 0x12 || tag === 0x1a) member = tag >>> 3;
+    }
+    if (member !== 2) return decodeWhole(bytes);
+    const snapshot = { version: 0, hash: '', apis: [] as Uint8Array[], oauth_servers: [] as Uint8Array[], basic_auth_credentials: [] as Uint8Array[], decodeDefinition };
+    for (const part of parts) {
+      const reader = protobuf.Reader.create(part);
+      while (reader.pos < reader.len) {
+        const tag = reader.uint32();
+        const list = lists[tag >>> 3];
+        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5.
+        if (tag === 0x08) {
+          const version = reader.uint64() as unknown as number | { toNumber(): number };
+          snapshot.version = typeof version === 'number' ? version : version.toNumber();
+        } else if (tag === 0x12) snapshot.hash = reader.string();
+        else if (list !== undefined && (tag & 7) === 2) snapshot[list].push(reader.bytes());
+        else reader.skipType(tag & 7);
+      }
+    }
+    return { nonce, content: 'snapshot', snapshot, delta: null };
   };
 }
 

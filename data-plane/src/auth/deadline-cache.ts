@@ -11,11 +11,16 @@
 import { LRUCache } from 'lru-cache';
 
 export class DeadlineCache<V extends {}> {
-  /** undefined when max ≤ 0: nothing is remembered (lru-cache refuses a zero bound without a ttl). */
-  readonly #lru: LRUCache<string, { value: V; until: number }> | undefined;
+  /**
+   * Created by the first `set`: lru-cache allocates its arrays for `max` entries up front (2.8 MB
+   * for 100,000), and a data plane holds several of these that most deployments never fill or use.
+   * Stays undefined when max ≤ 0: nothing is remembered (lru-cache refuses a zero bound without a ttl).
+   */
+  #lru: LRUCache<string, { value: V; until: number }> | undefined;
+  readonly #max: number;
 
   constructor(max: number) {
-    this.#lru = max > 0 ? new LRUCache({ max }) : undefined;
+    this.#max = max;
   }
 
   /** The value while `at` is before its deadline (it becomes the most recently used); an expired entry is dropped. */
@@ -29,7 +34,8 @@ export class DeadlineCache<V extends {}> {
 
   /** Remembers `value` until `until`; when full, the least recently used entry goes. */
   set(key: string, value: V, until: number): void {
-    this.#lru?.set(key, { value, until });
+    if (this.#max <= 0) return;
+    (this.#lru ??= new LRUCache({ max: this.#max })).set(key, { value, until });
   }
 
   delete(key: string): void {

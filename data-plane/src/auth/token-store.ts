@@ -2,7 +2,7 @@
  * Token store of the storage strategy: Redis (REDIS_URL, shared by DP replicas) or in-process.
  */
 import { createHash } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { loadRedis } from '../redis.js';
 import type { Logger } from '#proto/logger';
 import { DeadlineCache } from './deadline-cache.js';
 
@@ -101,7 +101,7 @@ export interface RedisStoreOptions {
 
 export function createRedisTokenStore(options: RedisStoreOptions): TokenStore {
   const { logger } = options;
-  const redis = new Redis(options.url, {
+  const redis = new (loadRedis())(options.url, {
     lazyConnect: false,
     connectTimeout: options.connectTimeoutMs ?? 1000,
     commandTimeout: options.commandTimeoutMs ?? 1000,

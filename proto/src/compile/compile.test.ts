@@ -150,6 +150,17 @@ describe('target validation', () => {
     expect(() => compileTarget(template, params, 'proxy.upstreams.targets[0].target')).not.toThrow();
   });
 
+  test('routes with the same target URL share its frozen plan, each still checked against its own listen_path', () => {
+    const a = compileApi(api({ name: 'a', proxy: { listen_path: '/a/{id}', target: 'http://shared:9000/x/{id}' } }));
+    const b = compileApi(api({ name: 'b', proxy: { listen_path: '/b/{id}/*', target: 'http://shared:9000/x/{id}' } }));
+    expect(b.targets[0].plan).toBe(a.targets[0].plan);
+    expect(Object.isFrozen(a.targets[0].plan)).toBe(true);
+    // The target objects stay per route: the proxy keys its upstream pools by them (dial timeout, TLS mode).
+    expect(b.targets[0]).not.toBe(a.targets[0]);
+    const err = gatehouseErrorOf(() => compileApi(api({ name: 'c', proxy: { listen_path: '/c/*', target: 'http://shared:9000/x/{id}' } })));
+    expect(err.message).toBe('proxy.upstreams.targets[0].target uses {id} which is not defined in proxy.listen_path');
+  });
+
   test('index and field of a later target', () => {
     const err = gatehouseErrorOf(() =>
       compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }, { target: 'nope' }] } } })),

@@ -18,6 +18,7 @@ import {
   type DefinitionKindName,
 } from './index.js';
 import type { PasswordHash } from '../password-hash.js';
+import { LayeredMap } from '../layered-map.js';
 
 /** One definition of a kind, or its removal (`def` absent). */
 export interface DefinitionChange {
@@ -38,13 +39,14 @@ interface Entry {
   refs: string[];
 }
 
+/** Persistent maps: a change makes new versions sharing the old ones' entries (layered-map.ts), never a copy of the whole. */
 export interface ConfigIndex {
   /** By `<kind>:<name>`. */
-  readonly entries: ReadonlyMap<string, Entry>;
+  readonly entries: LayeredMap<string, Entry>;
   /** Route conflict key → `<kind>:<name>` of the definition that owns it. */
-  readonly routeOwners: ReadonlyMap<string, string>;
+  readonly routeOwners: LayeredMap<string, string>;
   /** Server name → how many APIs name it in an oauth2 plugin. */
-  readonly serverRefs: ReadonlyMap<string, number>;
+  readonly serverRefs: LayeredMap<string, number>;
 }
 
 const entryKey = (kind: DefinitionKindName, name: string) => `${kind}:${name}`;
@@ -64,7 +66,25 @@ function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entr
   return { kind, name, def, routes, keys, server, passwordHash, refs: kind === 'api' ? oauth2Refs(def) : [] };
 }
 
-const EMPTY: ConfigIndex = { entries: new Map(), routeOwners: new Map(), serverRefs: new Map() };
+const EMPTY: ConfigIndex = { entries: LayeredMap.of(), routeOwners: LayeredMap.of(), serverRefs: LayeredMap.of() };
+
+/** The changes applyChanges makes to one of the index's maps, read through: nothing is written to the index until all of them are accepted. */
+class Draft<V extends NonNullable<unknown>> {
+  readonly changes = new Map<string, V | undefined>();
+  constructor(readonly from: LayeredMap<string, V>) {}
+  get(key: string): V | undefined {
+    return this.changes.has(key) ? this.changes.get(key) : this.from.get(key);
+  }
+  has(key: string): boolean {
+    return this.get(key) !== undefined;
+  }
+  set(key: string, value: V | undefined): void {
+    this.changes.set(key, value);
+  }
+  result(): LayeredMap<string, V> {
+    return this.changes.size > 0 ? this.from.with(this.changes) : this.from;
+  }
+}
 
 /**
  * The index of a whole configuration, built from nothing (one full pass, each definition through the
@@ -91,17 +111,18 @@ export function indexConfig(defs: Definitions, cache?: CompileCache): ConfigInde
  * missing server, or a server removed while an API still names it. The index given is not modified.
  */
 export function applyChanges(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache): ConfigIndex {
-  const entries = new Map(index.entries);
-  const routeOwners = new Map(index.routeOwners);
-  const serverRefs = new Map(index.serverRefs);
+  // Read and written through drafts, so that a rejection (a throw below) leaves `index` as it was at no cost.
+  const entries = new Draft(index.entries);
+  const routeOwners = new Draft(index.routeOwners);
+  const serverRefs = new Draft(index.serverRefs);
   const count = (server: string, by: number) => serverRefs.set(server, (serverRefs.get(server) ?? 0) + by);
   // First take out what is replaced or removed, so that changes may swap route keys among themselves.
   for (const { kind, name } of changes) {
     const old = entries.get(entryKey(kind, name));
     if (!old) continue;
-    for (const key of old.keys) routeOwners.delete(key);
+    for (const key of old.keys) routeOwners.set(key, undefined);
     for (const server of old.refs) count(server, -1);
-    entries.delete(entryKey(kind, name));
+    entries.set(entryKey(kind, name), undefined);
   }
   const added: Entry[] = [];
   for (const change of changes) {
@@ -126,7 +147,8 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
   }
   for (const { kind, name } of changes) {
     if (kind === 'oauth-server' && !hasServer.has(name) && (serverRefs.get(name) ?? 0) > 0) {
-      const user = [...entries.values()].find((e) => e.refs.includes(name))!;
+      // O(n), on this rejection only.
+      const user = [...entries.result().values()].find((e) => e.refs.includes(name))!;
       try {
         checkPluginReferences(user.def as ApiDefinition, hasServer);
       } catch (err) {
@@ -134,7 +156,12 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
       }
     }
   }
-  return { entries, routeOwners, serverRefs };
+  return { entries: entries.result(), routeOwners: routeOwners.result(), serverRefs: serverRefs.result() };
+}
+
+/** The definition of `kind` named `name` in the configuration the index describes (the same object). */
+export function definitionIn(index: ConfigIndex, kind: DefinitionKindName, name: string): object | undefined {
+  return index.entries.get(entryKey(kind, name))?.def;
 }
 
 /** The rejection as compileDefinitions reports it, with which definition it is about. */

@@ -1,11 +1,12 @@
 /**
  * Compile definitions into the routing data both services use: the CP compiles every write
  * exactly as a DP will (so nothing a DP would reject is accepted), the DP builds its router
- * from the result. Pure: no I/O, no clock, no module state.
+ * from the result. Pure: no I/O, no clock; the only module state are memos of frozen results
+ * (target plans by template, target.ts), which give what compiling again would.
  */
 import type { KeyObject } from 'node:crypto';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
-import { HTTP_TOKEN } from '../definition/proxy-schema.js';
+import { EMPTY_LIST, HTTP_TOKEN } from '../definition/proxy-schema.js';
 import { GatehouseError } from '../errors.js';
 import { fieldError } from '../definition/field-path.js';
 import type {
@@ -167,7 +168,8 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
       if (!passwordHash) invalid('password_hash', 'has scrypt parameters out of bounds');
       built = { routes: [], passwordHash };
     }
-    result = { built: { ...built, keys: [...new Set(built.routes.map(routeConflictKey))] } };
+    const keys = built.routes.length === 1 ? [routeConflictKey(built.routes[0])] : [...new Set(built.routes.map(routeConflictKey))];
+    result = { built: { ...built, keys } };
   } catch (error) {
     result = { error };
   }
@@ -216,7 +218,7 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
  * compileDefinitions, which sees the whole configuration.
  */
 export function compileApi(api: ApiDefinition): CompiledRoute {
-  const hosts = [...new Set((api.hosts ?? []).map((h, i) => compileHostPattern(h, `hosts[${i}]`)))];
+  const hosts = api.hosts?.length ? [...new Set(api.hosts.map((h, i) => compileHostPattern(h, `hosts[${i}]`)))] : EMPTY_LIST;
   const { listenPath, methods, targets } = compileProxy(api.proxy, 'proxy');
   if (!listenPath && hosts.length === 0 && !methods) {
     invalid('proxy.listen_path', 'is required (or at least one of hosts, proxy.methods)');
@@ -251,7 +253,7 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
         kind: 'oauth-endpoint',
         name: server.name,
         endpoint,
-        hosts: [],
+        hosts: EMPTY_LIST,
         methods,
         listenPath,
         proxy,

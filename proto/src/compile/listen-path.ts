@@ -8,6 +8,7 @@
  * and the captured value is the decoded one (the target substitution re-encodes it).
  */
 import { fieldError } from '../definition/field-path.js';
+import { EMPTY_LIST } from '../definition/proxy-schema.js';
 import type { CompiledListenPath, ListenPathMatch } from './index.js';
 import { normalizePercentEncoding } from './normalize-path.js';
 
@@ -160,20 +161,25 @@ export function compileListenPath(source: string, field = 'proxy.listen_path'): 
     first === undefined ? '' : 'literal' in first ? first.literal : '',
   );
   const literals = segments.map((s) => (s.kind === 'literal' ? s.literal : null));
+  const match = paramNames.length === 0 ? literalMatcher(literalPrefix, wildcard, literals) : segmentMatcher(segments, wildcard);
+  return { source, literalPrefix, wildcard, paramNames: paramNames.length === 0 ? EMPTY_LIST : paramNames.slice(), segments: literals, match };
+}
 
-  let match: (path: string) => ListenPathMatch | null;
-  if (paramNames.length === 0) {
-    const exact = '/' + literals.join('/');
-    const prefixSlash = literalPrefix + '/';
-    match = !wildcard
-      ? (path) => (path === exact ? { params: {}, matched: path } : null)
-      : exact === '/'
-        ? () => ({ params: {}, matched: '' })
-        : (path) => (path === literalPrefix || path.startsWith(prefixSlash) ? { params: {}, matched: literalPrefix } : null);
-  } else {
-    match = (path) => matchSegments(segments, wildcard, path);
-  }
-  return { source, literalPrefix, wildcard, paramNames, segments: literals, match };
+// The matchers are built in functions of their own so that each closure's context holds only what it
+// reads: built inline, every literal listen path's matcher kept its parsed segments alive too (a
+// data plane holds every route; issue 9). For the same reason lists grown by push are kept as exact
+// copies (`slice`): a push-grown array has room for 17 items.
+
+function literalMatcher(literalPrefix: string, wildcard: boolean, literals: readonly (string | null)[]): CompiledListenPath['match'] {
+  const exact = '/' + literals.join('/');
+  if (!wildcard) return (path) => (path === exact ? { params: {}, matched: path } : null);
+  if (exact === '/') return () => ({ params: {}, matched: '' });
+  const prefixSlash = literalPrefix + '/';
+  return (path) => (path === literalPrefix || path.startsWith(prefixSlash) ? { params: {}, matched: literalPrefix } : null);
+}
+
+function segmentMatcher(segments: readonly Segment[], wildcard: boolean): CompiledListenPath['match'] {
+  return (path) => matchSegments(segments, wildcard, path);
 }
 
 /**

@@ -175,3 +175,18 @@ test('a __proto__ member cannot supply fields', () => {
   const raw = JSON.parse('{"__proto__": {"name": "sneaky"}, "proxy": {"listen_path": "/x", "upstreams": {"targets": [{"target": "http://a"}]}}}');
   expect(errorOf(raw).message).toBe('name is required');
 });
+
+test('definitions share one frozen object for each common default, and keep their own values', () => {
+  const [a, b] = [parseApiDefinition(VALID), parseApiDefinition(withPatch({ name: 'other' }))];
+  expect(a.proxy.forwarding_timeouts).toBe(b.proxy.forwarding_timeouts);
+  expect(a.proxy.forwarding_timeouts).toEqual({ dial_timeout: '30s', response_header_timeout: '60s' });
+  expect(a.proxy.methods).toBe(b.proxy.methods);
+  expect(a.hosts).toBe(b.hosts);
+  expect(a.plugins).toBe(b.plugins);
+  for (const shared of [a.proxy.forwarding_timeouts, a.proxy.methods, a.hosts, a.plugins]) expect(Object.isFrozen(shared)).toBe(true);
+  const own = parseApiDefinition(withPatch({ hosts: ['a.com'], proxy: { methods: ['GET'], forwarding_timeouts: { dial_timeout: '1s' } } }));
+  expect(own.proxy.forwarding_timeouts).toEqual({ dial_timeout: '1s', response_header_timeout: '60s' });
+  expect(own.proxy.forwarding_timeouts).not.toBe(a.proxy.forwarding_timeouts);
+  expect(own.proxy.methods).toEqual(['GET']);
+  expect(own.hosts).toEqual(['a.com']);
+});

@@ -6,7 +6,7 @@
  * Target `weight` is always kept (default 1), whatever the balancing, so what is shown is what runs.
  */
 import { z } from 'zod';
-import { dedupe, hostSchema, normalizeProxy, proxySchema } from './proxy-schema.js';
+import { dedupe, EMPTY_LIST, hostSchema, normalizeProxy, proxySchema } from './proxy-schema.js';
 import { check, dropNulls, isPlainObject, validationError } from './field-path.js';
 import { nameSchema } from './name.js';
 import { isPluginName, parsePluginConfig } from '../plugins/index.js';
@@ -60,15 +60,14 @@ export function parseApiDefinition(input: unknown): ApiDefinition {
   if (!result.ok) throw result.error;
   const parsed = result.data;
 
-  const plugins: PluginDefinition[] = [];
-  parsed.plugins.forEach((p, i) => {
-    if (plugins.some((q) => q.name === p.name)) {
+  const plugins = parsed.plugins.length === 0 ? EMPTY_LIST : parsed.plugins.map((p, i): PluginDefinition => {
+    if (parsed.plugins.findIndex((q) => q.name === p.name) < i) {
       throw validationError(['plugins', i, 'name'], `: duplicate plugin ${JSON.stringify(p.name)}`);
     }
     const name = p.name as PluginDefinition['name'];
     // A missing config is {}: `plugins[0].config.server_name is required` rather than `config is required`.
     const config = parsePluginConfig(name, p.config ?? {}, ['plugins', i, 'config']);
-    plugins.push({ name, enabled: p.enabled, config } as PluginDefinition);
+    return { name, enabled: p.enabled, config } as PluginDefinition;
   });
 
   return {

@@ -75,28 +75,38 @@ export const endpointSchema = proxySchema.extend({
 
 export type RawProxy = z.output<typeof proxySchema>;
 
+/** One frozen `[]` for every empty list of a definition (hosts, plugins, …): see DEFAULT_TIMEOUTS below. */
+export const EMPTY_LIST: never[] = Object.freeze([]) as never[];
+
 export function dedupe(values: string[]): string[] {
-  return [...new Set(values)];
+  return values.length === 0 ? EMPTY_LIST : [...new Set(values)];
 }
+
+/**
+ * Values most definitions share, as one frozen object each instead of one copy per definition
+ * (definitions are never mutated): a data plane holds every definition of the configuration, and at
+ * 10,000 APIs the default timeouts object and the `["ALL"]` array were ~2 MB of its heap (issue 9).
+ */
+const ALL_METHODS: string[] = Object.freeze(['ALL']) as string[];
+const DEFAULT_TIMEOUTS = Object.freeze({ dial_timeout: DEFAULT_DIAL_TIMEOUT, response_header_timeout: DEFAULT_RESPONSE_HEADER_TIMEOUT });
 
 /** Fill defaults and canonical forms; idempotent (a normalised proxy normalises to itself). */
 export function normalizeProxy(raw: RawProxy): ProxyDefinition {
-  const methods = raw.methods ? dedupe(raw.methods.map((m) => m.toUpperCase())) : ['ALL'];
+  const methods = raw.methods ? dedupe(raw.methods.map((m) => m.toUpperCase())) : ALL_METHODS;
+  const { dial_timeout, response_header_timeout } = raw.forwarding_timeouts;
   const proxy: ProxyDefinition = {
     upstreams: {
       balancing: raw.upstreams.balancing,
       targets: raw.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight })),
     },
     // ALL already means any method; listing others beside it adds nothing.
-    methods: methods.includes('ALL') ? ['ALL'] : methods,
+    methods: methods.includes('ALL') ? ALL_METHODS : methods,
     strip_path: raw.strip_path,
     append_path: raw.append_path,
     preserve_host: raw.preserve_host,
     insecure_skip_verify: raw.insecure_skip_verify,
-    forwarding_timeouts: {
-      dial_timeout: raw.forwarding_timeouts.dial_timeout,
-      response_header_timeout: raw.forwarding_timeouts.response_header_timeout,
-    },
+    forwarding_timeouts:
+      dial_timeout === DEFAULT_DIAL_TIMEOUT && response_header_timeout === DEFAULT_RESPONSE_HEADER_TIMEOUT ? DEFAULT_TIMEOUTS : { dial_timeout, response_header_timeout },
   };
   return raw.listen_path ? { listen_path: raw.listen_path, ...proxy } : proxy;
 }

@@ -59,10 +59,13 @@ export function parsePluginConfig<N extends PluginName>(name: N, raw: unknown, b
   return result.data as PluginConfig<N>;
 }
 
+/** One frozen empty list for every route without enabled plugins (most of them; a data plane holds every route). */
+const NONE: readonly CompiledPlugin[] = Object.freeze([]);
+
 /** The enabled plugins of a definition, compiled, in execution order. A disabled plugin is left out. */
 export function compilePlugins(plugins: readonly PluginDefinition[]): readonly CompiledPlugin[] {
   const enabled = plugins.filter((p) => p.enabled);
-  if (enabled.length === 0) return [];
+  if (enabled.length === 0) return NONE;
   const rank = (p: PluginDefinition) => PLUGIN_ORDER.indexOf(p.name);
   return Object.freeze(
     [...enabled]

@@ -3,7 +3,7 @@ import { loadGatehouseProto, PROTO_PATH } from '../grpc.js';
 import { GatehouseError } from '../errors.js';
 import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
-import { definitionsHash, fromSnapshotMessage, toSnapshotMessage } from './codec.js';
+import { apiMessage, definitionsHash, fromSnapshotMessage, toSnapshotMessage } from './codec.js';
 import type { SnapshotMessage } from './codec.js';
 
 const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
@@ -70,6 +70,7 @@ const DEFS: Definitions = {
 };
 
 const proto = loadGatehouseProto();
+const lazyProto = loadGatehouseProto({ lazyDefinitions: true });
 // Decoding as data planes do: keepCase field names, LOADER_OPTIONS of grpc.ts.
 const KEEP_CASE_ROOT = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
 const SnapshotType = KEEP_CASE_ROOT.lookupType('gatehouse.v1.Snapshot');
@@ -80,6 +81,10 @@ const decoders: [string, (bytes: Buffer) => unknown][] = [
   [
     'grpc-js client deserializer of SnapshotPush',
     (bytes) => (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', bytes)) as { snapshot: unknown }).snapshot,
+  ],
+  [
+    "a data plane's deserializer (lazyDefinitions: each definition decoded as it is parsed)",
+    (bytes) => (lazyProto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', bytes)) as { snapshot: unknown }).snapshot,
   ],
 ];
 
@@ -222,4 +227,23 @@ test('basic_auth users travel sorted by username; none at all leaves the hash as
   expect(definitionsHash({ ...DEFS, basicAuthCredentials: [] })).toBe(definitionsHash(DEFS));
   expect(definitionsHash(withUsers)).not.toBe(definitionsHash(DEFS));
   expect(() => fromSnapshotMessage({ ...message, basic_auth_credentials: [{ username: 'amy', password_hash: 'plain' }] })).toThrow(/basic_auth_credentials\[0\]: password_hash/);
+});
+
+test("a data plane's deserializer keeps a full snapshot's definitions as bytes, each decoding as the whole message would; other pushes are decoded whole", () => {
+  const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
+  const defs: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'amy', password_hash: hash }] };
+  const bytes = proto.wrapPush('n7', proto.encodeSnapshot(toSnapshotMessage(2 ** 40, defs)));
+  type Push = { nonce: string; content: string; snapshot: SnapshotMessage; delta: unknown };
+  const whole = proto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
+  const lazy = lazyProto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
+  expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash } });
+  for (const list of ['apis', 'oauth_servers', 'basic_auth_credentials'] as const) {
+    const items = lazy.snapshot[list]!;
+    expect(items.length).toBe(whole.snapshot[list]!.length);
+    expect(items.every((item) => item instanceof Uint8Array)).toBe(true);
+    expect(items.map((item) => lazy.snapshot.decodeDefinition!(list, item as Uint8Array))).toEqual(whole.snapshot[list]);
+  }
+  expect(fromSnapshotMessage(lazy.snapshot)).toEqual(fromSnapshotMessage(whole.snapshot));
+  const delta = proto.wrapPush('n8', proto.encodeDelta({ base_version: 1, base_hash: 'h', version: 2, hash: 'g', apis: [apiMessage(DEFS.apis[0])], removed_apis: ['x'] }), 'delta');
+  expect(lazyProto.Client.service.StreamSnapshots.responseDeserialize(delta)).toEqual(proto.Client.service.StreamSnapshots.responseDeserialize(delta));
 });

@@ -8,10 +8,20 @@
 import fc from 'fast-check';
 import { loadGatehouseProto } from '../grpc.js';
 import { compileDefinitions, createCompileCache, routeConflictKey, type CompiledConfig, type DefinitionKindName } from '../compile/index.js';
-import { applyChanges, indexConfig, indexRoutes, type DefinitionChange } from '../compile/incremental.js';
+import { applyChanges, indexConfig, indexRoutes, type ConfigIndex, type DefinitionChange } from '../compile/incremental.js';
 import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer } from '../definition/index.js';
 import type { Definitions } from '../definition/types.js';
-import { applyDeltaMessage, definitionsHash, fromSnapshotMessage, toDeltaMessage, toSnapshotMessage, type DeltaMessage, type SnapshotContent } from './codec.js';
+import {
+  applyDeltaMessage,
+  definitionsHash,
+  deriveDefinitions,
+  fromSnapshotMessage,
+  toDeltaMessage,
+  toSnapshotMessage,
+  type DefinitionEdit,
+  type DeltaMessage,
+  type SnapshotContent,
+} from './codec.js';
 
 const proto = loadGatehouseProto();
 const deserialize = proto.Client.service.StreamSnapshots.responseDeserialize;
@@ -102,6 +112,16 @@ function step(defs: Definitions, op: Op): Definitions {
   }
 }
 
+/** The edit `op` makes to `defs`, as the admin API tells the codec (deriveDefinitions). */
+function editOf(defs: Definitions, op: Op): DefinitionEdit {
+  const kind = op.op.endsWith('-api') ? 'api' : op.op.endsWith('-server') ? 'oauth-server' : 'basic-auth-credential';
+  const list: readonly object[] = kind === 'api' ? defs.apis : kind === 'oauth-server' ? defs.oauthServers : (defs.basicAuthCredentials ?? []);
+  const nameOf = (d: object) => (d as { name?: string }).name ?? (d as { username: string }).username;
+  const after = 'value' in op ? op.value : undefined;
+  const name = after ? nameOf(after) : (op as { name: string }).name;
+  return { kind, before: list.find((d) => nameOf(d) === name), after };
+}
+
 /** What a compile decides, without the functions and regexes inside routes. */
 function verdicts(compiled: CompiledConfig) {
   return {
@@ -127,8 +147,12 @@ test('delta on the wire and cached compile agree with a full rebuild over random
       const dpCache = createCompileCache();
       let cp: SnapshotContent = { version: 1, hash: definitionsHash({ apis: [], oauthServers: [] }), defs: { apis: [], oauthServers: [] } };
       let dp: SnapshotContent = fromSnapshotMessage(structuredClone(toSnapshotMessage(1, cp.defs)));
-      for (const op of ops) {
+      for (const [i, op] of ops.entries()) {
         const defs = step(cp.defs, op);
+        // Every other write as the admin API makes it: its hash and delta derived from the previous
+        // version's (O(changes)); the others hashed and diffed whole. Both are checked against a hash
+        // of fresh objects computed from nothing below.
+        if (i % 2 === 0) deriveDefinitions(cp.defs, defs, [editOf(cp.defs, op)]);
         const next = { version: cp.version + 1, hash: definitionsHash(defs), defs };
         dp = applyDeltaMessage(dp, overTheWire(toDeltaMessage(cp, next)));
         cp = next;
@@ -138,7 +162,7 @@ test('delta on the wire and cached compile agree with a full rebuild over random
         expect(dp.version).toBe(cp.version);
         const expected = verdicts(compileDefinitions(full));
         expect(verdicts(compileDefinitions(cp.defs, { cache: cpCache }))).toEqual(expected);
-        // The DP keeps its lists in name order, the store in write order: who wins a conflict depends
+        // The DP's lists are in the order its deltas leave them, the store's in write order: who wins a conflict depends
         // on list order, so the DP is compared with a full compile of its own order; a whole
         // configuration (what the CP ever sends) compiles the same in any order.
         const dpVerdicts = verdicts(compileDefinitions(dp.defs, { cache: dpCache }));
@@ -158,6 +182,14 @@ function changeOf(op: Op): DefinitionChange {
   return { kind, name: def.name ?? def.username!, def };
 }
 
+/** Everything an index holds, as plain data: what a rejected change must leave as it was. */
+const contentsOf = (index: ConfigIndex) => ({
+  entries: [...index.entries].map(([key, e]) => [key, e.def, e.keys, e.refs]).sort(),
+  routeOwners: [...index.routeOwners].sort(),
+  serverRefs: [...index.serverRefs].sort(),
+  size: [index.entries.size, index.routeOwners.size, index.serverRefs.size],
+});
+
 test('the indexed check of a change agrees with compiling the whole: same verdict, same error, same routes', () => {
   const seen = { accepted: 0, rejected: 0, ownErrors: 0 };
   fc.assert(
@@ -172,12 +204,16 @@ test('the indexed check of a change agrees with compiling the whole: same verdic
         const own = (k: DefinitionKindName, n: string) => k === change.kind && n === change.name;
         const full = compileDefinitions(next, { rank: (k, n) => (own(k, n) ? 1 : 0) });
         let outcome: { ok: true; index: ReturnType<typeof applyChanges> } | { ok: false; error: unknown };
+        const held = contentsOf(index);
         try {
           outcome = { ok: true, index: applyChanges(index, [change], cache) };
         } catch (error) {
           outcome = { ok: false, error };
         }
         expect(outcome.ok).toBe(full.rejected.length === 0);
+        // Accepted or not, the index given is as it was: a NACKed delta keeps the old one serving and
+        // checking the next delta against it.
+        expect(contentsOf(index)).toEqual(held);
         if (!outcome.ok) {
           seen.rejected++;
           const ownRejection = full.rejected.find((r) => own(r.kind, r.name));

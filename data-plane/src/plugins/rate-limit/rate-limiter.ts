@@ -13,7 +13,8 @@
  * REDIS_COMMAND_TIMEOUT_MS is decided in-process too (warned once per outage). Both are counted in
  * `gatehouse_rate_limit_degraded_total{reason}`.
  */
-import { Redis } from 'ioredis';
+import type { Redis as RedisClient } from 'ioredis';
+import { loadRedis } from '../../redis.js';
 import { LRUCache } from 'lru-cache';
 import { Counter, type Registry } from 'prom-client';
 import type { CompiledRateLimit } from '#proto/plugins/index';
@@ -68,7 +69,9 @@ export function createRateLimiter(deps: {
 }): RateLimiter {
   const { logger } = deps;
   const nowUs = deps.nowUs ?? (() => Date.now() * 1000);
-  const tats = new LRUCache<string, number>({ max: deps.maxKeys ?? LOCAL_MAX_KEYS });
+  // Created at the first in-process decision: lru-cache allocates for all its keys up front (2.8 MB
+  // for 100,000), most data planes have no rate_limit plugin at all.
+  let tats: LRUCache<string, number> | undefined;
   const degraded = deps.registry
     ? new Counter({
         name: 'gatehouse_rate_limit_degraded_total',
@@ -81,6 +84,7 @@ export function createRateLimiter(deps: {
   const redisError = degraded?.labels('redis_error');
 
   function local(key: string, limit: CompiledRateLimit): RateDecision {
+    tats ??= new LRUCache<string, number>({ max: deps.maxKeys ?? LOCAL_MAX_KEYS });
     const step = gcra(tats.get(key), nowUs(), limit.intervalUs, limit.windowUs);
     if (step.allowed) tats.set(key, step.tat);
     return step;
@@ -89,8 +93,8 @@ export function createRateLimiter(deps: {
   const redis = deps.redisUrl ? connect(deps.redisUrl) : null;
   let outage = false;
 
-  function connect(url: string): { client: Redis; gcra: GcraCommand } {
-    const client = new Redis(url, {
+  function connect(url: string): { client: RedisClient; gcra: GcraCommand } {
+    const client = new (loadRedis())(url, {
       connectTimeout: 1000,
       commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
       // While disconnected a command fails at once (decided in-process) instead of queueing.
@@ -145,7 +149,7 @@ export function createRateLimiter(deps: {
       };
     },
     async close() {
-      tats.clear();
+      tats?.clear();
       if (!redis) return;
       if (redis.client.status === 'ready') {
         try {

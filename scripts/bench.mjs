@@ -164,7 +164,8 @@ async function startControlPlane(dataDir) {
 async function startDataPlane(cp, id, env = {}) {
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
   const started = performance.now();
-  const proc = startProcess(`data-plane ${id}`, process.execPath, ['data-plane/dist/main.js'], {
+  // The node flags the Helm chart runs a DP with (helm/gatehouse/templates/data-plane-deployment.yaml).
+  const proc = startProcess(`data-plane ${id}`, process.execPath, ['--max-semi-space-size=8', 'data-plane/dist/main.js'], {
     PROXY_HOST: '127.0.0.1',
     STATUS_HOST: '127.0.0.1',
     PROXY_PORT: String(proxyPort),
@@ -172,6 +173,8 @@ async function startDataPlane(cp, id, env = {}) {
     CONTROL_PLANE_ADDR: cp.grpcAddr,
     DATAPLANE_ID: id,
     LOG_LEVEL: 'warn',
+    // e.g. --max-semi-space-size=8, to compare V8 settings on every DP the bench starts.
+    ...(process.env.BENCH_DP_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_DP_NODE_OPTIONS } : {}),
     ...env,
   });
   const statusUrl = `http://127.0.0.1:${statusPort}`;
@@ -942,20 +945,27 @@ async function routeMatchSection() {
 }
 
 /** Seeds a DATA_DIR through the built file store (one update), then starts a CP and a DP on it. */
+/** BENCH_SETTLE_SECONDS (default 10): how long the memory section lets a synced DP idle before its settled RSS. */
+const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 10);
+const MEMORY_SIZES = (process.env.BENCH_MEMORY_SIZES ?? '10,1000,10000,50000').split(',').map(Number);
+
 async function memorySection() {
-  log('## data plane memory and cold sync: CP started on a store holding N APIs, a fresh DP connects');
-  log(`${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'cold sync ms'.padStart(14)}${'write→DP ms'.padStart(13)}`);
-  for (const size of [...SIZES, 50_000]) {
+  log(`## data plane memory and cold sync: CP started on a store holding N APIs, a fresh DP connects; RSS right after the sync and after ${SETTLE_SECONDS} s idle`);
+  log(`${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'settled MiB'.padStart(13)}${'cold sync ms'.padStart(14)}${'write→DP ms'.padStart(13)}`);
+  for (const size of MEMORY_SIZES) {
     const dataDir = await seedStore(Array.from({ length: size }, (_, i) => rawApi(i)));
     try {
       const cp = await startControlPlane(dataDir);
       const dp = await startDataPlane(cp, `bench-mem-${size}`);
       const rss = await rssMiB(dp.child.pid);
+      // What a serving DP holds: the sync's garbage collected and the heap shrunk by V8 once allocation is quiet.
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_SECONDS * 1000));
+      const settled = await rssMiB(dp.child.pid);
       const started = performance.now();
       const res = await cp.admin('PUT', '/apis/api-0', { active: false });
       await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
       const propagation = performance.now() - started;
-      log(`${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${dp.syncMs.toFixed(0).padStart(14)}${propagation.toFixed(0).padStart(13)}`);
+      log(`${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${settled.toFixed(1).padStart(13)}${dp.syncMs.toFixed(0).padStart(14)}${propagation.toFixed(0).padStart(13)}`);
       await dp.stop();
       await cp.stop();
     } finally {

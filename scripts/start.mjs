@@ -38,8 +38,9 @@ const children = new Map();
 let stopping = false;
 let exitCode = 0;
 
+/** `script`: the entry point, or node's arguments ending with it. */
 function run(tag, script, extraEnv, onLine) {
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [script].flat(), {
     cwd: root,
     env: { ...env, ...extraEnv, LOG_FORMAT: 'json' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -167,7 +168,8 @@ run(
       dataPlaneStarted = true;
       run(
         'data-plane',
-        'data-plane/dist/main.js',
+        // As the Helm chart runs it (README "Benchmark", data plane memory).
+        ['--max-semi-space-size=8', 'data-plane/dist/main.js'],
         {
           PROXY_HOST: env.PROXY_HOST ?? '127.0.0.1',
           STATUS_HOST: env.STATUS_HOST ?? '127.0.0.1',

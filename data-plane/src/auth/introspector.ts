@@ -13,7 +13,7 @@
  *   or not with a JSON object → TOKEN_INTROSPECTION_UNAVAILABLE (503): the token's validity is
  *   unknown, which is not the client's fault (no 401) and never a pass.
  */
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { GatehouseError, isGatehouseError } from '#proto/errors';
 import type { CompiledIntrospection } from '#proto/compile/index';
@@ -126,7 +126,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
   return {
     async check(config, token) {
       if (token.length > MAX_TOKEN_LENGTH) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token too long');
-      const key = `${config.cacheKey}:${createHash('sha256').update(token).digest('base64url')}`;
+      const key = `${config.cacheKey}:${digest('sha256', token, 'base64url')}`;
       if (cache.get(key, now())) return;
       let pending = inflight.get(key);
       if (!pending) {

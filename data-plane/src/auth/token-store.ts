@@ -1,7 +1,7 @@
 /**
  * Token store of the storage strategy: Redis (REDIS_URL, shared by DP replicas) or in-process.
  */
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import { loadRedis } from '../redis.js';
 import type { Logger } from '#proto/logger';
 import { DeadlineCache } from './deadline-cache.js';
@@ -35,7 +35,7 @@ export function refreshKey(server: string, refreshToken: string): string {
 }
 
 function sha256(value: string): string {
-  return createHash('sha256').update(value, 'utf8').digest('hex');
+  return digest('sha256', value, 'hex');
 }
 
 /** Redis EX wants whole seconds ≥ 1; a fractional TTL is rounded up so a token never outlives less than asked. */

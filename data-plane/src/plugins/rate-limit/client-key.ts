@@ -5,7 +5,7 @@
  * is ignored. `token`: a SHA-256 of the Authorization credentials (never the credentials
  * themselves), the peer address when there are none.
  */
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 
@@ -39,7 +39,7 @@ const CREDENTIALS = /^\s*\S+\s+(\S+)\s*$/;
 export function clientKey(req: IncomingMessage, key: 'ip' | 'token', trustForwardHeaders: boolean): string {
   if (key === 'token') {
     const credentials = CREDENTIALS.exec(req.headers.authorization ?? '')?.[1];
-    if (credentials) return `token:${createHash('sha256').update(credentials).digest('base64url')}`;
+    if (credentials) return `token:${digest('sha256', credentials, 'base64url')}`;
   }
   return `ip:${clientIp(req, trustForwardHeaders)}`;
 }

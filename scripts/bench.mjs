@@ -768,6 +768,9 @@ const pct = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.len
  * `bench`'s preserve_host. CP and DP CPU per write from /proc. At 10,000 APIs also the proxy's p99
  * under load before and during back-to-back pushes (target: during ≤ 2× before).
  */
+/** BENCH_PUSH_INTERVAL_MS (default 100): the paced pushes' interval in the propagation section's under-load rows. */
+const PUSH_INTERVAL_MS = Number(process.env.BENCH_PUSH_INTERVAL_MS ?? 100);
+
 async function propagationSection(upstream) {
   const sizes = (process.env.BENCH_PROPAGATION_SIZES ?? '1000,10000,50000').split(',').map(Number);
   log('## propagation: admin write (PUT /apis/bench) → both data planes\' /readyz at its version, CP holding N APIs');
@@ -810,18 +813,26 @@ async function propagationSection(upstream) {
       if (size === 10_000) {
         const url = `${dps[0].proxyUrl}/bench/x`;
         const before = await load(url);
-        let pushing = true;
-        let pushes = 0;
-        const writer = (async () => {
-          while (pushing) {
-            await write();
-            pushes++;
-          }
-        })();
-        const during = await load(url);
-        pushing = false;
-        await writer;
-        underLoad.push({ size, before, during, pushes });
+        // Back to back (each write once both DPs serve the previous), then one push every PUSH_INTERVAL_MS:
+        // back to back, the CP's CPU takes its share of the 2 cores from the DP and the load generator.
+        const duringPushes = async (intervalMs) => {
+          let pushing = true;
+          let pushes = 0;
+          const writer = (async () => {
+            while (pushing) {
+              const next = performance.now() + intervalMs;
+              await write();
+              pushes++;
+              const wait = next - performance.now();
+              if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+            }
+          })();
+          const result = await load(url);
+          pushing = false;
+          await writer;
+          return { ...result, pushes };
+        };
+        underLoad.push({ size, before, during: [await duringPushes(0), await duringPushes(PUSH_INTERVAL_MS)] });
       }
     } finally {
       for (const dp of dps) await dp.stop();
@@ -830,10 +841,12 @@ async function propagationSection(upstream) {
     }
   }
   log('   write: admin response; →DPs: until both DPs serve it; CPU/w: that process\'s user+system CPU per write (DP: the first one).');
-  for (const { size, before, during, pushes } of underLoad) {
-    log(
-      `   under load at ${size} APIs (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s each, to bench through DP 1): p99 before ${before.p99.toFixed(1)} ms (${Math.round(before.rps)} req/s), during ${pushes} back-to-back pushes ${during.p99.toFixed(1)} ms (${Math.round(during.rps)} req/s), ratio ${(during.p99 / before.p99).toFixed(2)}, errors ${before.errors}/${during.errors}`,
-    );
+  for (const { size, before, during } of underLoad) {
+    log(`   under load at ${size} APIs (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s each, to bench through DP 1): p99 before ${before.p99.toFixed(1)} ms (${Math.round(before.rps)} req/s, errors ${before.errors})`);
+    for (const [i, run] of during.entries()) {
+      const how = i === 0 ? 'back-to-back pushes' : `pushes, one per ${PUSH_INTERVAL_MS} ms`;
+      log(`     during ${run.pushes} ${how}: p99 ${run.p99.toFixed(1)} ms (${Math.round(run.rps)} req/s, errors ${run.errors}), ratio ${(run.p99 / before.p99).toFixed(2)} (target ≤ 2)`);
+    }
   }
   log();
 }
@@ -945,8 +958,8 @@ async function routeMatchSection() {
 }
 
 /** Seeds a DATA_DIR through the built file store (one update), then starts a CP and a DP on it. */
-/** BENCH_SETTLE_SECONDS (default 10): how long the memory section lets a synced DP idle before its settled RSS. */
-const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 10);
+/** BENCH_SETTLE_SECONDS (default 20): how long the memory section lets a synced DP idle before its settled RSS. */
+const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
 const MEMORY_SIZES = (process.env.BENCH_MEMORY_SIZES ?? '10,1000,10000,50000').split(',').map(Number);
 
 async function memorySection() {

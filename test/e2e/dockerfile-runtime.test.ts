@@ -53,14 +53,16 @@ async function emulateDepsStage(stage: Stage, dir: string): Promise<void> {
 }
 
 async function start(name: string, argv: string[], env: Record<string, string>, listeners: string[]): Promise<ServiceProcess> {
+  // `node [--flag ...] <script>`
   expect(argv[0]).toBe('node');
-  expect(argv).toHaveLength(2);
+  expect(argv.length).toBeGreaterThanOrEqual(2);
+  expect(argv.slice(1, -1).every((flag) => flag.startsWith('--'))).toBe(true);
   const imageEnv = Object.fromEntries(
     dockerfile.final.instructions.filter((i) => i.keyword === 'ENV').map((i) => i.args[0].split('=') as [string, string]),
   );
   // Same as `node <script>` with the image's WORKDIR as cwd: node resolves the script against the
   // cwd, and every import (node_modules, package.json "imports") from the script's own location.
-  const proc = await spawnService({ name, script: join(workdir, argv[1]), env: { ...imageEnv, ...env }, listeners, startTimeoutMs: 30_000 });
+  const proc = await spawnService({ name, script: join(workdir, argv.at(-1)!), nodeFlags: argv.slice(1, -1), env: { ...imageEnv, ...env }, listeners, startTimeoutMs: 30_000 });
   processes.push(proc);
   return proc;
 }

@@ -14,7 +14,7 @@
  *  - the in-cluster service account becomes KUBECONFIG with a token of the pod's ServiceAccount
  *    (none when automountServiceAccountToken is false).
  * Anything else the pod spec asks for and this cannot honour (subPath, other volume types,
- * resourceFieldRef, a command that is not `node <script>`) throws, naming it.
+ * resourceFieldRef, a command that is not `node [--flag ...] <script>`) throws, naming it.
  */
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -126,10 +126,13 @@ export async function startPodProcess(options: StartPodOptions): Promise<PodProc
   const dir = await mkdtemp(join(tmpdir(), `gatehouse-pod-${podName}-`));
   const cleanup = () => rm(dir, { recursive: true, force: true });
   try {
-    // --- command: the image's ENTRYPOINT (tini) stays; args must be `node <script>` ---
+    // --- command: the image's ENTRYPOINT (tini) stays; args must be `node [--flag ...] <script>` ---
     if (container.command !== undefined) throw new Error(`${container.name}: command ${JSON.stringify(container.command)} overrides the image ENTRYPOINT; expected args only`);
     const args = container.args ?? [];
-    if (args.length !== 2 || args[0] !== 'node') throw new Error(`${container.name}: args ${JSON.stringify(args)}, expected ["node", "<script>"]`);
+    const nodeFlags = args.slice(1, -1);
+    if (args.length < 2 || args[0] !== 'node' || !nodeFlags.every((flag) => flag.startsWith('--'))) {
+      throw new Error(`${container.name}: args ${JSON.stringify(args)}, expected ["node", "--flag", ..., "<script>"]`);
+    }
 
     // --- volumes → temporary directories ---
     const mounts = new Map<string, string>();
@@ -229,7 +232,7 @@ export async function startPodProcess(options: StartPodOptions): Promise<PodProc
       env.KUBECONFIG = await server.writeKubeconfig(token, join(dir, 'kubeconfig'));
     }
 
-    const proc = await spawnService({ name: podName, script: args[1], env, listeners: options.listeners, startTimeoutMs: 30_000 });
+    const proc = await spawnService({ name: podName, script: args.at(-1)!, nodeFlags, env, listeners: options.listeners, startTimeoutMs: 30_000 });
     return {
       podName,
       namespace,

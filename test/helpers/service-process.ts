@@ -44,6 +44,8 @@ export interface SpawnServiceOptions {
   name: string;
   /** Path relative to the repository root, e.g. `control-plane/dist/main.js`. */
   script: string;
+  /** node's own flags, before the script (e.g. the chart's `--max-semi-space-size=8`). */
+  nodeFlags?: readonly string[];
   env: Record<string, string>;
   /** Listener names whose "listening" lines must appear before the promise resolves. */
   listeners: readonly string[];
@@ -51,8 +53,8 @@ export interface SpawnServiceOptions {
 }
 
 export async function spawnService(options: SpawnServiceOptions): Promise<ServiceProcess> {
-  const { name, script, env, listeners, startTimeoutMs = 15_000 } = options;
-  const child: ChildProcess = spawn(process.execPath, [script], {
+  const { name, script, nodeFlags = [], env, listeners, startTimeoutMs = 15_000 } = options;
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, script], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -175,6 +175,8 @@ async function startDataPlane(cp, id, env = {}) {
     LOG_LEVEL: 'warn',
     // e.g. --max-semi-space-size=8, to compare V8 settings on every DP the bench starts.
     ...(process.env.BENCH_DP_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_DP_NODE_OPTIONS } : {}),
+    // BENCH_SNAPSHOT_CACHE=1: every DP keeps a SNAPSHOT_CACHE file, as the Helm chart's do.
+    ...(process.env.BENCH_SNAPSHOT_CACHE === '1' ? { SNAPSHOT_CACHE: join(tmpdir(), `gatehouse-bench-cache-${id}-${process.pid}.json`) } : {}),
     ...env,
   });
   const statusUrl = `http://127.0.0.1:${statusPort}`;

@@ -11,7 +11,7 @@ import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
 import { definitionsHash, toDeltaMessage, toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import { createMemoryTokenStore } from '../auth/index.js';
-import { createSnapshotCache } from './snapshot-cache.js';
+import { createSnapshotCache, messageJson } from './snapshot-cache.js';
 import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
 
@@ -233,6 +233,36 @@ describe('snapshot client', () => {
     void cache.save(snapshot(2, apiDef('two')));
     await cache.flush();
     expect(cache.load()).toMatchObject({ version: 2 });
+  });
+
+  test('saves within the minimum interval coalesce into one write of the newest, which flush() makes at once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-cache-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const cache = createSnapshotCache(join(dir, 'snapshot.json'), { minIntervalMs: 600_000 });
+    await cache.save(snapshot(1, apiDef('one')));
+    expect(cache.load()).toMatchObject({ version: 1 });
+    const built: number[] = [];
+    const later = [2, 3].map((version) =>
+      cache.save(() => {
+        built.push(version);
+        return snapshot(version, apiDef(`v${version}`));
+      }),
+    );
+    // Within the interval nothing more is built or written (a write takes a few ms): the file still holds version 1.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(cache.load()).toMatchObject({ version: 1 });
+    await cache.flush();
+    await Promise.all(later);
+    expect(built).toEqual([3]);
+    expect(cache.load()).toMatchObject({ version: 3 });
+  });
+
+  test('the cache file text is JSON.stringify of the message, lists written in turns', async () => {
+    const base = snapshot(7, ...Array.from({ length: 1_200 }, (_, i) => apiDef(`api-${i}`)));
+    const message = { ...base, basic_auth_credentials: [{ username: 'u', password_hash: 'h' }], decodeDefinition: () => null };
+    const { decodeDefinition, ...plain } = message;
+    expect(typeof decodeDefinition).toBe('function');
+    expect(await messageJson(message)).toBe(JSON.stringify(plain));
   });
 
   test('a missing cache file loads as null', () => {

@@ -11,6 +11,7 @@ import { compileDefinitions } from '#proto/compile/index';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
 import { apiKind, compileCache, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
 import { basicAuthCredentialKind } from './basic-auth-credentials.js';
+import { definitionJson } from '../store/journal.js';
 
 export interface ConfigDocument {
   apis: unknown[];
@@ -109,8 +110,9 @@ export async function parseConfigDocument(body: unknown, current: Definitions): 
 export function diffDefinitions(before: Definitions, after: Definitions): ConfigDiff {
   const diff = {} as ConfigDiff;
   for (const { member, kind } of SECTIONS) {
-    const old = new Map(kind.list(before).map((d: unknown) => [kind.nameOf(d), JSON.stringify(d)]));
-    const now = new Map(kind.list(after).map((d: unknown) => [kind.nameOf(d), JSON.stringify(d)]));
+    // definitionJson: the store's JSON kept per definition object, so only new objects are stringified.
+    const old = new Map(kind.list(before).map((d: unknown) => [kind.nameOf(d), definitionJson(d as object)]));
+    const now = new Map(kind.list(after).map((d: unknown) => [kind.nameOf(d), definitionJson(d as object)]));
     diff[member] = {
       added: [...now.keys()].filter((n) => !old.has(n)),
       changed: [...now.keys()].filter((n) => old.has(n) && old.get(n) !== now.get(n)),

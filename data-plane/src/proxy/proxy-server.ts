@@ -269,7 +269,7 @@ export function createProxyServer(deps: {
     res.once('close', () => {
       metrics?.inFlight.dec();
       if (access) accessLog!.finish(access, socket, res);
-      res.onClientClose?.();
+      res.exchange?.onClientClose();
     });
     try {
       proxy(req, res, requestId, access, trace);

@@ -11,6 +11,10 @@ function pairs(flat: string[]): Array<[string, string]> {
 }
 
 describe('upstreamRequestHeaders', () => {
+  test('names that are Object.prototype keys are ordinary end-to-end headers (the lower-casing table has no prototype)', () => {
+    const raw = ['Constructor', 'a', '__proto__', 'b', 'toString', 'c'];
+    expect(pairs(upstreamRequestHeaders(raw, facts)).slice(0, 3)).toEqual([['constructor', 'a'], ['__proto__', 'b'], ['tostring', 'c']]);
+  });
   test.each([
     ['Connection itself', ['Connection', 'keep-alive'], 'connection'],
     ['Keep-Alive', ['Keep-Alive', 'timeout=5'], 'keep-alive'],

@@ -8,7 +8,10 @@ import { util } from 'undici';
 import { HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
 
 const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
-/** undici's own name decoder: known names come back as interned lower-case strings, without a copy. */
+/**
+ * undici's own name lower-casing: known names (`Host`, `Content-Type`…) come back as interned
+ * lower-case strings from a table, without a copy; others are lower-cased.
+ */
 const { headerNameToString } = util;
 
 /**
@@ -47,9 +50,9 @@ export function clientIpOf(remoteAddress: string | undefined): string | undefine
   return remoteAddress.startsWith('::ffff:') && remoteAddress.includes('.') ? remoteAddress.slice(7) : remoteAddress;
 }
 
-function appended(previous: string[], value: string | undefined): string | undefined {
-  if (value === undefined) return previous.length ? previous.join(', ') : undefined;
-  return previous.length ? `${previous.join(', ')}, ${value}` : value;
+function appended(previous: string[] | null, value: string | undefined): string | undefined {
+  if (value === undefined) return previous ? previous.join(', ') : undefined;
+  return previous ? `${previous.join(', ')}, ${value}` : value;
 }
 
 export interface ForwardFacts {
@@ -70,24 +73,25 @@ export interface ForwardFacts {
  * headers so duplicates and order survive.
  */
 export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: ForwardFacts): string[] {
-  const connection: string[] = [];
+  let connection: string[] | null = null;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === 'connection') connection.push(rawHeaders[i + 1]!);
+    if (headerNameToString(rawHeaders[i]!) === 'connection') (connection ??= []).push(rawHeaders[i + 1]!);
   }
-  const named = connection.length ? connectionTokens(connection) : null;
-  const forwardedFor: string[] = [];
-  const forwardedProto: string[] = [];
-  const forwardedHost: string[] = [];
+  const named = connection ? connectionTokens(connection) : null;
+  // Created only when the client sent some: most requests carry none.
+  let forwardedFor: string[] | null = null;
+  let forwardedProto: string[] | null = null;
+  let forwardedHost: string[] | null = null;
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
-    const lower = name.toLowerCase();
+    const lower = headerNameToString(name);
     if (HOP_BY_HOP.has(lower) || named?.has(lower) || (lower === 'tracestate' && !facts.keepTracestate)) continue;
     if (REPLACED.has(lower)) {
-      if (lower === 'x-forwarded-for') forwardedFor.push(value);
-      else if (lower === 'x-forwarded-proto') forwardedProto.push(value);
-      else if (lower === 'x-forwarded-host') forwardedHost.push(value);
+      if (lower === 'x-forwarded-for') (forwardedFor ??= []).push(value);
+      else if (lower === 'x-forwarded-proto') (forwardedProto ??= []).push(value);
+      else if (lower === 'x-forwarded-host') (forwardedHost ??= []).push(value);
       continue;
     }
     out.push(name, value);

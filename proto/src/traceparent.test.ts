@@ -1,4 +1,4 @@
-import { formatTraceparent, newSpanId, newTraceId, parseTraceparent } from './traceparent.js';
+import { formatTraceparent, newRequestId, newSpanId, newTraceId, parseTraceparent } from './traceparent.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
@@ -48,5 +48,20 @@ describe('new ids', () => {
     for (const id of ids) expect(id).toMatch(shape);
     expect(ids.some((id) => /^0+$/.test(id))).toBe(false);
     expect(new Set(ids).size).toBe(ids.length);
+  });
+});
+
+describe('newRequestId', () => {
+  test('version 4 UUIDs (version nibble 4, variant 10), new each time, across pool refills', () => {
+    // 1,000 ids take 16,000 bytes of the 4 KiB pool: several refills happen in between.
+    const ids = Array.from({ length: 1_000 }, () => newRequestId());
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+  test('each id is its own string, not a view on a shared buffer that the next id overwrites', () => {
+    const first = newRequestId();
+    const copy = `${first}`;
+    newRequestId();
+    expect(first).toBe(copy);
   });
 });

@@ -17,6 +17,8 @@ import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import type { PluginExchange, UpstreamOutcome } from '../plugins/index.js';
+import type { Socket } from 'node:net';
+import type { AccessRecord } from './access-log.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
@@ -45,6 +47,10 @@ export interface ForwardPlan {
  */
 export class ProxyResponse extends ServerResponse {
   exchange: ClientCloseListener | null = null;
+  /** The proxy listener's access record of this request (proxy-server.ts), null when the log is off. */
+  access: AccessRecord | null = null;
+  /** The client's connection: `socket` is detached by the time 'close' is emitted. */
+  clientSocket: Socket | null = null;
 }
 
 export interface ClientCloseListener {

@@ -3,7 +3,7 @@
  * headers (and any named in Connection) stop at the gateway in both directions; the upstream
  * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
  */
-import { randomUUID } from 'node:crypto';
+import { newRequestId } from '#proto/traceparent';
 import { util } from 'undici';
 import { HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
 
@@ -41,7 +41,7 @@ const SANE_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 export function requestIdOf(header: string | string[] | undefined): string {
   const value = Array.isArray(header) ? header[0] : header;
-  return value !== undefined && SANE_REQUEST_ID.test(value) ? value : randomUUID();
+  return value !== undefined && SANE_REQUEST_ID.test(value) ? value : newRequestId();
 }
 
 /** `::ffff:127.0.0.1` (IPv4 on a dual-stack socket) is written as `127.0.0.1`. */

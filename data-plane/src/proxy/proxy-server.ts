@@ -259,18 +259,26 @@ export function createProxyServer(deps: {
     }
   }
 
+  /**
+   * The one 'close' listener of every response, shared (`this` is the response): the request's
+   * state it needs is on the ProxyResponse. A closure with res.once() per request measured
+   * 0.2 µs and ~350 bytes more (the closure, its context and once()'s wrapper).
+   */
+  function onResponseClose(this: ProxyResponse): void {
+    metrics?.ended();
+    if (this.access) accessLog!.finish(this.access, this.clientSocket!, this);
+    this.exchange?.onClientClose();
+  }
+
   const server = createServer({ ...CLIENT_LIMITS, ServerResponse: ProxyResponse }, (req, res) => {
     const requestId = requestIdOf(req.headers['x-request-id']);
     const access = accessLog?.start(req, requestId) ?? null;
-    const socket = req.socket;
     const trace = tracer.start(req, res, requestId);
-    metrics?.inFlight.inc();
-    // The only 'close' listener of a plain request: the exchange's client-gone abort runs from here (forward.ts ProxyResponse).
-    res.once('close', () => {
-      metrics?.inFlight.dec();
-      if (access) accessLog!.finish(access, socket, res);
-      res.exchange?.onClientClose();
-    });
+    metrics?.started();
+    res.access = access;
+    res.clientSocket = req.socket; // res.socket is gone by 'close'; the access log reads the connection's counters
+    // The exchange's client-gone abort runs from here too (forward.ts ProxyResponse).
+    res.on('close', onResponseClose);
     try {
       proxy(req, res, requestId, access, trace);
     } catch (err) {

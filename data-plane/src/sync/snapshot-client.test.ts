@@ -11,7 +11,7 @@ import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
 import { definitionsHash, toDeltaMessage, toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import { createMemoryTokenStore } from '../auth/index.js';
-import { createSnapshotCache, messageJson } from './snapshot-cache.js';
+import { createSnapshotCache, messageJsonPieces } from './snapshot-cache.js';
 import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
 
@@ -257,12 +257,19 @@ describe('snapshot client', () => {
     expect(cache.load()).toMatchObject({ version: 3 });
   });
 
-  test('the cache file text is JSON.stringify of the message, lists written in turns', async () => {
-    const base = snapshot(7, ...Array.from({ length: 1_200 }, (_, i) => apiDef(`api-${i}`)));
-    const message = { ...base, basic_auth_credentials: [{ username: 'u', password_hash: 'h' }], decodeDefinition: () => null };
+  test.each([
+    ['1,200 APIs (several pieces), a short list, an empty one', 1_200, [{ username: 'u', password_hash: 'h' }]],
+    ['a list of exactly one piece', 100, []],
+    ['no APIs', 0, []],
+  ])('the cache file text is JSON.stringify of the message, written in pieces: %s', async (_name, apis, credentials) => {
+    const base = snapshot(7, ...Array.from({ length: apis }, (_, i) => apiDef(`api-${i}`)));
+    const message = { ...base, basic_auth_credentials: credentials, decodeDefinition: () => null };
     const { decodeDefinition, ...plain } = message;
     expect(typeof decodeDefinition).toBe('function');
-    expect(await messageJson(message)).toBe(JSON.stringify(plain));
+    const pieces: string[] = [];
+    for await (const piece of messageJsonPieces(message)) pieces.push(piece);
+    expect(pieces.join('')).toBe(JSON.stringify(plain));
+    if (apis > 100) expect(pieces.length).toBeGreaterThan(apis / 100);
   });
 
   test('a missing cache file loads as null', () => {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { pino } from 'pino';
 import { GatehouseError } from '#proto/errors';
@@ -41,9 +42,10 @@ const servers = new Map<string, CompiledOAuthServer>([
 const sign = (key = SECRET) =>
   new SignJWT({ sub: 'c', exp: T + 60 }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(key));
 
-async function codeOf(promise: Promise<void>): Promise<string> {
+/** A refusal may be thrown (known at once) or a rejection: both count. */
+async function codeOf(check: () => void | Promise<void>): Promise<string> {
   try {
-    await promise;
+    await check();
     return 'ok';
   } catch (err) {
     if (err instanceof GatehouseError) return err.code;
@@ -83,6 +85,33 @@ describe('Authorization header parsing', () => {
 
   test('the token is returned as sent', () => {
     expect(parseAuthorization('bearer  a.b-c_d~')).toBe('a.b-c_d~');
+    expect(parseAuthorization('Bearer a.b-c_d~')).toBe('a.b-c_d~');
+  });
+
+  test('the one-space fast path accepts and refuses exactly what the general parse does (generated headers)', () => {
+    /** The parse before the fast path was added: the reference. */
+    const general = (value: string | undefined): string => {
+      const m = value === undefined ? null : /^(\S+) +(\S+)$/.exec(value.trim());
+      if (!m) return 'AUTH_HEADER_MISSING';
+      return m[1].toLowerCase() === 'bearer' ? `token ${m[2]}` : 'BEARER_MALFORMED';
+    };
+    const outcome = (value: string | undefined): string => {
+      try {
+        return `token ${parseAuthorization(value)}`;
+      } catch (err) {
+        return (err as GatehouseError).code;
+      }
+    };
+    // Scheme spellings and the characters that decide a parse: ASCII and non-ASCII whitespace, case-folding traps (İ, K).
+    const scheme = fc.constantFrom('Bearer', 'bearer', 'BEARER', 'bEaReR', 'Bearerx', 'Beare', 'Basic', 'Bearer\u0130', 'Be\u212Arer', '');
+    const piece = fc.constantFrom(' ', '  ', '\t', '\u00a0', '\ufeff', '\u2028', '\u3000', '\v', 'a', 'Z', '.', '-', '\u0130', '~');
+    const header = fc.tuple(fc.array(piece, { maxLength: 3 }), scheme, fc.array(piece, { maxLength: 12 })).map(([lead, s, rest]) => lead.join('') + s + rest.join(''));
+    fc.assert(
+      fc.property(header, (value) => {
+        expect(outcome(value)).toBe(general(value));
+      }),
+      { seed: 20261124, numRuns: 20_000 },
+    );
   });
 });
 
@@ -109,11 +138,25 @@ describe('check()', () => {
     ['server missing from the snapshot fails closed', apiRoute('gone'), async () => `Bearer ${await sign()}`, 'TOKEN_REJECTED'],
     ['server missing, no header: header error first', apiRoute('gone'), () => undefined, 'AUTH_HEADER_MISSING'],
   ])('%s', async (_name, route, header, expected) => {
-    expect(await codeOf(authorizer.check(route, await header()))).toBe(expected);
+    const value = await header();
+    expect(await codeOf(() => authorizer.check(route, value))).toBe(expected);
+  });
+
+  test('answered synchronously when known at once: no oauth2, a cached jwt, a bad header; a promise only to wait', async () => {
+    const token = await new SignJWT({ sub: 'sync-path', exp: T + 60 }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(SECRET));
+    expect(authorizer.check(apiRoute(), undefined)).toBeUndefined();
+    const first = authorizer.check(apiRoute('jwt-auth'), `Bearer ${token}`);
+    expect(first).toBeInstanceOf(Promise);
+    await first;
+    expect(authorizer.check(apiRoute('jwt-auth'), `Bearer ${token}`)).toBeUndefined();
+    expect(() => authorizer.check(apiRoute('jwt-auth'), 'Basic abc')).toThrow(expect.objectContaining({ code: 'BEARER_MALFORMED' }));
+    const stored = authorizer.check(apiRoute('store-auth'), 'Bearer opaque-ok');
+    expect(stored).toBeInstanceOf(Promise);
+    await stored;
   });
 
   test('errors carry the gateway status', async () => {
-    const err = await authorizer.check(apiRoute('jwt-auth'), 'Bearer nope').catch((e: unknown) => e);
+    const err = await (async () => authorizer.check(apiRoute('jwt-auth'), 'Bearer nope'))().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatehouseError);
     expect((err as GatehouseError).status).toBe(401);
   });
@@ -128,7 +171,7 @@ describe('storage strategy when the store fails', () => {
       tokenStore: failing,
       logger: { info: () => undefined, debug: () => undefined, warn: (o: unknown) => void warnings.push(o) } as never,
     });
-    expect(await codeOf(authorizer.check(apiRoute('store-auth'), 'Bearer x'))).toBe('TOKEN_REJECTED');
+    expect(await codeOf(() => authorizer.check(apiRoute('store-auth'), 'Bearer x'))).toBe('TOKEN_REJECTED');
     expect(warnings).toEqual([expect.objectContaining({ server: 'store-auth', err: 'boom' })]);
   });
 
@@ -137,7 +180,7 @@ describe('storage strategy when the store fails', () => {
     try {
       const authorizer = createAuthorizer({ servers, tokenStore: store, logger });
       const started = Date.now();
-      expect(await codeOf(authorizer.check(apiRoute('store-auth'), 'Bearer x'))).toBe('TOKEN_REJECTED');
+      expect(await codeOf(() => authorizer.check(apiRoute('store-auth'), 'Bearer x'))).toBe('TOKEN_REJECTED');
       expect(Date.now() - started).toBeLessThan(5_000); // fails closed instead of hanging (commands time out after 1 s)
     } finally {
       await store.close();
@@ -167,6 +210,6 @@ describe('observe()', () => {
     observer.response(200, { 'content-type': 'application/json' });
     observer.responseChunk(Buffer.from(JSON.stringify({ access_token: 'fresh', token_type: 'Bearer', expires_in: 30 })));
     await observer.finish();
-    expect(await codeOf(a.check(apiRoute('store-auth'), 'Bearer fresh'))).toBe('ok');
+    expect(await codeOf(() => a.check(apiRoute('store-auth'), 'Bearer fresh'))).toBe('ok');
   });
 });

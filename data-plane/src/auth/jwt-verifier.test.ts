@@ -39,9 +39,10 @@ function verifier(settings: JwtKeySetting[], leeway = 0, now = () => T, cacheSiz
   return createJwtVerifier({ keys: compileJwtKeys(settings, 'token_strategy.settings'), leeway, now, cacheSize });
 }
 
-async function outcome(promise: Promise<void>): Promise<string> {
+/** A refusal may be thrown (known at once) or a rejection: both count. */
+async function outcome(verify: () => void | Promise<void>): Promise<string> {
   try {
-    await promise;
+    await verify();
     return 'ok';
   } catch (err) {
     return (err as { code?: string }).code ?? 'thrown';
@@ -51,7 +52,8 @@ async function outcome(promise: Promise<void>): Promise<string> {
 describe('each supported alg verifies its own tokens', () => {
   test.each(Object.keys(PAIRS) as JwtAlg[])('%s', async (alg) => {
     const { sign: key, setting } = PAIRS[alg];
-    expect(await outcome(verifier([setting]).verify(await sign(alg, key)))).toBe('ok');
+    const token = await sign(alg, key);
+    expect(await outcome(() => verifier([setting]).verify(token))).toBe('ok');
   });
 });
 
@@ -70,7 +72,8 @@ describe('rotation: several settings, valid under any one', () => {
     ['retired HS key', () => sign('HS256', secret('retired-secret')), 'TOKEN_REJECTED'],
     ['other RSA key', () => sign('RS256', rsa2.privateKey), 'TOKEN_REJECTED'],
   ])('%s', async (_name, make, expected) => {
-    expect(await outcome(verifier(settings).verify(await make()))).toBe(expected);
+    const token = await make();
+    expect(await outcome(() => verifier(settings).verify(token))).toBe(expected);
   });
 });
 
@@ -87,7 +90,7 @@ describe('exp and nbf with leeway (frozen clock)', () => {
     ['no exp at all (issuer chose so)', { exp: undefined }, 0, 'ok'],
   ])('%s', async (_name, claims, leeway, expected) => {
     const token = await sign('HS256', PAIRS.HS256.sign, claims);
-    expect(await outcome(verifier([PAIRS.HS256.setting], leeway).verify(token))).toBe(expected);
+    expect(await outcome(() => verifier([PAIRS.HS256.setting], leeway).verify(token))).toBe(expected);
   });
 });
 
@@ -122,7 +125,8 @@ describe('attacks are rejected with TOKEN_REJECTED', () => {
     ['header not JSON', hsServer, () => `${Buffer.from('{oops').toString('base64url')}.${b64({})}.abc`],
     ['oversized token', hsServer, () => 'a'.repeat(MAX_TOKEN_LENGTH + 1)],
   ])('%s', async (_name, settings, make) => {
-    expect(await outcome(verifier(settings).verify(await make()))).toBe('TOKEN_REJECTED');
+    const token = await make();
+    expect(await outcome(() => verifier(settings).verify(token))).toBe('TOKEN_REJECTED');
   });
 });
 
@@ -131,18 +135,29 @@ describe('verification cache', () => {
     let now = T;
     const v = verifier([PAIRS.HS256.setting], 0, () => now);
     const token = await sign('HS256', PAIRS.HS256.sign, { exp: T + 10 });
-    expect(await outcome(v.verify(token))).toBe('ok');
+    expect(await outcome(() => v.verify(token))).toBe('ok');
     expect(v.cachedCount()).toBe(1);
     now = T + 9;
-    expect(await outcome(v.verify(token))).toBe('ok');
+    expect(await outcome(() => v.verify(token))).toBe('ok');
     now = T + 10;
-    expect(await outcome(v.verify(token))).toBe('TOKEN_REJECTED');
+    expect(await outcome(() => v.verify(token))).toBe('TOKEN_REJECTED');
     expect(v.cachedCount()).toBe(0);
+  });
+
+  test('a cached success is answered synchronously (no promise); a fresh token and a refusal known at once are not', async () => {
+    const v = verifier([PAIRS.HS256.setting]);
+    const token = await sign('HS256', PAIRS.HS256.sign);
+    const fresh = v.verify(token);
+    expect(fresh).toBeInstanceOf(Promise);
+    await fresh;
+    expect(v.verify(token)).toBeUndefined();
+    expect(() => v.verify('')).toThrow(expect.objectContaining({ code: 'TOKEN_REJECTED' }));
   });
 
   test('failures are not cached', async () => {
     const v = verifier([PAIRS.HS256.setting]);
-    await outcome(v.verify(await sign('HS256', secret('wrong'))));
+    const wrong = await sign('HS256', secret('wrong'));
+    await outcome(() => v.verify(wrong));
     expect(v.cachedCount()).toBe(0);
   });
 
@@ -157,10 +172,10 @@ describe('verification cache', () => {
     let now = T;
     const v = verifier([PAIRS.HS256.setting], 0, () => now, 2);
     const [t1, t2, t3] = await Promise.all([1, 2, 3].map((n) => sign('HS256', PAIRS.HS256.sign, { jti: `t${n}`, nbf: T })));
-    for (const t of [t1, t2, t1, t3]) expect(await outcome(v.verify(t))).toBe('ok');
+    for (const t of [t1, t2, t1, t3]) expect(await outcome(() => v.verify(t))).toBe('ok');
     // Before nbf a fresh verification fails while a cached success still stands: that tells which are cached.
     now = T - 1;
-    expect([await outcome(v.verify(t1)), await outcome(v.verify(t2)), await outcome(v.verify(t3))]).toEqual(['ok', 'TOKEN_REJECTED', 'ok']);
+    expect([await outcome(() => v.verify(t1)), await outcome(() => v.verify(t2)), await outcome(() => v.verify(t3))]).toEqual(['ok', 'TOKEN_REJECTED', 'ok']);
   });
 
   test('a new verifier (next snapshot) starts empty', async () => {
@@ -169,6 +184,6 @@ describe('verification cache', () => {
     await first.verify(token);
     const next = verifier([{ alg: 'HS256', key: 'rotated-away' }]);
     expect(next.cachedCount()).toBe(0);
-    expect(await outcome(next.verify(token))).toBe('TOKEN_REJECTED');
+    expect(await outcome(() => next.verify(token))).toBe('TOKEN_REJECTED');
   });
 });

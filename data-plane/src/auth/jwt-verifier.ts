@@ -10,8 +10,12 @@ import type { JwtAlg } from '#proto/definition/types';
 import { DeadlineCache } from './deadline-cache.js';
 
 export interface JwtVerifier {
-  /** Resolves when the token is valid; rejects with GatehouseError TOKEN_REJECTED otherwise. */
-  verify(token: string): Promise<void>;
+  /**
+   * Returns (nothing) when the token is known valid (a cached verification), a promise of the verdict when it must be
+   * verified; a refusal is a GatehouseError TOKEN_REJECTED, thrown or rejected. No promise on the cached path: the
+   * proxy then goes on in the same tick (see proxy-server.ts withPlugins).
+   */
+  verify(token: string): void | Promise<void>;
   /** Successful verifications currently remembered (metrics, tests). */
   cachedCount(): number;
 }
@@ -64,7 +68,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const cacheMaxAge = options.cacheMaxAge ?? DEFAULT_CACHE_MAX_AGE;
   const algorithms = [...new Set(options.keys.map((k) => k.alg))];
   const imported = new Map<CompiledJwtKey, Promise<webcrypto.CryptoKey>>();
-  /** sha256(token) → a success that stands until the deadline (seconds since epoch). */
+  /** sha256(token), latin1 string → a success that stands until the deadline (seconds since epoch). */
   const cache = new DeadlineCache<true>(cacheSize);
 
   const cryptoKey = (k: CompiledJwtKey) => {
@@ -105,21 +109,28 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
     throw lastError;
   }
 
+  async function verifyAndRemember(token: string, id: string, at: number): Promise<void> {
+    let exp: number | undefined;
+    try {
+      exp = await verifyUncached(token, at);
+    } catch (err) {
+      throw tokenRejected(err);
+    }
+    remember(id, at, exp);
+  }
+
   return {
-    async verify(token) {
+    verify(token) {
       if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
         throw tokenRejected(new joseErrors.JWTInvalid('token empty or too long'));
       }
       const at = now();
-      const id = digest('sha256', token, 'base64'); // one-shot: 0.3 µs against 0.8 for createHash().update().digest() (micro-benchmark, 150-character token)
+      // One-shot sha256 with 'binary' (latin1) output, 32 one-byte characters, the shortest key string. Measured
+      // in-process, digest + Map lookup, 1e6 tokens: 0.44 µs against 0.47 for base64 (150 characters), 0.87 against
+      // 0.91 (800); sha512-256 (0.71 µs) and blake2 (0.64-0.71) cost more, createHash().update().digest() 1.0.
+      const id = digest('sha256', token, 'binary');
       if (cache.get(id, at)) return;
-      let exp: number | undefined;
-      try {
-        exp = await verifyUncached(token, at);
-      } catch (err) {
-        throw tokenRejected(err);
-      }
-      remember(id, at, exp);
+      return verifyAndRemember(token, id, at);
     },
     cachedCount: () => cache.size,
   };

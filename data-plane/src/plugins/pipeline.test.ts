@@ -4,7 +4,7 @@ import { GatehouseError } from '#proto/errors';
 import type { CompiledRoute } from '#proto/compile/index';
 import { PluginExchange, runRequestHooks, type Pipeline, type RequestHook } from './pipeline.js';
 
-function walk(request: RequestHook[]): Promise<unknown> {
+function walk(request: RequestHook[]): unknown {
   const pipeline: Pipeline = { request, response: [], forward: [] };
   const ex = new PluginExchange(new IncomingMessage(new Socket()), { id: 'r' } as CompiledRoute, 'id', '', pipeline);
   return runRequestHooks(pipeline, ex);
@@ -23,10 +23,16 @@ describe('runRequestHooks', () => {
     expect(ran).toEqual(['sync 1', 'async 2', 'sync 3']);
   });
 
+  test('while every hook returns synchronously, so does the walk: the answer or null, no promise', () => {
+    const ran: string[] = [];
+    expect(walk([() => void ran.push('sync 1'), () => void ran.push('sync 2')])).toBeNull();
+    expect(ran).toEqual(['sync 1', 'sync 2']);
+  });
+
   test('the first answer ends the walk, whether it comes synchronously or from a promise', async () => {
     let later = 0;
     const after = () => void later++;
-    await expect(walk([() => ({ status: 204 }), after])).resolves.toEqual({ status: 204 });
+    expect(walk([() => ({ status: 204 }), after])).toEqual({ status: 204 });
     await expect(walk([() => Promise.resolve({ status: 204 }), after])).resolves.toEqual({ status: 204 });
     expect(later).toBe(0);
   });
@@ -35,7 +41,7 @@ describe('runRequestHooks', () => {
     const refused = new GatehouseError('CREDENTIALS_REJECTED', 'invalid credentials');
     let later = 0;
     const after = () => void later++;
-    let result: Promise<unknown> | undefined;
+    let result: unknown;
     expect(() => {
       result = walk([
         () => {

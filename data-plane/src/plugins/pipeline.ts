@@ -24,7 +24,9 @@
  *   Host, X-Forwarded-*, X-Request-Id, are applied after it, so they always hold) and `ex.query`;
  *   add headers to whatever the client gets with `ex.addClientHeader` (the upstream's response, a
  *   PluginAnswer or a gateway error alike: CORS and rate-limit headers); and wrap the request body
- *   stream with `ex.wrapBody` (counting, limiting). May return a promise (oauth2's token store).
+ *   stream with `ex.wrapBody` (counting, limiting). May return a promise (oauth2's token store), but
+ *   returns synchronously when the outcome is known at once (a cache hit): a promise costs the
+ *   proxy a microtask turn.
  * - `response(ex, status, headers)`: runs when the upstream's status and headers are known, before
  *   they are written; edits `headers` in place (lower-case names, node:http's OutgoingHttpHeaders)
  *   and may return a Transform the response body is piped through (compression; it must then
@@ -160,21 +162,21 @@ export function mergeClientHeaders(into: OutgoingHttpHeaders, added: OutgoingHtt
   }
 }
 
-function isPromise<T>(value: unknown): value is Promise<T> {
+export function isPromise<T>(value: unknown): value is Promise<T> {
   return typeof (value as Promise<T> | undefined)?.then === 'function';
 }
 
-const NO_ANSWER: Promise<PluginAnswer | null> = Promise.resolve(null);
-
 /**
  * Runs the request hooks in order; the first answer ends the walk, a GatehouseError refuses (as a
- * rejection). Not an async function: while every hook returns synchronously (all but oauth2's and
- * basic_auth's on a cache miss, and rate_limit with Redis) the walk allocates no promise and runs
- * no async frame (the shared NO_ANSWER is returned); only from the first promise on does it
- * continue asynchronously. Measured in-process (exchange, walk of one sync hook, the proxy's
- * await): 175 → 130 ns per request; small, but paid by every route with a plugin.
+ * rejection, never a synchronous throw). Not an async function, and it returns the answer (or null)
+ * itself while every hook returns synchronously (all but oauth2's and basic_auth's on a cache miss,
+ * and rate_limit with Redis): the walk then allocates no promise and the proxy goes on in the same
+ * tick, without a microtask. Only from the first promise on does it continue asynchronously.
+ * Measured in-process (exchange, oauth2 walk on a cached jwt, the proxy's continuation; 1e6
+ * requests): 1.03 µs per request when the walk returned a promise the proxy awaited, 0.79 µs
+ * with the synchronous return.
  */
-export function runRequestHooks(pipeline: Pipeline, ex: PluginExchange): Promise<PluginAnswer | null> {
+export function runRequestHooks(pipeline: Pipeline, ex: PluginExchange): PluginAnswer | null | Promise<PluginAnswer | null> {
   try {
     return runFrom(pipeline.request, 0, ex);
   } catch (err) {
@@ -182,11 +184,11 @@ export function runRequestHooks(pipeline: Pipeline, ex: PluginExchange): Promise
   }
 }
 
-function runFrom(hooks: readonly RequestHook[], start: number, ex: PluginExchange): Promise<PluginAnswer | null> {
+function runFrom(hooks: readonly RequestHook[], start: number, ex: PluginExchange): PluginAnswer | null | Promise<PluginAnswer | null> {
   for (let i = start; i < hooks.length; i++) {
     const result = hooks[i]!(ex);
     if (isPromise<PluginAnswer | void>(result)) return result.then((answer) => answer || runFrom(hooks, i + 1, ex));
-    if (result) return Promise.resolve(result);
+    if (result) return result;
   }
-  return NO_ANSWER;
+  return null;
 }

@@ -8,7 +8,7 @@ import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#prot
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
 import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
-import { PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
+import { isPromise, PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
 import type { CompiledTarget } from '#proto/compile/index';
 import { forward, ProxyResponse, type ForwardDeps, type ForwardPlan } from './forward.js';
@@ -223,7 +223,12 @@ export function createProxyServer(deps: {
     }
   }
 
-  /** The rest of proxy() for a route with plugins (only those get an exchange); never rejects (failures are answered). */
+  /**
+   * The rest of proxy() for a route with plugins (only those get an exchange); never rejects (failures are answered).
+   * Awaits the request hooks only when they returned a promise: an async function that does not await runs to the
+   * end synchronously, so a route whose hooks all answered at once (a cached jwt) dispatches in the same tick. A plain
+   * function with the rest split out measured 0.03 µs per request less (in-process): not worth two copies of the rest.
+   */
   async function withPlugins(
     req: IncomingMessage,
     res: ProxyResponse,
@@ -241,7 +246,8 @@ export function createProxyServer(deps: {
     let ex: PluginExchange | null = null;
     try {
       ex = new PluginExchange(req, match.route, requestId, clientQuery, pipeline);
-      const answer = await runRequestHooks(pipeline, ex);
+      const walk = runRequestHooks(pipeline, ex);
+      const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
       if (answer) {
         sendAnswer(res, requestId, answer, ex, routeId);
         return;

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
 const GATEWAY_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -71,46 +72,34 @@ describe('upstreamRequestHeaders: W3C trace context', () => {
 });
 
 describe('clientResponseHeaders', () => {
-  /** undici hands the raw response headers over as Buffers. */
-  const raw = (...pairs: [string, string][]) => pairs.flatMap(([n, v]) => [Buffer.from(n), Buffer.from(v, 'latin1')]);
-
-  test('drops hop-by-hop and Connection-named headers, keeps the rest in order with duplicates, sets X-Request-Id', () => {
+  test('drops hop-by-hop and Connection-named headers, keeps the rest, sets X-Request-Id', () => {
     const out = clientResponseHeaders(
-      raw(
-        ['Connection', 'close, X-Internal'],
-        ['X-Internal', '1'],
-        ['Keep-Alive', 'timeout=9'],
-        ['Set-Cookie', 'a=1'],
-        ['Transfer-Encoding', 'chunked'],
-        ['Proxy-Authenticate', 'Basic'],
-        ['X-Request-Id', 'upstream-made-this-up'],
-        ['Content-Type', 'text/plain'],
-        ['Set-Cookie', 'b=2'],
-      ),
+      {
+        connection: 'close, x-internal',
+        'x-internal': '1',
+        'keep-alive': 'timeout=9',
+        'transfer-encoding': 'chunked',
+        'proxy-authenticate': 'Basic',
+        'set-cookie': ['a=1', 'b=2'],
+        'x-request-id': 'upstream-made-this-up',
+        'content-type': 'text/plain',
+      },
       'rid',
     );
-    expect(pairs(out)).toEqual([['set-cookie', 'a=1'], ['content-type', 'text/plain'], ['set-cookie', 'b=2'], ['x-request-id', 'rid']]);
+    expect(out).toEqual({ 'set-cookie': ['a=1', 'b=2'], 'content-type': 'text/plain', 'x-request-id': 'rid' });
   });
-  test('values pass byte for byte (obs-text is latin1 both ways)', () => {
-    const out = clientResponseHeaders(raw(['X-Name', 'caf\xe9']), 'rid');
-    expect(Buffer.from(out[1]!, 'latin1')).toEqual(Buffer.from([0x63, 0x61, 0x66, 0xe9]));
-  });
-  test.each<[string, string[], string[]]>([
-    ['keep-alive (the usual value) names nothing more', ['keep-alive'], ['close', 'x-internal', 'content-type']],
-    ['Keep-Alive likewise', ['Keep-Alive'], ['close', 'x-internal', 'content-type']],
-    ['close names a header called close', ['close'], ['x-internal', 'content-type']],
-    ['keep-alive with a named header', ['keep-alive, X-Internal'], ['close', 'content-type']],
-    ['KEEP-ALIVE with padding', [' KEEP-ALIVE '], ['close', 'x-internal', 'content-type']],
+  test.each<[string, string | string[], string[]]>([
+    ['keep-alive (the usual value) names nothing more', 'keep-alive', ['close', 'x-internal', 'content-type']],
+    ['Keep-Alive likewise', 'Keep-Alive', ['close', 'x-internal', 'content-type']],
+    ['close names a header called close', 'close', ['x-internal', 'content-type']],
+    ['keep-alive with a named header', 'keep-alive, X-Internal', ['close', 'content-type']],
+    ['KEEP-ALIVE with padding', ' KEEP-ALIVE ', ['close', 'x-internal', 'content-type']],
     ['repeated Connection lines', ['keep-alive', 'x-internal'], ['close', 'content-type']],
   ])('Connection: %s', (_name, connection, kept) => {
-    const upstream = raw(
-      ...connection.map((v): [string, string] => ['Connection', v]),
-      ['Keep-Alive', 'timeout=5'],
-      ['Close', 'odd but end-to-end'],
-      ['X-Internal', '1'],
-      ['Content-Type', 'text/plain'],
-    );
-    expect(pairs(clientResponseHeaders(upstream, 'rid')).map(([n]) => n)).toEqual([...kept, 'x-request-id']);
+    // undici gives an array for repeated lines, which Node's IncomingHttpHeaders type does not foresee.
+    const upstream = { connection, 'keep-alive': 'timeout=5', close: 'odd but end-to-end', 'x-internal': '1', 'content-type': 'text/plain' };
+    const out = clientResponseHeaders(upstream as IncomingHttpHeaders, 'rid');
+    expect(Object.keys(out)).toEqual([...kept, 'x-request-id']);
   });
 });
 

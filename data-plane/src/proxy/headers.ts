@@ -3,6 +3,7 @@
  * headers (and any named in Connection) stop at the gateway in both directions; the upstream
  * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
  */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { newRequestId } from '#proto/traceparent';
 import { util } from 'undici';
 import { HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
@@ -106,27 +107,16 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: For
   return out;
 }
 
-/**
- * Response headers for the client as node:http's flat [name, value, ...] list, straight from
- * undici's raw response headers: the upstream's minus hop-by-hop (and those its Connection names),
- * in the upstream's order with duplicates kept, names lower-cased, values byte for byte (latin1),
- * plus our X-Request-Id. Code that edits headers by name (plugins) gets an object from this list
- * (undici's parseHeaders). Measured against undici's object (parseHeaders) copied into a second
- * object for writeHead: 0.3 µs less per response and two objects fewer (profile under wrk).
- */
-export function clientResponseHeaders(raw: readonly (Buffer | string)[], requestId: string): string[] {
-  const out: string[] = [];
-  let connection: string[] | null = null;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = headerNameToString(raw[i]!);
-    const value = raw[i + 1]!;
-    const text = typeof value === 'string' ? value : value.toString('latin1');
-    if (name === 'connection') (connection ??= []).push(text);
-    if (HOP_BY_HOP.has(name) || name === 'x-request-id') continue;
-    out.push(name, text);
+/** Response headers for the client: the upstream's minus hop-by-hop, plus our X-Request-Id. */
+export function clientResponseHeaders(upstream: IncomingHttpHeaders, requestId: string): OutgoingHttpHeaders {
+  const connection = upstream.connection;
+  const named = connection ? connectionTokens(Array.isArray(connection) ? connection : [connection]) : null;
+  const out: OutgoingHttpHeaders = {};
+  for (const name in upstream) {
+    const value = upstream[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || named?.has(name)) continue;
+    out[name] = value;
   }
-  const named = connection ? connectionTokens(connection) : null;
-  const kept = named ? out.filter((_, i) => !named.has(out[i - (i % 2)]!)) : out;
-  kept.push('x-request-id', requestId);
-  return kept;
+  out['x-request-id'] = requestId;
+  return out;
 }

@@ -273,7 +273,7 @@ export function createProxyServer(deps: {
   function onResponseClose(this: ProxyResponse): void {
     metrics?.ended();
     if (this.access) accessLog!.finish(this.access, this.clientSocket!, this);
-    this.exchange?.onClientClose();
+    this.onClientClose?.();
   }
 
   const server = createServer({ ...CLIENT_LIMITS, ServerResponse: ProxyResponse }, (req, res) => {

@@ -1,0 +1,69 @@
+#!/bin/bash
+# User-space instructions per proxied request, counted by valgrind's callgrind (README "Benchmark"):
+# unlike CPU time on a shared 2-core box (±20 % between identical runs), the count of a steady window
+# hardly moves, so it can tell a 2 % change. Kernel time (the socket syscalls, about half of the CPU per
+# request) is not counted; it is the same for the DP and the bare proxy (`strace -c`).
+#
+#   scripts/count-instructions.sh [label:tree ...]    (default: bare:bare dp:.)
+#
+# Each entry runs under callgrind in turn: `bare` is scripts/bare-undici-proxy.mjs, anything else a built
+# tree (`npm run build`) whose data-plane/dist/main.js is started against this tree's control plane with
+# one plain route. wrk -c10 warms it up (WARM s, default 60: the JIT must have settled at valgrind's
+# speed), then ROUNDS windows (default 3) of SECS s (default 20) are counted between callgrind_control
+# -z and -d. Prints, per window, the requests served and instructions per request of the main thread and
+# of all threads (GC helpers and compiler threads included, which vary more). Needs valgrind and wrk
+# (`apt-get install valgrind wrk`); dumps go to $OUT (default /tmp/gatehouse-callgrind) for
+# callgrind_annotate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+here=$(pwd)
+entries=("$@")
+[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
+OUT=${OUT:-/tmp/gatehouse-callgrind}
+base=${PORT_BASE:-38180}
+upstream_port=$base admin_port=$((base + 1)) grpc_port=$((base + 2)) proxy_port=$((base + 3)) status_port=$((base + 4))
+data=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$data"; }
+trap cleanup EXIT
+
+node -e "require('http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.writeHead(200,{'content-type':'text/plain','content-length':2});s.end('ok')})}).listen($upstream_port,'127.0.0.1')" &
+pids+=($!)
+password=$(node -e "console.log(require('crypto').randomBytes(16).toString('hex'))")
+ADMIN_HOST=127.0.0.1 GRPC_HOST=127.0.0.1 ADMIN_PORT=$admin_port GRPC_PORT=$grpc_port DATA_DIR=$data ADMIN_PASSWORD=$password LOG_LEVEL=warn \
+  node control-plane/dist/main.js >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf "localhost:$admin_port/readyz" >/dev/null && break; sleep 0.1; done
+token=$(curl -s -XPOST "localhost:$admin_port/login" -H 'content-type: application/json' -d "{\"username\":\"admin\",\"password\":\"$password\"}" |
+  node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')
+curl -sf -XPOST "localhost:$admin_port/apis" -H "authorization: Bearer $token" -H 'content-type: application/json' \
+  -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}}}" >/dev/null
+
+url="http://127.0.0.1:$proxy_port/bench/x"
+for entry in "${entries[@]}"; do
+  label=${entry%%:*} tree=${entry#*:}
+  out="$OUT/$label"
+  rm -rf "$out" && mkdir -p "$out"
+  vg=(valgrind --tool=callgrind --separate-threads=yes --smc-check=all-non-file "--callgrind-out-file=$out/cg.%p")
+  if [ "$tree" = bare ]; then
+    "${vg[@]}" node scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$out/process.log" 2>&1 &
+  else
+    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
+      DATAPLANE_ID=callgrind LOG_LEVEL=warn exec "${vg[@]}" node --max-semi-space-size=8 data-plane/dist/main.js >"$out/process.log" 2>&1) &
+  fi
+  pid=$!
+  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+  wrk -t1 -c10 -d"${WARM:-60}s" "$url" >/dev/null
+  for round in $(seq "${ROUNDS:-3}"); do
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    requests=$(wrk -t1 -c10 -d"${SECS:-20}s" "$url" | grep -oP '\d+(?= requests in)')
+    callgrind_control -d "$pid" >/dev/null 2>&1
+    sleep 1
+    # Dump files are cg.<pid>.<dump number>-<thread number>; thread 01 is the main thread.
+    main=$(grep -m1 -hoP '^(summary|totals): \K\d+' "$out"/cg.*."$round"-01)
+    all=$(cat "$out"/cg.*."$round"-* | grep -oP '^(summary|totals): \K\d+' | paste -sd+ | bc)
+    echo "$label window $round: $requests requests, instructions/request main thread $((main / requests)), all threads $((all / requests))"
+  done
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+done

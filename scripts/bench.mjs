@@ -484,7 +484,7 @@ async function pluginCodeUs(row) {
   const { parseApiDefinition } = await builtModule('proto/dist/definition/index.js');
   const { compileApi } = await builtModule('proto/dist/compile/index.js');
   const { hashPassword, parsePasswordHash } = await builtModule('proto/dist/password-hash.js');
-  const { buildPipeline, PluginExchange, runRequestHooks } = await builtModule('data-plane/dist/plugins/index.js');
+  const { buildPipeline, isPromise, PluginExchange, runRequestHooks } = await builtModule('data-plane/dist/plugins/index.js');
   const { createRateLimiter } = await builtModule('data-plane/dist/plugins/rate-limit/index.js');
   const { createBreakerRegistry } = await builtModule('data-plane/dist/plugins/circuit-breaker.js');
   const { createBasicAuthChecker } = await builtModule('data-plane/dist/auth/basic-credentials.js');
@@ -502,7 +502,7 @@ async function pluginCodeUs(row) {
     const ex = new PluginExchange(req, route, 'id', '', pipeline);
     // As the proxy does (proxy-server.ts withPlugins): awaited only when the walk returned a promise.
     const walk = runRequestHooks(pipeline, ex);
-    if (typeof walk?.then === 'function' ? await walk : walk) throw new Error(`${row.name} answered the bench request itself`);
+    if (isPromise(walk) ? await walk : walk) throw new Error(`${row.name} answered the bench request itself`);
     ex.target = route.targets[0];
     const attempt = (i) => (i === pipeline.forward.length ? Promise.resolve(outcome) : pipeline.forward[i](ex, () => attempt(i + 1)));
     if (pipeline.forward.length > 0 && (await attempt(0)) !== outcome) throw new Error(`${row.name} did not deliver the upstream's response`);

@@ -46,14 +46,20 @@ export function formatTraceparent(traceId: string, spanId: string, flags: string
 const pool = Buffer.alloc(4096);
 let used = pool.length;
 
+/** The pool offset of `bytes` fresh random bytes, refilling the pool when it has fewer left. */
+function take(bytes: number): number {
+  if (used + bytes > pool.length) {
+    randomFillSync(pool);
+    used = 0;
+  }
+  const start = used;
+  used += bytes;
+  return start;
+}
+
 function randomHex(bytes: number): string {
   for (;;) {
-    if (used + bytes > pool.length) {
-      randomFillSync(pool);
-      used = 0;
-    }
-    const start = used;
-    used += bytes;
+    const start = take(bytes);
     for (let i = start; i < used; i++) if (pool[i] !== 0) return pool.toString('hex', start, used);
   }
 }
@@ -76,12 +82,7 @@ const uuid = Buffer.alloc(36);
  * id written out as a header line, same run) 326-375 ns for randomUUID(), 213-273 ns this way.
  */
 export function newRequestId(): string {
-  if (used + 16 > pool.length) {
-    randomFillSync(pool);
-    used = 0;
-  }
-  const start = used;
-  used += 16;
+  const start = take(16);
   let o = 0;
   for (let i = 0; i < 16; i++) {
     if (i === 4 || i === 6 || i === 8 || i === 10) uuid[o++] = 0x2d; // '-'

@@ -281,8 +281,10 @@ export function createProxyServer(deps: {
     const access = accessLog?.start(req, requestId) ?? null;
     const trace = tracer.start(req, res, requestId);
     metrics?.started();
-    res.access = access;
-    res.clientSocket = req.socket; // res.socket is gone by 'close'; the access log reads the connection's counters
+    if (access) {
+      res.access = access;
+      res.clientSocket = req.socket; // res.socket is gone by 'close'; the access log reads the connection's counters
+    }
     // The exchange's client-gone abort runs from here too (forward.ts ProxyResponse).
     res.on('close', onResponseClose);
     try {

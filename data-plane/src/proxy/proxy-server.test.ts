@@ -198,8 +198,41 @@ describe('gateway errors', () => {
     const res = await httpRequest(`${gw.url}/slow/x`);
     expect(res.status).toBe(504);
     expect(res.json).toBe('gateway timeout');
-    // 200ms, not undici's ~1s timer resolution (see preciseHeaderTimer).
+    // 200ms, not undici's ~1s timer resolution (see forward.ts HeaderWait).
     expect(Date.now() - started).toBeLessThan(900);
+  });
+
+  test('a response_header_timeout of a second or more is kept to the millisecond too (the gateway timer, not undici)', async () => {
+    const silentUpstream = await startUpstream(() => undefined);
+    const gw = await startGateway([
+      api('slow', { listen_path: '/slow/*', upstreams: targets(silentUpstream.origin), forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '1200ms' } }),
+    ]);
+    const started = Date.now();
+    const res = await httpRequest(`${gw.url}/slow/x`);
+    const elapsed = Date.now() - started;
+    expect(res.status).toBe(504);
+    expect(elapsed).toBeGreaterThanOrEqual(1_150);
+    expect(elapsed).toBeLessThan(1_800);
+  });
+
+  test('upload time does not count against response_header_timeout: the wait starts once the body is sent', async () => {
+    const up = await startUpstream(); // answers once the whole body has arrived
+    const gw = await startGateway([
+      api('up', { listen_path: '/up/*', upstreams: targets(up.origin), forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '300ms' } }),
+    ]);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = rawRequest(`${gw.url}/up/x`, { method: 'POST', headers: { 'content-type': 'text/plain' }, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      // 900 ms of upload, three times the header wait.
+      req.write('a');
+      setTimeout(() => req.write('b'), 450);
+      setTimeout(() => req.end('c'), 900);
+    });
+    expect(status).toBe(200);
+    expect(up.received.at(-1)?.bodyLength).toBe(3);
   });
 
   test('400 BAD_UPSTREAM_HOST when a placeholder would make an invalid host', async () => {

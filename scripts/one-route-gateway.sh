@@ -1,0 +1,23 @@
+# Sourced by scripts/count-instructions.sh and scripts/gc-per-request.sh (not run on its own): from the
+# repository root, with $base set, starts a node upstream answering "ok" on $upstream_port and this
+# tree's control plane (a fresh data dir, a random admin password) holding one plain API, /bench/*.
+# Sets the ports a data plane uses ($proxy_port, $status_port, $grpc_port), $url (a request to that
+# API through $proxy_port) and $pids (killed, with $data removed, at exit; callers add their own).
+upstream_port=$base admin_port=$((base + 1)) grpc_port=$((base + 2)) proxy_port=$((base + 3)) status_port=$((base + 4))
+data=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$data"; }
+trap cleanup EXIT
+
+node -e "require('http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.writeHead(200,{'content-type':'text/plain','content-length':2});s.end('ok')})}).listen($upstream_port,'127.0.0.1')" &
+pids+=($!)
+password=$(node -e "console.log(require('crypto').randomBytes(16).toString('hex'))")
+ADMIN_HOST=127.0.0.1 GRPC_HOST=127.0.0.1 ADMIN_PORT=$admin_port GRPC_PORT=$grpc_port DATA_DIR=$data ADMIN_PASSWORD=$password LOG_LEVEL=warn \
+  node control-plane/dist/main.js >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -sf "localhost:$admin_port/readyz" >/dev/null && break; sleep 0.1; done
+token=$(curl -s -XPOST "localhost:$admin_port/login" -H 'content-type: application/json' -d "{\"username\":\"admin\",\"password\":\"$password\"}" |
+  node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')
+curl -sf -XPOST "localhost:$admin_port/apis" -H "authorization: Bearer $token" -H 'content-type: application/json' \
+  -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}}}" >/dev/null
+url="http://127.0.0.1:$proxy_port/bench/x"

@@ -165,7 +165,9 @@ async function startDataPlane(cp, id, env = {}) {
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
   const started = performance.now();
   // The node flags the Helm chart runs a DP with (helm/gatehouse/templates/data-plane-deployment.yaml).
-  const proc = startProcess(`data-plane ${id}`, process.execPath, ['--max-semi-space-size=8', 'data-plane/dist/main.js'], {
+  // BENCH_DP_NODE_FLAGS (e.g. `--max-semi-space-size=16`) come after the chart's, so they override them.
+  const flags = ['--max-semi-space-size=8', ...(process.env.BENCH_DP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
+  const proc = startProcess(`data-plane ${id}`, process.execPath, [...flags, 'data-plane/dist/main.js'], {
     PROXY_HOST: '127.0.0.1',
     STATUS_HOST: '127.0.0.1',
     PROXY_PORT: String(proxyPort),
@@ -173,8 +175,6 @@ async function startDataPlane(cp, id, env = {}) {
     CONTROL_PLANE_ADDR: cp.grpcAddr,
     DATAPLANE_ID: id,
     LOG_LEVEL: 'warn',
-    // e.g. --max-semi-space-size=8, to compare V8 settings on every DP the bench starts.
-    ...(process.env.BENCH_DP_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_DP_NODE_OPTIONS } : {}),
     // BENCH_SNAPSHOT_CACHE=1: every DP keeps a SNAPSHOT_CACHE file, as the Helm chart's do.
     ...(process.env.BENCH_SNAPSHOT_CACHE === '1' ? { SNAPSHOT_CACHE: join(tmpdir(), `gatehouse-bench-cache-${id}-${process.pid}.json`) } : {}),
     ...env,

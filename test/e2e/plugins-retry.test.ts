@@ -5,7 +5,7 @@
  * body already went upstream, a response that already started streaming; `enabled: false` does
  * nothing; bad configurations are refused naming the field, the store unchanged.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { createHash } from 'node:crypto';
 import { listen } from '#proto/listen';
 import { apiDefinition } from '../helpers/api-definition.js';
@@ -136,6 +136,61 @@ test('a response that started streaming is never retried: the cut reaches the cl
   cutterSeen = 0;
   await expect(httpRequest(`${gw.dp.proxyUrl}/cut/x`, { timeoutMs: 5_000 })).rejects.toThrow();
   expect(cutterSeen).toBe(1);
+});
+
+/** An upstream of its own for one test, counting the requests, the TCP connections it was sent and those closed. */
+async function countingUpstream(answer: (n: number, res: ServerResponse) => void) {
+  const counts = { requests: 0, connections: 0, closed: 0 };
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => answer(++counts.requests, res));
+  });
+  server.on('connection', (socket) => {
+    counts.connections++;
+    socket.on('close', () => counts.closed++);
+  });
+  const port = await listen(server, 0, '127.0.0.1');
+  const close = () => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+  return { counts, origin: `http://127.0.0.1:${port}`, close };
+}
+
+test('a response of 1 MiB, more than a parked attempt holds before pausing the upstream, reaches the client whole', async () => {
+  const body = Buffer.alloc(1024 * 1024, 'abcdefgh');
+  const big = await countingUpstream((_n, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(body.length) });
+    res.end(body);
+  });
+  try {
+    await createApis(gw, [{ ...apiDefinition({ name: 'big', listenPath: '/big/*', targets: [big.origin] }), plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] }]);
+    const res = await httpRequest(`${gw.dp.proxyUrl}/big/x`);
+    expect(res.status).toBe(200);
+    expect(res.body.length).toBe(body.length);
+    expect(res.sha256).toBe(createHash('sha256').update(body).digest('hex'));
+    expect(big.counts.requests).toBe(1);
+  } finally {
+    await big.close();
+  }
+});
+
+test('a complete answer that is retried leaves its connection open (it is not aborted: the DP keeps it for reuse)', async () => {
+  const upstream = await countingUpstream((n, res) => {
+    const text = n === 1 ? '"try again"' : '"ok"';
+    res.writeHead(n === 1 ? 503 : 200, { 'content-type': 'application/json', 'content-length': String(text.length) });
+    res.end(text);
+  });
+  try {
+    await createApis(gw, [{ ...apiDefinition({ name: 'reuse', listenPath: '/reuse/*', targets: [upstream.origin] }), plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] }]);
+    const res = await gw.dp.request('GET', '/reuse/x');
+    expect([res.status, res.json]).toEqual([200, 'ok']);
+    // undici frees a connection on the next turn of the event loop, so the retry itself goes over a second one.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(upstream.counts).toEqual({ requests: 2, connections: 2, closed: 0 });
+  } finally {
+    await upstream.close();
+  }
 });
 
 test('statuses: only those (and connection failures) are retried', async () => {

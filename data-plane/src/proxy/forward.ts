@@ -132,6 +132,9 @@ const fire = HeaderWait.fire;
 
 function noop(): void {}
 
+/** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
+const PARKED_BYTES = 64 * 1024;
+
 /**
  * What undici's request() does with a request body it will not send on: destroyed, but a client
  * request is first detached from its socket (as in nodejs/node#38505) so that the connection
@@ -285,28 +288,63 @@ function exchange(
       return null;
     };
 
-    /** An attempt's response waits here, undici paused, until a forward hook delivers or discards it. */
+    /**
+     * An attempt's response waits here until a forward hook delivers or discards it (a few microtasks
+     * for retry and cb). The body bytes that arrive meanwhile are held, up to PARKED_BYTES, and undici
+     * is paused only past that: a small response is then complete before the hook decides, so a
+     * retried answer is dropped without aborting it and its connection stays open for reuse (pausing
+     * at once left the response unfinished, and discarding it cut the connection). CPU per request on
+     * a retry route was not told apart either way (scripts/gc-per-request.sh method, alternated runs).
+     */
     let parkedError: GatehouseError | null = null;
+    /** The parked response's body chunks, null when not parked. */
+    let held: Buffer[] | null = null;
+    let heldBytes = 0;
+    let heldEnded = false;
     const park = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void => {
       state = 'parked';
-      c.pause();
+      held = [];
       resolve({
         kind: 'response',
         status: statusCode,
         headers,
         deliver() {
           if (state !== 'parked') throw parkedError ?? new GatehouseError('UPSTREAM_UNREACHABLE', 'upstream response already used');
+          const chunks = held!;
+          held = null;
+          if (res.destroyed) {
+            // The client left while the hooks decided (a complete response aborts nothing): nobody to deliver to.
+            state = 'done';
+            return;
+          }
           const failure = respond(c, statusCode, headers);
           if (failure) throw failure;
-          resume();
+          // undici is paused here only when the held bytes passed PARKED_BYTES.
+          const wasPaused = paused;
+          paused = false;
+          for (const chunk of chunks) send(c, chunk);
+          if (heldEnded) {
+            state = 'done';
+            sink.end();
+          } else if (wasPaused && !paused) c.resume();
         },
         discard() {
           res.off('close', onClientClose);
           if (state !== 'parked') return;
           state = 'done';
-          c.abort(new errors.RequestAbortedError());
+          held = null;
+          if (!heldEnded) c.abort(new errors.RequestAbortedError());
         },
       });
+    };
+
+    /** Writes a body chunk to the client (or the first body stage), pausing undici while it is behind. */
+    const send = (c: Dispatcher.DispatchController, chunk: Buffer): void => {
+      if (!sink.write(chunk) && !paused) {
+        paused = true;
+        c.pause();
+        sink.once('drain', resume);
+      }
     };
 
     const handler: Dispatcher.DispatchHandler = {
@@ -329,14 +367,23 @@ function exchange(
       },
 
       onResponseData(c, chunk) {
-        if (!sink.write(chunk) && !paused) {
+        if (held === null) {
+          send(c, chunk);
+          return;
+        }
+        held.push(chunk);
+        heldBytes += chunk.length;
+        if (heldBytes > PARKED_BYTES && !paused) {
           paused = true;
           c.pause();
-          sink.once('drain', resume);
         }
       },
 
       onResponseEnd() {
+        if (held !== null) {
+          heldEnded = true;
+          return;
+        }
         state = 'done';
         sink.end();
       },
@@ -359,6 +406,7 @@ function exchange(
           else reject(upstreamError(err));
           if (attempt) res.off('close', onClientClose);
         } else if (was === 'parked') {
+          held = null;
           parkedError = upstreamError(err);
         } else if (was === 'streaming') {
           if (sink === res) streamFailed(err);

@@ -15,7 +15,8 @@
 #
 # `bare` is scripts/bare-undici-proxy.mjs; anything else a built tree (`npm run build`) whose
 # data-plane/dist/main.js is started as the chart runs it, against this tree's control plane with one
-# plain route. Needs wrk. NODE_FLAGS adds node flags to every entry (e.g. --max-semi-space-size=16).
+# route (PLUGINS, a JSON list, gives it plugins: scripts/one-route-gateway.sh). Needs wrk. NODE_FLAGS adds
+# node flags to every entry (e.g. --max-semi-space-size=16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$(pwd)

@@ -1,6 +1,7 @@
 # Sourced by scripts/count-instructions.sh and scripts/gc-per-request.sh (not run on its own): from the
 # repository root, with $base set, starts a node upstream answering "ok" on $upstream_port and this
-# tree's control plane (a fresh data dir, a random admin password) holding one plain API, /bench/*.
+# tree's control plane (a fresh data dir, a random admin password) holding one API, /bench/*, plain or
+# with the plugins in $PLUGINS (a JSON list, e.g. '[{"name":"retry","config":{"attempts":3}}]').
 # Sets the ports a data plane uses ($proxy_port, $status_port, $grpc_port), $url (a request to that
 # API through $proxy_port) and $pids (killed, with $data removed, at exit; callers add their own).
 upstream_port=$base admin_port=$((base + 1)) grpc_port=$((base + 2)) proxy_port=$((base + 3)) status_port=$((base + 4))
@@ -19,5 +20,5 @@ for _ in $(seq 100); do curl -sf "localhost:$admin_port/readyz" >/dev/null && br
 token=$(curl -s -XPOST "localhost:$admin_port/login" -H 'content-type: application/json' -d "{\"username\":\"admin\",\"password\":\"$password\"}" |
   node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')
 curl -sf -XPOST "localhost:$admin_port/apis" -H "authorization: Bearer $token" -H 'content-type: application/json' \
-  -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}}}" >/dev/null
+  -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}},\"plugins\":${PLUGINS:-[]}}" >/dev/null
 url="http://127.0.0.1:$proxy_port/bench/x"

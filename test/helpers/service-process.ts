@@ -50,6 +50,8 @@ export interface SpawnServiceOptions {
   /** Listener names whose "listening" lines must appear before the promise resolves. */
   listeners: readonly string[];
   startTimeoutMs?: number;
+  /** Sees every line of stdout and stderr as it comes (lines() keeps only the last 300). */
+  onLine?: (raw: string) => void;
 }
 
 export async function spawnService(options: SpawnServiceOptions): Promise<ServiceProcess> {
@@ -65,6 +67,7 @@ export async function spawnService(options: SpawnServiceOptions): Promise<Servic
   let onListening: (() => void) | undefined;
 
   const keep = (raw: string): void => {
+    options.onLine?.(raw);
     let json: Record<string, unknown> | undefined;
     try {
       const parsed: unknown = JSON.parse(raw);

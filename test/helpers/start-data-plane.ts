@@ -16,6 +16,10 @@ export interface StartDataPlaneOptions {
   env?: Record<string, string>;
   /** Wait until /readyz answers 200 (a snapshot is applied). Default true. */
   waitForSnapshot?: boolean;
+  /** node's own flags, before the script (e.g. `--trace-gc-nvp`). */
+  nodeFlags?: readonly string[];
+  /** Sees every line the process writes (spawnService). */
+  onLine?: (raw: string) => void;
 }
 
 export interface ReadyState {
@@ -47,6 +51,8 @@ export async function startDataPlane(options: StartDataPlaneOptions): Promise<Da
   const proc = await spawnService({
     name: `data-plane ${id}`,
     script: 'data-plane/dist/main.js',
+    nodeFlags: options.nodeFlags,
+    onLine: options.onLine,
     env: {
       PROXY_HOST: '127.0.0.1',
       STATUS_HOST: '127.0.0.1',

@@ -94,11 +94,12 @@ export function accessLine(record: AccessRecord, time: number, bindings: string)
  * Access lines gathered in one reused buffer and written with one synchronous write per 4 KB (or per
  * 100 ms when quiet; at exit), as pino's default stdout destination writes synchronously. Through
  * pino's batching destination (sonic-boom, asynchronous writes on libuv's pool) the access log cost
- * 13-16 µs of DP CPU per request under wrk, against 1-3 µs this way (the DP alone, same run order:
- * 68.5 µs per request with sonic-boom, 53.4 with this writer, 52.7 with no access log): sonic-boom
+ * 14-16 µs of DP CPU per request under wrk, lines to a file, against 6-11 µs this way (two alternated
+ * runs, no log / this writer / sonic-boom: 49.2 / 60.6 / 65.6 and 48.0 / 54.3 / 62.6 µs): sonic-boom
  * concatenates the lines into strings it measures with Buffer.byteLength on every write, and the
- * lines waiting for the pool's write outlived two scavenges (477 bytes promoted per request
- * against 181, scripts/gc-per-request.sh).
+ * lines waiting for the pool's write outlived two scavenges (567-570 bytes promoted per request
+ * against 182-243, scripts/gc-per-request.sh method). Into a pipe the bench drains, the two could
+ * not be told apart (README "Benchmark").
  */
 export class AccessLineWriter {
   private readonly buffer = Buffer.allocUnsafe(BATCH_BYTES);

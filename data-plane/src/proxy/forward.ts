@@ -422,8 +422,9 @@ function exchange(
         headers: plan.headers,
         body,
         // The pool's header and body timeouts (upstream-pools.ts) are backstops; the route's header wait is
-        // headerWait's. A wait longer than the pool's would otherwise be cut short by undici's.
-        ...(plan.headersTimeoutMs >= UPSTREAM_IDLE_TIMEOUT_MS ? { headersTimeout: plan.headersTimeoutMs + 1_000 } : {}),
+        // headerWait's. A wait longer than the pool's would otherwise be cut short by undici's. (undefined: the
+        // pool's, without the per-request object a conditional spread would build.)
+        headersTimeout: plan.headersTimeoutMs >= UPSTREAM_IDLE_TIMEOUT_MS ? plan.headersTimeoutMs + 1_000 : undefined,
       },
       handler,
     );

@@ -53,8 +53,8 @@ describe('new ids', () => {
 
 describe('newRequestId', () => {
   test('version 4 UUIDs (version nibble 4, variant 10), new each time, across pool refills', () => {
-    // 1,000 ids take 16,000 bytes of the 4 KiB pool: several refills happen in between.
-    const ids = Array.from({ length: 1_000 }, () => newRequestId());
+    // 10,000 ids take 160,000 bytes of the 64 KiB pool: at least two refills happen in between.
+    const ids = Array.from({ length: 10_000 }, () => newRequestId());
     for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(new Set(ids).size).toBe(ids.length);
   });

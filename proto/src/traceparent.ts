@@ -38,12 +38,15 @@ export function formatTraceparent(traceId: string, spanId: string, flags: string
 }
 
 /*
- * Ids are hex cut from a pool of random bytes refilled 4 KiB at a time. Measured (micro-benchmark,
+ * Ids are hex cut from a pool of random bytes refilled 64 KiB at a time. Measured (micro-benchmark,
  * node 20, a new traceparent made and written out as header bytes): 1.0-1.6 µs with each id cut
  * from its own randomUUID() (sliced and joined: a cons string flattened again when written),
- * 0.46-0.73 µs this way; the data plane makes one per proxied request. An all-zero id (invalid; chance 2^-64 or less) is drawn again.
+ * 0.46-0.73 µs this way; the data plane makes one per proxied request. The pool was 4 KiB: under
+ * load each refill cost far more than its bytes (randomFillSync sampled at 0.19-0.20 µs per request
+ * in two DP profiles, i.e. ~19 µs per call, where a quiet loop fills 4 KiB in 2 µs); at 64 KiB it
+ * is 0.02 µs (scripts/profile-per-request.sh). An all-zero id (invalid; chance 2^-64 or less) is drawn again.
  */
-const pool = Buffer.alloc(4096);
+const pool = Buffer.alloc(65536);
 let used = pool.length;
 
 /** The pool offset of `bytes` fresh random bytes, refilling the pool when it has fewer left. */

@@ -1,0 +1,45 @@
+#!/bin/bash
+# Where the main thread's time per proxied request goes (README "Benchmark"): each entry runs in turn
+# under `wrk -t1 -c50` with node's --cpu-prof (50 µs sampling), WARM s (default 5) then SECS s (default
+# 20), and scripts/cpuprofile-per-request.mjs prints the sampled µs per request by group (socket
+# writes, GC, gatehouse, undici, node.js, ...; module loading at start-up apart) and the functions
+# that differ most from the first entry. Sampled time is not CPU time (a write's syscall is counted
+# whole, GC helper threads not at all): use it to see where a difference lies, gc-per-request.sh and
+# count-instructions.sh to measure it.
+#
+#   scripts/profile-per-request.sh [label:tree ...]    (default: bare:bare dp:.)
+#
+# Entries as in gc-per-request.sh (PLUGINS, NODE_FLAGS likewise); profiles stay in $OUT (default
+# /tmp/gatehouse-cpuprofile/<label>) for Chrome DevTools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+here=$(pwd)
+entries=("$@")
+[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
+OUT=${OUT:-/tmp/gatehouse-cpuprofile}
+base=${PORT_BASE:-38980}
+source scripts/one-route-gateway.sh
+
+dirs=()
+for entry in "${entries[@]}"; do
+  label=${entry%%:*} tree=${entry#*:}
+  out="$OUT/$label"
+  rm -rf "$out" && mkdir -p "$out"
+  prof=(--cpu-prof "--cpu-prof-dir=$out" --cpu-prof-interval 50)
+  if [ "$tree" = bare ]; then
+    node "${prof[@]}" ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$out/process.log" 2>&1 &
+  else
+    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
+      DATAPLANE_ID=profile LOG_LEVEL=warn exec node "${prof[@]}" --max-semi-space-size=8 ${NODE_FLAGS:-} data-plane/dist/main.js >"$out/process.log" 2>&1) &
+  fi
+  pid=$!
+  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+  warm=$(wrk -t1 -c50 -d"${WARM:-5}s" "$url" | grep -oP '\d+(?= requests in)')
+  measured=$(wrk -t1 -c50 -d"${SECS:-20}s" "$url" | grep -oP '\d+(?= requests in)')
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  # The profile covers the whole process, so every request it saw counts.
+  echo $((warm + measured)) >"$out/requests"
+  dirs+=("$out")
+done
+node scripts/cpuprofile-per-request.mjs "${dirs[@]}"

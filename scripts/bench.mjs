@@ -185,7 +185,7 @@ async function startDataPlane(cp, id, env = {}) {
     return res.status === 200 ? res.json.version : undefined;
   };
   await waitFor(`data plane ${id} /readyz\n${proc.tail()}`, version, 120_000, 10);
-  return { ...proc, proxyUrl: `http://127.0.0.1:${proxyPort}`, version, syncMs: performance.now() - started };
+  return { ...proc, statusUrl, proxyUrl: `http://127.0.0.1:${proxyPort}`, version, syncMs: performance.now() - started };
 }
 
 /** Polls back to back (no sleep) so the measured propagation time is not rounded up by the poll interval. */
@@ -969,9 +969,22 @@ async function routeMatchSection() {
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
 const MEMORY_SIZES = (process.env.BENCH_MEMORY_SIZES ?? '10,1000,10000,50000').split(',').map(Number);
 
+/**
+ * V8's young and old generation as committed (MiB), from the DP's /metrics: whether the settled RSS
+ * still holds a young generation grown during the sync (V8's memory reducer shrinks it when it runs).
+ */
+async function heapSpacesMiB(dp) {
+  const { text } = await http('GET', `${dp.statusUrl}/metrics`);
+  const space = (name) => {
+    const line = text.split('\n').find((l) => l.startsWith(`nodejs_heap_space_size_total_bytes{space="${name}"}`));
+    return line ? (Number(line.split(' ').at(-1)) / 2 ** 20).toFixed(1) : '?';
+  };
+  return { new: space('new'), old: space('old') };
+}
+
 async function memorySection() {
   log(`## data plane memory and cold sync: CP started on a store holding N APIs, a fresh DP connects; RSS right after the sync and after ${SETTLE_SECONDS} s idle`);
-  log(`${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'settled MiB'.padStart(13)}${'cold sync ms'.padStart(14)}${'write→DP ms'.padStart(13)}`);
+  log(`${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'settled MiB'.padStart(13)}${'new/old MiB'.padStart(13)}${'cold sync ms'.padStart(14)}${'write→DP ms'.padStart(13)}`);
   for (const size of MEMORY_SIZES) {
     const dataDir = await seedStore(Array.from({ length: size }, (_, i) => rawApi(i)));
     try {
@@ -981,17 +994,19 @@ async function memorySection() {
       // What a serving DP holds: the sync's garbage collected and the heap shrunk by V8 once allocation is quiet.
       await new Promise((resolve) => setTimeout(resolve, SETTLE_SECONDS * 1000));
       const settled = await rssMiB(dp.child.pid);
+      const spaces = await heapSpacesMiB(dp);
       const started = performance.now();
       const res = await cp.admin('PUT', '/apis/api-0', { active: false });
       await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
       const propagation = performance.now() - started;
-      log(`${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${settled.toFixed(1).padStart(13)}${dp.syncMs.toFixed(0).padStart(14)}${propagation.toFixed(0).padStart(13)}`);
+      log(`${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${settled.toFixed(1).padStart(13)}${`${spaces.new}/${spaces.old}`.padStart(13)}${dp.syncMs.toFixed(0).padStart(14)}${propagation.toFixed(0).padStart(13)}`);
       await dp.stop();
       await cp.stop();
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
   }
+  log('   new/old MiB: V8\'s young and old generation as committed when settled (the DP\'s nodejs_heap_space_size_total_bytes).');
   log();
 }
 

@@ -11,7 +11,8 @@
 # one plain route. wrk -c10 warms it up (WARM s, default 60: the JIT must have settled at valgrind's
 # speed), then ROUNDS windows (default 3) of SECS s (default 20) are counted between callgrind_control
 # -z and -d. Prints, per window, the requests served and instructions per request of the main thread and
-# of all threads (GC helpers and compiler threads included, which vary more). Needs valgrind and wrk
+# of all threads (GC helpers and compiler threads included, which vary more). NODE_FLAGS adds node flags
+# to every entry, as in gc-per-request.sh. Needs valgrind and wrk
 # (`apt-get install valgrind wrk`); dumps go to $OUT (default /tmp/gatehouse-callgrind) for
 # callgrind_annotate.
 set -euo pipefail
@@ -28,14 +29,7 @@ for entry in "${entries[@]}"; do
   out="$OUT/$label"
   rm -rf "$out" && mkdir -p "$out"
   vg=(valgrind --tool=callgrind --separate-threads=yes --smc-check=all-non-file "--callgrind-out-file=$out/cg.%p")
-  if [ "$tree" = bare ]; then
-    "${vg[@]}" node scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$out/process.log" 2>&1 &
-  else
-    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
-      DATAPLANE_ID=callgrind LOG_LEVEL=warn exec "${vg[@]}" node --max-semi-space-size=8 data-plane/dist/main.js >"$out/process.log" 2>&1) &
-  fi
-  pid=$!
-  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+  start_entry "$tree" "$out/process.log" "${vg[@]}" node
   wrk -t1 -c10 -d"${WARM:-60}s" "$url" >/dev/null
   for round in $(seq "${ROUNDS:-3}"); do
     callgrind_control -z "$pid" >/dev/null 2>&1

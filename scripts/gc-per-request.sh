@@ -31,14 +31,7 @@ ticks() { for t in /proc/"$1"/task/*; do [ "${t##*/}" = "$1" ] && echo "main $(a
 for entry in "${entries[@]}"; do
   label=${entry%%:*} tree=${entry#*:}
   log="$data/$label.gc.log"
-  if [ "$tree" = bare ]; then
-    node --trace-gc ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$log" 2>&1 &
-  else
-    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
-      DATAPLANE_ID=gc LOG_LEVEL=warn exec node --trace-gc --max-semi-space-size=8 ${NODE_FLAGS:-} data-plane/dist/main.js >"$log" 2>&1) &
-  fi
-  pid=$!
-  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+  start_entry "$tree" "$log" node --trace-gc
   wrk -t1 -c50 -d"${WARM:-10}s" "$url" >/dev/null
   before=$(ticks "$pid")
   from=$(wc -l <"$log")

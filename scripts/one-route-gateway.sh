@@ -1,9 +1,9 @@
-# Sourced by scripts/count-instructions.sh and scripts/gc-per-request.sh (not run on its own): from the
+# Sourced by scripts/count-instructions.sh, gc-per-request.sh and profile-per-request.sh (not run on its own): from the
 # repository root, with $base set, starts a node upstream answering "ok" on $upstream_port and this
 # tree's control plane (a fresh data dir, a random admin password) holding one API, /bench/*, plain or
 # with the plugins in $PLUGINS (a JSON list, e.g. '[{"name":"retry","config":{"attempts":3}}]').
 # Sets the ports a data plane uses ($proxy_port, $status_port, $grpc_port), $url (a request to that
-# API through $proxy_port) and $pids (killed, with $data removed, at exit; callers add their own).
+# API through $proxy_port) and $pids (killed, with $data removed, at exit; callers add their own). Defines start_entry (below).
 upstream_port=$base admin_port=$((base + 1)) grpc_port=$((base + 2)) proxy_port=$((base + 3)) status_port=$((base + 4))
 data=$(mktemp -d)
 pids=()
@@ -22,3 +22,20 @@ token=$(curl -s -XPOST "localhost:$admin_port/login" -H 'content-type: applicati
 curl -sf -XPOST "localhost:$admin_port/apis" -H "authorization: Bearer $token" -H 'content-type: application/json' \
   -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}},\"plugins\":${PLUGINS:-[]}}" >/dev/null
 url="http://127.0.0.1:$proxy_port/bench/x"
+
+# start_entry <tree> <log> <command...>: starts an entry of the measuring scripts under <command> (`node`
+# and its flags, after valgrind when counting), output to <log>, and waits until it serves $url; sets
+# $pid. <tree> `bare` is scripts/bare-undici-proxy.mjs; anything else a built tree whose data plane is
+# started as the Helm chart runs it. NODE_FLAGS adds node flags to every entry.
+start_entry() {
+  local tree=$1 log=$2
+  shift 2
+  if [ "$tree" = bare ]; then
+    "$@" ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$log" 2>&1 &
+  else
+    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
+      DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} data-plane/dist/main.js >"$log" 2>&1) &
+  fi
+  pid=$!
+  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+}

@@ -26,14 +26,7 @@ for entry in "${entries[@]}"; do
   out="$OUT/$label"
   rm -rf "$out" && mkdir -p "$out"
   prof=(--cpu-prof "--cpu-prof-dir=$out" --cpu-prof-interval 50)
-  if [ "$tree" = bare ]; then
-    node "${prof[@]}" ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$out/process.log" 2>&1 &
-  else
-    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
-      DATAPLANE_ID=profile LOG_LEVEL=warn exec node "${prof[@]}" --max-semi-space-size=8 ${NODE_FLAGS:-} data-plane/dist/main.js >"$out/process.log" 2>&1) &
-  fi
-  pid=$!
-  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+  start_entry "$tree" "$out/process.log" node "${prof[@]}"
   warm=$(wrk -t1 -c50 -d"${WARM:-5}s" "$url" | grep -oP '\d+(?= requests in)')
   measured=$(wrk -t1 -c50 -d"${SECS:-20}s" "$url" | grep -oP '\d+(?= requests in)')
   kill "$pid"

@@ -6,10 +6,13 @@
  * its state on the DP's /metrics; timeout and max_concurrent_requests; `enabled: false` does
  * nothing; bad configurations are refused naming the field, the store unchanged.
  */
+import { createServer } from 'node:http';
+import { listen } from '#proto/listen';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { expectRefusedPluginConfig } from '../helpers/refused-plugin-config.js';
 import { httpRequest } from '../helpers/http-request.js';
+import { pollUntil } from '../helpers/poll-until.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -139,6 +142,33 @@ test('timeout: no response headers in time is a 504 and an error for the breaker
   expect(slow.json).toBe('gateway timeout');
   expect((await get('/slow/x')).status).toBe(503);
   expect(seen('/slow/')).toBe(1);
+});
+
+test('timeout: the timed-out attempt\'s upstream request is cut at once, not left waiting until the route\'s response_header_timeout', async () => {
+  // An upstream that never answers and notes when the gateway gives up on each request.
+  const cut: number[] = [];
+  const received: number[] = [];
+  const silent = createServer((req, res) => {
+    received.push(Date.now());
+    res.on('close', () => cut.push(Date.now()));
+  });
+  const port = await listen(silent, 0, '127.0.0.1');
+  try {
+    const api = {
+      ...apiDefinition({ name: 'abandon', listenPath: '/abandon/*', targets: [`http://127.0.0.1:${port}`], responseHeaderTimeout: '30s' }),
+      plugins: [{ name: 'cb', config: { timeout: 150, consecutive_failures: 100 } }],
+    };
+    await createApis(gw, [api]);
+    const answered = await get('/abandon/x');
+    expect(answered.status).toBe(504);
+    expect(received).toHaveLength(1);
+    // Without the cut, the upstream's response would stay open for the route's 30 s.
+    await pollUntil(async () => (cut.length === 1 ? true : undefined), { what: 'the upstream request to be cut', timeoutMs: 3_000 });
+    expect(cut[0]! - received[0]!).toBeLessThan(3_000);
+  } finally {
+    silent.closeAllConnections();
+    await new Promise((resolve) => silent.close(resolve));
+  }
 });
 
 test('max_concurrent_requests: a request past the limit is refused with 503 while the others run', async () => {

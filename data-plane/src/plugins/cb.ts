@@ -3,29 +3,33 @@
  * forward hook. Each attempt asks the breaker of its API and target: refused → 503 CIRCUIT_OPEN
  * without touching the upstream; admitted → the attempt's status (0 without a response) goes
  * through the predicate and is recorded. With `timeout`, an attempt without response headers by
- * then is a 504 (an error for the breaker); the abandoned attempt is cut when its headers arrive
- * or at the route's response_header_timeout.
+ * then is a 504 (an error for the breaker) and its upstream request is cut at once: a breaker
+ * guarding a slow upstream must not leave a connection waiting on it per timed-out request.
  */
 import { GatehouseError } from '#proto/errors';
 import type { CompiledCb } from '#proto/plugins/index';
 import { REFUSED_BUSY, REFUSED_OPEN, type CircuitBreaker } from './circuit-breaker.js';
 import { outcomeStatus } from './outcome-status.js';
-import type { UpstreamOutcome } from './pipeline.js';
+import type { ForwardNext, UpstreamOutcome } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
 
 function timedOut(ms: number): UpstreamOutcome {
   return { kind: 'error', error: new GatehouseError('UPSTREAM_TIMEOUT', `no response headers within the cb timeout of ${ms} ms`) };
 }
 
-/** The attempt's outcome, or a timeout after `ms` (the late outcome is then discarded). */
-function withTimeout(attempt: Promise<UpstreamOutcome>, ms: number): Promise<UpstreamOutcome> {
+/** The outcome of the attempt `next` starts, or a timeout after `ms` (the attempt is then abandoned; were its outcome to come anyway, it is discarded). */
+function withTimeout(next: ForwardNext, ms: number): Promise<UpstreamOutcome> {
   return new Promise((resolve) => {
     let late = false;
+    let abandon: (() => void) | null = null;
     const timer = setTimeout(() => {
       late = true;
+      abandon?.();
       resolve(timedOut(ms));
     }, ms);
-    void attempt.then((outcome) => {
+    void next((cut) => {
+      abandon = cut;
+    }).then((outcome) => {
       if (!late) {
         clearTimeout(timer);
         resolve(outcome);
@@ -50,7 +54,7 @@ export const cbRuntime: PluginRuntime<CompiledCb> = {
         }
         let outcome: UpstreamOutcome | undefined;
         try {
-          outcome = cb.timeoutMs > 0 ? await withTimeout(next(), cb.timeoutMs) : await next();
+          outcome = cb.timeoutMs > 0 ? await withTimeout(next, cb.timeoutMs) : await next();
         } finally {
           breaker.record(admission, outcome === undefined || cb.failed(outcomeStatus(outcome), ex.req.method ?? 'GET'));
         }

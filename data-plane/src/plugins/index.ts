@@ -37,5 +37,5 @@ export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route
   return pipelineOf(route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route })));
 }
 
-export { isPromise, PluginExchange, runRequestHooks, type ForwardHook, type Pipeline, type PluginAnswer, type UpstreamOutcome } from './pipeline.js';
+export { isPromise, PluginExchange, runRequestHooks, type AttemptStarted, type ForwardHook, type ForwardNext, type Pipeline, type PluginAnswer, type UpstreamOutcome } from './pipeline.js';
 export type { PluginRuntime, StageDeps } from './runtime.js';

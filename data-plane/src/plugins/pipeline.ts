@@ -68,7 +68,14 @@ export type UpstreamOutcome =
     }
   | { kind: 'error'; error: GatehouseError };
 
-export type ForwardHook = (ex: PluginExchange, next: () => Promise<UpstreamOutcome>) => Promise<UpstreamOutcome>;
+/**
+ * Given to `next()` by a hook that may give up on the attempt before it settles (cb's timeout): called with the
+ * attempt's `abandon`, which cuts its upstream request at once. A hook that passes none down leaves the one it was
+ * given to the attempts it starts.
+ */
+export type AttemptStarted = (abandon: () => void) => void;
+export type ForwardNext = (started?: AttemptStarted) => Promise<UpstreamOutcome>;
+export type ForwardHook = (ex: PluginExchange, next: ForwardNext) => Promise<UpstreamOutcome>;
 
 /** A plugin's hooks for one route, closed over its compiled config. */
 export interface PluginStage {

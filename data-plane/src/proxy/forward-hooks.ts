@@ -15,7 +15,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { CompiledTarget } from '#proto/compile/index';
 import { GatehouseError, isGatehouseError } from '#proto/errors';
-import type { ForwardHook, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
+import type { AttemptStarted, ForwardHook, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
 import type { Balancer } from '../routing/index.js';
 import { forwardAttempt, requestBodyOf, type AttemptBody, type ForwardDeps, type ForwardPlan } from './forward.js';
 
@@ -58,7 +58,7 @@ export async function forwardThroughHooks(
   const first = planFor(firstTarget);
   const source = requestBodyOf(req, first);
 
-  const dispatch = (): Promise<UpstreamOutcome> => {
+  const dispatch = (started: AttemptStarted | undefined): Promise<UpstreamOutcome> => {
     if (res.destroyed) return Promise.resolve({ kind: 'error', error: new GatehouseError('UPSTREAM_UNREACHABLE', 'the client left') });
     let plan: ForwardPlan;
     try {
@@ -67,13 +67,14 @@ export async function forwardThroughHooks(
       if (isGatehouseError(err)) return Promise.resolve({ kind: 'error', error: err });
       throw err;
     }
-    return forwardAttempt(req, res, plan, deps, attemptBody(source, ex));
+    return forwardAttempt(req, res, plan, deps, attemptBody(source, ex), started);
   };
-  const run = (i: number): Promise<UpstreamOutcome> => (i === hooks.length ? dispatch() : hooks[i]!(ex, () => run(i + 1)));
+  const run = (i: number, started: AttemptStarted | undefined): Promise<UpstreamOutcome> =>
+    i === hooks.length ? dispatch(started) : hooks[i]!(ex, (inner) => run(i + 1, inner ?? started));
   let attempts = 0;
-  const outcome = await hooks[0]!(ex, () => {
+  const outcome = await hooks[0]!(ex, (started) => {
     if (attempts++ > 0) ex.target = balancer.next();
-    return run(1);
+    return run(1, started);
   });
 
   if (source && !ex.bodySent) {

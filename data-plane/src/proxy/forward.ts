@@ -16,7 +16,7 @@ import { errors, type Dispatcher } from 'undici';
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
-import type { PluginExchange, UpstreamOutcome } from '../plugins/index.js';
+import type { AttemptStarted, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
 import type { Socket } from 'node:net';
 import type { AccessRecord } from './access-log.js';
 import { clientResponseHeaders } from './headers.js';
@@ -181,9 +181,16 @@ export interface AttemptBody {
  * and headers are known (nothing written yet: `deliver()` writes and streams them, `discard()`
  * cuts the attempt), or with its error (the client leaving included).
  */
-export function forwardAttempt(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, deps: ForwardDeps, attempt: AttemptBody): Promise<UpstreamOutcome> {
+export function forwardAttempt(
+  req: IncomingMessage,
+  res: ServerResponse,
+  plan: ForwardPlan,
+  deps: ForwardDeps,
+  attempt: AttemptBody,
+  started?: AttemptStarted,
+): Promise<UpstreamOutcome> {
   return new Promise((resolve) => {
-    exchange(req, res, plan, deps, attempt, (error, outcome) => resolve(error !== null ? { kind: 'error', error: error as GatehouseError } : outcome!));
+    exchange(req, res, plan, deps, attempt, (error, outcome) => resolve(error !== null ? { kind: 'error', error: error as GatehouseError } : outcome!), started);
   });
 }
 
@@ -198,6 +205,7 @@ function exchange(
   deps: ForwardDeps,
   attempt: AttemptBody | null,
   settle: (error: unknown, outcome: UpstreamOutcome | null) => void,
+  onStarted?: AttemptStarted,
 ): void {
   const { observer, plugins } = plan;
   const { logger, metrics } = deps;
@@ -237,6 +245,8 @@ function exchange(
     };
     if (attempt || !(res instanceof ProxyResponse)) res.once('close', onClientClose);
     else res.onClientClose = onClientClose;
+    // Abandoned (cb's timeout): the upstream request is cut now, not left to run to its headers or the route's wait.
+    onStarted?.(() => abort(new errors.RequestAbortedError()));
 
     let body: Readable | null = attempt ? attempt.body : requestBodyOf(req, plan);
     const headerWait = new HeaderWait(req, body !== null, plan.headersTimeoutMs, () => abort(new errors.HeadersTimeoutError()));

@@ -700,7 +700,7 @@ async function workersSection(upstream, cp) {
   const measure = (url, seconds = DURATION) => load(url, headers, undefined, { warmup: 0, seconds });
   const target = spawnSync('which', ['nginx']).status === 0 ? await staticNginx() : upstream;
   const targetName = target === upstream ? 'the node upstream' : 'an nginx upstream answering itself';
-  log(`## workers: WORKERS=1 vs 2 (${generator} -c ${CONNECTIONS} to ${targetName}, ${DURATION} s per row, ${roundCount} rounds; ${cores} cores shared with both${extraHeaders ? `; ${extraHeaders} extra 100-byte request headers` : ''})`);
+  log(`## workers: WORKERS=1 vs 2 (${generator} -c ${CONNECTIONS} to ${targetName}, ${DURATION} s per row, ${roundCount} rounds; ${cores} cores shared with both${extraHeaders ? `; ${extraHeaders} extra short request headers` : ''})`);
   const res = await cp.admin('POST', '/apis', { name: 'bench-workers', proxy: { listen_path: '/bench-workers/*', upstreams: { targets: [{ target: target.url }] } } });
   if (res.status !== 201) throw new Error(`creating the workers bench API failed: ${res.status} ${res.text}`);
   // The primary's children are its workers (a worker forked again mid-run would lose its CPU: none is, errors would show it).

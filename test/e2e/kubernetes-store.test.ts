@@ -181,9 +181,28 @@ test('a CR written with the Kubernetes API (kubectl apply) → every DP serves i
   expect(listed.body.find((a: any) => a.name === 'kubectl-made')).toMatchObject({ active: true, proxy: { listen_path: '/kubectl/*', strip_path: false } });
   const accepted = await waitForCondition('kubectl-made', 'Accepted', (c) => c.status === 'True', 'True');
   expect(accepted.observedGeneration).toBe(1);
-  // Programmed counts the data planes of both replicas: each replica reports its own.
   const programmed = await waitForCondition('kubectl-made', 'Programmed', (c) => c.status === 'True', 'True');
-  expect(programmed.message).toBe('served by 2 of 2 connected data planes');
+  expect(programmed.message).toBe('served by every synced data plane');
+});
+
+test('Programmed waits for the data planes of every replica: one paused behind the non-leader keeps a new CR Pending until it resumes', async () => {
+  const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
+  const leaderDp = dps[cps.findIndex((cp) => cp.name === holder)];
+  const followerDp = dps[cps.findIndex((cp) => cp.name !== holder)];
+  // Stopped, its stream stays open (the CP's keepalive gives up 5 s after its next ping at the earliest), so its
+  // replica keeps reporting it with the snapshot it last ACKed.
+  process.kill(followerDp.process.pid, 'SIGSTOP');
+  try {
+    await admin.objects.create(crFor('paused-fleet', { proxy: { listen_path: '/paused-fleet/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+    await served(leaderDp, '/paused-fleet/x');
+    // The leader's own data plane serves it; a leader counting only its own would now write Programmed.
+    await delay(1500);
+    expect(condition(await readCr('paused-fleet'), 'Programmed')).toMatchObject({ status: 'False', reason: 'Pending', observedGeneration: 1 });
+  } finally {
+    process.kill(followerDp.process.pid, 'SIGCONT');
+  }
+  await waitForCondition('paused-fleet', 'Programmed', (c) => c.status === 'True', 'True once the paused data plane has ACKed');
+  await served(followerDp, '/paused-fleet/x');
 });
 
 test('an invalid CR → Accepted=False naming the field; the others keep serving; fixing it programs it', async () => {
@@ -237,6 +256,37 @@ test('concurrent PATCHes on two replicas never lose an update silently', async (
     await delay(300);
   }
   expect(conflicts).toBeLessThanOrEqual(5);
+});
+
+test('a data plane joining or leaving the fleet writes no status: only a CR whose own state changes is written', async () => {
+  const names = Array.from({ length: 12 }, (_, i) => `fleet-${i}`);
+  for (const name of names) {
+    await admin.objects.create(crFor(name, { proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: upstream.url }] } } }));
+  }
+  for (const name of names) await waitForCondition(name, 'Programmed', (c) => c.status === 'True', 'True');
+  const versions = async () => Object.fromEntries(await Promise.all(names.map(async (n) => [n, (await readCr(n)).metadata.resourceVersion])));
+  // Settled: two more leader rounds (it looks again every LEASE_DURATION / 5, at least 1 s) write nothing.
+  await delay(2500);
+  const before = await versions();
+  await delay(2500);
+  expect(await versions()).toEqual(before);
+
+  const extra = await startDataPlane({ controlPlaneAddr: cps[1].grpcAddr, id: 'dp-joining' });
+  try {
+    for (const name of names) await served(extra, `/${name}/x`);
+    await delay(2500);
+  } finally {
+    await extra.stop();
+  }
+  await delay(2500);
+  expect(await versions()).toEqual(before);
+  // The controller was awake all along: a changed CR is written (Programmed for its new generation).
+  const cr = await readCr(names[0]);
+  await admin.custom.replaceNamespacedCustomObject({ ...APIS, name: names[0], body: { ...cr, spec: { ...cr.spec, proxy: { ...cr.spec.proxy, strip_path: true } } } });
+  await waitForCondition(names[0], 'Programmed', (c) => c.status === 'True' && c.observedGeneration === 2, 'True for generation 2');
+  const after = await versions();
+  expect(after[names[0]]).not.toBe(before[names[0]]);
+  expect({ ...after, [names[0]]: null }).toEqual({ ...before, [names[0]]: null });
 });
 
 test('the CP with its restricted token can do its job and nothing else', async () => {

@@ -15,18 +15,27 @@ const dp = (id: string, acked: number | null, nack?: { version: number; error: s
   last_nack: nack ?? null,
 });
 
+/** The status a CR holds after `generation` was Programmed. */
+function programmedAt(generation: number): Record<string, unknown> {
+  return { conditions: [{ type: 'Programmed', status: 'True', reason: 'Programmed', message: 'served by every synced data plane', observedGeneration: generation, lastTransitionTime: AT }] };
+}
+
 function condition(status: Record<string, unknown>, type: string) {
   return (status.conditions as Array<Record<string, unknown>>).find((c) => c.type === type);
 }
 
 describe('desiredStatus', () => {
   test.each<[string, Partial<ResourceVerdict>, DataPlaneView[], [string, string], [string, string], string]>([
-    ['all data planes ACKed this generation', {}, [dp('a', 5), dp('b', 6)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by 2 of 2'],
-    ['one has not ACKed it yet', {}, [dp('a', 5), dp('b', 4)], ['True', 'Accepted'], ['False', 'Pending'], '1 of 2 connected data planes serve generation 3'],
-    ['never ACKed anything', {}, [dp('a', null)], ['True', 'Accepted'], ['False', 'Pending'], '0 of 1'],
-    ['a NACK of a snapshot with it', {}, [dp('a', 4, { version: 5, error: 'boom' }), dp('b', 5)], ['True', 'Accepted'], ['False', 'Rejected'], '1 of 2 data planes rejected it: boom'],
-    ['a NACK older than the ACK does not count', {}, [dp('a', 6, { version: 5, error: 'old' })], ['True', 'Accepted'], ['True', 'Programmed'], 'served by 1 of 1'],
-    ['no data plane', {}, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane is connected'],
+    ['all data planes ACKed this generation', {}, [dp('a', 5), dp('b', 6)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced data plane'],
+    ['one has not ACKed it yet', {}, [dp('a', 5), dp('b', 4)], ['True', 'Accepted'], ['False', 'Pending'], 'not every synced data plane serves generation 3 yet'],
+    ['one still on its first sync is not asked', {}, [dp('a', 5), dp('b', null)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
+    ['a NACK of a snapshot with it', {}, [dp('a', 4, { version: 5, error: 'boom' }), dp('b', 5)], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
+    ['a NACK of its first snapshot', {}, [dp('a', null, { version: 6, error: 'boom' })], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
+    ['a NACK older than the ACK does not count', {}, [dp('a', 6, { version: 5, error: 'old' })], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
+    ['no data plane, never programmed', {}, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
+    ['none synced yet, never programmed', {}, [dp('a', null)], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
+    ['no data plane, this generation programmed before', { status: programmedAt(3) }, [], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
+    ['no data plane, an older generation programmed before', { status: programmedAt(2) }, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
     [
       'invalid definition',
       { error: new GatehouseError('VALIDATION_FAILED', 'proxy.listen_path must start with "/"', { field: 'proxy.listen_path' }), sinceRevision: null },
@@ -67,5 +76,16 @@ describe('statusUpdate', () => {
 
   test('a CR without status gets one', () => {
     expect(statusUpdate(undefined, desired)).toEqual(desired);
+  });
+
+  test('the fleet\'s size is not in a status: another data plane syncing or leaving changes nothing to write', () => {
+    expect(statusUpdate(desired, desiredStatus(verdict(), [dp('a', 5), dp('b', 7), dp('c', null)], AT))).toBeNull();
+    expect(statusUpdate(desired, desiredStatus(verdict({ status: desired }), [], AT))).toBeNull();
+  });
+
+  test('a status written before 2026-11 loses its dataPlanes counts with the next write', () => {
+    const update = statusUpdate({ ...desired, dataPlanes: { acked: 1, nacked: 0, connected: 1 } }, desired);
+    expect(update).toEqual(desired);
+    expect(update).not.toHaveProperty('dataPlanes');
   });
 });

@@ -118,15 +118,6 @@ const STATUS_SCHEMA = {
       'x-kubernetes-list-map-keys': ['type'],
       items: CONDITION_SCHEMA,
     },
-    /** How many data planes serve this generation (ACKed) or refused it (NACKed), for kubectl -o yaml. */
-    dataPlanes: {
-      type: 'object',
-      properties: {
-        acked: { type: 'integer', minimum: 0 },
-        nacked: { type: 'integer', minimum: 0 },
-        connected: { type: 'integer', minimum: 0 },
-      },
-    },
   },
 };
 

@@ -1,7 +1,9 @@
 // `npm run bench:kubernetes`: the Kubernetes store on a real kube-apiserver + etcd (scripts/test-tools.sh).
 // Prints: informer initial sync time and CP RSS at 1,000 and 10,000 CRs, and admin write → all DPs
-// serving (median, p99) at 1,000 APIs, beside the file store at the same size (the baseline of the run).
-// Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50).
+// serving (median, p99) at 1,000 APIs, beside the file store at the same size (the baseline of the run),
+// and how many CRs' statuses a data plane joining and leaving the fleet rewrites at 1,000 CRs.
+// Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
+// BENCH_SIZES the CR counts (default 1000,10000; the write and status rows are taken at 1000).
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
@@ -14,6 +16,7 @@ import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane
 
 const NAMESPACE = 'bench';
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
+const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const password = randomBytes(12).toString('hex');
 
 function rssMiB(pid: number): number {
@@ -71,6 +74,35 @@ async function propagation(client: AdminClient, dps: DataPlane[], prefix: string
   return times.sort((a, b) => a - b);
 }
 
+/** resourceVersion of every ApiDefinition, once two lists 2 s apart agree (the status controller has settled). */
+async function settledVersions(custom: CustomObjectsApi): Promise<Map<string, string>> {
+  const list = async () => {
+    const { items } = (await custom.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'apidefinitions' })) as {
+      items: Array<{ metadata: { name: string; resourceVersion: string } }>;
+    };
+    return new Map(items.map((cr) => [cr.metadata.name, cr.metadata.resourceVersion]));
+  };
+  let previous = await list();
+  for (let attempt = 0; attempt < 60; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const current = await list();
+    if ([...current].every(([name, version]) => previous.get(name) === version) && current.size === previous.size) return current;
+    previous = current;
+  }
+  throw new Error('CR statuses still changing after 2 minutes');
+}
+
+/** CRs whose resourceVersion changed while one more data plane connected, synced, and left (status writes only: no spec changes). */
+async function statusWritesOfAJoiningDataPlane(custom: CustomObjectsApi, cp: ControlPlane): Promise<number> {
+  const before = await settledVersions(custom);
+  const dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr });
+  for (let i = 0; i < 300 && !(await dp.readyz()).ready; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  await dp.stop();
+  const after = await settledVersions(custom);
+  return [...after].filter(([name, version]) => before.get(name) !== version).length;
+}
+
 async function timedStart(env: Record<string, string>, name: string): Promise<{ cp: ControlPlane; ms: number }> {
   const started = performance.now();
   const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, startTimeoutMs: 120_000 });
@@ -85,7 +117,7 @@ try {
   const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false' };
   const rows: string[] = [];
 
-  for (const size of [1000, 10_000]) {
+  for (const size of SIZES) {
     const have = await existingCrs(admin.custom);
     const created = performance.now();
     await createCrs(admin.custom, have, size);
@@ -98,6 +130,8 @@ try {
       const client = await createAdminClient(cp);
       await client.login();
       const k8s = await propagation(client, dps, 'k8s');
+      const rewritten = await statusWritesOfAJoiningDataPlane(admin.custom, cp);
+      rows.push(`status writes when a third data plane joins and leaves @ ${size + WRITES} CRs: ${rewritten} (CRs whose resourceVersion changed)`);
       for (const dp of dps) await dp.stop();
 
       const file = await timedStart({}, 'cp-file');

@@ -15,6 +15,7 @@ export const ERROR_TABLE = {
   // admin API
   VALIDATION_FAILED: { status: 400 },
   BAD_JSON: { status: 400 },
+  BAD_PATH_ENCODING: { status: 400 },
   BODY_TOO_LARGE: { status: 413 },
   ADMIN_UNAUTHORIZED: { status: 401 },
   ADMIN_FORBIDDEN: { status: 403 },

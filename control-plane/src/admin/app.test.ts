@@ -418,6 +418,17 @@ describe('/apis', () => {
     expect(await call('POST', '/apis', 'null')).toMatchObject({ status: 400, body: { error: 'malformed JSON body' } });
   });
 
+  test.each([
+    ['GET', '/apis/%zz'],
+    ['DELETE', '/apis/%E0%A4%A'],
+    ['PUT', '/oauth/servers/%'],
+  ])('%s %s, a path that does not decode → 400, store unchanged', async (method, path) => {
+    await call('POST', '/apis', apiBody('kept'));
+    const before = (await call('GET', '/apis')).body;
+    expect(await call(method, path, method === 'PUT' ? {} : undefined)).toMatchObject({ status: 400, body: { error: 'malformed percent-encoding in the request path' } });
+    expect((await call('GET', '/apis')).body).toEqual(before);
+  });
+
   test('a body over 1 MiB → 413 request body too large', async () => {
     const huge = JSON.stringify({ ...apiBody('big'), padding: 'x'.repeat(1024 * 1024) });
     const res = await call('POST', '/apis', huge);

@@ -7,9 +7,10 @@ import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import { GatehouseError, adminBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 
-/** body-parser marks its errors with `type`; all are client errors. */
+/** body-parser marks its errors with `type`; all are client errors. The router's decoding of a path parameter throws a URIError. */
 export function toGatehouseError(err: unknown): GatehouseError {
   if (isGatehouseError(err)) return err;
+  if (err instanceof URIError) return new GatehouseError('BAD_PATH_ENCODING', 'malformed percent-encoding in the request path', { cause: err });
   const type = (err as { type?: unknown } | null)?.type;
   if (type === 'entity.too.large') return new GatehouseError('BODY_TOO_LARGE', 'request body too large', { cause: err });
   if (typeof type === 'string') return new GatehouseError('BAD_JSON', 'malformed JSON body', { cause: err });

@@ -47,6 +47,13 @@ describe('admin secrets', () => {
     expect(log).not.toContain(secrets.jwtSecret);
   });
 
+  test('a DATA_DIR that does not exist yet (STORE=kubernetes keeps nothing else there) is created, mode 0700', async () => {
+    const nested = join(dir, 'not', 'yet');
+    const secrets = await resolveAdminSecrets({ ...sources(), adminPasswordFile: join(nested, 'admin-password'), adminJwtSecretFile: join(nested, 'admin-jwt-secret') }, capture());
+    expect((await readFile(join(nested, 'admin-password'), 'utf8')).trim()).toBe(secrets.password);
+    expect((await stat(nested)).mode & 0o777).toBe(0o700);
+  });
+
   test('a restart reuses the generated values', async () => {
     const first = await resolveAdminSecrets(sources(), capture());
     const second = await resolveAdminSecrets(sources(), capture());

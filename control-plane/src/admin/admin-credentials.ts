@@ -3,7 +3,8 @@
  * once into DATA_DIR (mode 0600) and reused on every restart. Only file paths are logged.
  */
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { Logger } from '#proto/logger';
 import { createFileAtomic } from '../store/atomic-file.js';
 
@@ -27,6 +28,8 @@ export async function readOrCreateSecret(path: string, generate: () => string): 
     text = await readFile(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    // DATA_DIR may not exist yet: the file store creates it, the Kubernetes store has no other use for it.
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     // Another starter may win the race: then its value is the one both use.
     created = await createFileAtomic(path, `${generate()}\n`, 0o600);
     text = await readFile(path, 'utf8');

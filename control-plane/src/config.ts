@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { tryParseDuration } from '#proto/duration';
 import { GatehouseError } from '#proto/errors';
 import { isLoopbackHost, serverTlsFromEnv, type ServerTlsFiles } from '#proto/grpc';
-import { logFormatOf } from '#proto/logger';
+import { logFormatOf, logLevelOf } from '#proto/logger';
 
 export interface ControlPlaneConfig {
   adminHost: string;
@@ -63,8 +63,6 @@ export interface KubernetesConfig {
   /** POD_NAME, else hostname-pid: the Lease holder identity. */
   identity: string;
 }
-
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 function invalid(name: string, message: string): GatehouseError {
   return new GatehouseError('VALIDATION_FAILED', `${name} ${message}`, { field: name });
@@ -163,8 +161,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
         }
       : null;
 
-  const logLevel = env.LOG_LEVEL || 'info';
-  if (!LOG_LEVELS.includes(logLevel)) throw invalid('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  const logLevel = logLevelOf(env);
   logFormatOf(env);
 
   const adminUser = env.ADMIN_USER || 'admin';

@@ -187,7 +187,9 @@ let config: ControlPlaneConfig;
 try {
   config = loadConfig(process.env);
 } catch (err) {
-  fail(createLogger('control-plane', 'info'), err);
+  // A malformed variable is the operator's to fix: one line naming it, no stack (as the DP does).
+  createLogger('control-plane', 'info').fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
+  process.exit(1);
 }
 const logger = createLogger('control-plane', config.logLevel);
 main(config, logger).catch((err: unknown) => fail(logger, err));

@@ -5,7 +5,7 @@
 import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
-import { logFormatOf } from '#proto/logger';
+import { logFormatOf, logLevelOf } from '#proto/logger';
 import type { AccessLogConfig } from './proxy/access-log.js';
 
 export interface DataPlaneConfig {
@@ -94,7 +94,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     statusPort: port(env, 'STATUS_PORT', 8083),
     controlPlaneAddr: env.CONTROL_PLANE_ADDR || '127.0.0.1:8082',
     redisUrl: env.REDIS_URL || undefined,
-    logLevel: env.LOG_LEVEL || 'info',
+    logLevel: logLevelOf(env),
     dataplaneId: env.DATAPLANE_ID || `${hostname()}-${process.pid}`,
     reconnectBackoffBaseMs: duration(env, 'RECONNECT_BACKOFF_BASE', '500ms'),
     reconnectBackoffMaxMs: duration(env, 'RECONNECT_BACKOFF_MAX', '30s'),

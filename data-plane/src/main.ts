@@ -137,15 +137,16 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
 }
 
 const worker = workerNumber();
-// Every line of a worker names it (the access log too): which worker served a request is in the logs.
-const logger = worker ? createLogger('data-plane').child({ worker }) : createLogger('data-plane');
 let config: DataPlaneConfig;
 try {
   config = loadConfig(process.env);
 } catch (err) {
-  logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
+  // LOG_LEVEL itself may be what is wrong.
+  createLogger('data-plane', 'info').fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
   process.exit(1);
 }
+// Every line of a worker names it (the access log too): which worker served a request is in the logs.
+const logger = worker ? createLogger('data-plane', config.logLevel).child({ worker }) : createLogger('data-plane', config.logLevel);
 (config.workers > 1 && !worker ? runPrimary(config, logger) : run(config, logger, worker)).catch((err: unknown) => {
   logStartFailure(logger, err, 'data plane failed to start');
   process.exit(1);

@@ -12,6 +12,15 @@ export function logFormatOf(env: NodeJS.ProcessEnv): LogFormat {
   return raw;
 }
 
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** LOG_LEVEL: one of pino's levels (default info); throws naming the variable otherwise. */
+export function logLevelOf(env: NodeJS.ProcessEnv): string {
+  const raw = env.LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(raw)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
+  return raw;
+}
+
 /**
  * pino-pretty, run in this thread on each line as it is written (no worker): a line logged just
  * before process.exit() is never lost. `service` is left out: `npm start` prefixes each line with it.

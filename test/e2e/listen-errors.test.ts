@@ -1,6 +1,7 @@
 /**
  * A listener that cannot bind stops its service with one line naming the variable and the port,
  * exit code 1 and no stack trace: for each of the four listeners (CP admin, CP gRPC, DP proxy, DP status).
+ * So does a malformed LOG_FORMAT or LOG_LEVEL.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
@@ -63,4 +64,18 @@ test('an unknown LOG_FORMAT stops the service with a message naming LOG_FORMAT',
   const service = await spawnService({ name: 'DP bad format', script: DP, env: { ...dpEnv(), LOG_FORMAT: 'xml' }, listeners: [] });
   expect((await service.exited).code).toBe(1);
   expect(service.recentLogs()).toContain('LOG_FORMAT must be \\"json\\" or \\"pretty\\", got \\"xml\\"');
+});
+
+test.each([
+  ['CP', CP, cpEnv],
+  ['DP', DP, dpEnv],
+])('%s: an unknown LOG_LEVEL stops the service with one line naming LOG_LEVEL, exit 1, no stack', async (name, script, env) => {
+  const service = await spawnService({ name: `${name} bad level`, script, env: { ...env(), LOG_LEVEL: 'verbose' }, listeners: [] });
+  expect(await service.exited).toEqual({ code: 1, signal: null });
+  const lines = service.lines();
+  const naming = lines.filter((line) => line.raw.includes('LOG_LEVEL'));
+  expect(naming).toHaveLength(1);
+  expect(naming[0]!.json).toMatchObject({ level: 60, err: expect.stringContaining('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"') });
+  expect(lines.filter((line) => line.raw.startsWith('[stderr]'))).toEqual([]);
+  expect(lines.filter((line) => STACK_FRAME.test(line.raw))).toEqual([]);
 });

@@ -44,6 +44,7 @@ describe('stored basic_auth credentials', () => {
   test.each([
     [{ password_hash: hash }, 'username is required'],
     [{ username: 'a:b', password_hash: hash }, 'username must be 1-128 characters'],
+    [{ username: '..', password_hash: hash }, 'username must not be "." or ".."'],
     [{ username: 'a' }, 'password_hash is required'],
     [{ username: 'a', password_hash: 'plain' }, 'password_hash must be an scrypt hash'],
     [{ username: 'a', password_hash: `scrypt$262144$8$1$${b64(16)}$${b64(32)}` }, 'password_hash has scrypt parameters out of bounds'],

@@ -23,6 +23,8 @@ test.each([
   ['name with space', withPatch({ name: 'a b' }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -', 'name'],
   ['name with slash', withPatch({ name: 'a/b' }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -', 'name'],
   ['name too long', withPatch({ name: 'a'.repeat(129) }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -', 'name'],
+  ['name a dot segment', withPatch({ name: '..' }), 'name must not be "." or ".."', 'name'],
+  ['name a single dot', withPatch({ name: '.' }), 'name must not be "." or ".."', 'name'],
   ['name beats routing condition', { proxy: {} }, 'name is required', 'name'],
   ['no routing condition', { name: 'x', proxy: { upstreams: TARGETS } }, 'proxy.listen_path is required', 'proxy.listen_path'],
   ['no proxy at all', { name: 'x' }, 'proxy.listen_path is required', 'proxy.listen_path'],

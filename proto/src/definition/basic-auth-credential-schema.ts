@@ -7,12 +7,13 @@
 import { z } from 'zod';
 import { PASSWORD_HASH_PATTERN, parsePasswordHash } from '../password-hash.js';
 import { parseOrThrow } from './field-path.js';
+import { notDotSegment } from './name.js';
 import type { BasicAuthCredential } from './types.js';
 
 const USERNAME = /^[A-Za-z0-9._@+-]{1,128}$/;
 
 /** Usernames appear in admin URL paths and never hold `:` (RFC 7617 splits user-pass on the first one). */
-export const usernameSchema = z.string().min(1, 'is required').regex(USERNAME, 'must be 1-128 characters of A-Z a-z 0-9 . _ @ + -');
+export const usernameSchema = notDotSegment(z.string().min(1, 'is required').regex(USERNAME, 'must be 1-128 characters of A-Z a-z 0-9 . _ @ + -'));
 
 export const MIN_PASSWORD_LENGTH = 8;
 /** Bounds the work a write (and a data plane's decoding) does on one password. */

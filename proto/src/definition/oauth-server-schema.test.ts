@@ -17,6 +17,7 @@ test.each([
   ['not an object', [1], 'definition must be a JSON object'],
   ['name missing', { oauth_endpoints: VALID.oauth_endpoints }, 'name is required'],
   ['name invalid', withPatch({ name: 'a:b' }), 'name must be 1-128 characters of A-Z a-z 0-9 . _ -'],
+  ['name a dot segment', withPatch({ name: '..' }), 'name must not be "." or ".."'],
   ['oauth_endpoints missing', withPatch({ oauth_endpoints: null }), 'oauth_endpoints.token is required'],
   ['token missing', withPatch({ oauth_endpoints: { token: null, authorize: ENDPOINT } }), 'oauth_endpoints.token is required'],
   ['token listen_path missing', withPatch({ oauth_endpoints: { token: { listen_path: null } } }), 'oauth_endpoints.token.listen_path is required'],

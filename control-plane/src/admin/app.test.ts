@@ -464,6 +464,30 @@ describe('/apis', () => {
     expect(res.body).toMatchObject({ hosts: [], proxy: { listen_path: '/a/*', append_path: true, strip_path: false } });
   });
 
+  test.each<[string, Record<string, unknown>, string[]]>([
+    ['PUT with the proxy.hosts alias replaces the hosts, as hosts would', { proxy: { hosts: ['B.example.com'] } }, ['b.example.com']],
+    ['PATCH with the alias and hosts: both replace the stored hosts together', { hosts: ['c.example.com'], proxy: { hosts: ['d.example.com'] } }, ['c.example.com', 'd.example.com']],
+    ['an empty alias clears them', { proxy: { hosts: [] } }, []],
+    ['a null alias clears them too (null removes)', { proxy: { hosts: null } }, []],
+    ['a patch without the alias leaves them', { proxy: { strip_path: true } }, ['a.example.com', 'x.example.com']],
+  ])('%s', async (_name, patch, hosts) => {
+    await call('POST', '/apis', apiBody('a', { hosts: ['a.example.com'] }, { hosts: ['x.example.com'] }));
+    const res = await call(_name.startsWith('PATCH') ? 'PATCH' : 'PUT', '/apis/a', patch);
+    expect(res.status).toBe(200);
+    expect(res.body.hosts).toEqual(hosts);
+    expect(res.body.proxy).not.toHaveProperty('hosts');
+    expect((await call('GET', '/apis/a')).body.hosts).toEqual(hosts);
+  });
+
+  test('a malformed proxy.hosts in a PUT is named by the 400, store unchanged', async () => {
+    await call('POST', '/apis', apiBody('a', { hosts: ['a.example.com'] }));
+    const before = (await call('GET', '/apis/a')).body;
+    const res = await call('PUT', '/apis/a', { proxy: { hosts: 'b.example.com' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toContain('proxy.hosts');
+    expect((await call('GET', '/apis/a')).body).toEqual(before);
+  });
+
   test('a PUT repeating the same name is fine; another name → 400', async () => {
     await call('POST', '/apis', apiBody('a'));
     expect((await call('PUT', '/apis/a', { name: 'a', active: false })).status).toBe(200);

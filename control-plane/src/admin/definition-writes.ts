@@ -46,7 +46,27 @@ export interface DefinitionKind<T> extends StoredKind<T> {
   present?(item: T): unknown;
 }
 
-export const apiKind: DefinitionKind<ApiDefinition> = storedApis;
+export const apiKind: DefinitionKind<ApiDefinition> = {
+  ...storedApis,
+  prepare: async (body, op) => (op === 'update' ? foldHostsAlias(body) : body),
+};
+
+/**
+ * `proxy.hosts` is an input alias of `hosts` (folded into it on parse). In a merge patch it must act
+ * as `hosts` would, replacing the stored list: merged as it stands it would land beside the stored
+ * `hosts` and be added to them, so a Janus-style client could never change or drop a host. A
+ * malformed alias is left where it is, for validation to name `proxy.hosts`.
+ */
+export function foldHostsAlias(patch: Record<string, unknown>): Record<string, unknown> {
+  const proxy = patch.proxy;
+  if (proxy === null || typeof proxy !== 'object' || Array.isArray(proxy) || !('hosts' in proxy)) return patch;
+  const { hosts: alias, ...rest } = proxy as Record<string, unknown>;
+  const hosts = patch.hosts;
+  const isList = (v: unknown) => v === undefined || v === null || Array.isArray(v);
+  if (alias === undefined || !isList(alias) || !isList(hosts)) return patch;
+  // A `null` alias removes like any merge-patch null: it adds nothing, and the patch's `hosts` (or none) replaces the stored ones.
+  return { ...patch, hosts: [...((hosts as unknown[] | null | undefined) ?? []), ...((alias as unknown[] | null) ?? [])], proxy: rest };
+}
 
 export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
   ...storedOAuthServers,

@@ -28,6 +28,9 @@ function softwareVersion(): string {
   }
 }
 
+/** How long a cold start waits for the CP's first push before serving SNAPSHOT_CACHE, when no attempt has failed yet. */
+const CACHE_FALLBACK_WAIT_MS = 3000;
+
 /** SNAPSHOT_CACHE at cold start: serve the last configuration while no control plane answers. */
 function applyCachedSnapshot(cache: SnapshotCache, holder: SnapshotHolder, logger: Logger): void {
   try {
@@ -56,7 +59,6 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const introspector = createIntrospector({ pools, logger });
   const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
-  if (cache) applyCachedSnapshot(cache, holder, logger);
 
   const accessLog = createAccessLog(config.accessLog, logger);
   // Tracing off: not even the OpenTelemetry API is loaded; the proxy then only propagates traceparent.
@@ -98,6 +100,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     logger,
     // Every worker reads the cache at cold start; one writes it, so no older version can land last.
     cache: worker && worker > 1 ? undefined : cache,
+    coldStart: cache && { waitMs: CACHE_FALLBACK_WAIT_MS, fallback: () => applyCachedSnapshot(cache, holder, logger) },
   });
   client.start();
   logger.info(

@@ -2,7 +2,7 @@
  * Control plane ↔ data planes as processes (README "Control plane ↔ data plane"): two DPs converge on one snapshot version,
  * GET /dataplanes reports them, a killed CP leaves the DPs serving, a CP restarted on the same
  * ports and DATA_DIR is rejoined without restarting the DPs, and definitions survive the restart.
- * Also SNAPSHOT_CACHE at cold start, and a DP that never reached a CP answering 503.
+ * Also SNAPSHOT_CACHE at cold start (served only while no CP answers), and a DP that never reached a CP answering 503.
  */
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -185,6 +185,39 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
       await expectRouted(orphan, '/second/b');
     } finally {
       expect((await orphan.stop()).code).toBe(0);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('SNAPSHOT_CACHE with the CP reachable: a restarted data plane serves the CP\'s configuration, never its older cache', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-cache-'));
+  const env = { SNAPSHOT_CACHE: join(dir, 'snapshot.bin') };
+  try {
+    const created = await gw.admin.createApi(apiDefinition({ name: 'cached-only', listenPath: '/cached-only/*', targets: [u.url] }));
+    expect(created.status).toBe(201);
+    const first = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env });
+    await gw.admin.waitForDataPlanes(created, [first]);
+    expect((await first.stop()).code).toBe(0);
+    // The cache still routes /cached-only/*; the CP no longer does (a write answers once its snapshot is built).
+    expect((await gw.admin.deleteApi('cached-only')).status).toBe(204);
+
+    const restarted = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env, waitForSnapshot: false });
+    try {
+      // From its first request on: 503 (nothing yet) or 404 (the CP's snapshot), never the cached route.
+      const seen = new Set<number>();
+      await pollUntil(
+        async () => {
+          seen.add((await restarted.request('GET', '/cached-only/x')).status);
+          return seen.has(404) ? true : undefined;
+        },
+        { what: 'the restarted DP to apply the CP\'s snapshot', intervalMs: 5 },
+      );
+      expect([...seen].filter((status) => status !== 503 && status !== 404)).toEqual([]);
+      expect(restarted.process.lines().filter((line) => line.raw.includes('serving cached snapshot'))).toEqual([]);
+    } finally {
+      expect((await restarted.stop()).code).toBe(0);
     }
   } finally {
     await rm(dir, { recursive: true, force: true });

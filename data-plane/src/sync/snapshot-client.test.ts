@@ -77,7 +77,7 @@ afterEach(async () => {
   cleanup = [];
 });
 
-function startClient(address: string, options: { cachePath?: string } = {}) {
+function startClient(address: string, options: { cachePath?: string; coldStart?: { waitMs: number; fallback(): void } } = {}) {
   const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
   const client: SnapshotClient = createSnapshotClient({
     proto,
@@ -88,6 +88,7 @@ function startClient(address: string, options: { cachePath?: string } = {}) {
     backoff: { baseMs: 20, maxMs: 100 },
     logger,
     cache: options.cachePath ? createSnapshotCache(options.cachePath) : undefined,
+    coldStart: options.coldStart,
   });
   client.start();
   cleanup.push(() => client.close());
@@ -197,6 +198,47 @@ describe('snapshot client', () => {
     cleanup.push(() => server.forceShutdown());
     await until('snapshot from the late CP', () => holder.current() ?? undefined);
     expect(holder.current()?.table.match({ method: 'GET', host: 'x', path: '/late/1' })?.route.name).toBe('late');
+  });
+
+  describe('cold-start fallback (SNAPSHOT_CACHE served only while no CP answers)', () => {
+    const counting = (waitMs: number) => {
+      const calls = { n: 0 };
+      return { calls, coldStart: { waitMs, fallback: () => void calls.n++ } };
+    };
+
+    test('no CP listening: called once, at the first failed attempt, not at every retry', async () => {
+      const probe = await startFakeControlPlane();
+      await probe.close();
+      const { calls, coldStart } = counting(60_000);
+      startClient(probe.address, { coldStart });
+      await until('the fallback', () => (calls.n > 0 ? true : undefined));
+      await new Promise((r) => setTimeout(r, 300)); // several more failed attempts (backoff 20-100 ms)
+      expect(calls.n).toBe(1);
+    });
+
+    test('a CP that accepts the stream but sends nothing: called once the wait is over', async () => {
+      const cp = await startFakeControlPlane();
+      cleanup.push(cp.close);
+      const { calls, coldStart } = counting(200);
+      startClient(cp.address, { coldStart });
+      await until('the stream', () => cp.streams[0]);
+      expect(calls.n).toBe(0);
+      await until('the fallback', () => (calls.n > 0 ? true : undefined));
+      expect(calls.n).toBe(1);
+    });
+
+    test('a CP that pushes first: never called, not even after the wait or when the stream later drops', async () => {
+      const cp = await startFakeControlPlane();
+      cleanup.push(cp.close);
+      const { calls, coldStart } = counting(200);
+      const { holder } = startClient(cp.address, { coldStart });
+      const stream = await until('the stream', () => cp.streams[0]);
+      cp.push(stream, 'n1', snapshot(1, apiDef('fresh')));
+      await until('the push applied', () => holder.current() ?? undefined);
+      stream.end();
+      await new Promise((r) => setTimeout(r, 400));
+      expect(calls.n).toBe(0);
+    });
   });
 
   test('SNAPSHOT_CACHE: an applied snapshot is written atomically (0600) and serves a cold start', async () => {

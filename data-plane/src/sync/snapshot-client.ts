@@ -58,6 +58,12 @@ export function createSnapshotClient(deps: {
   backoff: BackoffOptions;
   logger: Logger;
   cache?: SnapshotCache;
+  /**
+   * SNAPSHOT_CACHE at cold start: `fallback` is called at most once, while nothing is applied, when
+   * the first attempt ends without a push (CP refused or away) or `waitMs` passes without one (a CP
+   * behind a black hole refuses nothing). A CP that answers first is never preceded by the cache.
+   */
+  coldStart?: { waitMs: number; fallback(): void };
   random?: () => number;
 }): SnapshotClient {
   const { holder, logger } = deps;
@@ -67,6 +73,15 @@ export function createSnapshotClient(deps: {
   let timer: NodeJS.Timeout | undefined;
   let client: grpc.Client | undefined;
   let call: SnapshotCall | undefined;
+  let coldStartTimer: NodeJS.Timeout | undefined;
+  let coldStartPending = deps.coldStart !== undefined;
+
+  function endColdStart(fallBack: boolean): void {
+    if (!coldStartPending) return;
+    coldStartPending = false;
+    clearTimeout(coldStartTimer);
+    if (fallBack && holder.current() === null) deps.coldStart!.fallback();
+  }
 
   function connect(): void {
     timer = undefined;
@@ -98,6 +113,7 @@ export function createSnapshotClient(deps: {
       if (call === stream) call = undefined;
       if (client === channel) client = undefined;
       if (closed) return;
+      endColdStart(true);
       retryLater(reason, err);
     };
 
@@ -105,6 +121,7 @@ export function createSnapshotClient(deps: {
       if (down) return;
       connected = true;
       attempt = 0;
+      endColdStart(false);
       handlePush(stream, push);
     });
     stream.on('error', (err: Error) => onDown('error', err));
@@ -169,6 +186,7 @@ export function createSnapshotClient(deps: {
   return {
     start() {
       if (closed || call || timer) return;
+      if (coldStartPending) coldStartTimer = setTimeout(() => endColdStart(true), deps.coldStart!.waitMs);
       connect();
     },
     get connected() {
@@ -176,6 +194,7 @@ export function createSnapshotClient(deps: {
     },
     async close() {
       closed = true;
+      endColdStart(false);
       if (timer) clearTimeout(timer);
       timer = undefined;
       connected = false;

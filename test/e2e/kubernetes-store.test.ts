@@ -304,6 +304,23 @@ test('the CP with its restricted token can do its job and nothing else', async (
   await expect(identity.custom.listNamespacedCustomObject(APIS)).resolves.toBeDefined();
 });
 
+test('apiserver hung (SIGSTOP, connections open, nothing answered): the leader steps down in time; once it answers again a leader writes status', async () => {
+  const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
+  const leader = cps.find((cp) => cp.name === holder)!;
+  const steppedDown = () => leader.process.lines().filter((line) => line.json?.msg === 'stopped leading').length;
+  const before = steppedDown();
+  server.pauseApiServer();
+  try {
+    // LEASE_DURATION 2s: renew deadline 1.3 s, each request aborted after it. Without a timeout the hung renewal never returned.
+    await pollUntil(async () => (steppedDown() > before ? true : undefined), { what: `${leader.name} to step down while the apiserver hangs`, timeoutMs: 15_000, details: logs });
+  } finally {
+    server.resumeApiServer();
+  }
+  await pollUntil(async () => leaseHolder(), { what: 'a lease holder again', timeoutMs: 30_000, details: logs });
+  await admin.objects.create(crFor('after-hang', { proxy: { listen_path: '/after-hang/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+  await waitForCondition('after-hang', 'Programmed', (c) => c.status === 'True', 'True, written by a leader after the hang');
+});
+
 test('apiserver restarted: DPs keep serving throughout, CPs recover and accept writes again', async () => {
   let failures = 0;
   let requests = 0;

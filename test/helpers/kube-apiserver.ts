@@ -46,6 +46,9 @@ export interface KubeApiServer {
   serviceAccountToken(namespace: string, name: string, expirationSeconds?: number): Promise<string>;
   /** Stops kube-apiserver only (etcd keeps the data): for outage/restart tests. */
   stopApiServer(): Promise<void>;
+  /** SIGSTOP / SIGCONT of kube-apiserver: it keeps its connections and accepts new ones but answers nothing meanwhile. */
+  pauseApiServer(): void;
+  resumeApiServer(): void;
   /** Starts kube-apiserver again on the same port, etcd and keys; resolves once /readyz is 200. */
   startApiServer(): Promise<void>;
   /** Stops both (SIGTERM, SIGKILL after 5 s) and removes `dir`. Idempotent. */
@@ -402,6 +405,12 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       },
       async stopApiServer() {
         await apiserver?.stop();
+      },
+      pauseApiServer() {
+        process.kill(apiserver!.process.pid!, 'SIGSTOP');
+      },
+      resumeApiServer() {
+        process.kill(apiserver!.process.pid!, 'SIGCONT');
       },
       async startApiServer() {
         if (stopping) throw new Error('startApiServer() after stop()');

@@ -8,7 +8,8 @@
  * what a data plane holds by hash and the leader maps each hash to its own version.
  */
 import { createHash } from 'node:crypto';
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { customObjectsApi } from '../store/kubernetes/api-client.js';
 import type { Logger } from '#proto/logger';
 import { microTime } from './leader-election.js';
 import type { DataPlaneView } from './status-controller.js';
@@ -48,7 +49,8 @@ export function startDataPlaneReports(deps: {
   logger: Logger;
 }): DataPlaneReports {
   const { namespace, identity, logger } = deps;
-  const api = deps.kubeConfig.makeApiClient(CustomObjectsApi);
+  // A report older than three lease durations is ignored: a request may take one at most.
+  const api = customObjectsApi(deps.kubeConfig, deps.leaseDurationMs);
   const name = `${deps.leaseName}-dp-${createHash('sha256').update(identity).digest('hex').slice(0, 10)}`;
   const seconds = Math.max(1, Math.ceil(deps.leaseDurationMs / 1000));
   let timer: NodeJS.Timeout | undefined;

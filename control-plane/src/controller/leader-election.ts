@@ -8,7 +8,8 @@
  * Leases go through the CustomObjectsApi as plain JSON: client-node's typed Lease serialises
  * MicroTime with milliseconds, which the apiserver's RFC3339Micro parser refuses.
  */
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { customObjectsApi } from '../store/kubernetes/api-client.js';
 import type { Logger } from '#proto/logger';
 
 export interface LeaderElector {
@@ -50,9 +51,10 @@ export function microTime(ms: number): string {
 export function startLeaderElection(options: LeaderElectionOptions): LeaderElector {
   const { kubeConfig, namespace, leaseName, identity, leaseDurationMs, logger, onChange } = options;
   const now = options.now ?? Date.now;
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
   const retryMs = Math.max(100, Math.floor(leaseDurationMs / 5));
   const renewDeadlineMs = Math.floor((leaseDurationMs * 2) / 3);
+  // As client-go's renew timeout: a request that hangs fails by the renew deadline, so the leader steps down in time.
+  const api = customObjectsApi(kubeConfig, renewDeadlineMs);
   const durationSeconds = Math.max(1, Math.ceil(leaseDurationMs / 1000));
 
   let leading = false;

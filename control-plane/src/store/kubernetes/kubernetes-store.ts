@@ -11,7 +11,8 @@
  * snapshot with its reason (the controller writes it to status); it never blocks the others.
  * The revision is this replica's counter; the hash is the same on every replica for the same CRs.
  */
-import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import { KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import { customObjectsApi } from './api-client.js';
 import { GatehouseError } from '#proto/errors';
 import type { ApiDefinition, BasicAuthCredential, Definitions, OAuthServerDefinition } from '#proto/definition/index';
 import { compileDefinitions, createCompileCache } from '#proto/compile/index';
@@ -101,11 +102,14 @@ function unavailable(message: string, cause?: unknown): GatehouseError {
   return new GatehouseError('STORE_UNAVAILABLE', message, { cause });
 }
 
+/** Per apiserver request (a list of 50,000 CRs included); a write that waits longer fails with 503 STORE_UNAVAILABLE. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 export async function openKubernetesStore(options: KubernetesStoreOptions): Promise<KubernetesStore> {
   const { kubeConfig, namespace, logger } = options;
   const observeTimeoutMs = options.observeTimeoutMs ?? 10_000;
   const retryBaseMs = options.retryBaseMs ?? 500;
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const api = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS);
   const path = (kind: AnyKind) => `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`;
   const target = (kind: AnyKind) => ({ group: GROUP, version: VERSION, namespace, plural: kind.resource.plural });
 

@@ -51,6 +51,13 @@ function logReload(logger: Logger, listener: string, result: 'reloaded' | 'uncha
 }
 
 async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
+  // Until the listeners are up there is nothing to drain (e.g. SIGTERM during the Kubernetes store's first list).
+  const stopEarly = (signal: string) => {
+    logger.info({ signal }, 'stopped before start-up finished');
+    process.exit(0);
+  };
+  process.once('SIGTERM', stopEarly);
+  process.once('SIGINT', stopEarly);
   const grpcCertificates = config.grpcTls && watchListenerCertificates('grpc', config.grpcTls, GRPC_TLS_NAMES, config, logger);
   const adminCertificates =
     config.adminTls && watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config, logger);
@@ -133,6 +140,11 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       http.closeAllConnections();
     }, config.shutdownTimeoutMs);
     deadline.unref();
+    // Should a step hang (an apiserver that answers nothing while the Lease is released), still leave: the orchestrator is about to kill us anyway.
+    setTimeout(() => {
+      logger.error('shutdown did not complete in time');
+      process.exit(1);
+    }, config.shutdownTimeoutMs + 5_000).unref();
     // Reverse order of creation: admin HTTP (in-flight writes finish), gRPC streams, builder, store.
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
     // Keep-alive connections become idle once their in-flight request is answered: close them then.
@@ -156,6 +168,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       logger.error({ err }, 'shutdown failed');
       process.exit(1);
     });
+  process.off('SIGTERM', stopEarly);
+  process.off('SIGINT', stopEarly);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
 }

@@ -14,6 +14,7 @@ import { startKubeApiServer, type KubeApiServer } from '../helpers/kube-apiserve
 import { delay, pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { spawnService, type ServiceProcess } from '../helpers/service-process.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 jest.setTimeout(120_000);
@@ -33,19 +34,18 @@ const clients: AdminClient[] = [];
 const password = randomBytes(12).toString('hex');
 const jwtSecret = randomBytes(32).toString('hex');
 
-function startReplica(name: string): Promise<ControlPlane> {
-  return startControlPlane({
-    name,
-    env: {
-      STORE: 'kubernetes',
-      KUBECONFIG: identity.kubeconfig,
-      GATEHOUSE_NAMESPACE: NAMESPACE,
-      POD_NAME: name,
-      LEASE_DURATION: '2s',
-      ADMIN_PASSWORD: password,
-      ADMIN_JWT_SECRET: jwtSecret,
-    },
-  });
+const replicaEnv = (name: string) => ({
+  STORE: 'kubernetes',
+  KUBECONFIG: identity.kubeconfig,
+  GATEHOUSE_NAMESPACE: NAMESPACE,
+  POD_NAME: name,
+  LEASE_DURATION: '2s',
+  ADMIN_PASSWORD: password,
+  ADMIN_JWT_SECRET: jwtSecret,
+});
+
+function startReplica(name: string, env: Record<string, string> = {}): Promise<ControlPlane> {
+  return startControlPlane({ name, env: { ...replicaEnv(name), ...env } });
 }
 
 const logs = () => [...cps, ...dps].map((p) => `--- ${p instanceof Object && 'adminUrl' in p ? (p as ControlPlane).name : (p as DataPlane).id}\n${p.recentLogs(30)}`).join('\n');
@@ -319,6 +319,27 @@ test('apiserver hung (SIGSTOP, connections open, nothing answered): the leader s
   await pollUntil(async () => leaseHolder(), { what: 'a lease holder again', timeoutMs: 30_000, details: logs });
   await admin.objects.create(crFor('after-hang', { proxy: { listen_path: '/after-hang/*', upstreams: { targets: [{ target: upstream.url }] } } }));
   await waitForCondition('after-hang', 'Programmed', (c) => c.status === 'True', 'True, written by a leader after the hang');
+});
+
+test('SIGTERM while the apiserver hangs: a running replica still exits 0 within SHUTDOWN_TIMEOUT + 5 s; one still in its first list exits 0 at once', async () => {
+  const extra = await startReplica('cp-c', { SHUTDOWN_TIMEOUT: '1s' });
+  let starting: ServiceProcess | undefined;
+  server.pauseApiServer();
+  try {
+    const started = performance.now();
+    expect(await extra.process.stop(30_000)).toEqual({ code: 0, signal: null });
+    expect(performance.now() - started).toBeLessThan(6_000);
+
+    starting = await spawnService({ name: 'cp-d', script: 'control-plane/dist/main.js', env: { ...replicaEnv('cp-d'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
+    await delay(1500); // well into its first list, which the paused apiserver never answers
+    process.kill(starting.pid, 'SIGTERM');
+    expect(await starting.exited).toEqual({ code: 0, signal: null });
+    expect(starting.lines().some((line) => line.json?.msg === 'stopped before start-up finished')).toBe(true);
+  } finally {
+    server.resumeApiServer();
+    if (starting?.running()) await starting.kill();
+    await extra.dispose();
+  }
 });
 
 test('apiserver restarted: DPs keep serving throughout, CPs recover and accept writes again', async () => {

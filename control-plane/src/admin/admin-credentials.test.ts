@@ -7,9 +7,10 @@ import { resolveAdminSecrets, readOrCreateSecret } from './admin-credentials.js'
 
 let dir: string;
 let lines: string[];
-const capture = () => {
+const capture = (level = 'info') => {
   lines = [];
   return pino(
+    { level },
     new Writable({
       write(chunk, _enc, done) {
         lines.push(String(chunk));
@@ -52,6 +53,11 @@ describe('admin secrets', () => {
     const secrets = await resolveAdminSecrets({ ...sources(), adminPasswordFile: join(nested, 'admin-password'), adminJwtSecretFile: join(nested, 'admin-jwt-secret') }, capture());
     expect((await readFile(join(nested, 'admin-password'), 'utf8')).trim()).toBe(secrets.password);
     expect((await stat(nested)).mode & 0o777).toBe(0o700);
+  });
+
+  test('the generated password\'s location is printed at LOG_LEVEL=warn too', async () => {
+    await resolveAdminSecrets(sources(), capture('warn'));
+    expect(lines.join('')).toContain(join(dir, 'admin-password'));
   });
 
   test('a restart reuses the generated values', async () => {

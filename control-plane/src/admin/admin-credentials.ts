@@ -46,7 +46,9 @@ export async function resolveAdminSecrets(sources: AdminSecretSources, logger: L
   if (password === undefined) {
     const { value, created } = await readOrCreateSecret(sources.adminPasswordFile, strongSecret);
     password = value;
-    logger.info({ path: sources.adminPasswordFile }, created ? 'generated admin password written to file' : 'admin password read from file');
+    // SPEC: the location is printed at start-up, so a generated one is a warning (seen at LOG_LEVEL=warn too).
+    if (created) logger.warn({ path: sources.adminPasswordFile }, 'generated admin password written to file');
+    else logger.info({ path: sources.adminPasswordFile }, 'admin password read from file');
   }
   let jwtSecret = sources.adminJwtSecret;
   if (jwtSecret === undefined) {

@@ -406,6 +406,13 @@ describe('scaling and exposure', () => {
     expect(cp(objects).spec!.replicas).toBe(3);
   }, T);
 
+  test('a longer drain renders once the grace period covers it (DP: 1m30s + the 5 s preStop sleep < 120 s; CP: 24.5 s < 30 s)', async () => {
+    const objects = await renderChart({ values: { dataPlane: { shutdownTimeout: '1m30s', terminationGracePeriodSeconds: 120 }, controlPlane: { shutdownTimeout: '24.5s' } } });
+    expect(dp(objects).spec!.template.spec!.terminationGracePeriodSeconds).toBe(120);
+    expect(onlyContainer(dp(objects)).env).toContainEqual({ name: 'SHUTDOWN_TIMEOUT', value: '1m30s' });
+    expect(onlyContainer(cp(objects)).env).toContainEqual({ name: 'SHUTDOWN_TIMEOUT', value: '24.5s' });
+  }, T);
+
   test('LoadBalancer: the DP Service only, with its options; the CP stays internal', async () => {
     const objects = await render('loadBalancer');
     const service = one(objects, 'Service', dp(objects).metadata!.name);
@@ -470,6 +477,9 @@ describe('wrong values are refused with a message naming them', () => {
     ['HPA minimum above maximum', { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } }, ['dataPlane.autoscaling.minReplicas (5) must not be greater than dataPlane.autoscaling.maxReplicas (3)']],
     ['a nodePort on a ClusterIP Service', { dataPlane: { service: { nodePort: 30080 } } }, ['dataPlane.service.nodePort needs dataPlane.service.type NodePort or LoadBalancer']],
     ['two replicas without leader election', { controlPlane: { leaderElection: { enabled: false } } }, ['controlPlane.leaderElection.enabled=false allows one control-plane replica only']],
+    ['a data-plane drain longer than its grace period', { dataPlane: { shutdownTimeout: '60s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 65 s a graceful stop may take (preStopSleepSeconds + shutdownTimeout 60s)']],
+    ['a data-plane drain exactly as long as its grace period', { dataPlane: { shutdownTimeout: '25s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 30 s']],
+    ['a control-plane drain longer than its grace period', { controlPlane: { shutdownTimeout: '1m30s' } }, ['controlPlane.terminationGracePeriodSeconds (30) must be greater than the 90 s']],
   ])('%s', async (_row, values, fragments) => {
     const message = await renderChartError(values);
     for (const fragment of fragments) expect(message).toContain(fragment);

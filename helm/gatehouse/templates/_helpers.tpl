@@ -148,8 +148,26 @@ podAntiAffinity:
 {{- end -}}
 {{- end -}}
 
+{{/* Seconds in a duration as the services read it ("500ms", "10s", "1m30s"; values.schema.json checks the form). */}}
+{{- define "gatehouse.durationSeconds" -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "(\\d+(\\.\\d*)?|\\.\\d+)(ms|s|m|h)" . -1 -}}
+{{- $number := regexFind "^(\\d+(\\.\\d*)?|\\.\\d+)" . -}}
+{{- $unit := trimPrefix $number . -}}
+{{- $total = addf $total (mulf (float64 $number) (get (dict "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0) $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
 {{/* Checks that JSON Schema cannot express. */}}
 {{- define "gatehouse.validate" -}}
+{{- range $component := list "controlPlane" "dataPlane" -}}
+{{- $v := index $.Values $component -}}
+{{- $drain := addf (float64 (include "gatehouse.durationSeconds" $v.shutdownTimeout)) (float64 (default 0 $v.preStopSleepSeconds)) -}}
+{{- if le (float64 $v.terminationGracePeriodSeconds) $drain -}}
+{{- fail (printf "%s.terminationGracePeriodSeconds (%d) must be greater than the %s s a graceful stop may take (preStopSleepSeconds + shutdownTimeout %s): the kubelet would kill the pod mid-drain" $component (int $v.terminationGracePeriodSeconds) (toString $drain) $v.shutdownTimeout) -}}
+{{- end -}}
+{{- end -}}
 {{- $as := .Values.dataPlane.autoscaling -}}
 {{- if and $as.enabled (gt (int $as.minReplicas) (int $as.maxReplicas)) -}}
 {{- fail (printf "dataPlane.autoscaling.minReplicas (%d) must not be greater than dataPlane.autoscaling.maxReplicas (%d)" (int $as.minReplicas) (int $as.maxReplicas)) -}}

@@ -10,7 +10,7 @@ import { watchCertificateFiles, type CertificatePaths, type CertificateWatcher, 
 import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
-import { bindListener, listen, logStartFailure } from '#proto/listen';
+import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
 import { loadConfig, type ControlPlaneConfig } from './config.js';
 import { openStore } from './store/open-store.js';
 import { createMemoryHistory, openFileHistory } from './store/config-history.js';
@@ -140,11 +140,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       http.closeAllConnections();
     }, config.shutdownTimeoutMs);
     deadline.unref();
-    // Should a step hang (an apiserver that answers nothing while the Lease is released), still leave: the orchestrator is about to kill us anyway.
-    setTimeout(() => {
-      logger.error('shutdown did not complete in time');
-      process.exit(1);
-    }, config.shutdownTimeoutMs + 5_000).unref();
+    exitIfShutdownHangs(logger, config.shutdownTimeoutMs); // e.g. an apiserver that answers nothing while the Lease is released
     // Reverse order of creation: admin HTTP (in-flight writes finish), gRPC streams, builder, store.
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
     // Keep-alive connections become idle once their in-flight request is answered: close them then.
@@ -201,9 +197,7 @@ let config: ControlPlaneConfig;
 try {
   config = loadConfig(process.env);
 } catch (err) {
-  // A malformed variable is the operator's to fix: one line naming it, no stack (as the DP does).
-  createLogger('control-plane', 'info').fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
-  process.exit(1);
+  exitOnInvalidConfiguration('control-plane', err);
 }
 const logger = createLogger('control-plane', config.logLevel);
 main(config, logger).catch((err: unknown) => fail(logger, err));

@@ -10,7 +10,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
-import { bindListener, logStartFailure } from '#proto/listen';
+import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, logStartFailure } from '#proto/listen';
 import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
@@ -114,11 +114,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     if (stopping) return;
     stopping = true;
     logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
-    // Should a step hang, still leave: the orchestrator is about to kill us anyway.
-    setTimeout(() => {
-      logger.error('shutdown did not complete in time');
-      process.exit(1);
-    }, config.shutdownTimeoutMs + 5_000).unref();
+    exitIfShutdownHangs(logger, config.shutdownTimeoutMs);
     status?.markDraining();
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
@@ -144,12 +140,11 @@ let config: DataPlaneConfig;
 try {
   config = loadConfig(process.env);
 } catch (err) {
-  // LOG_LEVEL itself may be what is wrong.
-  createLogger('data-plane', 'info').fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
-  process.exit(1);
+  exitOnInvalidConfiguration('data-plane', err);
 }
 // Every line of a worker names it (the access log too): which worker served a request is in the logs.
-const logger = worker ? createLogger('data-plane', config.logLevel).child({ worker }) : createLogger('data-plane', config.logLevel);
+const serviceLogger = createLogger('data-plane', config.logLevel);
+const logger = worker ? serviceLogger.child({ worker }) : serviceLogger;
 (config.workers > 1 && !worker ? runPrimary(config, logger) : run(config, logger, worker)).catch((err: unknown) => {
   logStartFailure(logger, err, 'data plane failed to start');
   process.exit(1);

@@ -1,5 +1,5 @@
 import type { Server } from 'node:net';
-import type { Logger } from './logger.js';
+import { createLogger, type Logger } from './logger.js';
 
 /** Bind a server and resolve with the port it got (PORT=0 means ephemeral); reject on a bind error. */
 export function listen(server: Server, port: number, host?: string): Promise<number> {
@@ -90,4 +90,18 @@ export function logStartFailure(logger: Logger, err: unknown, message: string): 
   } else {
     logger.fatal({ err }, message);
   }
+}
+
+/** A malformed variable is the operator's to fix: one line naming it, no stack, exit 1. At info level: LOG_LEVEL itself may be what is wrong. */
+export function exitOnInvalidConfiguration(service: 'control-plane' | 'data-plane', err: unknown): never {
+  createLogger(service, 'info').fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
+  process.exit(1);
+}
+
+/** Called when a shutdown starts: should one of its steps hang, still leave (exit 1) 5 s past the drain bound; the orchestrator is about to kill us anyway. */
+export function exitIfShutdownHangs(logger: Logger, shutdownTimeoutMs: number): void {
+  setTimeout(() => {
+    logger.error('shutdown did not complete in time');
+    process.exit(1);
+  }, shutdownTimeoutMs + 5_000).unref();
 }

@@ -3,7 +3,8 @@
 // p99) with the CP's CPU per write; at the first size also the file store's writes (the baseline of the
 // run) and how many CRs' statuses a data plane joining and leaving the fleet rewrites.
 // Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
-// BENCH_SIZES the CR counts (default 1000,10000).
+// BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
+// Kubernetes-store CPs' --cpu-prof profiles.
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
@@ -93,13 +94,13 @@ async function settledVersions(custom: CustomObjectsApi): Promise<Map<string, st
     return new Map(items.map((cr) => [cr.metadata.name, cr.metadata.resourceVersion]));
   };
   let previous = await list();
-  for (let attempt = 0; attempt < 60; attempt++) {
+  for (let attempt = 0; attempt < 300; attempt++) {
     await new Promise((resolve) => setTimeout(resolve, 2000));
     const current = await list();
     if ([...current].every(([name, version]) => previous.get(name) === version) && current.size === previous.size) return current;
     previous = current;
   }
-  throw new Error('CR statuses still changing after 2 minutes');
+  throw new Error('CR statuses still changing after 10 minutes');
 }
 
 /** CRs whose resourceVersion changed while one more data plane connected, synced, and left (status writes only: no spec changes). */
@@ -113,9 +114,12 @@ async function statusWritesOfAJoiningDataPlane(custom: CustomObjectsApi, cp: Con
   return [...after].filter(([name, version]) => before.get(name) !== version).length;
 }
 
-async function timedStart(env: Record<string, string>, name: string): Promise<{ cp: ControlPlane; ms: number }> {
+/** A .cpuprofile per Kubernetes-store CP (written when it stops), for Chrome DevTools. */
+const PROFILE_FLAGS = process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : [];
+
+async function timedStart(env: Record<string, string>, name: string, nodeFlags: string[] = []): Promise<{ cp: ControlPlane; ms: number }> {
   const started = performance.now();
-  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, startTimeoutMs: 120_000 });
+  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, nodeFlags, startTimeoutMs: 120_000 });
   return { cp, ms: performance.now() - started };
 }
 
@@ -132,10 +136,14 @@ try {
     const created = performance.now();
     await createCrs(admin.custom, have, size);
     console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);
-    const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`);
+    const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`, PROFILE_FLAGS);
     rows.push(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${rssMiB(cp.process.pid)} MiB`);
 
     const dps = [await startDataPlane({ controlPlaneAddr: cp.grpcAddr }), await startDataPlane({ controlPlaneAddr: cp.grpcAddr })];
+    // The writes are timed once the controller has written every new CR's first status (10,000 status writes at 10,000 CRs).
+    const settling = performance.now();
+    await settledVersions(admin.custom);
+    rows.push(`statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(performance.now() - settling)} ms after start`);
     const client = await createAdminClient(cp);
     await client.login();
     const k8s = await propagation(client, dps, `k8s-${size}`, cp.process.pid);

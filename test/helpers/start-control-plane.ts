@@ -19,6 +19,8 @@ export interface StartControlPlaneOptions {
   generatedPassword?: boolean;
   /** How long to wait for the listeners (default that of spawnService); the 10k-CR bench needs more. */
   startTimeoutMs?: number;
+  /** Node flags before the script (e.g. --cpu-prof, which NODE_OPTIONS does not take). */
+  nodeFlags?: readonly string[];
 }
 
 export interface ControlPlane {
@@ -65,6 +67,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
       name,
       script: 'control-plane/dist/main.js',
       env: { ADMIN_PORT: ports.admin, GRPC_PORT: ports.grpc, ...baseEnv },
+      nodeFlags: options.nodeFlags,
       listeners: ['admin', 'grpc'],
       startTimeoutMs: options.startTimeoutMs,
     });

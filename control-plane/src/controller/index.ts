@@ -86,7 +86,7 @@ export function startController(deps: {
       onChange: () => status.trigger(),
     });
   }
-  const unsubscribe = store.subscribeResources(() => status.trigger());
+  const unsubscribe = store.subscribeResources((changed) => status.resourcesChanged(changed));
   status.trigger();
   return {
     dataPlanesChanged: () => {

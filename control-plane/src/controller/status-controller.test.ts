@@ -1,9 +1,12 @@
 import { GatehouseError } from '#proto/errors';
 import { API_DEFINITION } from '../store/kubernetes/crds.js';
 import type { ResourceVerdict } from '../store/kubernetes/kubernetes-store.js';
-import { desiredStatus, statusUpdate, type DataPlaneView } from './status-controller.js';
+import { pino } from 'pino';
+import { createStatusController, desiredStatus as desiredFor, fleetOf, statusUpdate, type DataPlaneView } from './status-controller.js';
 
 const AT = '2026-11-22T20:00:00Z';
+
+const desiredStatus = (v: ResourceVerdict, dps: readonly DataPlaneView[], at: string) => desiredFor(v, fleetOf(dps), at);
 
 function verdict(o: Partial<ResourceVerdict> = {}): ResourceVerdict {
   return { resource: API_DEFINITION, metadataName: 'a', uid: 'u', generation: 3, name: 'a', error: null, sinceRevision: 5, status: undefined, ...o };
@@ -32,6 +35,9 @@ describe('desiredStatus', () => {
     ['a NACK of a snapshot with it', {}, [dp('a', 4, { version: 5, error: 'boom' }), dp('b', 5)], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
     ['a NACK of its first snapshot', {}, [dp('a', null, { version: 6, error: 'boom' })], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
     ['a NACK older than the ACK does not count', {}, [dp('a', 6, { version: 5, error: 'old' })], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
+    // The data plane keeps serving its last good snapshot, which holds this generation.
+    ['a NACK of a later snapshot by a data plane that serves it', {}, [dp('a', 6, { version: 7, error: 'later' }), dp('b', 7)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
+    ['a NACK of a later snapshot, its generation newer than what that data plane serves', { sinceRevision: 7 }, [dp('a', 6, { version: 8, error: 'boom' }), dp('b', 8)], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
     ['no data plane, never programmed', {}, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
     ['none synced yet, never programmed', {}, [dp('a', null)], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
     ['no data plane, this generation programmed before', { status: programmedAt(3) }, [], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
@@ -87,5 +93,108 @@ describe('statusUpdate', () => {
     const update = statusUpdate({ ...desired, dataPlanes: { acked: 1, nacked: 0, connected: 1 } }, desired);
     expect(update).toEqual(desired);
     expect(update).not.toHaveProperty('dataPlanes');
+  });
+});
+
+describe('createStatusController', () => {
+  /**
+   * The store's side of the controller in memory: a status write lands in the verdict and is
+   * reported back as a change, as the informer's update event does; `reads` counts the verdicts
+   * a round looked up.
+   */
+  function setup(crs: number, dataPlanes: DataPlaneView[]) {
+    const verdicts = new Map<string, ResourceVerdict>();
+    for (let i = 0; i < crs; i++) verdicts.set(`u${i}`, verdict({ uid: `u${i}`, metadataName: `cr-${i}`, name: `cr-${i}`, sinceRevision: 5 }));
+    const byName = new Map([...verdicts.values()].map((v) => [v.metadataName, v]));
+    let reads = 0;
+    const writes: string[] = [];
+    const lookups = {
+      get: (uid: string) => {
+        reads++;
+        return verdicts.get(uid);
+      },
+      keys: () => verdicts.keys(),
+    } as unknown as ReadonlyMap<string, ResourceVerdict>;
+    const controller = createStatusController({
+      store: {
+        verdicts: () => lookups,
+        async patchStatus(_resource, metadataName, status) {
+          const v = byName.get(metadataName)!;
+          v.status = status;
+          writes.push(metadataName);
+          controller.resourcesChanged(new Set([v.uid]));
+        },
+      },
+      dataPlanes: async () => dataPlanes,
+      isLeader: () => true,
+      logger: pino({ enabled: false }),
+      delayMs: 1,
+    });
+    const programmed = () => [...verdicts.values()].filter((v) => (v.status ? condition(v.status, 'Programmed')!.status === 'True' : false)).length;
+    return {
+      verdicts,
+      controller,
+      programmed,
+      /** Runs rounds until none is left; returns the verdict reads and status writes they made. */
+      async round(change?: () => void) {
+        reads = 0;
+        writes.length = 0;
+        change?.();
+        controller.trigger();
+        await controller.settled();
+        return { reads, writes: [...writes] };
+      },
+    };
+  }
+
+  test('a round after one CR changed looks at that CR and the unsettled ones, not at every CR', async () => {
+    const dps = [dp('a', 5)];
+    const s = setup(200, dps);
+    const first = await s.round();
+    expect(first.writes).toHaveLength(200);
+    expect(s.programmed()).toBe(200);
+    const one = s.verdicts.get('u7')!;
+    const next = await s.round(() => {
+      one.generation = 4;
+      one.sinceRevision = 6;
+      s.controller.resourcesChanged(new Set(['u7']));
+    });
+    expect(next.writes).toEqual(['cr-7']);
+    expect(condition(one.status!, 'Programmed')).toMatchObject({ reason: 'Pending', observedGeneration: 4 });
+    expect(next.reads).toBeLessThan(10);
+    // The ACK of revision 6 settles it, again without a look at the other 199.
+    const acked = await s.round(() => (dps[0] = dp('a', 6)));
+    expect(acked.writes).toEqual(['cr-7']);
+    expect(acked.reads).toBeLessThan(10);
+    expect(s.programmed()).toBe(200);
+    await s.controller.close();
+  });
+
+  test('a data plane that serves less than the others makes every CR it lacks Pending again', async () => {
+    const dps = [dp('a', 7)];
+    const s = setup(50, dps);
+    s.verdicts.get('u3')!.sinceRevision = 7;
+    await s.round();
+    expect(s.programmed()).toBe(50);
+    // b ACKed revision 6 only: u3 (carried since 7) is not served by every synced data plane.
+    const lower = await s.round(() => dps.push(dp('b', 6)));
+    expect(lower.writes).toEqual(['cr-3']);
+    expect(condition(s.verdicts.get('u3')!.status!, 'Programmed')).toMatchObject({ reason: 'Pending' });
+    await s.controller.close();
+  });
+
+  test('the first data plane to sync after none had looks at every CR', async () => {
+    const dps = [dp('a', 9)];
+    const s = setup(20, dps);
+    s.verdicts.get('u0')!.sinceRevision = 9;
+    await s.round();
+    expect(s.programmed()).toBe(20);
+    // a leaves: what was programmed stays so.
+    expect((await s.round(() => dps.pop())).writes).toEqual([]);
+    // b serves revision 8 only: u0, Programmed and settled meanwhile, is Pending again.
+    const synced = await s.round(() => dps.push(dp('b', 8)));
+    expect(synced.writes).toEqual(['cr-0']);
+    expect(condition(s.verdicts.get('u0')!.status!, 'Programmed')).toMatchObject({ reason: 'Pending' });
+    await s.controller.close();
   });
 });

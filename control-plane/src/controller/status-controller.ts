@@ -7,19 +7,26 @@
  * | Accepted   | False  | Invalid      | validation or compile failed (message names the field)              |
  * | Accepted   | False  | NameTaken    | an older CR of the same kind has the same spec.name                 |
  * | Accepted   | False  | Conflicted   | an older definition has the same listen_path + hosts + methods      |
- * | Programmed | True   | Programmed   | every synced data plane ACKed a snapshot with this generation       |
- * | Programmed | False  | Pending      | some synced data planes have not ACKed it yet                       |
- * | Programmed | False  | Rejected     | a data plane NACKed it (message: the error)                         |
+ * | Programmed | True   | Programmed   | every synced data plane serves a snapshot with this generation     |
+ * | Programmed | False  | Pending      | some synced data planes do not serve it yet                         |
+ * | Programmed | False  | Rejected     | a data plane that does not serve it NACKed a snapshot with it       |
  * | Programmed | False  | NoDataPlanes | no data plane has synced, and this generation was never Programmed  |
  * | Programmed | False  | Invalid      | not accepted, so never sent                                         |
  *
  * A data plane counts once it has replied to a snapshot on its current stream ("synced"): one still
  * on its first sync is not asked, and its first ACK is of a snapshot holding every CR. With no synced
  * data plane at all, a generation already Programmed stays so: what was programmed is what the next
- * data plane receives. Nothing in a status names the fleet's size, so a data plane connecting,
- * syncing or leaving rewrites no status; only a CR whose own verdict or programming changes is
- * written (at 10,000 CRs, a data-plane restart used to cost up to 30,000 status writes). The fleet is in
- * `GET /dataplanes` and the metrics.
+ * data plane receives. A NACK of a later snapshot does not touch a CR its sender still serves (the
+ * data plane keeps its last good snapshot). Nothing in a status names the fleet's size, so a data
+ * plane connecting, syncing or leaving rewrites no status; only a CR whose own verdict or programming
+ * changes is written (at 10,000 CRs, a data-plane restart used to cost up to 30,000 status writes).
+ * The fleet is in `GET /dataplanes` and the metrics.
+ *
+ * A round looks only at what can have changed (at 10,000 CRs a pass over all of them took tens of ms,
+ * and every admin write caused several rounds): the CRs the store reports changed, and those not yet
+ * Programmed. A Programmed CR can only lose that when the data planes' lowest ACK falls below the
+ * revision that carried it, or when the first data plane syncs after none had: only then, and on
+ * becoming leader, does a round look at every CR, yielding to the event loop as it goes.
  *
  * Both carry observedGeneration. A status is written only when it differs from the one the CR
  * holds (lastTransitionTime excluded), so a status write, which changes no spec and so no
@@ -46,8 +53,12 @@ export interface Condition {
 }
 
 export interface StatusController {
-  /** Something changed (CRs, data planes, leadership): re-evaluate soon (coalesced). */
+  /** The data planes or leadership changed: re-evaluate soon (coalesced). */
   trigger(): void;
+  /** These CRs' verdicts changed (null: any may have); re-evaluate them soon. */
+  resourcesChanged(uids: ReadonlySet<string> | null): void;
+  /** Resolves once no round is queued or running. */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -62,8 +73,32 @@ const MAX_MESSAGE = 1024;
 /** After a failed status write other than a conflict (apiserver away, forbidden…). */
 const RETRY_MS = 5000;
 
+/** What the status of every CR depends on of the data planes' replies, gathered once per round. */
+export interface Fleet {
+  /** Data planes that replied on their current stream. */
+  synced: number;
+  /** The lowest version a synced data plane serves (0: one serves nothing of this replica's). */
+  minAck: number;
+  /** Synced data planes whose last reply is a NACK: what they serve and what they refused. */
+  nacks: ReadonlyArray<{ acked: number; version: number; error: string }>;
+}
+
+export function fleetOf(dataPlanes: readonly DataPlaneView[]): Fleet {
+  let synced = 0;
+  let minAck = Number.POSITIVE_INFINITY;
+  const nacks: Array<{ acked: number; version: number; error: string }> = [];
+  for (const dp of dataPlanes) {
+    if (dp.last_ack === null && dp.last_nack === null) continue;
+    synced++;
+    const acked = dp.last_ack?.version ?? 0;
+    minAck = Math.min(minAck, acked);
+    if (dp.last_nack !== null && dp.last_nack.version > acked) nacks.push({ acked, version: dp.last_nack.version, error: dp.last_nack.error });
+  }
+  return { synced, minAck: synced === 0 ? 0 : minAck, nacks };
+}
+
 /** Pure: the status a CR should carry, given its verdict (with the status it holds) and the data planes' replies. */
-export function desiredStatus(verdict: ResourceVerdict, dataPlanes: readonly DataPlaneView[], at: string): Record<string, unknown> {
+export function desiredStatus(verdict: ResourceVerdict, fleet: Fleet, at: string): Record<string, unknown> {
   const generation = verdict.generation;
   const condition = (type: Condition['type'], ok: boolean, reason: string, message: string): Condition => ({
     type,
@@ -82,17 +117,17 @@ export function desiredStatus(verdict: ResourceVerdict, dataPlanes: readonly Dat
     };
   }
   const since = verdict.sinceRevision ?? Number.POSITIVE_INFINITY;
-  const synced = dataPlanes.filter((dp) => dp.last_ack !== null || dp.last_nack !== null);
-  const nack = synced.find(
-    (dp) => dp.last_nack !== null && dp.last_nack.version >= since && dp.last_nack.version > (dp.last_ack?.version ?? 0),
-  )?.last_nack;
   const programmed = (): Condition => condition('Programmed', true, 'Programmed', 'served by every synced data plane');
   let result: Condition;
-  if (nack) result = condition('Programmed', false, 'Rejected', `a data plane rejected it: ${nack.error}`);
-  else if (synced.length === 0) {
+  if (fleet.synced === 0) {
     result = wasProgrammed(verdict) ? programmed() : condition('Programmed', false, 'NoDataPlanes', 'no data plane has synced yet');
-  } else if (synced.every((dp) => (dp.last_ack?.version ?? 0) >= since)) result = programmed();
-  else result = condition('Programmed', false, 'Pending', `not every synced data plane serves generation ${generation} yet`);
+  } else if (fleet.minAck >= since) result = programmed();
+  else {
+    const nack = fleet.nacks.find((n) => n.acked < since && n.version >= since);
+    result = nack
+      ? condition('Programmed', false, 'Rejected', `a data plane rejected it: ${nack.error}`)
+      : condition('Programmed', false, 'Pending', `not every synced data plane serves generation ${generation} yet`);
+  }
   return { conditions: [condition('Accepted', true, 'Accepted', 'definition is valid'), result] };
 }
 
@@ -115,8 +150,16 @@ export function statusUpdate(current: Record<string, unknown> | undefined, desir
   return comparable({ ...current, conditions: old }) === comparable(next) ? null : next;
 }
 
+/** CRs looked at between two yields to the event loop in a round over every CR. */
+const BATCH = 500;
+/**
+ * Status writes in flight at once, as a controller's worker pool: one at a time, 10,000 new CRs
+ * took more than two minutes to get their first status (local apiserver, bench:kubernetes).
+ */
+const WRITERS = 8;
+
 export function createStatusController(deps: {
-  store: KubernetesStore;
+  store: Pick<KubernetesStore, 'verdicts' | 'patchStatus'>;
   /** Every data plane of every replica, in this replica's version numbers. */
   dataPlanes(): Promise<readonly DataPlaneView[]>;
   isLeader(): boolean;
@@ -129,26 +172,67 @@ export function createStatusController(deps: {
   let running: Promise<void> | null = null;
   let again = false;
   let closed = false;
+  /** CRs (uids) whose verdict changed since the last round; 'all' when every CR must be looked at. */
+  let changed: Set<string> | 'all' = 'all';
+  /** CRs whose last look did not leave them Programmed, or whose status write failed. */
+  const unsettled = new Set<string>();
+  /** The fleet of the last round that looked at every CR it had to. */
+  let lastFleet: Fleet | null = null;
 
-  async function reconcile(): Promise<void> {
-    if (!deps.isLeader()) return;
-    const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const dataPlanes = await deps.dataPlanes();
-    for (const verdict of store.verdicts()) {
-      if (closed || !deps.isLeader()) return;
-      const next = statusUpdate(verdict.status, desiredStatus(verdict, dataPlanes, at));
-      if (!next) continue;
-      try {
-        await store.patchStatus(verdict.resource, verdict.metadataName, next);
-      } catch (err) {
-        // 409/404: the CR changed or went meanwhile; its watch event triggers the next round.
-        const code = (err as { code?: number }).code;
-        if (code !== 409 && code !== 404) {
-          logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), resource: verdict.metadataName }, 'status write failed');
-          retryLater();
-        }
+  /** Whether a CR that was Programmed may no longer be (see the file comment). */
+  const mayUnprogram = (before: Fleet, now: Fleet) => now.synced > 0 && (before.synced === 0 || now.minAck < before.minAck);
+
+  /** Brings one CR's status to what it should be; remembers it as unsettled when that is not Programmed or the write failed. */
+  async function look(uid: string, fleet: Fleet, at: string): Promise<void> {
+    const verdict = store.verdicts().get(uid);
+    unsettled.delete(uid);
+    if (!verdict) return;
+    const desired = desiredStatus(verdict, fleet, at);
+    if (!verdict.error && (desired.conditions as Condition[])[1]!.status !== 'True') unsettled.add(uid);
+    const next = statusUpdate(verdict.status, desired);
+    if (!next) return;
+    try {
+      await store.patchStatus(verdict.resource, verdict.metadataName, next);
+    } catch (err) {
+      unsettled.add(uid);
+      // 409/404: the CR changed or went meanwhile; its watch event triggers the next round.
+      const code = (err as { code?: number }).code;
+      if (code !== 409 && code !== 404) {
+        logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), resource: verdict.metadataName }, 'status write failed');
+        retryLater();
       }
     }
+  }
+
+  async function reconcile(): Promise<void> {
+    if (!deps.isLeader()) {
+      changed = 'all';
+      return;
+    }
+    const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const fleet = fleetOf(await deps.dataPlanes());
+    const everyCr = changed === 'all' || lastFleet === null || mayUnprogram(lastFleet, fleet);
+    const uids = everyCr ? [...store.verdicts().keys()] : [...new Set([...changed, ...unsettled])];
+    changed = new Set();
+    let next = 0;
+    let stopped = false;
+    const writer = async (): Promise<void> => {
+      while (next < uids.length) {
+        if (closed || !deps.isLeader()) {
+          stopped = true;
+          return;
+        }
+        const i = next++;
+        if (everyCr && i % BATCH === BATCH - 1) await new Promise((resolve) => setImmediate(resolve));
+        await look(uids[i]!, fleet, at);
+      }
+    };
+    await Promise.all(Array.from({ length: WRITERS }, writer));
+    if (stopped) {
+      changed = 'all';
+      return;
+    }
+    lastFleet = fleet;
   }
 
   function run(): void {
@@ -157,7 +241,10 @@ export function createStatusController(deps: {
       return;
     }
     running = reconcile()
-      .catch((err: unknown) => logger.error({ err }, 'status reconcile failed'))
+      .catch((err: unknown) => {
+        changed = 'all';
+        logger.error({ err }, 'status reconcile failed');
+      })
       .finally(() => {
         running = null;
         if (again && !closed) {
@@ -182,6 +269,14 @@ export function createStatusController(deps: {
 
   return {
     trigger,
+    resourcesChanged(uids) {
+      if (uids === null) changed = 'all';
+      else if (changed !== 'all') for (const uid of uids) changed.add(uid);
+      trigger();
+    },
+    async settled() {
+      while (timer || running) await (running ?? new Promise((resolve) => setTimeout(resolve, deps.delayMs ?? 100)));
+    },
     async close() {
       closed = true;
       clearTimeout(timer);

@@ -46,12 +46,13 @@ export interface ResourceVerdict {
 }
 
 export interface KubernetesStore extends DefinitionStore {
-  verdicts(): ResourceVerdict[];
+  /** Every CR's verdict, by uid. */
+  verdicts(): ReadonlyMap<string, ResourceVerdict>;
   /** This replica's latest version with that content hash (bounded history), for reports of other replicas' data planes. */
   revisionOfHash(hash: string): number | undefined;
   hashOfRevision(revision: number): string | undefined;
-  /** Called after every pass over the cache (any CR event, status writes included). */
-  subscribeResources(listener: () => void): () => void;
+  /** Called after every pass over the cache (any CR event, status writes included) with the uids whose verdict changed (null: any may have). */
+  subscribeResources(listener: (changed: ReadonlySet<string> | null) => void): () => void;
   /** Merge-patches the status subresource (never the spec, so it cannot change a snapshot). */
   patchStatus(resource: ResourceKind, metadataName: string, status: Record<string, unknown>): Promise<void>;
   readonly namespace: string;
@@ -114,16 +115,22 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   const target = (kind: AnyKind) => ({ group: GROUP, version: VERSION, namespace, plural: kind.resource.plural });
 
   let state: StoreState = Object.freeze({ revision: FIRST_REVISION, defs: { apis: [], oauthServers: [] }, hash: definitionsHash({ apis: [], oauthServers: [] }) });
-  let verdicts: ResourceVerdict[] = [];
+  let verdicts = new Map<string, ResourceVerdict>();
+  /** Accepted verdicts by `<CR kind>:<name>`, for the writes. */
+  let acceptedByName = new Map<string, ResourceVerdict>();
   /** Per CR uid: the generation last accepted and the revision that first carried it. */
   const since = new Map<string, { generation: number; revision: number }>();
   /** Parsed specs, per uid and generation (status writes change neither). */
   const parsed = new Map<string, { generation: number; value: unknown; error: GatehouseError | null }>();
   const hashes = new Map<number, string>([[state.revision, state.hash]]);
   const queue = createUpdateQueue(logger);
-  const resourceListeners = new Set<() => void>();
+  const resourceListeners = new Set<(changed: ReadonlySet<string> | null) => void>();
   const waiters = new Set<{ done: () => boolean; resolve: () => void }>();
-  let rebuildQueued = false;
+  let passQueued = false;
+  /** Set by anything but an update of a CR's status or metadata alone (generation unchanged): the next pass recompiles. */
+  let rebuildNeeded = false;
+  /** CRs updated since the last pass, by uid (the latest object). */
+  const updated = new Map<string, CustomResource>();
 
   // ---- informers ---------------------------------------------------------------------------
   const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
@@ -172,19 +179,39 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     };
     const informer = makeInformer<CustomResource>(kubeConfig, path(kind), listFn);
     informer.on('add', queueRebuild);
-    informer.on('update', queueRebuild);
+    informer.on('update', (obj: CustomResource) => {
+      updated.set(obj.metadata?.uid ?? '', obj);
+      queuePass();
+    });
     informer.on('delete', queueRebuild);
     informer.on('error', (err: unknown) => onError(kind, err));
     informers.set(kind, informer);
   }
 
   function queueRebuild(): void {
-    if (rebuildQueued || queue.closed) return;
-    rebuildQueued = true;
+    rebuildNeeded = true;
+    queuePass();
+  }
+
+  /**
+   * One pass over what the informers delivered since the last: a recompile of the whole cache, or,
+   * when every event was a status (or metadata) update, which changes no definition, only the
+   * verdicts' statuses. Each admin write on a CR causes two or three status writes (the controller's),
+   * which at 10,000 CRs each cost a whole recompile before.
+   */
+  function queuePass(): void {
+    if (passQueued || queue.closed) return;
+    passQueued = true;
     setImmediate(() => {
-      rebuildQueued = false;
+      passQueued = false;
       try {
-        rebuild();
+        if (!rebuildNeeded && [...updated.values()].every((obj) => verdicts.get(obj.metadata?.uid ?? '')?.generation === (obj.metadata?.generation ?? 0))) {
+          statusesChanged();
+        } else {
+          rebuildNeeded = false;
+          updated.clear();
+          rebuild();
+        }
       } catch (err) {
         logger.error({ err }, 'kubernetes store rebuild failed');
       }
@@ -217,25 +244,32 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 
   /** Older CRs win contested names and routes (Gateway API's rule); ties by kind and name, so every replica agrees. */
   function ranked(): Array<{ kind: AnyKind; obj: CustomResource }> {
-    const all = KINDS.flatMap((kind) => informers.get(kind)!.list(namespace).map((obj) => ({ kind, obj })));
-    const key = (e: { kind: AnyKind; obj: CustomResource }) => [String(e.obj.metadata?.creationTimestamp ?? ''), e.kind.resource.kind, e.obj.metadata?.name ?? ''];
-    return all.sort((a, b) => {
-      const ka = key(a);
-      const kb = key(b);
-      for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i] < kb[i] ? -1 : 1;
-      return 0;
-    });
+    const all = KINDS.flatMap((kind) => informers.get(kind)!.list(namespace).map((obj) => ({ kind, obj, key: rankKey(kind, obj) })));
+    return all.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   // parseCached keeps each CR's parsed definition per generation, so an unchanged one is never compiled again.
   const compileCache = createCompileCache();
+
+  function statusesChanged(): void {
+    const changed = new Set<string>();
+    for (const [uid, obj] of updated) {
+      const verdict = verdicts.get(uid);
+      if (verdict && verdict.status !== obj.status) {
+        verdict.status = obj.status;
+        changed.add(uid);
+      }
+    }
+    updated.clear();
+    if (changed.size > 0) for (const listener of resourceListeners) listener(changed);
+  }
 
   function rebuild(): void {
     const entries = ranked();
     const owners = new Map<string, string>();
     const defs: Required<Definitions> = { apis: [], oauthServers: [], basicAuthCredentials: [] };
     const ranks = new Map<string, number>();
-    const next: ResourceVerdict[] = [];
+    const next = new Map<string, ResourceVerdict>();
     const byName = new Map<string, ResourceVerdict>();
     const seenUids = new Set<string>();
     entries.forEach(({ kind, obj }, index) => {
@@ -253,7 +287,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         sinceRevision: null,
         status: obj.status,
       };
-      next.push(verdict);
+      next.set(uid, verdict);
       if (error) return;
       const nameKey = `${kind.compileKind}:${name}`;
       const owner = owners.get(nameKey);
@@ -288,19 +322,23 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       hashes.delete(state.revision - HISTORY);
     }
 
-    for (const v of next) {
-      if (v.error) {
-        since.delete(v.uid);
-        continue;
+    const changedUids = new Set<string>();
+    const names = new Map<string, ResourceVerdict>();
+    for (const v of next.values()) {
+      if (v.error) since.delete(v.uid);
+      else {
+        const seen = since.get(v.uid);
+        if (!seen || seen.generation !== v.generation) since.set(v.uid, { generation: v.generation, revision: state.revision });
+        v.sinceRevision = since.get(v.uid)!.revision;
+        names.set(`${v.resource.kind}:${v.name}`, v);
       }
-      const seen = since.get(v.uid);
-      if (!seen || seen.generation !== v.generation) since.set(v.uid, { generation: v.generation, revision: state.revision });
-      v.sinceRevision = since.get(v.uid)!.revision;
+      if (!sameVerdict(verdicts.get(v.uid), v)) changedUids.add(v.uid);
     }
     for (const uid of [...since.keys()]) if (!seenUids.has(uid)) since.delete(uid);
     for (const uid of [...parsed.keys()]) if (!seenUids.has(uid)) parsed.delete(uid);
     verdicts = next;
-    for (const listener of resourceListeners) listener();
+    acceptedByName = names;
+    for (const listener of resourceListeners) listener(changedUids);
 
     if (changed) {
       logger.info({ revision: state.revision, apis: accepted.apis.length, oauthServers: accepted.oauthServers.length, rejected: compiled.rejected.length }, 'definitions changed');
@@ -320,7 +358,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 
   // ---- writes ------------------------------------------------------------------------------
   function cached(kind: AnyKind, name: string): CustomResource | undefined {
-    const v = verdicts.find((x) => x.resource === kind.resource && x.name === name && x.error === null);
+    const v = acceptedByName.get(`${kind.resource.kind}:${name}`);
     return v ? informers.get(kind)!.get(v.metadataName, namespace) : undefined;
   }
 
@@ -439,8 +477,9 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       }
       for (const [name, def] of now) {
         const prev = old.get(name);
-        // Definitions are normalised with a fixed key order, so equal JSON = equal definition.
-        if (!prev || JSON.stringify(prev) !== JSON.stringify(def)) changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
+        // Definitions are normalised with a fixed key order, so equal JSON = equal definition. A mutation
+        // keeps the objects it does not change: only the others are serialised.
+        if (!prev || (prev !== def && JSON.stringify(prev) !== JSON.stringify(def))) changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
       }
     };
     for (const kind of [servers, users, apis]) plan(kind, true);
@@ -510,6 +549,32 @@ function partiallyApplied(err: GatehouseError, applied: string[], notApplied: st
     field: err.field,
     cause: err,
   });
+}
+
+/** Whether a CR's new verdict would give it the same status as its previous one. */
+function sameVerdict(a: ResourceVerdict | undefined, b: ResourceVerdict): boolean {
+  return (
+    a !== undefined &&
+    a.generation === b.generation &&
+    a.sinceRevision === b.sinceRevision &&
+    a.status === b.status &&
+    a.metadataName === b.metadataName &&
+    a.error?.code === b.error?.code &&
+    a.error?.message === b.error?.message
+  );
+}
+
+/**
+ * A CR's rank as one string (creation time, kind, name; NUL sorts below every character they hold, so
+ * comparing these compares the three in turn), kept per object: the informer gives a new object per
+ * change. Building the three-part keys in the comparator was 30 % of a whole pass at 10,000 CRs (--cpu-prof).
+ */
+const rankKeys = new WeakMap<CustomResource, string>();
+
+function rankKey(kind: AnyKind, obj: CustomResource): string {
+  let key = rankKeys.get(obj);
+  if (key === undefined) rankKeys.set(obj, (key = `${String(obj.metadata?.creationTimestamp ?? '')}\0${kind.resource.kind}\0${obj.metadata?.name ?? ''}`));
+  return key;
 }
 
 function sameUid(a: CustomResource | undefined, b: CustomResource): boolean {

@@ -69,7 +69,7 @@ function cpuSeconds(pid: number): number {
 }
 
 /** Admin write → every DP's /readyz shows the write's version; ms per write, and the CP's CPU ms per write. */
-async function propagation(client: AdminClient, dps: DataPlane[], prefix: string, cpPid: number): Promise<{ times: number[]; cpuMs: number }> {
+async function propagation(client: AdminClient, dps: DataPlane[], prefix: string, cpPid: number): Promise<{ times: number[]; cpuMs: number; slowest: number }> {
   const times: number[] = [];
   const cpuBefore = cpuSeconds(cpPid);
   for (let i = 0; i < WRITES; i++) {
@@ -79,11 +79,12 @@ async function propagation(client: AdminClient, dps: DataPlane[], prefix: string
     await client.waitForDataPlanes(res, dps, 30_000);
     times.push(performance.now() - started);
   }
-  return { times: times.sort((a, b) => a - b), cpuMs: ((cpuSeconds(cpPid) - cpuBefore) * 1000) / WRITES };
+  const slowest = times.indexOf(Math.max(...times));
+  return { times: times.sort((a, b) => a - b), cpuMs: ((cpuSeconds(cpPid) - cpuBefore) * 1000) / WRITES, slowest };
 }
 
-const writesRow = (label: string, { times, cpuMs }: { times: number[]; cpuMs: number }) =>
-  `${label} median ${quantile(times, 0.5).toFixed(1)} ms, p99 ${quantile(times, 0.99).toFixed(1)} ms, CP CPU ${cpuMs.toFixed(1)} ms/write`;
+const writesRow = (label: string, { times, cpuMs, slowest }: { times: number[]; cpuMs: number; slowest: number }) =>
+  `${label} median ${quantile(times, 0.5).toFixed(1)} ms, p99 ${quantile(times, 0.99).toFixed(1)} ms (slowest: write ${slowest + 1}), CP CPU ${cpuMs.toFixed(1)} ms/write`;
 
 /** resourceVersion of every ApiDefinition, once two lists 2 s apart agree (the status controller has settled). */
 async function settledVersions(custom: CustomObjectsApi): Promise<Map<string, string>> {

@@ -229,6 +229,69 @@ test('an invalid CR → Accepted=False naming the field; the others keep serving
   for (const dp of dps) await served(dp, '/broken/x');
 });
 
+test('a replica that followed CR changes one by one holds what a replica listing them all at once holds (conflicts, references, renames, deletes)', async () => {
+  const api = (listenPath: string, extra: Record<string, unknown> = {}) => ({ proxy: { listen_path: listenPath, upstreams: { targets: [{ target: upstream.url }] } }, ...extra });
+  const replace = async (name: string, spec: Record<string, unknown>) => {
+    const cr = await readCr(name);
+    await admin.custom.replaceNamespacedCustomObject({ ...APIS, name, body: { ...cr, spec } });
+  };
+  // Each step on its own, so that each is one pass of the replicas' stores: those a change of a few
+  // CRs can decide, and those where ranks must (a taken name or route, a missing OAuth server).
+  const steps: Array<() => Promise<unknown>> = [
+    () => admin.objects.create(crFor('inc-a', api('/inc-a/*'))),
+    () => admin.objects.create(crFor('inc-b', api('/inc-b/*', { name: 'inc-a' }))), // name taken by the older inc-a
+    () => replace('inc-b', api('/inc-b/*', { name: 'inc-b' })), // renamed: accepted
+    () => admin.objects.create(crFor('inc-c', api('/inc-a/*'))), // route taken by inc-a
+    () => admin.objects.delete(crFor('inc-a', {})), // inc-c takes the route over
+    () => admin.objects.create(crFor('inc-d', api('/inc-d/*', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'inc-auth' } }] }))),
+    () =>
+      admin.objects.create({
+        apiVersion: 'gatehouse.dev/v1alpha1',
+        kind: 'OAuthServer',
+        metadata: { name: 'inc-auth', namespace: NAMESPACE },
+        spec: {
+          oauth_endpoints: { token: { listen_path: '/inc-auth/token', upstreams: { targets: [{ target: upstream.url }] } } },
+          token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: randomBytes(32).toString('hex') }] },
+        },
+      } as KubernetesObject), // inc-d's reference resolves
+    () => replace('inc-c', api('/inc-a/*', { proxy: { listen_path: '/inc-a/*', upstreams: { targets: [{ target: `${upstream.url}/moved` }] } } })),
+    () => admin.objects.create(crFor('inc-e', api('/inc-e/*', { proxy: { listen_path: '/inc-e/*', upstreams: { targets: [{ target: 'not a url' }] } } }))),
+    () => admin.objects.create(crFor('inc-f', api('/inc-f/*'))),
+    () => admin.objects.delete(crFor('inc-f', {})),
+  ];
+  for (const step of steps) {
+    await step();
+    await delay(300);
+  }
+  await served(dps[0], '/inc-a/x');
+  await served(dps[0], '/inc-b/x');
+  await served(dps[0], '/inc-f/x', true);
+  await waitForCondition('inc-d', 'Accepted', (c) => c.status === 'True', 'True once its OAuth server exists');
+
+  const fresh = await startReplica('cp-c');
+  const freshDp = await startDataPlane({ controlPlaneAddr: fresh.grpcAddr, id: 'dp-of-cp-c' });
+  try {
+    const client = await createAdminClient(fresh);
+    await client.login();
+    await served(freshDp, '/inc-a/x');
+    const hashes = await pollUntil(
+      async () => {
+        const all = (await Promise.all([...dps, freshDp].map((dp) => dp.readyz()))).map((r) => r.hash);
+        return new Set(all).size === 1 ? all : undefined;
+      },
+      { what: 'every DP, of the replicas that followed and of the one that listed, on one hash', details: logs },
+    );
+    expect(hashes).toHaveLength(3);
+    const names = async (c: AdminClient) => ((await c.listApis()).body as Array<{ name: string }>).map((a) => a.name).filter((n) => n.startsWith('inc-')).sort();
+    expect(await names(clients[0])).toEqual(['inc-b', 'inc-c', 'inc-d']);
+    expect(await names(client)).toEqual(await names(clients[0]));
+    expect(((await client.listApis()).body as any[]).find((a) => a.name === 'inc-c').proxy.upstreams.targets[0].target).toBe(`${upstream.url}/moved`);
+  } finally {
+    await freshDp.stop();
+    await fresh.dispose();
+  }
+});
+
 test('the same name created on both replicas at once: one 201, one 409', async () => {
   const def = (n: number) => apiDefinition({ name: 'raced', listenPath: `/raced-${n}/*`, targets: [upstream.url] });
   const [a, b] = await Promise.all([clients[0].createApi(def(1)), clients[1].createApi(def(2))]);
@@ -331,7 +394,9 @@ test('SIGTERM while the apiserver hangs: a running replica still exits 0 within 
     expect(performance.now() - started).toBeLessThan(6_000);
 
     starting = await spawnService({ name: 'cp-d', script: 'control-plane/dist/main.js', env: { ...replicaEnv('cp-d'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
-    await delay(1500); // well into its first list, which the paused apiserver never answers
+    // Into its first list, which the paused apiserver never answers (a fixed wait was too short on a loaded machine: killed before its handler was in place).
+    await pollUntil(async () => starting!.lines().some((line) => line.json?.msg === 'opening kubernetes store') || undefined, { what: 'cp-d opening its store' });
+    await delay(500);
     process.kill(starting.pid, 'SIGTERM');
     expect(await starting.exited).toEqual({ code: 0, signal: null });
     expect(starting.lines().some((line) => line.json?.msg === 'stopped before start-up finished')).toBe(true);

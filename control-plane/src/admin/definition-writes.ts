@@ -9,7 +9,7 @@ import { GatehouseError } from '#proto/errors';
 import { mergePatch, type ApiDefinition, type Definitions, type OAuthServerDefinition } from '#proto/definition/index';
 import { isPlainObject } from '#proto/definition/field-path';
 import { compileDefinitions, createCompileCache, type DefinitionKindName } from '#proto/compile/index';
-import { applyChanges, ChangeRejected, definitionIn, indexConfig, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
+import { applyChanges, ChangeRejected, configIndexOf, definitionIn, knownConfigIndex, rememberConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
 import { deriveDefinitions } from '#proto/snapshot/codec';
 import { storedApis, storedOAuthServers, type StoredKind } from '../store/definition-kinds.js';
 
@@ -82,28 +82,6 @@ export const oauthServerKind: DefinitionKind<OAuthServerDefinition> = {
 export const compileCache = createCompileCache();
 
 /**
- * The route-key index of each whole configuration this process has checked, per Definitions object
- * (never mutated): a write derives the next one from the current one, so it checks only what it
- * changes (compile/incremental.ts). null = the configuration is not whole (a hand-edited store file):
- * such a write is checked by compiling the whole.
- */
-const indexes = new WeakMap<Definitions, ConfigIndex | null>();
-
-function indexOf(defs: Definitions): ConfigIndex | null {
-  let index = indexes.get(defs);
-  if (index === undefined) {
-    try {
-      index = indexConfig(defs, compileCache);
-    } catch (err) {
-      if (!(err instanceof GatehouseError)) throw err;
-      index = null;
-    }
-    indexes.set(defs, index);
-  }
-  return index;
-}
-
-/**
  * Checks the candidate as compiling it whole with the written definition ranked last would: when it
  * collides with anything (name, or a route with the same listen_path + hosts + methods, inactive APIs
  * included: they can be activated later by a PUT that changes nothing else) it is the one refused.
@@ -114,10 +92,10 @@ function indexOf(defs: Definitions): ConfigIndex | null {
 function check<T>(current: Definitions, candidate: Definitions, kind: DefinitionKind<T>, name: string, written: T, before?: T): Definitions {
   // The store's hash and the snapshot builder's delta of the candidate then cost what this write changes (codec.ts).
   deriveDefinitions(current, candidate, [{ kind: kind.compileKind, before: before as object | undefined, after: written as object }]);
-  const index = indexOf(current);
+  const index = configIndexOf(current, compileCache);
   if (index) {
     try {
-      indexes.set(candidate, applyChanges(index, [{ kind: kind.compileKind, name, def: written as object }], compileCache));
+      rememberConfigIndex(candidate, applyChanges(index, [{ kind: kind.compileKind, name, def: written as object }], compileCache));
       return candidate;
     } catch (err) {
       throw err instanceof ChangeRejected ? err.error : err;
@@ -132,10 +110,10 @@ function check<T>(current: Definitions, candidate: Definitions, kind: Definition
 
 /** After a delete, the next write's index is derived too (nothing to check: deletes are checked by checkDelete). */
 function indexAfter(current: Definitions, next: Definitions, change: DefinitionChange): void {
-  const index = indexes.get(current);
+  const index = knownConfigIndex(current);
   if (!index) return;
   try {
-    indexes.set(next, applyChanges(index, [change], compileCache));
+    rememberConfigIndex(next, applyChanges(index, [change], compileCache));
   } catch (err) {
     if (!(err instanceof GatehouseError)) throw err;
   }
@@ -146,7 +124,7 @@ function indexAfter(current: Definitions, next: Definitions, change: DefinitionC
  * not build one): a scan of the list cost ~1 ms per write at 10,000 APIs.
  */
 function lookup<T>(kind: DefinitionKind<T>, defs: Definitions, name: string): T | undefined {
-  const index = indexes.get(defs);
+  const index = knownConfigIndex(defs);
   return index ? (definitionIn(index, kind.compileKind, name) as T | undefined) : kind.list(defs).find((d) => kind.nameOf(d) === name);
 }
 

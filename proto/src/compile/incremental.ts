@@ -106,6 +106,38 @@ export function indexConfig(defs: Definitions, cache?: CompileCache): ConfigInde
 }
 
 /**
+ * The index of each whole configuration this process has indexed or derived, per Definitions object
+ * (never mutated). Whoever makes the next configuration from the current one (an admin write, the
+ * Kubernetes store's pass over a few changed CRs) derives its index with applyChanges and remembers
+ * it, so only a configuration nobody derived is indexed from nothing. null = not whole.
+ */
+const indexes = new WeakMap<Definitions, ConfigIndex | null>();
+
+/** The remembered index of `defs`, else one built now (a full pass, remembered). */
+export function configIndexOf(defs: Definitions, cache?: CompileCache): ConfigIndex | null {
+  let index = indexes.get(defs);
+  if (index === undefined) {
+    try {
+      index = indexConfig(defs, cache);
+    } catch (err) {
+      if (!(err instanceof GatehouseError)) throw err;
+      index = null;
+    }
+    indexes.set(defs, index);
+  }
+  return index;
+}
+
+/** The remembered index of `defs` only (undefined: none was built or derived). */
+export function knownConfigIndex(defs: Definitions): ConfigIndex | null | undefined {
+  return indexes.get(defs);
+}
+
+export function rememberConfigIndex(defs: Definitions, index: ConfigIndex): void {
+  indexes.set(defs, index);
+}
+
+/**
  * The index after `changes` (each name at most once), or the rejection that keeps the result from
  * being whole: a definition that does not compile, takes a route key another one holds, names a
  * missing server, or a server removed while an API still names it. The index given is not modified.

@@ -233,6 +233,12 @@ export function deriveDefinitions(base: Definitions, next: Definitions, edits: r
   derivations.set(next, { base: new WeakRef(base), edits });
 }
 
+/** The edits that made `next` from `base` (deriveDefinitions), or null when it was not recorded so. */
+export function editsFrom(base: Definitions, next: Definitions): readonly DefinitionEdit[] | null {
+  const derivation = derivations.get(next);
+  return derivation && derivation.base.deref() === base ? derivation.edits : null;
+}
+
 const hashValue = (hex: string): bigint => BigInt(`0x${hex}`);
 
 function sealed(counts: number[], sums: bigint[]): HashSums {

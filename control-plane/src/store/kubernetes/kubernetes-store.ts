@@ -15,8 +15,9 @@ import { KubeConfig, makeInformer, type Informer, type KubernetesObject, type Ob
 import { customObjectsApi } from './api-client.js';
 import { GatehouseError } from '#proto/errors';
 import type { ApiDefinition, BasicAuthCredential, Definitions, OAuthServerDefinition } from '#proto/definition/index';
-import { compileDefinitions, createCompileCache } from '#proto/compile/index';
-import { definitionsHash } from '#proto/snapshot/codec';
+import { compileDefinitions, compileOne, createCompileCache } from '#proto/compile/index';
+import { applyChanges, configIndexOf, rememberConfigIndex, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
+import { definitionsHash, deriveDefinitions, editsFrom, type DefinitionEdit } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore, Mutation, StoreState, UpdateResult } from '../index.js';
 import { createUpdateQueue } from '../update-queue.js';
@@ -127,10 +128,16 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   const resourceListeners = new Set<(changed: ReadonlySet<string> | null) => void>();
   const waiters = new Set<{ done: () => boolean; resolve: () => void }>();
   let passQueued = false;
-  /** Set by anything but an update of a CR's status or metadata alone (generation unchanged): the next pass recompiles. */
-  let rebuildNeeded = false;
-  /** CRs updated since the last pass, by uid (the latest object). */
-  const updated = new Map<string, CustomResource>();
+  /** Set when an informer (re)listed: the next pass looks at every CR. */
+  let fullPassNeeded = false;
+  /** CRs added, updated or deleted (null) since the last pass, by uid: the latest object of each. */
+  const touched = new Map<string, { kind: AnyKind; obj: CustomResource | null }>();
+  /** `<compile kind>:<name>` → uid of the CR holding that name (a CR whose spec parses holds its name, as in the full pass). */
+  const nameOwners = new Map<string, string>();
+  /** uid → the definition object an accepted CR contributes to state.defs. */
+  const acceptedDefs = new Map<string, object>();
+  /** CRs refused because of another CR (a taken name or route, a missing OAuth server): while there are any, only the full pass, which ranks them, decides. */
+  let dependentRejections = 0;
 
   // ---- informers ---------------------------------------------------------------------------
   const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
@@ -173,31 +180,27 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       // The informer replaces its cache right after this resolves: rebuild once it has.
       setImmediate(() => {
         health.get(kind)!.synced = true;
-        queueRebuild();
+        fullPassNeeded = true;
+        queuePass();
       });
       return list as never;
     };
     const informer = makeInformer<CustomResource>(kubeConfig, path(kind), listFn);
-    informer.on('add', queueRebuild);
-    informer.on('update', (obj: CustomResource) => {
-      updated.set(obj.metadata?.uid ?? '', obj);
+    const touch = (obj: CustomResource, deleted: boolean) => {
+      touched.set(obj.metadata?.uid ?? '', { kind, obj: deleted ? null : obj });
       queuePass();
-    });
-    informer.on('delete', queueRebuild);
+    };
+    informer.on('add', (obj: CustomResource) => touch(obj, false));
+    informer.on('update', (obj: CustomResource) => touch(obj, false));
+    informer.on('delete', (obj: CustomResource) => touch(obj, true));
     informer.on('error', (err: unknown) => onError(kind, err));
     informers.set(kind, informer);
   }
 
-  function queueRebuild(): void {
-    rebuildNeeded = true;
-    queuePass();
-  }
-
   /**
-   * One pass over what the informers delivered since the last: a recompile of the whole cache, or,
-   * when every event was a status (or metadata) update, which changes no definition, only the
-   * verdicts' statuses. Each admin write on a CR causes two or three status writes (the controller's),
-   * which at 10,000 CRs each cost a whole recompile before.
+   * One pass over what the informers delivered since the last: what the changed CRs change (pass()),
+   * else a recompile of the whole cache (rebuild()). At 10,000 CRs the whole took ~150 ms of CPU, and
+   * every admin write cost three of them: its own CR, then the status writes the controller makes.
    */
   function queuePass(): void {
     if (passQueued || queue.closed) return;
@@ -205,13 +208,9 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     setImmediate(() => {
       passQueued = false;
       try {
-        if (!rebuildNeeded && [...updated.values()].every((obj) => verdicts.get(obj.metadata?.uid ?? '')?.generation === (obj.metadata?.generation ?? 0))) {
-          statusesChanged();
-        } else {
-          rebuildNeeded = false;
-          updated.clear();
-          rebuild();
-        }
+        if (fullPassNeeded || !pass()) rebuild();
+        fullPassNeeded = false;
+        touched.clear();
       } catch (err) {
         logger.error({ err }, 'kubernetes store rebuild failed');
       }
@@ -251,99 +250,221 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   // parseCached keeps each CR's parsed definition per generation, so an unchanged one is never compiled again.
   const compileCache = createCompileCache();
 
-  function statusesChanged(): void {
-    const changed = new Set<string>();
-    for (const [uid, obj] of updated) {
-      const verdict = verdicts.get(uid);
-      if (verdict && verdict.status !== obj.status) {
-        verdict.status = obj.status;
-        changed.add(uid);
+  const generationOf = (obj: CustomResource) => obj.metadata?.generation ?? 0;
+
+  function verdictOf(kind: AnyKind, obj: CustomResource, value: unknown, error: GatehouseError | null): ResourceVerdict {
+    return {
+      resource: kind.resource,
+      metadataName: obj.metadata?.name ?? '',
+      uid: obj.metadata?.uid ?? '',
+      generation: generationOf(obj),
+      name: value !== null ? kind.nameOf(value as never) : String(obj.spec?.[kind.resource.nameField] ?? obj.metadata?.name ?? ''),
+      error,
+      sinceRevision: null,
+      status: obj.status,
+    };
+  }
+
+  /**
+   * The touched CRs applied to the current state, in what they change: a status update changes a
+   * verdict's status only; a spec change, creation or deletion is checked against the index of the
+   * accepted configuration (compile/incremental.ts, as admin writes are) and edits the definition
+   * lists in place, so the hash and the data planes' delta cost what changed. That is the full pass's
+   * result as long as no CR is refused because of another (ranks decide those): false, and nothing
+   * changed, when there is one, before or after, or the index is not at hand.
+   */
+  function pass(): boolean {
+    const statusOnly: Array<[ResourceVerdict, CustomResource]> = [];
+    const next: Array<{ uid: string; kind: AnyKind; verdict: ResourceVerdict | null; value: unknown }> = [];
+    const changes: DefinitionChange[] = [];
+    const edits: DefinitionEdit[] = [];
+    const claims = new Map<string, string>();
+    for (const [uid, { kind, obj }] of touched) {
+      const prev = verdicts.get(uid);
+      if (obj && prev && prev.generation === generationOf(obj)) {
+        if (prev.status !== obj.status) statusOnly.push([prev, obj]);
+        continue;
       }
+      if (dependentRejections > 0) return false;
+      const prevDef = acceptedDefs.get(uid);
+      const removeOld = () => {
+        changes.push({ kind: kind.compileKind, name: prev!.name });
+        edits.push({ kind: kind.compileKind, before: prevDef });
+      };
+      if (!obj) {
+        if (prevDef) removeOld();
+        next.push({ uid, kind, verdict: null, value: null });
+        continue;
+      }
+      const { value, error } = parseCached(kind, obj);
+      const verdict = verdictOf(kind, obj, value, error);
+      if (!error) {
+        const key = `${kind.compileKind}:${verdict.name}`;
+        const owner = claims.get(key) ?? nameOwners.get(key);
+        if (owner !== undefined && owner !== uid) return false;
+        claims.set(key, uid);
+        const own = compileOne(kind.compileKind, value as object, compileCache);
+        if ('error' in own) {
+          if (!(own.error instanceof GatehouseError)) throw own.error;
+          verdict.error = own.error;
+        }
+      }
+      const sameName = prev?.name === verdict.name;
+      if (prevDef && (verdict.error || !sameName)) removeOld();
+      if (!verdict.error) {
+        changes.push({ kind: kind.compileKind, name: verdict.name, def: value as object });
+        edits.push({ kind: kind.compileKind, before: prevDef && sameName ? prevDef : undefined, after: value as object });
+      }
+      next.push({ uid, kind, verdict, value });
     }
-    updated.clear();
-    if (changed.size > 0) for (const listener of resourceListeners) listener(changed);
+
+    let defs = state.defs;
+    if (changes.length > 0) {
+      const index = configIndexOf(state.defs, compileCache);
+      if (!index) return false;
+      let nextIndex: ConfigIndex;
+      try {
+        nextIndex = applyChanges(index, changes, compileCache);
+      } catch (err) {
+        if (err instanceof GatehouseError) return false;
+        throw err;
+      }
+      defs = withEdits(state.defs, edits);
+      deriveDefinitions(state.defs, defs, edits);
+      rememberConfigIndex(defs, nextIndex);
+    }
+
+    // Accepted: from here on nothing fails.
+    const changed = new Set<string>();
+    for (const [verdict, obj] of statusOnly) {
+      verdict.status = obj.status;
+      changed.add(verdict.uid);
+    }
+    const hashChanged = defs !== state.defs && setDefs(defs);
+    for (const { uid, kind, verdict, value } of next) {
+      const prev = verdicts.get(uid);
+      if (prev) {
+        const key = `${kind.compileKind}:${prev.name}`;
+        if (nameOwners.get(key) === uid) nameOwners.delete(key);
+        if (acceptedByName.get(`${kind.resource.kind}:${prev.name}`) === prev) acceptedByName.delete(`${kind.resource.kind}:${prev.name}`);
+      }
+      changed.add(uid);
+      if (!verdict) {
+        forget(uid);
+        continue;
+      }
+      if (value !== null) nameOwners.set(`${kind.compileKind}:${verdict.name}`, uid);
+      if (verdict.error) {
+        since.delete(uid);
+        acceptedDefs.delete(uid);
+      } else {
+        accept(verdict);
+        acceptedDefs.set(uid, value as object);
+        acceptedByName.set(`${kind.resource.kind}:${verdict.name}`, verdict);
+      }
+      verdicts.set(uid, verdict);
+    }
+    for (const listener of resourceListeners) listener(changed);
+    if (hashChanged) published(0);
+    return true;
+  }
+
+  /** The state holds `defs` from now on; a new revision when their content differs. Returns whether it does. */
+  function setDefs(defs: Definitions): boolean {
+    const hash = definitionsHash(defs);
+    const changed = hash !== state.hash;
+    // Replaced even when equal: acceptedDefs must name the objects in state.defs.
+    state = Object.freeze({ revision: changed ? state.revision + 1 : state.revision, defs, hash });
+    if (changed) {
+      hashes.set(state.revision, hash);
+      hashes.delete(state.revision - HISTORY);
+    }
+    return changed;
+  }
+
+  function published(rejected: number): void {
+    logger.info({ revision: state.revision, apis: state.defs.apis.length, oauthServers: state.defs.oauthServers.length, rejected }, 'definitions changed');
+    queue.notify(state);
+  }
+
+  /** An accepted verdict's revision: the first that carried its generation. */
+  function accept(v: ResourceVerdict): void {
+    const seen = since.get(v.uid);
+    if (!seen || seen.generation !== v.generation) since.set(v.uid, { generation: v.generation, revision: state.revision });
+    v.sinceRevision = since.get(v.uid)!.revision;
+  }
+
+  function forget(uid: string): void {
+    verdicts.delete(uid);
+    since.delete(uid);
+    parsed.delete(uid);
+    acceptedDefs.delete(uid);
   }
 
   function rebuild(): void {
     const entries = ranked();
-    const owners = new Map<string, string>();
+    const owners = new Map<string, ResourceVerdict>();
     const defs: Required<Definitions> = { apis: [], oauthServers: [], basicAuthCredentials: [] };
     const ranks = new Map<string, number>();
     const next = new Map<string, ResourceVerdict>();
-    const byName = new Map<string, ResourceVerdict>();
-    const seenUids = new Set<string>();
+    const values = new Map<string, object>();
+    let nameTaken = 0;
     entries.forEach(({ kind, obj }, index) => {
-      const uid = obj.metadata?.uid ?? '';
-      seenUids.add(uid);
       const { value, error } = parseCached(kind, obj);
-      const name = value !== null ? kind.nameOf(value as never) : String(obj.spec?.[kind.resource.nameField] ?? obj.metadata?.name ?? '');
-      const verdict: ResourceVerdict = {
-        resource: kind.resource,
-        metadataName: obj.metadata?.name ?? '',
-        uid,
-        generation: obj.metadata?.generation ?? 0,
-        name,
-        error,
-        sinceRevision: null,
-        status: obj.status,
-      };
-      next.set(uid, verdict);
+      const verdict = verdictOf(kind, obj, value, error);
+      next.set(verdict.uid, verdict);
       if (error) return;
-      const nameKey = `${kind.compileKind}:${name}`;
+      const nameKey = `${kind.compileKind}:${verdict.name}`;
       const owner = owners.get(nameKey);
       if (owner !== undefined) {
-        verdict.error = new GatehouseError(kind.nameTaken.code, `${kind.nameTaken.message}: ${kind.resource.kind} "${owner}" has spec.name "${name}"`, { field: 'name' });
+        verdict.error = new GatehouseError(kind.nameTaken.code, `${kind.nameTaken.message}: ${kind.resource.kind} "${owner.metadataName}" has spec.name "${verdict.name}"`, { field: 'name' });
+        nameTaken++;
         return;
       }
-      owners.set(nameKey, verdict.metadataName);
+      owners.set(nameKey, verdict);
       ranks.set(nameKey, index);
-      byName.set(nameKey, verdict);
+      values.set(nameKey, value as object);
       (kind.list(defs) as unknown[]).push(value);
     });
 
     const compiled = compileDefinitions(defs, { rank: (k, n) => ranks.get(`${k}:${n}`) ?? 0, cache: compileCache });
     const rejected = new Set<string>();
+    dependentRejections = nameTaken;
     for (const r of compiled.rejected) {
       const key = `${r.kind}:${r.name}`;
       rejected.add(key);
-      const verdict = byName.get(key);
-      if (verdict) verdict.error = r.error;
+      owners.get(key)!.error = r.error;
+      if (!('error' in compileOne(r.kind, values.get(key)!, compileCache))) dependentRejections++;
     }
     const accepted: Definitions = {
       apis: defs.apis.filter((a) => !rejected.has(`api:${a.name}`)),
       oauthServers: defs.oauthServers.filter((s) => !rejected.has(`oauth-server:${s.name}`)),
       basicAuthCredentials: defs.basicAuthCredentials.filter((c) => !rejected.has(`basic-auth-credential:${c.username}`)),
     };
-    const hash = definitionsHash(accepted);
-    const changed = hash !== state.hash;
-    if (changed) {
-      state = Object.freeze({ revision: state.revision + 1, defs: accepted, hash });
-      hashes.set(state.revision, hash);
-      hashes.delete(state.revision - HISTORY);
-    }
+    const hashChanged = setDefs(accepted);
 
-    const changedUids = new Set<string>();
-    const names = new Map<string, ResourceVerdict>();
+    const changed = new Set<string>();
+    acceptedByName = new Map();
+    nameOwners.clear();
+    acceptedDefs.clear();
+    for (const [key, verdict] of owners) {
+      nameOwners.set(key, verdict.uid);
+      if (!verdict.error) acceptedDefs.set(verdict.uid, values.get(key)!);
+    }
     for (const v of next.values()) {
       if (v.error) since.delete(v.uid);
       else {
-        const seen = since.get(v.uid);
-        if (!seen || seen.generation !== v.generation) since.set(v.uid, { generation: v.generation, revision: state.revision });
-        v.sinceRevision = since.get(v.uid)!.revision;
-        names.set(`${v.resource.kind}:${v.name}`, v);
+        accept(v);
+        acceptedByName.set(`${v.resource.kind}:${v.name}`, v);
       }
-      if (!sameVerdict(verdicts.get(v.uid), v)) changedUids.add(v.uid);
+      if (!sameVerdict(verdicts.get(v.uid), v)) changed.add(v.uid);
     }
-    for (const uid of [...since.keys()]) if (!seenUids.has(uid)) since.delete(uid);
-    for (const uid of [...parsed.keys()]) if (!seenUids.has(uid)) parsed.delete(uid);
+    for (const uid of [...verdicts.keys()]) if (!next.has(uid)) changed.add(uid);
+    for (const uid of [...since.keys()]) if (!next.has(uid)) since.delete(uid);
+    for (const uid of [...parsed.keys()]) if (!next.has(uid)) parsed.delete(uid);
     verdicts = next;
-    acceptedByName = names;
-    for (const listener of resourceListeners) listener(changedUids);
-
-    if (changed) {
-      logger.info({ revision: state.revision, apis: accepted.apis.length, oauthServers: accepted.oauthServers.length, rejected: compiled.rejected.length }, 'definitions changed');
-      queue.notify(state);
-    }
+    for (const listener of resourceListeners) listener(changed);
+    if (hashChanged) published(compiled.rejected.length + nameTaken);
   }
 
   // ---- start: wait for the first full list of both kinds -----------------------------------
@@ -466,8 +587,18 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     if (definitionsHash(after) === state.hash) return { ...state, changed: false };
     const [apis, servers, users] = KINDS;
     const changes: Array<{ kind: AnyKind; prev: unknown; def: unknown; what: string }> = [];
+    // An admin write on one definition records what it changed (deriveDefinitions): no pass over the lists.
+    const edits = editsFrom(before, after);
     const plan = (kind: AnyKind, upserts: boolean) => {
       const nameOf = kind.nameOf as (def: unknown) => string;
+      if (edits) {
+        for (const { kind: k, before: prev, after: def } of edits) {
+          if (k !== kind.compileKind) continue;
+          if (upserts && def) changes.push({ kind, prev, def, what: `${prev ? 'update' : 'create'} ${kind.resource.kind} "${nameOf(def)}"` });
+          else if (!upserts && !def && prev) changes.push({ kind, prev, def: undefined, what: `delete ${kind.resource.kind} "${nameOf(prev)}"` });
+        }
+        return;
+      }
       const old = new Map<string, unknown>((kind.list(before) as unknown[]).map((d) => [nameOf(d), d]));
       const now = new Map<string, unknown>((kind.list(after) as unknown[]).map((d) => [nameOf(d), d]));
       const label = (verb: string, name: string) => `${verb} ${kind.resource.kind} "${name}"`;
@@ -549,6 +680,26 @@ function partiallyApplied(err: GatehouseError, applied: string[], notApplied: st
     field: err.field,
     cause: err,
   });
+}
+
+/** `defs` with `edits` made (pointers only): a replaced definition keeps its place, a removed one goes, an added one goes last. */
+function withEdits(defs: Definitions, edits: readonly DefinitionEdit[]): Definitions {
+  let out = defs;
+  for (const kind of KINDS) {
+    const mine = edits.filter((e) => e.kind === kind.compileKind);
+    if (mine.length === 0) continue;
+    const swaps = new Map<object, object | undefined>();
+    for (const e of mine) if (e.before) swaps.set(e.before, e.after);
+    const list: object[] = [];
+    for (const d of kind.list(defs) as object[]) {
+      const swapped = swaps.has(d);
+      const after = swapped ? swaps.get(d) : d;
+      if (after) list.push(after);
+    }
+    for (const e of mine) if (!e.before && e.after) list.push(e.after);
+    out = (kind.withList as (defs: Definitions, items: object[]) => Definitions)(out, list);
+  }
+  return out;
 }
 
 /** Whether a CR's new verdict would give it the same status as its previous one. */

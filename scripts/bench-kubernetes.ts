@@ -72,6 +72,9 @@ function cpuSeconds(pid: number): number {
 async function propagation(client: AdminClient, dps: DataPlane[], prefix: string, cpPid: number): Promise<{ times: number[]; cpuMs: number; slowest: number }> {
   const times: number[] = [];
   const cpuBefore = cpuSeconds(cpPid);
+  // CLOCK_MONOTONIC µs, the clock of a .cpuprofile's startTime: the window of the writes in the CP's profile.
+  const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+  const windowFrom = monotonicUs();
   for (let i = 0; i < WRITES; i++) {
     const started = performance.now();
     const res = await client.createApi(apiDefinition({ name: `${prefix}-${i}`, listenPath: `/${prefix}-${i}/*`, targets: ['http://127.0.0.1:9'] }));
@@ -79,6 +82,7 @@ async function propagation(client: AdminClient, dps: DataPlane[], prefix: string
     await client.waitForDataPlanes(res, dps, 30_000);
     times.push(performance.now() - started);
   }
+  if (process.env.BENCH_CP_PROFILE) console.error(`bench: ${prefix} writes between monotonic ${windowFrom} and ${monotonicUs()} µs`);
   const slowest = times.indexOf(Math.max(...times));
   return { times: times.sort((a, b) => a - b), cpuMs: ((cpuSeconds(cpPid) - cpuBefore) * 1000) / WRITES, slowest };
 }

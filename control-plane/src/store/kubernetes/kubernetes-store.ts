@@ -465,6 +465,12 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     verdicts = next;
     for (const listener of resourceListeners) listener(changed);
     if (hashChanged) published(compiled.rejected.length + nameTaken);
+    // The next CR change (and admin write) is checked against this index: built now, not on that write's path
+    // (indexConfig at 10,000 CRs: ~140 ms of CPU under --cpu-prof, paid by the first admin write before).
+    if (dependentRejections === 0) {
+      const defs = state.defs;
+      setImmediate(() => configIndexOf(defs, compileCache));
+    }
   }
 
   // ---- start: wait for the first full list of both kinds -----------------------------------

@@ -242,8 +242,12 @@ test('a replica that followed CR changes one by one holds what a replica listing
     () => admin.objects.create(crFor('inc-b', api('/inc-b/*', { name: 'inc-a' }))), // name taken by the older inc-a
     () => replace('inc-b', api('/inc-b/*', { name: 'inc-b' })), // renamed: accepted
     () => admin.objects.create(crFor('inc-c', api('/inc-a/*'))), // route taken by inc-a
-    () => admin.objects.delete(crFor('inc-a', {})), // inc-c takes the route over
+    () => admin.objects.create(crFor('inc-g', api('/inc-g/*'))), // beside a refused CR, touching nothing it stands on
+    () => replace('inc-b', api('/inc-b/*', { name: 'inc-b', proxy: { listen_path: '/inc-b/*', strip_path: true, upstreams: { targets: [{ target: upstream.url }] } } })),
+    () => admin.objects.create(crFor('inc-i', api('/inc-a/*'))), // the contested route again, younger than inc-c
+    () => admin.objects.delete(crFor('inc-a', {})), // inc-c, the older of the two, takes the route over
     () => admin.objects.create(crFor('inc-d', api('/inc-d/*', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'inc-auth' } }] }))),
+    () => admin.objects.create(crFor('inc-h', api('/inc-h/*'))),
     () =>
       admin.objects.create({
         apiVersion: 'gatehouse.dev/v1alpha1',
@@ -283,7 +287,8 @@ test('a replica that followed CR changes one by one holds what a replica listing
     );
     expect(hashes).toHaveLength(3);
     const names = async (c: AdminClient) => ((await c.listApis()).body as Array<{ name: string }>).map((a) => a.name).filter((n) => n.startsWith('inc-')).sort();
-    expect(await names(clients[0])).toEqual(['inc-b', 'inc-c', 'inc-d']);
+    expect(await names(clients[0])).toEqual(['inc-b', 'inc-c', 'inc-d', 'inc-g', 'inc-h']);
+    expect((await waitForCondition('inc-i', 'Accepted', (c) => c.status === 'False', 'False')).reason).toBe('Conflicted');
     expect(await names(client)).toEqual(await names(clients[0]));
     expect(((await client.listApis()).body as any[]).find((a) => a.name === 'inc-c').proxy.upstreams.targets[0].target).toBe(`${upstream.url}/moved`);
   } finally {

@@ -51,7 +51,8 @@ export interface ConfigIndex {
 
 const entryKey = (kind: DefinitionKindName, name: string) => `${kind}:${name}`;
 
-const oauth2Refs = (def: object): string[] =>
+/** The OAuth servers an API's oauth2 plugins (enabled or not) name. */
+export const oauth2Refs = (def: object): string[] =>
   ((def as ApiDefinition).plugins ?? []).flatMap((p) => (p.name === 'oauth2' ? [String(p.config?.server_name)] : []));
 
 /** One definition compiled on its own (cached); throws its error. */

@@ -15,8 +15,8 @@ import { KubeConfig, makeInformer, type Informer, type KubernetesObject, type Ob
 import { customObjectsApi } from './api-client.js';
 import { GatehouseError } from '#proto/errors';
 import type { ApiDefinition, BasicAuthCredential, Definitions, OAuthServerDefinition } from '#proto/definition/index';
-import { compileDefinitions, compileOne, createCompileCache } from '#proto/compile/index';
-import { applyChanges, configIndexOf, rememberConfigIndex, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
+import { compileDefinitions, compileOne, createCompileCache, type DefinitionKindName } from '#proto/compile/index';
+import { applyChanges, configIndexOf, oauth2Refs, rememberConfigIndex, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
 import { definitionsHash, deriveDefinitions, editsFrom, type DefinitionEdit } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore, Mutation, StoreState, UpdateResult } from '../index.js';
@@ -136,8 +136,12 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   const nameOwners = new Map<string, string>();
   /** uid → the definition object an accepted CR contributes to state.defs. */
   const acceptedDefs = new Map<string, object>();
-  /** CRs refused because of another CR (a taken name or route, a missing OAuth server): while there are any, only the full pass, which ranks them, decides. */
-  let dependentRejections = 0;
+  /**
+   * What the CRs refused because of another CR (a taken name or route, a missing OAuth server) stand
+   * on: their uids, names, route keys and the servers they name. A change that touches any of it may
+   * change who wins, which the CRs' ages decide: the full pass, which ranks them, takes it.
+   */
+  let blockers = { uids: new Set<string>(), names: new Set<string>(), routeKeys: new Set<string>(), servers: new Set<string>() };
 
   // ---- informers ---------------------------------------------------------------------------
   const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
@@ -270,9 +274,23 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
    * verdict's status only; a spec change, creation or deletion is checked against the index of the
    * accepted configuration (compile/incremental.ts, as admin writes are) and edits the definition
    * lists in place, so the hash and the data planes' delta cost what changed. That is the full pass's
-   * result as long as no CR is refused because of another (ranks decide those): false, and nothing
-   * changed, when there is one, before or after, or the index is not at hand.
+   * result unless ranks decide (a CR refused because of another, before or after the change, and the
+   * change touches what it stands on: see blockers) or the index is not at hand: false then, and
+   * nothing changed.
    */
+  function routeKeysOf(kind: AnyKind, def: object | undefined): readonly string[] {
+    const built = def && compileOne(kind.compileKind, def, compileCache);
+    return built && 'built' in built ? built.built.keys : [];
+  }
+
+  function blocks(kind: AnyKind, uid: string, name: string | undefined, routeKeys: readonly string[]): boolean {
+    return (
+      blockers.uids.has(uid) ||
+      (name !== undefined && (blockers.names.has(`${kind.compileKind}:${name}`) || (kind.compileKind === 'oauth-server' && blockers.servers.has(name)))) ||
+      routeKeys.some((key) => blockers.routeKeys.has(key))
+    );
+  }
+
   function pass(): boolean {
     const statusOnly: Array<[ResourceVerdict, CustomResource]> = [];
     const next: Array<{ uid: string; kind: AnyKind; verdict: ResourceVerdict | null; value: unknown }> = [];
@@ -285,8 +303,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         if (prev.status !== obj.status) statusOnly.push([prev, obj]);
         continue;
       }
-      if (dependentRejections > 0) return false;
       const prevDef = acceptedDefs.get(uid);
+      if (blocks(kind, uid, prev?.name, routeKeysOf(kind, prevDef))) return false;
       const removeOld = () => {
         changes.push({ kind: kind.compileKind, name: prev!.name });
         edits.push({ kind: kind.compileKind, before: prevDef });
@@ -308,6 +326,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
           if (!(own.error instanceof GatehouseError)) throw own.error;
           verdict.error = own.error;
         }
+        if (blocks(kind, uid, verdict.name, 'built' in own ? own.built.keys : [])) return false;
       }
       const sameName = prev?.name === verdict.name;
       if (prevDef && (verdict.error || !sameName)) removeOld();
@@ -409,6 +428,14 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const next = new Map<string, ResourceVerdict>();
     const values = new Map<string, object>();
     let nameTaken = 0;
+    const blocked = { uids: new Set<string>(), names: new Set<string>(), routeKeys: new Set<string>(), servers: new Set<string>() };
+    const block = (kind: DefinitionKindName, verdict: ResourceVerdict, value: object) => {
+      blocked.uids.add(verdict.uid);
+      blocked.names.add(`${kind}:${verdict.name}`);
+      const built = compileOne(kind, value, compileCache);
+      if ('built' in built) for (const key of built.built.keys) blocked.routeKeys.add(key);
+      if (kind === 'api') for (const server of oauth2Refs(value)) blocked.servers.add(server);
+    };
     entries.forEach(({ kind, obj }, index) => {
       const { value, error } = parseCached(kind, obj);
       const verdict = verdictOf(kind, obj, value, error);
@@ -419,6 +446,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       if (owner !== undefined) {
         verdict.error = new GatehouseError(kind.nameTaken.code, `${kind.nameTaken.message}: ${kind.resource.kind} "${owner.metadataName}" has spec.name "${verdict.name}"`, { field: 'name' });
         nameTaken++;
+        block(kind.compileKind, verdict, value as object);
         return;
       }
       owners.set(nameKey, verdict);
@@ -429,13 +457,14 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 
     const compiled = compileDefinitions(defs, { rank: (k, n) => ranks.get(`${k}:${n}`) ?? 0, cache: compileCache });
     const rejected = new Set<string>();
-    dependentRejections = nameTaken;
     for (const r of compiled.rejected) {
       const key = `${r.kind}:${r.name}`;
       rejected.add(key);
       owners.get(key)!.error = r.error;
-      if (!('error' in compileOne(r.kind, values.get(key)!, compileCache))) dependentRejections++;
+      // Refused for its own compile: nothing another CR does changes that.
+      if (!('error' in compileOne(r.kind, values.get(key)!, compileCache))) block(r.kind, owners.get(key)!, values.get(key)!);
     }
+    blockers = blocked;
     const accepted: Definitions = {
       apis: defs.apis.filter((a) => !rejected.has(`api:${a.name}`)),
       oauthServers: defs.oauthServers.filter((s) => !rejected.has(`oauth-server:${s.name}`)),
@@ -467,10 +496,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     if (hashChanged) published(compiled.rejected.length + nameTaken);
     // The next CR change (and admin write) is checked against this index: built now, not on that write's path
     // (indexConfig at 10,000 CRs: ~140 ms of CPU under --cpu-prof, paid by the first admin write before).
-    if (dependentRejections === 0) {
-      const defs = state.defs;
-      setImmediate(() => configIndexOf(defs, compileCache));
-    }
+    const built = state.defs;
+    setImmediate(() => configIndexOf(built, compileCache));
   }
 
   // ---- start: wait for the first full list of both kinds -----------------------------------

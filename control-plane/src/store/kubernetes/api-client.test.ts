@@ -1,4 +1,6 @@
-import { readFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -28,10 +30,10 @@ afterAll(async () => {
   await certs.dispose();
 });
 
-function kubeConfigWithToken(token: { value: string }): KubeConfig {
+function kubeConfigWithToken(token: { value: string }, caFile = certs.caCert): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caFile: certs.caCert, skipTLSVerify: false }],
+    clusters: [{ name: 'c', server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caFile, skipTLSVerify: false }],
     users: [{ name: 'u', token: token.value }],
     contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
     currentContext: 'x',
@@ -53,4 +55,19 @@ test('requests share kept-alive TLS connections (client-node alone opens one per
   await list();
   expect(connections).toBe(1);
   expect(tokens).toEqual([...Array(5).fill('Bearer first'), 'Bearer second']);
+});
+
+test('the CA file is read once, when the client is made (client-node read it again for every request)', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-ca-'));
+  try {
+    const caFile = join(dir, 'ca.crt');
+    await copyFile(certs.caCert, caFile);
+    const api = customObjectsApi(kubeConfigWithToken({ value: 't' }, caFile), 5000);
+    await rm(caFile);
+    // Read per request, the missing file would fail this one (ENOENT) before it is sent.
+    const list = await api.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: 'ns', plural: 'apidefinitions' });
+    expect(list).toMatchObject({ kind: 'ApiDefinitionList' });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

@@ -6,7 +6,13 @@
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
 // Kubernetes-store CPs' --cpu-prof profiles.
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { parseApiDefinition } from '#proto/definition/index';
+import { createLogger } from '#proto/logger';
+import { openFileStore } from '../control-plane/dist/store/file-store.js';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
 import { apiDefinition } from '../test/helpers/api-definition.js';
@@ -152,10 +158,24 @@ async function statusWritesOfAJoiningDataPlane(custom: CustomObjectsApi, cp: Con
 /** A .cpuprofile per Kubernetes-store CP (written when it stops), for Chrome DevTools. */
 const PROFILE_FLAGS = process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : [];
 
-async function timedStart(env: Record<string, string>, name: string, nodeFlags: string[] = []): Promise<{ cp: ControlPlane; ms: number }> {
+async function timedStart(env: Record<string, string>, name: string, nodeFlags: string[] = [], dataDir?: string): Promise<{ cp: ControlPlane; ms: number }> {
   const started = performance.now();
-  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, nodeFlags, startTimeoutMs: 120_000 });
+  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, nodeFlags, dataDir, startTimeoutMs: 120_000 });
   return { cp, ms: performance.now() - started };
+}
+
+/**
+ * A DATA_DIR whose file store holds `size` APIs, written in one update as `npm run bench` seeds its
+ * stores. (One POST per API, as this bench filled it before, stalled a POST past 10 s somewhere short
+ * of 50,000 APIs, and the run lost every row it had measured.)
+ */
+async function seededFileStore(size: number): Promise<string> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-store-'));
+  const store = await openFileStore({ dataDir, logger: createLogger('control-plane', 'silent') });
+  const apis = Array.from({ length: size }, (_, i) => parseApiDefinition(apiDefinition({ name: `api-${i}`, listenPath: `/api-${i}/*`, targets: [`http://127.0.0.1:9/${i}`] })));
+  await store.update((defs) => ({ ...defs, apis }));
+  await store.close();
+  return dataDir;
 }
 
 const server = await startKubeApiServer();
@@ -164,7 +184,8 @@ try {
   await installCrds(admin);
   const identity = await controlPlaneIdentity(server, admin, NAMESPACE);
   const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false' };
-  const rows: string[] = [];
+  // Each row as soon as it is measured: a run that fails later keeps what it had.
+  const row = (line: string) => console.log(line);
 
   for (const size of SIZES) {
     const have = await existingCrs(admin.custom);
@@ -172,41 +193,39 @@ try {
     await createCrs(admin.custom, have, size);
     console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);
     const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`, PROFILE_FLAGS);
-    rows.push(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${rssMiB(cp.process.pid)} MiB`);
+    row(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${rssMiB(cp.process.pid)} MiB`);
 
     const dps = [await startWatchedDataPlane(cp.grpcAddr), await startWatchedDataPlane(cp.grpcAddr)];
     // The writes are timed once the controller has written every new CR's first status (10,000 status writes at 10,000 CRs).
     const settling = performance.now();
     await settledVersions(admin.custom);
-    rows.push(`statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(performance.now() - settling)} ms after start`);
+    row(`statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(performance.now() - settling)} ms after start`);
     const client = await createAdminClient(cp);
     await client.login();
     const k8s = await propagation(client, dps, `k8s-${size}`, cp.process.pid);
-    rows.push(writesRow(`admin write → 2 DPs serving @ ${size} CRs, ${WRITES} writes: kubernetes`, k8s));
+    row(writesRow(`admin write → 2 DPs serving @ ${size} CRs, ${WRITES} writes: kubernetes`, k8s));
     if (size === SIZES[0]) {
       const rewritten = await statusWritesOfAJoiningDataPlane(admin.custom, cp);
-      rows.push(`status writes when a third data plane joins and leaves @ ${size + WRITES} CRs: ${rewritten} (CRs whose resourceVersion changed)`);
+      row(`status writes when a third data plane joins and leaves @ ${size + WRITES} CRs: ${rewritten} (CRs whose resourceVersion changed)`);
     }
     for (const { dp } of dps) await dp.stop();
 
     if (size === SIZES[0]) {
-      const file = await timedStart({}, 'cp-file');
+      const dataDir = await seededFileStore(size);
+      const file = await timedStart({}, 'cp-file', [], dataDir);
       const fileClient = await createAdminClient(file.cp);
       await fileClient.login();
-      for (let i = 0; i < size; i++) {
-        await fileClient.createApi(apiDefinition({ name: `api-${i}`, listenPath: `/api-${i}/*`, targets: [`http://127.0.0.1:9/${i}`] }));
-      }
       const fileDps = [await startWatchedDataPlane(file.cp.grpcAddr), await startWatchedDataPlane(file.cp.grpcAddr)];
       const baseline = await propagation(fileClient, fileDps, 'file', file.cp.process.pid);
       for (const { dp } of fileDps) await dp.stop();
       await file.cp.dispose();
-      rows.push(
+      await rm(dataDir, { recursive: true, force: true });
+      row(
         `${writesRow(`admin write → 2 DPs serving @ ${size} APIs, ${WRITES} writes: file store (baseline)`, baseline)}; kubernetes/file median ${(quantile(k8s.times, 0.5) / quantile(baseline.times, 0.5)).toFixed(2)}×`,
       );
     }
     await cp.dispose();
   }
-  console.log(rows.join('\n'));
 } finally {
   await server.stop();
 }

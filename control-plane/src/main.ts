@@ -24,6 +24,7 @@ import { createAdminAuth } from './admin/admin-auth.js';
 import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
+import { indexForWrites } from './admin/definition-writes.js';
 
 /** Slow or idle clients must not hold the admin port open forever. */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
@@ -66,6 +67,9 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const historyOptions = { limit: config.configHistory, logger };
   const history = opened.kind === 'file' ? await openFileHistory({ ...historyOptions, dataDir: config.dataDir }) : createMemoryHistory(historyOptions);
   await history.seed(store.current());
+  const indexing = performance.now();
+  indexForWrites(store.current().defs);
+  logger.info({ apis: store.current().defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();

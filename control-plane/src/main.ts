@@ -68,8 +68,9 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const history = opened.kind === 'file' ? await openFileHistory({ ...historyOptions, dataDir: config.dataDir }) : createMemoryHistory(historyOptions);
   await history.seed(store.current());
   const indexing = performance.now();
-  indexForWrites(store.current().defs);
-  logger.info({ apis: store.current().defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
+  const { defs } = store.current();
+  indexForWrites(defs);
+  logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();

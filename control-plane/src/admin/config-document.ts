@@ -9,7 +9,8 @@ import { GatehouseError } from '#proto/errors';
 import type { Definitions } from '#proto/definition/index';
 import { compileDefinitions } from '#proto/compile/index';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
-import { apiKind, compileCache, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
+import { apiKind, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
+import { compileCache } from '../store/compile-cache.js';
 import { basicAuthCredentialKind } from './basic-auth-credentials.js';
 import { definitionJson } from '../store/journal.js';
 

@@ -13,9 +13,10 @@
  */
 import { KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import { customObjectsApi } from './api-client.js';
+import { compileCache } from '../compile-cache.js';
 import { GatehouseError } from '#proto/errors';
 import type { ApiDefinition, BasicAuthCredential, Definitions, OAuthServerDefinition } from '#proto/definition/index';
-import { compileDefinitions, compileOne, createCompileCache, type DefinitionKindName } from '#proto/compile/index';
+import { compileDefinitions, compileOne, type DefinitionKindName } from '#proto/compile/index';
 import { applyChanges, configIndexOf, oauth2Refs, rememberConfigIndex, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
 import { definitionsHash, deriveDefinitions, editsFrom, type DefinitionEdit } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
@@ -141,7 +142,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
    * on: their uids, names, route keys and the servers they name. A change that touches any of it may
    * change who wins, which the CRs' ages decide: the full pass, which ranks them, takes it.
    */
-  let blockers = { uids: new Set<string>(), names: new Set<string>(), routeKeys: new Set<string>(), servers: new Set<string>() };
+  let blockers = noBlockers();
 
   // ---- informers ---------------------------------------------------------------------------
   const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
@@ -227,6 +228,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     });
   }
 
+  /** Each CR's parsed definition per generation: an unchanged CR keeps its object, so compileCache never compiles it again. */
   function parseCached(kind: AnyKind, obj: CustomResource): { value: unknown; error: GatehouseError | null } {
     const uid = obj.metadata?.uid ?? '';
     const generation = obj.metadata?.generation ?? 0;
@@ -251,8 +253,6 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     return all.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
-  // parseCached keeps each CR's parsed definition per generation, so an unchanged one is never compiled again.
-  const compileCache = createCompileCache();
 
   const generationOf = (obj: CustomResource) => obj.metadata?.generation ?? 0;
 
@@ -278,8 +278,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
    * change touches what it stands on: see blockers) or the index is not at hand: false then, and
    * nothing changed.
    */
-  function routeKeysOf(kind: AnyKind, def: object | undefined): readonly string[] {
-    const built = def && compileOne(kind.compileKind, def, compileCache);
+  function routeKeysOf(kind: DefinitionKindName, def: object | undefined): readonly string[] {
+    const built = def && compileOne(kind, def, compileCache);
     return built && 'built' in built ? built.built.keys : [];
   }
 
@@ -304,7 +304,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         continue;
       }
       const prevDef = acceptedDefs.get(uid);
-      if (blocks(kind, uid, prev?.name, routeKeysOf(kind, prevDef))) return false;
+      if (blocks(kind, uid, prev?.name, routeKeysOf(kind.compileKind, prevDef))) return false;
       const removeOld = () => {
         changes.push({ kind: kind.compileKind, name: prev!.name });
         edits.push({ kind: kind.compileKind, before: prevDef });
@@ -326,7 +326,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
           if (!(own.error instanceof GatehouseError)) throw own.error;
           verdict.error = own.error;
         }
-        if (blocks(kind, uid, verdict.name, 'built' in own ? own.built.keys : [])) return false;
+        if (blocks(kind, uid, verdict.name, routeKeysOf(kind.compileKind, value as object))) return false;
       }
       const sameName = prev?.name === verdict.name;
       if (prevDef && (verdict.error || !sameName)) removeOld();
@@ -430,12 +430,11 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const next = new Map<string, ResourceVerdict>();
     const values = new Map<string, object>();
     let nameTaken = 0;
-    const blocked = { uids: new Set<string>(), names: new Set<string>(), routeKeys: new Set<string>(), servers: new Set<string>() };
+    const blocked = noBlockers();
     const block = (kind: DefinitionKindName, verdict: ResourceVerdict, value: object) => {
       blocked.uids.add(verdict.uid);
       blocked.names.add(`${kind}:${verdict.name}`);
-      const built = compileOne(kind, value, compileCache);
-      if ('built' in built) for (const key of built.built.keys) blocked.routeKeys.add(key);
+      for (const key of routeKeysOf(kind, value)) blocked.routeKeys.add(key);
       if (kind === 'api') for (const server of oauth2Refs(value)) blocked.servers.add(server);
     };
     entries.forEach(({ kind, obj }, index) => {
@@ -716,6 +715,8 @@ function partiallyApplied(err: GatehouseError, applied: string[], notApplied: st
     cause: err,
   });
 }
+
+const noBlockers = () => ({ uids: new Set<string>(), names: new Set<string>(), routeKeys: new Set<string>(), servers: new Set<string>() });
 
 /**
  * `defs` with `edits` made (pointers only): a replaced definition keeps its place, a removed one goes, an

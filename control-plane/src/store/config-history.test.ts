@@ -73,12 +73,13 @@ describe('file config history', () => {
     const contents = await writeVersions(history, 6, wide);
     expect(history.list().map((e) => e.version)).toEqual([7, 6, 5]);
     expect(await history.definitions(4)).toBeUndefined();
+    for (const v of [5, 6, 7]) expect(definitionsHash((await history.definitions(v))!)).toBe(definitionsHash(contents[v - 2]));
+    const list = history.list();
+    // Closing waits for the compaction.
+    await history.close();
     expect(await historyFiles()).toEqual([HISTORY_BASE, HISTORY_JOURNAL]);
     const base = await readFile(join(dir, HISTORY_DIR, HISTORY_BASE), 'utf8');
     expect(base.startsWith('{"seq":')).toBe(true);
-    for (const v of [5, 6, 7]) expect(definitionsHash((await history.definitions(v))!)).toBe(definitionsHash(contents[v - 2]));
-    const list = history.list();
-    await history.close();
     const again = await openHistory(3);
     expect(again.list()).toEqual(list);
     for (const v of [5, 6, 7]) expect(names(await again.definitions(v))).toEqual(names(contents[v - 2]));
@@ -102,15 +103,43 @@ describe('file config history', () => {
     const journalBefore = await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8');
     // Version 2 (~100 KiB of changes) drops out of the kept 2: the base moves to version 3 and the journal starts there.
     await history.record(state(4, contents.get(4)!), origin);
-    expect(JSON.parse(await readFile(join(dir, HISTORY_DIR, HISTORY_BASE), 'utf8')).revision).toBe(3);
-    const lastLine = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8')).trim().split('\n').at(-1);
     const list = history.list();
     await history.close();
+    expect(JSON.parse(await readFile(join(dir, HISTORY_DIR, HISTORY_BASE), 'utf8')).revision).toBe(3);
+    const lastLine = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8')).trim().split('\n').at(-1);
     // The journal as the compaction found it (lines of versions 2 and 3), plus version 4's line.
     await writeFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), `${journalBefore}${lastLine}\n`);
     const again = await openHistory(2);
     expect(again.list()).toEqual(list);
     for (const v of [3, 4]) expect(definitionsHash((await again.definitions(v))!)).toBe(definitionsHash(contents.get(v)!));
+  });
+
+  test('a write that drops a large entry does not wait for the compaction it starts; lines appended meanwhile are carried into the new journal', async () => {
+    const history = await openHistory(2);
+    const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };
+    const contents = await writeVersions(history, 2, wide);
+    const basePath = join(dir, HISTORY_DIR, HISTORY_BASE);
+    // Version 2 (~100 KiB) drops out: a compaction starts, and this write has returned before its base is written.
+    await history.record(state(4, { ...contents[1], apis: [...contents[1].apis, api('a')] }), origin);
+    expect(await readFile(basePath).catch((err: NodeJS.ErrnoException) => err.code)).toBe('ENOENT');
+    // More writes while it runs, each readable at once.
+    contents.push({ ...contents[1], apis: [...contents[1].apis, api('a')] });
+    for (const v of [5, 6]) {
+      contents.push({ ...contents.at(-1)!, apis: [...contents.at(-1)!.apis, api(`m${v}`)] });
+      await history.record(state(v, contents.at(-1)!), origin);
+      expect(definitionsHash((await history.definitions(v))!)).toBe(definitionsHash(contents.at(-1)!));
+    }
+    const list = history.list();
+    expect(list.map((e) => e.version)).toEqual([6, 5]);
+    await history.close();
+    // The base moved past version 2's line and the journal holds every line from the base's on, in order.
+    const baseSeq = JSON.parse(await readFile(basePath, 'utf8')).seq;
+    expect(baseSeq).toBeGreaterThan(1);
+    const seqs = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).seq);
+    expect(seqs).toEqual(Array.from({ length: 6 - baseSeq }, (_, i) => baseSeq + i));
+    const again = await openHistory(2);
+    expect(again.list()).toEqual(list);
+    for (const v of [5, 6]) expect(definitionsHash((await again.definitions(v))!)).toBe(definitionsHash(contents[v - 2]));
   });
 
   test('a torn last line is dropped; a damaged journal starts a new history instead of stopping the CP', async () => {

@@ -107,19 +107,24 @@ async function startWatchedDataPlane(controlPlaneAddr: string): Promise<WatchedD
 /** Admin write → every DP has applied the write's version; ms per write, and the CP's CPU ms per write. */
 async function propagation(client: AdminClient, dps: WatchedDataPlane[], prefix: string, cpPid: number): Promise<{ times: number[]; cpuMs: number; slowest: number }> {
   const times: number[] = [];
+  const windows: Array<[number, number]> = [];
   const cpuBefore = cpuSeconds(cpPid);
   // CLOCK_MONOTONIC µs, the clock of a .cpuprofile's startTime: the window of the writes in the CP's profile.
   const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
   const windowFrom = monotonicUs();
   for (let i = 0; i < WRITES; i++) {
     const started = performance.now();
+    const startedUs = monotonicUs();
     const res = await client.createApi(apiDefinition({ name: `${prefix}-${i}`, listenPath: `/${prefix}-${i}/*`, targets: ['http://127.0.0.1:9'] }));
     if (res.status !== 201 || res.snapshotVersion === undefined) throw new Error(`write ${i}: ${res.status} ${res.text}`);
     await Promise.all(dps.map((dp) => dp.applied(res.snapshotVersion!)));
     times.push(performance.now() - started);
+    windows.push([startedUs, monotonicUs()]);
   }
-  if (process.env.BENCH_CP_PROFILE) console.error(`bench: ${prefix} writes between monotonic ${windowFrom} and ${monotonicUs()} µs`);
   const slowest = times.indexOf(Math.max(...times));
+  if (process.env.BENCH_CP_PROFILE) {
+    console.error(`bench: ${prefix} writes between monotonic ${windowFrom} and ${monotonicUs()} µs; the slowest (write ${slowest + 1}) between ${windows[slowest].join(' and ')}`);
+  }
   return { times: times.sort((a, b) => a - b), cpuMs: ((cpuSeconds(cpPid) - cpuBefore) * 1000) / WRITES, slowest };
 }
 

@@ -5,8 +5,10 @@
  * the same objects; every DP serves the same content hash.
  */
 import { randomBytes } from 'node:crypto';
+import { get } from 'node:https';
+import { isDeepStrictEqual } from 'node:util';
 import { jest } from '@jest/globals';
-import type { KubernetesObject } from '@kubernetes/client-node';
+import { Watch, type KubernetesObject } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
@@ -67,6 +69,20 @@ async function readCr(name: string): Promise<any> {
 
 function crFor(metadataName: string, spec: Record<string, unknown>): KubernetesObject & { spec: unknown } {
   return { apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: metadataName, namespace: NAMESPACE }, spec };
+}
+
+/** Status writes (PUT …/status) the apiserver answered 200, from its own request counter. */
+async function statusWritesServed(): Promise<number> {
+  const text = await new Promise<string>((resolve, reject) => {
+    get(`${server.url}/metrics`, { ca: server.caPem, headers: { authorization: `Bearer ${server.adminToken}` } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).on('end', () => resolve(body)).on('error', reject);
+    }).on('error', reject);
+  });
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('apiserver_request_total{') && ['code="200"', 'resource="apidefinitions"', 'subresource="status"', 'verb="PUT"'].every((l) => line.includes(l)))
+    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
 }
 
 function condition(cr: any, type: string): any {
@@ -326,7 +342,7 @@ test('concurrent PATCHes on two replicas never lose an update silently', async (
   expect(conflicts).toBeLessThanOrEqual(5);
 });
 
-test('a data plane joining or leaving the fleet writes no status: only a CR whose own state changes is written', async () => {
+test('a data plane joining or leaving the fleet writes no status: only a CR whose own state changes is written, and each write changes it', async () => {
   const names = Array.from({ length: 12 }, (_, i) => `fleet-${i}`);
   for (const name of names) {
     await admin.objects.create(crFor(name, { proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: upstream.url }] } } }));
@@ -349,9 +365,30 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
   await delay(2500);
   expect(await versions()).toEqual(before);
   // The controller was awake all along: a changed CR is written (Programmed for its new generation).
+  // Every status write it makes changes the status: as many as the watch sees status changes.
   const cr = await readCr(names[0]);
-  await admin.custom.replaceNamespacedCustomObject({ ...APIS, name: names[0], body: { ...cr, spec: { ...cr.spec, proxy: { ...cr.spec.proxy, strip_path: true } } } });
-  await waitForCondition(names[0], 'Programmed', (c) => c.status === 'True' && c.observedGeneration === 2, 'True for generation 2');
+  const writesBefore = await statusWritesServed();
+  let statusChanges = 0;
+  let lastStatus = cr.status;
+  const watching = await new Watch(admin.config).watch(
+    `/apis/gatehouse.dev/v1alpha1/namespaces/${NAMESPACE}/apidefinitions`,
+    { fieldSelector: `metadata.name=${names[0]}`, resourceVersion: cr.metadata.resourceVersion },
+    (type: string, obj: any) => {
+      if (type !== 'MODIFIED' || isDeepStrictEqual(obj.status, lastStatus)) return;
+      statusChanges++;
+      lastStatus = obj.status;
+    },
+    () => undefined,
+  );
+  try {
+    await admin.custom.replaceNamespacedCustomObject({ ...APIS, name: names[0], body: { ...cr, spec: { ...cr.spec, proxy: { ...cr.spec.proxy, strip_path: true } } } });
+    await waitForCondition(names[0], 'Programmed', (c) => c.status === 'True' && c.observedGeneration === 2, 'True for generation 2');
+    await delay(2500);
+  } finally {
+    watching.abort();
+  }
+  expect(statusChanges).toBeGreaterThan(0);
+  expect((await statusWritesServed()) - writesBefore).toBe(statusChanges);
   const after = await versions();
   expect(after[names[0]]).not.toBe(before[names[0]]);
   expect({ ...after, [names[0]]: null }).toEqual({ ...before, [names[0]]: null });

@@ -80,6 +80,14 @@ describe('statusUpdate', () => {
     expect(condition(update, 'Programmed')).toMatchObject({ status: 'False', lastTransitionTime: '2026-11-22T21:00:00Z' });
   });
 
+  test('a status read back from the apiserver, its keys sorted, is the status written: nothing to write', () => {
+    const sortedKeys = (value: unknown): unknown =>
+      Array.isArray(value) ? value.map(sortedKeys) : value && typeof value === 'object' ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, sortedKeys(v)])) : value;
+    const readBack = sortedKeys(desired) as Record<string, unknown>;
+    expect(JSON.stringify(readBack)).not.toBe(JSON.stringify(desired));
+    expect(statusUpdate(readBack, desiredStatus(verdict(), [dp('a', 5)], '2026-11-22T21:00:00Z'))).toBeNull();
+  });
+
   test('a CR without status gets one', () => {
     expect(statusUpdate(undefined, desired)).toEqual(desired);
   });

@@ -32,6 +32,7 @@
  * holds (lastTransitionTime excluded), so a status write, which changes no spec and so no
  * snapshot, leads to no further write: no loop.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { ErrorCode } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import type { KubernetesStore, ResourceVerdict } from '../store/kubernetes/kubernetes-store.js';
@@ -145,9 +146,10 @@ export function statusUpdate(current: Record<string, unknown> | undefined, desir
     return prev && prev.status === c.status ? { ...c, lastTransitionTime: prev.lastTransitionTime } : c;
   });
   const next = { ...desired, conditions };
-  // Compared whole, so a field no longer written (status.dataPlanes, before 2026-11) goes with the next write.
-  const comparable = (s: unknown) => JSON.stringify(s ?? {});
-  return comparable({ ...current, conditions: old }) === comparable(next) ? null : next;
+  // Compared whole, so a field no longer written (status.dataPlanes, before 2026-11) goes with the next write;
+  // and not as JSON text: the apiserver returns an object's keys sorted, so every status read back
+  // differed from the one written, and each status write was followed by a second one changing nothing.
+  return isDeepStrictEqual({ ...current, conditions: old }, next) ? null : next;
 }
 
 /** CRs looked at between two yields to the event loop in a round over every CR. */

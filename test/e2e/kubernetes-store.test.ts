@@ -5,14 +5,13 @@
  * the same objects; every DP serves the same content hash.
  */
 import { randomBytes } from 'node:crypto';
-import { get } from 'node:https';
 import { isDeepStrictEqual } from 'node:util';
 import { jest } from '@jest/globals';
 import { Watch, type KubernetesObject } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
-import { startKubeApiServer, type KubeApiServer } from '../helpers/kube-apiserver.js';
+import { startKubeApiServer, statusWritesServed, type KubeApiServer } from '../helpers/kube-apiserver.js';
 import { delay, pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
@@ -69,20 +68,6 @@ async function readCr(name: string): Promise<any> {
 
 function crFor(metadataName: string, spec: Record<string, unknown>): KubernetesObject & { spec: unknown } {
   return { apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: metadataName, namespace: NAMESPACE }, spec };
-}
-
-/** Status writes (PUT …/status) the apiserver answered 200, from its own request counter. */
-async function statusWritesServed(): Promise<number> {
-  const text = await new Promise<string>((resolve, reject) => {
-    get(`${server.url}/metrics`, { ca: server.caPem, headers: { authorization: `Bearer ${server.adminToken}` } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).on('end', () => resolve(body)).on('error', reject);
-    }).on('error', reject);
-  });
-  return text
-    .split('\n')
-    .filter((line) => line.startsWith('apiserver_request_total{') && ['code="200"', 'resource="apidefinitions"', 'subresource="status"', 'verb="PUT"'].every((l) => line.includes(l)))
-    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
 }
 
 function condition(cr: any, type: string): any {
@@ -367,7 +352,7 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
   // The controller was awake all along: a changed CR is written (Programmed for its new generation).
   // Every status write it makes changes the status: as many as the watch sees status changes.
   const cr = await readCr(names[0]);
-  const writesBefore = await statusWritesServed();
+  const writesBefore = await statusWritesServed(server);
   let statusChanges = 0;
   let lastStatus = cr.status;
   const watching = await new Watch(admin.config).watch(
@@ -388,7 +373,7 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
     watching.abort();
   }
   expect(statusChanges).toBeGreaterThan(0);
-  expect((await statusWritesServed()) - writesBefore).toBe(statusChanges);
+  expect((await statusWritesServed(server)) - writesBefore).toBe(statusChanges);
   const after = await versions();
   expect(after[names[0]]).not.toBe(before[names[0]]);
   expect({ ...after, [names[0]]: null }).toEqual({ ...before, [names[0]]: null });

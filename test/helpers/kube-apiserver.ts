@@ -188,6 +188,20 @@ function call(url: string, options: { method?: string; token?: string; ca?: stri
 
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Status writes (PUT …/<plural>/<name>/status) the apiserver answered 200, from its own request counter:
+ * a write that changes nothing is counted here but changes no resourceVersion.
+ */
+export async function statusWritesServed(server: Pick<KubeApiServer, 'url' | 'caPem' | 'adminToken'>, plural = 'apidefinitions'): Promise<number> {
+  const { status, body } = await call(`${server.url}/metrics`, { token: server.adminToken, ca: server.caPem });
+  if (status !== 200) throw new Error(`GET /metrics: ${status}`);
+  const labels = ['code="200"', `resource="${plural}"`, 'subresource="status"', 'verb="PUT"'];
+  return body
+    .split('\n')
+    .filter((line) => line.startsWith('apiserver_request_total{') && labels.every((label) => line.includes(label)))
+    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+}
+
 /** Polls `probe` until true; fails at once when the process exits, or at the deadline. */
 async function waitReady(child: Child, what: string, probe: () => Promise<boolean>, timeoutMs: number, logs: () => string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

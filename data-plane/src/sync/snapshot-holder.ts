@@ -15,7 +15,7 @@ import type { PasswordHash } from '#proto/password-hash';
 import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
 import { LayeredMap } from '#proto/layered-map';
-import { applyDeltaMessage, fromSnapshotMessage, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
+import { applyDeltaMessage, fromSnapshotMessage, prepareForDeltas, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector } from '../auth/index.js';
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
@@ -244,7 +244,13 @@ export function createSnapshotHolder(deps: {
         applies?.inc({ result: 'unchanged' });
         return { ok: true, version, hash: applied.hash, changed: false };
       }
-      return swap(version, () => fromSnapshotMessage(message), null);
+      const result = swap(version, () => fromSnapshotMessage(message), null);
+      if (result.ok) {
+        // Once this snapshot is served, not on the path of the first delta on it.
+        const { defs } = held!.content;
+        setImmediate(() => prepareForDeltas(defs));
+      }
+      return result;
     },
     applyDelta(delta) {
       const version = Number(delta?.version ?? 0);

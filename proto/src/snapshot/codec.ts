@@ -506,8 +506,8 @@ export function deltaSize(delta: DeltaMessage): number {
 
 /**
  * Each list's name → position (per list object, like the lists never modified): a delta finds what it
- * replaces or removes without a pass over the list (3 ms per push at 50,000 APIs). Built on first use
- * (the first delta after a full snapshot); each patched list gets its own, derived from this one.
+ * replaces or removes without a pass over the list (3 ms per push at 50,000 APIs). Built by
+ * prepareForDeltas, else on first use; each patched list gets its own, derived from this one.
  */
 const positions = new WeakMap<readonly object[], LayeredMap<string, number>>();
 
@@ -553,6 +553,17 @@ function patchList<D extends object>(codec: KindCodec<D>, list: readonly D[], re
   }
   positions.set(out, at.with(moved));
   return out;
+}
+
+/**
+ * Builds now what the first delta on `defs` would otherwise build on its path: each list's positions
+ * (at 50,000 APIs ~30 ms of the data plane's first delta after a full snapshot, ~5 ms at 10,000).
+ */
+export function prepareForDeltas(defs: Definitions): void {
+  for (const key of KIND_KEYS) {
+    const codec = KIND_CODECS[key] as KindCodec<object>;
+    positionsOf(codec, codec.list(defs));
+  }
 }
 
 /**

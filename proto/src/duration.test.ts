@@ -30,3 +30,13 @@ test.each([
   expect(tryParseDuration(input)).toBeNull();
   expect(() => parseDuration(input)).toThrow(GatehouseError);
 });
+
+test('answers asked again (from the cache) and past the cache bound are the same as the first', () => {
+  const inputs = ['250ms', '5s', '1m30s', '61m', '5sx', ''];
+  const first = inputs.map(tryParseDuration);
+  expect(first).toEqual([250, 5000, 90_000, null, null, null]);
+  // Fills the cache past its bound with distinct valid strings, each still parsed right.
+  for (let i = 1; i <= 1500; i++) expect(tryParseDuration(`${i}ms`)).toBe(i);
+  expect(inputs.map(tryParseDuration)).toEqual(first);
+  expect(tryParseDuration('1499ms')).toBe(1499);
+});

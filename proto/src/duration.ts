@@ -10,14 +10,28 @@ const WHOLE = /^(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ms|s|m|h))+$/;
 const PARTS = /(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)/g; // only used through matchAll, which copies it
 export const MAX_DURATION_MS = 3_600_000;
 
+/**
+ * Strings parsed so far: a configuration repeats a few durations ("30s") in every definition, and a
+ * data plane's cold sync at 50,000 APIs parsed them ~400,000 times (~150 ms of matchAll). Bounded,
+ * since the strings come from admin input: past the bound, strings are parsed uncached.
+ */
+const parsed = new Map<string, number | null>();
+const MAX_CACHED = 1024;
+
 /** Milliseconds (rounded to an integer) of a duration string, or null when it is not a valid one. */
 export function tryParseDuration(s: string): number | null {
   if (typeof s !== 'string' || s.length === 0 || s.length > 64) return null;
-  if (!WHOLE.test(s)) return null;
-  let ms = 0;
-  for (const m of s.matchAll(PARTS)) ms += Number(m[1]) * UNIT_MS[m[2]];
-  const rounded = Math.round(ms);
-  return rounded >= 1 && rounded <= MAX_DURATION_MS ? rounded : null;
+  const known = parsed.get(s);
+  if (known !== undefined) return known;
+  let ms: number | null = null;
+  if (WHOLE.test(s)) {
+    let sum = 0;
+    for (const m of s.matchAll(PARTS)) sum += Number(m[1]) * UNIT_MS[m[2]];
+    const rounded = Math.round(sum);
+    ms = rounded >= 1 && rounded <= MAX_DURATION_MS ? rounded : null;
+  }
+  if (parsed.size < MAX_CACHED) parsed.set(s, ms);
+  return ms;
 }
 
 /** Milliseconds of a duration string; throws VALIDATION_FAILED on junk, zero, negatives or more than 1h. */

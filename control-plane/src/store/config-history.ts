@@ -25,6 +25,7 @@ import { removeAbandonedTemps, writeFileAtomic } from './atomic-file.js';
 import { deserialize, serialize } from './file-store.js';
 import type { StoreState } from './index.js';
 import { changesBetween, createReplay, encodeRecord, openJournal, parseJournal, type JournalFile } from './journal.js';
+import { createTurns, settled } from './turns.js';
 
 export const DEFAULT_HISTORY_LIMIT = 20;
 export const HISTORY_DIR = 'history';
@@ -78,16 +79,6 @@ export interface HistoryOptions {
   now?: () => Date;
 }
 
-/** Runs the tasks given to it one at a time, in the order given; a failed one does not stop the next. */
-function createTurns(): <T>(task: () => Promise<T>) => Promise<T> {
-  let tail: Promise<unknown> = Promise.resolve();
-  return (task) => {
-    const run = tail.then(task);
-    tail = run.catch(() => undefined);
-    return run;
-  };
-}
-
 function createHistory(backing: HistoryBacking, initial: HistoryEntry[], options: HistoryOptions): ConfigHistory {
   const limit = options.limit ?? DEFAULT_HISTORY_LIMIT;
   const now = options.now ?? (() => new Date());
@@ -95,7 +86,6 @@ function createHistory(backing: HistoryBacking, initial: HistoryEntry[], options
   let entries = [...initial].sort((a, b) => a.version - b.version);
   /** One write at a time, so the index on disk always follows the order of the entries in memory. */
   const queued = createTurns();
-  const settled = () => queued(async () => undefined);
 
   const history: ConfigHistory = {
     limit,
@@ -125,11 +115,11 @@ function createHistory(backing: HistoryBacking, initial: HistoryEntry[], options
     },
     list: () => [...entries].reverse(),
     async definitions(version) {
-      await settled();
+      await settled(queued);
       return entries.some((e) => e.version === version) ? backing.load(version) : undefined;
     },
     async close() {
-      await settled();
+      await settled(queued);
     },
   };
   return history;
@@ -317,14 +307,15 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
     await turn(async () => {
       // The lines after the new base's, including those appended since this compaction started.
       const from = lines.findIndex((l) => l.seq === seq);
-      const after = (await readRange(journalPath, lines[from].end, journal.size - lines[from].end)) ?? Buffer.alloc(0);
-      if (after.length !== journal.size - lines[from].end) throw new Error(`${journalPath} is shorter than its lines`);
+      const start = lines[from].end;
+      const after = (await readRange(journalPath, start, journal.size - start)) ?? Buffer.alloc(0);
+      if (after.length !== journal.size - start) throw new Error(`${journalPath} is shorter than its lines`);
       // The base's own line keeps its entry, not its changes (the base holds them).
       const head = encodeRecord({ seq, ...entry }, { changes: [] });
       const headBytes = Buffer.byteLength(head);
       await writeFileAtomic(journalPath, head + after.toString('utf8'));
       baseSeq = seq;
-      const shift = headBytes - lines[from].end;
+      const shift = headBytes - start;
       lines = lines.slice(from).map((l, i) => ({ ...l, bytes: i === 0 ? headBytes : l.bytes, end: l.end + shift }));
       await journal.close();
       journal = await openJournal(journalPath, headBytes + after.length);

@@ -6,6 +6,7 @@
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import type { StoreListener, StoreState, UpdateResult } from './index.js';
+import { createTurns, settled } from './turns.js';
 
 export interface UpdateQueue {
   /** Runs `apply` once every update queued before it has settled; rejects at once after close(). */
@@ -19,16 +20,14 @@ export interface UpdateQueue {
 }
 
 export function createUpdateQueue(logger: Pick<Logger, 'error'>): UpdateQueue {
-  let tail: Promise<unknown> = Promise.resolve();
+  const turn = createTurns();
   let closed = false;
   const listeners = new Set<StoreListener>();
 
   return {
     update(apply) {
       if (closed) return Promise.reject(new GatehouseError('STORE_UNAVAILABLE', 'definition store is closed'));
-      const result = tail.then(apply);
-      tail = result.catch(() => undefined);
-      return result;
+      return turn(apply);
     },
     subscribe(listener) {
       listeners.add(listener);
@@ -48,7 +47,7 @@ export function createUpdateQueue(logger: Pick<Logger, 'error'>): UpdateQueue {
     },
     async close() {
       closed = true;
-      await tail;
+      await settled(turn);
       listeners.clear();
     },
   };

@@ -518,7 +518,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   }
 
   function observed(done: () => boolean): Promise<void> {
-    if (done()) return Promise.resolve();
+    // The informer's cache holds an event before the pass that applies it has run (queued by that event).
+    if (!passQueued && done()) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const waiter = {
         done,
@@ -574,7 +575,11 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         const metadataName = metadataNameFor(nameOf(after));
         const created = (await api.createNamespacedCustomObject({ ...target(kind), body: body({ name: metadataName, namespace }, after) })) as CustomResource;
         const rv = created.metadata?.resourceVersion;
-        await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), created));
+        await observed(() => {
+          // Not in the cache yet is not done: the informer has not seen the create.
+          const seen = informer.get(metadataName, namespace);
+          return seen !== undefined && (seen.metadata?.resourceVersion === rv || !sameUid(seen, created));
+        });
       } else if (before && after) {
         const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);

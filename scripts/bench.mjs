@@ -138,7 +138,9 @@ async function startUpstream() {
 async function startControlPlane(dataDir) {
   const [adminPort, grpcPort] = [await freePort(), await freePort()];
   const password = randomBytes(12).toString('hex');
-  const proc = startProcess('control-plane', process.execPath, ['control-plane/dist/main.js'], {
+  // BENCH_CP_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): node flags for every CP the bench starts.
+  const flags = process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
+  const proc = startProcess('control-plane', process.execPath, [...flags, 'control-plane/dist/main.js'], {
     ADMIN_HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',
     ADMIN_PORT: String(adminPort),

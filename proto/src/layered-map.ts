@@ -39,6 +39,16 @@ export class LayeredMap<K, V extends NonNullable<unknown>> {
 
   /** This map with each `[key, value]` set, or removed when the value is undefined; later pairs win. */
   with(changes: Iterable<readonly [K, V | undefined]>): LayeredMap<K, V> {
+    if (this.size === 0) {
+      // From nothing (a data plane's full snapshot, a store's first index): straight into one flat Map,
+      // not an overlay folded into a copy of it.
+      const flat = new Map<K, V>();
+      for (const [key, value] of changes) {
+        if (value === undefined) flat.delete(key);
+        else flat.set(key, value);
+      }
+      return new LayeredMap(flat, null, flat.size);
+    }
     const overlay = new Map(this.overlay ?? []);
     let size = this.size;
     const present = (key: K) => {

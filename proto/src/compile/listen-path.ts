@@ -33,16 +33,15 @@ function fail(field: string, message: string): never {
 /** Split a listen_path body into literal text and `{...}` parameters, braces balanced (`{id:[\da-f]{24}}`). */
 function tokenize(body: string, field: string): Token[] {
   const tokens: Token[] = [];
-  let literal = '';
+  // The literal text since the last parameter is sliced once (body.slice(literalStart, i)), not grown a
+  // character at a time: that was 28 MB of the 1 GB a 50,000-API snapshot allocated on a data plane.
+  let literalStart = 0;
   for (let i = 0; i < body.length; i++) {
     const c = body[i];
     if (c === '}') fail(field, `has an unmatched } at position ${i}`);
     if (c === '*') fail(field, 'may contain * only as a final /*');
     if (c === '?' || c === '#') fail(field, 'must not contain ? or #');
-    if (c !== '{') {
-      literal += c;
-      continue;
-    }
+    if (c !== '{') continue;
     let depth = 1;
     let j = i + 1;
     for (; j < body.length && depth > 0; j++) {
@@ -57,12 +56,12 @@ function tokenize(body: string, field: string): Token[] {
     const regex = colon < 0 ? undefined : inner.slice(colon + 1);
     if (!PARAM_NAME.test(name)) fail(field, `has an invalid parameter name "${name}"`);
     if (regex === '') fail(field, `parameter "${name}" has an empty regex`);
-    if (literal) tokens.push({ literal });
-    literal = '';
+    if (literalStart < i) tokens.push({ literal: body.slice(literalStart, i) });
     tokens.push({ param: name, regex });
     i = j - 1;
+    literalStart = j;
   }
-  if (literal) tokens.push({ literal });
+  if (literalStart < body.length) tokens.push({ literal: body.slice(literalStart) });
   return tokens;
 }
 

@@ -69,14 +69,15 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
  * Object members set to null are treated as absent: Go clients (Janus-era seeds) serialise nil
  * slices and pointers as null. Null array elements stay, and fail validation. A `__proto__`
  * member (possible in JSON.parse output) is never a field of ours: dropped, so it cannot become
- * the copy's prototype and feed it inherited fields.
+ * the copy's prototype and feed it inherited fields. A value with neither is returned as it is
+ * (no copy): the schemas that read it next build their own output, and a data plane's snapshot
+ * (50,000 definitions, none with a null) then allocates nothing here.
  */
 export function dropNulls(v: unknown): unknown {
-  assertNestingDepth(v);
-  return withoutNulls(v);
+  return needsCopy(v) ? withoutNulls(v) : v;
 }
 
-// Both walks allocate no pair or tuple per member (Object.entries, [value, depth]): a data plane runs
+// The walks allocate no pair or tuple per member (Object.entries, [value, depth]): a data plane runs
 // them over every definition of a snapshot, and they were 4% of a 50,000-API cold sync's CPU profile
 // (self time), 3% since.
 function withoutNulls(v: unknown): unknown {
@@ -98,18 +99,43 @@ function withoutNulls(v: unknown): unknown {
 export const MAX_NESTING_DEPTH = 32;
 
 export function assertNestingDepth(value: unknown, max = MAX_NESTING_DEPTH): void {
-  const isNode = (v: unknown): v is object => typeof v === 'object' && v !== null;
-  if (!isNode(value)) return;
+  walk(value, max);
+}
+
+/** Throws when `value` nests deeper than MAX_NESTING_DEPTH; true when dropNulls has something to drop. */
+function needsCopy(value: unknown): boolean {
+  return walk(value, MAX_NESTING_DEPTH);
+}
+
+/** One iterative pass for both: the depth check, and whether any object member is null or `__proto__`. */
+function walk(value: unknown, max: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  let dropped = false;
   const values: object[] = [value];
   const depths: number[] = [0];
   while (values.length > 0) {
     const v = values.pop()!;
     const depth = depths.pop()!;
     if (depth >= max) throw fieldError('', `body nests deeper than ${max} levels`);
-    for (const child of Object.values(v)) {
-      if (!isNode(child)) continue;
+    if (Array.isArray(v)) {
+      // Null elements stay (and fail validation): nothing to drop.
+      for (let i = 0; i < v.length; i++) {
+        const child: unknown = v[i];
+        if (typeof child !== 'object' || child === null) continue;
+        values.push(child);
+        depths.push(depth + 1);
+      }
+      continue;
+    }
+    // for…in, not Object.keys: no array of keys per object (26 MB of a 50,000-API snapshot's 1 GB allocated).
+    for (const key in v) {
+      if (!Object.hasOwn(v, key)) continue;
+      const child = (v as Record<string, unknown>)[key];
+      if (child === null || key === '__proto__') dropped = true;
+      if (typeof child !== 'object' || child === null) continue;
       values.push(child);
       depths.push(depth + 1);
     }
   }
+  return dropped;
 }

@@ -3,7 +3,6 @@
  * One verifier per OAuth server per applied snapshot: its key imports and its cache die with the snapshot.
  */
 import { hash as digest, webcrypto } from 'node:crypto';
-import { decodeProtectedHeader, jwtVerify, errors as joseErrors } from 'jose';
 import { GatehouseError } from '#proto/errors';
 import type { CompiledJwtKey } from '#proto/compile/index';
 import type { JwtAlg } from '#proto/definition/types';
@@ -43,10 +42,25 @@ const HASHES: Record<JwtAlg, string> = {
   ES256: 'SHA-256', ES384: 'SHA-384',
 };
 
+type Jose = typeof import('jose');
+
+/**
+ * jose is imported when the first verifier is made, not with this module: a data plane whose
+ * configuration has no jwt server never loads it (a bare `import('jose')` takes ~65 ms of a start
+ * that is ~0.5 s in all). A token that arrives before the import has finished waits for it.
+ */
+let jose: Jose | undefined;
+let joseLoading: Promise<Jose> | undefined;
+const loadJose = (): Promise<Jose> => (joseLoading ??= import('jose').then((loaded) => (jose = loaded)));
+
 /** The one place a jose (or key import) failure becomes a Gatehouse error; the reason goes to the message for logs. */
 function tokenRejected(err: unknown): GatehouseError {
-  const reason = err instanceof joseErrors.JOSEError ? err.code : err instanceof Error ? err.message : String(err);
-  return new GatehouseError('TOKEN_REJECTED', `access token not authorized: ${reason}`, { cause: err });
+  const reason = jose && err instanceof jose.errors.JOSEError ? err.code : err instanceof Error ? err.message : String(err);
+  return rejection(reason, err);
+}
+
+function rejection(reason: string, cause?: unknown): GatehouseError {
+  return new GatehouseError('TOKEN_REJECTED', `access token not authorized: ${reason}`, { cause });
 }
 
 /** WebCrypto keys for jose, so verification does no key conversion per request. */
@@ -63,6 +77,8 @@ function importForAlg({ alg, key }: CompiledJwtKey): Promise<webcrypto.CryptoKey
 }
 
 export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
+  // A failed import surfaces as the rejection of each token that needs it.
+  loadJose().catch(() => {});
   const now = options.now ?? (() => Date.now() / 1000);
   const cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
   const cacheMaxAge = options.cacheMaxAge ?? DEFAULT_CACHE_MAX_AGE;
@@ -86,6 +102,7 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   }
 
   async function verifyUncached(token: string, at: number): Promise<number | undefined> {
+    const { decodeProtectedHeader, jwtVerify, errors: joseErrors } = jose ?? (await loadJose());
     const { alg } = decodeProtectedHeader(token);
     // Only keys declared for the token's own alg are tried: `none`, unlisted algs and an HMAC token against an
     // RSA/EC server find no key at all; jose re-checks alg and key type below.
@@ -122,7 +139,8 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   return {
     verify(token) {
       if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
-        throw tokenRejected(new joseErrors.JWTInvalid('token empty or too long'));
+        // jose's code for a malformed token (JWTInvalid), without waiting for jose.
+        throw rejection('ERR_JWT_INVALID');
       }
       const at = now();
       // One-shot sha256 with 'binary' (latin1) output, 32 one-byte characters, the shortest key string. Measured

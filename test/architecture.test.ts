@@ -64,8 +64,9 @@ describe('import direction', () => {
 describe('packages the data plane loads only when its configuration needs them', () => {
   // Each is loaded with import() (or createRequire) where first needed, so a DP that does not need it
   // starts without it: jose (~65 ms of a ~0.5 s start) only with a jwt OAuth server, ioredis only with
-  // REDIS_URL. A static import anywhere in the DP's sources would load it at every start.
-  const lazy = ['jose', 'ioredis'];
+  // REDIS_URL, pino-pretty only with LOG_FORMAT=pretty. A static import anywhere in the DP's sources
+  // would load it at every start.
+  const lazy = ['jose', 'ioredis', 'pino-pretty'];
   test.each(lazy)('no data-plane module imports %s statically (type-only imports are erased)', (pkg) => {
     const files = [...sourceFiles('data-plane/src'), ...sourceFiles('proto/src')];
     const staticImport = new RegExp(`^\\s*(?:import|export)\\s+(?!type\\b)[^;]*?from\\s+['"]${pkg}['"]`, 'm');

@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { rawApi } from './bench-apis.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -342,22 +343,7 @@ async function jwtRow(upstream, cp, dps) {
   return { url: `${dps[0].proxyUrl}/bench-jwt/x`, headers };
 }
 
-// ---------------------------------------------------------------- definitions
-
-function rawApi(i, upstreamUrl = 'http://127.0.0.1:9') {
-  const targets = [{ target: upstreamUrl }];
-  const upstreams = { balancing: 'roundrobin', targets };
-  switch (i % 4) {
-    case 0:
-      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/*`, upstreams } };
-    case 1:
-      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/items/{id}/*`, upstreams, strip_path: true } };
-    case 2:
-      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/v1/{id:[0-9]+}`, upstreams: { ...upstreams, targets: [{ target: `${upstreamUrl}/x/{id}` }] } } };
-    default:
-      return { name: `api-${i}`, hosts: [`h${i}.bench.test`], proxy: { listen_path: `/svc-${i}/*`, methods: ['GET', 'POST'], upstreams } };
-  }
-}
+// ---------------------------------------------------------------- definitions (rawApi: bench-apis.mjs)
 
 function requestFor(i) {
   switch (i % 4) {

@@ -107,6 +107,21 @@ test('round trip of the plain message (no wire)', () => {
   expect(back).toEqual({ version: 7, hash: definitionsHash(DEFS), defs: sortedByName(DEFS) });
 });
 
+test('wire conventions are undone only where they apply: weight 0 reads as unset (the default, 1), "" listen_path as absent', () => {
+  const msg = structuredClone(toSnapshotMessage(3, DEFS));
+  const apis = msg.apis as { name: string; proxy: { upstreams: { targets: { weight: number }[] } } }[];
+  const zeta = apis.find((a) => a.name === 'zeta')!;
+  expect(zeta.proxy.upstreams.targets[0].weight).toBe(1);
+  zeta.proxy.upstreams.targets[0].weight = 0;
+  const back = fromSnapshotMessage(msg);
+  // Same content (the hash is checked against it): weight 1 again, and the hosts-only API without a listen_path.
+  expect(back.hash).toBe(definitionsHash(DEFS));
+  expect(back.defs.apis.find((a) => a.name === 'zeta')!.proxy.upstreams.targets[0].weight).toBe(1);
+  expect(back.defs.apis.find((a) => a.name === 'hosts-only')!.proxy.listen_path).toBeUndefined();
+  // The message itself is left as it was.
+  expect(zeta.proxy.upstreams.targets[0].weight).toBe(0);
+});
+
 test('message carries sorted definitions and the content hash', () => {
   const msg = toSnapshotMessage(1, DEFS);
   expect(msg.hash).toMatch(/^[0-9a-f]{64}$/);

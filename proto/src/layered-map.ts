@@ -43,10 +43,10 @@ export class LayeredMap<K, V extends NonNullable<unknown>> {
       // From nothing (a data plane's full snapshot, a store's first index): straight into one flat Map,
       // not an overlay folded into a copy of it.
       const flat = new Map<K, V>();
-      for (const [key, value] of changes) {
-        if (value === undefined) flat.delete(key);
-        else flat.set(key, value);
-      }
+      const put = (value: V | undefined, key: K) => (value === undefined ? flat.delete(key) : flat.set(key, value));
+      // A Map's forEach, not for…of: no [key, value] array per entry (11 MB of a 50,000-API sync).
+      if (changes instanceof Map) changes.forEach(put);
+      else for (const [key, value] of changes) put(value, key);
       return new LayeredMap(flat, null, flat.size);
     }
     const overlay = new Map(this.overlay ?? []);

@@ -37,4 +37,11 @@ describe('dropNulls', () => {
     expect(() => dropNulls({ a: deepArray })).toThrow('body nests deeper');
     expect(() => assertNestingDepth(deepArray)).toThrow('body nests deeper');
   });
+
+  test('a refusal leaves nothing behind for the next call (the walk shares its stacks)', () => {
+    expect(() => dropNulls({ wide: Array.from({ length: 50 }, () => ({ x: null })), deep: nested(MAX_NESTING_DEPTH + 1) })).toThrow('body nests deeper');
+    const clean = { a: { b: [1, 2] } };
+    expect(dropNulls(clean)).toBe(clean);
+    expect(dropNulls({ a: { b: null } })).toEqual({ a: {} });
+  });
 });

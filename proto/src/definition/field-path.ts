@@ -77,7 +77,7 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
  * (50,000 definitions, none with a null) then allocates nothing here.
  */
 export function dropNulls(v: unknown): unknown {
-  return needsCopy(v) ? withoutNulls(v) : v;
+  return walk(v, MAX_NESTING_DEPTH) ? withoutNulls(v) : v;
 }
 
 // The walks allocate no pair or tuple per member (Object.entries, [value, depth]): a data plane runs
@@ -105,11 +105,6 @@ export function assertNestingDepth(value: unknown, max = MAX_NESTING_DEPTH): voi
   walk(value, max);
 }
 
-/** Throws when `value` nests deeper than MAX_NESTING_DEPTH; true when dropNulls has something to drop. */
-function needsCopy(value: unknown): boolean {
-  return walk(value, MAX_NESTING_DEPTH);
-}
-
 /**
  * The walk's stacks, shared by every call (it is synchronous and never re-entered, and leaves them
  * empty): two arrays grown per definition were 22 MB of what a 50,000-API sync allocated.
@@ -117,7 +112,10 @@ function needsCopy(value: unknown): boolean {
 const values: object[] = [];
 const depths: number[] = [];
 
-/** One iterative pass for both: the depth check, and whether any object member is null or `__proto__`. */
+/**
+ * One iterative pass for both: throws when `value` nests deeper than `max`; true when dropNulls has
+ * something to drop (an object member that is null or `__proto__`).
+ */
 function walk(value: unknown, max: number): boolean {
   if (typeof value !== 'object' || value === null) return false;
   try {

@@ -170,7 +170,9 @@ async function startDataPlane(cp, id, env = {}) {
   // The node flags the Helm chart runs a DP with (helm/gatehouse/templates/data-plane-deployment.yaml).
   // BENCH_DP_NODE_FLAGS (e.g. `--max-semi-space-size=16`) come after the chart's, so they override them.
   const flags = ['--max-semi-space-size=8', ...(process.env.BENCH_DP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
-  const proc = startProcess(`data-plane ${id}`, process.execPath, [...flags, 'data-plane/dist/main.js'], {
+  // The chart's script too: the bundle (scripts/bundle-data-plane.mjs). BENCH_DP_SCRIPT=data-plane/dist/main.js measures tsc's output.
+  const script = process.env.BENCH_DP_SCRIPT ?? 'data-plane/bundle/main.js';
+  const proc = startProcess(`data-plane ${id}`, process.execPath, [...flags, script], {
     PROXY_HOST: '127.0.0.1',
     STATUS_HOST: '127.0.0.1',
     PROXY_PORT: String(proxyPort),

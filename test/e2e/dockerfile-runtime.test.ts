@@ -70,9 +70,9 @@ async function start(name: string, argv: string[], env: Record<string, string>, 
 beforeAll(async () => {
   dockerfile = await readDockerfile(join(REPO_ROOT, 'deploy/Dockerfile'));
   workdir = await mkdtemp(join(tmpdir(), 'gatehouse-image-'));
-  for (const dist of ['proto/dist', 'control-plane/dist', 'data-plane/dist']) {
-    await stat(join(REPO_ROOT, dist, dist === 'proto/dist' ? 'grpc.js' : 'main.js')).catch(() => {
-      throw new Error(`${dist} is missing: run npm run build first`);
+  for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/bundle/main.js']) {
+    await stat(join(REPO_ROOT, output)).catch(() => {
+      throw new Error(`${output} is missing: run npm run build first`);
     });
   }
   // The final stage's COPY lines, in order.
@@ -180,7 +180,7 @@ test('the build stage compiles from what its COPY lines bring in through .docker
         await run('npm', ['run', script[1]], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
       }
     }
-    for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/dist/main.js']) {
+    for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/dist/main.js', 'data-plane/bundle/main.js']) {
       expect({ output, built: await stat(join(dir, output)).then(() => true, () => false) }).toEqual({ output, built: true });
     }
   } finally {
@@ -205,9 +205,10 @@ test('.dockerignore: the build stage’s context copies are kept in; node_module
     'control-plane/tsconfig.json',
     'data-plane/src/main.ts',
     'data-plane/tsconfig.json',
+    'scripts/bundle-data-plane.mjs',
   ];
   for (const path of needed) expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: false });
-  for (const path of ['node_modules/jest/package.json', 'proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/node_modules/x', 'proto/src/grpc.test.ts', 'test/e2e/sync.test.ts', 'helm/gatehouse/values.yaml', '.git/HEAD', 'data/store.json', 'README.md']) {
+  for (const path of ['node_modules/jest/package.json', 'proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/node_modules/x', 'data-plane/bundle/main.js', 'scripts/bench.mjs', 'proto/src/grpc.test.ts', 'test/e2e/sync.test.ts', 'helm/gatehouse/values.yaml', '.git/HEAD', 'data/store.json', 'README.md']) {
     expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: true });
   }
 }, T);

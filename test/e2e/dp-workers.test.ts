@@ -10,7 +10,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
-import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { DATA_PLANE_SCRIPT, startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { spawnService } from '../helpers/service-process.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
@@ -209,7 +209,7 @@ test('a proxy port in use stops the whole data plane with exit 1: the worker say
   try {
     const proc = await spawnService({
       name: 'data-plane (port taken)',
-      script: 'data-plane/dist/main.js',
+      script: DATA_PLANE_SCRIPT,
       env: { WORKERS: '2', PROXY_HOST: '127.0.0.1', PROXY_PORT: String(port), STATUS_HOST: '127.0.0.1', STATUS_PORT: '0', CONTROL_PLANE_ADDR: cp.grpcAddr },
       listeners: [],
     });

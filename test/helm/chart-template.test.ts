@@ -199,7 +199,8 @@ describe('defaults', () => {
     expect(containerPort(cpC, 'admin')).toBe(Number(envValue(cpC, 'ADMIN_PORT')));
     expect(containerPort(dpC, 'http')).toBe(Number(envValue(dpC, 'PROXY_PORT')));
     // The DP's young generation is sized for memory (README "Benchmark", data plane memory); the CP keeps V8's default.
-    expect(dpC.args).toEqual(['node', '--max-semi-space-size=8', 'data-plane/dist/main.js']);
+    // The DP runs as one bundled file (scripts/bundle-data-plane.mjs), which the image holds instead of data-plane/dist.
+    expect(dpC.args).toEqual(['node', '--max-semi-space-size=8', 'data-plane/bundle/main.js']);
     expect(containerPort(dpC, 'status')).toBe(Number(envValue(dpC, 'STATUS_PORT')));
     const dpService = one(objects, 'Service', dp(objects).metadata!.name);
     expect(servicePortTarget(dpService, 80, dpC)).toBe(Number(envValue(dpC, 'PROXY_PORT')));

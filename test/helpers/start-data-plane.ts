@@ -1,12 +1,18 @@
 /**
- * Starts the built data plane (`data-plane/dist/main.js`) as a process on ephemeral loopback
- * ports, connected to a control plane, with fast reconnect backoff so resync tests stay short.
- * `request()` is the one-line way to send a request through its proxy listener.
+ * Starts the built data plane as a process on ephemeral loopback ports, connected to a control
+ * plane, with fast reconnect backoff so resync tests stay short. `request()` is the one-line way to
+ * send a request through its proxy listener.
  */
 import { randomBytes } from 'node:crypto';
 import { httpRequest, type HttpRequestOptions, type HttpResponse } from './http-request.js';
 import { pollUntil } from './poll-until.js';
 import { spawnService, type ExitStatus, type ServiceProcess } from './service-process.js';
+
+/**
+ * The data plane as the image and the chart run it: tsc's output joined into one file by
+ * scripts/bundle-data-plane.mjs (`npm run build` makes both), so the end-to-end tests check what ships.
+ */
+export const DATA_PLANE_SCRIPT = 'data-plane/bundle/main.js';
 
 export interface StartDataPlaneOptions {
   /** `host:port` of the CP's gRPC listener (ControlPlane.grpcAddr). */
@@ -50,7 +56,7 @@ export async function startDataPlane(options: StartDataPlaneOptions): Promise<Da
   const id = options.id ?? `dp-${randomBytes(4).toString('hex')}`;
   const proc = await spawnService({
     name: `data-plane ${id}`,
-    script: 'data-plane/dist/main.js',
+    script: DATA_PLANE_SCRIPT,
     nodeFlags: options.nodeFlags,
     onLine: options.onLine,
     env: {

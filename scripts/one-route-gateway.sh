@@ -26,15 +26,19 @@ url="http://127.0.0.1:$proxy_port/bench/x"
 # start_entry <tree> <log> <command...>: starts an entry of the measuring scripts under <command> (`node`
 # and its flags, after valgrind when counting), output to <log>, and waits until it serves $url; sets
 # $pid. <tree> `bare` is scripts/bare-undici-proxy.mjs; anything else a built tree whose data plane is
-# started as the Helm chart runs it. NODE_FLAGS adds node flags to every entry.
+# started as the Helm chart runs it. NODE_FLAGS adds node flags to every entry; DP_SCRIPT (e.g.
+# data-plane/dist/main.js) picks the data plane's script in every tree.
 start_entry() {
   local tree=$1 log=$2
   shift 2
   if [ "$tree" = bare ]; then
     "$@" ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$log" 2>&1 &
   else
+    # The chart's script, data-plane/bundle/main.js, in a tree that has one (older trees: tsc's files); DP_SCRIPT overrides.
+    local script=${DP_SCRIPT:-data-plane/bundle/main.js}
+    [ -n "${DP_SCRIPT:-}" ] || [ -f "$tree/$script" ] || script=data-plane/dist/main.js
     (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
-      DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} data-plane/dist/main.js >"$log" 2>&1) &
+      DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
   fi
   pid=$!
   for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done

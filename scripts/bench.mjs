@@ -963,10 +963,14 @@ async function routeMatchSection() {
   log();
 }
 
-/** Seeds a DATA_DIR through the built file store (one update), then starts a CP and a DP on it. */
 /** BENCH_SETTLE_SECONDS (default 20): how long the memory section lets a synced DP idle before its settled RSS. */
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
 const MEMORY_SIZES = (process.env.BENCH_MEMORY_SIZES ?? '10,1000,10000,50000').split(',').map(Number);
+/**
+ * BENCH_COLD_STARTS (default 3): data planes started in turn against the same CP, for each size's cold
+ * sync median: one start on a shared machine moved by ±20 % between runs of the same tree.
+ */
+const COLD_STARTS = Math.max(1, Number(process.env.BENCH_COLD_STARTS ?? 3));
 
 /**
  * V8's young and old generation as committed (MiB), from the DP's /metrics: whether the settled RSS
@@ -1000,6 +1004,16 @@ async function memorySection() {
       const propagation = performance.now() - started;
       log(`${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${settled.toFixed(1).padStart(13)}${`${spaces.new}/${spaces.old}`.padStart(13)}${dp.syncMs.toFixed(0).padStart(14)}${dp.syncCpuMs.toFixed(0).padStart(13)}${propagation.toFixed(0).padStart(13)}`);
       await dp.stop();
+      const starts = [dp];
+      for (let i = 1; i < COLD_STARTS; i++) {
+        const again = await startDataPlane(cp, `bench-mem-${size}-${i}`);
+        await again.stop();
+        starts.push(again);
+      }
+      if (starts.length > 1) {
+        const range = (values) => `${median(values).toFixed(0)} (${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})`;
+        log(`${''.padStart(8)}  cold sync over ${starts.length} starts: median ${range(starts.map((s) => s.syncMs))} ms, DP CPU ${range(starts.map((s) => s.syncCpuMs))} ms`);
+      }
       await cp.stop();
     } finally {
       await rm(dataDir, { recursive: true, force: true });

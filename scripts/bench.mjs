@@ -141,7 +141,7 @@ async function startControlPlane(dataDir) {
   const password = randomBytes(12).toString('hex');
   // BENCH_CP_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): node flags for every CP the bench starts.
   const flags = process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
-  const proc = startProcess('control-plane', process.execPath, [...flags, 'control-plane/dist/main.js'], {
+  const proc = startProcess('control-plane', process.execPath, [...flags, 'control-plane/bundle/main.js'], {
     ADMIN_HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',
     ADMIN_PORT: String(adminPort),
@@ -170,7 +170,7 @@ async function startDataPlane(cp, id, env = {}) {
   // The node flags the Helm chart runs a DP with (helm/gatehouse/templates/data-plane-deployment.yaml).
   // BENCH_DP_NODE_FLAGS (e.g. `--max-semi-space-size=16`) come after the chart's, so they override them.
   const flags = ['--max-semi-space-size=8', ...(process.env.BENCH_DP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
-  // The chart's script too: the bundle (scripts/bundle-data-plane.mjs). BENCH_DP_SCRIPT=data-plane/dist/main.js measures tsc's output.
+  // The chart's script too: the bundle (scripts/bundle.mjs). BENCH_DP_SCRIPT=data-plane/dist/main.js measures tsc's output.
   const script = process.env.BENCH_DP_SCRIPT ?? 'data-plane/bundle/main.js';
   const proc = startProcess(`data-plane ${id}`, process.execPath, [...flags, script], {
     PROXY_HOST: '127.0.0.1',

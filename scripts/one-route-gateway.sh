@@ -14,7 +14,7 @@ node -e "require('http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.write
 pids+=($!)
 password=$(node -e "console.log(require('crypto').randomBytes(16).toString('hex'))")
 ADMIN_HOST=127.0.0.1 GRPC_HOST=127.0.0.1 ADMIN_PORT=$admin_port GRPC_PORT=$grpc_port DATA_DIR=$data ADMIN_PASSWORD=$password LOG_LEVEL=warn \
-  node control-plane/dist/main.js >"${CP_LOG:-/dev/null}" 2>&1 &
+  node control-plane/bundle/main.js >"${CP_LOG:-/dev/null}" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do curl -sf "localhost:$admin_port/readyz" >/dev/null && break; sleep 0.1; done
 token=$(curl -s -XPOST "localhost:$admin_port/login" -H 'content-type: application/json' -d "{\"username\":\"admin\",\"password\":\"$password\"}" |

@@ -70,7 +70,7 @@ async function start(name: string, argv: string[], env: Record<string, string>, 
 beforeAll(async () => {
   dockerfile = await readDockerfile(join(REPO_ROOT, 'deploy/Dockerfile'));
   workdir = await mkdtemp(join(tmpdir(), 'gatehouse-image-'));
-  for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/bundle/main.js']) {
+  for (const output of ['control-plane/bundle/main.js', 'data-plane/bundle/main.js']) {
     await stat(join(REPO_ROOT, output)).catch(() => {
       throw new Error(`${output} is missing: run npm run build first`);
     });
@@ -180,7 +180,7 @@ test('the build stage compiles from what its COPY lines bring in through .docker
         await run('npm', ['run', script[1]], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
       }
     }
-    for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/dist/main.js', 'data-plane/bundle/main.js']) {
+    for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/dist/main.js', 'control-plane/bundle/main.js', 'data-plane/bundle/main.js']) {
       expect({ output, built: await stat(join(dir, output)).then(() => true, () => false) }).toEqual({ output, built: true });
     }
   } finally {
@@ -205,10 +205,10 @@ test('.dockerignore: the build stage’s context copies are kept in; node_module
     'control-plane/tsconfig.json',
     'data-plane/src/main.ts',
     'data-plane/tsconfig.json',
-    'scripts/bundle-data-plane.mjs',
+    'scripts/bundle.mjs',
   ];
   for (const path of needed) expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: false });
-  for (const path of ['node_modules/jest/package.json', 'proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/node_modules/x', 'data-plane/bundle/main.js', 'scripts/bench.mjs', 'proto/src/grpc.test.ts', 'test/e2e/sync.test.ts', 'helm/gatehouse/values.yaml', '.git/HEAD', 'data/store.json', 'README.md']) {
+  for (const path of ['node_modules/jest/package.json', 'proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/node_modules/x', 'control-plane/bundle/main.js', 'data-plane/bundle/main.js', 'scripts/bench.mjs', 'proto/src/grpc.test.ts', 'test/e2e/sync.test.ts', 'helm/gatehouse/values.yaml', '.git/HEAD', 'data/store.json', 'README.md']) {
     expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: true });
   }
 }, T);

@@ -13,7 +13,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { startLoad } from '../helpers/load-generator.js';
 import { delay, pollUntil } from '../helpers/poll-until.js';
 import { spawnService } from '../helpers/service-process.js';
-import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { CONTROL_PLANE_SCRIPT, startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startGateway } from '../helpers/start-gateway.js';
 import { startUpstream } from '../helpers/upstream-server.js';
 
@@ -99,7 +99,7 @@ test('a truncated or corrupt store file: the CP refuses to start, names the file
       await writeFile(path, bytes, { mode: 0o600 });
       const cp = await spawnService({
         name: `cp-corrupt (${what})`,
-        script: 'control-plane/dist/main.js',
+        script: CONTROL_PLANE_SCRIPT,
         env: { ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_PASSWORD: 'corrupt-store-test', DATA_DIR: dataDir },
         listeners: [],
       });

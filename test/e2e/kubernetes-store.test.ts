@@ -13,7 +13,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
 import { startKubeApiServer, statusWritesServed, type KubeApiServer } from '../helpers/kube-apiserver.js';
 import { delay, pollUntil } from '../helpers/poll-until.js';
-import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { CONTROL_PLANE_SCRIPT, startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { spawnService, type ServiceProcess } from '../helpers/service-process.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -420,7 +420,7 @@ test('SIGTERM while the apiserver hangs: a running replica still exits 0 within 
     expect(await extra.process.stop(30_000)).toEqual({ code: 0, signal: null });
     expect(performance.now() - started).toBeLessThan(6_000);
 
-    starting = await spawnService({ name: 'cp-d', script: 'control-plane/dist/main.js', env: { ...replicaEnv('cp-d'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
+    starting = await spawnService({ name: 'cp-d', script: CONTROL_PLANE_SCRIPT, env: { ...replicaEnv('cp-d'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
     // Into its first list, which the paused apiserver never answers (a fixed wait was too short on a loaded machine: killed before its handler was in place).
     await pollUntil(async () => starting!.lines().some((line) => line.json?.msg === 'opening kubernetes store') || undefined, { what: 'cp-d opening its store' });
     await delay(500);

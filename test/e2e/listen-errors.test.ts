@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listen } from '#proto/listen';
 import { spawnService } from '../helpers/service-process.js';
+import { CONTROL_PLANE_SCRIPT } from '../helpers/start-control-plane.js';
 import { DATA_PLANE_SCRIPT } from '../helpers/start-data-plane.js';
 
 let blocker: Server;
@@ -26,7 +27,7 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-const CP = 'control-plane/dist/main.js';
+const CP = CONTROL_PLANE_SCRIPT;
 const DP = DATA_PLANE_SCRIPT;
 const cpEnv = () => ({ ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', ADMIN_PORT: '0', GRPC_PORT: '0', DATA_DIR: dataDir, ADMIN_PASSWORD: 'listen-errors-test' });
 const dpEnv = () => ({ PROXY_HOST: '127.0.0.1', STATUS_HOST: '127.0.0.1', PROXY_PORT: '0', STATUS_PORT: '0', CONTROL_PLANE_ADDR: '127.0.0.1:1' });

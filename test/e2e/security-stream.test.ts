@@ -13,7 +13,7 @@ import { CHANNEL_OPTIONS, clientCredentials, joinTokenMetadata, loadGatehousePro
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { delay, pollUntil } from '../helpers/poll-until.js';
 import { spawnService } from '../helpers/service-process.js';
-import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { CONTROL_PLANE_SCRIPT, startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 
@@ -70,7 +70,7 @@ describe('plaintext only on loopback', () => {
   test('a non-loopback GRPC_HOST without TLS: the CP refuses to start (exit 1, names GRPC_INSECURE), listens on nothing', async () => {
     const proc = await spawnService({
       name: 'cp plaintext 0.0.0.0',
-      script: 'control-plane/dist/main.js',
+      script: CONTROL_PLANE_SCRIPT,
       env: { GRPC_HOST: '0.0.0.0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', ADMIN_PORT: '0', ADMIN_PASSWORD: 'x'.repeat(16), DATA_DIR: certs.dir },
       listeners: [],
     });

@@ -128,7 +128,7 @@ describe('defaults', () => {
     const deployment = cp(objects);
     expect(deployment.spec!.replicas).toBe(2);
     const c = onlyContainer(deployment);
-    expect(c.args).toEqual(['node', 'control-plane/dist/main.js']);
+    expect(c.args).toEqual(['node', 'control-plane/bundle/main.js']);
     expect(envValue(c, 'STORE')).toBe('kubernetes');
     expect(envValue(c, 'LEADER_ELECTION')).toBe('true');
     expect(envVar(c, 'POD_NAME').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
@@ -199,7 +199,7 @@ describe('defaults', () => {
     expect(containerPort(cpC, 'admin')).toBe(Number(envValue(cpC, 'ADMIN_PORT')));
     expect(containerPort(dpC, 'http')).toBe(Number(envValue(dpC, 'PROXY_PORT')));
     // The DP's young generation is sized for memory (README "Benchmark", data plane memory); the CP keeps V8's default.
-    // The DP runs as one bundled file (scripts/bundle-data-plane.mjs), which the image holds instead of data-plane/dist.
+    // The DP runs as one bundled file (scripts/bundle.mjs), which the image holds instead of data-plane/dist.
     expect(dpC.args).toEqual(['node', '--max-semi-space-size=8', 'data-plane/bundle/main.js']);
     expect(containerPort(dpC, 'status')).toBe(Number(envValue(dpC, 'STATUS_PORT')));
     const dpService = one(objects, 'Service', dp(objects).metadata!.name);

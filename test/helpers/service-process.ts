@@ -42,7 +42,7 @@ export interface ServiceProcess {
 
 export interface SpawnServiceOptions {
   name: string;
-  /** Path relative to the repository root, e.g. `control-plane/dist/main.js`. */
+  /** Path relative to the repository root, e.g. `control-plane/bundle/main.js`. */
   script: string;
   /** node's own flags, before the script (e.g. the chart's `--max-semi-space-size=8`). */
   nodeFlags?: readonly string[];

@@ -1,6 +1,5 @@
 /**
- * Starts the built control plane (`control-plane/dist/main.js`) as a process on ephemeral
- * loopback ports with its own temporary DATA_DIR; `restart()` brings it back on the same ports
+ * Starts the built control plane as a process on ephemeral loopback ports with its own temporary DATA_DIR; `restart()` brings it back on the same ports
  * and DATA_DIR, as an operator restarting the service would.
  */
 import { randomBytes } from 'node:crypto';
@@ -8,6 +7,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnService, type ExitStatus, type ServiceProcess } from './service-process.js';
+
+/**
+ * The control plane as the image and the chart run it: tsc's output joined into one file by
+ * scripts/bundle.mjs (`npm run build` makes it), so the end-to-end tests check what ships.
+ */
+export const CONTROL_PLANE_SCRIPT = 'control-plane/bundle/main.js';
 
 export interface StartControlPlaneOptions {
   name?: string;
@@ -65,7 +70,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const launch = (ports: { admin: string; grpc: string }): Promise<ServiceProcess> =>
     spawnService({
       name,
-      script: 'control-plane/dist/main.js',
+      script: CONTROL_PLANE_SCRIPT,
       env: { ADMIN_PORT: ports.admin, GRPC_PORT: ports.grpc, ...baseEnv },
       nodeFlags: options.nodeFlags,
       listeners: ['admin', 'grpc'],

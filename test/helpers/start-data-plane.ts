@@ -10,7 +10,7 @@ import { spawnService, type ExitStatus, type ServiceProcess } from './service-pr
 
 /**
  * The data plane as the image and the chart run it: tsc's output joined into one file by
- * scripts/bundle-data-plane.mjs (`npm run build` makes both), so the end-to-end tests check what ships.
+ * scripts/bundle.mjs (`npm run build` makes both), so the end-to-end tests check what ships.
  */
 export const DATA_PLANE_SCRIPT = 'data-plane/bundle/main.js';
 

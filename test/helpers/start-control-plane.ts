@@ -1,6 +1,7 @@
 /**
- * Starts the built control plane as a process on ephemeral loopback ports with its own temporary DATA_DIR; `restart()` brings it back on the same ports
- * and DATA_DIR, as an operator restarting the service would.
+ * Starts the built control plane as a process on ephemeral loopback ports with its own temporary
+ * DATA_DIR; `restart()` brings it back on the same ports and DATA_DIR, as an operator restarting the
+ * service would.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';

@@ -12,7 +12,8 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { pipeline, Transform, type Readable, type Writable } from 'node:stream';
-import { errors, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { errors } from './undici.js';
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';

@@ -5,16 +5,12 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { newRequestId } from '#proto/traceparent';
-import { util } from 'undici';
+// undici's own name lower-casing: known names (`Host`, `Content-Type`…) come back as interned
+// lower-case strings from a table, without a copy; others are lower-cased.
+import { headerNameToString } from './undici.js';
 import { HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
 
 const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
-/**
- * undici's own name lower-casing: known names (`Host`, `Content-Type`…) come back as interned
- * lower-case strings from a table, without a copy; others are lower-cased.
- */
-const { headerNameToString } = util;
-
 /**
  * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).
  * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.

@@ -4,7 +4,7 @@
  * those APIs ever accept a self-signed certificate, even when another API uses the same origin.
  */
 import { LRUCache } from 'lru-cache';
-import { Pool } from 'undici';
+import { Pool } from './undici.js';
 
 export interface PoolOptions {
   dialTimeoutMs: number;

@@ -401,6 +401,8 @@ describe('routeConflictKey', () => {
     ['different hosts', api({ hosts: ['a.com'] }), api({ name: 'b', hosts: ['b.com'] }), false],
     ['different methods', api({ proxy: { methods: ['GET'] } }), api({ name: 'b', proxy: { methods: ['POST'] } }), false],
     ['hosts subset', api({ hosts: ['a.com'] }), api({ name: 'b', hosts: ['a.com', 'b.com'] }), false],
+    ['a listen_path holding a newline is not read as hosts', api({ proxy: { listen_path: '/a\nb.com' } }), api({ name: 'b', hosts: ['b.com'], proxy: { listen_path: '/a' } }), false],
+    ['a host is not a method', api({ hosts: ['get'] }), api({ name: 'b', proxy: { methods: ['GET'] } }), false],
   ])('%s', (_name, a, b, same) => {
     expect(key(a) === key(b)).toBe(same);
   });

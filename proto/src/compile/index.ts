@@ -157,25 +157,27 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
   let result = cache?.built.get(def);
   if (result) return result;
   try {
-    let built: Omit<Built, 'keys'>;
+    let built: Built;
     if (kind === 'oauth-server') {
       const server = compileOAuthServer(def as OAuthServerDefinition);
-      built = { routes: server.routes, server };
+      built = { routes: server.routes, keys: conflictKeys(server.routes), server };
     } else if (kind === 'api') {
-      built = { routes: [compileApi(def as ApiDefinition)], api: def as ApiDefinition };
+      const routes = [compileApi(def as ApiDefinition)];
+      built = { routes, keys: conflictKeys(routes), api: def as ApiDefinition };
     } else {
       const passwordHash = parsePasswordHash((def as BasicAuthCredential).password_hash);
       if (!passwordHash) invalid('password_hash', 'has scrypt parameters out of bounds');
-      built = { routes: [], passwordHash };
+      built = { routes: [], keys: [], passwordHash };
     }
-    const keys = built.routes.length === 1 ? [routeConflictKey(built.routes[0])] : [...new Set(built.routes.map(routeConflictKey))];
-    result = { built: { ...built, keys } };
+    result = { built };
   } catch (error) {
     result = { error };
   }
   cache?.built.set(def, result);
   return result;
 }
+
+const conflictKeys = (routes: CompiledRoute[]): string[] => (routes.length === 1 ? [routeConflictKey(routes[0])] : [...new Set(routes.map(routeConflictKey))]);
 
 function invalid(field: string, message: string): never {
   throw fieldError(field, message);
@@ -389,9 +391,11 @@ export function checkPluginReferences(api: ApiDefinition, servers: { has(name: s
  * methods, as order-insensitive sets): the admin API answers 409 `api listen path is already registered`.
  */
 export function routeConflictKey(route: CompiledRoute): string {
-  return JSON.stringify([
-    route.listenPath?.source ?? null,
-    [...route.hosts].sort(),
-    route.methods ? [...route.methods].sort() : ['ALL'],
-  ]);
+  // One line per part, host patterns and methods space-separated: neither contains whitespace
+  // (hostSchema, HTTP tokens), so the last two newlines split the key however a listen_path reads, and
+  // the key names exactly one triple. A template, not JSON.stringify of sorted copies: every definition
+  // of a data plane's full snapshot gets one (~40 ms of a 50,000-API cold sync).
+  const hosts = route.hosts.length === 0 ? '' : route.hosts.length === 1 ? route.hosts[0] : [...route.hosts].sort().join(' ');
+  const methods = route.methods ? [...route.methods].sort().join(' ') : 'ALL';
+  return `${route.listenPath?.source ?? ''}\n${hosts}\n${methods}`;
 }

@@ -7,7 +7,6 @@ import { readFileSync } from 'node:fs';
 import { isIPv4, isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import type { CertificateSet, CertificateWatcher } from './certificate-files.js';
 import type { Logger } from './logger.js';
@@ -31,9 +30,12 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.http2.min_ping_interval_without_data_ms': 5_000,
 };
 
-/** keepCase: field names stay snake_case, exactly as in the definitions; uint64 versions as numbers. */
-const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: true,
+/**
+ * How messages convert to and from plain objects, on both sides: uint64 versions as numbers, every
+ * field present (defaults, empty lists), and a oneof's member named by a virtual field (`content`).
+ * Field names stay snake_case (keepCase at parse), exactly as in the definitions.
+ */
+const CONVERSION: protobuf.IConversionOptions = {
   longs: Number,
   enums: String,
   defaults: true,
@@ -59,27 +61,21 @@ export interface LoadProtoOptions {
   clientChannelOptions?: grpc.ChannelOptions;
   /**
    * Client: a pushed full snapshot keeps each definition as its protobuf bytes, and the message a
-   * `decodeDefinition` that gives one as proto-loader would (codec.ts fromSnapshotMessage decodes
+   * `decodeDefinition` that gives one as the full decoder would (codec.ts fromSnapshotMessage decodes
    * them one at a time). See lazySnapshotPush.
    */
   lazyDefinitions?: boolean;
 }
 
 export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehouseProto {
-  const packageDefinition = protoLoader.loadSync(PROTO_PATH, LOADER_OPTIONS);
-  const loaded = grpc.loadPackageDefinition(packageDefinition) as unknown as {
-    gatehouse: { v1: { SnapshotService: grpc.ServiceClientConstructor } };
-  };
-  const extra = options.clientChannelOptions;
-  // keepCase as for the proto-loader side, so snake_case message objects encode field for field.
   const root = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true });
-  const original = loaded.gatehouse.v1.SnapshotService.service.StreamSnapshots;
-  const Generated = options.lazyDefinitions
-    ? grpc.makeGenericClientConstructor(
-        { ...loaded.gatehouse.v1.SnapshotService.service, StreamSnapshots: { ...original, responseDeserialize: lazySnapshotPush(root, original.responseDeserialize) } },
-        'SnapshotService',
-      )
-    : loaded.gatehouse.v1.SnapshotService;
+  const snapshotService = serviceDefinition(root, 'gatehouse.v1.SnapshotService');
+  const extra = options.clientChannelOptions;
+  const original = snapshotService.StreamSnapshots;
+  const Generated = grpc.makeGenericClientConstructor(
+    options.lazyDefinitions ? { ...snapshotService, StreamSnapshots: { ...original, responseDeserialize: lazySnapshotPush(root, original.responseDeserialize) } } : snapshotService,
+    'SnapshotService',
+  );
   const Client: grpc.ServiceClientConstructor =
     extra && Object.keys(extra).length > 0
       ? (class extends Generated {
@@ -90,7 +86,7 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
       : Generated;
   const SnapshotType = root.lookupType('gatehouse.v1.Snapshot');
   const service: grpc.ServiceDefinition = {
-    ...loaded.gatehouse.v1.SnapshotService.service,
+    ...snapshotService,
     StreamSnapshots: {
       ...original,
       responseSerialize: (value: unknown) =>
@@ -113,6 +109,38 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
 }
 
 /**
+ * A service of the .proto as grpc-js takes it, every method converting as @grpc/proto-loader's
+ * loadSync would (fromObject + encode, decode + toObject with CONVERSION), from the protobufjs root
+ * this module parses anyway. proto-loader parsed the file a second time and converted it to
+ * descriptor protos for reflection nobody asks for: ~40 ms of every start of either service (its
+ * module and protobufjs's descriptor extension ~30, the conversion ~20; CPU profile of the bundle).
+ */
+function serviceDefinition(root: protobuf.Root, name: string): grpc.ServiceDefinition {
+  const service = root.lookupService(name);
+  const serialize = (type: protobuf.Type) => (value: unknown): Buffer => {
+    const bytes = type.encode(type.fromObject(value as object)).finish();
+    return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  };
+  const deserialize = (type: protobuf.Type) => (bytes: Buffer) => type.toObject(type.decode(bytes), CONVERSION);
+  const methods: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const method of service.methodsArray) {
+    const request = root.lookupType(method.requestType);
+    const response = root.lookupType(method.responseType);
+    methods[method.name] = {
+      path: `/${service.fullName.slice(1)}/${method.name}`,
+      requestStream: !!method.requestStream,
+      responseStream: !!method.responseStream,
+      requestSerialize: serialize(request),
+      requestDeserialize: deserialize(request),
+      responseSerialize: serialize(response),
+      responseDeserialize: deserialize(response),
+      originalName: method.name.charAt(0).toLowerCase() + method.name.slice(1),
+    };
+  }
+  return methods;
+}
+
+/**
  * The data plane's deserializer of SnapshotPush: a full snapshot's definitions stay protobuf bytes
  * (views of the received buffer) until codec.ts fromSnapshotMessage decodes each just before parsing
  * it, so each decoded object is garbage at once. Decoded whole first, the message (~1 KB an API, plus
@@ -128,7 +156,7 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
     oauth_servers: root.lookupType('gatehouse.v1.OAuthServer'),
     basic_auth_credentials: root.lookupType('gatehouse.v1.BasicAuthCredential'),
   };
-  const decodeDefinition = (list: keyof typeof types, bytes: Uint8Array): unknown => types[list].toObject(types[list].decode(bytes), LOADER_OPTIONS);
+  const decodeDefinition = (list: keyof typeof types, bytes: Uint8Array): unknown => types[list].toObject(types[list].decode(bytes), CONVERSION);
   return (bytes) => {
     const push = protobuf.Reader.create(bytes);
     let nonce = '';

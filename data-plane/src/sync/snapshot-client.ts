@@ -22,7 +22,7 @@ export interface DataPlaneIdentity {
 
 interface SnapshotPush {
   nonce: string;
-  /** Which member of the oneof is set (proto-loader `oneofs: true`). */
+  /** Which member of the oneof is set (`oneofs: true`, proto/src/grpc.ts CONVERSION). */
   content?: 'snapshot' | 'delta';
   snapshot: SnapshotMessage | null;
   delta?: DeltaMessage | null;

@@ -1,7 +1,7 @@
 /**
- * Snapshot codec: Definitions <-> the typed protobuf Snapshot message (plain objects in the
- * shape @grpc/proto-loader produces with keepCase), the SnapshotDelta between two versions, and
- * the content hash over a canonical encoding (so a reordering of the store is not a change).
+ * Snapshot codec: Definitions <-> the typed protobuf Snapshot message (plain objects as
+ * proto/src/grpc.ts converts messages: snake_case, defaults filled), the SnapshotDelta between two
+ * versions, and the content hash over a canonical encoding (so a reordering of the store is not a change).
  *
  * Canonical form of one definition = its message built below with a fixed key order (absent
  * endpoints omitted, plugin configs with sorted keys); its hash is sha256 hex of that JSON. The hash

@@ -25,7 +25,7 @@ import {
 
 const proto = loadGatehouseProto();
 const deserialize = proto.Client.service.StreamSnapshots.responseDeserialize;
-/** Through the bytes a data plane receives: SnapshotDelta in a SnapshotPush, decoded by grpc-js / proto-loader. */
+/** Through the bytes a data plane receives: SnapshotDelta in a SnapshotPush, decoded as the client decodes it (proto/src/grpc.ts). */
 const overTheWire = (delta: DeltaMessage): DeltaMessage =>
   (deserialize(proto.wrapPush('n', proto.encodeDelta(delta), 'delta')) as { delta: DeltaMessage }).delta;
 

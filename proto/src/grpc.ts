@@ -124,8 +124,8 @@ function serviceDefinition(root: protobuf.Root, name: string): grpc.ServiceDefin
   const deserialize = (type: protobuf.Type) => (bytes: Buffer) => type.toObject(type.decode(bytes), CONVERSION);
   const methods: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methodsArray) {
-    const request = root.lookupType(method.requestType);
-    const response = root.lookupType(method.responseType);
+    const request = service.lookupType(method.requestType);
+    const response = service.lookupType(method.responseType);
     methods[method.name] = {
       path: `/${service.fullName.slice(1)}/${method.name}`,
       requestStream: !!method.requestStream,

@@ -43,7 +43,7 @@ function legacyKey(v: unknown): unknown {
   return isPlainObject(v) && v.key === undefined && v.secret !== undefined ? { alg: v.alg ?? 'HS256', key: v.secret } : v;
 }
 
-const jwtSettingsSchema = z.preprocess(
+export const jwtSettingsSchema = z.preprocess(
   (v) => (isPlainObject(v) ? [v] : v),
   z
     .array(
@@ -58,7 +58,7 @@ const jwtSettingsSchema = z.preprocess(
     .min(1, 'must not be empty'),
 );
 
-const storageSettingsSchema = z.preprocess(
+export const storageSettingsSchema = z.preprocess(
   // The seed describes settings as an array: [] and [{...}] are accepted as the object form.
   (v) => (v === undefined || (Array.isArray(v) && v.length === 0) ? {} : Array.isArray(v) && v.length === 1 ? v[0] : v),
   z.object({ default_ttl: z.int({ error: ttlError }).min(1, ttlError).max(UINT32_MAX, ttlError).optional() }),
@@ -68,7 +68,7 @@ export const MAX_INTROSPECTION_TIMEOUT_MS = 60_000;
 export const MAX_INTROSPECTION_CACHE_TTL = 86_400;
 const cacheTtlError = `must be an integer from 0 to ${MAX_INTROSPECTION_CACHE_TTL} (seconds)`;
 
-const introspectionSettingsSchema = z.preprocess(
+export const introspectionSettingsSchema = z.preprocess(
   (v) => (v === undefined ? {} : v),
   z
     .object({

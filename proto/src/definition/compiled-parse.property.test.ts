@@ -1,0 +1,146 @@
+/**
+ * check() parses with the parser zod generates for each schema (field-path.ts compiledOf); these
+ * properties hold it to zod's runtime parser, which the error path falls back to anyway: over inputs
+ * generated from each schema's own shape, with wrong types, bad strings, unknown and missing members
+ * mixed in, both accept the same inputs with the same output and reject the rest with the same issue.
+ */
+import fc from 'fast-check';
+import type { z } from 'zod';
+import { apiSchema } from './api-schema.js';
+import { credentialSchema } from './basic-auth-credential-schema.js';
+import { compiledOf } from './field-path.js';
+import { introspectionSettingsSchema, jwtSettingsSchema, serverSchema, storageSettingsSchema } from './oauth-server-schema.js';
+import { PLUGINS } from '../plugins/index.js';
+
+const STRINGS = ['', 'a', 'A-b_c.1', 'GET', 'get', 'G ET', '/', '/x', '/x/{id}/*', 'x', '*', '*.example.com', 'http://a:1', 'ftp://a', '1s', '250ms', 'bad', 'rr', 'WEIGHT', 'HS256', 'x-h', 'a\nb'];
+
+/** Values a member of that name accepts (elsewhere any string or number): without them few inputs would pass. */
+const VALID: Record<string, (string | number)[]> = {
+  // Also plugin names, which are valid API names too.
+  name: ['a', 'api-1.v2', 'cors', 'retry'],
+  hosts: ['example.com', '*.Example.com'],
+  listen_path: ['/x', '/x/{id}/*'],
+  balancing: ['rr', 'WEIGHT', 'roundrobin'],
+  target: ['http://a:1', 'https://b'],
+  methods: ['GET', 'post'],
+  dial_timeout: ['1s', '100ms'],
+  response_header_timeout: ['1s'],
+  backoff: ['100ms', '0s'],
+  predicate: ['statusCode == 0 || statusCode >= 500'],
+  username: ['alice', 'a@b'],
+  password_hash: [`scrypt$16384$8$1$${'s'.repeat(22)}$${'k'.repeat(43)}`],
+  limit: ['10-S', '100-m', '512K', '1M'],
+  domains: ['*', 'https://a.example'],
+  request_headers: ['x-h', '*'],
+  exposed_headers: ['x-h'],
+  server_name: ['a'],
+  realm: ['api'],
+  content_types: ['application/json', 'text/*'],
+  encodings: ['gzip', 'br'],
+  alg: ['HS256', 'RS256'],
+  key: ['secret'],
+  auth_header_type: ['Bearer'],
+  token_type_hint: ['access_token'],
+  client_id: ['gh'],
+  client_secret: ['s'],
+  timeout: ['2s'],
+  default_ttl: [60],
+  cache_ttl: [0, 300],
+  statuses: [500, 503],
+  weight: [1, 5],
+};
+
+/** Something of another type, or nothing. */
+const wrong = fc.oneof(fc.constant(undefined), fc.constant(null), fc.jsonValue({ maxDepth: 1 }));
+
+/**
+ * Values for `schema` (zod 4's `_zod.def.type`): of its shape, and when `noisy` sometimes not. Quiet
+ * inputs are mostly accepted, noisy ones mostly rejected at some depth.
+ */
+function arbitraryOf(schema: z.core.$ZodType, noisy: boolean, depth = 0, member = ''): fc.Arbitrary<unknown> {
+  const def = schema._zod.def as unknown as Record<string, unknown> & { type: string };
+  const inner = (key: string) => arbitraryOf(def[key] as z.core.$ZodType, noisy, depth + 1, member);
+  let shaped: fc.Arbitrary<unknown>;
+  switch (def.type) {
+    case 'object': {
+      const shape = def.shape as Record<string, z.core.$ZodType>;
+      const members = Object.fromEntries(Object.entries(shape).map(([key, s]) => [key, arbitraryOf(s, noisy, depth + 1, key)]));
+      // Members a schema may go without are left out at times; the others (and a prefault's, whose inner
+      // members are what gets checked) only as `wrong` does.
+      const required = Object.keys(shape).filter((key) => !['optional', 'default'].includes(shape[key]._zod.def.type));
+      shaped = fc
+        .tuple(fc.record(members, { requiredKeys: required }), fc.option(fc.jsonValue({ maxDepth: 1 }), { nil: undefined, freq: 4 }))
+        .map(([o, extra]) => (extra === undefined ? o : { ...o, unknown_member: extra }));
+      break;
+    }
+    case 'array':
+      shaped = depth > 10 ? fc.constant([]) : fc.oneof({ arbitrary: fc.array(inner('element'), { minLength: 1, maxLength: 3 }), weight: 12 }, fc.constant([]));
+      break;
+    case 'optional':
+    case 'nullable':
+    case 'default':
+    case 'prefault':
+    case 'readonly':
+      shaped = inner('innerType');
+      break;
+    case 'pipe':
+      // z.preprocess is a pipe from a transform, which takes anything: generate for what it feeds.
+      shaped = (def.in as z.core.$ZodType)._zod.def.type === 'transform' ? inner('out') : inner('in');
+      break;
+    case 'union':
+      shaped = fc.oneof(...(def.options as z.core.$ZodType[]).map((s) => arbitraryOf(s, noisy, depth + 1, member)));
+      break;
+    case 'record':
+      shaped = fc.dictionary(fc.constantFrom(...STRINGS), inner('valueType'), { maxKeys: 3 });
+      break;
+    case 'enum':
+      shaped = fc.constantFrom(...Object.values(def.entries as Record<string, string>), 'nope');
+      break;
+    case 'literal':
+      shaped = fc.constantFrom(...(def.values as unknown[]));
+      break;
+    case 'string':
+    case 'number': {
+      const usual = VALID[member] ? fc.constantFrom(...VALID[member]) : def.type === 'string' ? fc.constantFrom(...STRINGS) : fc.integer({ min: 1, max: 10 });
+      const others = def.type === 'string' ? [fc.constantFrom(...STRINGS), fc.string({ maxLength: 6 })] : [fc.integer({ min: -3, max: 100_000 }), fc.constantFrom(0, 200, 503, 1001, 1.5, 86_401)];
+      shaped = noisy ? fc.oneof(usual, ...others) : usual;
+      break;
+    }
+    case 'boolean':
+      shaped = fc.boolean();
+      break;
+    default:
+      shaped = fc.jsonValue({ maxDepth: 2 });
+  }
+  return noisy ? fc.oneof({ arbitrary: shaped, weight: 10 }, { arbitrary: wrong, weight: 1 }) : shaped;
+}
+
+const SCHEMAS: [string, z.ZodType][] = [
+  ['api', apiSchema],
+  ['oauth server', serverSchema],
+  ['jwt settings', jwtSettingsSchema],
+  ['storage settings', storageSettingsSchema],
+  ['introspection settings', introspectionSettingsSchema],
+  ['basic auth credential', credentialSchema],
+  ...Object.entries(PLUGINS).map(([name, plugin]): [string, z.ZodType] => [`plugin ${name}`, plugin.schema as z.ZodType]),
+];
+
+const verdict = (result: z.ZodSafeParseResult<unknown>) =>
+  result.success ? { data: result.data } : { path: result.error.issues[0].path, message: result.error.issues[0].message };
+
+describe.each(SCHEMAS)('the %s schema: generated parser and runtime parser', (_, schema) => {
+  test('accept the same inputs with the same output, and reject the rest with the same first issue', () => {
+    const fast = compiledOf(schema);
+    let accepted = 0;
+    fc.assert(
+      fc.property(fc.boolean().chain((noisy) => arbitraryOf(schema, noisy)), (input) => {
+        const runtime = schema.safeParse(input);
+        if (runtime.success) accepted++;
+        expect(verdict(fast.safeParse(input))).toStrictEqual(verdict(runtime));
+      }),
+      { numRuns: 500 },
+    );
+    // Otherwise the property would only have compared rejections.
+    expect(accepted).toBeGreaterThanOrEqual(20);
+  });
+});

@@ -110,12 +110,6 @@ export function indexConfig(defs: Definitions, cache?: CompileCache): ConfigInde
     ...defs.apis.map((def) => ({ kind: 'api' as const, name: def.name, def })),
     ...(defs.basicAuthCredentials ?? []).map((def) => ({ kind: 'basic-auth-credential' as const, name: def.username, def })),
   ];
-  const names = new Set<string>();
-  for (const c of changes) {
-    const key = entryKey(c.kind, c.name);
-    if (names.has(key)) throw new GatehouseError('VALIDATION_FAILED', `${c.kind} "${c.name}" is defined more than once`);
-    names.add(key);
-  }
   return applyChanges(EMPTY, changes, cache);
 }
 
@@ -162,8 +156,9 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
   const routeOwners = new Draft(index.routeOwners);
   const serverRefs = new Draft(index.serverRefs);
   const count = (server: string, by: number) => serverRefs.set(server, (serverRefs.get(server) ?? 0) + by);
-  // First take out what is replaced or removed, so that changes may swap route keys among themselves.
-  for (const { kind, name } of changes) {
+  // First take out what is replaced or removed, so that changes may swap route keys among themselves
+  // (nothing to take out of an empty index: a full snapshot's or a store's first).
+  for (const { kind, name } of index.entries.size === 0 ? [] : changes) {
     const old = entries.get(entryKey(kind, name));
     if (!old) continue;
     for (const key of old.keys) routeOwners.set(key, undefined);
@@ -173,8 +168,10 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
   const added: Entry[] = [];
   for (const change of changes) {
     if (!change.def) continue;
+    const key = entryKey(change.kind, change.name);
+    // Taken out above when replaced, so only a second change of the same name finds one (indexConfig's lists).
+    if (entries.has(key)) throw new GatehouseError('VALIDATION_FAILED', `${change.kind} "${change.name}" is defined more than once`);
     const entry = entryOf(change as Required<DefinitionChange>, cache);
-    const key = entryKey(entry.kind, entry.name);
     for (const routeKey of entry.keys) {
       if (routeOwners.has(routeKey)) throw named(entry, new GatehouseError('API_LISTEN_PATH_TAKEN', takenMessage[entry.kind]));
     }

@@ -77,16 +77,18 @@ function toSegments(tokens: Token[], field: string): { segments: Segment[]; para
       sections[sections.length - 1].push(t);
       continue;
     }
-    t.literal.split('/').forEach((part, k) => {
+    const parts = t.literal.split('/');
+    for (let k = 0; k < parts.length; k++) {
       if (k > 0) sections.push([]);
-      if (part) sections[sections.length - 1].push({ literal: part });
-    });
+      if (parts[k]) sections[sections.length - 1].push({ literal: parts[k] });
+    }
   }
   sections.shift(); // the body starts with '/', so the first section is always empty
   const paramNames: string[] = [];
   const segments = sections.map((section): Segment => {
-    if (section.every((t) => 'literal' in t)) {
-      return { kind: 'literal', literal: normalizePercentEncoding(section.map((t) => ('literal' in t ? t.literal : '')).join('')) };
+    // tokenize never puts two literals side by side, so a section without parameters has one literal or none.
+    if (section.length <= 1 && (section.length === 0 || 'literal' in section[0])) {
+      return { kind: 'literal', literal: normalizePercentEncoding(section.length === 0 ? '' : (section[0] as { literal: string }).literal) };
     }
     const names: string[] = [];
     for (const t of section) {

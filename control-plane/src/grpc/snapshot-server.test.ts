@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
+import type * as wire from '#proto/wire';
 import { parseApiDefinition, type Definitions } from '#proto/definition/index';
 import { openFileStore } from '../store/file-store.js';
 import type { DefinitionStore } from '../store/index.js';
@@ -13,12 +14,8 @@ import { createSnapshotServer, type DataPlaneStatus, type SnapshotServer } from 
 const logger = createLogger('control-plane', 'silent');
 const proto = loadGatehouseProto();
 
-interface Push {
-  nonce: string;
-  content?: 'snapshot' | 'delta';
-  snapshot: { version: number; hash: string; apis: Array<{ name: string }> };
-  delta?: { base_version: number; version: number; hash: string; apis: Array<{ name: string }>; removed_apis: string[] };
-}
+/** The test reads `snapshot` only from pushes it knows to be full ones. */
+type Push = wire.SnapshotPush & { snapshot: wire.Snapshot };
 
 const withApi = (name: string) => (defs: Definitions): Definitions => ({
   ...defs,

@@ -9,6 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS } from '#proto/grpc';
 import { isGatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
+import type * as wire from '#proto/wire';
 import type { EncodedSnapshot, SnapshotSource } from '../snapshot/snapshot-builder.js';
 import type { DataPlaneAuth, StreamAuthenticator } from './stream-auth.js';
 
@@ -62,14 +63,7 @@ export interface SnapshotServer {
   close(timeoutMs: number): Promise<void>;
 }
 
-interface DataPlaneMessage {
-  kind?: 'hello' | 'ack' | 'nack';
-  hello?: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string; accepts_deltas?: boolean };
-  ack?: { version: number; nonce: string };
-  nack?: { version: number; nonce: string; error: string };
-}
-
-type Call = grpc.ServerDuplexStream<DataPlaneMessage, Buffer>;
+type Call = grpc.ServerDuplexStream<wire.DataPlaneMessage, Buffer>;
 
 interface Stream {
   call: Call;
@@ -132,7 +126,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
     }
   }
 
-  function onHello(stream: Stream, hello: NonNullable<DataPlaneMessage['hello']>): void {
+  function onHello(stream: Stream, hello: wire.Hello): void {
     if (stream.status) return; // one Hello per stream; later ones change nothing
     const address = stream.call.getPeer();
     stream.status = {
@@ -164,7 +158,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
     return stream.sent;
   }
 
-  function onMessage(stream: Stream, message: DataPlaneMessage): void {
+  function onMessage(stream: Stream, message: wire.DataPlaneMessage): void {
     if (message.kind === 'hello' && message.hello) return onHello(stream, message.hello);
     if (message.kind === 'ack' && message.ack) {
       const sent = answered(stream, message.ack.nonce);
@@ -209,7 +203,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
         callbacks.onDisconnect?.(stream.status);
       }
     };
-    call.on('data', (message: DataPlaneMessage) => onMessage(stream, message));
+    call.on('data', (message: wire.DataPlaneMessage) => onMessage(stream, message));
     call.on('end', () => {
       close('stream ended');
       call.end();

@@ -9,6 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
 import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
+import type * as wire from '#proto/wire';
 import { definitionsHash, toDeltaMessage, toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotCache, messageJsonPieces } from './snapshot-cache.js';
@@ -18,7 +19,7 @@ import { createSnapshotHolder } from './snapshot-holder.js';
 const proto = loadGatehouseProto();
 const logger = createLogger('data-plane', 'silent');
 
-type DpMessage = { hello?: { id: string; version: number; hash: string; proxy_address: string; accepts_deltas?: boolean }; ack?: { version: number; nonce: string }; nack?: { version: number; nonce: string; error: string } };
+type DpMessage = wire.DataPlaneMessage;
 type Stream = grpc.ServerDuplexStream<DpMessage, Buffer>;
 
 function apiDef(name: string): ApiDefinition {

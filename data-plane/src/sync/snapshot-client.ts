@@ -8,6 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS, joinTokenMetadata, type GatehouseProto } from '#proto/grpc';
 import type { Logger } from '#proto/logger';
 import { toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import type * as wire from '#proto/wire';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import type { SnapshotCache } from './snapshot-cache.js';
 import type { SnapshotHolder } from './snapshot-holder.js';
@@ -20,20 +21,10 @@ export interface DataPlaneIdentity {
   softwareVersion: string;
 }
 
-interface SnapshotPush {
-  nonce: string;
-  /** Which member of the oneof is set (`oneofs: true`, proto/src/grpc.ts CONVERSION). */
-  content?: 'snapshot' | 'delta';
-  snapshot: SnapshotMessage | null;
-  delta?: DeltaMessage | null;
-}
+/** A push as the data plane's deserializer gives it (grpc.ts lazyDefinitions: a full snapshot's definitions still bytes). */
+type SnapshotPush = Omit<wire.SnapshotPush, 'snapshot' | 'delta'> & { snapshot?: SnapshotMessage | null; delta?: DeltaMessage | null };
 
-type DataPlaneMessage =
-  | { hello: { id: string; hostname: string; version: number; hash: string; proxy_address: string; software_version: string; accepts_deltas: boolean } }
-  | { ack: { version: number; nonce: string } }
-  | { nack: { version: number; nonce: string; error: string } };
-
-type SnapshotCall = grpc.ClientDuplexStream<DataPlaneMessage, SnapshotPush>;
+type SnapshotCall = grpc.ClientDuplexStream<wire.DataPlaneMessage, SnapshotPush>;
 
 export interface SnapshotClient {
   /** Opens the stream; later failures reconnect on their own until close(). */

@@ -26,67 +26,42 @@ import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer } from '
 import { isPlainObject } from '../definition/field-path.js';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import { LayeredMap } from '../layered-map.js';
+import type * as wire from '../wire.js';
 import type {
   ApiDefinition,
   BasicAuthCredential,
   Definitions,
   IntrospectionSettings,
-  OAuthEndpointName,
   OAuthServerDefinition,
   ProxyDefinition,
 } from '../definition/types.js';
 
-/** Snapshot message as plain object (field names as in gatehouse.proto). */
-export interface SnapshotMessage {
-  version: number;
-  hash: string;
+/**
+ * Snapshot message as plain object (wire.ts, generated from gatehouse.proto). The definition lists hold
+ * the definitions' messages when encoding, and after a data plane's deserializer (grpc.ts lazyDefinitions)
+ * their protobuf bytes, decoded one at a time by `decodeDefinition`.
+ */
+export interface SnapshotMessage extends Omit<wire.Snapshot, DefinitionList> {
   apis: unknown[];
   oauth_servers: unknown[];
   /** Omitted when there are none (so configurations without users keep their hash), and then absent from the decoded Definitions. */
   basic_auth_credentials?: unknown[];
-  /** Set by a data plane's deserializer (grpc.ts lazyDefinitions): list items that are protobuf bytes are decoded with it, one at a time. */
   decodeDefinition?(list: DefinitionList, bytes: Uint8Array): unknown;
 }
 
 type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials';
 
-export interface ProxyMessage {
-  listen_path: string;
-  upstreams: { balancing: string; targets: { target: string; weight: number }[] };
-  methods: string[];
-  strip_path: boolean;
-  append_path: boolean;
-  preserve_host: boolean;
-  insecure_skip_verify: boolean;
-  forwarding_timeouts: { dial_timeout: string; response_header_timeout: string };
-}
+/**
+ * A definition's canonical message differs from the wire's decoded form (wire.ts) where a member is
+ * left out rather than null: an absent OAuth endpoint, and the introspection settings of a strategy
+ * that has none. JSON.stringify drops what is absent, so the hash covers only what is there.
+ */
+export type OAuthServerMessage = Omit<wire.OAuthServer, 'oauth_endpoints' | 'token_strategy'> & {
+  oauth_endpoints: Partial<wire.OAuthEndpoints>;
+  token_strategy: Omit<wire.TokenStrategy, 'introspection'> & { introspection?: wire.IntrospectionSettings };
+};
 
-export interface ApiMessage {
-  name: string;
-  active: boolean;
-  hosts: string[];
-  proxy: ProxyMessage;
-  /** The config sits in the member named like the plugin (gatehouse.proto `Plugin.config` oneof). */
-  plugins: ({ name: string; enabled: boolean } & Record<string, unknown>)[];
-}
-
-export interface OAuthServerMessage {
-  name: string;
-  /** Absent endpoints are omitted when encoding and null after decoding (defaults: true). */
-  oauth_endpoints: { token: ProxyMessage } & Partial<Record<Exclude<OAuthEndpointName, 'token'>, ProxyMessage | null>>;
-  token_strategy: {
-    name: string;
-    keys: { alg: string; key: string }[];
-    leeway: number;
-    default_ttl: number;
-    /** Only for the introspection strategy; optional settings are "" when unset. */
-    introspection?: IntrospectionMessage;
-  };
-}
-
-type IntrospectionMessage = { [K in keyof IntrospectionSettings]-?: Exclude<IntrospectionSettings[K], undefined> };
-
-function introspectionToMessage(s: IntrospectionSettings): IntrospectionMessage {
+function introspectionToMessage(s: IntrospectionSettings): wire.IntrospectionSettings {
   return {
     use_auth_header: s.use_auth_header,
     auth_header_type: s.auth_header_type,
@@ -105,7 +80,7 @@ function introspectionFromMessage(m: unknown): unknown {
   return Object.fromEntries(Object.entries(m).filter(([, v]) => v !== ''));
 }
 
-function proxyToMessage(p: ProxyDefinition): ProxyMessage {
+function proxyToMessage(p: ProxyDefinition): wire.Proxy {
   return {
     listen_path: p.listen_path ?? '',
     upstreams: {
@@ -133,13 +108,14 @@ function sortedKeys(value: unknown): unknown {
   return out;
 }
 
-function apiToMessage(api: ApiDefinition): ApiMessage {
+function apiToMessage(api: ApiDefinition): wire.ApiDefinition {
   return {
     name: api.name,
     active: api.active,
     hosts: [...api.hosts],
     proxy: proxyToMessage(api.proxy),
-    plugins: api.plugins.map((p) => ({ name: p.name, enabled: p.enabled, [p.name]: sortedKeys(p.config) })),
+    // The config in the oneof member named like the plugin (its stored form is that member's message).
+    plugins: api.plugins.map((p) => ({ name: p.name, enabled: p.enabled, [p.name]: sortedKeys(p.config) }) as wire.Plugin),
   };
 }
 
@@ -167,8 +143,7 @@ const byName = <T extends { name: string }>(a: T, b: T) => (a.name < b.name ? -1
 
 const byUsername = (a: BasicAuthCredential, b: BasicAuthCredential) => byName({ name: a.username }, { name: b.username });
 
-type CredentialMessage = { username: string; password_hash: string };
-const credentialToMessage = (c: BasicAuthCredential): CredentialMessage => ({ username: c.username, password_hash: c.password_hash });
+const credentialToMessage = (c: BasicAuthCredential): wire.BasicAuthCredential => ({ username: c.username, password_hash: c.password_hash });
 
 /**
  * Memo of each definition's message and hash (see the file comment: definitions are immutable). The
@@ -183,9 +158,9 @@ function memoMessage<D extends object, M extends object>(def: D, toMessage: (def
 }
 
 /** The canonical message of one definition (memoised; the same object for the same definition). */
-export const apiMessage = (api: ApiDefinition): ApiMessage => memoMessage(api, apiToMessage);
+export const apiMessage = (api: ApiDefinition): wire.ApiDefinition => memoMessage(api, apiToMessage);
 export const oauthServerMessage = (server: OAuthServerDefinition): OAuthServerMessage => memoMessage(server, serverToMessage);
-export const credentialMessage = (credential: BasicAuthCredential): CredentialMessage => memoMessage(credential, credentialToMessage);
+export const credentialMessage = (credential: BasicAuthCredential): wire.BasicAuthCredential => memoMessage(credential, credentialToMessage);
 
 function definitionHash<D extends object>(def: D, toMessage: (def: D) => object): string {
   let entry = canonical.get(def);
@@ -194,7 +169,7 @@ function definitionHash<D extends object>(def: D, toMessage: (def: D) => object)
   return (entry.hash ??= digest('sha256', JSON.stringify(entry.message ?? toMessage(def)), 'hex'));
 }
 
-function canonicalBody(defs: Definitions): { apis: ApiMessage[]; oauth_servers: OAuthServerMessage[]; basic_auth_credentials?: CredentialMessage[] } {
+function canonicalBody(defs: Definitions): { apis: wire.ApiDefinition[]; oauth_servers: OAuthServerMessage[]; basic_auth_credentials?: wire.BasicAuthCredential[] } {
   const credentials = defs.basicAuthCredentials ?? [];
   return {
     apis: [...defs.apis].sort(byName).map(apiMessage),
@@ -402,19 +377,11 @@ export interface ContentChange {
   def?: object;
 }
 
-/** SnapshotDelta as plain object (gatehouse.proto): `base` → `version`, upserts by kind, removals by name. */
-export interface DeltaMessage {
-  base_version: number;
-  base_hash: string;
-  version: number;
-  /** Hash of the whole content after applying. */
-  hash: string;
+/** SnapshotDelta as plain object (wire.ts): `base` → `version`, upserts by kind (as in SnapshotMessage), removals by name. */
+export interface DeltaMessage extends Omit<wire.SnapshotDelta, DefinitionList> {
   apis: unknown[];
   oauth_servers: unknown[];
   basic_auth_credentials: unknown[];
-  removed_apis: string[];
-  removed_oauth_servers: string[];
-  removed_basic_auth_credentials: string[];
 }
 
 interface KindCodec<D extends object> {

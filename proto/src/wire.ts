@@ -1,0 +1,263 @@
+// Generated from proto/gatehouse/v1/gatehouse.proto by scripts/generate-wire-types.mjs (`npm run generate`): do not edit.
+/**
+ * The messages as both services hold them, converted by proto/src/grpc.ts (CONVERSION): field names
+ * as in the .proto, every field present (an unset message field null, an unset list empty), 64-bit
+ * integers as numbers, and the member a oneof holds named by a field of the oneof's name.
+ */
+
+export interface DataPlaneMessage {
+  hello?: Hello;
+  ack?: Ack;
+  nack?: Nack;
+  /** Which member of `kind` is set. */
+  kind?: 'hello' | 'ack' | 'nack';
+}
+
+export interface Hello {
+  id: string;
+  hostname: string;
+  /** Version and hash of the snapshot the DP already holds (0 / "" when none). */
+  version: number;
+  hash: string;
+  /** Address the DP serves proxy traffic on, for GET /dataplanes. */
+  proxy_address: string;
+  software_version: string;
+  /** The DP applies SnapshotDelta pushes; without it the CP sends only full snapshots. */
+  accepts_deltas: boolean;
+}
+
+export interface Ack {
+  version: number;
+  nonce: string;
+}
+
+export interface Nack {
+  version: number;
+  nonce: string;
+  error: string;
+}
+
+export interface SnapshotPush {
+  /** Per-stream increasing; an ACK/NACK counts only when it echoes the last one sent. */
+  nonce: string;
+  snapshot?: Snapshot;
+  delta?: SnapshotDelta;
+  /** Which member of `content` is set. */
+  content?: 'snapshot' | 'delta';
+}
+
+/**
+ * The changes from version base_version (content hash base_hash) to version: definitions added
+ * or changed (whole, as in Snapshot) and names removed. The DP applies it only on top of exactly
+ * that base, and only if its content then hashes to `hash`; otherwise it NACKs and the CP sends
+ * the full snapshot.
+ */
+export interface SnapshotDelta {
+  base_version: number;
+  base_hash: string;
+  version: number;
+  /** Hash of the whole content after applying (as Snapshot.hash). */
+  hash: string;
+  apis: ApiDefinition[];
+  oauth_servers: OAuthServer[];
+  basic_auth_credentials: BasicAuthCredential[];
+  removed_apis: string[];
+  removed_oauth_servers: string[];
+  removed_basic_auth_credentials: string[];
+}
+
+export interface Snapshot {
+  version: number;
+  /** sha256 hex over each kind's count and sum of per-definition hashes, in any list order (proto/src/snapshot/codec.ts). */
+  hash: string;
+  apis: ApiDefinition[];
+  oauth_servers: OAuthServer[];
+  /** basic_auth users, sorted by username; omitted when there are none (the hash is the same either way). */
+  basic_auth_credentials: BasicAuthCredential[];
+}
+
+export interface ApiDefinition {
+  name: string;
+  active: boolean;
+  hosts: string[];
+  proxy: Proxy | null;
+  plugins: Plugin[];
+}
+
+export interface Proxy {
+  /** Empty when the API routes on hosts and/or methods only. */
+  listen_path: string;
+  upstreams: Upstreams | null;
+  methods: string[];
+  strip_path: boolean;
+  append_path: boolean;
+  preserve_host: boolean;
+  insecure_skip_verify: boolean;
+  forwarding_timeouts: ForwardingTimeouts | null;
+}
+
+export interface ForwardingTimeouts {
+  /** Duration strings as stored ("5s", "250ms"). */
+  dial_timeout: string;
+  response_header_timeout: string;
+}
+
+export interface Upstreams {
+  balancing: string;
+  targets: Target[];
+}
+
+export interface Target {
+  target: string;
+  weight: number;
+}
+
+export interface Plugin {
+  name: string;
+  enabled: boolean;
+  oauth2?: OAuth2PluginConfig;
+  cors?: CorsPluginConfig;
+  request_transformer?: HeaderTransformerConfig;
+  response_transformer?: HeaderTransformerConfig;
+  body_limit?: BodyLimitPluginConfig;
+  retry?: RetryPluginConfig;
+  cb?: CbPluginConfig;
+  basic_auth?: BasicAuthPluginConfig;
+  rate_limit?: RateLimitPluginConfig;
+  compression?: CompressionPluginConfig;
+  /**
+   * The normalised config (defaults filled) of the plugin `name` names, in the member of that
+   * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
+   */
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression';
+}
+
+export interface OAuth2PluginConfig {
+  server_name: string;
+}
+
+export interface CorsPluginConfig {
+  domains: string[];
+  methods: string[];
+  request_headers: string[];
+  exposed_headers: string[];
+  options_passthrough: boolean;
+  allow_credentials: boolean;
+  max_age: number;
+}
+
+/** request_transformer and response_transformer (the latter never has querystring). */
+export interface HeaderTransformerConfig {
+  add: TransformerValues | null;
+  append: TransformerValues | null;
+  replace: TransformerValues | null;
+  remove: TransformerRemovals | null;
+}
+
+export interface TransformerValues {
+  headers: Record<string, string>;
+  querystring: Record<string, string>;
+}
+
+export interface TransformerRemovals {
+  headers: string[];
+  querystring: string[];
+}
+
+export interface BodyLimitPluginConfig {
+  /** Janus size, as stored ("1M", "512K"). */
+  limit: string;
+}
+
+export interface RetryPluginConfig {
+  attempts: number;
+  /** Go duration, as stored ("1s", "100ms", "0s"). */
+  backoff: string;
+  /** The normalised predicate (a `statuses` list is stored as its predicate). */
+  predicate: string;
+  methods: string[];
+}
+
+/** Janus's hystrix settings; durations in milliseconds as in Janus. */
+export interface CbPluginConfig {
+  timeout: number;
+  max_concurrent_requests: number;
+  error_percent_threshold: number;
+  request_volume_threshold: number;
+  sleep_window: number;
+  consecutive_failures: number;
+  predicate: string;
+}
+
+export interface RateLimitPluginConfig {
+  /** Janus rate, as stored ("10-S", "100-M", "1000-H", "5000-D"). */
+  limit: string;
+  /** "local" or "redis". */
+  policy: string;
+  trust_forward_headers: boolean;
+  /** "ip" or "token". */
+  key: string;
+}
+
+export interface CompressionPluginConfig {
+  /** Bytes; a response with a smaller known Content-Length is not compressed. */
+  min_size: number;
+  /** Media types as stored ("text/*", "application/json", "application/*+json"). */
+  content_types: string[];
+  /** "br" and/or "gzip". */
+  encodings: string[];
+}
+
+export interface BasicAuthPluginConfig {
+  /** Shown in the 401's WWW-Authenticate challenge. */
+  realm: string;
+}
+
+/** A basic_auth user: only the scrypt hash ("scrypt$N$r$p$salt$key") ever leaves the control plane. */
+export interface BasicAuthCredential {
+  username: string;
+  password_hash: string;
+}
+
+export interface OAuthServer {
+  name: string;
+  oauth_endpoints: OAuthEndpoints | null;
+  token_strategy: TokenStrategy | null;
+}
+
+export interface OAuthEndpoints {
+  token: Proxy | null;
+  authorize: Proxy | null;
+  introspect: Proxy | null;
+  revoke: Proxy | null;
+}
+
+export interface TokenStrategy {
+  /** "jwt", "storage" or "introspection" */
+  name: string;
+  /** jwt: verification keys; several = rotation. */
+  keys: JwtKey[];
+  /** Seconds of clock skew tolerated on exp/nbf. */
+  leeway: number;
+  /** storage: TTL in seconds when the token response has no expires_in (0 = unset). */
+  default_ttl: number;
+  /** introspection (RFC 7662) settings; absent for the other strategies. */
+  introspection: IntrospectionSettings | null;
+}
+
+/** Field names and meanings as in the admin API's token_strategy.settings; "" = unset. */
+export interface IntrospectionSettings {
+  use_auth_header: boolean;
+  auth_header_type: string;
+  token_type_hint: string;
+  client_id: string;
+  client_secret: string;
+  client_auth: string;
+  timeout: string;
+  cache_ttl: number;
+}
+
+export interface JwtKey {
+  alg: string;
+  key: string;
+}

@@ -1052,16 +1052,18 @@ async function main() {
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const upstream = await startUpstream();
-  const cp = await startControlPlane(dataDir);
-  const dps = [await startDataPlane(cp, 'bench-dp-1'), await startDataPlane(cp, 'bench-dp-2')];
-
-  await section('load', () => loadSection(upstream, cp, dps));
-  await section('plugins', () => pluginSection(upstream, cp, dps));
-  await section('access log', () => accessLogSection(upstream, cp));
-  await section('tracing', () => tracingSection(upstream, cp));
-  await section('workers', () => workersSection(upstream, cp));
-  for (const dp of dps) await dp.stop();
-  await cp.stop();
+  // The shared CP and data planes only when a section that uses them runs (not for memory or route match alone).
+  if (['load', 'plugins', 'access log', 'tracing', 'workers'].some((name) => !ONLY || ONLY.includes(name))) {
+    const cp = await startControlPlane(dataDir);
+    const dps = [await startDataPlane(cp, 'bench-dp-1'), await startDataPlane(cp, 'bench-dp-2')];
+    await section('load', () => loadSection(upstream, cp, dps));
+    await section('plugins', () => pluginSection(upstream, cp, dps));
+    await section('access log', () => accessLogSection(upstream, cp));
+    await section('tracing', () => tracingSection(upstream, cp));
+    await section('workers', () => workersSection(upstream, cp));
+    for (const dp of dps) await dp.stop();
+    await cp.stop();
+  }
   await section('propagation', () => propagationSection(upstream));
   await upstream.stop();
   await section('route match', routeMatchSection);

@@ -19,8 +19,7 @@ import { createSnapshotHolder } from './snapshot-holder.js';
 const proto = loadGatehouseProto();
 const logger = createLogger('data-plane', 'silent');
 
-type DpMessage = wire.DataPlaneMessage;
-type Stream = grpc.ServerDuplexStream<DpMessage, Buffer>;
+type Stream = grpc.ServerDuplexStream<wire.DataPlaneMessage, Buffer>;
 
 function apiDef(name: string): ApiDefinition {
   return parseApiDefinition({
@@ -35,13 +34,13 @@ function snapshot(version: number, ...apis: ApiDefinition[]): SnapshotMessage {
 
 /** A control plane reduced to the wire: records every message, lets the test push and hang up. */
 async function startFakeControlPlane() {
-  const messages: DpMessage[] = [];
+  const messages: wire.DataPlaneMessage[] = [];
   const streams: Stream[] = [];
   const server = new grpc.Server(CHANNEL_OPTIONS);
   server.addService(proto.service, {
     StreamSnapshots: (call: Stream) => {
       streams.push(call);
-      call.on('data', (m: DpMessage) => messages.push(m));
+      call.on('data', (m: wire.DataPlaneMessage) => messages.push(m));
       call.on('error', () => undefined);
     },
   });
@@ -183,10 +182,10 @@ describe('snapshot client', () => {
 
     const port = Number(address.split(':')[1]);
     const server = new grpc.Server(CHANNEL_OPTIONS);
-    const hellos: DpMessage[] = [];
+    const hellos: wire.DataPlaneMessage[] = [];
     server.addService(proto.service, {
       StreamSnapshots: (call: Stream) => {
-        call.on('data', (m: DpMessage) => {
+        call.on('data', (m: wire.DataPlaneMessage) => {
           hellos.push(m);
           if (m.hello) call.write(proto.wrapPush('n1', proto.encodeSnapshot(snapshot(1, apiDef('late')))));
         });

@@ -14,4 +14,8 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.test.json' }],
   },
   testTimeout: 30000,
+  // Tests and describe blocks run in a new random order within each file at every run, so that no test
+  // leans on what another left behind; the seed is printed last (`npm test -- --seed=<N>` replays an order).
+  randomize: true,
+  showSeed: true,
 };

@@ -50,27 +50,8 @@ async function expectStatus(reply: Promise<Reply>, status: number): Promise<any>
   return json;
 }
 
-beforeAll(async () => {
-  const started = Date.now();
-  server = await startKubeApiServer();
-  // Start-up time shows in the test output: it is the fixed cost of every Kubernetes test file.
-  console.log(`etcd + kube-apiserver ready in ${Date.now() - started} ms at ${server.url}`);
-}, TIMEOUT_MS);
-
-afterAll(async () => {
-  await server?.stop();
-}, TIMEOUT_MS);
-
-test('the admin token lists namespaces', async () => {
-  expect(server.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-  const list = await expectStatus(kube('GET', '/api/v1/namespaces', server.adminToken), 200);
-  expect(list.items.map((ns: { metadata: { name: string } }) => ns.metadata.name)).toEqual(expect.arrayContaining(['default', 'kube-system']));
-  // No token, no access: the anonymous user has no RBAC grant on namespaces.
-  const anonymous = await kube('GET', '/api/v1/namespaces', '');
-  expect([401, 403]).toContain(anonymous.status);
-}, TIMEOUT_MS);
-
-test('a ServiceAccount token is held to its Role', async () => {
+/** A namespace, a ServiceAccount bound to a Role that may get ConfigMaps, and one ConfigMap: what the tests read. */
+async function createFixtures(): Promise<void> {
   const admin = server.adminToken;
   const inNamespace = `/api/v1/namespaces/${NAMESPACE}`;
   const rbac = 'rbac.authorization.k8s.io';
@@ -91,7 +72,32 @@ test('a ServiceAccount token is held to its Role', async () => {
     subjects: [{ kind: 'ServiceAccount', name: 'reader', namespace: NAMESPACE }],
   });
   await create(`${inNamespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings' }, data: { mode: 'test' } });
+}
 
+beforeAll(async () => {
+  const started = Date.now();
+  server = await startKubeApiServer();
+  // Start-up time shows in the test output: it is the fixed cost of every Kubernetes test file.
+  console.log(`etcd + kube-apiserver ready in ${Date.now() - started} ms at ${server.url}`);
+  // Here, not in a test: the restart test reads them too, and tests run in any order.
+  await createFixtures();
+}, TIMEOUT_MS);
+
+afterAll(async () => {
+  await server?.stop();
+}, TIMEOUT_MS);
+
+test('the admin token lists namespaces', async () => {
+  expect(server.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+  const list = await expectStatus(kube('GET', '/api/v1/namespaces', server.adminToken), 200);
+  expect(list.items.map((ns: { metadata: { name: string } }) => ns.metadata.name)).toEqual(expect.arrayContaining(['default', 'kube-system']));
+  // No token, no access: the anonymous user has no RBAC grant on namespaces.
+  const anonymous = await kube('GET', '/api/v1/namespaces', '');
+  expect([401, 403]).toContain(anonymous.status);
+}, TIMEOUT_MS);
+
+test('a ServiceAccount token is held to its Role', async () => {
+  const admin = server.adminToken;
   // The ServiceAccount exists already: serviceAccountToken must reuse it, not fail.
   const token = await server.serviceAccountToken(NAMESPACE, 'reader');
   const configMap = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, token), 200);

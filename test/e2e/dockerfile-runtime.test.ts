@@ -24,6 +24,7 @@ const T = 180_000;
 
 let dockerfile: Dockerfile;
 let workdir: string;
+const dataDirs: string[] = [];
 const processes: ServiceProcess[] = [];
 
 /** `/app/x` → `x` (paths inside the build stages, whose WORKDIR is /app). */
@@ -98,6 +99,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const p of processes.reverse()) await p.stop();
   if (workdir) await rm(workdir, { recursive: true, force: true });
+  for (const dir of dataDirs) await rm(dir, { recursive: true, force: true });
 }, T);
 
 test('multi-stage: Node 20 slim base, build and deps stages, tini as PID 1, a non-root numeric user', () => {
@@ -136,7 +138,9 @@ test('the image holds production dependencies only', async () => {
 test('the image’s CMD starts the control plane and the chart’s args the data plane; /healthz answers and the DP syncs', async () => {
   const cmd = last(dockerfile.final, 'CMD')!;
   expect(cmd.json).toBe(true);
-  const dataDir = join(workdir, 'tmp-data');
+  // Outside the image's tree (a volume in a pod): the tree's listing is checked in another test, in any order.
+  const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-image-data-'));
+  dataDirs.push(dataDir);
   const cp = await start('image control plane', cmd.args, { ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_PASSWORD: 'image-test-password', ADMIN_JWT_SECRET: 'x'.repeat(32) }, ['admin', 'grpc']);
   expect((await httpRequest(`http://127.0.0.1:${cp.ports.admin}/healthz`)).status).toBe(200);
   // The console's static files reached the image (served from control-plane/console/).

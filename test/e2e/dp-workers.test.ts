@@ -45,9 +45,9 @@ afterAll(async () => {
   await slow?.close();
 });
 
-/** `name{labels} value` lines of the primary's /metrics, summed per `worker` label (only series matching `labels`). */
-async function perWorker(name: string, labels: Record<string, string> = {}): Promise<Record<string, number>> {
-  const res = await httpRequest(`${dp.statusUrl}/metrics`);
+/** `name{labels} value` lines of the primary's /metrics (of `of`), summed per `worker` label (only series matching `labels`). */
+async function perWorker(name: string, labels: Record<string, string> = {}, of: DataPlane = dp): Promise<Record<string, number>> {
+  const res = await httpRequest(`${of.statusUrl}/metrics`);
   expect(res.status).toBe(200);
   const counts: Record<string, number> = {};
   for (const line of res.text.split('\n')) {
@@ -186,21 +186,27 @@ test('SIGKILL of one worker: it is forked again and serves, the other keeps serv
 });
 
 test('SIGTERM to the primary drains the requests in flight in every worker, then exits 0', async () => {
-  const inFlight = Array.from({ length: 10 }, (_, i) => dp.request('GET', `/slow/${i}`));
-  await slow.waitForRequests(10);
-  const busy = await perWorker('gatehouse_proxy_in_flight_requests');
-  expect(busy['1']).toBeGreaterThan(0);
-  expect(busy['2']).toBeGreaterThan(0);
+  // A data plane of its own to stop: the shared one serves the tests that run after this one.
+  const draining = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { WORKERS: '2', SHUTDOWN_TIMEOUT: '5s' } });
+  try {
+    const inFlight = Array.from({ length: 10 }, (_, i) => draining.request('GET', `/slow/${i}`));
+    await slow.waitForRequests(10);
+    const busy = await perWorker('gatehouse_proxy_in_flight_requests', {}, draining);
+    expect(busy['1']).toBeGreaterThan(0);
+    expect(busy['2']).toBeGreaterThan(0);
 
-  const exited = dp.stop();
-  const answers = await Promise.all(inFlight);
-  expect(answers.map((res) => res.status)).toEqual(Array(10).fill(200));
-  expect(await exited).toEqual({ code: 0, signal: null });
-  const stopped = dp.process.lines().flatMap((l) => (l.json?.msg === 'stopped' && l.json.worker !== undefined ? [[l.json.worker, l.json.drained]] : []));
-  expect(stopped.sort()).toEqual([
-    [1, true],
-    [2, true],
-  ]);
+    const exited = draining.stop();
+    const answers = await Promise.all(inFlight);
+    expect(answers.map((res) => res.status)).toEqual(Array(10).fill(200));
+    expect(await exited).toEqual({ code: 0, signal: null });
+    const stopped = draining.process.lines().flatMap((l) => (l.json?.msg === 'stopped' && l.json.worker !== undefined ? [[l.json.worker, l.json.drained]] : []));
+    expect(stopped.sort()).toEqual([
+      [1, true],
+      [2, true],
+    ]);
+  } finally {
+    await draining.kill();
+  }
 });
 
 test('a proxy port in use stops the whole data plane with exit 1: the worker says why, the primary that it stops', async () => {

@@ -71,6 +71,24 @@ const protectedApi = (server: string) =>
     plugins: [{ name: 'oauth2', enabled: true, config: { server_name: server } }],
   });
 
+/** An API of the `hs` server whose oauth2 plugin is off. */
+const openApi = (name: string, prefix: string) => ({
+  ...apiDefinition({ name, listenPath: `/${prefix}/*`, targets: [upstream.url] }),
+  plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'hs' } }],
+});
+
+/**
+ * A server configured as the shared server `like` (same strategy, same authorization service) and the API it
+ * protects, both under `name`: for a test that changes or deletes them, leaving the shared ones as every other test expects.
+ */
+async function createOwnServer(name: string, like: string): Promise<void> {
+  const spec = SERVERS.find((s) => s.name === like)!;
+  expect((await gw.admin.createOAuthServer(oauthServer({ ...spec, name }, auth.get(like)!.url))).status).toBe(201);
+  const write = await gw.admin.createApi(protectedApi(name));
+  expect(write.status).toBe(201);
+  await gw.admin.waitForDataPlanes(write, gw.dps);
+}
+
 const now = () => Math.floor(Date.now() / 1000);
 
 function sign(alg: string, key: KeyObject | string, claims: JWTPayload = {}, header: Record<string, unknown> = {}): Promise<string> {
@@ -115,10 +133,7 @@ beforeAll(async () => {
     last = await gw.admin.createApi(protectedApi(spec.name));
     expect(last.status).toBe(201);
   }
-  last = await gw.admin.createApi({
-    ...apiDefinition({ name: 'api-open', listenPath: '/open/*', targets: [upstream.url] }),
-    plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'hs' } }],
-  });
+  last = await gw.admin.createApi(openApi('api-open', 'open'));
   expect(last.status).toBe(201);
   await gw.admin.waitForDataPlanes(last, gw.dps);
 }, 60_000);
@@ -205,15 +220,16 @@ describe('key rotation, legacy secret, RS256/ES256', () => {
 });
 
 describe('leeway', () => {
-  test.each<[string, string, JWTPayload, number]>([
-    ['expired 10 s ago, leeway 30', 'lee', { exp: now() - 10 }, 200],
-    ['expired 10 s ago, no leeway', 'hs', { exp: now() - 10 }, 401],
-    ['expired 60 s ago, leeway 30', 'lee', { exp: now() - 60 }, 401],
-    ['nbf in 10 s, leeway 30', 'lee', { nbf: now() + 10 }, 200],
-    ['nbf in 10 s, no leeway', 'hs', { nbf: now() + 10 }, 401],
+  // Claims are taken when the test runs: "10 s ago" taken at load would be older by however long the tests before it took.
+  test.each<[string, string, () => JWTPayload, number]>([
+    ['expired 10 s ago, leeway 30', 'lee', () => ({ exp: now() - 10 }), 200],
+    ['expired 10 s ago, no leeway', 'hs', () => ({ exp: now() - 10 }), 401],
+    ['expired 60 s ago, leeway 30', 'lee', () => ({ exp: now() - 60 }), 401],
+    ['nbf in 10 s, leeway 30', 'lee', () => ({ nbf: now() + 10 }), 200],
+    ['nbf in 10 s, no leeway', 'hs', () => ({ nbf: now() + 10 }), 401],
   ])('%s', async (_name, server, claims, status) => {
     const key = server === 'lee' ? LEEWAY_SECRET : HS_SECRET;
-    expect((await callApi(server, `Bearer ${await sign('HS256', key, claims)}`)).status).toBe(status);
+    expect((await callApi(server, `Bearer ${await sign('HS256', key, claims())}`)).status).toBe(status);
   });
 });
 
@@ -248,40 +264,47 @@ describe('plugin lifecycle', () => {
   });
 
   test('enabling it makes the API require a token, disabling it again lifts that', async () => {
-    let write = await gw.admin.updateApi('api-open', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'hs' } }] });
+    const created = await gw.admin.createApi(openApi('api-open-toggle', 'open-toggle'));
+    expect(created.status).toBe(201);
+    await gw.admin.waitForDataPlanes(created, gw.dps);
+    expect((await gw.dp.request('GET', '/open-toggle/thing')).status).toBe(200);
+
+    let write = await gw.admin.updateApi('api-open-toggle', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'hs' } }] });
     expect(write.status).toBe(200);
     await gw.admin.waitForDataPlanes(write, gw.dps);
-    expectGatewayError(await gw.dp.request('GET', '/open/thing'), 400, 'authorization field missing');
+    expectGatewayError(await gw.dp.request('GET', '/open-toggle/thing'), 400, 'authorization field missing');
     const token = await obtainToken('hs');
-    expect((await gw.dp.request('GET', '/open/thing', { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    expect((await gw.dp.request('GET', '/open-toggle/thing', { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
 
-    write = await gw.admin.updateApi('api-open', { plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'hs' } }] });
+    write = await gw.admin.updateApi('api-open-toggle', { plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'hs' } }] });
     await gw.admin.waitForDataPlanes(write, gw.dps);
-    expect((await gw.dp.request('GET', '/open/thing')).status).toBe(200);
+    expect((await gw.dp.request('GET', '/open-toggle/thing')).status).toBe(200);
   });
 
   test('a server referenced by an API cannot be deleted (409); once unreferenced it can', async () => {
-    const refused = await gw.admin.deleteOAuthServer('legacy');
+    await createOwnServer('legacy-delete', 'legacy');
+    const refused = await gw.admin.deleteOAuthServer('legacy-delete');
     expect(refused.status).toBe(409);
     expect(refused.headers['content-type']).toMatch(/^application\/json/);
     // Still enforced with the server in place.
-    expect((await callApi('legacy', `Bearer ${await sign('HS256', LEGACY_SECRET)}`)).status).toBe(200);
+    expect((await callApi('legacy-delete', `Bearer ${await sign('HS256', LEGACY_SECRET)}`)).status).toBe(200);
 
-    expect((await gw.admin.deleteApi('api-legacy')).status).toBe(204);
-    const deleted = await gw.admin.deleteOAuthServer('legacy');
+    expect((await gw.admin.deleteApi('api-legacy-delete')).status).toBe(204);
+    const deleted = await gw.admin.deleteOAuthServer('legacy-delete');
     expect(deleted.status).toBe(204);
   });
 
   test('a key rotated away by PUT stops being accepted', async () => {
+    await createOwnServer('rot-put', 'rot');
     const oldToken = await sign('HS256', ROTATION_OLD);
-    expect((await callApi('rot', `Bearer ${oldToken}`)).status).toBe(200);
-    const write = await gw.admin.updateOAuthServer('rot', {
+    expect((await callApi('rot-put', `Bearer ${oldToken}`)).status).toBe(200);
+    const write = await gw.admin.updateOAuthServer('rot-put', {
       token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: ROTATION_NEW }] },
     });
     expect(write.status).toBe(200);
     await gw.admin.waitForDataPlanes(write, gw.dps);
-    expectGatewayError(await callApi('rot', `Bearer ${oldToken}`), 401, 'access token not authorized');
-    expect((await callApi('rot', `Bearer ${await sign('HS256', ROTATION_NEW)}`)).status).toBe(200);
+    expectGatewayError(await callApi('rot-put', `Bearer ${oldToken}`), 401, 'access token not authorized');
+    expect((await callApi('rot-put', `Bearer ${await sign('HS256', ROTATION_NEW)}`)).status).toBe(200);
   });
 
   test('an invalid key is refused by the admin API with the field named', async () => {

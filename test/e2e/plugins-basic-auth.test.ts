@@ -24,39 +24,55 @@ const api = (name: string, plugin: Record<string, unknown>) => ({
   plugins: [{ name: 'basic_auth', ...plugin }],
 });
 const get = (path: string, authorization?: string) => gw.dp.request('GET', path, { headers: authorization ? { authorization } : {} });
+const SCRYPT_HASH = /^scrypt\$16384\$8\$1\$/;
+
+/** Each test creates the users it needs, under its own names, so no test depends on another's leftovers or verdicts. */
+async function createUser(username: string): Promise<void> {
+  const created = await gw.admin.request('POST', USERS, { body: { username, password: PASSWORD } });
+  expect(created.status).toBe(201);
+  expect(created.headers.location).toBe(`${USERS}/${username}`);
+  expect(created.body).toEqual({ username });
+  await gw.admin.waitForDataPlanes(created, gw.dps);
+}
 
 beforeAll(async () => {
   u = await startUpstream('basic-auth-upstream');
   gw = await startGateway({ controlPlane: { env: { ADMIN_VIEWER_USER: 'auditor', ADMIN_VIEWER_PASSWORD: 'auditor-password-123' } } });
   await createApis(gw, [api('ba', {}), api('ba-realm', { config: { realm: 'Payments' } }), api('ba-off', { enabled: false })]);
-  const created = await gw.admin.request('POST', USERS, { body: { username: 'alice', password: PASSWORD } });
-  expect(created.status).toBe(201);
-  expect(created.headers.location).toBe(`${USERS}/alice`);
-  expect(created.body).toEqual({ username: 'alice' });
-  await gw.admin.waitForDataPlanes(created, gw.dps);
 }, 60_000);
+
+// Every test starts with no users, whatever ran before it: the listings below are exact.
+afterEach(async () => {
+  for (const { username } of (await gw.admin.request('GET', USERS)).body as Array<{ username: string }>) {
+    expect((await gw.admin.request('DELETE', `${USERS}/${username}`)).status).toBe(204);
+  }
+  expect((await gw.admin.request('GET', USERS)).body).toEqual([]);
+});
 
 afterAll(async () => {
   expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
 test('the right credentials pass, with the Authorization header forwarded unchanged', async () => {
-  const res = await get('/ba/x', basic('alice', PASSWORD));
+  await createUser('alice-pass');
+  const res = await get('/ba/x', basic('alice-pass', PASSWORD));
   expect(res.status).toBe(200);
-  expect(u.requests.at(-1)?.headers.authorization).toBe(basic('alice', PASSWORD));
+  expect(u.requests.at(-1)?.headers.authorization).toBe(basic('alice-pass', PASSWORD));
   // A cached verdict answers the same.
-  expect((await get('/ba/y', basic('alice', PASSWORD))).status).toBe(200);
+  expect((await get('/ba/y', basic('alice-pass', PASSWORD))).status).toBe(200);
 });
 
-test.each([
-  ['a wrong password', basic('alice', 'wrong password!')],
-  ['an unknown user', basic('mallory', PASSWORD)],
-  ['no Authorization header', undefined],
-  ['a bearer token', 'Bearer abc'],
-  ['credentials without a colon', `Basic ${Buffer.from('alice').toString('base64')}`],
-])('%s → 401 "invalid credentials" with the challenge, never reaching the upstream', async (_row, authorization) => {
+// Each row has a real user in the store, so a wrong password or a colon-less form of the name is refused as such.
+test.each<[string, string, (user: string) => string | undefined]>([
+  ['a wrong password', 'alice-wrong-password', (user) => basic(user, 'wrong password!')],
+  ['an unknown user', 'alice-unknown-user', () => basic('mallory', PASSWORD)],
+  ['no Authorization header', 'alice-no-header', () => undefined],
+  ['a bearer token', 'alice-bearer', () => 'Bearer abc'],
+  ['credentials without a colon', 'alice-no-colon', (user) => `Basic ${Buffer.from(user).toString('base64')}`],
+])('%s → 401 "invalid credentials" with the challenge, never reaching the upstream', async (_row, user, authorization) => {
+  await createUser(user);
   const before = u.requests.length;
-  const res = await get('/ba/x', authorization);
+  const res = await get('/ba/x', authorization(user));
   expect(res.status).toBe(401);
   expect(res.headers['content-type']).toMatch(/^application\/json/);
   expect(res.json).toBe('invalid credentials');
@@ -73,21 +89,29 @@ test('enabled: false checks nothing', async () => {
 });
 
 test('no GET shows the password or its hash, and the store file holds only the scrypt hash', async () => {
+  await createUser('alice-store');
   const list = await gw.admin.request('GET', USERS);
   expect(list.status).toBe(200);
-  expect(list.body).toEqual([{ username: 'alice' }]);
-  const one = await gw.admin.request('GET', `${USERS}/alice`);
-  expect(one.body).toEqual({ username: 'alice' });
+  expect(list.body).toEqual([{ username: 'alice-store' }]);
+  const one = await gw.admin.request('GET', `${USERS}/alice-store`);
+  expect(one.body).toEqual({ username: 'alice-store' });
   for (const res of [list, one]) expect(res.text).not.toMatch(/password|scrypt/);
   // store.json and its journal (each write's changed definitions): the user is in one of them.
   const [base, journal] = await Promise.all(['store.json', 'store.journal'].map((f) => readFile(join(gw.cp.dataDir, f), 'utf8')));
   for (const file of [base, journal]) expect(file).not.toContain(PASSWORD);
-  const written = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'basic-auth-credential').map((c: { def?: unknown }) => c.def));
-  expect([...(JSON.parse(base).basic_auth_credentials ?? []), ...written]).toEqual([{ username: 'alice', password_hash: expect.stringMatching(/^scrypt\$16384\$8\$1\$/) }]);
+  // The journal also holds the other tests' writes since the last compaction: their users, a password
+  // change as a second record of its user, a delete as a record without `def`.
+  type Written = { name: string; def?: unknown };
+  const written: Written[] = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'basic-auth-credential'));
+  const stored: Written[] = (JSON.parse(base).basic_auth_credentials ?? []).map((def: { username: string }) => ({ name: def.username, def }));
+  const all = [...stored, ...written];
+  expect(all.filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([{ username: 'alice-store', password_hash: expect.stringMatching(SCRYPT_HASH) }]);
+  for (const { name, def } of all) if (def !== undefined) expect(def).toEqual({ username: name, password_hash: expect.stringMatching(SCRYPT_HASH) });
 });
 
 test('a second user with the same name is refused with 409', async () => {
-  const res = await gw.admin.request('POST', USERS, { body: { username: 'alice', password: 'another password' } });
+  await createUser('alice-twice');
+  const res = await gw.admin.request('POST', USERS, { body: { username: 'alice-twice', password: 'another password' } });
   expect(res.status).toBe(409);
   expect(res.body).toEqual({ error: 'user already exists' });
 });
@@ -119,36 +143,41 @@ test.each([
 });
 
 test('a viewer token may list users but not write them', async () => {
+  await createUser('alice-viewer');
   const viewer = await gw.admin.request('POST', '/login', { body: { username: 'auditor', password: 'auditor-password-123' }, token: null });
   expect(viewer.status).toBe(200);
   const token = viewer.body.access_token as string;
-  expect((await gw.admin.request('GET', USERS, { token })).body).toEqual([{ username: 'alice' }]);
+  expect((await gw.admin.request('GET', USERS, { token })).body).toEqual([{ username: 'alice-viewer' }]);
   expect((await gw.admin.request('POST', USERS, { token, body: { username: 'eve', password: PASSWORD } })).status).toBe(403);
-  expect((await gw.admin.request('DELETE', `${USERS}/alice`, { token })).status).toBe(403);
+  expect((await gw.admin.request('DELETE', `${USERS}/alice-viewer`, { token })).status).toBe(403);
 });
 
 test('a bad PUT leaves the user as it was; the path names the user; unknown → 404; no token → 401', async () => {
-  const bad = await gw.admin.request('PUT', `${USERS}/alice`, { body: { password: 'short' } });
+  await createUser('alice-put');
+  const bad = await gw.admin.request('PUT', `${USERS}/alice-put`, { body: { password: 'short' } });
   expect(bad.status).toBe(400);
   expect(bad.body.error).toContain('password must be at least 8 characters');
-  expect((await get('/ba/x', basic('alice', PASSWORD))).status).toBe(200);
-  expect((await gw.admin.request('PUT', `${USERS}/alice`, { body: { username: 'alicia', password: PASSWORD } })).status).toBe(400);
+  expect((await get('/ba/x', basic('alice-put', PASSWORD))).status).toBe(200);
+  expect((await gw.admin.request('PUT', `${USERS}/alice-put`, { body: { username: 'alicia', password: PASSWORD } })).status).toBe(400);
   expect((await gw.admin.request('GET', `${USERS}/nobody`)).status).toBe(404);
-  expect((await gw.admin.request('GET', `${USERS}/alice`, { token: null })).status).toBe(401);
+  expect((await gw.admin.request('GET', `${USERS}/alice-put`, { token: null })).status).toBe(401);
 });
 
 test('a password change refuses the old password at once; a delete refuses the user', async () => {
-  const changed = await gw.admin.request('PUT', `${USERS}/alice`, { body: { password: 'a new passphrase' } });
+  await createUser('alice-change');
+  // Checked once before the change: the old password's verdict is then cached, and the change must still refuse it.
+  expect((await get('/ba/x', basic('alice-change', PASSWORD))).status).toBe(200);
+  const changed = await gw.admin.request('PUT', `${USERS}/alice-change`, { body: { password: 'a new passphrase' } });
   expect(changed.status).toBe(200);
-  expect(changed.body).toEqual({ username: 'alice' });
+  expect(changed.body).toEqual({ username: 'alice-change' });
   await gw.admin.waitForDataPlanes(changed, gw.dps);
-  expect((await get('/ba/x', basic('alice', PASSWORD))).status).toBe(401);
-  expect((await get('/ba/x', basic('alice', 'a new passphrase'))).status).toBe(200);
+  expect((await get('/ba/x', basic('alice-change', PASSWORD))).status).toBe(401);
+  expect((await get('/ba/x', basic('alice-change', 'a new passphrase'))).status).toBe(200);
 
-  const deleted = await gw.admin.request('DELETE', `${USERS}/alice`);
+  const deleted = await gw.admin.request('DELETE', `${USERS}/alice-change`);
   expect(deleted.status).toBe(204);
   await gw.admin.waitForDataPlanes(deleted, gw.dps);
-  expect((await get('/ba/x', basic('alice', 'a new passphrase'))).status).toBe(401);
+  expect((await get('/ba/x', basic('alice-change', 'a new passphrase'))).status).toBe(401);
   expect((await gw.admin.request('GET', USERS)).body).toEqual([]);
-  expect((await gw.admin.request('DELETE', `${USERS}/alice`)).status).toBe(404);
+  expect((await gw.admin.request('DELETE', `${USERS}/alice-change`)).status).toBe(404);
 });

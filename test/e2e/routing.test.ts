@@ -198,15 +198,20 @@ describe('weighted balancing', () => {
   });
 });
 
+// Each test runs the life cycle of an API of its own, created routed: tests run in any order.
 describe('API life cycle through the proxy', () => {
-  const life = (listenPath: string): Record<string, unknown> =>
-    apiDefinition({ name: 'life', listenPath, targets: [`${upstream.url}/hit/life`] });
+  const life = (name: string, listenPath: string): Record<string, unknown> =>
+    apiDefinition({ name, listenPath, targets: [`${upstream.url}/hit/${name}`] });
 
-  test('created → routed; inactive → 404 but listed; active again → routed', async () => {
-    const created = await gw.admin.createApi(life('/life/*'));
+  async function createRouted(name: string, listenPath: string): Promise<void> {
+    const created = await gw.admin.createApi(life(name, listenPath));
     expect(created.status).toBe(201);
     await gw.admin.waitForDataPlanes(created, gw.dps);
-    expect(await routedTo('GET', '/life/a')).toBe('life');
+    expect(await routedTo('GET', listenPath.replace('*', 'a'))).toBe(name);
+  }
+
+  test('created → routed; inactive → 404 but listed; active again → routed', async () => {
+    await createRouted('life', '/life/*');
 
     const off = await gw.admin.updateApi('life', { active: false });
     expect(off.status).toBe(200);
@@ -226,22 +231,24 @@ describe('API life cycle through the proxy', () => {
   });
 
   test('listen_path changed: the old path is 404, the new one routed', async () => {
-    const moved = await gw.admin.updateApi('life', { proxy: { listen_path: '/moved/*' } });
+    await createRouted('life-moved', '/life-moved/*');
+    const moved = await gw.admin.updateApi('life-moved', { proxy: { listen_path: '/moved/*' } });
     expect(moved.status).toBe(200);
     expect(moved.body.proxy.listen_path).toBe('/moved/*');
     await gw.admin.waitForDataPlanes(moved, gw.dps);
-    expect(await routedTo('GET', '/life/a')).toBe('status 404');
-    expect(await routedTo('GET', '/moved/a')).toBe('life');
+    expect(await routedTo('GET', '/life-moved/a')).toBe('status 404');
+    expect(await routedTo('GET', '/moved/a')).toBe('life-moved');
   });
 
   test('deleted → 404 and gone from the listing', async () => {
-    const deleted = await gw.admin.deleteApi('life');
+    await createRouted('life-deleted', '/life-deleted/*');
+    const deleted = await gw.admin.deleteApi('life-deleted');
     expect(deleted.status).toBe(204);
     await gw.admin.waitForDataPlanes(deleted, gw.dps);
-    const res = await gw.dp.request('GET', '/moved/a');
+    const res = await gw.dp.request('GET', '/life-deleted/a');
     expect(res.status).toBe(404);
     expect(res.text).toBe(NO_ROUTE_BODY);
     const listed = await gw.admin.listApis();
-    expect(listed.body.map((api: { name: string }) => api.name)).not.toContain('life');
+    expect(listed.body.map((api: { name: string }) => api.name)).not.toContain('life-deleted');
   });
 });

@@ -29,7 +29,6 @@ interface DataPlaneRow {
 
 let gw: Gateway;
 let u: Upstream;
-let versionBeforeRestart = 0;
 
 async function expectRouted(dp: DataPlane, path: string): Promise<void> {
   const res = await dp.request('GET', path);
@@ -48,6 +47,28 @@ async function waitForListing(dps: DataPlane[], version: number): Promise<DataPl
     },
     { what: `GET /dataplanes to list ${dps.map((d) => d.id).join(', ')} at version >= ${version}`, details: () => gw.cp.recentLogs() },
   );
+}
+
+/**
+ * Waits until GET /dataplanes lists exactly the shared data planes, each having ACKed the CP's
+ * current version, and returns that version. Tests run in any order, and the one before may have
+ * written without waiting for both shared DPs, stopped a DP of its own a moment ago or brought the
+ * CP back while the DPs were still reconnecting.
+ */
+async function settled(): Promise<number> {
+  const version = (await gw.admin.readyz()).body.snapshot.version as number;
+  await gw.admin.waitForDataPlanes(version, gw.dps);
+  await pollUntil(
+    async () => {
+      const res = await gw.admin.dataplanes();
+      if (res.status !== 200 || !Array.isArray(res.body)) return undefined;
+      const rows = res.body as DataPlaneRow[];
+      const exact = rows.length === gw.dps.length && gw.dps.every((dp) => rows.some((row) => row.id === dp.id && row.last_ack?.version === version));
+      return exact ? true : undefined;
+    },
+    { what: `GET /dataplanes to list exactly ${gw.dps.map((d) => d.id).join(', ')}, each ACKed at version ${version}`, details: () => gw.cp.recentLogs() },
+  );
+  return version;
 }
 
 beforeAll(async () => {
@@ -79,8 +100,8 @@ test('both data planes converge on the same snapshot version and hash', async ()
 });
 
 test('GET /dataplanes lists both with their version and last ACK', async () => {
-  const { version } = await gw.dp.readyz();
-  const rows = await waitForListing(gw.dps, version!);
+  const version = await settled();
+  const rows = await waitForListing(gw.dps, version);
   for (const dp of gw.dps) {
     const row = rows.find((r) => r.id === dp.id)!;
     expect(row).toMatchObject({ id: dp.id, version, last_nack: null });
@@ -101,77 +122,110 @@ async function pushesSent(): Promise<number> {
 }
 
 test('an unchanged store pushes nothing: a no-op write keeps the version and sends no push', async () => {
+  const created = await gw.admin.createApi(apiDefinition({ name: 'unchanged', listenPath: '/unchanged/*', targets: [u.url] }));
+  expect(created.status).toBe(201);
+  // A real change is pushed once per connected DP: only the two shared ones may be connected.
+  await settled();
   const before = (await gw.admin.readyz()).body.snapshot.version;
   const pushesBefore = await pushesSent();
-  const same = await gw.admin.updateApi('first', { active: true });
+  const same = await gw.admin.updateApi('unchanged', { active: true });
   expect(same.status).toBe(200);
   const after = (await gw.admin.readyz()).body.snapshot.version;
   expect(after).toBe(before);
   expect(await pushesSent()).toBe(pushesBefore);
   // The counter does move on a real change, so the equality above is not vacuous.
-  const changed = await gw.admin.updateApi('first', { proxy: { preserve_host: true } });
+  const changed = await gw.admin.updateApi('unchanged', { proxy: { preserve_host: true } });
   await gw.admin.waitForDataPlanes(changed, gw.dps);
   expect(await pushesSent()).toBe(pushesBefore + gw.dps.length);
-  await gw.admin.waitForDataPlanes(await gw.admin.updateApi('first', { proxy: { preserve_host: false } }), gw.dps);
+  await gw.admin.waitForDataPlanes(await gw.admin.updateApi('unchanged', { proxy: { preserve_host: false } }), gw.dps);
 });
 
-test('CP killed (SIGKILL): both data planes keep serving their last snapshot', async () => {
-  versionBeforeRestart = (await gw.dp.readyz()).version!;
-  await gw.cp.kill();
-  for (const dp of gw.dps) {
-    await expectRouted(dp, '/first/b');
-    const state = await dp.readyz();
-    expect(state).toMatchObject({ status: 200, ready: true, version: versionBeforeRestart });
-  }
-  // "Indefinitely": still serving after several failed reconnect attempts (backoff max is 1 s here).
-  await new Promise((resolve) => setTimeout(resolve, 5_000));
-  for (const dp of gw.dps) {
-    await expectRouted(dp, '/first/b');
-    expect(await dp.readyz()).toMatchObject({ status: 200, ready: true, version: versionBeforeRestart });
-  }
-});
+describe('the shared CP taken down', () => {
+  // Whichever test took it down, the next one (in any order) finds the CP up with both DPs rejoined.
+  afterEach(async () => {
+    if (!gw.cp.process.running()) {
+      await gw.cp.restart();
+      await gw.admin.login();
+    }
+    await settled();
+  });
 
-test('CP restarted on the same ports and DATA_DIR: definitions survived, DPs resync without restart', async () => {
-  await gw.cp.restart();
-  await gw.admin.login();
-  const listed = await gw.admin.listApis();
-  expect(listed.status).toBe(200);
-  expect(listed.body.map((api: { name: string }) => api.name)).toEqual(['first']);
-  const ready = await gw.admin.readyz();
-  expect(ready.body.snapshot.version).toBe(versionBeforeRestart);
+  test('CP killed (SIGKILL): both data planes keep serving their last snapshot', async () => {
+    const created = await gw.admin.createApi(apiDefinition({ name: 'while-cp-down', listenPath: '/while-cp-down/*', targets: [u.url] }));
+    expect(created.status).toBe(201);
+    const versionBeforeKill = await settled();
+    await gw.cp.kill();
+    for (const dp of gw.dps) {
+      await expectRouted(dp, '/while-cp-down/b');
+      const state = await dp.readyz();
+      expect(state).toMatchObject({ status: 200, ready: true, version: versionBeforeKill });
+    }
+    // "Indefinitely": still serving after several failed reconnect attempts (backoff max is 1 s here).
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    for (const dp of gw.dps) {
+      await expectRouted(dp, '/while-cp-down/b');
+      expect(await dp.readyz()).toMatchObject({ status: 200, ready: true, version: versionBeforeKill });
+    }
+  });
 
-  await waitForListing(gw.dps, versionBeforeRestart);
-  const created = await gw.admin.createApi(apiDefinition({ name: 'second', listenPath: '/second/*', targets: [u.url] }));
-  expect(created.status).toBe(201);
-  expect(created.snapshotVersion).toBeGreaterThan(versionBeforeRestart);
-  await gw.admin.waitForDataPlanes(created, gw.dps);
-  for (const dp of gw.dps) {
-    await expectRouted(dp, '/second/a');
-    await expectRouted(dp, '/first/c');
-  }
+  test('CP restarted on the same ports and DATA_DIR: definitions survived, DPs resync without restart', async () => {
+    const kept = await gw.admin.createApi(apiDefinition({ name: 'survivor', listenPath: '/survivor/*', targets: [u.url] }));
+    expect(kept.status).toBe(201);
+    const versionBeforeRestart = await settled();
+    const namesBefore = ((await gw.admin.listApis()).body as Array<{ name: string }>).map((api) => api.name);
+    expect(namesBefore).toContain('survivor');
+    // SIGKILL, not SIGTERM: the definitions must already be on disk, not flushed by a graceful shutdown.
+    await gw.cp.kill();
+    await gw.cp.restart();
+    await gw.admin.login();
+    const listed = await gw.admin.listApis();
+    expect(listed.status).toBe(200);
+    expect(listed.body.map((api: { name: string }) => api.name)).toEqual(namesBefore);
+    const ready = await gw.admin.readyz();
+    expect(ready.body.snapshot.version).toBe(versionBeforeRestart);
+
+    await waitForListing(gw.dps, versionBeforeRestart);
+    const created = await gw.admin.createApi(apiDefinition({ name: 'after-restart', listenPath: '/after-restart/*', targets: [u.url] }));
+    expect(created.status).toBe(201);
+    expect(created.snapshotVersion).toBeGreaterThan(versionBeforeRestart);
+    await gw.admin.waitForDataPlanes(created, gw.dps);
+    for (const dp of gw.dps) {
+      await expectRouted(dp, '/after-restart/a');
+      await expectRouted(dp, '/survivor/c');
+    }
+  });
 });
 
 test('a stopped data plane leaves GET /dataplanes; it exits 0 on SIGTERM', async () => {
-  const leaving = gw.dps[1];
-  const status = await leaving.stop();
-  expect(status.code).toBe(0);
-  await pollUntil(
-    async () => {
-      const res = await gw.admin.dataplanes();
-      const ids = (res.body as DataPlaneRow[]).map((row) => row.id);
-      return !ids.includes(leaving.id) && ids.includes(gw.dp.id) ? true : undefined;
-    },
-    { what: `${leaving.id} to disappear from GET /dataplanes`, details: () => gw.cp.recentLogs() },
-  );
+  // A DP of its own: the shared two stay up for the tests that count or list them.
+  const leaving = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr });
+  try {
+    // Listed first, so that its disappearing below is the stop's doing.
+    await waitForListing([leaving], (await leaving.readyz()).version!);
+    const status = await leaving.stop();
+    expect(status.code).toBe(0);
+    await pollUntil(
+      async () => {
+        const res = await gw.admin.dataplanes();
+        const ids = (res.body as DataPlaneRow[]).map((row) => row.id);
+        return !ids.includes(leaving.id) && ids.includes(gw.dp.id) ? true : undefined;
+      },
+      { what: `${leaving.id} to disappear from GET /dataplanes`, details: () => gw.cp.recentLogs() },
+    );
+  } finally {
+    if (leaving.process.running()) await leaving.kill();
+  }
 });
 
 test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the cached snapshot', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-cache-'));
   const env = { SNAPSHOT_CACHE: join(dir, 'snapshot.bin') };
   try {
-    const { version } = await gw.dp.readyz();
+    const created = await gw.admin.createApi(apiDefinition({ name: 'cold-cache', listenPath: '/cold-cache/*', targets: [u.url] }));
+    expect(created.status).toBe(201);
+    const version = created.snapshotVersion!;
     const first = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env });
-    await first.waitForVersion(version!);
+    await first.waitForVersion(version);
     expect((await first.stop()).code).toBe(0);
     const written = await stat(env.SNAPSHOT_CACHE).then(
       (file) => `cache file written, ${file.size} bytes`,
@@ -182,7 +236,7 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
     const orphan = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${await freePort()}`, env });
     try {
       expect(await orphan.readyz()).toMatchObject({ status: 200, version });
-      await expectRouted(orphan, '/second/b');
+      await expectRouted(orphan, '/cold-cache/b');
     } finally {
       expect((await orphan.stop()).code).toBe(0);
     }

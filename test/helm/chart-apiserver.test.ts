@@ -106,10 +106,9 @@ describe('server-side dry-run (dryRun=All) of every rendered object', () => {
   }, T);
 });
 
+// One test whose steps run in order: each step works on what the one before left (the release and
+// the secrets it generated), and separate tests would each need a helm install of their own.
 describe('helm install → upgrade → uninstall', () => {
-  let installed: KubernetesObject[];
-  const generated: Record<string, Record<string, string>> = {};
-
   /** The data of the generated Secrets, decoded. */
   async function secretData(): Promise<Record<string, Record<string, string>>> {
     const out: Record<string, Record<string, string>> = {};
@@ -125,14 +124,15 @@ describe('helm install → upgrade → uninstall', () => {
     await createNamespace(NS);
   }, T);
 
-  test('helm install creates every object and the CRDs, which become Established', async () => {
+  test('install creates every object and Established CRDs; upgrades keep the generated secrets and reissue a lost certificate; uninstall keeps CRDs and CRs', async () => {
+    // Step 1: helm install creates every object and the CRDs, which become Established.
     const result = await runHelm(['install', RELEASE, CHART_DIR, ...helmArgs()]);
     expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
     // NOTES tell how to get the password from the Secret that exists.
     expect(result.stdout).toContain(`get secret ${RELEASE}-gatehouse-admin -o jsonpath='{.data.password}' | base64 -d`);
     expect(result.stdout).toContain(`port-forward svc/${RELEASE}-gatehouse-control-plane 8081:8081`);
 
-    installed = parseObjects(await helmOk(['get', 'manifest', RELEASE, ...helmArgs()]));
+    const installed = parseObjects(await helmOk(['get', 'manifest', RELEASE, ...helmArgs()]));
     const kinds = new Set(installed.map((o) => o.kind));
     for (const kind of ['Deployment', 'Service', 'Secret', 'ServiceAccount', 'Role', 'RoleBinding', 'HorizontalPodAutoscaler', 'PodDisruptionBudget']) {
       expect(kinds).toContain(kind);
@@ -151,7 +151,7 @@ describe('helm install → upgrade → uninstall', () => {
         { what: `CRD ${name} Established`, timeoutMs: 30_000, intervalMs: 200 },
       );
     }
-    Object.assign(generated, await secretData());
+    const generated = await secretData();
     // What was generated is usable: a password, a long token secret, a CA that signed both certificates.
     expect(generated[`${RELEASE}-gatehouse-admin`].password).toMatch(/^[A-Za-z0-9]{32}$/);
     expect(generated[`${RELEASE}-gatehouse-admin`]['jwt-secret'].length).toBeGreaterThanOrEqual(32);
@@ -161,9 +161,8 @@ describe('helm install → upgrade → uninstall', () => {
       expect(data['ca.crt']).toBe(ca.toString());
       expect(new X509Certificate(data['tls.crt']).verify(ca.publicKey)).toBe(true);
     }
-  }, T);
 
-  test('helm upgrade applies new values and keeps the generated admin password, token secret, CA and certificates', async () => {
+    // Step 2: helm upgrade applies new values and keeps the generated admin password, token secret, CA and certificates.
     await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs(), '--reuse-values', '--set', 'dataPlane.autoscaling.maxReplicas=12,controlPlane.logLevel=debug']);
     const hpa = await read(installed.find((o) => o.kind === 'HorizontalPodAutoscaler')!);
     expect(hpa!.spec.maxReplicas).toBe(12);
@@ -172,23 +171,20 @@ describe('helm install → upgrade → uninstall', () => {
     await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs(), '--reset-values']);
     expect(await secretData()).toEqual(generated);
     expect((await read(installed.find((o) => o.kind === 'HorizontalPodAutoscaler')!))!.spec.maxReplicas).toBe(10);
-  }, T);
 
-  test('a lost certificate Secret is issued again by the kept CA on upgrade; the other side keeps its own', async () => {
+    // Step 3: a lost certificate Secret is issued again by the kept CA on upgrade; the other side keeps its own.
     const dpTls = `${RELEASE}-gatehouse-data-plane-tls`;
     await admin.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: dpTls, namespace: NS } });
     await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs()]);
     const now = await secretData();
     expect(now[dpTls]['tls.crt']).not.toBe(generated[dpTls]['tls.crt']);
     expect(now[dpTls]['ca.crt']).toBe(generated[dpTls]['ca.crt']);
-    const ca = new X509Certificate(generated[`${RELEASE}-gatehouse-grpc-ca`]['tls.crt']);
     expect(new X509Certificate(now[dpTls]['tls.crt']).verify(ca.publicKey)).toBe(true);
     const { [dpTls]: _renewed, ...rest } = now;
     const { [dpTls]: _old, ...restBefore } = generated;
     expect(rest).toEqual(restBefore);
-  }, T);
 
-  test('helm uninstall removes the release’s objects; CRDs and custom resources stay', async () => {
+    // Step 4: helm uninstall removes the release’s objects; CRDs and custom resources stay.
     await admin.custom.createNamespacedCustomObject({
       group: 'gatehouse.dev',
       version: 'v1alpha1',
@@ -215,5 +211,5 @@ describe('helm install → upgrade → uninstall', () => {
     }
     expect(await read({ apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'kept', namespace: NS } })).toBeDefined();
     expect((await helmOk(['list', '--short', ...helmArgs()])).trim()).toBe('');
-  }, T);
+  }, 4 * T); // the budget of the four tests the steps were
 });

@@ -17,6 +17,7 @@ import { CONTROL_PLANE_SCRIPT, startControlPlane, type ControlPlane } from '../h
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { spawnService, type ServiceProcess } from '../helpers/service-process.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { REPORT_ANNOTATION, REPORT_LABEL } from '../../control-plane/src/controller/dataplane-reports.js';
 
 jest.setTimeout(120_000);
 
@@ -24,6 +25,7 @@ const NAMESPACE = 'gatehouse';
 const GROUP = { group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE };
 const APIS = { ...GROUP, plural: 'apidefinitions' };
 const LEASE_NAME = 'gatehouse-control-plane';
+const LEASE_DURATION_MS = 2000;
 
 let server: KubeApiServer;
 let admin: KubeClients;
@@ -40,7 +42,7 @@ const replicaEnv = (name: string) => ({
   KUBECONFIG: identity.kubeconfig,
   GATEHOUSE_NAMESPACE: NAMESPACE,
   POD_NAME: name,
-  LEASE_DURATION: '2s',
+  LEASE_DURATION: `${LEASE_DURATION_MS / 1000}s`,
   ADMIN_PASSWORD: password,
   ADMIN_JWT_SECRET: jwtSecret,
 });
@@ -84,9 +86,70 @@ async function waitForCondition(name: string, type: string, predicate: (c: any) 
   );
 }
 
+async function readLease(): Promise<any> {
+  return admin.custom.getNamespacedCustomObject({ group: 'coordination.k8s.io', version: 'v1', namespace: NAMESPACE, plural: 'leases', name: LEASE_NAME });
+}
+
 async function leaseHolder(): Promise<string | undefined> {
-  const lease = (await admin.custom.getNamespacedCustomObject({ group: 'coordination.k8s.io', version: 'v1', namespace: NAMESPACE, plural: 'leases', name: LEASE_NAME })) as any;
-  return lease.spec?.holderIdentity ?? undefined;
+  return (await readLease()).spec?.holderIdentity ?? undefined;
+}
+
+// The Leases in which each replica reports its own data planes to the leader.
+const REPORT_SELECTOR = `${REPORT_LABEL}=${LEASE_NAME}`;
+
+/**
+ * Waits for the fleet beforeAll started, as every test needs it whatever ran before (randomized order): both
+ * replicas ready and talking to the apiserver again, one of them leading, each DP connected to its own
+ * replica with the current snapshot ACKed, and the leader seeing exactly those DPs in the reports. Tests stop,
+ * pause or restart the apiserver, kill a replica, pause a DP or run extra replicas; the replicas and DPs
+ * recover on their own, but not at once (a DP reconnects with backoff, a report is published 200 ms after an
+ * ACK), and what the apiserver still holds meanwhile is stale: a Lease naming a replica that stepped down
+ * while it hung, reports written before it.
+ */
+async function fleetSettled(): Promise<void> {
+  let waiting = '';
+  const not = (why: string): undefined => {
+    waiting = why;
+    return undefined;
+  };
+  await pollUntil(
+    async () => {
+      const ready = await Promise.all(clients.map((c) => c.readyz().then((r) => r.status).catch(() => 0)));
+      if (ready.some((status) => status !== 200)) return not(`replica /readyz: ${ready.join(', ')}`);
+      // The leader renews every LEASE_DURATION / 5: a renewal this recent means it is leading now.
+      const lease = await readLease();
+      const holder = lease.spec?.holderIdentity;
+      const renewedAgo = Date.now() - Date.parse(lease.spec?.renewTime ?? '');
+      if (!cps.some((cp) => cp.name === holder) || !(renewedAgo < LEASE_DURATION_MS)) return not(`lease held by ${holder}, renewed ${renewedAgo} ms ago`);
+      const hashes = (await Promise.all(dps.map((dp) => dp.readyz()))).map((r) => r.hash);
+      if (!hashes[0] || new Set(hashes).size !== 1) return not(`DP hashes ${hashes.join(', ')}`);
+      for (const [i, client] of clients.entries()) {
+        const own = (await client.dataplanes()).body;
+        if (!own.some((dp: any) => dp.id === dps[i].id && dp.last_ack && dp.hash === hashes[0])) return not(`${cps[i].name} lists ${JSON.stringify(own)}`);
+      }
+      const leases = ((await admin.custom.listNamespacedCustomObject({ group: 'coordination.k8s.io', version: 'v1', namespace: NAMESPACE, plural: 'leases', labelSelector: REPORT_SELECTOR })) as any).items;
+      const reports = leases.map((l: any) => ({
+        holder: l.spec?.holderIdentity,
+        age: Date.now() - Date.parse(l.spec?.renewTime ?? ''),
+        dataPlanes: JSON.parse(l.metadata.annotations?.[REPORT_ANNOTATION] ?? '[]') as any[],
+      }));
+      // A report is renewed every LEASE_DURATION: one as recent as two says its replica reaches the apiserver now.
+      for (const [i, cp] of cps.entries()) {
+        const report = reports.find((r: any) => r.holder === cp.name);
+        if (!(report?.age < 2 * LEASE_DURATION_MS) || !report.dataPlanes.some((dp: any) => dp.id === dps[i].id && dp.ackedHash === hashes[0])) {
+          return not(`${cp.name} reports ${JSON.stringify(report)}`);
+        }
+      }
+      // The leader counts a report until it is three LEASE_DURATIONs old: one a stopped replica of another test left may still name its DP.
+      const strangers = reports
+        .filter((r: any) => r.age < 3 * LEASE_DURATION_MS)
+        .flatMap((r: any) => r.dataPlanes.map((dp: any) => dp.id))
+        .filter((id: string) => !dps.some((dp) => dp.id === id));
+      if (strangers.length > 0) return not(`reports still name ${strangers.join(', ')}`);
+      return true;
+    },
+    { what: 'the fleet settled', timeoutMs: 60_000, intervalMs: 200, details: () => `${waiting}\n${logs()}` },
+  );
 }
 
 beforeAll(async () => {
@@ -103,6 +166,8 @@ beforeAll(async () => {
     clients.push(client);
   }
 }, 180_000);
+
+beforeEach(fleetSettled, 90_000);
 
 afterAll(async () => {
   await Promise.allSettled(dps.map((dp) => dp.stop()));
@@ -207,13 +272,15 @@ test('Programmed waits for the data planes of every replica: one paused behind t
 });
 
 test('an invalid CR → Accepted=False naming the field; the others keep serving; fixing it programs it', async () => {
+  await admin.objects.create(crFor('beside-broken', { proxy: { listen_path: '/beside-broken/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+  for (const dp of dps) await served(dp, '/beside-broken/1');
   await admin.objects.create(crFor('broken', { proxy: { listen_path: '/broken/*', upstreams: { targets: [{ target: 'not a url' }] } } }));
   const accepted = await waitForCondition('broken', 'Accepted', (c) => c.status === 'False', 'False');
   expect(accepted.reason).toBe('Invalid');
   expect(accepted.message).toContain('proxy.upstreams.targets[0].target');
   expect(condition(await readCr('broken'), 'Programmed')).toMatchObject({ status: 'False', reason: 'Invalid' });
   for (const dp of dps) {
-    await served(dp, '/orders/2');
+    await served(dp, '/beside-broken/2');
     expect((await dp.request('GET', '/broken/x')).status).toBe(404);
   }
   const hashes = new Set((await Promise.all(dps.map((dp) => dp.readyz()))).map((r) => r.hash));
@@ -350,18 +417,23 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
   await delay(2500);
   expect(await versions()).toEqual(before);
   // The controller was awake all along: a changed CR is written (Programmed for its new generation).
-  // Every status write it makes changes the status: as many as the watch sees status changes.
-  const cr = await readCr(names[0]);
+  // Every status write it makes changes the status: as many as the watch sees status changes. The apiserver
+  // counts the status writes of every ApiDefinition, so the watch covers them all: a CR another test left
+  // may still be written meanwhile (the fleet CRs other than names[0] are held unchanged by the versions below).
+  const listed = (await admin.custom.listNamespacedCustomObject(APIS)) as any;
+  const cr = listed.items.find((i: any) => i.metadata.name === names[0]);
+  const lastStatus = new Map<string, unknown>(listed.items.map((i: any) => [i.metadata.name, i.status]));
   const writesBefore = await statusWritesServed(server);
   let statusChanges = 0;
-  let lastStatus = cr.status;
+  let ownStatusChanges = 0;
   const watching = await new Watch(admin.config).watch(
     `/apis/gatehouse.dev/v1alpha1/namespaces/${NAMESPACE}/apidefinitions`,
-    { fieldSelector: `metadata.name=${names[0]}`, resourceVersion: cr.metadata.resourceVersion },
+    { resourceVersion: listed.metadata.resourceVersion },
     (type: string, obj: any) => {
-      if (type !== 'MODIFIED' || isDeepStrictEqual(obj.status, lastStatus)) return;
+      if (type !== 'MODIFIED' || isDeepStrictEqual(obj.status, lastStatus.get(obj.metadata.name))) return;
       statusChanges++;
-      lastStatus = obj.status;
+      if (obj.metadata.name === names[0]) ownStatusChanges++;
+      lastStatus.set(obj.metadata.name, obj.status);
     },
     () => undefined,
   );
@@ -372,7 +444,7 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
   } finally {
     watching.abort();
   }
-  expect(statusChanges).toBeGreaterThan(0);
+  expect(ownStatusChanges).toBeGreaterThan(0);
   expect((await statusWritesServed(server)) - writesBefore).toBe(statusChanges);
   const after = await versions();
   expect(after[names[0]]).not.toBe(before[names[0]]);
@@ -380,7 +452,7 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
 });
 
 test('the CP with its restricted token can do its job and nothing else', async () => {
-  // Its job was done above (list/watch/create/update CRs, status, leases). Anything else is refused:
+  // Its job (list/watch/create/update CRs, status, leases) is what every other test here relies on. Anything else is refused:
   const refused = async (fn: () => Promise<unknown>) => {
     await expect(fn()).rejects.toMatchObject({ code: 403 });
   };
@@ -397,12 +469,20 @@ test('the CP with its restricted token can do its job and nothing else', async (
 test('apiserver hung (SIGSTOP, connections open, nothing answered): the leader steps down in time; once it answers again a leader writes status', async () => {
   const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
   const leader = cps.find((cp) => cp.name === holder)!;
-  const steppedDown = () => leader.process.lines().filter((line) => line.json?.msg === 'stopped leading').length;
-  const before = steppedDown();
+  // Its latest change of leadership, by identity: lines() keeps the last 300 lines only, so a count of them stays
+  // the same when an older one drops out as the new one comes in (how much it logged before is up to other tests).
+  const lastLeadershipChange = () => leader.process.lines().findLast((line) => line.json?.msg === 'became leader' || line.json?.msg === 'stopped leading');
+  const before = lastLeadershipChange();
   server.pauseApiServer();
   try {
     // LEASE_DURATION 2s: renew deadline 1.3 s, each request aborted after it. Without a timeout the hung renewal never returned.
-    await pollUntil(async () => (steppedDown() > before ? true : undefined), { what: `${leader.name} to step down while the apiserver hangs`, timeoutMs: 15_000, details: logs });
+    await pollUntil(
+      async () => {
+        const last = lastLeadershipChange();
+        return last !== before && last?.json?.msg === 'stopped leading' ? true : undefined;
+      },
+      { what: `${leader.name} to step down while the apiserver hangs`, timeoutMs: 15_000, details: logs },
+    );
   } finally {
     server.resumeApiServer();
   }
@@ -412,7 +492,7 @@ test('apiserver hung (SIGSTOP, connections open, nothing answered): the leader s
 });
 
 test('SIGTERM while the apiserver hangs: a running replica still exits 0 within SHUTDOWN_TIMEOUT + 5 s; one still in its first list exits 0 at once', async () => {
-  const extra = await startReplica('cp-c', { SHUTDOWN_TIMEOUT: '1s' });
+  const extra = await startReplica('cp-sigterm', { SHUTDOWN_TIMEOUT: '1s' });
   let starting: ServiceProcess | undefined;
   server.pauseApiServer();
   try {
@@ -420,9 +500,9 @@ test('SIGTERM while the apiserver hangs: a running replica still exits 0 within 
     expect(await extra.process.stop(30_000)).toEqual({ code: 0, signal: null });
     expect(performance.now() - started).toBeLessThan(6_000);
 
-    starting = await spawnService({ name: 'cp-d', script: CONTROL_PLANE_SCRIPT, env: { ...replicaEnv('cp-d'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
+    starting = await spawnService({ name: 'cp-first-list', script: CONTROL_PLANE_SCRIPT, env: { ...replicaEnv('cp-first-list'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
     // Into its first list, which the paused apiserver never answers (a fixed wait was too short on a loaded machine: killed before its handler was in place).
-    await pollUntil(async () => starting!.lines().some((line) => line.json?.msg === 'opening kubernetes store') || undefined, { what: 'cp-d opening its store' });
+    await pollUntil(async () => starting!.lines().some((line) => line.json?.msg === 'opening kubernetes store') || undefined, { what: 'cp-first-list opening its store' });
     await delay(500);
     process.kill(starting.pid, 'SIGTERM');
     expect(await starting.exited).toEqual({ code: 0, signal: null });
@@ -435,6 +515,8 @@ test('SIGTERM while the apiserver hangs: a running replica still exits 0 within 
 });
 
 test('apiserver restarted: DPs keep serving throughout, CPs recover and accept writes again', async () => {
+  await admin.objects.create(crFor('restart-load', { proxy: { listen_path: '/restart-load/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+  for (const dp of dps) await served(dp, '/restart-load/x');
   let failures = 0;
   let requests = 0;
   let loading = true;
@@ -442,42 +524,56 @@ test('apiserver restarted: DPs keep serving throughout, CPs recover and accept w
     while (loading) {
       for (const dp of dps) {
         requests++;
-        const res = await dp.request('GET', '/orders/load').catch(() => ({ status: 0 }));
+        const res = await dp.request('GET', '/restart-load/load').catch(() => ({ status: 0 }));
         if (res.status !== 200) failures++;
       }
       await delay(20);
     }
   })();
-  await server.stopApiServer();
-  await delay(3000);
-  // The CPs' watches are down: readiness says so, serving does not stop.
-  await pollUntil(async () => ((await clients[0].readyz()).status === 503 ? true : undefined), { what: 'cp-a /readyz 503 while the apiserver is down', timeoutMs: 15_000 });
-  await server.startApiServer();
-  await pollUntil(async () => ((await clients[0].readyz()).status === 200 ? true : undefined), { what: 'cp-a ready again', timeoutMs: 60_000, details: logs });
-  const res = await clients[1].createApi(apiDefinition({ name: 'after-restart', listenPath: '/after/*', targets: [upstream.url] }));
-  expect(res.status).toBe(201);
-  for (const dp of dps) await served(dp, '/after/1');
-  loading = false;
-  await load;
+  let down = false;
+  try {
+    await server.stopApiServer();
+    down = true;
+    await delay(3000);
+    // The CPs' watches are down: readiness says so, serving does not stop.
+    await pollUntil(async () => ((await clients[0].readyz()).status === 503 ? true : undefined), { what: 'cp-a /readyz 503 while the apiserver is down', timeoutMs: 15_000 });
+    await server.startApiServer();
+    down = false;
+    await pollUntil(async () => ((await clients[0].readyz()).status === 200 ? true : undefined), { what: 'cp-a ready again', timeoutMs: 60_000, details: logs });
+    const res = await clients[1].createApi(apiDefinition({ name: 'after-restart', listenPath: '/after/*', targets: [upstream.url] }));
+    expect(res.status).toBe(201);
+    for (const dp of dps) await served(dp, '/after/1');
+  } finally {
+    // Every other test needs the apiserver, and a load loop left running would keep Jest from exiting.
+    loading = false;
+    await load;
+    if (down) await server.startApiServer();
+  }
   expect(requests).toBeGreaterThan(20);
   expect(failures).toBe(0);
 });
 
 test('leader killed → the other replica takes the Lease and writes status', async () => {
+  await admin.objects.create(crFor('before-failover', { proxy: { listen_path: '/before-failover/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+  for (const dp of dps) await served(dp, '/before-failover/x');
   const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
   const leader = cps.find((cp) => cp.name === holder)!;
   const follower = cps.find((cp) => cp.name !== holder)!;
   expect(leader).toBeDefined();
   await leader.kill();
-  await pollUntil(async () => ((await leaseHolder()) === follower.name ? true : undefined), {
-    what: `${follower.name} holds the lease`,
-    timeoutMs: 20_000,
-    details: logs,
-  });
-  await admin.objects.create(crFor('after-failover', { proxy: { listen_path: '/failover/*', upstreams: { targets: [{ target: upstream.url }] } } }));
-  await waitForCondition('after-failover', 'Accepted', (c) => c.status === 'True', 'True, written by the new leader');
-  // The killed leader's DP lost its CP: it keeps serving what it had.
-  const orphan = dps[cps.indexOf(leader)];
-  expect((await orphan.request('GET', '/orders/still')).status).toBe(200);
-  await leader.restart();
+  try {
+    await pollUntil(async () => ((await leaseHolder()) === follower.name ? true : undefined), {
+      what: `${follower.name} holds the lease`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+    await admin.objects.create(crFor('after-failover', { proxy: { listen_path: '/failover/*', upstreams: { targets: [{ target: upstream.url }] } } }));
+    await waitForCondition('after-failover', 'Accepted', (c) => c.status === 'True', 'True, written by the new leader');
+    // The killed leader's DP lost its CP: it keeps serving what it had.
+    const orphan = dps[cps.indexOf(leader)];
+    expect((await orphan.request('GET', '/before-failover/still')).status).toBe(200);
+  } finally {
+    // Every other test needs both replicas (its admin client, its DP).
+    await leader.restart();
+  }
 });

@@ -44,14 +44,15 @@ export function startController(deps: {
       };
     });
 
-  async function allDataPlanes(): Promise<DataPlaneView[]> {
+  async function allDataPlanes(): Promise<DataPlaneView[] | null> {
     const own = deps.dataPlanes();
     if (!reports) return [...own];
-    let remote: ReportedDataPlane[] = [];
+    let remote: ReportedDataPlane[];
     try {
       remote = await reports.others();
     } catch (err) {
-      logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300) }, 'cannot read data-plane reports');
+      logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300) }, 'cannot read data-plane reports; status waits');
+      return null;
     }
     const ids = new Set(own.map((dp) => dp.id));
     return [...own, ...toViews(remote.filter((dp) => !ids.has(dp.id)), (h) => store.revisionOfHash(h))];

@@ -110,7 +110,7 @@ describe('createStatusController', () => {
    * reported back as a change, as the informer's update event does; `reads` counts the verdicts
    * a round looked up.
    */
-  function setup(crs: number, dataPlanes: DataPlaneView[]) {
+  function setup(crs: number, dataPlanes: DataPlaneView[], fleetKnown: () => boolean = () => true) {
     const verdicts = new Map<string, ResourceVerdict>();
     for (let i = 0; i < crs; i++) verdicts.set(`u${i}`, verdict({ uid: `u${i}`, metadataName: `cr-${i}`, name: `cr-${i}`, sinceRevision: 5 }));
     const byName = new Map([...verdicts.values()].map((v) => [v.metadataName, v]));
@@ -133,7 +133,7 @@ describe('createStatusController', () => {
           controller.resourcesChanged(new Set([v.uid]));
         },
       },
-      dataPlanes: async () => dataPlanes,
+      dataPlanes: async () => (fleetKnown() ? dataPlanes : null),
       isLeader: () => true,
       logger: pino({ enabled: false }),
       delayMs: 1,
@@ -175,6 +175,20 @@ describe('createStatusController', () => {
     expect(acked.writes).toEqual(['cr-7']);
     expect(acked.reads).toBeLessThan(10);
     expect(s.programmed()).toBe(200);
+    await s.controller.close();
+  });
+
+  test('while the fleet cannot be known (another replica\'s reports unreadable) nothing is written; once it can, every CR is', async () => {
+    let known = false;
+    // Its own data plane has ACKed everything: a round that took it for the whole fleet would call all 30 Programmed.
+    const s = setup(30, [dp('a', 5)], () => known);
+    const blind = await s.round();
+    expect(blind.writes).toEqual([]);
+    expect(s.programmed()).toBe(0);
+    known = true;
+    const seeing = await s.round();
+    expect(seeing.writes).toHaveLength(30);
+    expect(s.programmed()).toBe(30);
     await s.controller.close();
   });
 

@@ -162,8 +162,12 @@ const WRITERS = 8;
 
 export function createStatusController(deps: {
   store: Pick<KubernetesStore, 'verdicts' | 'patchStatus'>;
-  /** Every data plane of every replica, in this replica's version numbers. */
-  dataPlanes(): Promise<readonly DataPlaneView[]>;
+  /**
+   * Every data plane of every replica, in this replica's version numbers; null when that cannot be known
+   * now (another replica's reports could not be read): the round then writes nothing and is tried again,
+   * since this replica's data planes alone could call Programmed a CR that the others' do not serve yet.
+   */
+  dataPlanes(): Promise<readonly DataPlaneView[] | null>;
   isLeader(): boolean;
   logger: Logger;
   /** Coalescing delay (default 100 ms). */
@@ -212,7 +216,12 @@ export function createStatusController(deps: {
       return;
     }
     const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const fleet = fleetOf(await deps.dataPlanes());
+    const views = await deps.dataPlanes();
+    if (views === null) {
+      retryLater();
+      return;
+    }
+    const fleet = fleetOf(views);
     const everyCr = changed === 'all' || lastFleet === null || mayUnprogram(lastFleet, fleet);
     const uids = everyCr ? [...store.verdicts().keys()] : [...new Set([...changed, ...unsettled])];
     changed = new Set();

@@ -79,6 +79,10 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     dps.push(await startPodProcess({ server, admin, deployment: dpDeployment, podName: podNameFor(dpDeployment), listeners: ['proxy', 'status'], running: [cp] }));
   }
+  // Logged in with the password from the chart's Secret (createAdminClient logs in): every admin test uses it, in any order.
+  const secret = await read('v1', 'Secret', `${RELEASE}-gatehouse-admin`);
+  const adminUrl = await viaService(cpDeployment.metadata!.name!, 8081, cp);
+  client = await createAdminClient({ adminUrl, username: 'admin', password: decodeSecretValue(secret, 'password') });
 }, T);
 
 afterAll(async () => {
@@ -131,9 +135,6 @@ test('liveness and readiness probes answer 200 on the paths and ports the chart 
 }, T);
 
 test('log in with the password from the chart’s Secret; both data planes are connected, named by their pods', async () => {
-  const secret = await read('v1', 'Secret', `${RELEASE}-gatehouse-admin`);
-  const adminUrl = await viaService(cpDeployment.metadata!.name!, 8081, cp);
-  client = await createAdminClient({ adminUrl, username: 'admin', password: decodeSecretValue(secret, 'password') });
   const refused = await client.login('admin', 'not-the-password');
   expect(refused.status).toBe(401);
   expect((await client.login()).status).toBe(200);

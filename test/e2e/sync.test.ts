@@ -35,17 +35,23 @@ async function expectRouted(dp: DataPlane, path: string): Promise<void> {
   expect({ dp: dp.id, path, status: res.status }).toEqual({ dp: dp.id, path, status: 200 });
 }
 
-/** GET /dataplanes until every given DP is listed at >= version (the list is eventually consistent). */
-async function waitForListing(dps: DataPlane[], version: number): Promise<DataPlaneRow[]> {
+/** GET /dataplanes until its rows satisfy `ok` (the list is eventually consistent); returns them. */
+function listingWhere(what: string, ok: (rows: DataPlaneRow[]) => boolean): Promise<DataPlaneRow[]> {
   return pollUntil(
     async () => {
       const res = await gw.admin.dataplanes();
       if (res.status !== 200 || !Array.isArray(res.body)) return undefined;
       const rows = res.body as DataPlaneRow[];
-      const ok = dps.every((dp) => rows.some((row) => row.id === dp.id && row.version >= version && row.last_ack !== null));
-      return ok ? rows : undefined;
+      return ok(rows) ? rows : undefined;
     },
-    { what: `GET /dataplanes to list ${dps.map((d) => d.id).join(', ')} at version >= ${version}`, details: () => gw.cp.recentLogs() },
+    { what: `GET /dataplanes to list ${what}`, details: () => gw.cp.recentLogs() },
+  );
+}
+
+/** GET /dataplanes until every given DP is listed at >= version. */
+function waitForListing(dps: DataPlane[], version: number): Promise<DataPlaneRow[]> {
+  return listingWhere(`${dps.map((d) => d.id).join(', ')} at version >= ${version}`, (rows) =>
+    dps.every((dp) => rows.some((row) => row.id === dp.id && row.version >= version && row.last_ack !== null)),
   );
 }
 
@@ -58,15 +64,9 @@ async function waitForListing(dps: DataPlane[], version: number): Promise<DataPl
 async function settled(): Promise<number> {
   const version = (await gw.admin.readyz()).body.snapshot.version as number;
   await gw.admin.waitForDataPlanes(version, gw.dps);
-  await pollUntil(
-    async () => {
-      const res = await gw.admin.dataplanes();
-      if (res.status !== 200 || !Array.isArray(res.body)) return undefined;
-      const rows = res.body as DataPlaneRow[];
-      const exact = rows.length === gw.dps.length && gw.dps.every((dp) => rows.some((row) => row.id === dp.id && row.last_ack?.version === version));
-      return exact ? true : undefined;
-    },
-    { what: `GET /dataplanes to list exactly ${gw.dps.map((d) => d.id).join(', ')}, each ACKed at version ${version}`, details: () => gw.cp.recentLogs() },
+  await listingWhere(
+    `exactly ${gw.dps.map((d) => d.id).join(', ')}, each ACKed at version ${version}`,
+    (rows) => rows.length === gw.dps.length && gw.dps.every((dp) => rows.some((row) => row.id === dp.id && row.last_ack?.version === version)),
   );
   return version;
 }
@@ -204,14 +204,10 @@ test('a stopped data plane leaves GET /dataplanes; it exits 0 on SIGTERM', async
     await waitForListing([leaving], (await leaving.readyz()).version!);
     const status = await leaving.stop();
     expect(status.code).toBe(0);
-    await pollUntil(
-      async () => {
-        const res = await gw.admin.dataplanes();
-        const ids = (res.body as DataPlaneRow[]).map((row) => row.id);
-        return !ids.includes(leaving.id) && ids.includes(gw.dp.id) ? true : undefined;
-      },
-      { what: `${leaving.id} to disappear from GET /dataplanes`, details: () => gw.cp.recentLogs() },
-    );
+    await listingWhere(`${gw.dp.id} without ${leaving.id}`, (rows) => {
+      const ids = rows.map((row) => row.id);
+      return !ids.includes(leaving.id) && ids.includes(gw.dp.id);
+    });
   } finally {
     if (leaving.process.running()) await leaving.kill();
   }

@@ -10,6 +10,7 @@ describe('loadConfig', () => {
       statusPort: 8083,
       controlPlaneAddr: '127.0.0.1:8082',
       redisUrl: undefined,
+      rateLimitRedisTimeoutMs: 250,
       logLevel: 'info',
       reconnectBackoffBaseMs: 500,
       reconnectBackoffMaxMs: 30_000,
@@ -34,6 +35,7 @@ describe('loadConfig', () => {
         STATUS_PORT: '9000',
         CONTROL_PLANE_ADDR: 'cp:8082',
         REDIS_URL: 'redis://r:6379',
+        RATE_LIMIT_REDIS_TIMEOUT: '2s',
         LOG_LEVEL: 'debug',
         DATAPLANE_ID: 'dp-1',
         RECONNECT_BACKOFF_BASE: '100ms',
@@ -55,6 +57,7 @@ describe('loadConfig', () => {
       statusPort: 9000,
       controlPlaneAddr: 'cp:8082',
       redisUrl: 'redis://r:6379',
+      rateLimitRedisTimeoutMs: 2000,
       logLevel: 'debug',
       dataplaneId: 'dp-1',
       reconnectBackoffBaseMs: 100,
@@ -77,6 +80,7 @@ describe('loadConfig', () => {
     ['access log off', { ACCESS_LOG: 'off' }, { accessLog: { enabled: false, sample: 1 } }],
     ['access log sampled', { ACCESS_LOG_SAMPLE: '0.25' }, { accessLog: { enabled: true, sample: 0.25 } }],
     ['access log sample 0', { ACCESS_LOG_SAMPLE: '0' }, { accessLog: { enabled: true, sample: 0 } }],
+    ['the Redis timeout at its bound', { RATE_LIMIT_REDIS_TIMEOUT: '10s' }, { rateLimitRedisTimeoutMs: 10_000 }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -97,6 +101,9 @@ describe('loadConfig', () => {
     ['a negative port', { PROXY_PORT: '-1' }, 'PROXY_PORT'],
     ['a duration without unit', { SHUTDOWN_TIMEOUT: '10' }, 'SHUTDOWN_TIMEOUT'],
     ['a max backoff below the base', { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' }, 'RECONNECT_BACKOFF_MAX'],
+    ['a Redis timeout of 0', { RATE_LIMIT_REDIS_TIMEOUT: '0ms' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],
+    ['a Redis timeout over 10 s', { RATE_LIMIT_REDIS_TIMEOUT: '11s' }, 'RATE_LIMIT_REDIS_TIMEOUT must be at most 10s, got "11s"'],
+    ['a Redis timeout without unit', { RATE_LIMIT_REDIS_TIMEOUT: '300' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],
     ['a TLS server name with a port', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc:8082' }, 'GRPC_TLS_SERVER_NAME'],
     ['a TLS server name without TLS', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc' }, 'GRPC_TLS_SERVER_NAME needs GRPC_TLS_CA'],
     ['a client certificate without CA', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA'],

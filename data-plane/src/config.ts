@@ -18,6 +18,8 @@ export interface DataPlaneConfig {
   controlPlaneAddr: string;
   /** Unset = in-process token store. */
   redisUrl: string | undefined;
+  /** RATE_LIMIT_REDIS_TIMEOUT: how long a rate_limit decision waits for Redis before deciding in-process. */
+  rateLimitRedisTimeoutMs: number;
   logLevel: string;
   dataplaneId: string;
   reconnectBackoffBaseMs: number;
@@ -73,6 +75,8 @@ function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
   return { enabled: enabled === 'on', sample: value };
 }
 
+const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
+
 /** A bound against typos (`WORKERS=800`): every worker holds its own routing table and control-plane stream. */
 const MAX_WORKERS = 64;
 
@@ -94,6 +98,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     statusPort: port(env, 'STATUS_PORT', 8083),
     controlPlaneAddr: env.CONTROL_PLANE_ADDR || '127.0.0.1:8082',
     redisUrl: env.REDIS_URL || undefined,
+    rateLimitRedisTimeoutMs: duration(env, 'RATE_LIMIT_REDIS_TIMEOUT', '250ms'),
     logLevel: logLevelOf(env),
     dataplaneId: env.DATAPLANE_ID || `${hostname()}-${process.pid}`,
     reconnectBackoffBaseMs: duration(env, 'RECONNECT_BACKOFF_BASE', '500ms'),
@@ -119,6 +124,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
   }
   if (config.grpcTlsServerName !== undefined && !/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(config.grpcTlsServerName)) {
     throw new Error(`GRPC_TLS_SERVER_NAME must be a DNS name, got "${config.grpcTlsServerName}"`);
+  }
+  // Every request of a `policy: redis` route may wait this long: past 10 s it is a typo, not a choice.
+  if (config.rateLimitRedisTimeoutMs > MAX_RATE_LIMIT_REDIS_TIMEOUT_MS) {
+    throw new Error(`RATE_LIMIT_REDIS_TIMEOUT must be at most 10s, got "${env.RATE_LIMIT_REDIS_TIMEOUT}"`);
   }
   if (config.reconnectBackoffBaseMs <= 0) throw new Error('RECONNECT_BACKOFF_BASE must be greater than 0');
   if (config.reconnectBackoffMaxMs < config.reconnectBackoffBaseMs) {

@@ -53,7 +53,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   if (worker) exposeWorkerMetrics(registry, worker);
 
   const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
-  const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, logger, registry });
+  const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, redisTimeoutMs: config.rateLimitRedisTimeoutMs, logger, registry });
   // Created before the holder: the introspection strategy calls its endpoints through the proxy's pools.
   const pools = createUpstreamPools();
   const introspector = createIntrospector({ pools, logger });

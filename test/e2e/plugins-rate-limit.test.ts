@@ -4,13 +4,15 @@
  * by the trusted X-Forwarded-For entry and by token; headers on gateway errors (before oauth2); one
  * shared count over both data planes for a concurrent burst (counted at the upstream); policy redis
  * on a data plane without Redis; `enabled: false`; bad configurations refused with the field named,
- * the store unchanged; and Redis stopped (a Redis and a data plane of that test's own): requests are
- * still answered at once, counted per data plane, and the degraded metric says so.
+ * the store unchanged; and Redis stopped or busy (a Redis and a data plane of that test's own): requests
+ * are still answered at once, or after RATE_LIMIT_REDIS_TIMEOUT, counted per data plane, and the degraded
+ * metric says so.
  */
+import { Redis } from 'ioredis';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
-import { delay } from '../helpers/poll-until.js';
+import { delay, pollUntil } from '../helpers/poll-until.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
@@ -32,7 +34,9 @@ const api = (name: string, config: unknown, extra: Record<string, unknown> = {})
 beforeAll(async () => {
   redis = await startRedisServer();
   u = await startUpstream('rate-limit-upstream');
-  gw = await startGateway({ dataPlanes: 2, dataPlaneEnv: { REDIS_URL: redis.url } });
+  // A generous Redis timeout: on a loaded machine a command can take over the default 250 ms, and the
+  // burst test is about the shared count, not about the fallback (the last test has the timeout's own).
+  gw = await startGateway({ dataPlanes: 2, dataPlaneEnv: { REDIS_URL: redis.url, RATE_LIMIT_REDIS_TIMEOUT: '5s' } });
   noRedisDp = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr });
   const server = await gw.admin.createOAuthServer({
     name: 'rl-auth',
@@ -49,6 +53,7 @@ beforeAll(async () => {
     api('rl-shared', { config: { limit: '20-M', policy: 'redis' } }),
     api('rl-fallback', { config: { limit: '2-M', policy: 'redis' } }),
     api('rl-down', { config: { limit: '3-M', policy: 'redis' } }),
+    api('rl-busy', { config: { limit: '1000-M', policy: 'redis' } }),
     api('rl-off', { enabled: false, config: { limit: '1-M' } }),
   ]);
 }, 60_000);
@@ -204,6 +209,53 @@ test('Redis stopped: requests are answered at once, counted per data plane, with
     expect((await dp.stop()).code).toBe(0);
   } finally {
     await dp.kill();
+    await ownRedis.stop();
+  }
+});
+
+test('Redis busy: a request waits up to RATE_LIMIT_REDIS_TIMEOUT for it, then is decided in-process', async () => {
+  const ownRedis = await startRedisServer();
+  const [hasty, patient] = await Promise.all(
+    ['100ms', '8s'].map((timeout) => startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env: { REDIS_URL: ownRedis.url, RATE_LIMIT_REDIS_TIMEOUT: timeout } })),
+  );
+  const blocker = new Redis(ownRedis.url);
+  try {
+    // Until its Redis connection is up a data plane decides in-process; then a request leaves the count as it was.
+    for (const dp of [hasty, patient]) {
+      await pollUntil(
+        async () => {
+          const before = await degraded(dp, 'redis_error');
+          expect((await dp.request('GET', '/rl-busy/x')).status).toBe(200);
+          return (await degraded(dp, 'redis_error')) === before ? true : undefined;
+        },
+        { what: `data plane ${dp.id} counting in Redis` },
+      );
+    }
+    const before = [await degraded(hasty, 'redis_error'), await degraded(patient, 'redis_error')];
+    let free = false;
+    // A script that keeps Redis busy for 3 s (under its 5 s busy threshold): every other command waits behind it.
+    const busy = blocker
+      .eval("local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 3000000; return 1", 0)
+      .finally(() => (free = true));
+    await delay(200);
+    const answered = await Promise.all(
+      [hasty, patient].map(async (dp) => {
+        const res = await dp.request('GET', '/rl-busy/x');
+        return { status: res.status, whileBusy: !free };
+      }),
+    );
+    expect(answered).toEqual([
+      { status: 200, whileBusy: true },
+      { status: 200, whileBusy: false },
+    ]);
+    expect(await degraded(hasty, 'redis_error')).toBe(before[0] + 1);
+    expect(await degraded(patient, 'redis_error')).toBe(before[1]);
+    expect(hasty.recentLogs(500)).toContain('rate limit store unreachable');
+    expect(patient.recentLogs(500)).not.toContain('rate limit store unreachable');
+    await busy;
+  } finally {
+    await blocker.quit();
+    await Promise.all([hasty.kill(), patient.kill()]);
     await ownRedis.stop();
   }
 });

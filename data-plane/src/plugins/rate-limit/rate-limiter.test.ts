@@ -106,3 +106,32 @@ test('Redis stopped: every decision comes at once from in-process counting, limi
   expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false]);
   expect(await metric(registry, 'redis_error')).toBe(4);
 });
+
+test('a Redis that answers late: a decision waits for it up to its timeout (RATE_LIMIT_REDIS_TIMEOUT), then is decided in-process', async () => {
+  const limit = limitOf({ limit: '5-M', policy: 'redis' });
+  const [patientMetrics, hastyMetrics] = [new Registry(), new Registry()];
+  const patient = limiter({ redisUrl: redis.url, registry: patientMetrics, redisTimeoutMs: 10_000 });
+  const hasty = limiter({ redisUrl: redis.url, registry: hastyMetrics, redisTimeoutMs: 50 });
+  await waitUntilShared(patient, patientMetrics);
+  await waitUntilShared(hasty, hastyMetrics);
+  const [patientErrors, hastyErrors] = [await metric(patientMetrics, 'redis_error'), await metric(hastyMetrics, 'redis_error')];
+  // A script that keeps Redis busy for 1.5 s: every other client's command waits behind it.
+  const blocker = new Redis(redis.url);
+  try {
+    const busy = blocker.eval("local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 1500000; return 1", 0);
+    await new Promise((r) => setTimeout(r, 200));
+    const key = 'api:late:5-M:ip:7.7.7.7';
+    const [fromRedis, inProcess] = await Promise.all([patient.decider(limit, 'api:late')(key), hasty.decider(limit, 'api:late')(key)]);
+    expect(await busy).toBe(1);
+    expect(fromRedis.allowed).toBe(true);
+    expect(inProcess.allowed).toBe(true);
+    expect(await metric(patientMetrics, 'redis_error')).toBe(patientErrors);
+    expect(await metric(hastyMetrics, 'redis_error')).toBe(hastyErrors + 1);
+    // A timeout does not take a sent command back: the hasty limiter's ran too once Redis was free, so
+    // the shared count holds both requests (counted against the limit, never admitted twice by it).
+    const next = await patient.decider(limit, 'api:late')(key);
+    expect(next.remaining).toBe(2);
+  } finally {
+    await blocker.quit();
+  }
+});

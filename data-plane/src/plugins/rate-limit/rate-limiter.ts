@@ -10,7 +10,7 @@
  *
  * Degraded, never refusing because of Redis: a route with `policy: redis` on a data plane without
  * `REDIS_URL` is counted in-process (warned once per API); a Redis command that fails or takes over
- * REDIS_COMMAND_TIMEOUT_MS is decided in-process too (warned once per outage). Both are counted in
+ * its timeout (`RATE_LIMIT_REDIS_TIMEOUT`) is decided in-process too (warned once per outage). Both are counted in
  * `gatehouse_rate_limit_degraded_total{reason}`.
  */
 import type { Redis as RedisClient } from 'ioredis';
@@ -22,8 +22,11 @@ import type { Logger } from '#proto/logger';
 import { gcra, type RateDecision } from './gcra.js';
 
 export const LOCAL_MAX_KEYS = 100_000;
-/** A request waits at most this long for Redis before it is decided in-process. */
-export const REDIS_COMMAND_TIMEOUT_MS = 250;
+/**
+ * A request waits at most this long for Redis before it is decided in-process (`RATE_LIMIT_REDIS_TIMEOUT`):
+ * a rate-limit decision must never add more than this to a request, even with Redis hanging.
+ */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 250;
 
 export type RateLimiterLogger = Pick<Logger, 'info' | 'warn'>;
 
@@ -66,6 +69,8 @@ export function createRateLimiter(deps: {
   /** Microseconds since the epoch (tests pass their own clock). */
   nowUs?: () => number;
   maxKeys?: number;
+  /** How long a decision waits for Redis; DEFAULT_REDIS_COMMAND_TIMEOUT_MS when unset. */
+  redisTimeoutMs?: number;
 }): RateLimiter {
   const { logger } = deps;
   const nowUs = deps.nowUs ?? (() => Date.now() * 1000);
@@ -96,7 +101,7 @@ export function createRateLimiter(deps: {
   function connect(url: string): { client: RedisClient; gcra: GcraCommand } {
     const client = new (loadRedis())(url, {
       connectTimeout: 1000,
-      commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+      commandTimeout: deps.redisTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS,
       // While disconnected a command fails at once (decided in-process) instead of queueing.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,

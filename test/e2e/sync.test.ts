@@ -221,8 +221,12 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
     expect(created.status).toBe(201);
     const version = created.snapshotVersion!;
     const first = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env });
-    await first.waitForVersion(version);
-    expect((await first.stop()).code).toBe(0);
+    try {
+      await first.waitForVersion(version);
+      expect((await first.stop()).code).toBe(0);
+    } finally {
+      if (first.process.running()) await first.kill();
+    }
     const written = await stat(env.SNAPSHOT_CACHE).then(
       (file) => `cache file written, ${file.size} bytes`,
       (err: Error) => `no cache file after a graceful stop: ${err.message}\n${first.recentLogs()}`,
@@ -248,8 +252,12 @@ test('SNAPSHOT_CACHE with the CP reachable: a restarted data plane serves the CP
     const created = await gw.admin.createApi(apiDefinition({ name: 'cached-only', listenPath: '/cached-only/*', targets: [u.url] }));
     expect(created.status).toBe(201);
     const first = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env });
-    await gw.admin.waitForDataPlanes(created, [first]);
-    expect((await first.stop()).code).toBe(0);
+    try {
+      await gw.admin.waitForDataPlanes(created, [first]);
+      expect((await first.stop()).code).toBe(0);
+    } finally {
+      if (first.process.running()) await first.kill();
+    }
     // The cache still routes /cached-only/*; the CP no longer does (a write answers once its snapshot is built).
     expect((await gw.admin.deleteApi('cached-only')).status).toBe(204);
 

@@ -127,7 +127,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
   }
   // Every request of a `policy: redis` route may wait this long: past 10 s it is a typo, not a choice.
   if (config.rateLimitRedisTimeoutMs > MAX_RATE_LIMIT_REDIS_TIMEOUT_MS) {
-    throw new Error(`RATE_LIMIT_REDIS_TIMEOUT must be at most 10s, got "${env.RATE_LIMIT_REDIS_TIMEOUT}"`);
+    throw new Error(`RATE_LIMIT_REDIS_TIMEOUT must be at most ${MAX_RATE_LIMIT_REDIS_TIMEOUT_MS / 1000}s, got "${env.RATE_LIMIT_REDIS_TIMEOUT}"`);
   }
   if (config.reconnectBackoffBaseMs <= 0) throw new Error('RECONNECT_BACKOFF_BASE must be greater than 0');
   if (config.reconnectBackoffMaxMs < config.reconnectBackoffBaseMs) {

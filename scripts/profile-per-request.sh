@@ -10,8 +10,11 @@
 #   scripts/profile-per-request.sh [label:tree ...]    (default: bare:bare dp:.)
 #
 # Entries as in gc-per-request.sh (PLUGINS, NODE_FLAGS likewise); profiles stay in $OUT (default
-# /tmp/gatehouse-cpuprofile/<label>) for Chrome DevTools.
+# /tmp/gatehouse-cpuprofile/<label>) for Chrome DevTools. The data plane runs from tsc's files (DP_SCRIPT,
+# default data-plane/dist/main.js): the same code as the bundle, whose one file would put gatehouse's
+# code, undici and node.js's own JS in one group.
 set -euo pipefail
+export DP_SCRIPT=${DP_SCRIPT:-data-plane/dist/main.js}
 cd "$(dirname "$0")/.."
 here=$(pwd)
 entries=("$@")

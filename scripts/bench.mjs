@@ -596,7 +596,8 @@ async function accessLogSection(upstream, cp) {
 /**
  * Tracing's cost: one data plane at a time, the same API without plugins, requests carrying a
  * client traceparent. Off: W3C propagation only (the default). On: a span per request, every one
- * sampled and exported over OTLP/HTTP (JSON) to a sink in this process that answers 200.
+ * sampled and exported over OTLP/HTTP to a sink in this process that answers 200, in each encoding:
+ * protobuf (the default) and JSON.
  */
 async function tracingSection(upstream, cp) {
   log(`## tracing: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s per row), spans exported vs propagation only`);
@@ -607,27 +608,30 @@ async function tracingSection(upstream, cp) {
     req.resume();
     req.on('end', () => {
       exports++;
-      out.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      // An empty ExportTraceServiceResponse in the request's encoding.
+      if (req.headers['content-type']?.startsWith('application/json')) out.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      else out.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
   await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
   cleanups.push(() => new Promise((resolve) => sink.close(resolve)));
-  const settings = {
-    off: {},
-    on: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`, OTEL_TRACES_SAMPLER: 'always_on' },
-  };
+  const on = (protocol) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`, OTEL_EXPORTER_OTLP_PROTOCOL: protocol, OTEL_TRACES_SAMPLER: 'always_on' });
+  const settings = { off: {}, 'http/protobuf': on('http/protobuf'), 'http/json': on('http/json') };
   const traceparent = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
   const us = {};
   log(`${'tracing'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
   for (const [setting, env] of Object.entries(settings)) {
-    const dp = await startDataPlane(cp, `bench-dp-tracing-${setting}`, env);
+    const dp = await startDataPlane(cp, `bench-dp-tracing-${setting.replace('/', '-')}`, env);
     await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
     const result = await load(`${dp.proxyUrl}/bench-tracing/x`, { traceparent }, dp.child.pid);
     await dp.stop();
     us[setting] = (result.cpu / result.requests) * 1e6;
     log(`${setting.padEnd(24)}${us[setting].toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${String(result.errors).padStart(9)}`);
   }
-  log(`   tracing on − off: ${(us.on - us.off).toFixed(1)} µs of DP CPU per request (a span per request, all exported: ${exports} OTLP batches received).`);
+  for (const protocol of ['http/protobuf', 'http/json']) {
+    log(`   tracing on (${protocol}) − off: ${(us[protocol] - us.off).toFixed(1)} µs of DP CPU per request (a span per request, all exported)`);
+  }
+  log(`   ${exports} OTLP batches received in all.`);
   log();
 }
 

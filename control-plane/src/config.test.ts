@@ -97,6 +97,7 @@ describe('loadConfig', () => {
     ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE'],
     ['backoff max below base', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' }, 'ADMIN_LOGIN_BACKOFF_MAX'],
     ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES'],
+    ['unknown OTLP protocol', { GRPC_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"'],
   ])('rejects %s', (_name, env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });

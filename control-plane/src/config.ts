@@ -8,6 +8,7 @@ import { tryParseDuration } from '#proto/duration';
 import { GatehouseError } from '#proto/errors';
 import { isLoopbackHost, serverTlsFromEnv, type ServerTlsFiles } from '#proto/grpc';
 import { logFormatOf, logLevelOf } from '#proto/logger';
+import { traceExport } from '#proto/tracing';
 
 export interface ControlPlaneConfig {
   adminHost: string;
@@ -163,6 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
 
   const logLevel = logLevelOf(env);
   logFormatOf(env);
+  traceExport(env); // an unknown OTLP protocol fails the start here, named like any other setting
 
   const adminUser = env.ADMIN_USER || 'admin';
   const dataDir = resolve(env.DATA_DIR || './data');

@@ -113,6 +113,7 @@ describe('loadConfig', () => {
     ['ACCESS_LOG_SAMPLE above 1', { ACCESS_LOG_SAMPLE: '1.5' }, 'ACCESS_LOG_SAMPLE'],
     ['ACCESS_LOG_SAMPLE not a number', { ACCESS_LOG_SAMPLE: 'half' }, 'ACCESS_LOG_SAMPLE'],
     ['LOG_FORMAT unknown', { LOG_FORMAT: 'xml' }, 'LOG_FORMAT must be "json" or "pretty"'],
+    ['an unknown OTLP traces protocol', { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc/json' }, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "grpc/json"'],
     ['LOG_LEVEL unknown', { LOG_LEVEL: 'verbose' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
     ['WORKERS 0', { WORKERS: '0' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "0"'],
     ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "65"'],

@@ -6,6 +6,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
 import { logFormatOf, logLevelOf } from '#proto/logger';
+import { traceExport } from '#proto/tracing';
 import type { AccessLogConfig } from './proxy/access-log.js';
 
 export interface DataPlaneConfig {
@@ -113,6 +114,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     workers: workers(env, cores),
   };
   logFormatOf(env);
+  traceExport(env); // an unknown OTLP protocol fails the start here, named like any other setting
   if (env.GRPC_INSECURE && env.GRPC_INSECURE !== 'true' && env.GRPC_INSECURE !== 'false') {
     throw new Error(`GRPC_INSECURE must be "true" or "false", got "${env.GRPC_INSECURE}"`);
   }

@@ -28,7 +28,15 @@ const bundles = {
     script: DATA_PLANE_SCRIPT,
     files: ['package.json', 'proto/gatehouse/v1/gatehouse.proto'],
     // pino-pretty and ioredis (REDIS_URL) through createRequire, the OpenTelemetry SDK (tracing on) by import().
-    fromNodeModules: ['("pino-pretty")', '("ioredis")', 'import("@opentelemetry/sdk-trace-base")'],
+    fromNodeModules: [
+      '("pino-pretty")',
+      '("ioredis")',
+      'import("@opentelemetry/sdk-trace-base")',
+      // One exporter per OTLP protocol (OTEL_EXPORTER_OTLP_PROTOCOL), each loaded only when chosen.
+      'import("@opentelemetry/exporter-trace-otlp-proto")',
+      'import("@opentelemetry/exporter-trace-otlp-http")',
+      'import("@opentelemetry/exporter-trace-otlp-grpc")',
+    ],
   },
 };
 const sources = new Map<string, string>();

@@ -6,6 +6,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { apiDefinition } from '../helpers/api-definition.js';
+import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { startUpstream, type RecordedRequest, type Upstream } from '../helpers/upstream-server.js';
@@ -34,11 +35,11 @@ interface Hop {
   upstream: RecordedRequest;
 }
 
-/** One request through `gw` to the upstream; what the upstream received. */
-async function through(gw: Gateway, headers: Record<string, string> = {}, path = '/traced/x?secret=1'): Promise<Hop> {
+/** One request through `dp` to the upstream; what the upstream received. */
+async function through(dp: DataPlane, headers: Record<string, string> = {}, path = '/traced/x?secret=1'): Promise<Hop> {
   const requestId = randomUUID();
   const before = u.requests.length;
-  const res = await gw.dp.request('GET', path, { headers: { 'x-request-id': requestId, ...headers } });
+  const res = await dp.request('GET', path, { headers: { 'x-request-id': requestId, ...headers } });
   return { status: res.status, requestId, upstream: u.requests.slice(before).find((r) => r.headers['x-request-id'] === requestId)! };
 }
 
@@ -81,7 +82,7 @@ afterAll(async () => {
 describe('tracing on: the proxy hop', () => {
   test('a valid client traceparent: the DP span continues that trace and is the parent the upstream receives', async () => {
     const client = { traceId: traceId(), spanId: spanId() };
-    const hop = await through(traced, { traceparent: `00-${client.traceId}-${client.spanId}-01`, tracestate: 'vendor=abc' });
+    const hop = await through(traced.dp, { traceparent: `00-${client.traceId}-${client.spanId}-01`, tracestate: 'vendor=abc' });
     expect(hop.status).toBe(200);
     const span = await proxySpanOf(hop.requestId);
     expect(span).toMatchObject<Partial<ReceivedSpan>>({
@@ -103,7 +104,7 @@ describe('tracing on: the proxy hop', () => {
   });
 
   test('no client traceparent: a new trace, the DP span its root and the upstream its child', async () => {
-    const hop = await through(traced);
+    const hop = await through(traced.dp);
     const span = await proxySpanOf(hop.requestId);
     expect(span.parentSpanId).toBe('');
     expect(parsed(hop.upstream.headers.traceparent)).toEqual({ traceId: span.traceId, parentId: span.spanId, flags: '01' });
@@ -111,7 +112,7 @@ describe('tracing on: the proxy hop', () => {
 
   test('an invalid client traceparent is replaced by a new trace, and its tracestate dropped', async () => {
     const invalid = `00-${'0'.repeat(32)}-${spanId()}-01`;
-    const hop = await through(traced, { traceparent: invalid, tracestate: 'vendor=abc' });
+    const hop = await through(traced.dp, { traceparent: invalid, tracestate: 'vendor=abc' });
     const span = await proxySpanOf(hop.requestId);
     expect(span.parentSpanId).toBe('');
     expect(hop.upstream.headers.traceparent).not.toBe(invalid);
@@ -121,7 +122,7 @@ describe('tracing on: the proxy hop', () => {
 
   test('a client trace that is not sampled stays unsampled upstream, with the gateway as parent', async () => {
     const client = { traceId: traceId(), spanId: spanId() };
-    const hop = await through(traced, { traceparent: `00-${client.traceId}-${client.spanId}-00` });
+    const hop = await through(traced.dp, { traceparent: `00-${client.traceId}-${client.spanId}-00` });
     const upstream = parsed(hop.upstream.headers.traceparent);
     expect(upstream.traceId).toBe(client.traceId);
     expect(upstream.flags).toBe('00');
@@ -140,12 +141,47 @@ describe('tracing on: the proxy hop', () => {
   test('an upstream 5xx marks the span as an error', async () => {
     u.setBehaviour((req) => (req.url.startsWith('/traced/fail') ? { kind: 'fixed', status: 503 } : { kind: 'fixed' }));
     try {
-      const hop = await through(traced, {}, '/traced/fail');
+      const hop = await through(traced.dp, {}, '/traced/fail');
       expect(hop.status).toBe(503);
       const span = await proxySpanOf(hop.requestId);
       expect([span.attributes['http.response.status_code'], span.statusCode]).toEqual([503, ERROR]);
     } finally {
       u.setBehaviour({ kind: 'fixed' });
+    }
+  });
+});
+
+describe('tracing on: the OTLP protocols', () => {
+  test('by default spans go as protobuf over HTTP, the OpenTelemetry default', async () => {
+    const hop = await through(traced.dp);
+    await proxySpanOf(hop.requestId);
+    const types = new Set(receiver.requests.map((r) => `${r.method} ${r.path} ${r.contentType}`));
+    expect([...types]).toEqual(['POST /v1/traces application/x-protobuf']);
+  });
+
+  test.each([
+    ['http/json', 'http', 'POST /v1/traces application/json'],
+    ['grpc', 'grpc', 'POST /opentelemetry.proto.collector.trace.v1.TraceService/Export application/grpc'],
+  ] as const)('OTEL_EXPORTER_OTLP_PROTOCOL=%s: a data plane exports its spans so', async (protocol, listener, request) => {
+    const own = await startOtlpReceiver(0, listener);
+    let dp: DataPlane | undefined;
+    try {
+      const service = `edge-${protocol.replace('/', '-')}`;
+      dp = await startDataPlane({
+        controlPlaneAddr: traced.cp.grpcAddr,
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: own.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: protocol, OTEL_SERVICE_NAME: service, ...FAST_EXPORT },
+      });
+      const client = { traceId: traceId(), spanId: spanId() };
+      const hop = await through(dp, { traceparent: `00-${client.traceId}-${client.spanId}-01` });
+      expect(hop.status).toBe(200);
+      const span = await own.waitForSpan(`for request ${hop.requestId}`, (s) => s.attributes['gatehouse.request_id'] === hop.requestId);
+      expect(span).toMatchObject<Partial<ReceivedSpan>>({ service, traceId: client.traceId, parentSpanId: client.spanId, kind: SERVER, name: 'GET api:traced' });
+      expect(parsed(hop.upstream.headers.traceparent)).toEqual({ traceId: client.traceId, parentId: span.spanId, flags: '01' });
+      expect([...new Set(own.requests.map((r) => `${r.method} ${r.path} ${r.contentType}`))]).toEqual([request]);
+      expect(dp.recentLogs(200)).toContain(`"protocol":"${protocol}"`);
+    } finally {
+      if (dp) expect((await dp.stop()).code).toBe(0);
+      await own.close();
     }
   });
 });
@@ -182,7 +218,7 @@ describe('tracing on: admin writes', () => {
 describe('tracing off (OTEL_EXPORTER_OTLP_ENDPOINT unset)', () => {
   test('a valid client traceparent is continued upstream with a new parent id; tracestate kept', async () => {
     const client = { traceId: traceId(), spanId: spanId() };
-    const hop = await through(untraced, { traceparent: `00-${client.traceId}-${client.spanId}-01`, tracestate: 'vendor=abc' });
+    const hop = await through(untraced.dp, { traceparent: `00-${client.traceId}-${client.spanId}-01`, tracestate: 'vendor=abc' });
     expect(hop.status).toBe(200);
     const upstream = parsed(hop.upstream.headers.traceparent);
     expect([upstream.traceId, upstream.flags]).toEqual([client.traceId, '01']);
@@ -191,12 +227,12 @@ describe('tracing off (OTEL_EXPORTER_OTLP_ENDPOINT unset)', () => {
   });
 
   test('no client traceparent: one is started (a new trace id per request)', async () => {
-    const [a, b] = [await through(untraced), await through(untraced)];
+    const [a, b] = [await through(untraced.dp), await through(untraced.dp)];
     expect(parsed(a.upstream.headers.traceparent).traceId).not.toBe(parsed(b.upstream.headers.traceparent).traceId);
   });
 
   test('nothing is exported: no request reaches any receiver, and no service announces tracing', async () => {
-    await through(untraced);
+    await through(untraced.dp);
     const write = await untraced.admin.createApi(apiDefinition({ name: `quiet-${randomBytes(4).toString('hex')}`, listenPath: '/quiet/*', targets: [u.url] }));
     expect(write.status).toBe(201);
     // Ten times the batch delay the services were given: a started SDK would have exported by now.

@@ -48,6 +48,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   },
   tlsOff: { grpcTls: { enabled: false } },
   serviceMonitor: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } } },
+  tracing: { tracing: { endpoint: 'http://otel-collector.observability:4317', protocol: 'grpc', sampler: 'parentbased_traceidratio', samplerArg: '0.1' } },
 };
 
 const rendered = new Map<string, KubernetesObject[]>();
@@ -463,6 +464,28 @@ describe('scaling and exposure', () => {
   }, T);
 });
 
+describe('tracing', () => {
+  const OTEL = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_TRACES_SAMPLER', 'OTEL_TRACES_SAMPLER_ARG'];
+  const otelEnv = (d: ReturnType<typeof cp>) => Object.fromEntries(OTEL.map((name) => [name, envValue(onlyContainer(d), name)]).filter(([, value]) => value !== undefined));
+
+  test('tracing.endpoint: both services export there, in tracing.protocol, with the sampler', async () => {
+    const objects = await render('tracing');
+    for (const d of [cp(objects), dp(objects)]) {
+      expect(otelEnv(d)).toEqual({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector.observability:4317',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.1',
+      });
+    }
+  }, T);
+
+  test('no tracing.endpoint (the default): no OTEL_* variable on either side, so nothing is exported', async () => {
+    const objects = await render('defaults');
+    for (const d of [cp(objects), dp(objects)]) expect(onlyContainer(d).env?.filter((e) => e.name.startsWith('OTEL_'))).toEqual([]);
+  }, T);
+});
+
 describe('wrong values are refused with a message naming them', () => {
   test.each([
     ['a Service type that does not exist', { dataPlane: { service: { type: 'Ingress' } } }, ["'/dataPlane/service/type'", 'ClusterIP', 'LoadBalancer']],
@@ -474,6 +497,9 @@ describe('wrong values are refused with a message naming them', () => {
     ['an unknown TLS source', { grpcTls: { source: 'vault' } }, ["'/grpcTls/source'", 'certManager']],
     ['existingSecret TLS without Secret names', { grpcTls: { source: 'existingSecret' } }, ["'/grpcTls/existingSecret/controlPlane'", "'/grpcTls/existingSecret/dataPlane'"]],
     ['running as root', { securityContext: { runAsUser: 0 } }, ["'/securityContext/runAsUser'", 'minimum']],
+    ['an unknown OTLP protocol', { tracing: { protocol: 'http' } }, ["'/tracing/protocol'", 'http/protobuf']],
+    ['a collector address without scheme', { tracing: { endpoint: 'otel-collector:4318' } }, ["'/tracing/endpoint'", 'pattern']],
+    ['a sampling ratio over 1', { tracing: { samplerArg: '10' } }, ["'/tracing/samplerArg'", 'pattern']],
     ['an unknown log level', { dataPlane: { logLevel: 'verbose' } }, ["'/dataPlane/logLevel'", 'info']],
     ['HPA minimum above maximum', { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } }, ['dataPlane.autoscaling.minReplicas (5) must not be greater than dataPlane.autoscaling.maxReplicas (3)']],
     ['a nodePort on a ClusterIP Service', { dataPlane: { service: { nodePort: 30080 } } }, ['dataPlane.service.nodePort needs dataPlane.service.type NodePort or LoadBalancer']],

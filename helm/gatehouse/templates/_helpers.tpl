@@ -111,6 +111,24 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ include "gatehouse.tlsMountPath" . }}/ca.crt
 {{- end -}}
 
+{{/* OpenTelemetry export of both services (tracing.*); nothing without an endpoint. */}}
+{{- define "gatehouse.tracingEnv" -}}
+{{- with .Values.tracing -}}
+{{- if .endpoint -}}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .sampler | quote }}
+{{- if .samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .samplerArg | quote }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Container ports: fixed inside the pod, set explicitly through the services' variables. */}}
 {{- define "gatehouse.port.admin" -}}8081{{- end -}}
 {{- define "gatehouse.port.grpc" -}}8082{{- end -}}

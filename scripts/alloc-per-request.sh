@@ -16,18 +16,13 @@
 set -euo pipefail
 export DP_SCRIPT=${DP_SCRIPT:-data-plane/dist/main.js}
 cd "$(dirname "$0")/.."
-here=$(pwd)
-entries=("$@")
-[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
 OUT=${OUT:-/tmp/gatehouse-allocations}
 base=${PORT_BASE:-39080}
-source scripts/one-route-gateway.sh
+source scripts/one-route-gateway.sh "$@"
 
 files=()
 for entry in "${entries[@]}"; do
-  label=${entry%%:*} tree=${entry#*:}
-  out="$OUT/$label"
-  rm -rf "$out" && mkdir -p "$out"
+  entry_dir "$entry"
   ALLOC_START="$out/start" ALLOC_STOP="$out/stop" ALLOC_OUT="$out/profile.json" \
     start_entry "$tree" "$out/process.log" node --import "$here/scripts/alloc-sampler.mjs"
   wrk -t1 -c50 -d"${WARM:-5}s" "$url" >/dev/null

@@ -17,17 +17,12 @@
 # callgrind_annotate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-here=$(pwd)
-entries=("$@")
-[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
 OUT=${OUT:-/tmp/gatehouse-callgrind}
 base=${PORT_BASE:-38180}
-source scripts/one-route-gateway.sh
+source scripts/one-route-gateway.sh "$@"
 
 for entry in "${entries[@]}"; do
-  label=${entry%%:*} tree=${entry#*:}
-  out="$OUT/$label"
-  rm -rf "$out" && mkdir -p "$out"
+  entry_dir "$entry"
   vg=(valgrind --tool=callgrind --separate-threads=yes --smc-check=all-non-file "--callgrind-out-file=$out/cg.%p")
   start_entry "$tree" "$out/process.log" "${vg[@]}" node
   wrk -t1 -c10 -d"${WARM:-60}s" "$url" >/dev/null

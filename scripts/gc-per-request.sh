@@ -19,11 +19,8 @@
 # node flags to every entry (e.g. --max-semi-space-size=16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-here=$(pwd)
-entries=("$@")
-[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
 base=${PORT_BASE:-38680}
-source scripts/one-route-gateway.sh
+source scripts/one-route-gateway.sh "$@"
 
 # Per-thread CPU ticks: "main <ticks>" for the main thread, "other <ticks>" for each other one.
 ticks() { for t in /proc/"$1"/task/*; do [ "${t##*/}" = "$1" ] && echo "main $(awk '{print $14 + $15}' "$t/stat")" || echo "other $(awk '{print $14 + $15}' "$t/stat")"; done; }

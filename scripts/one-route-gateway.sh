@@ -1,9 +1,22 @@
-# Sourced by scripts/count-instructions.sh, gc-per-request.sh and profile-per-request.sh (not run on its own): from the
+# Sourced by scripts/count-instructions.sh, gc-per-request.sh, profile-per-request.sh and alloc-per-request.sh (not run on its own): from the
 # repository root, with $base set, starts a node upstream answering "ok" on $upstream_port and this
 # tree's control plane (a fresh data dir, a random admin password) holding one API, /bench/*, plain or
 # with the plugins in $PLUGINS (a JSON list, e.g. '[{"name":"retry","config":{"attempts":3}}]').
 # Sets the ports a data plane uses ($proxy_port, $status_port, $grpc_port), $url (a request to that
 # API through $proxy_port) and $pids (killed, with $data removed, at exit; callers add their own). Defines start_entry (below).
+# The entries to measure, label:tree, from the caller's arguments ("$@" passed to source): by default
+# the bare proxy and this tree's data plane.
+here=$(pwd)
+entries=("$@")
+[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
+
+# entry_dir <label:tree>: sets $label and $tree, and $out to an empty $OUT/<label>.
+entry_dir() {
+  label=${1%%:*} tree=${1#*:}
+  out="$OUT/$label"
+  rm -rf "$out" && mkdir -p "$out"
+}
+
 upstream_port=$base admin_port=$((base + 1)) grpc_port=$((base + 2)) proxy_port=$((base + 3)) status_port=$((base + 4))
 data=$(mktemp -d)
 pids=()

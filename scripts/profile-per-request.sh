@@ -16,18 +16,13 @@
 set -euo pipefail
 export DP_SCRIPT=${DP_SCRIPT:-data-plane/dist/main.js}
 cd "$(dirname "$0")/.."
-here=$(pwd)
-entries=("$@")
-[ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
 OUT=${OUT:-/tmp/gatehouse-cpuprofile}
 base=${PORT_BASE:-38980}
-source scripts/one-route-gateway.sh
+source scripts/one-route-gateway.sh "$@"
 
 dirs=()
 for entry in "${entries[@]}"; do
-  label=${entry%%:*} tree=${entry#*:}
-  out="$OUT/$label"
-  rm -rf "$out" && mkdir -p "$out"
+  entry_dir "$entry"
   prof=(--cpu-prof "--cpu-prof-dir=$out" --cpu-prof-interval 50)
   start_entry "$tree" "$out/process.log" node "${prof[@]}"
   warm=$(wrk -t1 -c50 -d"${WARM:-5}s" "$url" | grep -oP '\d+(?= requests in)')

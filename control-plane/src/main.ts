@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { watchCertificateFiles, type CertificatePaths, type CertificateWatcher, type WatchCertificateOptions } from '#proto/certificate-files';
+import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
@@ -30,27 +30,6 @@ import { indexForWrites } from './admin/definition-writes.js';
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
 const ADMIN_HEADERS_TIMEOUT_MS = 10_000;
 
-/** Certificate files re-read every TLS_RELOAD_INTERVAL and on SIGHUP; each reload is logged. */
-function watchListenerCertificates(
-  listener: 'grpc' | 'admin',
-  paths: CertificatePaths,
-  names: WatchCertificateOptions['names'],
-  config: ControlPlaneConfig,
-  logger: Logger,
-): CertificateWatcher {
-  return watchCertificateFiles(paths, {
-    names,
-    intervalMs: config.tlsReloadIntervalMs,
-    onReload: (result) => logReload(logger, listener, result),
-  });
-}
-
-function logReload(logger: Logger, listener: string, result: 'reloaded' | 'unchanged' | Error): void {
-  if (result === 'reloaded') logger.info({ listener }, 'certificates reloaded');
-  else if (result === 'unchanged') logger.info({ listener }, 'certificates unchanged');
-  else if (result instanceof Error) logger.warn({ listener, err: result.message }, 'certificate reload refused; keeping the previous certificate');
-}
-
 async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   // Until the listeners are up there is nothing to drain (e.g. SIGTERM during the Kubernetes store's first list).
   const stopEarly = (signal: string) => {
@@ -59,9 +38,9 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   };
   process.once('SIGTERM', stopEarly);
   process.once('SIGINT', stopEarly);
-  const grpcCertificates = config.grpcTls && watchListenerCertificates('grpc', config.grpcTls, GRPC_TLS_NAMES, config, logger);
+  const grpcCertificates = config.grpcTls && watchListenerCertificates('grpc', config.grpcTls, GRPC_TLS_NAMES, config.tlsReloadIntervalMs, logger);
   const adminCertificates =
-    config.adminTls && watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config, logger);
+    config.adminTls && watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config.tlsReloadIntervalMs, logger);
   const opened = await openStore(config, logger);
   const store = opened.store;
   const historyOptions = { limit: config.configHistory, logger };
@@ -130,8 +109,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   logger.info({ listener: 'admin', port: adminPort, host: config.adminHost, tls: adminCertificates !== null }, 'listening');
 
   process.on('SIGHUP', () => {
-    if (grpcCertificates) logReload(logger, 'grpc', grpcCertificates.reload());
-    if (adminCertificates) logReload(logger, 'admin', adminCertificates.reload());
+    if (grpcCertificates) logCertificateReload(logger, 'grpc', grpcCertificates.reload());
+    if (adminCertificates) logCertificateReload(logger, 'admin', adminCertificates.reload());
   });
 
   let stopping = false;

@@ -22,6 +22,8 @@ describe('loadConfig', () => {
       grpcInsecure: false,
       accessLog: { enabled: true, sample: 1 },
       workers: 1,
+      proxyTls: null,
+      tlsReloadIntervalMs: 60_000,
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -49,6 +51,9 @@ describe('loadConfig', () => {
         ACCESS_LOG: 'on',
         ACCESS_LOG_SAMPLE: '0.5',
         WORKERS: '3',
+        PROXY_TLS_CERT: '/tls/tls.crt',
+        PROXY_TLS_KEY: '/tls/tls.key',
+        TLS_RELOAD_INTERVAL: '30s',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -70,6 +75,8 @@ describe('loadConfig', () => {
       grpcInsecure: false,
       accessLog: { enabled: true, sample: 0.5 },
       workers: 3,
+      proxyTls: { cert: '/tls/tls.crt', key: '/tls/tls.key' },
+      tlsReloadIntervalMs: 30_000,
     });
   });
 
@@ -101,6 +108,9 @@ describe('loadConfig', () => {
     ['a negative port', { PROXY_PORT: '-1' }, 'PROXY_PORT'],
     ['a duration without unit', { SHUTDOWN_TIMEOUT: '10' }, 'SHUTDOWN_TIMEOUT'],
     ['a max backoff below the base', { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' }, 'RECONNECT_BACKOFF_MAX'],
+    ['a proxy certificate without its key', { PROXY_TLS_CERT: '/tls/tls.crt' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
+    ['a proxy key without its certificate', { PROXY_TLS_KEY: '/tls/tls.key' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
+    ['a reload interval without unit', { TLS_RELOAD_INTERVAL: '60' }, 'TLS_RELOAD_INTERVAL must be a duration'],
     ['a Redis timeout of 0', { RATE_LIMIT_REDIS_TIMEOUT: '0ms' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],
     ['a Redis timeout over 10 s', { RATE_LIMIT_REDIS_TIMEOUT: '11s' }, 'RATE_LIMIT_REDIS_TIMEOUT must be at most 10s, got "11s"'],
     ['a Redis timeout without unit', { RATE_LIMIT_REDIS_TIMEOUT: '300' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],

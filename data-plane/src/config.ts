@@ -4,6 +4,7 @@
  */
 import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
+import { certificatePairFromEnv, type CertificatePaths } from '#proto/certificate-files';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
 import { logFormatOf, logLevelOf } from '#proto/logger';
 import { traceExport } from '#proto/tracing';
@@ -40,6 +41,10 @@ export interface DataPlaneConfig {
   accessLog: AccessLogConfig;
   /** WORKERS: proxy processes sharing PROXY_PORT (1 = no cluster, the single process of old). */
   workers: number;
+  /** PROXY_TLS_CERT / PROXY_TLS_KEY: the proxy listener serves HTTPS; null = plain HTTP. */
+  proxyTls: CertificatePaths | null;
+  /** TLS_RELOAD_INTERVAL: how often the proxy's certificate files are re-read (SIGHUP re-reads at once). */
+  tlsReloadIntervalMs: number;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -112,6 +117,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     grpcInsecure: env.GRPC_INSECURE === 'true',
     accessLog: accessLog(env),
     workers: workers(env, cores),
+    proxyTls: certificatePairFromEnv(env, { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY' }),
+    tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
   logFormatOf(env);
   traceExport(env); // an unknown OTLP protocol fails the start here, named like any other setting

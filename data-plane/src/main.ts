@@ -11,6 +11,7 @@ import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#pr
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, logStartFailure } from '#proto/listen';
+import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
@@ -27,6 +28,8 @@ function softwareVersion(): string {
     return '0.0.0';
   }
 }
+
+const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY' };
 
 /** How long a cold start waits for the CP's first push before serving SNAPSHOT_CACHE, when no attempt has failed yet. */
 const CACHE_FALLBACK_WAIT_MS = 3000;
@@ -64,12 +67,13 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   // Tracing off: not even the OpenTelemetry API is loaded; the proxy then only propagates traceparent.
   const tracing = await startTracing('data-plane', process.env, logger);
   const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
-  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer });
+  const certificates = config.proxyTls && watchListenerCertificates('proxy', config.proxyTls, PROXY_TLS_NAMES, config.tlsReloadIntervalMs, logger);
+  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer, tls: certificates });
   const status = worker ? undefined : createStatusServer({ holder, registry, logger });
   const { proxyPort: port, proxyHost: host } = config;
   const bindProxy = async (): Promise<number> => {
     const bound = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
-    logger.info({ listener: 'proxy', port: bound }, 'listening');
+    logger.info({ listener: 'proxy', port: bound, tls: certificates !== null }, 'listening');
     return bound;
   };
   // The primary hands a worker connections as soon as it listens: a replacement listens only once it
@@ -129,6 +133,10 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+  // Re-reads the proxy's certificate now; without TLS it is ignored rather than ending the process (node's default).
+  process.on('SIGHUP', () => {
+    if (certificates) logCertificateReload(logger, 'proxy', certificates.reload());
+  });
   if (replacementPort !== undefined) {
     await until(() => holder.current() !== null || stopping);
     if (!stopping) await bindProxy();

@@ -8,6 +8,7 @@
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { Logger } from './logger.js';
 
 export interface CertificatePaths {
   cert: string;
@@ -36,6 +37,17 @@ export interface WatchCertificateOptions {
   intervalMs: number;
   /** Told about each periodic reload that took a new set or refused one (SIGHUP callers read reload()). */
   onReload?(result: 'reloaded' | Error): void;
+}
+
+/**
+ * A certificate and its key named by two settings (e.g. ADMIN_TLS_CERT / ADMIN_TLS_KEY): both or neither.
+ * Null when neither is set; throws, naming both, when only one is.
+ */
+export function certificatePairFromEnv(env: NodeJS.ProcessEnv, names: { cert: string; key: string }): CertificatePaths | null {
+  const cert = env[names.cert] || undefined;
+  const key = env[names.key] || undefined;
+  if (!cert !== !key) throw new Error(`${names.cert} and ${names.key} must be set together`);
+  return cert && key ? { cert, key } : null;
 }
 
 function readSet(paths: CertificatePaths, names: WatchCertificateOptions['names']): CertificateSet {
@@ -110,4 +122,22 @@ export function watchCertificateFiles(paths: CertificatePaths, options: WatchCer
       listeners.clear();
     },
   };
+}
+
+/** One log line per reload of a listener's certificates: taken, unchanged, or refused (the previous set keeps serving). */
+export function logCertificateReload(logger: Pick<Logger, 'info' | 'warn'>, listener: string, result: 'reloaded' | 'unchanged' | Error): void {
+  if (result === 'reloaded') logger.info({ listener }, 'certificates reloaded');
+  else if (result === 'unchanged') logger.info({ listener }, 'certificates unchanged');
+  else logger.warn({ listener, err: result.message }, 'certificate reload refused; keeping the previous certificate');
+}
+
+/** A listener's certificate files, re-read every `intervalMs` (TLS_RELOAD_INTERVAL) and on SIGHUP (the caller's reload()); each periodic reload is logged. */
+export function watchListenerCertificates(
+  listener: string,
+  paths: CertificatePaths,
+  names: WatchCertificateOptions['names'],
+  intervalMs: number,
+  logger: Pick<Logger, 'info' | 'warn'>,
+): CertificateWatcher {
+  return watchCertificateFiles(paths, { names, intervalMs, onReload: (result) => logCertificateReload(logger, listener, result) });
 }

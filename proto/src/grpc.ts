@@ -8,7 +8,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
-import type { CertificateSet, CertificateWatcher } from './certificate-files.js';
+import { certificatePairFromEnv, type CertificateSet, type CertificateWatcher } from './certificate-files.js';
 import type { Logger } from './logger.js';
 
 /** Path of the .proto file, resolved from both proto/src (tests) and proto/dist (built). */
@@ -234,10 +234,7 @@ export const GRPC_TLS_NAMES = { cert: 'GRPC_TLS_CERT', key: 'GRPC_TLS_KEY', ca: 
 const setting = (env: NodeJS.ProcessEnv, name: string): string | undefined => env[name] || undefined;
 
 function certAndKey(env: NodeJS.ProcessEnv): { cert: string; key: string } | null {
-  const cert = setting(env, GRPC_TLS_NAMES.cert);
-  const key = setting(env, GRPC_TLS_NAMES.key);
-  if (!cert !== !key) throw new Error('GRPC_TLS_CERT and GRPC_TLS_KEY must be set together');
-  return cert && key ? { cert, key } : null;
+  return certificatePairFromEnv(env, GRPC_TLS_NAMES);
 }
 
 /** CP: GRPC_TLS_CERT + GRPC_TLS_KEY = TLS; GRPC_TLS_CA as well = client certificates required (mTLS). */

@@ -48,6 +48,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   },
   tlsOff: { grpcTls: { enabled: false } },
   serviceMonitor: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } } },
+  proxyTls: { dataPlane: { tls: { existingSecret: 'edge-tls' }, service: { port: 443 } } },
   tracing: { tracing: { endpoint: 'http://otel-collector.observability:4317', protocol: 'grpc', sampler: 'parentbased_traceidratio', samplerArg: '0.1' } },
 };
 
@@ -464,6 +465,27 @@ describe('scaling and exposure', () => {
   }, T);
 });
 
+describe('HTTPS on the proxy listener', () => {
+  test('dataPlane.tls.existingSecret: PROXY_TLS_CERT / _KEY name the Secret\'s tls.crt / tls.key, mounted read-only; the CP is untouched', async () => {
+    const objects = await render('proxyTls');
+    const d = dp(objects);
+    const c = onlyContainer(d);
+    for (const [name, key] of [['PROXY_TLS_CERT', 'tls.crt'], ['PROXY_TLS_KEY', 'tls.key']] as const) {
+      const file = mountedFile(objects, d, c, envValue(c, name)!);
+      expect({ name, secret: file.secretName, key: file.key, readOnly: file.mount.readOnly }).toEqual({ name, secret: 'edge-tls', key, readOnly: true });
+    }
+    expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
+    const service = ofKind(objects, 'Service').find((s) => s.metadata!.name!.endsWith('data-plane'))!;
+    expect(service.spec.ports).toEqual([expect.objectContaining({ port: 443, targetPort: 'http' })]);
+  }, T);
+
+  test('no dataPlane.tls.existingSecret (the default): plain HTTP, no PROXY_TLS_* and no such volume', async () => {
+    const d = dp(await render('defaults'));
+    expect(onlyContainer(d).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
+    expect(podSpecOf(d).volumes?.map((v) => v.name)).not.toContain('proxy-tls');
+  }, T);
+});
+
 describe('tracing', () => {
   const OTEL = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_TRACES_SAMPLER', 'OTEL_TRACES_SAMPLER_ARG'];
   const otelEnv = (d: ReturnType<typeof cp>) => Object.fromEntries(OTEL.map((name) => [name, envValue(onlyContainer(d), name)]).filter(([, value]) => value !== undefined));
@@ -497,6 +519,7 @@ describe('wrong values are refused with a message naming them', () => {
     ['an unknown TLS source', { grpcTls: { source: 'vault' } }, ["'/grpcTls/source'", 'certManager']],
     ['existingSecret TLS without Secret names', { grpcTls: { source: 'existingSecret' } }, ["'/grpcTls/existingSecret/controlPlane'", "'/grpcTls/existingSecret/dataPlane'"]],
     ['running as root', { securityContext: { runAsUser: 0 } }, ["'/securityContext/runAsUser'", 'minimum']],
+    ['a proxy TLS Secret name that is not a name', { dataPlane: { tls: { existingSecret: 'Edge TLS' } } }, ["'/dataPlane/tls/existingSecret'", 'pattern']],
     ['an unknown OTLP protocol', { tracing: { protocol: 'http' } }, ["'/tracing/protocol'", 'http/protobuf']],
     ['a collector address without scheme', { tracing: { endpoint: 'otel-collector:4318' } }, ["'/tracing/endpoint'", 'pattern']],
     ['a sampling ratio over 1', { tracing: { samplerArg: '10' } }, ["'/tracing/samplerArg'", 'pattern']],

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
 const GATEWAY_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true };
+const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true } as const;
 
 /** Pairs of the flat undici list, names lower-cased. */
 function pairs(flat: string[]): Array<[string, string]> {
@@ -45,8 +45,9 @@ describe('upstreamRequestHeaders', () => {
     ['fresh trail', [], '10.0.0.1', 'http', 'gw.test'],
     ['appends to what the client sent', ['X-Forwarded-For', '1.1.1.1', 'X-Forwarded-Proto', 'https', 'X-Forwarded-Host', 'edge'], '1.1.1.1, 10.0.0.1', 'https, http', 'edge, gw.test'],
     ['joins repeated header lines first', ['X-Forwarded-For', '1.1.1.1', 'X-Forwarded-For', '2.2.2.2'], '1.1.1.1, 2.2.2.2, 10.0.0.1', 'http', 'gw.test'],
-  ])('X-Forwarded-*: %s', (_name, raw, xff, xfp, xfh) => {
-    const got = Object.fromEntries(pairs(upstreamRequestHeaders(raw, facts)));
+    ['a client over TLS (PROXY_TLS_CERT)', ['X-Forwarded-Proto', 'http'], '10.0.0.1', 'http, https', 'gw.test', 'https'],
+  ] as const)('X-Forwarded-*: %s', (_name, raw, xff, xfp, xfh, proto: 'http' | 'https' = 'http') => {
+    const got = Object.fromEntries(pairs(upstreamRequestHeaders(raw, { ...facts, proto })));
     expect([got['x-forwarded-for'], got['x-forwarded-proto'], got['x-forwarded-host']]).toEqual([xff, xfp, xfh]);
   });
 

@@ -58,6 +58,8 @@ export interface ForwardFacts {
   clientIp: string | undefined;
   /** The client's Host header, for X-Forwarded-Host. */
   clientHost: string | undefined;
+  /** The scheme the client used (PROXY_TLS_CERT: https), for X-Forwarded-Proto. */
+  proto: 'http' | 'https';
   requestId: string;
   /** W3C trace context for the upstream (traceparent.ts): the client's copy is always replaced. */
   traceparent: string;
@@ -96,7 +98,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: For
   out.push('host', facts.host);
   const xff = appended(forwardedFor, facts.clientIp);
   if (xff !== undefined) out.push('x-forwarded-for', xff);
-  out.push('x-forwarded-proto', appended(forwardedProto, 'http')!);
+  out.push('x-forwarded-proto', appended(forwardedProto, facts.proto)!);
   const xfh = appended(forwardedHost, facts.clientHost);
   if (xfh !== undefined) out.push('x-forwarded-host', xfh);
   out.push('x-request-id', facts.requestId, 'traceparent', facts.traceparent);

@@ -4,6 +4,7 @@
  * becomes one GatehouseError rendered by one function, with the request id on every response.
  */
 import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
@@ -19,10 +20,12 @@ import { pathOf, type AccessLog, type AccessRecord } from './access-log.js';
 import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
 import type { UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
+import type { CertificateWatcher } from '#proto/certificate-files';
 import type { Pool } from 'undici';
+import type { TLSSocket } from 'node:tls';
 
 export interface ProxyServer {
-  readonly server: Server<typeof IncomingMessage, typeof ProxyResponse>;
+  readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse>;
   /** Resolves with the bound port (useful with port 0). */
   listen(port: number, host?: string): Promise<number>;
   /**
@@ -85,6 +88,8 @@ export function createProxyServer(deps: {
   accessLog?: AccessLog | null;
   /** Spans per request when tracing is on; absent: W3C traceparent propagation only. */
   tracer?: RequestTracer;
+  /** PROXY_TLS_CERT / PROXY_TLS_KEY: the listener serves HTTPS with the watched files (new ones for new connections). */
+  tls?: CertificateWatcher | null;
 }): ProxyServer {
   const { holder, pools, logger, metrics } = deps;
   const accessLog = deps.accessLog ?? null;
@@ -168,6 +173,7 @@ export function createProxyServer(deps: {
       host: destination.host,
       clientIp: clientIpOf(req.socket.remoteAddress),
       clientHost: req.headers.host,
+      proto: (req.socket as TLSSocket).encrypted ? 'https' : 'http',
       requestId,
       traceparent: trace.traceparent,
       keepTracestate: trace.keepTracestate,
@@ -276,7 +282,7 @@ export function createProxyServer(deps: {
     this.onClientClose?.();
   }
 
-  const server = createServer({ ...CLIENT_LIMITS, ServerResponse: ProxyResponse }, (req, res) => {
+  const handle = (req: IncomingMessage, res: ProxyResponse): void => {
     const requestId = requestIdOf(req.headers['x-request-id']);
     const access = accessLog?.start(req, requestId) ?? null;
     const trace = tracer.start(req, res, requestId);
@@ -292,7 +298,19 @@ export function createProxyServer(deps: {
     } catch (err) {
       failed(res, requestId, err, '', null);
     }
-  });
+  };
+  const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
+  const tls = deps.tls;
+  let server: ProxyServer['server'];
+  if (tls) {
+    // HTTP/1.1 only (the exchange is HTTP/1.1's); TLS 1.2 at least, node's default, stated so no environment lowers it.
+    const { cert, key } = tls.current();
+    const https = createHttpsServer({ ...options, cert, key, minVersion: 'TLSv1.2', ALPNProtocols: ['http/1.1'] }, handle);
+    tls.subscribe((set) => https.setSecureContext({ cert: set.cert, key: set.key, minVersion: 'TLSv1.2' }));
+    server = https;
+  } else {
+    server = createServer(options, handle);
+  }
 
   return {
     server,

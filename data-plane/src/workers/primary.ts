@@ -198,6 +198,10 @@ export async function runPrimary(config: DataPlaneConfig, logger: Logger): Promi
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
+  // Each worker serves the proxy's TLS with its own copy of the certificate: each re-reads it.
+  process.on('SIGHUP', () => {
+    for (const slot of slots) slot.worker?.process.kill('SIGHUP');
+  });
 
   if (!config.redisUrl) {
     logger.warn({ workers: config.workers }, 'WORKERS > 1 without REDIS_URL: storage-strategy tokens and local rate_limit counters are kept per worker');

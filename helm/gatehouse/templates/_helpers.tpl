@@ -101,6 +101,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Mount point of the gRPC TLS Secret and the GRPC_TLS_* variables that point into it. */}}
 {{- define "gatehouse.tlsMountPath" -}}/etc/gatehouse/tls{{- end -}}
+{{- define "gatehouse.proxyTlsMountPath" -}}/etc/gatehouse/proxy-tls{{- end -}}
 
 {{- define "gatehouse.tlsEnv" -}}
 - name: GRPC_TLS_CERT

@@ -636,6 +636,46 @@ async function tracingSection(upstream, cp) {
 }
 
 /**
+ * HTTPS on the proxy listener (PROXY_TLS_CERT / PROXY_TLS_KEY): one data plane at a time, plain and with a
+ * self-signed P-256 certificate, the same API, keep-alive connections (wrk's), so the handshakes are few and
+ * what is measured is the record layer. Rounds alternate the order, so a drifting machine hits both alike.
+ */
+async function tlsSection(upstream, cp) {
+  if (LOADGEN !== 'wrk') {
+    log('## proxy TLS: needs wrk (autocannon does not accept a self-signed certificate)');
+    log();
+    return;
+  }
+  const rounds = Number(process.env.BENCH_TLS_ROUNDS ?? 2);
+  log(`## proxy TLS: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s per row, ${rounds} rounds in alternating order), HTTPS vs HTTP`);
+  const res = await cp.admin('POST', '/apis', { name: 'bench-tls', proxy: { listen_path: '/bench-tls/*', upstreams: { targets: [{ target: upstream.url }] } } });
+  if (res.status !== 201) throw new Error(`creating the TLS bench API failed: ${res.status} ${res.text}`);
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-tls-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const [cert, key] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
+  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`openssl could not make the certificate: ${made.stderr}`);
+  const settings = { http: {}, https: { PROXY_TLS_CERT: cert, PROXY_TLS_KEY: key } };
+  const us = { http: [], https: [] };
+  log(`${'listener'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}`);
+  for (let round = 0; round < rounds; round++) {
+    for (const setting of round % 2 === 0 ? ['http', 'https'] : ['https', 'http']) {
+      const dp = await startDataPlane(cp, `bench-dp-${setting}-${round}`, settings[setting]);
+      await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
+      const url = `${setting === 'https' ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}/bench-tls/x`;
+      const result = await load(url, {}, dp.child.pid);
+      await dp.stop();
+      const perRequest = (result.cpu / result.requests) * 1e6;
+      us[setting].push(perRequest);
+      log(`${setting.padEnd(24)}${perRequest.toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${result.p99.toFixed(1).padStart(9)}${String(result.errors).padStart(9)}`);
+    }
+  }
+  const mean = (list) => list.reduce((a, b) => a + b, 0) / list.length;
+  log(`   https − http: ${(mean(us.https) - mean(us.http)).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds; ${((mean(us.https) / mean(us.http) - 1) * 100).toFixed(0)} %).`);
+  log();
+}
+
+/**
  * nginx (one worker, everything in a temp dir) with its `http` block holding the given upstream/server blocks;
  * resolves once `probePath` answers 200.
  */
@@ -1057,13 +1097,14 @@ async function main() {
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const upstream = await startUpstream();
   // The shared CP and data planes only when a section that uses them runs (not for memory or route match alone).
-  if (['load', 'plugins', 'access log', 'tracing', 'workers'].some((name) => !ONLY || ONLY.includes(name))) {
+  if (['load', 'plugins', 'access log', 'tracing', 'proxy tls', 'workers'].some((name) => !ONLY || ONLY.includes(name))) {
     const cp = await startControlPlane(dataDir);
     const dps = [await startDataPlane(cp, 'bench-dp-1'), await startDataPlane(cp, 'bench-dp-2')];
     await section('load', () => loadSection(upstream, cp, dps));
     await section('plugins', () => pluginSection(upstream, cp, dps));
     await section('access log', () => accessLogSection(upstream, cp));
     await section('tracing', () => tracingSection(upstream, cp));
+    await section('proxy tls', () => tlsSection(upstream, cp));
     await section('workers', () => workersSection(upstream, cp));
     for (const dp of dps) await dp.stop();
     await cp.stop();

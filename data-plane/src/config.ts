@@ -83,6 +83,9 @@ function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
 
 const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
 
+/** The settings naming the proxy listener's certificate and key (in errors and reload warnings). */
+export const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY' } as const;
+
 /** A bound against typos (`WORKERS=800`): every worker holds its own routing table and control-plane stream. */
 const MAX_WORKERS = 64;
 
@@ -117,7 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     grpcInsecure: env.GRPC_INSECURE === 'true',
     accessLog: accessLog(env),
     workers: workers(env, cores),
-    proxyTls: certificatePairFromEnv(env, { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY' }),
+    proxyTls: certificatePairFromEnv(env, PROXY_TLS_NAMES),
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
   logFormatOf(env);

@@ -13,7 +13,7 @@ import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, logStartFailure } from '#proto/listen';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { createIntrospector, createTokenStore } from './auth/index.js';
-import { loadConfig, type DataPlaneConfig } from './config.js';
+import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createStatusServer } from './status/index.js';
@@ -28,8 +28,6 @@ function softwareVersion(): string {
     return '0.0.0';
   }
 }
-
-const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY' };
 
 /** How long a cold start waits for the CP's first push before serving SNAPSHOT_CACHE, when no attempt has failed yet. */
 const CACHE_FALLBACK_WAIT_MS = 3000;

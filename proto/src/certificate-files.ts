@@ -40,7 +40,7 @@ export interface WatchCertificateOptions {
 }
 
 /**
- * A certificate and its key named by two settings (e.g. ADMIN_TLS_CERT / ADMIN_TLS_KEY): both or neither.
+ * A certificate and its key named by two settings (GRPC_TLS_CERT / _KEY, PROXY_TLS_CERT / _KEY): both or neither.
  * Null when neither is set; throws, naming both, when only one is.
  */
 export function certificatePairFromEnv(env: NodeJS.ProcessEnv, names: { cert: string; key: string }): CertificatePaths | null {

@@ -20,7 +20,7 @@ import { pathOf, type AccessLog, type AccessRecord } from './access-log.js';
 import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
 import type { UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
-import type { CertificateWatcher } from '#proto/certificate-files';
+import type { CertificateSet, CertificateWatcher } from '#proto/certificate-files';
 import type { Pool } from 'undici';
 import type { TLSSocket } from 'node:tls';
 
@@ -304,9 +304,9 @@ export function createProxyServer(deps: {
   let server: ProxyServer['server'];
   if (tls) {
     // HTTP/1.1 only (the exchange is HTTP/1.1's); TLS 1.2 at least, node's default, stated so no environment lowers it.
-    const { cert, key } = tls.current();
-    const https = createHttpsServer({ ...options, cert, key, minVersion: 'TLSv1.2', ALPNProtocols: ['http/1.1'] }, handle);
-    tls.subscribe((set) => https.setSecureContext({ cert: set.cert, key: set.key, minVersion: 'TLSv1.2' }));
+    const context = ({ cert, key }: CertificateSet) => ({ cert, key, minVersion: 'TLSv1.2' as const });
+    const https = createHttpsServer({ ...options, ...context(tls.current()), ALPNProtocols: ['http/1.1'] }, handle);
+    tls.subscribe((set) => https.setSecureContext(context(set)));
     server = https;
   } else {
     server = createServer(options, handle);

@@ -50,6 +50,7 @@ export const ERROR_TABLE = {
   UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout' },
   CIRCUIT_OPEN: { status: 503, gatewayBody: 'upstream circuit open' },
   NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded' },
+  UPGRADE_UNSUPPORTED: { status: 400, gatewayBody: 'only websocket upgrades are proxied' },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

@@ -14,15 +14,18 @@ import type { RouteMatch } from '../routing/index.js';
 import type { CompiledTarget } from '#proto/compile/index';
 import { forward, ProxyResponse, type ForwardDeps, type ForwardPlan } from './forward.js';
 import { forwardThroughHooks } from './forward-hooks.js';
-import { clientIpOf, requestIdOf, upstreamRequestHeaders } from './headers.js';
+import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
 import { pathOf, type AccessLog, type AccessRecord } from './access-log.js';
-import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
+import { propagate, propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
 import type { UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
 import type { CertificateSet, CertificateWatcher } from '#proto/certificate-files';
 import type { Pool } from 'undici';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
+import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
 
 export interface ProxyServer {
   readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse>;
@@ -204,7 +207,8 @@ export function createProxyServer(deps: {
    * Synchronous up to the upstream dispatch for routes without plugins (forward() reports a failure
    * through its callback); routes with plugins go on in withPlugins. Throws what fails before a route matched.
    */
-  function proxy(req: IncomingMessage, res: ProxyResponse, requestId: string, access: AccessRecord | null, trace: RequestTrace): void {
+  /** The snapshot, route and normalised path of a request; throws NO_SNAPSHOT / NO_ROUTE. */
+  function routeOf(req: IncomingMessage): { snapshot: AppliedSnapshot; match: RouteMatch; path: string; query: string } {
     // Read the reference once: this request uses this snapshot to the end, whatever is applied meanwhile.
     const snapshot = holder.current();
     if (!snapshot) throw new GatehouseError('NO_SNAPSHOT', 'no snapshot applied yet');
@@ -212,6 +216,11 @@ export function createProxyServer(deps: {
     const path = target ? normalizePath(target.path) : null;
     const match = path ? matchRequest(snapshot, req, path) : null;
     if (!match || !path) throw new GatehouseError('NO_ROUTE', 'no API found with those values');
+    return { snapshot, match, path, query: target!.query };
+  }
+
+  function proxy(req: IncomingMessage, res: ProxyResponse, requestId: string, access: AccessRecord | null, trace: RequestTrace): void {
+    const { snapshot, match, path, query } = routeOf(req);
     const route = match.route;
     if (access) access.route = route.id;
     trace.route(route.id);
@@ -219,10 +228,10 @@ export function createProxyServer(deps: {
       const upstream = snapshot.upstreams.get(route.id);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${route.id} has no upstream state`);
       if (upstream.pipeline) {
-        void withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, target!.query, access, trace);
+        void withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, query, access, trace);
         return;
       }
-      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(), path, target!.query, access, trace);
+      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(), path, query, access, trace);
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, route.id, null));
     } catch (err) {
       failed(res, requestId, err, route.id, null);
@@ -299,6 +308,82 @@ export function createProxyServer(deps: {
       failed(res, requestId, err, '', null);
     }
   };
+  /** Joined WebSocket connections: a drain that runs out of time cuts them (the server's close waits for them). */
+  const upgraded = new Set<Duplex>();
+
+  /**
+   * A request with `Connection: Upgrade`. A WebSocket handshake is matched, authorised (the route's request
+   * plugins) and rewritten as any request, then joined to the target (upgrade.ts); retry and cb do not apply
+   * (a handshake is not retried) and neither do response plugins. Any other upgrade (h2c) is declined: without
+   * a body the request is served as an ordinary one on a connection that then closes.
+   */
+  async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const requestId = requestIdOf(req.headers['x-request-id']);
+    if (!isWebSocketHandshake(req)) {
+      declineUpgrade(req, socket, requestId);
+      return;
+    }
+    let routeId = '';
+    /** The route's plugin exchange: the headers its hooks add for the client go on every answer (WWW-Authenticate, RateLimit-*). */
+    let ex: PluginExchange | null = null;
+    try {
+      const { snapshot, match, path, query } = routeOf(req);
+      routeId = match.route.id;
+      const upstream = snapshot.upstreams.get(routeId);
+      if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
+      if (upstream.pipeline) {
+        ex = new PluginExchange(req, match.route, requestId, query, upstream.pipeline);
+        const walk = runRequestHooks(upstream.pipeline, ex);
+        const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
+        if (answer) {
+          metrics?.request(routeId, answer.status);
+          answerOnSocket(socket, answer.status, { ...ex.clientHeaders, ...answer.headers, 'x-request-id': requestId }, answer.body ?? '');
+          return;
+        }
+      }
+      // No span of its own (a WebSocket lives long after its handshake); the upstream still gets a traceparent.
+      const trace = propagate(req);
+      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, ex ? ex.query : query, null, trace);
+      const result = await handshake(plan.pool, plan, socket);
+      if (result.kind === 'response') {
+        metrics?.request(routeId, result.status);
+        answerOnSocket(socket, result.status, { ...clientResponseHeaders(result.headers, requestId), ...ex?.clientHeaders }, result.body);
+        return;
+      }
+      if (socket.destroyed) {
+        result.socket.destroy();
+        return;
+      }
+      metrics?.request(routeId, 101);
+      // The target's 101 head minus hop-by-hop headers, then the two that make it a 101.
+      switchProtocols(socket, { ...clientResponseHeaders(result.headers, requestId), ...ex?.clientHeaders, connection: 'Upgrade', upgrade: result.headers.upgrade ?? 'websocket' });
+      upgraded.add(socket);
+      await join(socket, result.socket, head);
+      upgraded.delete(socket);
+    } catch (err) {
+      const known = isGatehouseError(err) ? err : new GatehouseError('INTERNAL', 'internal error', { cause: err });
+      if (!isGatehouseError(err)) logger.error({ requestId, path: pathOf(req.url), err }, 'unexpected proxy failure');
+      metrics?.request(routeId || UNMATCHED_ROUTE, known.status);
+      logger[logLevelOf(known.code)]({ requestId, method: req.method, path: pathOf(req.url), route: routeId || undefined, code: known.code, err: known.message }, 'gateway error');
+      answerOnSocket(socket, known.status, { ...ex?.clientHeaders, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody(known.code));
+    }
+  }
+
+  /** An upgrade other than WebSocket: served as an ordinary request when it has no body, refused otherwise. */
+  function declineUpgrade(req: IncomingMessage, socket: Duplex, requestId: string): void {
+    if (req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0') {
+      answerOnSocket(socket, 400, { 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody('UPGRADE_UNSUPPORTED'));
+      return;
+    }
+    const res = new ProxyResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket as Socket);
+    res.once('finish', () => socket.end());
+    req.push(null);
+    handle(req, res);
+  }
+
   const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
   const tls = deps.tls;
   let server: ProxyServer['server'];
@@ -311,6 +396,7 @@ export function createProxyServer(deps: {
   } else {
     server = createServer(options, handle);
   }
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void upgrade(req, socket, head));
 
   return {
     server,
@@ -329,6 +415,7 @@ export function createProxyServer(deps: {
       clearTimeout(timer);
       if (!drained) {
         server.closeAllConnections();
+        for (const socket of upgraded) socket.destroy();
         await closed;
       }
       return drained;

@@ -32,14 +32,15 @@ function notRecording(): void {}
  * marked sampled (`01`), so an upstream with the default parent-based sampler records as it
  * would had it been the root.
  */
-export const propagationOnly: RequestTracer = {
-  start(req) {
-    const parent = parseTraceparent(req.headers.traceparent);
-    return {
-      traceparent: parent ? formatTraceparent(parent.traceId, newSpanId(), parent.flags) : formatTraceparent(newTraceId(), newSpanId(), '01'),
-      keepTracestate: parent !== null,
-      route: notRecording,
-      upstream: notRecording,
-    };
-  },
-};
+/** W3C propagation alone for one request: the client's trace continued (or a new one), nothing recorded. */
+export function propagate(req: IncomingMessage): RequestTrace {
+  const parent = parseTraceparent(req.headers.traceparent);
+  return {
+    traceparent: parent ? formatTraceparent(parent.traceId, newSpanId(), parent.flags) : formatTraceparent(newTraceId(), newSpanId(), '01'),
+    keepTracestate: parent !== null,
+    route: notRecording,
+    upstream: notRecording,
+  };
+}
+
+export const propagationOnly: RequestTracer = { start: propagate };

@@ -101,10 +101,22 @@ export function createProxyServer(deps: {
   const forwardDeps: ForwardDeps = { logger, metrics, draining: () => draining };
 
   /** `extra`: headers plugins added for the client (CORS, rate-limit, Connection: close), or null. */
-  function sendError(res: ServerResponse, requestId: string, err: GatehouseError, routeId: string, extra: OutgoingHttpHeaders | null = null): void {
+  /**
+   * A failed request as a GatehouseError, counted and logged: a GatehouseError as it is, anything else
+   * logged as unexpected and turned into INTERNAL (counted under no route).
+   */
+  function recordFailure(req: IncomingMessage, requestId: string, err: unknown, routeId: string): GatehouseError {
+    if (!isGatehouseError(err)) {
+      logger.error({ requestId, method: req.method, path: pathOf(req.url), err }, 'unexpected proxy failure');
+      return recordFailure(req, requestId, new GatehouseError('INTERNAL', 'internal error', { cause: err }), '');
+    }
     metrics?.request(routeId || UNMATCHED_ROUTE, err.status);
-    const { method, url } = res.req;
-    logger[logLevelOf(err.code)]({ requestId, method, path: pathOf(url), route: routeId || undefined, code: err.code, err: err.message }, 'gateway error');
+    logger[logLevelOf(err.code)]({ requestId, method: req.method, path: pathOf(req.url), route: routeId || undefined, code: err.code, err: err.message }, 'gateway error');
+    return err;
+  }
+
+  /** Answers a failed request (recordFailure's error): the JSON body of its code, or a cut connection once the head is out. */
+  function sendError(res: ServerResponse, requestId: string, err: GatehouseError, extra: OutgoingHttpHeaders | null = null): void {
     if (res.headersSent) {
       res.destroy();
       return;
@@ -195,12 +207,9 @@ export function createProxyServer(deps: {
 
   /** One request failed: a GatehouseError is answered as such, anything else is logged and answered 500. */
   function failed(res: ServerResponse, requestId: string, err: unknown, routeId: string, extra: OutgoingHttpHeaders | null): void {
-    if (isGatehouseError(err)) {
-      sendError(res, requestId, err, routeId, extra);
-      return;
-    }
-    logger.error({ requestId, method: res.req.method, path: pathOf(res.req.url), err }, 'unexpected proxy failure');
-    sendError(res, requestId, new GatehouseError('INTERNAL', 'internal error', { cause: err }), '');
+    const error = recordFailure(res.req, requestId, err, routeId);
+    // The plugins' client headers (CORS, rate limit) belong to the route's own refusals, not to an internal failure.
+    sendError(res, requestId, error, error === err ? extra : null);
   }
 
   /**
@@ -362,11 +371,10 @@ export function createProxyServer(deps: {
       await join(socket, result.socket, head);
       upgraded.delete(socket);
     } catch (err) {
-      const known = isGatehouseError(err) ? err : new GatehouseError('INTERNAL', 'internal error', { cause: err });
-      if (!isGatehouseError(err)) logger.error({ requestId, path: pathOf(req.url), err }, 'unexpected proxy failure');
-      metrics?.request(routeId || UNMATCHED_ROUTE, known.status);
-      logger[logLevelOf(known.code)]({ requestId, method: req.method, path: pathOf(req.url), route: routeId || undefined, code: known.code, err: known.message }, 'gateway error');
-      answerOnSocket(socket, known.status, { ...ex?.clientHeaders, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody(known.code));
+      if (socket.destroyed && isGatehouseError(err)) return; // the client left during the handshake: nobody to answer
+      const error = recordFailure(req, requestId, err, routeId);
+      const extra = error === err ? ex?.clientHeaders : null;
+      answerOnSocket(socket, error.status, { ...extra, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody(error.code));
     }
   }
 

@@ -27,34 +27,34 @@ export function isWebSocketHandshake(req: { method?: string; headers: IncomingHt
  */
 export function answerOnSocket(socket: Duplex, status: number, headers: OutgoingHttpHeaders, body: string | Buffer = ''): void {
   if (socket.destroyed) return;
-  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`;
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    if (value === undefined || lower === 'content-length' || lower === 'connection' || lower === 'transfer-encoding') continue;
-    for (const one of Array.isArray(value) ? value : [String(value)]) head += headerLine(name, one);
-  }
-  head += `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  const head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${headerLines(headers, FRAMING)}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
   socket.end(Buffer.concat([Buffer.from(head, 'latin1'), Buffer.isBuffer(body) ? body : Buffer.from(body)]));
 }
 
-function headerLine(name: string, value: string): string {
-  try {
-    validateHeaderName(name);
-    validateHeaderValue(name, value);
-  } catch {
-    return '';
+/** Set by answerOnSocket itself: the body's length, and a connection that closes after it. */
+const FRAMING = new Set(['content-length', 'connection', 'transfer-encoding']);
+
+/** `name: value\r\n` for each header (each value of a list), but those named in `skip` and those node would refuse. */
+function headerLines(headers: OutgoingHttpHeaders, skip?: ReadonlySet<string>): string {
+  let lines = '';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || skip?.has(name.toLowerCase())) continue;
+    for (const one of Array.isArray(value) ? value : [String(value)]) {
+      try {
+        validateHeaderName(name);
+        validateHeaderValue(name, one);
+      } catch {
+        continue;
+      }
+      lines += `${name}: ${one}\r\n`;
+    }
   }
-  return `${name}: ${value}\r\n`;
+  return lines;
 }
 
 /** Writes the `101 Switching Protocols` head; the connection then belongs to the WebSocket. */
 export function switchProtocols(socket: Duplex, headers: OutgoingHttpHeaders): void {
-  let head = 'HTTP/1.1 101 Switching Protocols\r\n';
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    for (const one of Array.isArray(value) ? value : [String(value)]) head += headerLine(name, one);
-  }
-  socket.write(`${head}\r\n`, 'latin1');
+  socket.write(`HTTP/1.1 101 Switching Protocols\r\n${headerLines(headers)}\r\n`, 'latin1');
 }
 
 /**

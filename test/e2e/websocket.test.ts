@@ -264,3 +264,28 @@ test('over PROXY_TLS_CERT: wss:// through the data plane, the target told X-Forw
     await certs.dispose();
   }
 });
+
+/** The access line of request `requestId`, once the data plane wrote it. */
+function accessLineOf(requestId: string): Promise<Record<string, unknown>> {
+  return pollUntil(
+    async () => gw.dp.process.lines().find((l) => l.json?.msg === 'access' && l.json?.requestId === requestId)?.json as Record<string, unknown> | undefined,
+    { what: `the access line of ${requestId}`, details: () => gw.dp.recentLogs() },
+  );
+}
+
+test('the access log: one line per handshake, written when the connection closes (status 101, the bytes of its whole life); a refusal\'s line has its status', async () => {
+  const socket = await open('/ws/logged', { 'x-request-id': 'ws-access-1' });
+  const echoed = nextMessage(socket);
+  socket.send('y'.repeat(10_000));
+  await echoed;
+  expect(gw.dp.process.lines().some((l) => l.json?.msg === 'access' && l.json?.requestId === 'ws-access-1')).toBe(false);
+  socket.close();
+  const line = await accessLineOf('ws-access-1');
+  expect(line).toMatchObject({ method: 'GET', path: '/ws/logged', route: 'api:ws', upstream: wsUrl, status: 101 });
+  expect(line.aborted).toBeUndefined();
+  // The 101 head, the echoed 10,000 bytes in a frame, the close frame.
+  expect(line.bytes).toBeGreaterThan(10_000);
+
+  await rawExchange('GET /ws-auth/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Request-Id: ws-access-2\r\n\r\n');
+  expect(await accessLineOf('ws-access-2')).toMatchObject({ path: '/ws-auth/x', route: 'api:ws-auth', status: 401 });
+});

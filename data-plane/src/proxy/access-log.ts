@@ -4,7 +4,7 @@
  * filled in as the request goes and handed to the logger as it is; an unsampled request costs
  * one random number and nothing else.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { writeSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -48,11 +48,12 @@ export interface AccessLog {
   /** The record for a request, or null when it is not sampled. */
   start(req: IncomingMessage, requestId: string): AccessRecord | null;
   /**
-   * Completes the record from `res` and writes the line (call on the response's 'close'). `socket`
-   * is the request's socket as taken at arrival: by 'close', `req.socket` may be null (a refused
-   * upload is detached from it so that the connection can carry the error response).
+   * Completes the record and writes the line (call on the response's or the WebSocket's 'close'): `status`
+   * as answered (CLIENT_CLOSED_REQUEST when the client left before any answer), `aborted` when the answer
+   * was cut short. `socket` is the request's socket as taken at arrival: by 'close', `req.socket` may be
+   * null (a refused upload is detached from it so that the connection can carry the error response).
    */
-  finish(record: AccessRecord, socket: Socket, res: ServerResponse): void;
+  finish(record: AccessRecord, socket: Socket, status: number, aborted: boolean): void;
 }
 
 /** The path of a request line without its query: what logs show (a query can carry credentials). */
@@ -193,15 +194,11 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
         clientIp: clientIpOf(req.socket.remoteAddress),
       };
     },
-    finish(record, socket, res) {
+    finish(record, socket, status, aborted) {
       record.durationMs = Math.round((performance.now() - record.durationMs) * 1000) / 1000;
       record.bytes = socket.bytesWritten - record.bytes;
-      if (res.writableFinished) {
-        record.status = res.statusCode;
-      } else {
-        record.status = res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST;
-        record.aborted = true;
-      }
+      record.status = status;
+      if (aborted) record.aborted = true;
       write(record);
     },
   };

@@ -16,7 +16,7 @@ import { forward, ProxyResponse, type ForwardDeps, type ForwardPlan } from './fo
 import { forwardThroughHooks } from './forward-hooks.js';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
-import { pathOf, type AccessLog, type AccessRecord } from './access-log.js';
+import { CLIENT_CLOSED_REQUEST, pathOf, type AccessLog, type AccessRecord } from './access-log.js';
 import { propagate, propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
 import type { UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
@@ -296,7 +296,10 @@ export function createProxyServer(deps: {
    */
   function onResponseClose(this: ProxyResponse): void {
     metrics?.ended();
-    if (this.access) accessLog!.finish(this.access, this.clientSocket!, this);
+    if (this.access) {
+      const complete = this.writableFinished;
+      accessLog!.finish(this.access, this.clientSocket!, complete || this.headersSent ? this.statusCode : CLIENT_CLOSED_REQUEST, !complete);
+    }
     this.onClientClose?.();
   }
 
@@ -336,9 +339,14 @@ export function createProxyServer(deps: {
     let routeId = '';
     /** The route's plugin exchange: the headers its hooks add for the client go on every answer (WWW-Authenticate, RateLimit-*). */
     let ex: PluginExchange | null = null;
+    // One access line per handshake, written when the connection closes: a WebSocket's covers its whole life.
+    const access = accessLog?.start(req, requestId) ?? null;
+    let status = CLIENT_CLOSED_REQUEST;
+    if (access) socket.once('close', () => accessLog!.finish(access, socket as Socket, status, status === CLIENT_CLOSED_REQUEST));
     try {
       const { snapshot, match, path, query } = routeOf(req);
       routeId = match.route.id;
+      if (access) access.route = routeId;
       const upstream = snapshot.upstreams.get(routeId);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
       if (upstream.pipeline) {
@@ -346,17 +354,17 @@ export function createProxyServer(deps: {
         const walk = runRequestHooks(upstream.pipeline, ex);
         const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
         if (answer) {
-          metrics?.request(routeId, answer.status);
+          metrics?.request(routeId, (status = answer.status));
           answerOnSocket(socket, answer.status, { ...ex.clientHeaders, ...answer.headers, 'x-request-id': requestId }, answer.body ?? '');
           return;
         }
       }
       // No span of its own (a WebSocket lives long after its handshake); the upstream still gets a traceparent.
       const trace = propagate(req);
-      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, ex ? ex.query : query, null, trace);
+      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, ex ? ex.query : query, access, trace);
       const result = await handshake(plan.pool, plan, socket);
       if (result.kind === 'response') {
-        metrics?.request(routeId, result.status);
+        metrics?.request(routeId, (status = result.status));
         answerOnSocket(socket, result.status, { ...clientResponseHeaders(result.headers, requestId), ...ex?.clientHeaders }, result.body);
         return;
       }
@@ -364,7 +372,7 @@ export function createProxyServer(deps: {
         result.socket.destroy();
         return;
       }
-      metrics?.request(routeId, 101);
+      metrics?.request(routeId, (status = 101));
       // The target's 101 head minus hop-by-hop headers, then the two that make it a 101.
       switchProtocols(socket, { ...clientResponseHeaders(result.headers, requestId), ...ex?.clientHeaders, connection: 'Upgrade', upgrade: result.headers.upgrade ?? 'websocket' });
       upgraded.add(socket);
@@ -373,6 +381,7 @@ export function createProxyServer(deps: {
     } catch (err) {
       if (socket.destroyed && isGatehouseError(err)) return; // the client left during the handshake: nobody to answer
       const error = recordFailure(req, requestId, err, routeId);
+      status = error.status;
       const extra = error === err ? ex?.clientHeaders : null;
       answerOnSocket(socket, error.status, { ...extra, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody(error.code));
     }

@@ -100,7 +100,6 @@ export function createProxyServer(deps: {
   let draining = false;
   const forwardDeps: ForwardDeps = { logger, metrics, draining: () => draining };
 
-  /** `extra`: headers plugins added for the client (CORS, rate-limit, Connection: close), or null. */
   /**
    * A failed request as a GatehouseError, counted and logged: a GatehouseError as it is, anything else
    * logged as unexpected and turned into INTERNAL (counted under no route).
@@ -115,7 +114,10 @@ export function createProxyServer(deps: {
     return err;
   }
 
-  /** Answers a failed request (recordFailure's error): the JSON body of its code, or a cut connection once the head is out. */
+  /**
+   * Answers a failed request (recordFailure's error): the JSON body of its code, or a cut connection once the
+   * head is out. `extra`: headers plugins added for the client (CORS, rate-limit, Connection: close), or null.
+   */
   function sendError(res: ServerResponse, requestId: string, err: GatehouseError, extra: OutgoingHttpHeaders | null = null): void {
     if (res.headersSent) {
       res.destroy();
@@ -212,10 +214,6 @@ export function createProxyServer(deps: {
     sendError(res, requestId, error, error === err ? extra : null);
   }
 
-  /**
-   * Synchronous up to the upstream dispatch for routes without plugins (forward() reports a failure
-   * through its callback); routes with plugins go on in withPlugins. Throws what fails before a route matched.
-   */
   /** The snapshot, route and normalised path of a request; throws NO_SNAPSHOT / NO_ROUTE. */
   function routeOf(req: IncomingMessage): { snapshot: AppliedSnapshot; match: RouteMatch; path: string; query: string } {
     // Read the reference once: this request uses this snapshot to the end, whatever is applied meanwhile.
@@ -228,6 +226,10 @@ export function createProxyServer(deps: {
     return { snapshot, match, path, query: target!.query };
   }
 
+  /**
+   * Synchronous up to the upstream dispatch for routes without plugins (forward() reports a failure
+   * through its callback); routes with plugins go on in withPlugins. Throws what fails before a route matched.
+   */
   function proxy(req: IncomingMessage, res: ProxyResponse, requestId: string, access: AccessRecord | null, trace: RequestTrace): void {
     const { snapshot, match, path, query } = routeOf(req);
     const route = match.route;

@@ -19,4 +19,4 @@ Object.assign((dispatcherModule as typeof Undici.Dispatcher).prototype, apiModul
 export const Pool = poolModule as typeof Undici.Pool;
 export type Pool = Undici.Pool;
 export const errors = errorsModule as typeof Undici.errors;
-export const { headerNameToString } = utilModule as typeof Undici.util;
+export const { headerNameToString, parseHeaders } = utilModule as typeof Undici.util;

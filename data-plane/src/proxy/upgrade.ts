@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { GatehouseError } from '#proto/errors';
-import { errors } from './undici.js';
+import { errors, parseHeaders } from './undici.js';
 
 /** First TCP keep-alive probe after this much silence on a joined connection. */
 const KEEPALIVE_MS = 60_000;
@@ -87,17 +87,6 @@ export type HandshakeResult =
 /** A refused handshake's body is relayed up to this size (an error page, not a download); past it the answer is a 502. */
 const MAX_RELAYED_BODY = 64 * 1024;
 
-function headersOf(raw: Buffer[]): IncomingHttpHeaders {
-  const out: Record<string, string | string[]> = {};
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toString('latin1').toLowerCase();
-    const value = raw[i + 1]!.toString('latin1');
-    const previous = out[name];
-    out[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
-  }
-  return out;
-}
-
 /**
  * Sends the handshake to the target through `pool` (its dial timeout and TLS mode) and resolves with the
  * target's answer; rejects with a GatehouseError (UPSTREAM_UNREACHABLE / UPSTREAM_TIMEOUT).
@@ -123,11 +112,11 @@ export function handshake(
       },
       onUpgrade(_statusCode, rawHeaders, socket) {
         done();
-        resolve({ kind: 'upgraded', headers: headersOf((rawHeaders ?? []) as Buffer[]), socket });
+        resolve({ kind: 'upgraded', headers: parseHeaders((rawHeaders ?? []) as Buffer[]) as IncomingHttpHeaders, socket });
       },
       onHeaders(statusCode, rawHeaders) {
         status = statusCode;
-        headers = headersOf(rawHeaders as Buffer[]);
+        headers = parseHeaders(rawHeaders as Buffer[]) as IncomingHttpHeaders;
         return true;
       },
       onData(chunk) {

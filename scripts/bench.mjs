@@ -572,6 +572,22 @@ async function pluginSection(upstream, cp, dps) {
 }
 
 /**
+ * A data plane of the section's own: started with `env`, waited for at `version`, loaded at `path` through
+ * its proxy (`https`: over TLS), then stopped. The load report with its µs of DP CPU per request.
+ */
+async function ownDataPlaneLoad(cp, id, env, version, path, { headers = {}, https = false } = {}) {
+  const dp = await startDataPlane(cp, id, env);
+  await waitForVersion(dp, version);
+  const result = await load(`${https ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}${path}`, headers, dp.child.pid);
+  await dp.stop();
+  return { ...result, us: (result.cpu / result.requests) * 1e6 };
+}
+
+/** A row of the sections that compare settings of one data plane: label, µs CPU/req, req/s (p99 ms), errors. */
+const settingRow = (label, r, p99 = false) =>
+  `${label.padEnd(24)}${r.us.toFixed(1).padStart(12)}${Math.round(r.rps).toString().padStart(10)}${p99 ? r.p99.toFixed(1).padStart(9) : ''}${String(r.errors).padStart(9)}`;
+
+/**
  * The access log's cost: one data plane at a time (LOG_LEVEL info, its lines going into a pipe this
  * script drains, as a log shipper would), ACCESS_LOG=off then on, same API without plugins.
  */
@@ -582,12 +598,9 @@ async function accessLogSection(upstream, cp) {
   const us = {};
   log(`${'ACCESS_LOG'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
   for (const setting of ['off', 'on']) {
-    const dp = await startDataPlane(cp, `bench-dp-access-${setting}`, { LOG_LEVEL: 'info', ACCESS_LOG: setting });
-    await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
-    const result = await load(`${dp.proxyUrl}/bench-access-log/x`, {}, dp.child.pid);
-    await dp.stop();
-    us[setting] = (result.cpu / result.requests) * 1e6;
-    log(`${setting.padEnd(24)}${us[setting].toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${String(result.errors).padStart(9)}`);
+    const result = await ownDataPlaneLoad(cp, `bench-dp-access-${setting}`, { LOG_LEVEL: 'info', ACCESS_LOG: setting }, Number(res.headers['x-snapshot-version']), '/bench-access-log/x');
+    us[setting] = result.us;
+    log(settingRow(setting, result));
   }
   log(`   access log on − off: ${(us.on - us.off).toFixed(1)} µs of DP CPU per request (one JSON line written to a pipe).`);
   log();
@@ -621,12 +634,9 @@ async function tracingSection(upstream, cp) {
   const us = {};
   log(`${'tracing'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
   for (const [setting, env] of Object.entries(settings)) {
-    const dp = await startDataPlane(cp, `bench-dp-tracing-${setting.replace('/', '-')}`, env);
-    await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
-    const result = await load(`${dp.proxyUrl}/bench-tracing/x`, { traceparent }, dp.child.pid);
-    await dp.stop();
-    us[setting] = (result.cpu / result.requests) * 1e6;
-    log(`${setting.padEnd(24)}${us[setting].toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${String(result.errors).padStart(9)}`);
+    const result = await ownDataPlaneLoad(cp, `bench-dp-tracing-${setting.replace('/', '-')}`, env, Number(res.headers['x-snapshot-version']), '/bench-tracing/x', { headers: { traceparent } });
+    us[setting] = result.us;
+    log(settingRow(setting, result));
   }
   for (const protocol of ['http/protobuf', 'http/json']) {
     log(`   tracing on (${protocol}) − off: ${(us[protocol] - us.off).toFixed(1)} µs of DP CPU per request (a span per request, all exported)`);
@@ -660,14 +670,10 @@ async function tlsSection(upstream, cp) {
   log(`${'listener'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}`);
   for (let round = 0; round < rounds; round++) {
     for (const setting of round % 2 === 0 ? ['http', 'https'] : ['https', 'http']) {
-      const dp = await startDataPlane(cp, `bench-dp-${setting}-${round}`, settings[setting]);
-      await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
-      const url = `${setting === 'https' ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}/bench-tls/x`;
-      const result = await load(url, {}, dp.child.pid);
-      await dp.stop();
-      const perRequest = (result.cpu / result.requests) * 1e6;
-      us[setting].push(perRequest);
-      log(`${setting.padEnd(24)}${perRequest.toFixed(1).padStart(12)}${Math.round(result.rps).toString().padStart(10)}${result.p99.toFixed(1).padStart(9)}${String(result.errors).padStart(9)}`);
+      const version = Number(res.headers['x-snapshot-version']);
+      const result = await ownDataPlaneLoad(cp, `bench-dp-${setting}-${round}`, settings[setting], version, '/bench-tls/x', { https: setting === 'https' });
+      us[setting].push(result.us);
+      log(settingRow(setting, result, true));
     }
   }
   const mean = (list) => list.reduce((a, b) => a + b, 0) / list.length;

@@ -16,6 +16,7 @@ import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { createRateLimiter } from './plugins/rate-limit/index.js';
+import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
 import { answerStateRequests, exposeWorkerMetrics, replacementProxyPort, runPrimary, until, workerNumber } from './workers/index.js';
@@ -58,7 +59,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   // Created before the holder: the introspection strategy calls its endpoints through the proxy's pools.
   const pools = createUpstreamPools();
   const introspector = createIntrospector({ pools, logger });
-  const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter });
+  const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
+  const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter, health });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger);
@@ -120,6 +122,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     status?.markDraining();
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
+    health.stop();
     const drained = await proxy.close(config.shutdownTimeoutMs);
     await status?.close();
     await pools.close();

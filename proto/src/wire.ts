@@ -105,6 +105,28 @@ export interface ForwardingTimeouts {
 export interface Upstreams {
   balancing: string;
   targets: Target[];
+  /** Absent when the targets are not health-checked. */
+  health_check: HealthCheck | null;
+}
+
+/** At least one of the two is set. */
+export interface HealthCheck {
+  active: ActiveHealthCheck | null;
+  passive: PassiveHealthCheck | null;
+}
+
+/** Durations as stored ("10s", "500ms"). */
+export interface ActiveHealthCheck {
+  path: string;
+  interval: string;
+  timeout: string;
+  healthy_threshold: number;
+  unhealthy_threshold: number;
+}
+
+export interface PassiveHealthCheck {
+  unhealthy_threshold: number;
+  ejection: string;
 }
 
 export interface Target {

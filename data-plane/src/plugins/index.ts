@@ -11,7 +11,7 @@ import { cbRuntime } from './cb.js';
 import { compressionRuntime } from './compression.js';
 import { corsRuntime } from './cors.js';
 import { oauth2Runtime } from './oauth2.js';
-import { pipelineOf, type Pipeline } from './pipeline.js';
+import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
 import { rateLimitRuntime } from './rate-limit/index.js';
 import { requestTransformerRuntime } from './request-transformer.js';
 import { responseTransformerRuntime } from './response-transformer.js';
@@ -32,10 +32,12 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
 };
 
 /** The route's pipeline, or null when it has no enabled plugin (the proxy then allocates nothing). */
-export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route'>): Pipeline | null {
-  if (route.plugins.length === 0) return null;
-  return pipelineOf(route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route })));
+/** `innermost`: a stage of the gateway's own run after the plugins' (the passive health check). */
+export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route'>, innermost?: PluginStage): Pipeline | null {
+  if (route.plugins.length === 0 && !innermost) return null;
+  const stages = route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route }));
+  return pipelineOf(innermost ? [...stages, innermost] : stages);
 }
 
-export { isPromise, PluginExchange, runRequestHooks, type AttemptStarted, type ForwardHook, type ForwardNext, type Pipeline, type PluginAnswer, type UpstreamOutcome } from './pipeline.js';
+export { isPromise, PluginExchange, runRequestHooks, type AttemptStarted, type ForwardHook, type ForwardNext, type Pipeline, type PluginAnswer, type PluginStage, type UpstreamOutcome } from './pipeline.js';
 export type { PluginRuntime, StageDeps } from './runtime.js';

@@ -59,8 +59,38 @@ class SmoothWeighted implements Balancer {
   }
 }
 
-export function createBalancer(balancing: Balancing, targets: readonly CompiledTarget[]): Balancer {
+/** What the balancer reads of a health-checked target (data-plane/src/health). */
+export interface TargetHealthView {
+  readonly healthy: boolean;
+}
+
+/**
+ * Skips unhealthy targets: asks the rotation for up to one full turn of targets and takes the first
+ * healthy one, so the healthy ones share the load as the rotation would share it among them. With none
+ * healthy it returns the rotation's next anyway (fail open): a wrong health path, or probes that cannot
+ * get through, must not turn every request into a 503, and a failed try costs no more than a refusal.
+ */
+class HealthAware implements Balancer {
+  private readonly health: Map<CompiledTarget, TargetHealthView>;
+  constructor(
+    private readonly inner: Balancer,
+    targets: readonly CompiledTarget[],
+    health: readonly TargetHealthView[],
+  ) {
+    this.health = new Map(targets.map((t, i) => [t, health[i]!]));
+  }
+  next(): CompiledTarget {
+    for (let i = 0; i < this.health.size; i++) {
+      const target = this.inner.next();
+      if (this.health.get(target)!.healthy) return target;
+    }
+    return this.inner.next();
+  }
+}
+
+/** `health`: for health-checked routes, each target's health (in the order of `targets`). */
+export function createBalancer(balancing: Balancing, targets: readonly CompiledTarget[], health?: readonly TargetHealthView[] | null): Balancer {
   if (targets.length === 0) throw new Error('a route needs at least one target');
-  if (targets.length === 1) return new Single(targets[0]!);
-  return balancing === 'weight' ? new SmoothWeighted(targets) : new RoundRobin(targets);
+  const rotation = targets.length === 1 ? new Single(targets[0]!) : balancing === 'weight' ? new SmoothWeighted(targets) : new RoundRobin(targets);
+  return health ? new HealthAware(rotation, targets, health) : rotation;
 }

@@ -7,7 +7,8 @@
  * their compiled routes stay in the held index (compile/incremental.ts: only the delta's definitions
  * are compiled and checked) and their RouteUpstream (balancer position, pipeline) is reused; the
  * routing table is updated in the buckets of the changed routes only (updateRoutingTable) and swapped
- * in like a full snapshot.
+ * in like a full snapshot. Routes whose state lives in a registry (cb's breakers, health checks) get
+ * their upstream again on every apply, so that the registry's commit keeps that state.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
@@ -24,6 +25,7 @@ import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
 import { buildPipeline, type Pipeline, type StageDeps } from '../plugins/index.js';
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
+import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
 import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index.js';
 
 /** Per-route forwarding state, built at apply time so the hot path parses nothing. */
@@ -66,8 +68,8 @@ interface Held {
   index: ConfigIndex;
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
-  /** The routes with a `cb` plugin, by id: their pipelines are rebuilt on every apply. */
-  breakerRoutes: ReadonlyMap<string, CompiledRoute>;
+  /** The routes with a `cb` plugin or a health check, by id: their upstreams are rebuilt on every apply. */
+  keptRoutes: ReadonlyMap<string, CompiledRoute>;
   basicAuth: StageDeps['basicAuth'];
 }
 
@@ -83,6 +85,8 @@ export function createSnapshotHolder(deps: {
   rateLimiter?: RateLimiter;
   /** basic_auth verdict caches, kept across snapshots; this holder's own when absent. */
   basicAuthChecker?: BasicAuthChecker;
+  /** Upstream health checks (main.ts passes the process's one, probing through its pools); without it, health_check is not acted on. */
+  health?: HealthRegistry;
 }): SnapshotHolder {
   let applied: AppliedSnapshot | null = null;
   // No CompileCache here: a full snapshot brings new objects (nothing to reuse), and across deltas the
@@ -119,22 +123,26 @@ export function createSnapshotHolder(deps: {
   }
 
   /** A route's forwarding state, parsed once. */
-  function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>): RouteUpstream {
+  function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>, health: HealthGeneration | null): RouteUpstream {
     // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
     const timeouts = route.proxy.forwarding_timeouts;
+    const dialTimeoutMs = parseDuration(timeouts.dial_timeout);
+    const insecureSkipVerify = route.proxy.insecure_skip_verify;
+    const check = route.proxy.upstreams.health_check;
+    const checks = check && health ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify })) : null;
     return {
-      balancer: createBalancer(route.proxy.upstreams.balancing, route.targets),
-      dialTimeoutMs: parseDuration(timeouts.dial_timeout),
+      balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, checks),
+      dialTimeoutMs,
       headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
-      insecureSkipVerify: route.proxy.insecure_skip_verify,
-      pipeline: buildPipeline(route, pipelineDeps),
+      insecureSkipVerify,
+      pipeline: buildPipeline(route, pipelineDeps, checks && check!.passive ? passiveStage(route.targets, checks) : undefined),
     };
   }
 
-  const hasBreaker = (route: CompiledRoute) => route.plugins.some((p) => p.name === 'cb');
+  const isKept = (route: CompiledRoute) => route.proxy.upstreams.health_check !== undefined || route.plugins.some((p) => p.name === 'cb');
 
   /** Builds everything `content` needs from nothing (a full snapshot). */
-  function build(content: SnapshotContent, breakers: BreakerGeneration): { next: AppliedSnapshot; held: Held } {
+  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): { next: AppliedSnapshot; held: Held } {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
     const index = indexConfig(content.defs);
     const { routes, oauthServers, basicAuthUsers } = indexRoutes(index);
@@ -142,14 +150,14 @@ export function createSnapshotHolder(deps: {
     const basicAuth = (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
     const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
     const upstreams = new Map<string, RouteUpstream>();
-    const breakerRoutes = new Map<string, CompiledRoute>();
+    const keptRoutes = new Map<string, CompiledRoute>();
     for (const route of routes) {
-      upstreams.set(route.id, upstreamOf(route, pipelineDeps));
-      if (hasBreaker(route)) breakerRoutes.set(route.id, route);
+      upstreams.set(route.id, upstreamOf(route, pipelineDeps, health));
+      if (isKept(route)) keptRoutes.set(route.id, route);
     }
     return {
       next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams },
-      held: { content, index, oauthServers, basicAuthUsers, breakerRoutes, basicAuth },
+      held: { content, index, oauthServers, basicAuthUsers, keptRoutes, basicAuth },
     };
   }
 
@@ -157,7 +165,14 @@ export function createSnapshotHolder(deps: {
    * Builds what a delta's `content` needs on top of `previous` (what `applied` was built from): only
    * the `changes` are compiled and checked, and only their routes get new upstreams and table buckets.
    */
-  function buildDelta(content: SnapshotContent, breakers: BreakerGeneration, previous: Held, current: AppliedSnapshot, changes: ContentChange[]): { next: AppliedSnapshot; held: Held } {
+  function buildDelta(
+    content: SnapshotContent,
+    breakers: BreakerGeneration,
+    health: HealthGeneration | null,
+    previous: Held,
+    current: AppliedSnapshot,
+    changes: ContentChange[],
+  ): { next: AppliedSnapshot; held: Held } {
     const index = applyChanges(previous.index, changes);
     // What the changed definitions route (as indexRoutes counts them), before and after.
     const routesOf = (config: ConfigIndex, change: ContentChange): readonly CompiledRoute[] => {
@@ -189,39 +204,43 @@ export function createSnapshotHolder(deps: {
       : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
     const basicAuth = usersReused ? previous.basicAuth : (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
     const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
-    const breakerRoutes = new Map(previous.breakerRoutes);
-    for (const route of removed) breakerRoutes.delete(route.id);
-    for (const route of added) if (hasBreaker(route)) breakerRoutes.set(route.id, route);
+    const keptRoutes = new Map(previous.keptRoutes);
+    for (const route of removed) keptRoutes.delete(route.id);
+    for (const route of added) if (isKept(route)) keptRoutes.set(route.id, route);
     let upstreams: LayeredMap<string, RouteUpstream>;
     if (authReused && usersReused) {
       // Only the changed routes' entries are new; the rest are shared with the held map, not copied (5–15 ms per push at 50,000 APIs).
       const held = current.upstreams instanceof LayeredMap ? current.upstreams : LayeredMap.of(current.upstreams);
       const updates = new Map<string, RouteUpstream | undefined>();
       for (const route of removed) updates.set(route.id, undefined);
-      for (const route of added) updates.set(route.id, upstreamOf(route, pipelineDeps));
-      // cb breakers live in the breaker generation: get them again (same state) so the commit keeps them.
-      for (const route of breakerRoutes.values()) {
-        updates.set(route.id, { ...(updates.get(route.id) ?? held.get(route.id))!, pipeline: buildPipeline(route, pipelineDeps) });
+      for (const route of added) updates.set(route.id, upstreamOf(route, pipelineDeps, health));
+      // Breakers and health checks live in their registries' generations: get them again (same state) so the
+      // commits keep them. A route without a health check keeps its balancer's position.
+      for (const route of keptRoutes.values()) {
+        if (updates.has(route.id)) continue;
+        const fresh = upstreamOf(route, pipelineDeps, health);
+        updates.set(route.id, route.proxy.upstreams.health_check ? fresh : { ...fresh, balancer: held.get(route.id)!.balancer });
       }
       upstreams = held.with(updates);
     } else {
       // Every pipeline holds the authorizer or the users: all are built again.
       const all = new Map<string, RouteUpstream>();
-      for (const route of indexRoutes(index).routes) all.set(route.id, upstreamOf(route, pipelineDeps));
+      for (const route of indexRoutes(index).routes) all.set(route.id, upstreamOf(route, pipelineDeps, health));
       upstreams = LayeredMap.of(all);
     }
     return {
       next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },
-      held: { content, index, oauthServers, basicAuthUsers, breakerRoutes, basicAuth },
+      held: { content, index, oauthServers, basicAuthUsers, keptRoutes, basicAuth },
     };
   }
 
   function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null): ApplyResult {
     let built: ReturnType<typeof build>;
     const breakers = breakerRegistry.begin();
+    const health = deps.health?.begin() ?? null;
     try {
       const { changes, ...next } = content();
-      built = previous && applied && changes ? buildDelta(next, breakers, previous, applied, changes) : build(next, breakers);
+      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes) : build(next, breakers, health);
     } catch (err) {
       applies?.inc({ result: 'rejected' });
       return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
@@ -229,6 +248,7 @@ export function createSnapshotHolder(deps: {
     applied = built.next;
     held = built.held;
     breakers.commit();
+    health?.commit();
     applies?.inc({ result: 'applied' });
     return { ok: true, version: built.next.version, hash: built.next.hash, changed: true };
   }

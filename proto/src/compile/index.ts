@@ -23,7 +23,7 @@ import { compileHostPattern } from './host-match.js';
 import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
 import { compileJwtKeys } from './jwt-keys.js';
 import { compileListenPath } from './listen-path.js';
-import { compileTarget } from './target.js';
+import { compileTarget, fixedAuthority } from './target.js';
 import type { TargetPlan } from './target.js';
 import { compilePlugins, type CompiledPlugin } from '../plugins/index.js';
 import { parsePasswordHash, type PasswordHash } from '../password-hash.js';
@@ -32,7 +32,7 @@ export { compileListenPath } from './listen-path.js';
 export type { CompiledIntrospection } from './introspection.js';
 export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
 export type { HostMatcher } from './host-match.js';
-export { compileTarget, resolveTarget } from './target.js';
+export { compileTarget, fixedAuthority, resolveTarget } from './target.js';
 export type { ResolvedTarget, TargetPlan } from './target.js';
 export { normalizePath, normalizePercentEncoding } from './normalize-path.js';
 
@@ -211,6 +211,11 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
     if (!Number.isInteger(weight) || weight < 0) invalid(`${field}.weight`, 'must be a non-negative integer');
     return { template: t.target, weight, plan: compileTarget(t.target, paramNames, `${field}.target`, lpField) };
   });
+  if (proxy.upstreams.health_check) {
+    // A health check watches one host; a target whose host is a request's placeholder is a different one per request.
+    const unchecked = compiledTargets.find((t) => fixedAuthority(t.plan) === null);
+    if (unchecked) invalid(`${prefix}.upstreams.health_check`, `cannot check ${unchecked.template}: its host comes from the request`);
+  }
   return { listenPath, methods, targets: compiledTargets };
 }
 

@@ -80,6 +80,12 @@ export function resolveTarget(plan: TargetPlan, params: Readonly<Record<string, 
   return { origin, host, path, query };
 }
 
+/** Origin and Host of a target whose authority has no placeholder (its path may have some); null when the request picks them. */
+export function fixedAuthority(plan: TargetPlan): Pick<ResolvedTarget, 'origin' | 'host'> | null {
+  if (plan.resolved) return plan.resolved;
+  return hasPlaceholder(plan.authority) ? null : resolveAuthority(plan.scheme, plan.authority);
+}
+
 /**
  * Validate a target template against the listen_path's parameter names. `field` is e.g.
  * `proxy.upstreams.targets[0].target`, `listenPathField` e.g. `proxy.listen_path`.

@@ -40,9 +40,55 @@ const targetSchema = z.object({
   weight: z.int({ error: weightError }).min(1, weightError).max(MAX_TARGET_WEIGHT, weightError).default(1),
 });
 
+/** A duration from `min` to `max` (both in ms, written as `minText` / `maxText` in the message). */
+const boundedDuration = (fallback: string, min: number, minText: string, max: number, maxText: string) =>
+  z
+    .string()
+    .refine((s) => {
+      const ms = tryParseDuration(s);
+      return ms !== null && ms >= min && ms <= max;
+    }, `must be a duration from "${minText}" to "${maxText}"`)
+    .default(fallback);
+
+const threshold = (fallback: number) => z.int({ error: 'must be an integer from 1 to 100' }).min(1, 'must be an integer from 1 to 100').max(100, 'must be an integer from 1 to 100').default(fallback);
+
+/**
+ * Upstream health checks (the data plane's health/): `active` probes every target, `passive` watches the
+ * proxied requests; a target found unhealthy leaves the balancer's rotation until it is healthy again.
+ */
+export const HEALTH_CHECK_DEFAULTS = {
+  active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 },
+  passive: { unhealthy_threshold: 5, ejection: '30s' },
+} as const;
+
+const healthCheckSchema = z
+  .object({
+    active: z
+      .object({
+        // Printable ASCII but '#': a probe's request line is this path as it is (a query is allowed).
+        path: z.string({ error: 'is required' }).regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"'),
+        interval: boundedDuration(HEALTH_CHECK_DEFAULTS.active.interval, 100, '100ms', 3_600_000, '1h'),
+        timeout: boundedDuration(HEALTH_CHECK_DEFAULTS.active.timeout, 10, '10ms', 60_000, '1m'),
+        healthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.healthy_threshold),
+        unhealthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.unhealthy_threshold),
+      })
+      .optional(),
+    passive: z
+      .object({
+        unhealthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.passive.unhealthy_threshold),
+        ejection: boundedDuration(HEALTH_CHECK_DEFAULTS.passive.ejection, 100, '100ms', 3_600_000, '1h'),
+      })
+      .optional(),
+  })
+  .refine((h) => h.active !== undefined || h.passive !== undefined, 'must have "active", "passive" or both');
+
+/** The normalised health check: each part present only when configured, its defaults filled. */
+export type HealthCheckDefinition = z.output<typeof healthCheckSchema>;
+
 const upstreamsSchema = z.object({
   balancing: balancingSchema,
   targets: z.array(targetSchema).min(1, 'must not be empty'),
+  health_check: healthCheckSchema.optional(),
 });
 
 const listenPathSchema = z.string().refine((s) => s === '' || s.startsWith('/'), 'must start with "/"');
@@ -98,6 +144,7 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
     upstreams: {
       balancing: raw.upstreams.balancing,
       targets: raw.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight })),
+      ...(raw.upstreams.health_check && { health_check: raw.upstreams.health_check }),
     },
     // ALL already means any method; listing others beside it adds nothing.
     methods: methods.includes('ALL') ? ALL_METHODS : methods,

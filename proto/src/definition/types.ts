@@ -14,7 +14,12 @@ export interface TargetDefinition {
 export interface UpstreamsDefinition {
   balancing: Balancing;
   targets: TargetDefinition[];
+  /** Absent when the targets are not health-checked. */
+  health_check?: HealthCheckDefinition;
 }
+
+export type { HealthCheckDefinition } from './proxy-schema.js';
+import type { HealthCheckDefinition } from './proxy-schema.js';
 
 export interface ForwardingTimeouts {
   /** Duration strings, e.g. "5s", "250ms". Defaults 30s / 60s. */

@@ -53,8 +53,9 @@ type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials';
 
 /**
  * A definition's canonical message differs from the wire's decoded form (wire.ts) where a member is
- * left out rather than null: an absent OAuth endpoint, and the introspection settings of a strategy
- * that has none. JSON.stringify drops what is absent, so the hash covers only what is there.
+ * left out rather than null: an absent OAuth endpoint, the introspection settings of a strategy that
+ * has none, and an upstreams' health check (or its active or passive part) when there is none (cast in
+ * upstreamsToMessage). JSON.stringify drops what is absent, so the hash covers only what is there.
  */
 export type OAuthServerMessage = Omit<wire.OAuthServer, 'oauth_endpoints' | 'token_strategy'> & {
   oauth_endpoints: Partial<wire.OAuthEndpoints>;
@@ -80,13 +81,18 @@ function introspectionFromMessage(m: unknown): unknown {
   return Object.fromEntries(Object.entries(m).filter(([, v]) => v !== ''));
 }
 
+/** The upstreams' canonical message has no health_check member at all when there is none (keeps such definitions' hashes). */
+function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
+  const message = { balancing: u.balancing, targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })) };
+  if (!u.health_check) return message as wire.Upstreams;
+  const { active, passive } = u.health_check;
+  return { ...message, health_check: { ...(active && { active: { ...active } }), ...(passive && { passive: { ...passive } }) } as wire.HealthCheck };
+}
+
 function proxyToMessage(p: ProxyDefinition): wire.Proxy {
   return {
     listen_path: p.listen_path ?? '',
-    upstreams: {
-      balancing: p.upstreams.balancing,
-      targets: p.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })),
-    },
+    upstreams: upstreamsToMessage(p.upstreams),
     methods: [...p.methods],
     strip_path: p.strip_path,
     append_path: p.append_path,

@@ -1,0 +1,223 @@
+/**
+ * Upstream health checks (`proxy.upstreams.health_check`), per data-plane process:
+ *
+ * | part      | counts as a failure                                       | out after                     | back after                                                   |
+ * |-----------|-----------------------------------------------------------|-------------------------------|--------------------------------------------------------------|
+ * | `active`  | a probe (`GET <origin><path>`) without a 2xx/3xx in time  | `unhealthy_threshold` in a row | `healthy_threshold` good probes in a row                     |
+ * | `passive` | a proxied attempt without response, or 502 / 503 / 504    | `unhealthy_threshold` in a row | with `active`: the probes as above; without: `ejection`       |
+ *
+ * A target starts healthy. The balancer (routing/balancer.ts) skips unhealthy targets, and uses them
+ * all when none is healthy: a guessed-wrong health path must not turn every request into a 503.
+ * One TargetHealth serves every route of a snapshot with the same origin, pool settings and check,
+ * so 1,000 APIs in front of one service probe it once per interval, not 1,000 times; a passive
+ * failure seen by one of them counts for all. Kept across snapshots while that key is unchanged
+ * (the registry's generations, as cb's breakers).
+ */
+import type { CompiledTarget } from '#proto/compile/index';
+import { fixedAuthority } from '#proto/compile/index';
+import type { HealthCheckDefinition } from '#proto/definition/types';
+import { parseDuration } from '#proto/duration';
+import type { Logger } from '#proto/logger';
+import { Gauge, type Registry } from 'prom-client';
+import type { PoolOptions, UpstreamPools } from '../proxy/upstream-pools.js';
+
+/** A probe's verdict: null when the target answered 2xx/3xx in time, else why not. */
+export type Probe = (target: { origin: string; host: string; path: string; timeoutMs: number; pool: PoolOptions }) => Promise<string | null>;
+
+/** Proxied attempts that say the target cannot serve (0: no response at all). */
+const PASSIVE_FAILURES = new Set([0, 502, 503, 504]);
+
+interface Settings {
+  active?: { path: string; intervalMs: number; timeoutMs: number; healthy: number; unhealthy: number };
+  passive?: { unhealthy: number; ejectionMs: number };
+}
+
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
+function settingsOf(check: HealthCheckDefinition): Settings {
+  const { active, passive } = check;
+  return {
+    active: active && {
+      path: active.path,
+      intervalMs: parseDuration(active.interval),
+      timeoutMs: parseDuration(active.timeout),
+      healthy: active.healthy_threshold,
+      unhealthy: active.unhealthy_threshold,
+    },
+    passive: passive && { unhealthy: passive.unhealthy_threshold, ejectionMs: parseDuration(passive.ejection) },
+  };
+}
+
+/** One target's health under one check; `healthy` is read by the balancer on every pick. */
+export class TargetHealth {
+  healthy = true;
+  private probeFailures = 0;
+  private probeSuccesses = 0;
+  private passiveFailures = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private running = false;
+
+  constructor(
+    readonly origin: string,
+    private readonly host: string,
+    private readonly pool: PoolOptions,
+    private readonly settings: Settings,
+    private readonly probe: Probe,
+    private readonly logger: Logger | undefined,
+  ) {}
+
+  /** Starts the probes (active checks): the first after a random part of the interval, so targets are not all probed at once. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    if (this.settings.active) this.schedule(Math.random() * this.settings.active.intervalMs);
+  }
+
+  stop(): void {
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** A proxied attempt's status (0 without a response); counts only with a passive check. */
+  observe(status: number): void {
+    const passive = this.settings.passive;
+    if (!passive || !this.healthy) return;
+    if (!PASSIVE_FAILURES.has(status)) {
+      this.passiveFailures = 0;
+      return;
+    }
+    if (++this.passiveFailures < passive.unhealthy) return;
+    this.down(`${count(this.passiveFailures, 'proxied request')} failed in a row (the last: ${status === 0 ? 'no response' : status})`);
+    // Without probes, nothing else would ever bring it back.
+    if (!this.settings.active && this.running) this.timer = setTimeout(() => this.up(`its ejection of ${passive.ejectionMs} ms ended`), passive.ejectionMs).unref();
+  }
+
+  private schedule(delayMs: number): void {
+    this.timer = setTimeout(() => void this.runProbe(), delayMs).unref();
+  }
+
+  private async runProbe(): Promise<void> {
+    const active = this.settings.active!;
+    const failure = await this.probe({ origin: this.origin, host: this.host, path: active.path, timeoutMs: active.timeoutMs, pool: this.pool }).catch((err: unknown) =>
+      err instanceof Error ? err.message : String(err),
+    );
+    if (!this.running) return;
+    if (failure === null) {
+      this.probeFailures = 0;
+      if (!this.healthy && ++this.probeSuccesses >= active.healthy) this.up(`${count(this.probeSuccesses, 'probe')} of ${active.path} succeeded in a row`);
+    } else {
+      this.probeSuccesses = 0;
+      if (this.healthy && ++this.probeFailures >= active.unhealthy) this.down(`${count(this.probeFailures, 'probe')} of ${active.path} failed in a row (the last: ${failure})`);
+    }
+    this.schedule(active.intervalMs);
+  }
+
+  private down(reason: string): void {
+    this.healthy = false;
+    this.reset();
+    this.logger?.warn({ target: this.origin, reason }, 'upstream target unhealthy');
+  }
+
+  private up(reason: string): void {
+    this.healthy = true;
+    this.reset();
+    this.logger?.info({ target: this.origin, reason }, 'upstream target healthy again');
+  }
+
+  private reset(): void {
+    this.probeFailures = 0;
+    this.probeSuccesses = 0;
+    this.passiveFailures = 0;
+  }
+}
+
+/** The health checks of one snapshot being built; `commit` (after the swap) starts the new ones and stops those it no longer uses. */
+export interface HealthGeneration {
+  /** The health of `target` under `check` for route `routeId`: the previous snapshot's when origin, pool settings and check are unchanged. */
+  get(routeId: string, target: CompiledTarget, check: HealthCheckDefinition, pool: PoolOptions): TargetHealth;
+  commit(): void;
+}
+
+export interface HealthRegistry {
+  begin(): HealthGeneration;
+  /** Stops every check (shutdown). */
+  stop(): void;
+}
+
+interface Entry {
+  health: TargetHealth;
+  /** The routes and target templates using it in this generation, for the gauge. */
+  users: { route: string; target: string }[];
+}
+
+/** A probe through the proxy's upstream pools: the route's TLS mode and dial timeout apply, as to its requests. */
+export function poolProbe(pools: UpstreamPools): Probe {
+  return async ({ origin, host, path, timeoutMs, pool }) => {
+    // A timer of our own, cleared at the end (introspector.ts says why not AbortSignal.timeout()).
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    try {
+      const res = await pools.get(origin, pool).request({
+        method: 'GET',
+        path,
+        headers: { host, 'user-agent': 'gatehouse-health-check' },
+        signal: controller.signal,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      // Read to the end (bounded), so the connection goes back to the pool.
+      await res.body.dump({ limit: 64 * 1024 });
+      return res.statusCode >= 200 && res.statusCode < 400 ? null : `status ${res.statusCode}`;
+    } catch (err) {
+      const cause = controller.signal.aborted ? controller.signal.reason : err;
+      return cause instanceof Error ? cause.message : String(cause);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+export function createHealthRegistry(deps: { probe: Probe; logger?: Logger; registry?: Registry }): HealthRegistry {
+  let current = new Map<string, Entry>();
+  if (deps.registry) {
+    new Gauge({
+      name: 'gatehouse_upstream_target_healthy',
+      help: 'Health of each health-checked upstream target by route: 1 healthy, 0 unhealthy (out of rotation).',
+      labelNames: ['route', 'target'],
+      registers: [deps.registry],
+      collect() {
+        this.reset();
+        for (const { health, users } of current.values()) for (const labels of users) this.set(labels, health.healthy ? 1 : 0);
+      },
+    });
+  }
+  return {
+    begin() {
+      const used = new Map<string, Entry>();
+      return {
+        get(routeId, target, check, pool) {
+          // compile (proxy.upstreams.health_check) refuses a checked target whose authority is a placeholder.
+          const { origin, host } = fixedAuthority(target.plan)!;
+          const key = `${pool.insecureSkipVerify}\n${pool.dialTimeoutMs}\n${origin}\n${JSON.stringify(check)}`;
+          let entry = used.get(key);
+          if (!entry) {
+            const health = current.get(key)?.health ?? new TargetHealth(origin, host, pool, settingsOf(check), deps.probe, deps.logger);
+            used.set(key, (entry = { health, users: [] }));
+          }
+          entry.users.push({ route: routeId, target: target.template });
+          return entry.health;
+        },
+        commit() {
+          for (const [key, { health }] of current) if (!used.has(key)) health.stop();
+          for (const { health } of used.values()) health.start();
+          current = used;
+        },
+      };
+    },
+    stop() {
+      for (const { health } of current.values()) health.stop();
+      current = new Map();
+    },
+  };
+}

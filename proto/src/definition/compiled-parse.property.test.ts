@@ -44,6 +44,10 @@ const VALID: Record<string, (string | number)[]> = {
   client_id: ['gh'],
   client_secret: ['s'],
   timeout: ['2s'],
+  // health_check
+  path: ['/healthz', '/h?full=1'],
+  interval: ['10s', '500ms'],
+  ejection: ['30s'],
   default_ttl: [60],
   cache_ttl: [0, 300],
   statuses: [500, 503],

@@ -251,6 +251,15 @@ test('a CR written with the Kubernetes API (kubectl apply) → every DP serves i
   expect(programmed.message).toBe('served by every synced data plane');
 });
 
+test('a health check in a CR: the apiserver holds it to the CRD schema generated from ours, the gateway serves it with its defaults', async () => {
+  const checked = { listen_path: '/kubectl-checked/*', upstreams: { targets: [{ target: upstream.url }], health_check: { passive: { unhealthy_threshold: 2 } } } };
+  await admin.objects.create(crFor('kubectl-checked', { proxy: checked }));
+  for (const dp of dps) await served(dp, '/kubectl-checked/x');
+  expect((await clients[1].getApi('kubectl-checked')).body.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 2, ejection: '30s' } });
+  const badPath = { ...checked, listen_path: '/kubectl-bad-check/*', upstreams: { ...checked.upstreams, health_check: { active: { path: 'no-slash' } } } };
+  await expect(admin.objects.create(crFor('kubectl-bad-check', { proxy: badPath }))).rejects.toThrow(/health_check\.active\.path/);
+});
+
 test('Programmed waits for the data planes of every replica: one paused behind the non-leader keeps a new CR Pending until it resumes', async () => {
   const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
   const leaderDp = dps[cps.findIndex((cp) => cp.name === holder)];

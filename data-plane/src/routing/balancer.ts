@@ -21,76 +21,78 @@ class Single implements Balancer {
   }
 }
 
-/** Successive calls return successive targets. */
+/** What the balancer reads of a health-checked target (data-plane/src/health). */
+export interface TargetHealthView {
+  readonly healthy: boolean;
+}
+
+/*
+ * With `health` (a health-checked route, aligned with the targets), unhealthy targets are skipped and
+ * the healthy ones share the load as the rotation would share it among them alone. With none healthy,
+ * every target is used (fail open): a wrong health path, or probes that cannot get through, must not
+ * turn every request into a 503, and a request to a maybe-dead target costs no more than a refusal.
+ */
+
+/** Successive calls return successive (healthy) targets. */
 class RoundRobin implements Balancer {
   private index = 0;
-  constructor(private readonly targets: readonly CompiledTarget[]) {}
+  constructor(
+    private readonly targets: readonly CompiledTarget[],
+    private readonly health: readonly TargetHealthView[] | null,
+  ) {}
   next(): CompiledTarget {
-    const target = this.targets[this.index]!;
-    this.index = (this.index + 1) % this.targets.length;
-    return target;
+    const { targets, health } = this;
+    let i = this.index;
+    if (health) {
+      for (let tries = 0; tries < targets.length && !health[i]!.healthy; tries++) i = (i + 1) % targets.length;
+      if (!health[i]!.healthy) i = this.index;
+    }
+    this.index = (i + 1) % targets.length;
+    return targets[i]!;
   }
 }
 
 /**
  * Smooth weighted round robin (nginx): each pick adds every weight to its running score, takes
  * the highest score and subtracts the total from it. Weights 3:1 give a a b a, never a a a b,
- * so load is spread evenly over every window of `total` picks.
+ * so load is spread evenly over every window of `total` picks. As nginx, a pick leaves unhealthy
+ * targets out of the round (their scores stay, the total is the healthy ones'): skipping them after
+ * the pick instead would let a heavy dead target take most picks.
  */
 class SmoothWeighted implements Balancer {
   // A zero or missing weight is treated as 1 so every defined target stays reachable.
   private readonly weights: number[];
-  private readonly total: number;
   private readonly scores: number[];
-  constructor(private readonly targets: readonly CompiledTarget[]) {
+  constructor(
+    private readonly targets: readonly CompiledTarget[],
+    private readonly health: readonly TargetHealthView[] | null,
+  ) {
     this.weights = targets.map((t) => (Number.isInteger(t.weight) && t.weight > 0 ? t.weight : 1));
-    this.total = this.weights.reduce((sum, w) => sum + w, 0);
     this.scores = this.weights.map(() => 0);
   }
   next(): CompiledTarget {
+    return this.targets[this.pick(this.health) ?? this.pick(null)!]!;
+  }
+  /** The index picked among the healthy targets (all when `health` is null); null when none is. */
+  private pick(health: readonly TargetHealthView[] | null): number | null {
     const { scores, weights } = this;
-    let best = 0;
+    let best = -1;
+    let total = 0;
     for (let i = 0; i < scores.length; i++) {
+      if (health && !health[i]!.healthy) continue;
       scores[i]! += weights[i]!;
-      if (scores[i]! > scores[best]!) best = i;
+      total += weights[i]!;
+      if (best < 0 || scores[i]! > scores[best]!) best = i;
     }
-    scores[best]! -= this.total;
-    return this.targets[best]!;
-  }
-}
-
-/** What the balancer reads of a health-checked target (data-plane/src/health). */
-export interface TargetHealthView {
-  readonly healthy: boolean;
-}
-
-/**
- * Skips unhealthy targets: asks the rotation for up to one full turn of targets and takes the first
- * healthy one, so the healthy ones share the load as the rotation would share it among them. With none
- * healthy it returns the rotation's next anyway (fail open): a wrong health path, or probes that cannot
- * get through, must not turn every request into a 503, and a failed try costs no more than a refusal.
- */
-class HealthAware implements Balancer {
-  private readonly health: Map<CompiledTarget, TargetHealthView>;
-  constructor(
-    private readonly inner: Balancer,
-    targets: readonly CompiledTarget[],
-    health: readonly TargetHealthView[],
-  ) {
-    this.health = new Map(targets.map((t, i) => [t, health[i]!]));
-  }
-  next(): CompiledTarget {
-    for (let i = 0; i < this.health.size; i++) {
-      const target = this.inner.next();
-      if (this.health.get(target)!.healthy) return target;
-    }
-    return this.inner.next();
+    if (best < 0) return null;
+    scores[best]! -= total;
+    return best;
   }
 }
 
 /** `health`: for health-checked routes, each target's health (in the order of `targets`). */
 export function createBalancer(balancing: Balancing, targets: readonly CompiledTarget[], health?: readonly TargetHealthView[] | null): Balancer {
   if (targets.length === 0) throw new Error('a route needs at least one target');
-  const rotation = targets.length === 1 ? new Single(targets[0]!) : balancing === 'weight' ? new SmoothWeighted(targets) : new RoundRobin(targets);
-  return health ? new HealthAware(rotation, targets, health) : rotation;
+  if (targets.length === 1) return new Single(targets[0]!);
+  return balancing === 'weight' ? new SmoothWeighted(targets, health ?? null) : new RoundRobin(targets, health ?? null);
 }

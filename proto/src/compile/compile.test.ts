@@ -407,3 +407,49 @@ describe('routeConflictKey', () => {
     expect(key(a) === key(b)).toBe(same);
   });
 });
+
+describe('proxy.upstreams.health_check', () => {
+  const CHECK = { active: { path: '/healthz', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 } };
+  const checked = (listen_path: string, targets: string[], health_check: ProxyDefinition['upstreams']['health_check'] | null = CHECK) =>
+    api({ proxy: { listen_path, upstreams: { balancing: 'roundrobin', targets: targets.map((target) => ({ target, weight: 1 })), ...(health_check && { health_check }) } } });
+
+  test.each<[string, string, string[], string]>([
+    ['a placeholder host', '/a/{svc}/*', ['http://{svc}.internal:9000'], 'http://{svc}.internal:9000'],
+    ['a placeholder port', '/a/{port}/*', ['http://u:{port}'], 'http://u:{port}'],
+    ['a placeholder host in a later target', '/a/{svc}/*', ['http://fixed:1', 'https://{svc}/x'], 'https://{svc}/x'],
+  ])('is refused for a target whose authority comes from the request: %s', (_name, listenPath, targets, named) => {
+    const err = gatehouseErrorOf(() => compileApi(checked(listenPath, targets)));
+    expect(err).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      field: 'proxy.upstreams.health_check',
+      message: `proxy.upstreams.health_check cannot check ${named}: its host comes from the request`,
+    });
+  });
+
+  test('the same targets without a health check are accepted', () => {
+    const def = checked('/a/{svc}/*', ['http://{svc}.internal:9000'], null);
+    expect(compileApi(def).targets.map((t) => t.template)).toEqual(['http://{svc}.internal:9000']);
+  });
+
+  test.each<[string, string, string[]]>([
+    ['a fixed target', '/a/*', ['http://u:9000']],
+    ['a placeholder only in the path', '/a/{id}', ['http://u:9000/items/{id}']],
+    ['a placeholder only in the query', '/a/{id}', ['https://u/items?id={id}']],
+    ['several fixed targets', '/a/*', ['http://u1:9000', 'http://u2:9000/base']],
+  ])('is accepted for %s', (_name, listenPath, targets) => {
+    const route = compileApi(checked(listenPath, targets, { passive: { unhealthy_threshold: 5, ejection: '30s' } }));
+    expect(route.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '30s' } });
+    expect(route.targets.map((t) => t.template)).toEqual(targets);
+  });
+
+  test('an OAuth endpoint is refused the same way, named under that endpoint', () => {
+    const def = server('s', {
+      revoke: proxy({ listen_path: '/s/{svc}/revoke', upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://{svc}/revoke', weight: 1 }], health_check: CHECK } }),
+    });
+    const err = gatehouseErrorOf(() => compileOAuthServer(def));
+    expect(err).toMatchObject({
+      field: 'oauth_endpoints.revoke.upstreams.health_check',
+      message: 'oauth_endpoints.revoke.upstreams.health_check cannot check http://{svc}/revoke: its host comes from the request',
+    });
+  });
+});

@@ -66,7 +66,7 @@ const healthCheckSchema = z
     active: z
       .object({
         // Printable ASCII but '#': a probe's request line is this path as it is (a query is allowed).
-        path: z.string({ error: 'is required' }).regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"'),
+        path: z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') }).regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"'),
         interval: boundedDuration(HEALTH_CHECK_DEFAULTS.active.interval, 100, '100ms', 3_600_000, '1h'),
         timeout: boundedDuration(HEALTH_CHECK_DEFAULTS.active.timeout, 10, '10ms', 60_000, '1m'),
         healthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.healthy_threshold),

@@ -3,7 +3,7 @@ import { loadGatehouseProto, PROTO_PATH } from '../grpc.js';
 import { GatehouseError } from '../errors.js';
 import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
-import { apiMessage, definitionsHash, fromSnapshotMessage, toSnapshotMessage } from './codec.js';
+import { apiMessage, applyDeltaMessage, definitionsHash, fromSnapshotMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
 import type { SnapshotMessage } from './codec.js';
 
 const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
@@ -261,4 +261,106 @@ test("a data plane's deserializer keeps a full snapshot's definitions as bytes, 
   expect(fromSnapshotMessage(lazy.snapshot)).toEqual(fromSnapshotMessage(whole.snapshot));
   const delta = proto.wrapPush('n8', proto.encodeDelta({ base_version: 1, base_hash: 'h', version: 2, hash: 'g', apis: [apiMessage(DEFS.apis[0])], removed_apis: ['x'] }), 'delta');
   expect(lazyProto.Client.service.StreamSnapshots.responseDeserialize(delta)).toEqual(proto.Client.service.StreamSnapshots.responseDeserialize(delta));
+});
+
+describe('upstream health checks', () => {
+  const upstreams = (health_check?: unknown) => ({ balancing: 'weight', targets: [{ target: 'http://u1:8080', weight: 2 }, { target: 'http://u2:8080' }], health_check });
+  /** The definition whose hash below was computed with the codec of commit 11e399d, before health checks existed. */
+  const unchecked = () => parseApiDefinition({ name: 'unchecked', proxy: { listen_path: '/u/*', upstreams: upstreams() } });
+  const UNCHECKED_HASH = 'a7c43714e206d81600dcae66a1ac5a79bc9806f34048d2e7e82486e00395184c';
+  const CHECKED: Definitions = {
+    apis: [
+      parseApiDefinition({
+        name: 'both',
+        proxy: {
+          listen_path: '/both/*',
+          upstreams: upstreams({
+            active: { path: '/healthz?deep=1', interval: '5s', timeout: '500ms', healthy_threshold: 4, unhealthy_threshold: 1 },
+            passive: { unhealthy_threshold: 9, ejection: '1m' },
+          }),
+        },
+      }),
+      parseApiDefinition({ name: 'active-only', proxy: { listen_path: '/active/*', upstreams: upstreams({ active: { path: '/' } }) } }),
+      parseApiDefinition({ name: 'passive-only', proxy: { listen_path: '/passive/*', upstreams: upstreams({ passive: {} }) } }),
+      unchecked(),
+    ],
+    oauthServers: [
+      parseOAuthServer({
+        name: 'checked-server',
+        oauth_endpoints: { token: { listen_path: '/c/token', upstreams: { targets: [{ target: 'http://auth' }], health_check: { passive: { ejection: '10s' } } } } },
+        token_strategy: { name: 'storage', settings: [] },
+      }),
+    ],
+  };
+
+  test.each(decoders)('definitions with health checks round-trip through encodeSnapshot and %s', (_name, decode) => {
+    const msg = toSnapshotMessage(9, CHECKED);
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(msg)) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(CHECKED));
+    expect(back.defs).toEqual(sortedByName(CHECKED));
+    const both = back.defs.apis.find((a) => a.name === 'both')!;
+    expect(both.proxy.upstreams.health_check).toEqual({
+      active: { path: '/healthz?deep=1', interval: '5s', timeout: '500ms', healthy_threshold: 4, unhealthy_threshold: 1 },
+      passive: { unhealthy_threshold: 9, ejection: '1m' },
+    });
+    // A part not configured stays absent after the wire (where it decodes as null), and so does a check not configured.
+    expect(back.defs.apis.find((a) => a.name === 'active-only')!.proxy.upstreams.health_check).toEqual({
+      active: { path: '/', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 },
+    });
+    expect(back.defs.apis.find((a) => a.name === 'passive-only')!.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '30s' } });
+    expect(back.defs.apis.find((a) => a.name === 'unchecked')!.proxy.upstreams).not.toHaveProperty('health_check');
+    expect(back.defs.oauthServers[0].oauth_endpoints.token.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '10s' } });
+  });
+
+  test('definitions with health checks round-trip as the plain message (no wire)', () => {
+    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(9, CHECKED)))).toEqual({ version: 9, hash: definitionsHash(CHECKED), defs: sortedByName(CHECKED) });
+  });
+
+  test('a health check added by a delta travels through encodeDelta and applies', () => {
+    const base = { apis: [unchecked()], oauthServers: [] };
+    const next = { apis: [CHECKED.apis[0]], oauthServers: [] };
+    const baseContent = { version: 1, hash: definitionsHash(base), defs: base };
+    const delta = toDeltaMessage(baseContent, { version: 2, hash: definitionsHash(next), defs: next });
+    const decoded = (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeDelta(delta), 'delta')) as { delta: never }).delta;
+    const applied = applyDeltaMessage(baseContent, decoded);
+    expect(applied.hash).toBe(definitionsHash(next));
+    expect(applied.defs.apis).toEqual(next.apis);
+  });
+
+  test('a definition without a health check keeps the hash it had before the feature: its message has no health_check member', () => {
+    const api = unchecked();
+    expect(Object.keys(apiMessage(api).proxy!.upstreams!)).toEqual(['balancing', 'targets']);
+    expect(definitionsHash({ apis: [api], oauthServers: [] })).toBe(UNCHECKED_HASH);
+  });
+
+  test('a part not configured is no member of the message either', () => {
+    expect(Object.keys(apiMessage(CHECKED.apis[1]).proxy!.upstreams!.health_check!)).toEqual(['active']);
+    expect(Object.keys(apiMessage(CHECKED.apis[2]).proxy!.upstreams!.health_check!)).toEqual(['passive']);
+  });
+
+  test('the hash changes with the health check: added, a threshold, an ejection, a part added', () => {
+    const hashOf = (check?: unknown) => definitionsHash({ apis: [parseApiDefinition({ name: 'unchecked', proxy: { listen_path: '/u/*', upstreams: upstreams(check) } })], oauthServers: [] });
+    const hashes = [
+      hashOf(),
+      hashOf({ passive: {} }),
+      hashOf({ passive: { unhealthy_threshold: 6 } }),
+      hashOf({ passive: { ejection: '31s' } }),
+      hashOf({ active: { path: '/' }, passive: {} }),
+      hashOf({ active: { path: '/other' }, passive: {} }),
+    ];
+    expect(hashes[0]).toBe(UNCHECKED_HASH);
+    expect(new Set(hashes).size).toBe(hashes.length);
+  });
+
+  test('the hash of a health check does not depend on the order of its keys', () => {
+    const reversed = (value: unknown): unknown =>
+      Array.isArray(value)
+        ? value.map(reversed)
+        : value && typeof value === 'object'
+          ? Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, reversed(v)]))
+          : value;
+    const defs = reversed(CHECKED) as Definitions;
+    expect(Object.keys(defs.apis[0].proxy.upstreams.health_check!.active!)[0]).toBe('unhealthy_threshold');
+    expect(definitionsHash(defs)).toBe(definitionsHash(CHECKED));
+  });
 });

@@ -85,8 +85,17 @@ function introspectionFromMessage(m: unknown): unknown {
 function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
   const message = { balancing: u.balancing, targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })) };
   if (!u.health_check) return message as wire.Upstreams;
-  const { active, passive } = u.health_check;
-  return { ...message, health_check: { ...(active && { active: { ...active } }), ...(passive && { passive: { ...passive } }) } as wire.HealthCheck };
+  const { active: a, passive: p } = u.health_check;
+  // Members listed, not spread: the hash must not follow the order (or any extra) of the object's keys.
+  const active: wire.ActiveHealthCheck | undefined = a && {
+    path: a.path,
+    interval: a.interval,
+    timeout: a.timeout,
+    healthy_threshold: a.healthy_threshold,
+    unhealthy_threshold: a.unhealthy_threshold,
+  };
+  const passive: wire.PassiveHealthCheck | undefined = p && { unhealthy_threshold: p.unhealthy_threshold, ejection: p.ejection };
+  return { ...message, health_check: { ...(active && { active }), ...(passive && { passive }) } as wire.HealthCheck };
 }
 
 function proxyToMessage(p: ProxyDefinition): wire.Proxy {

@@ -228,7 +228,7 @@ describe('createHealthRegistry', () => {
     expect(generation.get('api:two', target(template), check, pool)).not.toBe(base);
   });
 
-  test('commit() starts the checks of the new generation and stops those it dropped', async () => {
+  test('commit() starts the checks of the new generation and stops those it dropped (a full snapshot: releaseAll)', async () => {
     const probed: string[] = [];
     const health = registry(async ({ origin }) => {
       probed.push(origin);
@@ -242,6 +242,7 @@ describe('createHealthRegistry', () => {
     first.commit();
     await until('a probe of a', () => count('http://a:1') > 0);
     const second = health.begin();
+    second.releaseAll();
     second.get('api:b', target('http://b:1'), CHECK, POOL);
     second.commit();
     const probesOfA = count('http://a:1');
@@ -317,8 +318,9 @@ describe('createHealthRegistry', () => {
       ['api:two', 'http://svc:8080/v2', 0],
     ]);
     expect(await metrics.metrics()).toContain('gatehouse_upstream_target_healthy{route="api:one",target="http://svc:8080"} 0');
-    // A later snapshot without api:three: its row is gone; the others are kept with their state.
+    // A later full snapshot without api:three: its row is gone; the others are kept with their state.
     const second = health.begin();
+    second.releaseAll();
     second.get('api:one', target('http://svc:8080'), check, POOL);
     second.get('api:two', target('http://svc:8080/v2'), check, POOL);
     second.commit();

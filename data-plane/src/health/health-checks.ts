@@ -20,6 +20,7 @@ import { parseDuration } from '#proto/duration';
 import type { Logger } from '#proto/logger';
 import { Gauge, type Registry } from 'prom-client';
 import type { PoolOptions, UpstreamPools } from '../proxy/upstream-pools.js';
+import { RouteStateRegistry } from '../route-state.js';
 
 /** A probe's verdict: null when the target answered 2xx/3xx in time, else why not. */
 export type Probe = (target: { origin: string; host: string; path: string; timeoutMs: number; pool: PoolOptions }) => Promise<string | null>;
@@ -132,10 +133,12 @@ export class TargetHealth {
   }
 }
 
-/** The health checks of one snapshot being built; `commit` (after the swap) starts the new ones and stops those it no longer uses. */
+/** The health checks of one snapshot being built (route-state.ts); `commit` (after the swap) starts the new ones and stops those no route uses any more. */
 export interface HealthGeneration {
   /** The health of `target` under `check` for route `routeId`: the previous snapshot's when origin, pool settings and check are unchanged. */
   get(routeId: string, target: CompiledTarget, check: HealthCheckDefinition, pool: PoolOptions): TargetHealth;
+  release(routeId: string): void;
+  releaseAll(): void;
   commit(): void;
 }
 
@@ -143,12 +146,6 @@ export interface HealthRegistry {
   begin(): HealthGeneration;
   /** Stops every check (shutdown). */
   stop(): void;
-}
-
-interface Entry {
-  health: TargetHealth;
-  /** The routes and target templates using it in this generation, for the gauge. */
-  users: { route: string; target: string }[];
 }
 
 /** A probe through the proxy's upstream pools: the route's TLS mode and dial timeout apply, as to its requests. */
@@ -179,7 +176,7 @@ export function poolProbe(pools: UpstreamPools): Probe {
 }
 
 export function createHealthRegistry(deps: { probe: Probe; logger?: Logger; registry?: Registry }): HealthRegistry {
-  let current = new Map<string, Entry>();
+  const checks = new RouteStateRegistry<TargetHealth>({ added: (health) => health.start(), dropped: (health) => health.stop() });
   if (deps.registry) {
     new Gauge({
       name: 'gatehouse_upstream_target_healthy',
@@ -188,36 +185,25 @@ export function createHealthRegistry(deps: { probe: Probe; logger?: Logger; regi
       registers: [deps.registry],
       collect() {
         this.reset();
-        for (const { health, users } of current.values()) for (const labels of users) this.set(labels, health.healthy ? 1 : 0);
+        for (const [health, route, target] of checks.uses()) this.set({ route, target }, health.healthy ? 1 : 0);
       },
     });
   }
   return {
     begin() {
-      const used = new Map<string, Entry>();
+      const generation = checks.begin();
       return {
         get(routeId, target, check, pool) {
           // compile (proxy.upstreams.health_check) refuses a checked target whose authority is a placeholder.
           const { origin, host } = fixedAuthority(target.plan)!;
           const key = `${pool.insecureSkipVerify}\n${pool.dialTimeoutMs}\n${origin}\n${JSON.stringify(check)}`;
-          let entry = used.get(key);
-          if (!entry) {
-            const health = current.get(key)?.health ?? new TargetHealth(origin, host, pool, settingsOf(check), deps.probe, deps.logger);
-            used.set(key, (entry = { health, users: [] }));
-          }
-          entry.users.push({ route: routeId, target: target.template });
-          return entry.health;
+          return generation.get(key, routeId, target.template, () => new TargetHealth(origin, host, pool, settingsOf(check), deps.probe, deps.logger));
         },
-        commit() {
-          for (const [key, { health }] of current) if (!used.has(key)) health.stop();
-          for (const { health } of used.values()) health.start();
-          current = used;
-        },
+        release: (routeId) => generation.release(routeId),
+        releaseAll: () => generation.releaseAll(),
+        commit: () => generation.commit(),
       };
     },
-    stop() {
-      for (const { health } of current.values()) health.stop();
-      current = new Map();
-    },
+    stop: () => checks.clear(),
   };
 }

@@ -10,6 +10,7 @@
  */
 import { Gauge, type Registry } from 'prom-client';
 import type { CompiledCb } from '#proto/plugins/index';
+import { RouteStateRegistry } from '../route-state.js';
 
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
@@ -130,10 +131,12 @@ export class CircuitBreaker {
   }
 }
 
-/** Breakers of one snapshot being built; `commit` (after the swap) drops those the snapshot no longer uses. */
+/** Breakers of one snapshot being built (route-state.ts); `commit` (after the swap) drops those no route uses any more. */
 export interface BreakerGeneration {
   /** The breaker of this route, target and config: the previous snapshot's when all three are unchanged. */
   get(route: string, target: string, settings: BreakerSettings & { key: string }): CircuitBreaker;
+  release(route: string): void;
+  releaseAll(): void;
   commit(): void;
 }
 
@@ -146,7 +149,7 @@ const STATE_VALUE: Record<BreakerState, number> = { closed: 0, 'half-open': 1, o
 /** `registry`: where the state gauge is registered; `now`: milliseconds (tests pass a fake clock). */
 export function createBreakerRegistry(deps: { registry?: Registry; now?: () => number } = {}): BreakerRegistry {
   const now = deps.now ?? Date.now;
-  let breakers = new Map<string, { route: string; target: string; breaker: CircuitBreaker }>();
+  const breakers = new RouteStateRegistry<CircuitBreaker>();
   if (deps.registry) {
     new Gauge({
       name: 'gatehouse_circuit_breaker_state',
@@ -155,23 +158,18 @@ export function createBreakerRegistry(deps: { registry?: Registry; now?: () => n
       registers: [deps.registry],
       collect() {
         this.reset();
-        for (const { route, target, breaker } of breakers.values()) this.set({ route, target }, STATE_VALUE[breaker.current()]);
+        for (const [breaker, route, target] of breakers.uses()) this.set({ route, target }, STATE_VALUE[breaker.current()]);
       },
     });
   }
   return {
     begin() {
-      const used = new Map<string, { route: string; target: string; breaker: CircuitBreaker }>();
+      const generation = breakers.begin();
       return {
-        get(route, target, settings) {
-          const key = `${route}\n${target}\n${settings.key}`;
-          const entry = used.get(key) ?? breakers.get(key) ?? { route, target, breaker: new CircuitBreaker(settings, now) };
-          used.set(key, entry);
-          return entry.breaker;
-        },
-        commit() {
-          breakers = used;
-        },
+        get: (route, target, settings) => generation.get(`${route}\n${target}\n${settings.key}`, route, target, () => new CircuitBreaker(settings, now)),
+        release: (route) => generation.release(route),
+        releaseAll: () => generation.releaseAll(),
+        commit: () => generation.commit(),
       };
     },
   };

@@ -3,6 +3,9 @@ import { definitionsHash, toDeltaMessage, toSnapshotMessage, type SnapshotMessag
 import type { Definitions } from '#proto/definition/types';
 import { Registry } from 'prom-client';
 import { createMemoryTokenStore } from '../auth/index.js';
+import { GatehouseError } from '#proto/errors';
+import { createHealthRegistry } from '../health/index.js';
+import type { PluginExchange } from '../plugins/index.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
 
 function apiDef(name: string, listenPath = `/${name}/*`): ApiDefinition {
@@ -106,6 +109,38 @@ describe('snapshot holder', () => {
     expect(after.upstreams.has('api:d')).toBe(false);
     expect(after.upstreams.has('api:e')).toBe(true);
     expect(names(before)).toEqual(['a', 'a', 'c', 'b', null, 'd', null]);
+  });
+
+  test('a delta leaves untouched cb and health-checked routes as they were (no rebuild), keeps their state, and drops what removed routes held', async () => {
+    const content = (version: number, apis: ApiDefinition[]) => {
+      const defs: Definitions = { apis, oauthServers: [] };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    const withCb = (name: string) => parseApiDefinition({ ...apiDef(name), plugins: [{ name: 'cb', config: { consecutive_failures: 1, sleep_window: 60_000 } }] });
+    const checked = (name: string, target: string) =>
+      parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target }], health_check: { passive: { unhealthy_threshold: 1 } } } } });
+    const registry = new Registry();
+    const health = createHealthRegistry({ probe: async () => null, registry });
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), registry, health });
+    const gauge = async (name: string) => (await registry.getSingleMetric(name)!.get()).values.map((v) => `${v.labels.route} ${v.value}`).sort();
+    const v1 = content(1, [withCb('breaker'), checked('health', 'http://127.0.0.1:9001'), checked('gone', 'http://127.0.0.1:9002'), apiDef('plain')]);
+    holder.apply(toSnapshotMessage(1, v1.defs));
+    const before = holder.current()!;
+    // One failed attempt through the route's own passive stage takes its target out (unhealthy_threshold 1).
+    const route = before.upstreams.get('api:health')!;
+    const exchange = { target: route.balancer.next(), req: { socket: { destroyed: false } } } as unknown as PluginExchange;
+    await route.pipeline!.forward[0]!(exchange, async () => ({ kind: 'error', error: new GatehouseError('UPSTREAM_UNREACHABLE', 'refused') }));
+    expect(await gauge('gatehouse_upstream_target_healthy')).toEqual(['api:gone 1', 'api:health 0']);
+
+    const v2 = content(2, [withCb('breaker'), checked('health', 'http://127.0.0.1:9001'), apiDef('plain', '/plain2/*')]);
+    expect(holder.applyDelta(toDeltaMessage(v1, v2)).ok).toBe(true);
+    const after = holder.current()!;
+    expect(after.upstreams.get('api:breaker')).toBe(before.upstreams.get('api:breaker'));
+    expect(after.upstreams.get('api:health')).toBe(before.upstreams.get('api:health'));
+    expect(after.upstreams.get('api:plain')).not.toBe(before.upstreams.get('api:plain'));
+    expect(await gauge('gatehouse_upstream_target_healthy')).toEqual(['api:health 0']);
+    expect(await gauge('gatehouse_circuit_breaker_state')).toEqual(['api:breaker 0']);
+    health.stop();
   });
 
   test('metrics show the applied version and each result', async () => {

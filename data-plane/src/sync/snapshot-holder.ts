@@ -7,8 +7,8 @@
  * their compiled routes stay in the held index (compile/incremental.ts: only the delta's definitions
  * are compiled and checked) and their RouteUpstream (balancer position, pipeline) is reused; the
  * routing table is updated in the buckets of the changed routes only (updateRoutingTable) and swapped
- * in like a full snapshot. Routes whose state lives in a registry (cb's breakers, health checks) get
- * their upstream again on every apply, so that the registry's commit keeps that state.
+ * in like a full snapshot. State that outlives snapshots (cb's breakers, health checks) is kept by
+ * route-state registries: a delta releases its removed routes' and gets its added routes' only.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
@@ -68,8 +68,6 @@ interface Held {
   index: ConfigIndex;
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
-  /** The routes with a `cb` plugin or a health check, by id: their upstreams are rebuilt on every apply. */
-  keptRoutes: ReadonlyMap<string, CompiledRoute>;
   basicAuth: StageDeps['basicAuth'];
 }
 
@@ -139,8 +137,6 @@ export function createSnapshotHolder(deps: {
     };
   }
 
-  const isKept = (route: CompiledRoute) => route.proxy.upstreams.health_check !== undefined || route.plugins.some((p) => p.name === 'cb');
-
   /** Builds everything `content` needs from nothing (a full snapshot). */
   function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): { next: AppliedSnapshot; held: Held } {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
@@ -149,15 +145,13 @@ export function createSnapshotHolder(deps: {
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
     const basicAuth = (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
     const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
+    breakers.releaseAll();
+    health?.releaseAll();
     const upstreams = new Map<string, RouteUpstream>();
-    const keptRoutes = new Map<string, CompiledRoute>();
-    for (const route of routes) {
-      upstreams.set(route.id, upstreamOf(route, pipelineDeps, health));
-      if (isKept(route)) keptRoutes.set(route.id, route);
-    }
+    for (const route of routes) upstreams.set(route.id, upstreamOf(route, pipelineDeps, health));
     return {
       next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams },
-      held: { content, index, oauthServers, basicAuthUsers, keptRoutes, basicAuth },
+      held: { content, index, oauthServers, basicAuthUsers, basicAuth },
     };
   }
 
@@ -204,9 +198,10 @@ export function createSnapshotHolder(deps: {
       : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
     const basicAuth = usersReused ? previous.basicAuth : (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
     const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
-    const keptRoutes = new Map(previous.keptRoutes);
-    for (const route of removed) keptRoutes.delete(route.id);
-    for (const route of added) if (isKept(route)) keptRoutes.set(route.id, route);
+    for (const route of removed) {
+      breakers.release(route.id);
+      health?.release(route.id);
+    }
     let upstreams: LayeredMap<string, RouteUpstream>;
     if (authReused && usersReused) {
       // Only the changed routes' entries are new; the rest are shared with the held map, not copied (5–15 ms per push at 50,000 APIs).
@@ -214,13 +209,6 @@ export function createSnapshotHolder(deps: {
       const updates = new Map<string, RouteUpstream | undefined>();
       for (const route of removed) updates.set(route.id, undefined);
       for (const route of added) updates.set(route.id, upstreamOf(route, pipelineDeps, health));
-      // Breakers and health checks live in their registries' generations: get them again (same state) so the
-      // commits keep them. A route without a health check keeps its balancer's position.
-      for (const route of keptRoutes.values()) {
-        if (updates.has(route.id)) continue;
-        const fresh = upstreamOf(route, pipelineDeps, health);
-        updates.set(route.id, route.proxy.upstreams.health_check ? fresh : { ...fresh, balancer: held.get(route.id)!.balancer });
-      }
       upstreams = held.with(updates);
     } else {
       // Every pipeline holds the authorizer or the users: all are built again.
@@ -230,7 +218,7 @@ export function createSnapshotHolder(deps: {
     }
     return {
       next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },
-      held: { content, index, oauthServers, basicAuthUsers, keptRoutes, basicAuth },
+      held: { content, index, oauthServers, basicAuthUsers, basicAuth },
     };
   }
 

@@ -53,6 +53,9 @@ describe('loadConfig', () => {
         WORKERS: '3',
         PROXY_TLS_CERT: '/tls/tls.crt',
         PROXY_TLS_KEY: '/tls/tls.key',
+        UPSTREAM_CA_FILE: '/upstream/ca.crt',
+        UPSTREAM_TLS_CERT: '/upstream/tls.crt',
+        UPSTREAM_TLS_KEY: '/upstream/tls.key',
         TLS_RELOAD_INTERVAL: '30s',
       }),
     ).toEqual({
@@ -76,6 +79,7 @@ describe('loadConfig', () => {
       accessLog: { enabled: true, sample: 0.5 },
       workers: 3,
       proxyTls: { cert: '/tls/tls.crt', key: '/tls/tls.key' },
+      upstreamTls: { ca: '/upstream/ca.crt', cert: '/upstream/tls.crt', key: '/upstream/tls.key' },
       tlsReloadIntervalMs: 30_000,
     });
   });
@@ -88,6 +92,9 @@ describe('loadConfig', () => {
     ['access log sampled', { ACCESS_LOG_SAMPLE: '0.25' }, { accessLog: { enabled: true, sample: 0.25 } }],
     ['access log sample 0', { ACCESS_LOG_SAMPLE: '0' }, { accessLog: { enabled: true, sample: 0 } }],
     ['the Redis timeout at its bound', { RATE_LIMIT_REDIS_TIMEOUT: '10s' }, { rateLimitRedisTimeoutMs: 10_000 }],
+    ['no upstream TLS settings', {}, { upstreamTls: null }],
+    ['an upstream CA alone', { UPSTREAM_CA_FILE: '/ca.pem' }, { upstreamTls: { ca: '/ca.pem' } }],
+    ['an upstream client certificate alone', { UPSTREAM_TLS_CERT: 'c', UPSTREAM_TLS_KEY: 'k' }, { upstreamTls: { cert: 'c', key: 'k' } }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });

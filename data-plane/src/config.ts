@@ -5,6 +5,7 @@
 import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
 import { certificatePairFromEnv, type CertificatePaths } from '#proto/certificate-files';
+import { upstreamTlsFromEnv, type UpstreamTlsPaths } from './proxy/upstream-tls.js';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
 import { logFormatOf, logLevelOf } from '#proto/logger';
 import { traceExport } from '#proto/tracing';
@@ -43,6 +44,8 @@ export interface DataPlaneConfig {
   workers: number;
   /** PROXY_TLS_CERT / PROXY_TLS_KEY: the proxy listener serves HTTPS; null = plain HTTP. */
   proxyTls: CertificatePaths | null;
+  /** UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY (proxy/upstream-tls.ts); null = Node's defaults. */
+  upstreamTls: UpstreamTlsPaths | null;
   /** TLS_RELOAD_INTERVAL: how often the proxy's certificate files are re-read (SIGHUP re-reads at once). */
   tlsReloadIntervalMs: number;
 }
@@ -121,6 +124,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     accessLog: accessLog(env),
     workers: workers(env, cores),
     proxyTls: certificatePairFromEnv(env, PROXY_TLS_NAMES),
+    upstreamTls: upstreamTlsFromEnv(env),
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
   logFormatOf(env);

@@ -15,6 +15,7 @@ import { logCertificateReload, watchListenerCertificates } from '#proto/certific
 import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
+import { watchUpstreamTls } from './proxy/upstream-tls.js';
 import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
@@ -57,7 +58,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
   const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, redisTimeoutMs: config.rateLimitRedisTimeoutMs, logger, registry });
   // Created before the holder: the introspection strategy calls its endpoints through the proxy's pools.
-  const pools = createUpstreamPools();
+  const upstreamTls = config.upstreamTls && watchUpstreamTls(config.upstreamTls, config.tlsReloadIntervalMs, (result) => logCertificateReload(logger, 'upstream', result));
+  const pools = createUpstreamPools({ tls: upstreamTls });
   const introspector = createIntrospector({ pools, logger });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
   const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter, health });
@@ -134,9 +136,10 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   };
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
   process.once('SIGINT', () => void shutdown('SIGINT'));
-  // Re-reads the proxy's certificate now; without TLS it is ignored rather than ending the process (node's default).
+  // Re-reads the proxy's certificate and the upstream TLS files now; without either it is ignored rather than ending the process (node's default).
   process.on('SIGHUP', () => {
     if (certificates) logCertificateReload(logger, 'proxy', certificates.reload());
+    if (upstreamTls) logCertificateReload(logger, 'upstream', upstreamTls.reload());
   });
   if (replacementPort !== undefined) {
     await until(() => holder.current() !== null || stopping);

@@ -22,14 +22,17 @@ export interface CertificateSet {
   ca?: Buffer;
 }
 
-export interface CertificateWatcher {
-  current(): CertificateSet;
+/** Files read as one set of type T, re-read every interval and on `reload()`. */
+export interface FileSetWatcher<T> {
+  current(): T;
   /** Re-reads the files now: 'reloaded' (a new valid set), 'unchanged', or the reason it was refused. */
   reload(): 'reloaded' | 'unchanged' | Error;
   /** Called with every new set; returns the unsubscribe function. */
-  subscribe(listener: (set: CertificateSet) => void): () => void;
+  subscribe(listener: (set: T) => void): () => void;
   close(): void;
 }
+
+export type CertificateWatcher = FileSetWatcher<CertificateSet>;
 
 export interface WatchCertificateOptions {
   /** Names of the settings that gave the paths (e.g. GRPC_TLS_CERT), for error messages. */
@@ -50,16 +53,28 @@ export function certificatePairFromEnv(env: NodeJS.ProcessEnv, names: { cert: st
   return cert && key ? { cert, key } : null;
 }
 
-function readSet(paths: CertificatePaths, names: WatchCertificateOptions['names']): CertificateSet {
-  const read = (kind: 'cert' | 'key' | 'ca', path: string): Buffer => {
-    try {
-      return readFileSync(path);
-    } catch (err) {
-      throw new Error(`${names[kind] ?? kind}: cannot read ${path}: ${(err as Error).message}`, { cause: err });
-    }
-  };
-  const set: CertificateSet = { cert: read('cert', paths.cert), key: read('key', paths.key) };
-  if (paths.ca) set.ca = read('ca', paths.ca);
+function readFile(name: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new Error(`${name}: cannot read ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** A PEM file of one or more CA certificates (the first must parse); `name` is its setting. */
+export function readCaFile(name: string, path: string): Buffer {
+  const ca = readFile(name, path);
+  try {
+    new X509Certificate(ca);
+  } catch (err) {
+    throw new Error(`${name}: ${path} is not a PEM certificate`, { cause: err });
+  }
+  return ca;
+}
+
+export function readCertificateSet(paths: CertificatePaths, names: WatchCertificateOptions['names']): CertificateSet {
+  const set: CertificateSet = { cert: readFile(names.cert, paths.cert), key: readFile(names.key, paths.key) };
+  if (paths.ca) set.ca = readCaFile(names.ca ?? 'ca', paths.ca);
   let certificate: X509Certificate;
   try {
     certificate = new X509Certificate(set.cert);
@@ -73,32 +88,37 @@ function readSet(paths: CertificatePaths, names: WatchCertificateOptions['names'
     throw new Error(`${names.key}: ${paths.key} is not a PEM private key`, { cause: err });
   }
   if (!matches) throw new Error(`${names.key}: ${paths.key} is not the key of the certificate in ${paths.cert}`);
-  if (set.ca) {
-    try {
-      new X509Certificate(set.ca);
-    } catch (err) {
-      throw new Error(`${names.ca}: ${paths.ca} is not a PEM certificate`, { cause: err });
-    }
-  }
   return set;
 }
 
-const sameSet = (a: CertificateSet, b: CertificateSet): boolean =>
-  a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca));
+/** Same bytes in every member (an absent member equals only an absent one). */
+export function sameFileSet<T extends object>(a: T, b: T): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].every((key) => {
+    const x = (a as Record<string, Buffer | undefined>)[key];
+    const y = (b as Record<string, Buffer | undefined>)[key];
+    return x === undefined || y === undefined ? x === y : x.equals(y);
+  });
+}
 
 /** Reads the files once (throws, naming the setting, when they are unusable), then watches them. */
 export function watchCertificateFiles(paths: CertificatePaths, options: WatchCertificateOptions): CertificateWatcher {
-  let current = readSet(paths, options.names);
-  const listeners = new Set<(set: CertificateSet) => void>();
+  return watchFileSet(() => readCertificateSet(paths, options.names), options);
+}
+
+/** `read` once (it throws, naming the setting, when the files are unusable), then again every interval and on reload(). */
+export function watchFileSet<T extends object>(read: () => T, options: Pick<WatchCertificateOptions, 'intervalMs' | 'onReload'>): FileSetWatcher<T> {
+  let current = read();
+  const listeners = new Set<(set: T) => void>();
 
   const reload = (): 'reloaded' | 'unchanged' | Error => {
-    let next: CertificateSet;
+    let next: T;
     try {
-      next = readSet(paths, options.names);
+      next = read();
     } catch (err) {
       return err as Error;
     }
-    if (sameSet(current, next)) return 'unchanged';
+    if (sameFileSet(current, next)) return 'unchanged';
     current = next;
     for (const listener of listeners) listener(next);
     return 'reloaded';

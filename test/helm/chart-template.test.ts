@@ -49,6 +49,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   tlsOff: { grpcTls: { enabled: false } },
   serviceMonitor: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } } },
   proxyTls: { dataPlane: { tls: { existingSecret: 'edge-tls' }, service: { port: 443 } } },
+  upstreamTls: { dataPlane: { upstreamTls: { caSecret: 'internal-ca', clientSecret: 'gateway-client' } } },
   tracing: { tracing: { endpoint: 'http://otel-collector.observability:4317', protocol: 'grpc', sampler: 'parentbased_traceidratio', samplerArg: '0.1' } },
 };
 
@@ -483,6 +484,31 @@ describe('HTTPS on the proxy listener', () => {
     const d = dp(await render('defaults'));
     expect(onlyContainer(d).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
     expect(podSpecOf(d).volumes?.map((v) => v.name)).not.toContain('proxy-tls');
+  }, T);
+});
+
+describe('TLS to upstreams', () => {
+  test('dataPlane.upstreamTls: UPSTREAM_CA_FILE names caSecret\'s ca.crt, UPSTREAM_TLS_CERT / _KEY clientSecret\'s tls.crt / tls.key, mounted read-only', async () => {
+    const objects = await render('upstreamTls');
+    const d = dp(objects);
+    const c = onlyContainer(d);
+    for (const [name, secret, key] of [
+      ['UPSTREAM_CA_FILE', 'internal-ca', 'ca.crt'],
+      ['UPSTREAM_TLS_CERT', 'gateway-client', 'tls.crt'],
+      ['UPSTREAM_TLS_KEY', 'gateway-client', 'tls.key'],
+    ] as const) {
+      const file = mountedFile(objects, d, c, envValue(c, name)!);
+      expect({ name, secret: file.secretName, key: file.key, readOnly: file.mount.readOnly }).toEqual({ name, secret, key, readOnly: true });
+    }
+    expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('UPSTREAM_'))).toEqual([]);
+  }, T);
+
+  test('by default: no UPSTREAM_* and no such volume', async () => {
+    const d = dp(await render('defaults'));
+    expect(onlyContainer(d).env?.filter((e) => e.name.startsWith('UPSTREAM_'))).toEqual([]);
+    const volumes = podSpecOf(d).volumes?.map((v) => v.name);
+    expect(volumes).not.toContain('upstream-ca');
+    expect(volumes).not.toContain('upstream-client');
   }, T);
 });
 

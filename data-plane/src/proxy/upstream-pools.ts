@@ -4,7 +4,9 @@
  * those APIs ever accept a self-signed certificate, even when another API uses the same origin.
  */
 import { LRUCache } from 'lru-cache';
+import type { SecureContext } from 'node:tls';
 import { Pool } from './undici.js';
+import { upstreamSecureContext, type UpstreamTlsWatcher } from './upstream-tls.js';
 
 export interface PoolOptions {
   dialTimeoutMs: number;
@@ -33,7 +35,8 @@ export const UPSTREAM_IDLE_TIMEOUT_MS = 5 * 60_000;
  */
 const DEFAULT_MAX_POOLS = 1024;
 
-export function createUpstreamPools(options: { maxPools?: number } = {}): UpstreamPools {
+/** `tls`: UPSTREAM_CA_FILE / UPSTREAM_TLS_CERT (upstream-tls.ts); each new set closes the pools, so new connections use it. */
+export function createUpstreamPools(options: { maxPools?: number; tls?: UpstreamTlsWatcher | null } = {}): UpstreamPools {
   const pools = new LRUCache<string, Pool>({
     max: options.maxPools ?? DEFAULT_MAX_POOLS,
     // An evicted pool finishes its in-flight requests, then closes; close() below closes the rest itself.
@@ -42,6 +45,14 @@ export function createUpstreamPools(options: { maxPools?: number } = {}): Upstre
     },
   });
   let closed = false;
+  let secureContext: SecureContext | undefined = options.tls ? upstreamSecureContext(options.tls.current()) : undefined;
+  options.tls?.subscribe((files) => {
+    secureContext = upstreamSecureContext(files);
+    // As an eviction by the bound: each finishes its requests in flight, then closes.
+    const old = [...pools.values()];
+    pools.clear();
+    for (const pool of old) void pool.close().catch(() => undefined);
+  });
 
   return {
     get(origin, { dialTimeoutMs, insecureSkipVerify }) {
@@ -50,7 +61,7 @@ export function createUpstreamPools(options: { maxPools?: number } = {}): Upstre
       let pool = pools.get(key);
       if (!pool) {
         pool = new Pool(origin, {
-          connect: { timeout: dialTimeoutMs, ...(insecureSkipVerify ? { rejectUnauthorized: false } : {}) },
+          connect: { timeout: dialTimeoutMs, ...(insecureSkipVerify ? { rejectUnauthorized: false } : {}), ...(secureContext && { secureContext }) },
           headersTimeout: UPSTREAM_IDLE_TIMEOUT_MS,
           bodyTimeout: UPSTREAM_IDLE_TIMEOUT_MS,
         });

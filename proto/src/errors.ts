@@ -45,6 +45,7 @@ export const ERROR_TABLE = {
   CREDENTIALS_REJECTED: { status: 401, gatewayBody: 'invalid credentials' },
   BAD_UPSTREAM_HOST: { status: 400, gatewayBody: 'invalid upstream host' },
   REQUEST_BODY_TOO_LARGE: { status: 413, gatewayBody: 'request body too large' },
+  IP_FORBIDDEN: { status: 403, gatewayBody: 'client address not allowed' },
   RATE_LIMITED: { status: 429, gatewayBody: 'rate limit exceeded' },
   UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway' },
   UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout' },

@@ -147,11 +147,19 @@ export interface Plugin {
   basic_auth?: BasicAuthPluginConfig;
   rate_limit?: RateLimitPluginConfig;
   compression?: CompressionPluginConfig;
+  ip_restriction?: IpRestrictionPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction';
+}
+
+export interface IpRestrictionPluginConfig {
+  /** Addresses and CIDR ranges as stored ("10.0.0.0/8", "2001:db8::/32", "192.0.2.7"). */
+  allow: string[];
+  deny: string[];
+  trust_forward_headers: boolean;
 }
 
 export interface OAuth2PluginConfig {

@@ -10,6 +10,7 @@ import { bodyLimitRuntime } from './body-limit.js';
 import { cbRuntime } from './cb.js';
 import { compressionRuntime } from './compression.js';
 import { corsRuntime } from './cors.js';
+import { ipRestrictionRuntime } from './ip-restriction.js';
 import { oauth2Runtime } from './oauth2.js';
 import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
 import { rateLimitRuntime } from './rate-limit/index.js';
@@ -20,6 +21,7 @@ import type { PluginRuntime, StageDeps } from './runtime.js';
 
 export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPluginConfig<N>> } = {
   cors: corsRuntime,
+  ip_restriction: ipRestrictionRuntime,
   rate_limit: rateLimitRuntime,
   oauth2: oauth2Runtime,
   basic_auth: basicAuthRuntime,
@@ -31,8 +33,10 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   compression: compressionRuntime,
 };
 
-/** The route's pipeline, or null when it has no enabled plugin (the proxy then allocates nothing). */
-/** `innermost`: a stage of the gateway's own run after the plugins' (the passive health check). */
+/**
+ * The route's pipeline, or null when it has no enabled plugin (the proxy then allocates nothing).
+ * `innermost`: a stage of the gateway's own, run after the plugins' (the passive health check).
+ */
 export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route'>, innermost?: PluginStage): Pipeline | null {
   if (route.plugins.length === 0 && !innermost) return null;
   const stages = route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route }));

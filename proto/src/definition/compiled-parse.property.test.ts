@@ -48,6 +48,9 @@ const VALID: Record<string, (string | number)[]> = {
   path: ['/healthz', '/h?full=1'],
   interval: ['10s', '500ms'],
   ejection: ['30s'],
+  // ip_restriction
+  allow: ['10.0.0.0/8', '::1'],
+  deny: ['192.0.2.7'],
   default_ttl: [60],
   cache_ttl: [0, 300],
   statuses: [500, 503],

@@ -12,6 +12,7 @@ import { bodyLimitPlugin } from './body-limit.js';
 import { cbPlugin } from './cb.js';
 import { compressionPlugin } from './compression.js';
 import { corsPlugin } from './cors.js';
+import { ipRestrictionPlugin } from './ip-restriction.js';
 import { oauth2Plugin } from './oauth2.js';
 import type { PluginModule } from './plugin.js';
 import { rateLimitPlugin } from './rate-limit.js';
@@ -21,6 +22,7 @@ import { retryPlugin } from './retry.js';
 
 export const PLUGINS = {
   cors: corsPlugin,
+  ip_restriction: ipRestrictionPlugin,
   rate_limit: rateLimitPlugin,
   oauth2: oauth2Plugin,
   basic_auth: basicAuthPlugin,
@@ -77,6 +79,7 @@ export function compilePlugins(plugins: readonly PluginDefinition[]): readonly C
 export type { CompiledCors } from './cors.js';
 export { originListed } from './cors.js';
 export type { CompiledRateLimit } from './rate-limit.js';
+export type { CompiledIpRestriction, IpRange } from './ip-restriction.js';
 export type { CompiledOAuth2 } from './oauth2.js';
 export type { CompiledBasicAuth } from './basic-auth.js';
 export type { CompiledBodyLimit } from './body-limit.js';

@@ -1,37 +1,10 @@
 /**
- * Who a request is counted as. `ip`: the TCP peer, or with `trust_forward_headers` the right-most
- * X-Forwarded-For entry (the address the proxy in front of the gateway saw; every entry left of it
- * was written by the client and can be forged), else X-Real-IP; a value that is not an IP address
- * is ignored. `token`: a SHA-256 of the Authorization credentials (never the credentials
- * themselves), the peer address when there are none.
+ * Who a request is counted as. `ip`: the client's address (../client-ip.ts). `token`: a SHA-256 of
+ * the Authorization credentials (never the credentials themselves), the address when there are none.
  */
 import { hash as digest } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { isIP } from 'node:net';
-
-/** `::ffff:10.0.0.1` (IPv4 on a dual-stack socket) and `10.0.0.1` are one client; IPv6 lower-cased. */
-function canonicalIp(ip: string): string {
-  const lower = ip.toLowerCase();
-  return lower.startsWith('::ffff:') && lower.includes('.') ? lower.slice(7) : lower;
-}
-
-function forwardedIp(req: IncomingMessage): string | undefined {
-  // node:http joins repeated X-Forwarded-For lines with ", ": the last entry is the nearest proxy's.
-  const header = req.headers['x-forwarded-for'];
-  const xff = Array.isArray(header) ? header.join(',') : header;
-  if (xff) {
-    const nearest = xff.slice(xff.lastIndexOf(',') + 1).trim();
-    if (isIP(nearest)) return nearest;
-  }
-  const real = req.headers['x-real-ip'];
-  const value = typeof real === 'string' ? real.trim() : undefined;
-  return value && isIP(value) ? value : undefined;
-}
-
-export function clientIp(req: IncomingMessage, trustForwardHeaders: boolean): string {
-  const ip = (trustForwardHeaders ? forwardedIp(req) : undefined) ?? req.socket.remoteAddress ?? 'unknown';
-  return canonicalIp(ip);
-}
+import { clientIp } from '../client-ip.js';
 
 /** `Bearer abc` and `bearer  abc` are one credential: the scheme and spacing do not make a new client. */
 const CREDENTIALS = /^\s*\S+\s+(\S+)\s*$/;

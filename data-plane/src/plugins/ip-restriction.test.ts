@@ -1,0 +1,45 @@
+import type { IncomingMessage } from 'node:http';
+import { isGatehouseError } from '#proto/errors';
+import { ipRestrictionPlugin } from '#proto/plugins/ip-restriction';
+import { ipRestrictionRuntime } from './ip-restriction.js';
+import type { PluginExchange } from './pipeline.js';
+import type { StageDeps } from './runtime.js';
+
+/** The verdict of the plugin's request hook for a client at `remoteAddress` with `headers`: 'pass' or the error code. */
+function verdict(config: unknown, remoteAddress: string | undefined, headers: Record<string, string> = {}): string {
+  const stage = ipRestrictionRuntime.stage(ipRestrictionPlugin.compile(ipRestrictionPlugin.schema.parse(config)), {} as StageDeps);
+  const req = { socket: { remoteAddress }, headers } as unknown as IncomingMessage;
+  try {
+    stage.request!({ req } as PluginExchange);
+    return 'pass';
+  } catch (err) {
+    if (isGatehouseError(err)) return err.code;
+    throw err;
+  }
+}
+
+test.each([
+  ['an address in an allowed range', { allow: ['10.0.0.0/8'] }, '10.1.2.3', 'pass'],
+  ['an address outside every allowed range', { allow: ['10.0.0.0/8', '192.168.0.0/16'] }, '172.16.0.1', 'IP_FORBIDDEN'],
+  ['a denied address', { deny: ['10.1.2.3'] }, '10.1.2.3', 'IP_FORBIDDEN'],
+  ['an address next to a denied one', { deny: ['10.1.2.3'] }, '10.1.2.4', 'pass'],
+  ['deny wins over allow', { allow: ['10.0.0.0/8'], deny: ['10.1.0.0/16'] }, '10.1.2.3', 'IP_FORBIDDEN'],
+  ['an IPv4 client on a dual-stack socket matches its IPv4 range', { allow: ['10.0.0.0/8'] }, '::ffff:10.1.2.3', 'pass'],
+  ['an IPv6 client in an IPv6 range', { allow: ['2001:db8::/32'] }, '2001:DB8:0:1::5', 'pass'],
+  ['an IPv6 client is in no IPv4 range', { allow: ['0.0.0.0/0'] }, '2001:db8::5', 'IP_FORBIDDEN'],
+  ['an IPv4 client is in no IPv6 range but those holding IPv4-mapped addresses', { deny: ['2001:db8::/32'] }, '10.0.0.1', 'pass'],
+  ['an IPv6 range holding the IPv4-mapped addresses holds IPv4 clients (node:net BlockList)', { deny: ['::/0'] }, '10.0.0.1', 'IP_FORBIDDEN'],
+  ['a client without an address is in no allow list', { allow: ['0.0.0.0/0', '::/0'] }, undefined, 'IP_FORBIDDEN'],
+  ['a client without an address is in no deny list', { deny: ['0.0.0.0/0', '::/0'] }, undefined, 'pass'],
+])('%s', (_name, config, address, expected) => {
+  expect(verdict(config, address)).toBe(expected);
+});
+
+test('trust_forward_headers: the right-most X-Forwarded-For entry, else X-Real-IP, else the peer', () => {
+  const config = { allow: ['203.0.113.0/24'], trust_forward_headers: true };
+  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1, 203.0.113.9' })).toBe('pass');
+  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': '203.0.113.9, 198.51.100.1' })).toBe('IP_FORBIDDEN');
+  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': 'not-an-ip', 'x-real-ip': '203.0.113.9' })).toBe('pass');
+  expect(verdict(config, '203.0.113.1')).toBe('pass');
+  expect(verdict({ ...config, trust_forward_headers: false }, '10.0.0.1', { 'x-forwarded-for': '203.0.113.9' })).toBe('IP_FORBIDDEN');
+});

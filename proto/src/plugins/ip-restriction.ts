@@ -1,0 +1,86 @@
+/**
+ * ip_restriction (Kong's ip-restriction; Janus has none): `allow` and `deny`, lists of IPv4 and IPv6
+ * addresses and CIDR ranges ("10.0.0.0/8", "2001:db8::/32", "192.0.2.7"), and `trust_forward_headers`
+ * as rate_limit's (the client is the right-most X-Forwarded-For entry, else X-Real-IP, instead of the
+ * TCP peer). A client is refused when its address is in `deny`, or when `allow` lists anything and it
+ * is not in it; at least one of the lists must. Entries are stored canonical (canonicalEntry).
+ */
+import { z } from 'zod';
+import { deepFreeze, definePlugin } from './plugin.js';
+
+export interface IpRange {
+  /** Canonical: IPv4 dotted quad, IPv6 as the URL standard writes it (lower case, zeros compressed). */
+  address: string;
+  /** Prefix length; the whole address (32 or 128) for a single address. */
+  prefix: number;
+  family: 'ipv4' | 'ipv6';
+}
+
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/**
+ * IPv6 through the WHATWG URL host parser (pure, and what it accepts is exactly RFC 4291's text forms,
+ * no zone ids): node:net's isIP would do, but plugin configs compile without node:net
+ * (test/architecture.test.ts).
+ */
+function canonicalAddress(text: string): Pick<IpRange, 'address' | 'family'> | null {
+  if (IPV4.test(text)) return { address: text, family: 'ipv4' };
+  if (!/^[0-9a-f:.]+$/i.test(text) || !text.includes(':')) return null;
+  try {
+    const host = new URL(`http://[${text}]/`).hostname;
+    return { address: host.slice(1, -1), family: 'ipv6' };
+  } catch {
+    return null;
+  }
+}
+
+/** `"10.0.0.0/8"` → { address: "10.0.0.0", prefix: 8, family: "ipv4" }; null when it is neither an address nor a range. */
+export function parseIpRange(text: string): IpRange | null {
+  const slash = text.indexOf('/');
+  const parsed = canonicalAddress(slash === -1 ? text : text.slice(0, slash));
+  if (!parsed) return null;
+  const bits = parsed.family === 'ipv4' ? 32 : 128;
+  const prefixText = slash === -1 ? String(bits) : text.slice(slash + 1);
+  if (!/^(0|[1-9]\d{0,2})$/.test(prefixText) || Number(prefixText) > bits) return null;
+  return { ...parsed, prefix: Number(prefixText) };
+}
+
+/**
+ * The stored form: trimmed, the address canonical (`2001:DB8:0::1` → `2001:db8::1`), and an IPv4-mapped
+ * IPv6 entry (`::ffff:10.0.0.1`, `/120`) as its IPv4 form (`10.0.0.1`, `/24`), since clients on a
+ * dual-stack socket are matched by their IPv4 address. Text that is no entry is kept, to be refused.
+ */
+function canonicalEntry(text: string): string {
+  let entry = text.trim().toLowerCase();
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)(?:\/(\d{1,3}))?$/.exec(entry);
+  if (mapped && (mapped[2] === undefined || Number(mapped[2]) >= 96)) entry = mapped[2] === undefined ? mapped[1]! : `${mapped[1]}/${Number(mapped[2]) - 96}`;
+  const range = parseIpRange(entry);
+  if (!range) return entry;
+  return entry.includes('/') ? `${range.address}/${range.prefix}` : range.address;
+}
+
+const entries = z
+  .array(
+    z
+      .string()
+      .transform(canonicalEntry)
+      .refine((s) => parseIpRange(s) !== null, 'must be an IP address or a CIDR range such as "10.0.0.0/8" or "2001:db8::/32"'),
+  )
+  .max(1000, 'must not list more than 1000 entries')
+  .default([]);
+
+const schema = z
+  .object({ allow: entries, deny: entries, trust_forward_headers: z.boolean().default(false) })
+  .refine((c) => c.allow.length + c.deny.length > 0, 'must list at least one address or range in "allow" or "deny"');
+
+export interface CompiledIpRestriction {
+  allow: readonly IpRange[];
+  deny: readonly IpRange[];
+  trustForwardHeaders: boolean;
+}
+
+export const ipRestrictionPlugin = definePlugin({
+  schema,
+  compile: (c): CompiledIpRestriction =>
+    deepFreeze({ allow: c.allow.map((e) => parseIpRange(e)!), deny: c.deny.map((e) => parseIpRange(e)!), trustForwardHeaders: c.trust_forward_headers }),
+});

@@ -5,6 +5,11 @@
  * traceparent and sends nothing, not even to the default OTLP port.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { WebSocket as UndiciWebSocket } from 'undici';
+import { WebSocketServer } from 'ws';
+import { listen } from '#proto/listen';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
@@ -148,6 +153,47 @@ describe('tracing on: the proxy hop', () => {
     } finally {
       u.setBehaviour({ kind: 'fixed' });
     }
+  });
+});
+
+describe('tracing on: a WebSocket', () => {
+  let wsServer: Server;
+  const handshakes: IncomingMessage[] = [];
+
+  beforeAll(async () => {
+    const wss = new WebSocketServer({ noServer: true });
+    wsServer = createServer((_req, res) => res.writeHead(426).end());
+    wsServer.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => {
+      handshakes.push(req);
+      ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+    }));
+    const target = `http://127.0.0.1:${await listen(wsServer, 0, '127.0.0.1')}`;
+    const created = await traced.admin.createApi(apiDefinition({ name: 'traced-ws', listenPath: '/traced-ws/*', targets: [target] }));
+    expect(created.status).toBe(201);
+    await traced.admin.waitForDataPlanes(created, traced.dps);
+  });
+
+  afterAll(() => {
+    wsServer?.closeAllConnections();
+    wsServer?.close();
+  });
+
+  test('the handshake gets a span lasting until the connection closes: 101, route, upstream, the parent the target receives', async () => {
+    const requestId = randomUUID();
+    const client = new UndiciWebSocket(`ws://127.0.0.1:${traced.dp.proxyPort}/traced-ws/chat`, { headers: { 'x-request-id': requestId } } as never);
+    await once(client, 'open');
+    client.send('hello');
+    expect(String((await once(client, 'message'))[0].data)).toBe('hello');
+    // No span while the WebSocket is open.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.spans.some((s) => s.attributes['gatehouse.request_id'] === requestId)).toBe(false);
+    client.close();
+    const span = await proxySpanOf(requestId);
+    expect(span).toMatchObject<Partial<ReceivedSpan>>({ name: 'GET api:traced-ws', kind: SERVER });
+    expect(span.attributes).toMatchObject({ 'url.path': '/traced-ws/chat', 'gatehouse.route': 'api:traced-ws', 'http.response.status_code': 101 });
+    expect(span.statusCode).not.toBe(ERROR);
+    const handshake = handshakes.find((h) => h.headers['x-request-id'] === requestId)!;
+    expect(parsed(handshake.headers.traceparent)).toEqual({ traceId: span.traceId, parentId: span.spanId, flags: '01' });
   });
 });
 

@@ -17,7 +17,7 @@ import { forwardThroughHooks } from './forward-hooks.js';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
 import { CLIENT_CLOSED_REQUEST, pathOf, type AccessLog, type AccessRecord } from './access-log.js';
-import { propagate, propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
+import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
 import type { UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
 import type { CertificateSet, CertificateWatcher } from '#proto/certificate-files';
@@ -341,14 +341,20 @@ export function createProxyServer(deps: {
     let routeId = '';
     /** The route's plugin exchange: the headers its hooks add for the client go on every answer (WWW-Authenticate, RateLimit-*). */
     let ex: PluginExchange | null = null;
-    // One access line per handshake, written when the connection closes: a WebSocket's covers its whole life.
+    // One access line and one span per handshake, ended when the connection closes: a WebSocket's cover its whole life.
     const access = accessLog?.start(req, requestId) ?? null;
+    const trace = tracer.handshake(req, requestId);
     let status = CLIENT_CLOSED_REQUEST;
-    if (access) socket.once('close', () => accessLog!.finish(access, socket as Socket, status, status === CLIENT_CLOSED_REQUEST));
+    socket.once('close', () => {
+      const answered = status !== CLIENT_CLOSED_REQUEST;
+      if (access) accessLog!.finish(access, socket as Socket, status, !answered);
+      trace.end(answered ? status : null);
+    });
     try {
       const { snapshot, match, path, query } = routeOf(req);
       routeId = match.route.id;
       if (access) access.route = routeId;
+      trace.route(routeId);
       const upstream = snapshot.upstreams.get(routeId);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
       if (upstream.pipeline) {
@@ -361,8 +367,6 @@ export function createProxyServer(deps: {
           return;
         }
       }
-      // No span of its own (a WebSocket lives long after its handshake); the upstream still gets a traceparent.
-      const trace = propagate(req);
       const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, ex ? ex.query : query, access, trace);
       const result = await handshake(plan.pool, plan, socket);
       if (result.kind === 'response') {

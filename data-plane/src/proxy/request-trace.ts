@@ -20,9 +20,17 @@ export interface RequestTrace {
   upstream(origin: string): void;
 }
 
+/** A WebSocket handshake's trace: its span lasts until the connection closes, when the caller ends it. */
+export interface HandshakeTrace extends RequestTrace {
+  /** The status the client got (101 for an upgraded connection), null when it left before any. */
+  end(status: number | null): void;
+}
+
 export interface RequestTracer {
   /** Called once per request, as it arrives; a recording tracer ends its span when `res` closes. */
   start(req: IncomingMessage, res: ServerResponse, requestId: string): RequestTrace;
+  /** Called once per WebSocket handshake, as it arrives. */
+  handshake(req: IncomingMessage, requestId: string): HandshakeTrace;
 }
 
 function notRecording(): void {}
@@ -43,4 +51,4 @@ export function propagate(req: IncomingMessage): RequestTrace {
   };
 }
 
-export const propagationOnly: RequestTracer = { start: propagate };
+export const propagationOnly: RequestTracer = { start: propagate, handshake: (req) => ({ ...propagate(req), end: notRecording }) };

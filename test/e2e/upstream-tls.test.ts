@@ -13,9 +13,8 @@ import { listen } from '#proto/listen';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { pollUntil } from '../helpers/poll-until.js';
-import { spawnService } from '../helpers/service-process.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
-import { DATA_PLANE_SCRIPT, startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { expectDataPlaneRefusesToStart, startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 
 let certs: CertificateFiles;
@@ -144,8 +143,5 @@ test.each([
   ['a key that is not the certificate\'s', () => ({ UPSTREAM_TLS_CERT: certs.clientCert, UPSTREAM_TLS_KEY: other.clientKey }), 'UPSTREAM_TLS_KEY:'],
   ['a certificate without its key', () => ({ UPSTREAM_TLS_CERT: certs.clientCert }), 'UPSTREAM_TLS_CERT and UPSTREAM_TLS_KEY must be set together'],
 ])('%s: the data plane does not start, and says which setting is wrong', async (_name, tlsEnv, message) => {
-  const env = { PROXY_HOST: '127.0.0.1', STATUS_HOST: '127.0.0.1', PROXY_PORT: '0', STATUS_PORT: '0', CONTROL_PLANE_ADDR: cp.grpcAddr, ...tlsEnv() };
-  const service = await spawnService({ name: 'DP bad upstream TLS', script: DATA_PLANE_SCRIPT, env, listeners: [] });
-  expect(await service.exited).toEqual({ code: 1, signal: null });
-  expect(service.recentLogs()).toContain(message);
+  await expectDataPlaneRefusesToStart(cp.grpcAddr, tlsEnv(), message);
 });

@@ -123,3 +123,14 @@ export async function startDataPlane(options: StartDataPlaneOptions): Promise<Da
   }
   return dp;
 }
+
+/**
+ * Asserts that a data plane given `env` (on loopback, port 0, pointed at `controlPlaneAddr`) does not
+ * start: it exits 1 and its output contains `message` (the setting it names).
+ */
+export async function expectDataPlaneRefusesToStart(controlPlaneAddr: string, env: Record<string, string>, message: string): Promise<void> {
+  const all = { PROXY_HOST: '127.0.0.1', STATUS_HOST: '127.0.0.1', PROXY_PORT: '0', STATUS_PORT: '0', CONTROL_PLANE_ADDR: controlPlaneAddr, ...env };
+  const service = await spawnService({ name: 'DP refused', script: DATA_PLANE_SCRIPT, env: all, listeners: [] });
+  expect(await service.exited).toEqual({ code: 1, signal: null });
+  expect(service.recentLogs()).toContain(message);
+}

@@ -204,6 +204,16 @@ describe('TargetHealth', () => {
   });
 });
 
+/** A registry whose probes all succeed, recording the origin of each. */
+function recordingRegistry() {
+  const probed: string[] = [];
+  const health = registry(async ({ origin }) => {
+    probed.push(origin);
+    return null;
+  });
+  return { health, probed, count: (origin: string) => probed.filter((o) => o === origin).length };
+}
+
 describe('createHealthRegistry', () => {
   const CHECK: HealthCheckDefinition = { active: active(), passive: passive() };
 
@@ -229,12 +239,7 @@ describe('createHealthRegistry', () => {
   });
 
   test('commit() starts the checks of the new generation and stops those it dropped (a full snapshot: releaseAll)', async () => {
-    const probed: string[] = [];
-    const health = registry(async ({ origin }) => {
-      probed.push(origin);
-      return null;
-    });
-    const count = (origin: string) => probed.filter((o) => o === origin).length;
+    const { health, probed, count } = recordingRegistry();
     const first = health.begin();
     first.get('api:a', target('http://a:1'), CHECK, POOL);
     await delay(250);
@@ -252,12 +257,7 @@ describe('createHealthRegistry', () => {
   });
 
   test('a generation that is never committed (a rejected snapshot) starts nothing and stops nothing', async () => {
-    const probed: string[] = [];
-    const health = registry(async ({ origin }) => {
-      probed.push(origin);
-      return null;
-    });
-    const count = (origin: string) => probed.filter((o) => o === origin).length;
+    const { health, count } = recordingRegistry();
     const first = health.begin();
     first.get('api:a', target('http://a:1'), CHECK, POOL);
     first.commit();
@@ -331,11 +331,7 @@ describe('createHealthRegistry', () => {
   });
 
   test('stop() stops every check', async () => {
-    const probed: string[] = [];
-    const health = registry(async ({ origin }) => {
-      probed.push(origin);
-      return null;
-    });
+    const { health, probed } = recordingRegistry();
     const generation = health.begin();
     generation.get('api:a', target('http://a:1'), CHECK, POOL);
     generation.get('api:b', target('http://b:1'), CHECK, POOL);

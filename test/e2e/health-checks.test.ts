@@ -40,6 +40,10 @@ const waitForHealth = (route: string, target: Upstream, value: '0' | '1') =>
     details: () => gw.dp.recentLogs(20),
   });
 
+/** Log lines reach this process through the DP's stdout pipe, possibly after a later HTTP answer. */
+const waitForLog = (pattern: RegExp) =>
+  pollUntil(async () => (pattern.test(gw.dp.recentLogs(300)) ? true : undefined), { what: `a DP log line matching ${pattern}`, details: () => gw.dp.recentLogs(20) });
+
 beforeAll(async () => {
   [a, b, c] = await Promise.all([startUpstream('hc-a'), startUpstream('hc-b'), startUpstream('hc-c')]);
   for (const u of [a, b, c]) {
@@ -74,14 +78,14 @@ test('active: a target whose health path fails leaves the rotation, and comes ba
   for (let i = 0; i < 6; i++) expect((await get('/act/x')).status).toBe(200);
   expect(served(a, '/act/')).toBe(0);
   expect(served(b, '/act/')).toBe(6);
-  expect(gw.dp.recentLogs(200)).toMatch(/"reason":"2 probes of \/health failed in a row \(the last: status 503\)","msg":"upstream target unhealthy"/);
+  await waitForLog(/"reason":"2 probes of \/health failed in a row \(the last: status 503\)","msg":"upstream target unhealthy"/);
 
   healthStatus.set(a, 200);
   await waitForHealth('act', a, '1');
   for (let i = 0; i < 6; i++) expect((await get('/act/x')).status).toBe(200);
   expect(served(a, '/act/')).toBe(3);
   expect(served(b, '/act/')).toBe(9);
-  expect(gw.dp.recentLogs(200)).toMatch(/"reason":"2 probes of \/health succeeded in a row","msg":"upstream target healthy again"/);
+  await waitForLog(/"reason":"2 probes of \/health succeeded in a row","msg":"upstream target healthy again"/);
 });
 
 test('passive: proxied failures take a target out for the ejection, then it gets traffic again', async () => {
@@ -100,7 +104,7 @@ test('passive: proxied failures take a target out for the ejection, then it gets
     for (let i = 0; i < 2; i++) after.push((await get('/pas/x')).status);
     expect(after.sort()).toEqual([200, 503]);
     expect(served(a, '/pas/')).toBe(3);
-    expect(gw.dp.recentLogs(200)).toMatch(/"reason":"its ejection of 1000 ms ended","msg":"upstream target healthy again"/);
+    await waitForLog(/"reason":"its ejection of 1000 ms ended","msg":"upstream target healthy again"/);
   } finally {
     a.setBehaviour((req) => (req.url === '/health' ? { kind: 'fixed', status: healthStatus.get(a) ?? 200 } : { kind: 'fixed' }));
   }
@@ -116,7 +120,7 @@ test('passive: a target that refuses connections is taken out after its failures
   for (let i = 0; i < 5; i++) statuses.push((await get('/refused/x')).status);
   expect(statuses).toEqual([502, 200, 200, 200, 200]);
   expect(served(b, '/refused/')).toBe(4);
-  expect(gw.dp.recentLogs(200)).toMatch(/"reason":"1 proxied request failed in a row \(the last: no response\)","msg":"upstream target unhealthy"/);
+  await waitForLog(/"reason":"1 proxied request failed in a row \(the last: no response\)","msg":"upstream target unhealthy"/);
 });
 
 test('with every target unhealthy the balancer uses them all (fails open) rather than refusing', async () => {

@@ -8,6 +8,7 @@
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { expectRefusedPluginConfig } from '../helpers/refused-plugin-config.js';
+import { pollUntil } from '../helpers/poll-until.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -56,7 +57,11 @@ test.each(['private', 'deny-loopback', 'deny-wins'])('%s: refused with 403 "clie
   expect(res.json).toBe('client address not allowed');
   expect(res.headers['x-request-id']).toBeDefined();
   expect(seen(name)).toBe(0);
-  expect(gw.dp.recentLogs(50)).toContain('client address 127.0.0.1 is not allowed');
+  // The log line reaches this process through the DP's stdout pipe, after the response may have.
+  await pollUntil(async () => (gw.dp.recentLogs(50).includes('client address 127.0.0.1 is not allowed') ? true : undefined), {
+    what: 'the refusal logged with the address',
+    details: () => gw.dp.recentLogs(20),
+  });
 });
 
 test('a deny list that does not hold the client lets it through', async () => {

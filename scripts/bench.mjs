@@ -437,6 +437,8 @@ async function loadSection(upstream, cp, dps) {
  */
 const PLUGIN_ROWS = [
   { name: 'cors', config: { domains: ['https://app.example.com', '*.example.org'] }, headers: { origin: 'https://app.example.com' } },
+  // The load generator's loopback address in the third of three ranges: the cost of a BlockList check that passes.
+  { name: 'ip_restriction', config: { allow: ['10.0.0.0/8', '2001:db8::/32', '127.0.0.0/8'], deny: ['192.0.2.0/24'] } },
   // One client (autocannon's address) under a limit it never reaches: the cost of counting, not of refusing.
   { name: 'rate_limit', config: { limit: '1000000-S' } },
   { name: 'request_transformer', config: { add: { headers: { 'X-Added': '1' }, querystring: { v: '2' } }, remove: { headers: ['X-Drop'] } } },

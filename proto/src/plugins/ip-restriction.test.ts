@@ -1,4 +1,4 @@
-import { ipRestrictionPlugin, parseIpRange } from './ip-restriction.js';
+import { addressWords, inRanges, ipRestrictionPlugin, parseIpRange } from './ip-restriction.js';
 
 test.each([
   ['10.0.0.0/8', { address: '10.0.0.0', prefix: 8, family: 'ipv4' }],
@@ -39,15 +39,52 @@ test('at most 1000 entries per list', () => {
   expect(ipRestrictionPlugin.schema.safeParse({ deny: many }).success).toBe(false);
 });
 
-test('compile parses every entry once, frozen', () => {
+test('compile turns every entry into a range of the IPv6 space, IPv4 as IPv4-mapped, frozen', () => {
   const compiled = ipRestrictionPlugin.compile(ipRestrictionPlugin.schema.parse({ allow: ['10.0.0.0/8'], deny: ['10.1.0.0/16', '::1'], trust_forward_headers: true }));
   expect(compiled).toEqual({
-    allow: [{ address: '10.0.0.0', prefix: 8, family: 'ipv4' }],
+    allow: [{ words: [0, 0, 0xffff, 0x0a000000], prefix: 104 }],
     deny: [
-      { address: '10.1.0.0', prefix: 16, family: 'ipv4' },
-      { address: '::1', prefix: 128, family: 'ipv6' },
+      { words: [0, 0, 0xffff, 0x0a010000], prefix: 112 },
+      { words: [0, 0, 0, 1], prefix: 128 },
     ],
     trustForwardHeaders: true,
   });
   expect(Object.isFrozen(compiled.deny[1])).toBe(true);
+});
+
+test.each([
+  ['10.1.2.3', [0, 0, 0xffff, 0x0a010203]],
+  ['255.255.255.255', [0, 0, 0xffff, 0xffffffff]],
+  ['::', [0, 0, 0, 0]],
+  ['::1', [0, 0, 0, 1]],
+  ['2001:db8::', [0x20010db8, 0, 0, 0]],
+  ['2001:db8:0:0:1:0:0:1', [0x20010db8, 0, 0x00010000, 1]],
+  ['1:2:3:4:5:6:7:8', [0x00010002, 0x00030004, 0x00050006, 0x00070008]],
+  ['1::8', [0x00010000, 0, 0, 8]],
+  ['::ffff:10.0.0.1', [0, 0, 0xffff, 0x0a000001]],
+  ['64:ff9b::192.0.2.33', [0x0064ff9b, 0, 0, 0xc0000221]],
+  ['FE80::A', [0xfe800000, 0, 0, 10]],
+])('addressWords(%j)', (text, words) => {
+  expect(addressWords(text)).toEqual(words);
+});
+
+test.each(['', 'unknown', '1.2.3', '1.2.3.256', '1.2.3.4.5', '1::2::3', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7', '12345::', 'g::1', '::1.2.3', ':1::', '1:2:3:4:5:6:7::8'])('addressWords(%j) is null', (text) => {
+  expect(addressWords(text)).toBeNull();
+});
+
+test('inRanges: a prefix compares that many leading bits; /0 holds everything', () => {
+  const range = (text: string) => ipRestrictionPlugin.compile(ipRestrictionPlugin.schema.parse({ allow: [text] })).allow[0]!;
+  const inside = (address: string, ...texts: string[]) => inRanges(addressWords(address)!, texts.map(range));
+  expect(inside('10.255.0.1', '10.0.0.0/8')).toBe(true);
+  expect(inside('11.0.0.1', '10.0.0.0/8')).toBe(false);
+  expect(inside('10.0.0.1', '10.0.0.1')).toBe(true);
+  expect(inside('10.0.0.2', '10.0.0.1')).toBe(false);
+  expect(inside('10.0.0.1', '192.0.2.0/24', '10.0.0.0/31')).toBe(true);
+  expect(inside('2001:db8:ffff::1', '2001:db8::/32')).toBe(true);
+  expect(inside('2001:db9::1', '2001:db8::/32')).toBe(false);
+  expect(inside('2001:db8::1', '0.0.0.0/0')).toBe(false);
+  expect(inside('10.0.0.1', '::/0')).toBe(true);
+  expect(inside('10.0.0.1', '2001:db8::/32')).toBe(false);
+  expect(inside('128.0.0.1', '128.0.0.0/1')).toBe(true);
+  expect(inside('127.255.255.255', '128.0.0.0/1')).toBe(false);
 });

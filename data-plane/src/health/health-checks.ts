@@ -11,7 +11,7 @@
  * One TargetHealth serves every route of a snapshot with the same origin, pool settings and check,
  * so 1,000 APIs in front of one service probe it once per interval, not 1,000 times; a passive
  * failure seen by one of them counts for all. Kept across snapshots while that key is unchanged
- * (the registry's generations, as cb's breakers).
+ * (route-state.ts, as cb's breakers).
  */
 import type { CompiledTarget } from '#proto/compile/index';
 import { fixedAuthority } from '#proto/compile/index';

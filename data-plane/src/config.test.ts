@@ -53,6 +53,7 @@ describe('loadConfig', () => {
         WORKERS: '3',
         PROXY_TLS_CERT: '/tls/tls.crt',
         PROXY_TLS_KEY: '/tls/tls.key',
+        PROXY_HTTP_REDIRECT_PORT: '8088',
         UPSTREAM_CA_FILE: '/upstream/ca.crt',
         UPSTREAM_TLS_CERT: '/upstream/tls.crt',
         UPSTREAM_TLS_KEY: '/upstream/tls.key',
@@ -80,6 +81,7 @@ describe('loadConfig', () => {
       workers: 3,
       proxyTls: { cert: '/tls/tls.crt', key: '/tls/tls.key' },
       upstreamTls: { ca: '/upstream/ca.crt', cert: '/upstream/tls.crt', key: '/upstream/tls.key' },
+      proxyHttpRedirectPort: 8088,
       tlsReloadIntervalMs: 30_000,
     });
   });

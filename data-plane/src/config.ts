@@ -44,6 +44,8 @@ export interface DataPlaneConfig {
   workers: number;
   /** PROXY_TLS_CERT / PROXY_TLS_KEY: the proxy listener serves HTTPS; null = plain HTTP. */
   proxyTls: CertificatePaths | null;
+  /** PROXY_HTTP_REDIRECT_PORT: a plain listener that redirects every request to HTTPS (proxy/https-redirect.ts); null = none. */
+  proxyHttpRedirectPort: number | null;
   /** UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY (proxy/upstream-tls.ts); null = Node's defaults. */
   upstreamTls: UpstreamTlsPaths | null;
   /** TLS_RELOAD_INTERVAL: how often the proxy's certificate files are re-read (SIGHUP re-reads at once). */
@@ -125,8 +127,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     workers: workers(env, cores),
     proxyTls: certificatePairFromEnv(env, PROXY_TLS_NAMES),
     upstreamTls: upstreamTlsFromEnv(env),
+    proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
+  if (config.proxyHttpRedirectPort !== null && !config.proxyTls) {
+    throw new Error('PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+  }
   logFormatOf(env);
   traceExport(env); // an unknown OTLP protocol fails the start here, named like any other setting
   if (env.GRPC_INSECURE && env.GRPC_INSECURE !== 'true' && env.GRPC_INSECURE !== 'false') {

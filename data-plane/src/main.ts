@@ -10,12 +10,13 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
-import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, logStartFailure } from '#proto/listen';
+import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { createIntrospector, createTokenStore } from './auth/index.js';
 import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { watchUpstreamTls } from './proxy/upstream-tls.js';
+import { createHttpsRedirectServer } from './proxy/https-redirect.js';
 import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
@@ -82,6 +83,13 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   // serves a snapshot, or its first requests would be 503 while its siblings serve (the port is known).
   const replacementPort = worker ? replacementProxyPort() : undefined;
   const proxyPort = replacementPort ?? (await bindProxy());
+  const redirect = config.proxyHttpRedirectPort === null ? null : createHttpsRedirectServer();
+  if (redirect) {
+    const { proxyHttpRedirectPort: redirectPort } = config;
+    const setting = { listener: 'redirect', portVariable: 'PROXY_HTTP_REDIRECT_PORT', hostVariable: 'PROXY_HOST', port: redirectPort!, host };
+    const bound = await bindListener(setting, () => listen(redirect, redirectPort!, host));
+    logger.info({ listener: 'redirect', port: bound }, 'listening');
+  }
   if (status) {
     const statusSetting = { listener: 'status', portVariable: 'STATUS_PORT', hostVariable: 'STATUS_HOST', port: config.statusPort, host: config.statusHost };
     const statusPort = await bindListener(statusSetting, () => status.listen(config.statusPort, config.statusHost));
@@ -125,6 +133,10 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
     health.stop();
+    if (redirect) {
+      redirect.close();
+      redirect.closeIdleConnections();
+    }
     const drained = await proxy.close(config.shutdownTimeoutMs);
     await status?.close();
     await pools.close();

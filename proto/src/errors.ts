@@ -52,6 +52,7 @@ export const ERROR_TABLE = {
   CIRCUIT_OPEN: { status: 503, gatewayBody: 'upstream circuit open' },
   NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded' },
   UPGRADE_UNSUPPORTED: { status: 400, gatewayBody: 'only websocket upgrades are proxied' },
+  BAD_REQUEST_HOST: { status: 400, gatewayBody: 'invalid host' },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

@@ -86,6 +86,32 @@ test('the routes are served over HTTPS with the configured certificate; the upst
   }
 });
 
+test('PROXY_HTTP_REDIRECT_PORT: a plain listener sends every request to HTTPS (308, same host, path and query); a bad Host is a 400', async () => {
+  const { dp } = await tlsDataPlane('redirect', { PROXY_HTTP_REDIRECT_PORT: '0' });
+  try {
+    const port = dp.process.lines().find((l) => l.json?.msg === 'listening' && l.json?.listener === 'redirect')?.json?.port;
+    expect(typeof port).toBe('number');
+    const before = u.requests.length;
+    const plain = `http://127.0.0.1:${String(port)}`;
+    const get = await httpRequest(`${plain}/over-tls/x?a=1&b=%2F`, { headers: { host: 'Api.Example.com:8080', 'x-request-id': 'redirect-1' } });
+    expect(get.status).toBe(308);
+    expect(get.headers.location).toBe('https://api.example.com/over-tls/x?a=1&b=%2F');
+    expect(get.headers['x-request-id']).toBe('redirect-1');
+    const post = await httpRequest(`${plain}/over-tls/form`, { method: 'POST', headers: { host: '[2001:db8::1]:80', 'content-type': 'text/plain' }, body: 'kept' });
+    expect([post.status, post.headers.location]).toEqual([308, 'https://[2001:db8::1]/over-tls/form']);
+    for (const host of ['evil.com/x', 'a b', 'x"y', 'a..b', 'h:99999x']) {
+      const bad = await httpRequest(`${plain}/over-tls/x`, { headers: { host } });
+      expect([host, bad.status, bad.json]).toEqual([host, 400, 'invalid host']);
+    }
+    // Nothing went upstream from the plain listener.
+    expect(u.requests.length).toBe(before);
+    // The HTTPS listener serves as before.
+    expect((await httpRequest(`${httpsUrl(dp)}/over-tls/x`, { ca: await readFile(certs.caCert) })).status).toBe(200);
+  } finally {
+    expect((await dp.stop()).code).toBe(0);
+  }
+});
+
 test('without PROXY_TLS_CERT the listener is plain HTTP and X-Forwarded-Proto is http', async () => {
   const dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr });
   try {
@@ -145,6 +171,7 @@ test.each([
   ['a certificate file that does not exist', () => ({ PROXY_TLS_CERT: join(certs.dir, 'missing.crt'), PROXY_TLS_KEY: certs.serverKey }), 'PROXY_TLS_CERT: cannot read'],
   ['a key that is not the certificate\'s', () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: renewed.serverKey }), 'PROXY_TLS_KEY:'],
   ['a certificate without its key', () => ({ PROXY_TLS_CERT: certs.serverCert }), 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
+  ['a redirect to HTTPS without HTTPS', () => ({ PROXY_HTTP_REDIRECT_PORT: '0' }), 'PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY'],
 ])('%s: the data plane does not start, and says which setting is wrong', async (_name, tlsEnv, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, tlsEnv(), message);
 });

@@ -49,6 +49,8 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   tlsOff: { grpcTls: { enabled: false } },
   serviceMonitor: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } } },
   proxyTls: { dataPlane: { tls: { existingSecret: 'edge-tls' }, service: { port: 443 } } },
+  httpsRedirect: { dataPlane: { tls: { existingSecret: 'edge-tls', redirectHttp: true }, service: { port: 443 } } },
+  redirectWithoutTls: { dataPlane: { tls: { redirectHttp: true } } },
   upstreamTls: { dataPlane: { upstreamTls: { caSecret: 'internal-ca', clientSecret: 'gateway-client' } } },
   tracing: { tracing: { endpoint: 'http://otel-collector.observability:4317', protocol: 'grpc', sampler: 'parentbased_traceidratio', samplerArg: '0.1' } },
 };
@@ -478,6 +480,23 @@ describe('HTTPS on the proxy listener', () => {
     expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
     const service = ofKind(objects, 'Service').find((s) => s.metadata!.name!.endsWith('data-plane'))!;
     expect(service.spec.ports).toEqual([expect.objectContaining({ port: 443, targetPort: 'http' })]);
+  }, T);
+
+  test('dataPlane.tls.redirectHttp: PROXY_HTTP_REDIRECT_PORT is the container port http-redirect, which the Service exposes on redirectPort (80)', async () => {
+    const objects = await render('httpsRedirect');
+    const d = dp(objects);
+    const c = onlyContainer(d);
+    const port = c.ports?.find((p) => p.name === 'http-redirect');
+    expect(envValue(c, 'PROXY_HTTP_REDIRECT_PORT')).toBe(String(port?.containerPort));
+    const service = ofKind(objects, 'Service').find((s) => s.metadata!.name!.endsWith('data-plane'))!;
+    expect(service.spec.ports).toEqual([expect.objectContaining({ port: 443, targetPort: 'http' }), expect.objectContaining({ name: 'http-redirect', port: 80, targetPort: 'http-redirect' })]);
+  }, T);
+
+  test('redirectHttp without existingSecret (nothing to redirect to) adds nothing', async () => {
+    const objects = await render('redirectWithoutTls');
+    const c = onlyContainer(dp(objects));
+    expect(envValue(c, 'PROXY_HTTP_REDIRECT_PORT')).toBeUndefined();
+    expect(c.ports?.map((p) => p.name)).toEqual(['http', 'status']);
   }, T);
 
   test('no dataPlane.tls.existingSecret (the default): plain HTTP, no PROXY_TLS_* and no such volume', async () => {

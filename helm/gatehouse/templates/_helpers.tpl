@@ -135,6 +135,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "gatehouse.port.grpc" -}}8082{{- end -}}
 {{- define "gatehouse.port.proxy" -}}8080{{- end -}}
 {{- define "gatehouse.port.status" -}}8083{{- end -}}
+{{- define "gatehouse.port.redirect" -}}8088{{- end -}}
 
 {{/* Pod annotations: Prometheus scrape hints (metrics.podAnnotations) plus the component's own. (dict "root" $ "port" N "extra" map) */}}
 {{- define "gatehouse.podAnnotations" -}}

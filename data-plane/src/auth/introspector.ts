@@ -19,6 +19,7 @@ import { GatehouseError, isGatehouseError } from '#proto/errors';
 import type { CompiledIntrospection } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { DeadlineCache } from './deadline-cache.js';
+import { withDeadline } from '../proxy/deadline.js';
 
 export interface Introspector {
   /** Resolves when the token is active; rejects with TOKEN_REJECTED or TOKEN_INTROSPECTION_UNAVAILABLE. */
@@ -92,30 +93,26 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
     const form = config.authScheme === null ? `token=${encodeURIComponent(token)}${config.formTail}` : config.formTail.slice(1);
     const headers = config.authScheme === null ? config.headers : { ...config.headers, authorization: `${config.authScheme} ${token}` };
     let json: unknown;
-    // A timer of our own rather than AbortSignal.timeout(): that one would still fire (and destroy
-    // an already consumed body, with nobody listening for the error) after the call ended.
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new DOMException('introspection timed out', 'TimeoutError')), config.timeoutMs);
     try {
-      const pool = options.pools.get(target.origin, { dialTimeoutMs: config.dialTimeoutMs, insecureSkipVerify: config.insecureSkipVerify });
-      const res = await pool.request({
-        method: 'POST',
-        path: target.path,
-        headers,
-        body: form,
-        signal: controller.signal,
-        headersTimeout: config.timeoutMs,
-        bodyTimeout: config.timeoutMs,
+      json = await withDeadline(config.timeoutMs, () => new DOMException('introspection timed out', 'TimeoutError'), async (signal) => {
+        const pool = options.pools.get(target.origin, { dialTimeoutMs: config.dialTimeoutMs, insecureSkipVerify: config.insecureSkipVerify });
+        const res = await pool.request({
+          method: 'POST',
+          path: target.path,
+          headers,
+          body: form,
+          signal,
+          headersTimeout: config.timeoutMs,
+          bodyTimeout: config.timeoutMs,
+        });
+        if (res.statusCode !== 200) {
+          res.body.on('error', () => undefined).destroy();
+          throw unavailable(config, `introspection endpoint answered ${res.statusCode}`);
+        }
+        return readJson(config, res.body);
       });
-      if (res.statusCode !== 200) {
-        res.body.on('error', () => undefined).destroy();
-        throw unavailable(config, `introspection endpoint answered ${res.statusCode}`);
-      }
-      json = await readJson(config, res.body);
     } catch (err) {
-      throw callFailed(config, controller.signal.aborted ? controller.signal.reason : err);
-    } finally {
-      clearTimeout(timer);
+      throw callFailed(config, err);
     }
     if (typeof json !== 'object' || json === null || Array.isArray(json)) throw unavailable(config, 'response is not a JSON object');
     const { active, exp } = json as { active?: unknown; exp?: unknown };

@@ -21,6 +21,7 @@ import type { Logger } from '#proto/logger';
 import { Gauge, type Registry } from 'prom-client';
 import type { PoolOptions, UpstreamPools } from '../proxy/upstream-pools.js';
 import { RouteStateRegistry } from '../route-state.js';
+import { withDeadline } from '../proxy/deadline.js';
 
 /** A probe's verdict: null when the target answered 2xx/3xx in time, else why not. */
 export type Probe = (target: { origin: string; host: string; path: string; timeoutMs: number; pool: PoolOptions }) => Promise<string | null>;
@@ -151,26 +152,22 @@ export interface HealthRegistry {
 /** A probe through the proxy's upstream pools: the route's TLS mode and dial timeout apply, as to its requests. */
 export function poolProbe(pools: UpstreamPools): Probe {
   return async ({ origin, host, path, timeoutMs, pool }) => {
-    // A timer of our own, cleared at the end (introspector.ts says why not AbortSignal.timeout()).
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     try {
-      const res = await pools.get(origin, pool).request({
-        method: 'GET',
-        path,
-        headers: { host, 'user-agent': 'gatehouse-health-check' },
-        signal: controller.signal,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
+      return await withDeadline(timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`), async (signal) => {
+        const res = await pools.get(origin, pool).request({
+          method: 'GET',
+          path,
+          headers: { host, 'user-agent': 'gatehouse-health-check' },
+          signal,
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+        });
+        // Read to the end (bounded), so the connection goes back to the pool.
+        await res.body.dump({ limit: 64 * 1024 });
+        return res.statusCode >= 200 && res.statusCode < 400 ? null : `status ${res.statusCode}`;
       });
-      // Read to the end (bounded), so the connection goes back to the pool.
-      await res.body.dump({ limit: 64 * 1024 });
-      return res.statusCode >= 200 && res.statusCode < 400 ? null : `status ${res.statusCode}`;
     } catch (err) {
-      const cause = controller.signal.aborted ? controller.signal.reason : err;
-      return cause instanceof Error ? cause.message : String(cause);
-    } finally {
-      clearTimeout(timer);
+      return err instanceof Error ? err.message : String(err);
     }
   };
 }

@@ -7,10 +7,10 @@
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 
-/** `::ffff:10.0.0.1` (IPv4 on a dual-stack socket) and `10.0.0.1` are one client; IPv6 lower-cased. */
-function canonicalIp(ip: string): string {
-  const lower = ip.toLowerCase();
-  return lower.startsWith('::ffff:') && lower.includes('.') ? lower.slice(7) : lower;
+/** `::ffff:127.0.0.1` (IPv4 on a dual-stack socket) is written as `127.0.0.1`. Also the access log's and X-Forwarded-For's. */
+export function clientIpOf(remoteAddress: string | undefined): string | undefined {
+  if (!remoteAddress) return undefined;
+  return remoteAddress.startsWith('::ffff:') && remoteAddress.includes('.') ? remoteAddress.slice(7) : remoteAddress;
 }
 
 function forwardedIp(req: IncomingMessage): string | undefined {
@@ -19,15 +19,14 @@ function forwardedIp(req: IncomingMessage): string | undefined {
   const xff = Array.isArray(header) ? header.join(',') : header;
   if (xff) {
     const nearest = xff.slice(xff.lastIndexOf(',') + 1).trim();
-    if (isIP(nearest)) return nearest;
+    if (isIP(nearest)) return clientIpOf(nearest.toLowerCase());
   }
   const real = req.headers['x-real-ip'];
   const value = typeof real === 'string' ? real.trim() : undefined;
-  return value && isIP(value) ? value : undefined;
+  return value && isIP(value) ? clientIpOf(value.toLowerCase()) : undefined;
 }
 
-/** The address, or 'unknown' when the socket has none (it closed). */
+/** The address (IPv6 lower case, as node writes a peer's), or 'unknown' when the socket has none (it closed). */
 export function clientIp(req: IncomingMessage, trustForwardHeaders: boolean): string {
-  const ip = (trustForwardHeaders ? forwardedIp(req) : undefined) ?? req.socket.remoteAddress ?? 'unknown';
-  return canonicalIp(ip);
+  return (trustForwardHeaders ? forwardedIp(req) : undefined) ?? clientIpOf(req.socket.remoteAddress) ?? 'unknown';
 }

@@ -41,11 +41,7 @@ export function requestIdOf(header: string | string[] | undefined): string {
   return value !== undefined && SANE_REQUEST_ID.test(value) ? value : newRequestId();
 }
 
-/** `::ffff:127.0.0.1` (IPv4 on a dual-stack socket) is written as `127.0.0.1`. */
-export function clientIpOf(remoteAddress: string | undefined): string | undefined {
-  if (!remoteAddress) return undefined;
-  return remoteAddress.startsWith('::ffff:') && remoteAddress.includes('.') ? remoteAddress.slice(7) : remoteAddress;
-}
+export { clientIpOf } from '../plugins/client-ip.js';
 
 function appended(previous: string[] | null, value: string | undefined): string | undefined {
   if (value === undefined) return previous ? previous.join(', ') : undefined;

@@ -14,8 +14,8 @@ export const ipRestrictionRuntime: PluginRuntime<CompiledIpRestriction> = {
     request(ex) {
       const ip = clientIp(ex.req, trustForwardHeaders);
       const address = addressWords(ip);
-      const listed = (ranges: CompiledIpRestriction['allow']) => address !== null && inRanges(address, ranges);
-      if ((deny.length > 0 && listed(deny)) || (allow.length > 0 && !listed(allow))) {
+      const inDeny = address !== null && deny.length > 0 && inRanges(address, deny);
+      if (inDeny || (allow.length > 0 && (address === null || !inRanges(address, allow)))) {
         throw new GatehouseError('IP_FORBIDDEN', `client address ${ip} is not allowed`);
       }
     },

@@ -92,7 +92,7 @@ export function readCertificateSet(paths: CertificatePaths, names: WatchCertific
 }
 
 /** Same bytes in every member (an absent member equals only an absent one). */
-export function sameFileSet<T extends object>(a: T, b: T): boolean {
+function sameFileSet<T extends object>(a: T, b: T): boolean {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   return [...keys].every((key) => {
     const x = (a as Record<string, Buffer | undefined>)[key];

@@ -29,7 +29,7 @@ export function httpsLocation(host: string | undefined, target: string | undefin
   return `https://${hostname.toLowerCase()}${pathAndQuery}`;
 }
 
-/** Slow clients may not hold it open either: the proxy listener's limits. */
+/** Slow clients may not hold it open either: headers as on the proxy listener; the whole request in 1 min, as no body streams anywhere from here. */
 const LIMITS = { headersTimeout: 30_000, requestTimeout: 60_000, maxHeaderSize: 16 * 1024 };
 
 export function createHttpsRedirectServer(): Server {

@@ -12,7 +12,7 @@
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { certificatePairFromEnv, readCaFile, readCertificateSet, watchFileSet, type FileSetWatcher } from '#proto/certificate-files';
 
-export const UPSTREAM_TLS_NAMES = { ca: 'UPSTREAM_CA_FILE', cert: 'UPSTREAM_TLS_CERT', key: 'UPSTREAM_TLS_KEY' } as const;
+const UPSTREAM_TLS_NAMES = { ca: 'UPSTREAM_CA_FILE', cert: 'UPSTREAM_TLS_CERT', key: 'UPSTREAM_TLS_KEY' } as const;
 
 export interface UpstreamTlsPaths {
   ca?: string;
@@ -34,7 +34,7 @@ export function upstreamTlsFromEnv(env: NodeJS.ProcessEnv): UpstreamTlsPaths | n
 }
 
 /** The files, checked as the listeners' are (the key is the certificate's, the CA file parses); throws naming the setting. */
-export function readUpstreamTls(paths: UpstreamTlsPaths): UpstreamTlsFiles {
+function readUpstreamTls(paths: UpstreamTlsPaths): UpstreamTlsFiles {
   return {
     ...(paths.cert && paths.key ? readCertificateSet({ cert: paths.cert, key: paths.key }, UPSTREAM_TLS_NAMES) : {}),
     ...(paths.ca ? { ca: readCaFile(UPSTREAM_TLS_NAMES.ca, paths.ca) } : {}),

@@ -4,4 +4,4 @@
  * plane) is the data plane's own.
  */
 export * from '#proto/routing/index';
-export { createBalancer, type Balancer, type TargetHealthView } from './balancer.js';
+export { createBalancer, type Balancer } from './balancer.js';

@@ -56,7 +56,7 @@ const threshold = (fallback: number) => z.int({ error: 'must be an integer from 
  * Upstream health checks (the data plane's health/): `active` probes every target, `passive` watches the
  * proxied requests; a target found unhealthy leaves the balancer's rotation until it is healthy again.
  */
-export const HEALTH_CHECK_DEFAULTS = {
+const HEALTH_CHECK_DEFAULTS = {
   active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 },
   passive: { unhealthy_threshold: 5, ejection: '30s' },
 } as const;

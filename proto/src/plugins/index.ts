@@ -79,7 +79,7 @@ export function compilePlugins(plugins: readonly PluginDefinition[]): readonly C
 export type { CompiledCors } from './cors.js';
 export { originListed } from './cors.js';
 export type { CompiledRateLimit } from './rate-limit.js';
-export type { CompiledIpRestriction, IpRange, WordRange } from './ip-restriction.js';
+export type { CompiledIpRestriction } from './ip-restriction.js';
 export type { CompiledOAuth2 } from './oauth2.js';
 export type { CompiledBasicAuth } from './basic-auth.js';
 export type { CompiledBodyLimit } from './body-limit.js';

@@ -44,6 +44,8 @@ export interface DataPlaneConfig {
   workers: number;
   /** PROXY_TLS_CERT / PROXY_TLS_KEY: the proxy listener serves HTTPS; null = plain HTTP. */
   proxyTls: CertificatePaths | null;
+  /** PROXY_HTTP2 (default true): with PROXY_TLS_CERT, h2 is offered by ALPN beside HTTP/1.1 (proxy/http2.ts). */
+  proxyHttp2: boolean;
   /** PROXY_HTTP_REDIRECT_PORT: a plain listener that redirects every request to HTTPS (proxy/https-redirect.ts); null = none. */
   proxyHttpRedirectPort: number | null;
   /** UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY (proxy/upstream-tls.ts); null = Node's defaults. */
@@ -127,9 +129,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     workers: workers(env, cores),
     proxyTls: certificatePairFromEnv(env, PROXY_TLS_NAMES),
     upstreamTls: upstreamTlsFromEnv(env),
+    proxyHttp2: false,
     proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
+  const http2 = env.PROXY_HTTP2 || 'true';
+  if (http2 !== 'true' && http2 !== 'false') throw new Error(`PROXY_HTTP2 must be "true" or "false", got "${http2}"`);
+  // Cleartext h2 (h2c) has no ALPN to offer it by, and node serves it only without HTTP/1.1 beside it.
+  if (env.PROXY_HTTP2 === 'true' && !config.proxyTls) throw new Error('PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+  config.proxyHttp2 = config.proxyTls !== null && http2 === 'true';
   if (config.proxyHttpRedirectPort !== null && !config.proxyTls) {
     throw new Error('PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
   }

@@ -9,6 +9,7 @@ import { GatehouseError } from '#proto/errors';
 import type { CompiledBodyLimit } from '#proto/plugins/index';
 import type { PluginExchange } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
+import { requestHasBody } from './request-framing.js';
 
 function tooLarge(ex: PluginExchange, limit: number): GatehouseError {
   ex.addClientHeader('connection', 'close');
@@ -40,7 +41,7 @@ export const bodyLimitRuntime: PluginRuntime<CompiledBodyLimit> = {
         if (Number(length) > bytes) throw tooLarge(ex, bytes);
         return;
       }
-      if (headers['transfer-encoding'] !== undefined) ex.wrapBody((body) => limitedBody(body, bytes, () => tooLarge(ex, bytes)));
+      if (requestHasBody(ex.req)) ex.wrapBody((body) => limitedBody(body, bytes, () => tooLarge(ex, bytes)));
     },
   }),
 };

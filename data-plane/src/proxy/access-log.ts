@@ -5,7 +5,6 @@
  * one random number and nothing else.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
 import { writeSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
@@ -23,7 +22,7 @@ export const CLIENT_CLOSED_REQUEST = 499;
 
 /**
  * One line of the access log (`msg: "access"`, pino's `time` = when the response finished).
- * `durationMs` and `bytes` hold the start time and the socket's byte count at the start until
+ * `durationMs` and `bytes` hold the start time and the byte count at the start until
  * `finish` turns them into the differences: the same object carries them, nothing else is kept.
  */
 export interface AccessRecord {
@@ -37,7 +36,7 @@ export interface AccessRecord {
   /** Origin of the target the request went to (the last one, after retries); null when none was picked. */
   upstream: string | null;
   status: number;
-  /** Bytes written to the client's connection for this response, headers included. */
+  /** Bytes written to the client's connection for this response, headers included; for HTTP/2, the response body's. */
   bytes: number;
   durationMs: number;
   clientIp: string | undefined;
@@ -46,14 +45,20 @@ export interface AccessRecord {
 
 export interface AccessLog {
   /** The record for a request, or null when it is not sampled. */
-  start(req: IncomingMessage, requestId: string): AccessRecord | null;
+  /** `sent` counts the bytes written for the answer: the client's connection, or an h2 response (http2.ts). */
+  start(req: IncomingMessage, requestId: string, sent: ByteCounter): AccessRecord | null;
   /**
    * Completes the record and writes the line (call on the response's or the WebSocket's 'close'): `status`
    * as answered (CLIENT_CLOSED_REQUEST when the client left before any answer), `aborted` when the answer
-   * was cut short. `socket` is the request's socket as taken at arrival: by 'close', `req.socket` may be
-   * null (a refused upload is detached from it so that the connection can carry the error response).
+   * was cut short. `sent` is start's (by 'close', `req.socket` may be null: a refused upload is detached
+   * from it so that the connection can carry the error response).
    */
-  finish(record: AccessRecord, socket: Socket, status: number, aborted: boolean): void;
+  finish(record: AccessRecord, sent: ByteCounter, status: number, aborted: boolean): void;
+}
+
+/** A connection, or an h2 response, which counts only its own bytes (its connection's are shared by its streams). */
+export interface ByteCounter {
+  readonly bytesWritten: number;
 }
 
 /** The path of a request line without its query: what logs show (a query can carry credentials). */
@@ -179,7 +184,7 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
   const { sample } = config;
   const write = recordWriter(baseLogger);
   return {
-    start(req, requestId) {
+    start(req, requestId, sent) {
       if (sample < 1 && Math.random() >= sample) return null;
       return {
         requestId,
@@ -189,14 +194,14 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
         route: null,
         upstream: null,
         status: 0,
-        bytes: req.socket.bytesWritten,
+        bytes: sent.bytesWritten,
         durationMs: performance.now(),
         clientIp: clientIpOf(req.socket.remoteAddress),
       };
     },
-    finish(record, socket, status, aborted) {
+    finish(record, sent, status, aborted) {
       record.durationMs = Math.round((performance.now() - record.durationMs) * 1000) / 1000;
-      record.bytes = socket.bytesWritten - record.bytes;
+      record.bytes = sent.bytesWritten - record.bytes;
       record.status = status;
       if (aborted) record.aborted = true;
       write(record);

@@ -10,6 +10,7 @@
  * (forward-hooks.ts): the same exchange, its response parked at its start until a hook delivers it.
  */
 import { IncomingMessage, ServerResponse } from 'node:http';
+import { Http2ServerRequest } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import { pipeline, Transform, type Readable, type Writable } from 'node:stream';
 import type { Dispatcher } from 'undici';
@@ -18,8 +19,8 @@ import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import type { AttemptStarted, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
-import type { Socket } from 'node:net';
-import type { AccessRecord } from './access-log.js';
+import { requestHasBody } from '../plugins/request-framing.js';
+import type { AccessRecord, ByteCounter } from './access-log.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
@@ -49,8 +50,8 @@ export class ProxyResponse extends ServerResponse {
   onClientClose: (() => void) | null = null;
   /** The proxy listener's access record of this request (proxy-server.ts), null when the log is off. */
   access: AccessRecord | null = null;
-  /** The client's connection: `socket` is detached by the time 'close' is emitted. */
-  clientSocket: Socket | null = null;
+  /** What counts the answer's bytes for the access log: the client's connection (`socket` is detached by 'close'). */
+  sent: ByteCounter | null = null;
 }
 
 export interface ForwardDeps {
@@ -58,11 +59,6 @@ export interface ForwardDeps {
   metrics?: ProxyMetrics;
   /** True once the listener is closing: responses then carry `Connection: close`. */
   draining(): boolean;
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** Passes chunks through unchanged while showing them to `see`; an observer failure never alters the stream. */
@@ -139,11 +135,16 @@ const PARKED_BYTES = 64 * 1024;
 /**
  * What undici's request() does with a request body it will not send on: destroyed, but a client
  * request is first detached from its socket (as in nodejs/node#38505) so that the connection
- * survives to carry the gateway's error response.
+ * survives to carry the gateway's error response. An h2 request is not destroyed, which would reset
+ * its stream before the answer: its rest is discarded, and node resets the stream once answered.
  */
 function dropUpload(body: Readable, err: Error): void {
   if (body.destroyed) return;
   body.on('error', noop);
+  if (body instanceof Http2ServerRequest) {
+    body.resume();
+    return;
+  }
   if (body instanceof IncomingMessage) (body as { socket: unknown }).socket = null;
   body.destroy(err);
 }
@@ -165,7 +166,7 @@ export function forward(req: IncomingMessage, res: ProxyResponse, plan: ForwardP
 
 /** The request body as it goes upstream (plugin wrappers, then the token observer's tap), null when none. */
 export function requestBodyOf(req: IncomingMessage, plan: ForwardPlan): Readable | null {
-  if (!hasBody(req)) return null;
+  if (!requestHasBody(req)) return null;
   const { observer, plugins } = plan;
   const body = plugins ? plugins.requestBody(req) : req;
   return observer ? pipeline(body, tap((chunk) => observer.requestChunk(chunk)), noop) : body;

@@ -26,9 +26,11 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
+import { createHttp2Listener, type Http2Listener } from './http2.js';
+import { isHttp2 } from '../plugins/request-framing.js';
 
 export interface ProxyServer {
-  readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse>;
+  readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse> | Http2Listener['server'];
   /** Resolves with the bound port (useful with port 0). */
   listen(port: number, host?: string): Promise<number>;
   /**
@@ -93,6 +95,8 @@ export function createProxyServer(deps: {
   tracer?: RequestTracer;
   /** PROXY_TLS_CERT / PROXY_TLS_KEY: the listener serves HTTPS with the watched files (new ones for new connections). */
   tls?: CertificateWatcher | null;
+  /** PROXY_HTTP2: with `tls`, h2 is offered by ALPN beside HTTP/1.1 (http2.ts). */
+  http2?: boolean;
 }): ProxyServer {
   const { holder, pools, logger, metrics } = deps;
   const accessLog = deps.accessLog ?? null;
@@ -125,6 +129,8 @@ export function createProxyServer(deps: {
     }
     if (res.destroyed) return;
     const body = gatewayBody(err.code);
+    // An h2 response keeps the headers of a writeHead node refused (an upstream's): the error's own replace them.
+    if (isHttp2(res.req)) for (const name of res.getHeaderNames()) res.removeHeader(name);
     res.writeHead(err.status, {
       ...extra,
       'content-type': 'application/json',
@@ -300,20 +306,18 @@ export function createProxyServer(deps: {
     metrics?.ended();
     if (this.access) {
       const complete = this.writableFinished;
-      accessLog!.finish(this.access, this.clientSocket!, complete || this.headersSent ? this.statusCode : CLIENT_CLOSED_REQUEST, !complete);
+      accessLog!.finish(this.access, this.sent!, complete || this.headersSent ? this.statusCode : CLIENT_CLOSED_REQUEST, !complete);
     }
     this.onClientClose?.();
   }
 
   const handle = (req: IncomingMessage, res: ProxyResponse): void => {
     const requestId = requestIdOf(req.headers['x-request-id']);
-    const access = accessLog?.start(req, requestId) ?? null;
+    // res.socket is gone by 'close': the access log keeps the connection (an h2 response counts its own bytes).
+    const access = accessLog?.start(req, requestId, (res.sent ??= req.socket)) ?? null;
     const trace = tracer.start(req, res, requestId);
     metrics?.started();
-    if (access) {
-      res.access = access;
-      res.clientSocket = req.socket; // res.socket is gone by 'close'; the access log reads the connection's counters
-    }
+    if (access) res.access = access;
     // The exchange's client-gone abort runs from here too (forward.ts ProxyResponse).
     res.on('close', onResponseClose);
     try {
@@ -342,7 +346,7 @@ export function createProxyServer(deps: {
     /** The route's plugin exchange: the headers its hooks add for the client go on every answer (WWW-Authenticate, RateLimit-*). */
     let ex: PluginExchange | null = null;
     // One access line and one span per handshake, ended when the connection closes: a WebSocket's cover its whole life.
-    const access = accessLog?.start(req, requestId) ?? null;
+    const access = accessLog?.start(req, requestId, socket as Socket) ?? null;
     const trace = tracer.handshake(req, requestId);
     let status = CLIENT_CLOSED_REQUEST;
     socket.once('close', () => {
@@ -407,17 +411,34 @@ export function createProxyServer(deps: {
     handle(req, res);
   }
 
+  /** An h2 request whose Host contradicts its `:authority` (http2.ts). */
+  const refuseHost = (req: IncomingMessage, res: ServerResponse): void =>
+    failed(res, requestIdOf(req.headers['x-request-id']), new GatehouseError('BAD_REQUEST_HOST', 'Host differs from :authority'), '', null);
+
   const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
   const tls = deps.tls;
   let server: ProxyServer['server'];
+  /** The listener's connections: HTTP/1.1 ones from node:http, or h2 and HTTP/1.1 from http2.ts. */
+  let connections: Pick<Http2Listener, 'drain' | 'cut'>;
   if (tls) {
-    // HTTP/1.1 only (the exchange is HTTP/1.1's); TLS 1.2 at least, node's default, stated so no environment lowers it.
+    // TLS 1.2 at least, node's default, stated so no environment lowers it.
     const context = ({ cert, key }: CertificateSet) => ({ cert, key, minVersion: 'TLSv1.2' as const });
-    const https = createHttpsServer({ ...options, ...context(tls.current()), ALPNProtocols: ['http/1.1'] }, handle);
-    tls.subscribe((set) => https.setSecureContext(context(set)));
-    server = https;
+    let secure: Http2Listener['server'] | HttpsServer<typeof IncomingMessage, typeof ProxyResponse>;
+    if (deps.http2) {
+      const http2 = createHttp2Listener(context(tls.current()), options, handle, refuseHost);
+      secure = http2.server;
+      connections = http2;
+    } else {
+      const https = createHttpsServer({ ...options, ...context(tls.current()), ALPNProtocols: ['http/1.1'] }, handle);
+      secure = https;
+      connections = { drain: () => https.closeIdleConnections(), cut: () => https.closeAllConnections() };
+    }
+    tls.subscribe((set) => secure.setSecureContext(context(set)));
+    server = secure;
   } else {
-    server = createServer(options, handle);
+    const http = createServer(options, handle);
+    connections = { drain: () => http.closeIdleConnections(), cut: () => http.closeAllConnections() };
+    server = http;
   }
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void upgrade(req, socket, head));
 
@@ -429,7 +450,7 @@ export function createProxyServer(deps: {
     async close(timeoutMs) {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
+      connections.drain();
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<false>((resolve) => {
         timer = setTimeout(() => resolve(false), timeoutMs);
@@ -437,7 +458,7 @@ export function createProxyServer(deps: {
       const drained = await Promise.race([closed.then(() => true as const), timedOut]);
       clearTimeout(timer);
       if (!drained) {
-        server.closeAllConnections();
+        connections.cut();
         for (const socket of upgraded) socket.destroy();
         await closed;
       }

@@ -1,0 +1,237 @@
+/**
+ * HTTP/2 on the TLS proxy listener (README "HTTP/2"): offered by ALPN beside HTTP/1.1 on the same port, so
+ * a client that speaks both gets h2 and any other gets the HTTP/1.1 listener of old. Upstreams are still
+ * spoken to over HTTP/1.1: an h2 request is turned into an HTTP/1.1 one here, once, and the proxy's request
+ * path (proxy-server.ts) then serves it as it serves any other, through node's compatibility API
+ * (Http2ServerRequest / Http2ServerResponse, which node keeps duck-compatible with IncomingMessage /
+ * ServerResponse). What differs is decided in this file and in the few places that test `isHttp2`:
+ *
+ * | HTTP/2 (RFC 9113)                                   | what the proxy does                                     |
+ * |-----------------------------------------------------|---------------------------------------------------------|
+ * | `:authority` instead of Host (§8.3.1)               | Host = `:authority`; a Host that differs is 400          |
+ * | pseudo-headers `:method :path :scheme :authority`   | not forwarded                                           |
+ * | Cookie split into several fields (§8.2.3)          | joined with "; " into one Cookie for the upstream        |
+ * | a body without Content-Length (DATA until END_STREAM)| forwarded chunked; body_limit counts it                 |
+ * | no connection-specific response headers (§8.2.2)   | hop-by-hop ones are never set (no `Connection: close`)   |
+ * | graceful close is GOAWAY                            | drain sends GOAWAY; streams in flight finish             |
+ * | answering before the upload ends                    | node resets the stream with NO_ERROR after the answer   |
+ */
+import { Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  constants,
+  createSecureServer,
+  Http2ServerRequest,
+  Http2ServerResponse,
+  type Http2SecureServer,
+  type SecureServerOptions,
+  type ServerHttp2Session,
+} from 'node:http2';
+import { isHttp2 } from '../plugins/request-framing.js';
+import type { ProxyResponse } from './forward.js';
+
+/** What a request's headers, raw list included, look like to the HTTP/1.1 side. */
+function http1Fields(headers: Record<string, string | string[] | undefined>, raw: readonly string[]): string[] {
+  const out: string[] = [];
+  let cookies: string[] | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.charCodeAt(0) === 0x3a /* ':' pseudo-header */) continue;
+    if (name === 'cookie') (cookies ??= []).push(raw[i + 1]!);
+    else out.push(name, raw[i + 1]!);
+  }
+  if (cookies) out.push('cookie', cookies.join('; '));
+  const authority = headers[':authority'];
+  if (headers.host === undefined && typeof authority === 'string') {
+    headers.host = authority;
+    out.push('host', authority);
+  }
+  return out;
+}
+
+/** RFC 9113 §8.2.2: what an h2 message must not carry. */
+const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+
+/**
+ * An h2 request as the HTTP/1.1 side sees it: `rawHeaders` without pseudo-headers and with one Cookie,
+ * `headers.host` from `:authority`. (node's http2 folds names to lower case, so `cookie` is the only spelling.)
+ */
+export class ProxyHttp2Request extends Http2ServerRequest {
+  /** Host and `:authority` name different hosts: the request is answered 400 and goes nowhere. */
+  readonly hostConflict: boolean;
+
+  constructor(...args: ConstructorParameters<typeof Http2ServerRequest>) {
+    const [stream, headers, options, raw] = args;
+    const authority = headers[':authority'];
+    const conflict = headers.host !== undefined && authority !== undefined && headers.host !== authority;
+    super(stream, headers, options, http1Fields(headers, raw));
+    this.hostConflict = conflict;
+  }
+}
+
+/**
+ * The proxy listener's h2 responses: the same per-request slots as ProxyResponse (forward.ts), and the
+ * body bytes written, which the access log reports (the connection's byte counters are shared by its streams).
+ */
+export class ProxyHttp2Response extends Http2ServerResponse<ProxyHttp2Request> {
+  onClientClose: (() => void) | null = null;
+  access: ProxyResponse['access'] = null;
+  bytesWritten = 0;
+  sent: ProxyResponse['sent'] = this;
+
+  /**
+   * HTTP/1.1's connection-specific headers are a protocol error in h2 (node throws on them): the proxy's own
+   * (`Connection: close` while draining or after a refused upload) and any a plugin adds are dropped here.
+   */
+  override writeHead(statusCode: number, ...rest: unknown[]): this {
+    const headers = rest[rest.length - 1];
+    if (headers !== null && typeof headers === 'object') {
+      for (const name of Object.keys(headers)) if (CONNECTION_SPECIFIC.has(name.toLowerCase())) delete (headers as Record<string, unknown>)[name];
+    }
+    (super.writeHead as (...args: unknown[]) => void)(statusCode, ...rest);
+    return this;
+  }
+
+  override write(chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
+    this.count(chunk, encoding);
+    return (super.write as (...args: unknown[]) => boolean)(chunk, encoding, callback);
+  }
+
+  override end(chunk?: unknown, encoding?: unknown, callback?: unknown): this {
+    this.count(chunk, encoding);
+    (super.end as (...args: unknown[]) => void)(chunk, encoding, callback);
+    return this;
+  }
+
+  private count(chunk: unknown, encoding: unknown): void {
+    if (typeof chunk === 'string') this.bytesWritten += Buffer.byteLength(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+    else if (chunk instanceof Uint8Array) this.bytesWritten += chunk.byteLength;
+  }
+}
+
+const streamFinished = Object.getOwnPropertyDescriptor(Http2ServerResponse.prototype, 'writableFinished')!.get!;
+Object.defineProperties(ProxyHttp2Response.prototype, {
+  /**
+   * As ServerResponse's, which the proxy reads to tell a complete answer from a cut one (the exchange's abort
+   * of the upstream, the access log): node's compat takes the stream's, which a client's RST_STREAM also finishes.
+   */
+  writableFinished: {
+    get(this: ProxyHttp2Response): boolean {
+      return this.writableEnded && (streamFinished.call(this) as boolean);
+    },
+  },
+  /** As ServerResponse's (the client left: nothing to answer); node's compat has none. */
+  destroyed: {
+    get(this: ProxyHttp2Response): boolean {
+      return this.stream.destroyed;
+    },
+  },
+});
+
+export interface Http2Limits {
+  /** Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
+  /** A connection with no frame for this long is closed with GOAWAY (its streams in flight finish). */
+  idleTimeoutMs: number;
+  /** A request body must have ended this long after the request started: HTTP/1.1's requestTimeout. */
+  requestTimeoutMs: number;
+}
+
+/**
+ * Streams per connection as nginx's and Kong's default (node's own is 2^32-1). A connection idle for a minute
+ * is closed, as an HTTP/1.1 keep-alive one is after 5 s: h2 clients hold one connection for many requests.
+ */
+export const HTTP2_LIMITS: Http2Limits = { maxConcurrentStreams: 128, idleTimeoutMs: 60_000, requestTimeoutMs: 300_000 };
+
+/**
+ * The HTTP/1.1 fallback of an h2 server reads its settings from the server object, which http.Server fills in
+ * from its options and Http2SecureServer leaves unset (no keep-alive timeout, no Host required, node's default
+ * header size): copied from an http.Server made with the listener's options.
+ */
+const HTTP1_SETTINGS = [
+  'keepAliveTimeout',
+  'headersTimeout',
+  'requestTimeout',
+  'maxHeaderSize',
+  'requireHostHeader',
+  'maxRequestsPerSocket',
+  'connectionsCheckingInterval',
+  'rejectNonStandardBodyWrites',
+] as const;
+
+export interface Http2Listener {
+  server: Http2SecureServer<typeof IncomingMessage, typeof ProxyResponse, typeof ProxyHttp2Request, typeof ProxyHttp2Response>;
+  /** Drain: GOAWAY on every connection (streams in flight finish); HTTP/1.1 connections close when idle. */
+  drain(): void;
+  /** The drain ran out of time: every connection is cut. */
+  cut(): void;
+}
+
+/**
+ * The TLS proxy listener with h2 and HTTP/1.1 (ALPN). `handle` gets both kinds of request; an h2 one with a Host
+ * that contradicts its `:authority` goes to `refuse` instead.
+ */
+export function createHttp2Listener(
+  tls: SecureServerOptions,
+  http1: { headersTimeout: number; requestTimeout: number; maxHeaderSize: number; ServerResponse: typeof ProxyResponse },
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuse: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: Http2Limits = HTTP2_LIMITS,
+): Http2Listener {
+  const server = createSecureServer({
+    ...tls,
+    allowHTTP1: true,
+    Http1ServerResponse: http1.ServerResponse,
+    Http2ServerRequest: ProxyHttp2Request,
+    Http2ServerResponse: ProxyHttp2Response,
+    // The same bound as HTTP/1.1's header block (h2 counts 32 bytes more per field).
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: http1.maxHeaderSize },
+  });
+  const model = new HttpServer(http1);
+  const settings = server as unknown as Record<string, unknown>;
+  for (const name of HTTP1_SETTINGS) settings[name] = (model as unknown as Record<string, unknown>)[name];
+
+  const sessions = new Set<ServerHttp2Session>();
+  let draining = false;
+  server.on('session', (session: ServerHttp2Session) => {
+    if (draining) {
+      session.close();
+      return;
+    }
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+    session.setTimeout(limits.idleTimeoutMs, () => session.close());
+  });
+
+  server.on('request', (req: IncomingMessage, res: ProxyResponse) => {
+    if (!isHttp2(req)) {
+      handle(req, res);
+      return;
+    }
+    const request = req as unknown as ProxyHttp2Request;
+    if (request.hostConflict) {
+      refuse(req, res);
+      return;
+    }
+    if (!request.stream.endAfterHeaders) {
+      // HTTP/1.1's requestTimeout for an upload that never ends (the stream is cancelled, the upstream request with it).
+      const timer = setTimeout(() => request.stream.close(constants.NGHTTP2_CANCEL), limits.requestTimeoutMs);
+      const clear = () => clearTimeout(timer);
+      req.once('end', clear);
+      request.stream.once('close', clear);
+    }
+    handle(req, res);
+  });
+
+  return {
+    server,
+    drain() {
+      draining = true;
+      for (const session of sessions) session.close();
+      HttpServer.prototype.closeIdleConnections.call(server); // as node's own Http2SecureServer.closeIdleConnections does
+    },
+    cut() {
+      for (const session of sessions) session.destroy();
+      HttpServer.prototype.closeAllConnections.call(server);
+    },
+  };
+}

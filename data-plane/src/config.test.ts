@@ -54,6 +54,7 @@ describe('loadConfig', () => {
         PROXY_TLS_CERT: '/tls/tls.crt',
         PROXY_TLS_KEY: '/tls/tls.key',
         PROXY_HTTP_REDIRECT_PORT: '8088',
+        PROXY_HTTP2: 'false',
         UPSTREAM_CA_FILE: '/upstream/ca.crt',
         UPSTREAM_TLS_CERT: '/upstream/tls.crt',
         UPSTREAM_TLS_KEY: '/upstream/tls.key',
@@ -82,6 +83,7 @@ describe('loadConfig', () => {
       proxyTls: { cert: '/tls/tls.crt', key: '/tls/tls.key' },
       upstreamTls: { ca: '/upstream/ca.crt', cert: '/upstream/tls.crt', key: '/upstream/tls.key' },
       proxyHttpRedirectPort: 8088,
+      proxyHttp2: false,
       tlsReloadIntervalMs: 30_000,
     });
   });
@@ -97,6 +99,10 @@ describe('loadConfig', () => {
     ['no upstream TLS settings', {}, { upstreamTls: null }],
     ['an upstream CA alone', { UPSTREAM_CA_FILE: '/ca.pem' }, { upstreamTls: { ca: '/ca.pem' } }],
     ['an upstream client certificate alone', { UPSTREAM_TLS_CERT: 'c', UPSTREAM_TLS_KEY: 'k' }, { upstreamTls: { cert: 'c', key: 'k' } }],
+    ['HTTP/2 by default with TLS', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k' }, { proxyHttp2: true }],
+    ['HTTP/2 turned off', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k', PROXY_HTTP2: 'false' }, { proxyHttp2: false }],
+    ['no HTTP/2 without TLS', {}, { proxyHttp2: false }],
+    ['PROXY_HTTP2=false without TLS', { PROXY_HTTP2: 'false' }, { proxyHttp2: false }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -134,6 +140,8 @@ describe('loadConfig', () => {
     ['LOG_FORMAT unknown', { LOG_FORMAT: 'xml' }, 'LOG_FORMAT must be "json" or "pretty"'],
     ['an unknown OTLP traces protocol', { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc/json' }, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "grpc/json"'],
     ['LOG_LEVEL unknown', { LOG_LEVEL: 'verbose' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
+    ['PROXY_HTTP2 without TLS', { PROXY_HTTP2: 'true' }, 'PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY'],
+    ['PROXY_HTTP2 not a boolean', { PROXY_HTTP2: 'on' }, 'PROXY_HTTP2 must be "true" or "false", got "on"'],
     ['WORKERS 0', { WORKERS: '0' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "0"'],
     ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "65"'],
     ['WORKERS not a whole number', { WORKERS: '1.5' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "1.5"'],

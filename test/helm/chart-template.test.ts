@@ -51,6 +51,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   proxyTls: { dataPlane: { tls: { existingSecret: 'edge-tls' }, service: { port: 443 } } },
   httpsRedirect: { dataPlane: { tls: { existingSecret: 'edge-tls', redirectHttp: true }, service: { port: 443 } } },
   redirectWithoutTls: { dataPlane: { tls: { redirectHttp: true } } },
+  http2Off: { dataPlane: { tls: { existingSecret: 'edge-tls', http2: false } } },
   upstreamTls: { dataPlane: { upstreamTls: { caSecret: 'internal-ca', clientSecret: 'gateway-client' } } },
   tracing: { tracing: { endpoint: 'http://otel-collector.observability:4317', protocol: 'grpc', sampler: 'parentbased_traceidratio', samplerArg: '0.1' } },
 };
@@ -480,6 +481,12 @@ describe('HTTPS on the proxy listener', () => {
     expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
     const service = ofKind(objects, 'Service').find((s) => s.metadata!.name!.endsWith('data-plane'))!;
     expect(service.spec.ports).toEqual([expect.objectContaining({ port: 443, targetPort: 'http' })]);
+  }, T);
+
+  test('dataPlane.tls.http2: PROXY_HTTP2 is "true" with TLS by default, "false" when turned off, and unset without TLS', async () => {
+    expect(envValue(onlyContainer(dp(await render('proxyTls'))), 'PROXY_HTTP2')).toBe('true');
+    expect(envValue(onlyContainer(dp(await render('http2Off'))), 'PROXY_HTTP2')).toBe('false');
+    expect(envValue(onlyContainer(dp(await render('defaults'))), 'PROXY_HTTP2')).toBeUndefined();
   }, T);
 
   test('dataPlane.tls.redirectHttp: PROXY_HTTP_REDIRECT_PORT is the container port http-redirect, which the Service exposes on redirectPort (80)', async () => {

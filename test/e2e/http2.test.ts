@@ -5,7 +5,7 @@
  * plugins as over HTTP/1.1, GOAWAY on drain, and connection-specific headers never sent to an h2 client.
  */
 import { connect as connectHttp2, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
-import { createServer as createNetServer, type Server as NetServer } from 'node:net';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { connect as connectTls } from 'node:tls';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
@@ -42,6 +42,11 @@ beforeAll(async () => {
     socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-type: text/html\r\ncontent-length: 2\r\n\r\nok'));
   });
   await new Promise<void>((resolve) => doubled.listen(0, '127.0.0.1', resolve));
+  // A port nothing listens on: the retry route's first target refuses every connection.
+  const closed = createNetServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const deadUrl = `http://127.0.0.1:${(closed.address() as { port: number }).port}`;
+  await new Promise((resolve) => closed.close(resolve));
   const doubledUrl = `http://127.0.0.1:${(doubled.address() as { port: number }).port}`;
   cp = await startControlPlane();
   admin = await createAdminClient(cp);
@@ -50,6 +55,10 @@ beforeAll(async () => {
     apiDefinition({ name: 'h2-slow', listenPath: '/slow/*', targets: [slow.url] }),
     apiDefinition({ name: 'h2-hop', listenPath: '/hop/*', targets: [hopByHop.url] }),
     apiDefinition({ name: 'h2-doubled', listenPath: '/doubled/*', targets: [doubledUrl] }),
+    {
+      ...apiDefinition({ name: 'h2-retry', listenPath: '/retry/*', targets: [deadUrl, echo.url] }),
+      plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }],
+    },
     apiDefinition({ name: 'h2-limited', listenPath: '/limited/*', targets: [echo.url], plugins: [{ name: 'body_limit', config: { limit: '1KB' } }] }),
     apiDefinition({
       name: 'h2-plugins',
@@ -262,13 +271,29 @@ test('gateway errors and plugins answer over h2 as over HTTP/1.1: 404 JSON, a CO
   }
 });
 
-test('a client that resets its stream aborts the upstream request', async () => {
+test('retry over h2: a PUT with a body whose first target refuses the connection reaches the next target whole', async () => {
+  const s = await session();
+  try {
+    // Two requests: round robin sends one of them to the dead target first.
+    for (const path of ['/retry/put-1', '/retry/put-2']) {
+      const answer = await request(s, { ':path': path, ':method': 'PUT' }, ['first part, ', 'second part']);
+      expect(answer.status).toBe(200);
+      expect(recorded(answer)).toMatchObject({ method: 'PUT', url: path, bodyLength: 'first part, second part'.length });
+    }
+  } finally {
+    s.close();
+  }
+});
+
+test('a client that resets its stream aborts the upstream request; its access line says 499, aborted', async () => {
   // A raw upstream: it sees the request arrive, never answers, and sees its connection cut.
   let arrived!: () => void;
   let cut!: () => void;
   const requestArrived = new Promise<void>((resolve) => (arrived = resolve));
   const connectionCut = new Promise<void>((resolve) => (cut = resolve));
+  const sockets = new Set<Socket>();
   const silent = createNetServer((socket) => {
+    sockets.add(socket);
     socket.once('data', () => arrived());
     socket.once('close', () => cut());
   });
@@ -279,15 +304,21 @@ test('a client that resets its stream aborts the upstream request', async () => 
   const s = await session();
   try {
     await admin.waitForDataPlanes(created, [dp]);
-    const stream = s.request({ ':path': '/silent/x', ':method': 'POST' }, { endStream: false });
+    const stream = s.request({ ':path': '/silent/x', ':method': 'POST', 'x-request-id': 'h2-reset-1' }, { endStream: false });
     stream.on('error', () => {});
     stream.write('partial');
     await requestArrived;
     stream.close(constants.NGHTTP2_CANCEL);
     await connectionCut;
+    const line = await pollUntil(async () => dp.process.lines().find((l) => l.json?.msg === 'access' && l.json?.requestId === 'h2-reset-1'), {
+      what: 'the access line of request h2-reset-1',
+      timeoutMs: 5_000,
+    });
+    expect(line.json).toMatchObject({ status: 499, aborted: true, route: 'api:h2-silent' });
   } finally {
     s.close();
     await admin.deleteApi('h2-silent');
+    for (const socket of sockets) socket.destroy();
     await new Promise((resolve) => silent.close(resolve));
   }
 });

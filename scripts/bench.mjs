@@ -247,6 +247,33 @@ async function runWrk(url, headers, seconds) {
   };
 }
 
+/**
+ * h2load (Debian nghttp2-client) over HTTP/2: CONNECTIONS streams in flight as `-c` connections × `-m` streams each.
+ * It gives no percentiles, only the mean and spread of request times.
+ */
+async function runH2load(url, headers, seconds, { connections, streams }) {
+  const headerArgs = Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+  const out = await new Promise((resolve, reject) => {
+    const child = spawn('h2load', ['-c', String(connections), '-m', String(streams), '-D', String(seconds), ...headerArgs, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout.on('data', (chunk) => (text += chunk));
+    child.on('error', reject);
+    child.on('exit', () => resolve(text));
+  });
+  const done = /requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored/.exec(out);
+  const rps = /finished in [\d.]+\w+, ([\d.]+) req\/s/.exec(out);
+  const status = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(out);
+  const protocol = /Application protocol: (\S+)/.exec(out);
+  if (!done || !rps || !status || protocol?.[1] !== 'h2') throw new Error(`h2load gave no HTTP/2 report:\n${out}`);
+  return {
+    requests: Number(done[1]),
+    rps: Number(rps[1]),
+    p50: NaN,
+    p99: NaN,
+    errors: Number(done[3]) + Number(done[4]) + Number(status[3]) + Number(status[4]),
+  };
+}
+
 async function runAutocannon(url, headers, seconds) {
   const cannon = join(root, 'node_modules', 'autocannon', 'autocannon.js');
   const headerArgs = Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}=${value}`]);
@@ -278,8 +305,8 @@ async function runAutocannon(url, headers, seconds) {
  * with `cpuPid`, also `cpu`: that process's CPU seconds during the measured run (`seconds`, after
  * `warmup` s not counted).
  */
-async function load(url, headers = {}, cpuPid = undefined, { warmup = 2, seconds = DURATION } = {}) {
-  const run = (s) => (LOADGEN === 'wrk' ? runWrk(url, headers, s) : runAutocannon(url, headers, s));
+async function load(url, headers = {}, cpuPid = undefined, { warmup = 2, seconds = DURATION, h2 = null } = {}) {
+  const run = (s) => (h2 ? runH2load(url, headers, s, h2) : LOADGEN === 'wrk' ? runWrk(url, headers, s) : runAutocannon(url, headers, s));
   if (warmup > 0) await run(warmup); // warm-up (JIT, connection pools)
   const cpuBefore = cpuPid ? await cpuSeconds(cpuPid) : 0;
   const report = await run(seconds);
@@ -577,17 +604,17 @@ async function pluginSection(upstream, cp, dps) {
  * A data plane of the section's own: started with `env`, waited for at `version`, loaded at `path` through
  * its proxy (`https`: over TLS), then stopped. The load report with its µs of DP CPU per request.
  */
-async function ownDataPlaneLoad(cp, id, env, version, path, { headers = {}, https = false } = {}) {
+async function ownDataPlaneLoad(cp, id, env, version, path, { headers = {}, https = false, h2 = null } = {}) {
   const dp = await startDataPlane(cp, id, env);
   await waitForVersion(dp, version);
-  const result = await load(`${https ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}${path}`, headers, dp.child.pid);
+  const result = await load(`${https ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}${path}`, headers, dp.child.pid, { h2 });
   await dp.stop();
   return { ...result, us: (result.cpu / result.requests) * 1e6 };
 }
 
 /** A row of the sections that compare settings of one data plane: label, µs CPU/req, req/s (p99 ms), errors. */
 const settingRow = (label, r, p99 = false) =>
-  `${label.padEnd(24)}${r.us.toFixed(1).padStart(12)}${Math.round(r.rps).toString().padStart(10)}${p99 ? r.p99.toFixed(1).padStart(9) : ''}${String(r.errors).padStart(9)}`;
+  `${label.padEnd(24)}${r.us.toFixed(1).padStart(12)}${Math.round(r.rps).toString().padStart(10)}${p99 ? (Number.isNaN(r.p99) ? '–' : r.p99.toFixed(1)).padStart(9) : ''}${String(r.errors).padStart(9)}`;
 
 /**
  * The access log's cost: one data plane at a time (LOG_LEVEL info, its lines going into a pipe this
@@ -651,6 +678,9 @@ async function tracingSection(upstream, cp) {
  * HTTPS on the proxy listener (PROXY_TLS_CERT / PROXY_TLS_KEY): one data plane at a time, plain and with a
  * self-signed P-256 certificate, the same API, keep-alive connections (wrk's), so the handshakes are few and
  * what is measured is the record layer. Rounds alternate the order, so a drifting machine hits both alike.
+ * HTTPS is measured twice over HTTP/1.1: on the listener that also offers h2 (the default) and on the
+ * HTTP/1.1-only one (PROXY_HTTP2=false); with h2load installed, HTTP/2 rows too: CONNECTIONS streams in
+ * flight, once one per connection as wrk's, once 10 per connection (multiplexed).
  */
 async function tlsSection(upstream, cp) {
   if (LOADGEN !== 'wrk') {
@@ -659,7 +689,9 @@ async function tlsSection(upstream, cp) {
     return;
   }
   const rounds = Number(process.env.BENCH_TLS_ROUNDS ?? 2);
-  log(`## proxy TLS: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s per row, ${rounds} rounds in alternating order), HTTPS vs HTTP`);
+  const h2load = spawnSync('which', ['h2load']).status === 0;
+  log(`## proxy TLS: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? `, h2load` : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), HTTPS vs HTTP`);
+  if (!h2load) log('   (h2load not installed: no HTTP/2 rows; Debian package nghttp2-client)');
   const res = await cp.admin('POST', '/apis', { name: 'bench-tls', proxy: { listen_path: '/bench-tls/*', upstreams: { targets: [{ target: upstream.url }] } } });
   if (res.status !== 201) throw new Error(`creating the TLS bench API failed: ${res.status} ${res.text}`);
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-tls-'));
@@ -667,19 +699,32 @@ async function tlsSection(upstream, cp) {
   const [cert, key] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
   const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'], { encoding: 'utf8' });
   if (made.status !== 0) throw new Error(`openssl could not make the certificate: ${made.stderr}`);
-  const settings = { http: {}, https: { PROXY_TLS_CERT: cert, PROXY_TLS_KEY: key } };
-  const us = { http: [], https: [] };
+  const tls = { PROXY_TLS_CERT: cert, PROXY_TLS_KEY: key };
+  const settings = {
+    http: { env: {} },
+    https: { env: tls, https: true },
+    'https, h1-only listener': { env: { ...tls, PROXY_HTTP2: 'false' }, https: true },
+    ...(h2load && {
+      'https h2, 1 stream/conn': { env: tls, https: true, h2: { connections: CONNECTIONS, streams: 1 } },
+      'https h2, 10 streams/conn': { env: tls, https: true, h2: { connections: Math.max(1, Math.round(CONNECTIONS / 10)), streams: 10 } },
+    }),
+  };
+  const names = Object.keys(settings);
+  const us = Object.fromEntries(names.map((name) => [name, []]));
   log(`${'listener'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}`);
   for (let round = 0; round < rounds; round++) {
-    for (const setting of round % 2 === 0 ? ['http', 'https'] : ['https', 'http']) {
+    for (const name of round % 2 === 0 ? names : [...names].reverse()) {
+      const { env, https, h2 } = settings[name];
       const version = Number(res.headers['x-snapshot-version']);
-      const result = await ownDataPlaneLoad(cp, `bench-dp-${setting}-${round}`, settings[setting], version, '/bench-tls/x', { https: setting === 'https' });
-      us[setting].push(result.us);
-      log(settingRow(setting, result, true));
+      const result = await ownDataPlaneLoad(cp, `bench-dp-tls-${names.indexOf(name)}-${round}`, env, version, '/bench-tls/x', { https, h2 });
+      us[name].push(result.us);
+      log(settingRow(name, result, true));
     }
   }
   const mean = (list) => list.reduce((a, b) => a + b, 0) / list.length;
-  log(`   https − http: ${(mean(us.https) - mean(us.http)).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds; ${((mean(us.https) / mean(us.http) - 1) * 100).toFixed(0)} %).`);
+  for (const name of names.slice(1)) {
+    log(`   ${name} − http: ${(mean(us[name]) - mean(us.http)).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds; ${((mean(us[name]) / mean(us.http) - 1) * 100).toFixed(0)} %).`);
+  }
   log();
 }
 

@@ -12,6 +12,9 @@ import { WebSocketServer } from 'ws';
 import { listen } from '#proto/listen';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { createTestCertificates } from '../helpers/test-certificates.js';
+import { connect as connectHttp2, type ClientHttp2Session } from 'node:http2';
+import { readFile } from 'node:fs/promises';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { startUpstream, type RecordedRequest, type Upstream } from '../helpers/upstream-server.js';
@@ -100,6 +103,7 @@ describe('tracing on: the proxy hop', () => {
     expect(span.attributes).toMatchObject({
       'http.request.method': 'GET',
       'url.path': '/traced/x',
+      'network.protocol.version': '1.1',
       'gatehouse.route': 'api:traced',
       'gatehouse.upstream': u.url,
       'http.response.status_code': 200,
@@ -230,6 +234,37 @@ describe('tracing on: the OTLP protocols', () => {
       await own.close();
     }
   });
+});
+
+test('an HTTP/2 request over PROXY_TLS_CERT: its span says network.protocol.version 2, and the upstream gets its traceparent', async () => {
+  const certs = await createTestCertificates();
+  let dp: DataPlane | undefined;
+  let session: ClientHttp2Session | undefined;
+  try {
+    dp = await startDataPlane({
+      controlPlaneAddr: traced.cp.grpcAddr,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: 'edge-h2', PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, ...FAST_EXPORT },
+    });
+    const client = { traceId: traceId(), spanId: spanId() };
+    const requestId = randomUUID();
+    session = connectHttp2(`https://localhost:${dp.proxyPort}`, { ca: await readFile(certs.caCert) });
+    const stream = session.request({ ':path': '/traced/h2', 'x-request-id': requestId, traceparent: `00-${client.traceId}-${client.spanId}-01` });
+    const status = await new Promise<number>((resolve, reject) => {
+      stream.once('response', (headers) => resolve(Number(headers[':status'])));
+      stream.once('error', reject);
+    });
+    stream.resume();
+    expect(status).toBe(200);
+    const span = await proxySpanOf(requestId);
+    expect(span).toMatchObject<Partial<ReceivedSpan>>({ service: 'edge-h2', traceId: client.traceId, parentSpanId: client.spanId, name: 'GET api:traced' });
+    expect(span.attributes).toMatchObject({ 'network.protocol.version': '2', 'url.path': '/traced/h2', 'http.response.status_code': 200 });
+    const upstream = u.requests.find((r) => r.headers['x-request-id'] === requestId)!;
+    expect(parsed(upstream.headers.traceparent)).toEqual({ traceId: client.traceId, parentId: span.spanId, flags: '01' });
+  } finally {
+    session?.close();
+    if (dp) await dp.stop();
+    await certs.dispose();
+  }
 });
 
 describe('tracing on: admin writes', () => {

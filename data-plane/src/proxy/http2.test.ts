@@ -84,7 +84,7 @@ test('an upload that has not ended requestTimeoutMs after the request started is
   }
 });
 
-test('an h2 request gets Host from :authority; one whose Host contradicts it goes to the refusal', async () => {
+test('an h2 request gets Host from :authority; one whose Host names another host goes to the refusal', async () => {
   const s = await session();
   try {
     const text = (headers: Record<string, string>) =>
@@ -98,7 +98,10 @@ test('an h2 request gets Host from :authority; one whose Host contradicts it goe
       });
     expect(await text({ ':path': '/a', ':authority': 'gw.test' })).toBe('ok gw.test');
     expect(await text({ ':path': '/a', ':authority': 'gw.test', host: 'gw.test' })).toBe('ok gw.test');
+    expect(await text({ ':path': '/a', ':authority': 'gw.test', host: 'GW.test' })).toBe('ok GW.test');
     expect(await text({ ':path': '/a', ':authority': 'gw.test', host: 'other.test' })).toBe('refused');
+    // An empty one never reaches the proxy: nghttp2 resets the stream.
+    await expect(text({ ':path': '/a', ':authority': '' })).rejects.toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', message: expect.stringContaining('NGHTTP2_PROTOCOL_ERROR') });
   } finally {
     s.destroy();
   }

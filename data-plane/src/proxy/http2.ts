@@ -1,5 +1,5 @@
 /**
- * HTTP/2 on the TLS proxy listener (README "HTTP/2"): offered by ALPN beside HTTP/1.1 on the same port, so
+ * HTTP/2 on the TLS proxy listener (README "Proxy behaviour", HTTP/2): offered by ALPN beside HTTP/1.1 on the same port, so
  * a client that speaks both gets h2 and any other gets the HTTP/1.1 listener of old. Upstreams are still
  * spoken to over HTTP/1.1: an h2 request is turned into an HTTP/1.1 one here, once, and the proxy's request
  * path (proxy-server.ts) then serves it as it serves any other, through node's compatibility API
@@ -8,7 +8,8 @@
  *
  * | HTTP/2 (RFC 9113)                                   | what the proxy does                                     |
  * |-----------------------------------------------------|---------------------------------------------------------|
- * | `:authority` instead of Host (§8.3.1)               | Host = `:authority`; a Host that differs is 400          |
+ * | `:authority` instead of Host (§8.3.1)               | Host = `:authority`; a Host naming another host, or no  |
+ * |                                                     | host at all, is 400 (as HTTP/1.1 without Host)          |
  * | pseudo-headers `:method :path :scheme :authority`   | not forwarded                                           |
  * | Cookie split into several fields (§8.2.3)          | joined with "; " into one Cookie for the upstream        |
  * | a body without Content-Length (DATA until END_STREAM)| forwarded chunked; body_limit counts it                 |
@@ -41,7 +42,7 @@ function http1Fields(headers: Record<string, string | string[] | undefined>, raw
   }
   if (cookies) out.push('cookie', cookies.join('; '));
   const authority = headers[':authority'];
-  if (headers.host === undefined && typeof authority === 'string') {
+  if (!headers.host && typeof authority === 'string') {
     headers.host = authority;
     out.push('host', authority);
   }
@@ -56,15 +57,16 @@ const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connecti
  * `headers.host` from `:authority`. (node's http2 folds names to lower case, so `cookie` is the only spelling.)
  */
 export class ProxyHttp2Request extends Http2ServerRequest {
-  /** Host and `:authority` name different hosts: the request is answered 400 and goes nowhere. */
-  readonly hostConflict: boolean;
+  /** Host and `:authority` name different hosts, or neither is there: the request is answered 400 and goes nowhere. */
+  readonly badHost: boolean;
 
   constructor(...args: ConstructorParameters<typeof Http2ServerRequest>) {
     const [stream, headers, options, raw] = args;
-    const authority = headers[':authority'];
-    const conflict = headers.host !== undefined && authority !== undefined && headers.host !== authority;
+    const host = headers.host || undefined;
+    const authority = headers[':authority'] || undefined;
+    const bad = host === undefined ? authority === undefined : authority !== undefined && host.toLowerCase() !== authority.toLowerCase();
     super(stream, headers, options, http1Fields(headers, raw));
-    this.hostConflict = conflict;
+    this.badHost = bad;
   }
 }
 
@@ -168,7 +170,7 @@ export interface Http2Listener {
 
 /**
  * The TLS proxy listener with h2 and HTTP/1.1 (ALPN). `handle` gets both kinds of request; an h2 one with a Host
- * that contradicts its `:authority` goes to `refuse` instead.
+ * that contradicts its `:authority`, or with neither, goes to `refuse` instead.
  */
 export function createHttp2Listener(
   tls: SecureServerOptions,
@@ -208,7 +210,7 @@ export function createHttp2Listener(
       return;
     }
     const request = req as unknown as ProxyHttp2Request;
-    if (request.hostConflict) {
+    if (request.badHost) {
       refuse(req, res);
       return;
     }

@@ -30,7 +30,13 @@ export function createOtelRequestTracer(tracer: Tracer): RequestTracer {
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
     const query = url.indexOf('?');
-    const attributes = { 'http.request.method': method, 'url.path': query === -1 ? url : url.slice(0, query), 'gatehouse.request_id': requestId };
+    const attributes = {
+      'http.request.method': method,
+      'url.path': query === -1 ? url : url.slice(0, query),
+      // OpenTelemetry's spelling: "1.1", "2".
+      'network.protocol.version': req.httpVersionMajor === 2 ? '2' : req.httpVersion,
+      'gatehouse.request_id': requestId,
+    };
     const parent = spanParent(req.headers.traceparent);
     const span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes }, parent);
     const trace: RequestTrace = {

@@ -411,9 +411,9 @@ export function createProxyServer(deps: {
     handle(req, res);
   }
 
-  /** An h2 request whose Host contradicts its `:authority` (http2.ts). */
+  /** An h2 request whose Host contradicts its `:authority`, or that has neither (http2.ts). */
   const refuseHost = (req: IncomingMessage, res: ServerResponse): void =>
-    failed(res, requestIdOf(req.headers['x-request-id']), new GatehouseError('BAD_REQUEST_HOST', 'Host differs from :authority'), '', null);
+    failed(res, requestIdOf(req.headers['x-request-id']), new GatehouseError('BAD_REQUEST_HOST', 'Host differs from :authority, or neither is given'), '', null);
 
   const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
   const tls = deps.tls;

@@ -63,6 +63,7 @@ test('a proxied request: one line with every field', async () => {
     requestId: 'access-proxied',
     method: 'GET',
     path: '/logged/items',
+    protocol: 'HTTP/1.1',
     host: 'shop.test',
     route: 'api:logged',
     upstream: u.url,

@@ -332,7 +332,7 @@ test('the access log has one line per h2 request, with its status and the respon
       what: 'the access line of request h2-logged-1',
       timeoutMs: 5_000,
     });
-    expect(line.json).toMatchObject({ method: 'GET', path: '/echo/logged', status: 200, route: 'api:h2-echo', host: `localhost:${dp.proxyPort}`, bytes: answer.body.length });
+    expect(line.json).toMatchObject({ method: 'GET', path: '/echo/logged', protocol: 'HTTP/2', status: 200, route: 'api:h2-echo', host: `localhost:${dp.proxyPort}`, bytes: answer.body.length });
   } finally {
     s.close();
   }

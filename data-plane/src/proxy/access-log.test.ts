@@ -27,6 +27,7 @@ const record: fc.Arbitrary<AccessRecord> = fc
     requestId: text,
     method: optional(text),
     path: text,
+    protocol: fc.constantFrom('HTTP/1.0', 'HTTP/1.1', 'HTTP/2'),
     host: optional(text),
     route: fc.option(text, { nil: null }),
     upstream: fc.option(text, { nil: null }),

@@ -30,6 +30,8 @@ export interface AccessRecord {
   method: string | undefined;
   /** The client's path as sent, without the query (a query can carry credentials). */
   path: string;
+  /** `HTTP/1.1`, `HTTP/2` (or `HTTP/1.0`), as the client spoke. */
+  protocol: string;
   host: string | undefined;
   /** CompiledRoute id (`api:<name>`, `oauth:<server>:<endpoint>`), as in the metrics; null when nothing matched. */
   route: string | null;
@@ -87,7 +89,7 @@ export function accessLine(record: AccessRecord, time: number, bindings: string)
   return (
     `{"level":30,"time":${time}${bindings},"requestId":${JSON.stringify(record.requestId)}` +
     (method === undefined ? '' : `,"method":${JSON.stringify(method)}`) +
-    `,"path":${JSON.stringify(record.path)}` +
+    `,"path":${JSON.stringify(record.path)},"protocol":"${record.protocol}"` +
     (host === undefined ? '' : `,"host":${JSON.stringify(host)}`) +
     `,"route":${JSON.stringify(record.route)},"upstream":${JSON.stringify(record.upstream)},"status":${record.status},"bytes":${record.bytes},"durationMs":${record.durationMs}` +
     (clientIp === undefined ? '' : `,"clientIp":${JSON.stringify(clientIp)}`) +
@@ -178,6 +180,12 @@ function recordWriter(logger: Logger): WriteRecord {
   return (record) => writer.write(accessLine(record, Date.now(), bindings));
 }
 
+/** nginx's $server_protocol, but `HTTP/2` as RFC 9113 names it; a constant for the usual two. */
+function protocolOf(req: IncomingMessage): string {
+  if (req.httpVersionMajor === 2) return 'HTTP/2';
+  return req.httpVersion === '1.1' ? 'HTTP/1.1' : `HTTP/${req.httpVersion}`;
+}
+
 /** null when ACCESS_LOG=off, the sample is 0 or LOG_LEVEL is above info: the proxy then does no access-log work at all. */
 export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): AccessLog | null {
   if (!config.enabled || config.sample <= 0 || !baseLogger.isLevelEnabled('info')) return null;
@@ -190,6 +198,7 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
         requestId,
         method: req.method,
         path: pathOf(req.url),
+        protocol: protocolOf(req),
         host: req.headers.host,
         route: null,
         upstream: null,

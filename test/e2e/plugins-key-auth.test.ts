@@ -68,7 +68,7 @@ test('a generated key is returned once, passes in the apikey header, and the ups
   const key = await createCredential('alice-generated');
   const res = await get('/ka/x', { apikey: key });
   expect(res.status).toBe(200);
-  const seen = u.last();
+  const seen = u.last()!;
   expect(seen.headers['x-consumer-username']).toBe('alice-generated');
   // Without hide_credentials the key goes upstream as sent.
   expect(seen.headers.apikey).toBe(key);
@@ -79,10 +79,10 @@ test('a generated key is returned once, passes in the apikey header, and the ups
 test('the key passes as a query parameter, and header names are case-insensitive', async () => {
   const key = await createCredential('alice-query', 'alice-query-key-0123456789');
   expect((await get(`/ka/x?a=1&apikey=${encodeURIComponent(key)}`)).status).toBe(200);
-  expect(u.last().url).toBe(`/ka/x?a=1&apikey=${key}`);
+  expect(u.last()!.url).toBe(`/ka/x?a=1&apikey=${key}`);
   expect((await get('/ka-names/x', { 'x-API-key': key })).status).toBe(200);
   expect((await get(`/ka-names/x?token=${key}`)).status).toBe(200);
-  expect(u.last().headers['x-consumer-username']).toBe('alice-query');
+  expect(u.last()!.headers['x-consumer-username']).toBe('alice-query');
 });
 
 test('key_in_query: false ignores a key in the query', async () => {
@@ -96,17 +96,17 @@ test('key_in_query: false ignores a key in the query', async () => {
 test('hide_credentials takes the key header and query parameter off the upstream request', async () => {
   const key = await createCredential('alice-hide', 'alice-hide-key-0123456789');
   expect((await get('/ka-hide/x', { apikey: key, 'x-other': 'kept' })).status).toBe(200);
-  expect(u.last().headers.apikey).toBeUndefined();
-  expect(u.last().headers['x-other']).toBe('kept');
-  expect(u.last().headers['x-consumer-username']).toBe('alice-hide');
+  expect(u.last()!.headers.apikey).toBeUndefined();
+  expect(u.last()!.headers['x-other']).toBe('kept');
+  expect(u.last()!.headers['x-consumer-username']).toBe('alice-hide');
   expect((await get(`/ka-hide/x?a=1&apikey=${key}&b=2`)).status).toBe(200);
-  expect(u.last().url).toBe('/ka-hide/x?a=1&b=2');
+  expect(u.last()!.url).toBe('/ka-hide/x?a=1&b=2');
 });
 
 test('a client-sent X-Consumer-Username is replaced by the credential owner, never forwarded', async () => {
   const key = await createCredential('alice-spoof', 'alice-spoof-key-0123456789');
   expect((await get('/ka/x', { apikey: key, 'X-Consumer-Username': 'admin' })).status).toBe(200);
-  const raw = u.last().rawHeaders;
+  const raw = u.last()!.rawHeaders;
   const consumers = raw.flatMap((name, i) => (i % 2 === 0 && name.toLowerCase() === 'x-consumer-username' ? [raw[i + 1]] : []));
   expect(consumers).toEqual(['alice-spoof']);
 });
@@ -170,7 +170,7 @@ test('a second credential with the same name is 409; with the same key is 409, t
   const put = await gw.admin.request('PUT', `${KEYS}/bob-twice`, { body: { key } });
   expect(put.status).toBe(409);
   expect((await get('/ka/x', { apikey: 'bob-twice-key-0123456789' })).status).toBe(200);
-  expect(u.last().headers['x-consumer-username']).toBe('bob-twice');
+  expect(u.last()!.headers['x-consumer-username']).toBe('bob-twice');
 });
 
 test.each([

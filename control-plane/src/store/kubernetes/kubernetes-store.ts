@@ -625,7 +625,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const before = state.defs;
     const after = await mutation(before);
     if (definitionsHash(after) === state.hash) return { ...state, changed: false };
-    const [apis, servers, users] = KINDS;
+    const [apis, servers, ...credentials] = KINDS;
     const changes: Array<{ kind: AnyKind; prev: unknown; def: unknown; what: string }> = [];
     // An admin write on one definition records what it changed (deriveDefinitions): no pass over the lists.
     const edits = editsFrom(before, after);
@@ -653,8 +653,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         if (!prev || (prev !== def && JSON.stringify(prev) !== JSON.stringify(def))) changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
       }
     };
-    for (const kind of [servers, users, apis]) plan(kind, true);
-    for (const kind of [apis, servers, users]) plan(kind, false);
+    for (const kind of [servers, ...credentials, apis]) plan(kind, true);
+    for (const kind of [apis, servers, ...credentials]) plan(kind, false);
     for (const [index, change] of changes.entries()) {
       try {
         await write(change.kind, change.prev, change.def);

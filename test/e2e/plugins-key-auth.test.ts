@@ -11,6 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
+import { deleteAllCredentials } from '../helpers/credentials.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -53,12 +54,7 @@ beforeAll(async () => {
 }, 60_000);
 
 // Every test starts with no credentials, whatever ran before it: the listings below are exact.
-afterEach(async () => {
-  for (const { username } of (await gw.admin.request('GET', KEYS)).body as Array<{ username: string }>) {
-    expect((await gw.admin.request('DELETE', `${KEYS}/${username}`)).status).toBe(204);
-  }
-  expect((await gw.admin.request('GET', KEYS)).body).toEqual([]);
-});
+afterEach(() => deleteAllCredentials(gw.admin, KEYS));
 
 afterAll(async () => {
   expect(await stopGatewayAndServers(gw, u)).toBe('');

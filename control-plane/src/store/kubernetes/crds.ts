@@ -60,27 +60,17 @@ export const OAUTH_SERVER: ResourceKind = {
   nameField: 'name',
 };
 
+/** A global credential kind: spec `{username, <hash>}`, named by its username. */
+function credentialResource(kind: 'BasicAuthCredential' | 'KeyAuthCredential', shortName: string, schema: z.ZodType): ResourceKind {
+  const singular = kind.toLowerCase();
+  return { kind, plural: `${singular}s`, singular, shortNames: [shortName], columns: [{ name: 'Username', jsonPath: '.spec.username' }], schema, nameField: 'username' };
+}
+
 /** A basic_auth user: spec `{username, password_hash}` (an scrypt hash; the admin API makes them). */
-export const BASIC_AUTH_CREDENTIAL: ResourceKind = {
-  kind: 'BasicAuthCredential',
-  plural: 'basicauthcredentials',
-  singular: 'basicauthcredential',
-  shortNames: ['ghbasic'],
-  columns: [{ name: 'Username', jsonPath: '.spec.username' }],
-  schema: credentialSchema,
-  nameField: 'username',
-};
+export const BASIC_AUTH_CREDENTIAL = credentialResource('BasicAuthCredential', 'ghbasic', credentialSchema);
 
 /** A key_auth credential: spec `{username, key_hash}` (a SHA-256 digest of the key; the admin API makes them). */
-export const KEY_AUTH_CREDENTIAL: ResourceKind = {
-  kind: 'KeyAuthCredential',
-  plural: 'keyauthcredentials',
-  singular: 'keyauthcredential',
-  shortNames: ['ghkey'],
-  columns: [{ name: 'Username', jsonPath: '.spec.username' }],
-  schema: keyAuthCredentialSchema,
-  nameField: 'username',
-};
+export const KEY_AUTH_CREDENTIAL = credentialResource('KeyAuthCredential', 'ghkey', keyAuthCredentialSchema);
 
 export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER, BASIC_AUTH_CREDENTIAL, KEY_AUTH_CREDENTIAL] as const;
 

@@ -269,16 +269,17 @@ test('a key_auth credential created through the admin API is a KeyAuthCredential
   await admin.objects.create({
     apiVersion: 'gatehouse.dev/v1alpha1',
     kind: 'KeyAuthCredential',
-    metadata: { name: 'key-copy', namespace: NAMESPACE },
+    // Named to sort after the first: created within the same second, creation time ties and the name decides.
+    metadata: { name: 'zz-key-copy', namespace: NAMESPACE },
     spec: { username: 'copycat', key_hash: cr.spec.key_hash },
   } as KubernetesObject);
-  const copy = { ...keys, name: 'key-copy' };
+  const copy = { ...keys, name: 'zz-key-copy' };
   const accepted = await pollUntil(
     async () => {
       const c = condition(await admin.custom.getNamespacedCustomObject(copy), 'Accepted');
       return c?.status === 'False' ? c : undefined;
     },
-    { what: 'key-copy Accepted=False', timeoutMs: 30_000, details: logs },
+    { what: 'zz-key-copy Accepted=False', timeoutMs: 30_000, details: logs },
   );
   expect(accepted.reason).toBe('Conflicted');
   expect(accepted.message).toContain('api key is already registered');

@@ -31,6 +31,8 @@ interface HistoryEntry {
   apis: number;
   oauth_servers: number;
   basic_auth_credentials: number;
+  /** Absent in entries recorded before key_auth existed. */
+  key_auth_credentials?: number;
 }
 
 function diffTable(diff: Record<string, KindDiff>): string {
@@ -54,7 +56,7 @@ function printWrite(output: string, result: WriteResult, headline: string): void
 export function addConfigCommands(program: Command): void {
   program
     .command('export')
-    .description('print the whole configuration (YAML; --output json for JSON); basic_auth users as scrypt hashes')
+    .description('print the whole configuration (YAML; --output json for JSON); basic_auth users as scrypt hashes, key_auth keys as SHA-256 digests')
     .option('-f, --file <file>', 'write it to this file (mode 0600) instead of stdout')
     .action(
       withContext(async (ctx, options: { file?: string }) => {
@@ -103,6 +105,7 @@ export function addConfigCommands(program: Command): void {
           ['APIS', (e) => e.apis],
           ['OAUTH SERVERS', (e) => e.oauth_servers],
           ['USERS', (e) => e.basic_auth_credentials],
+          ['API KEYS', (e) => e.key_auth_credentials ?? 0],
         ]);
       }),
     );

@@ -98,10 +98,10 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
   return {
     service,
     Client,
-    // Snapshot: apis = 3, oauth_servers = 4, basic_auth_credentials = 5.
-    encodeSnapshot: (snapshot) => encodeWithDefinitions(SnapshotType, snapshot, [3, 4, 5]),
-    // SnapshotDelta: apis = 5, oauth_servers = 6, basic_auth_credentials = 7.
-    encodeDelta: (delta) => encodeWithDefinitions(DeltaType, delta, [5, 6, 7]),
+    // Snapshot: apis = 3, oauth_servers = 4, basic_auth_credentials = 5, key_auth_credentials = 6.
+    encodeSnapshot: (snapshot) => encodeWithDefinitions(SnapshotType, snapshot, [3, 4, 5, 6]),
+    // SnapshotDelta: apis = 5, oauth_servers = 6, basic_auth_credentials = 7, key_auth_credentials = 11.
+    encodeDelta: (delta) => encodeWithDefinitions(DeltaType, delta, [5, 6, 7, 11]),
     // SnapshotPush { string nonce = 1; oneof { Snapshot snapshot = 2; SnapshotDelta delta = 3; } }: length-delimited tags 0x0a, 0x12, 0x1a.
     wrapPush: (nonce, bytes, content = 'snapshot') =>
       Buffer.from(protobuf.Writer.create().uint32(0x0a).string(nonce).uint32(content === 'delta' ? 0x1a : 0x12).bytes(bytes).finish()),
@@ -150,11 +150,12 @@ function serviceDefinition(root: protobuf.Root, name: string): grpc.ServiceDefin
  * field given twice merges (the last scalar wins, lists append), the last oneof member wins.
  */
 function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => unknown): (bytes: Buffer) => unknown {
-  const lists = [undefined, undefined, undefined, 'apis', 'oauth_servers', 'basic_auth_credentials'] as const;
+  const lists = [undefined, undefined, undefined, 'apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const;
   const types = {
     apis: root.lookupType('gatehouse.v1.ApiDefinition'),
     oauth_servers: root.lookupType('gatehouse.v1.OAuthServer'),
     basic_auth_credentials: root.lookupType('gatehouse.v1.BasicAuthCredential'),
+    key_auth_credentials: root.lookupType('gatehouse.v1.KeyAuthCredential'),
   };
   const decodeDefinition = (list: keyof typeof types, bytes: Uint8Array): unknown => types[list].toObject(types[list].decode(bytes), CONVERSION);
   return (bytes) => {
@@ -171,13 +172,21 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
       if (tag === 0x12 || tag === 0x1a) member = tag >>> 3;
     }
     if (member !== 2) return decodeWhole(bytes);
-    const snapshot = { version: 0, hash: '', apis: [] as Uint8Array[], oauth_servers: [] as Uint8Array[], basic_auth_credentials: [] as Uint8Array[], decodeDefinition };
+    const snapshot = {
+      version: 0,
+      hash: '',
+      apis: [] as Uint8Array[],
+      oauth_servers: [] as Uint8Array[],
+      basic_auth_credentials: [] as Uint8Array[],
+      key_auth_credentials: [] as Uint8Array[],
+      decodeDefinition,
+    };
     for (const part of parts) {
       const reader = protobuf.Reader.create(part);
       while (reader.pos < reader.len) {
         const tag = reader.uint32();
         const list = lists[tag >>> 3];
-        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5.
+        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5, 6.
         if (tag === 0x08) {
           const version = reader.uint64() as unknown as number | { toNumber(): number };
           snapshot.version = typeof version === 'number' ? version : version.toNumber();
@@ -197,8 +206,9 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
  * 10,000 APIs encoding everything was ~100 ms of every write; a full snapshot now costs a copy.
  */
 function memoisedDefinitionEncoder(root: protobuf.Root) {
-  const types = [root.lookupType('gatehouse.v1.ApiDefinition'), root.lookupType('gatehouse.v1.OAuthServer'), root.lookupType('gatehouse.v1.BasicAuthCredential')];
-  const lists = ['apis', 'oauth_servers', 'basic_auth_credentials'] as const;
+  const lists = ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const;
+  const typeNames = ['ApiDefinition', 'OAuthServer', 'BasicAuthCredential', 'KeyAuthCredential'];
+  const types = typeNames.map((name) => root.lookupType(`gatehouse.v1.${name}`));
   const encoded = new WeakMap<object, Uint8Array>();
   return (type: protobuf.Type, message: object, fieldNumbers: readonly number[]): Buffer => {
     const rest: Record<string, unknown> = { ...message };

@@ -64,6 +64,8 @@ export interface SnapshotDelta {
   removed_apis: string[];
   removed_oauth_servers: string[];
   removed_basic_auth_credentials: string[];
+  key_auth_credentials: KeyAuthCredential[];
+  removed_key_auth_credentials: string[];
 }
 
 export interface Snapshot {
@@ -74,6 +76,8 @@ export interface Snapshot {
   oauth_servers: OAuthServer[];
   /** basic_auth users, sorted by username; omitted when there are none (the hash is the same either way). */
   basic_auth_credentials: BasicAuthCredential[];
+  /** key_auth credentials, sorted by username; omitted when there are none (the hash is the same either way). */
+  key_auth_credentials: KeyAuthCredential[];
 }
 
 export interface ApiDefinition {
@@ -148,11 +152,12 @@ export interface Plugin {
   rate_limit?: RateLimitPluginConfig;
   compression?: CompressionPluginConfig;
   ip_restriction?: IpRestrictionPluginConfig;
+  key_auth?: KeyAuthPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth';
 }
 
 export interface IpRestrictionPluginConfig {
@@ -241,6 +246,23 @@ export interface CompressionPluginConfig {
 export interface BasicAuthPluginConfig {
   /** Shown in the 401's WWW-Authenticate challenge. */
   realm: string;
+}
+
+export interface KeyAuthPluginConfig {
+  /** Header names (case-insensitive) and query parameter names the key is looked for in, in order. */
+  key_names: string[];
+  key_in_header: boolean;
+  key_in_query: boolean;
+  /** Take the key off the request before it goes upstream. */
+  hide_credentials: boolean;
+  /** Shown in the 401's WWW-Authenticate challenge. */
+  realm: string;
+}
+
+/** A key_auth credential: only the key's SHA-256 digest ("sha256$<base64url>") ever leaves the control plane. */
+export interface KeyAuthCredential {
+  username: string;
+  key_hash: string;
 }
 
 /** A basic_auth user: only the scrypt hash ("scrypt$N$r$p$salt$key") ever leaves the control plane. */

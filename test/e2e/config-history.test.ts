@@ -64,7 +64,7 @@ test('export → import round trip: PUT /config of what GET returned changes not
   expect((await putConfig(fullConfig('rt'))).status).toBe(200);
   const exported = await admin.request('GET', '/config');
   expect(exported.status).toBe(200);
-  expect(Object.keys(exported.body).sort()).toEqual(['apis', 'basic_auth_credentials', 'oauth_servers']);
+  expect(Object.keys(exported.body).sort()).toEqual(['apis', 'basic_auth_credentials', 'key_auth_credentials', 'oauth_servers']);
   // basic_auth users as hashes, never the password
   expect(exported.body.basic_auth_credentials).toEqual([{ username: 'rt-user', password_hash: expect.stringMatching(/^scrypt\$/) }]);
   expect(exported.text).not.toContain(USER_PASSWORD);
@@ -96,6 +96,7 @@ test('?dry_run=true returns the diff per kind with names and writes nothing', as
       apis: { added: ['dry-new'], changed: ['dry-open'], removed: ['dry-closed'] },
       oauth_servers: { added: [], changed: [], removed: [] },
       basic_auth_credentials: { added: [], changed: [], removed: ['dry-user'] },
+      key_auth_credentials: { added: [], changed: [], removed: [] },
     },
   });
   expect(await storeFiles()).toBe(storeBefore);

@@ -177,7 +177,7 @@ afterAll(async () => {
 });
 
 test('CRDs are installed and Established', async () => {
-  for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev', 'basicauthcredentials.gatehouse.dev']) {
+  for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev', 'basicauthcredentials.gatehouse.dev', 'keyauthcredentials.gatehouse.dev']) {
     const crd = (await admin.objects.read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } })) as any;
     expect(crd.status.conditions.find((c: any) => c.type === 'Established')?.status).toBe('True');
   }
@@ -238,6 +238,55 @@ test('a basic_auth user created through the admin API is a BasicAuthCredential C
     timeoutMs: 30_000,
     details: logs,
   });
+});
+
+test('a key_auth credential created through the admin API is a KeyAuthCredential CR holding only the digest; a CR with the same key is Conflicted', async () => {
+  const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-key', listenPath: '/k8s-key/*', targets: [upstream.url] }), plugins: [{ name: 'key_auth' }] });
+  expect(api.status).toBe(201);
+  const created = await clients[0].request('POST', '/credentials/key_auth', { body: { username: 'Svc@Example.com' } });
+  expect(created.status).toBe(201);
+  const key = created.body.key as string;
+  expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  const keys = { ...GROUP, plural: 'keyauthcredentials' };
+  const cr = ((await admin.custom.listNamespacedCustomObject(keys)) as any).items.find((i: any) => i.spec.username === 'Svc@Example.com');
+  expect(cr.metadata.name).toMatch(/^svc-example.com-[0-9a-f]{8}$/);
+  expect(Object.keys(cr.spec).sort()).toEqual(['key_hash', 'username']);
+  expect(cr.spec.key_hash).toMatch(/^sha256\$[A-Za-z0-9_-]{43}$/);
+  expect(JSON.stringify(cr)).not.toContain(key);
+  for (const dp of dps) {
+    await pollUntil(async () => ((await dp.request('GET', '/k8s-key/x', { headers: { apikey: key } })).status === 200 ? true : undefined), {
+      what: `${dp.id} admits the API key`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+    const refused = await dp.request('GET', '/k8s-key/x', { headers: { apikey: 'not-the-key-0123456789' } });
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toBe('Key realm="Restricted"');
+  }
+  await pollUntil(async () => ((await clients[1].request('GET', '/credentials/key_auth')).body?.length === 1 ? true : undefined), { what: 'cp-b lists the credential' });
+  expect((await clients[1].request('GET', '/credentials/key_auth')).body).toEqual([{ username: 'Svc@Example.com' }]);
+  // A younger CR written with kubectl that holds the same key is refused (the older one keeps it), and the key still names the first.
+  await admin.objects.create({
+    apiVersion: 'gatehouse.dev/v1alpha1',
+    kind: 'KeyAuthCredential',
+    // Named to sort after the first: created within the same second, creation time ties and the name decides.
+    metadata: { name: 'zz-key-copy', namespace: NAMESPACE },
+    spec: { username: 'copycat', key_hash: cr.spec.key_hash },
+  } as KubernetesObject);
+  const copy = { ...keys, name: 'zz-key-copy' };
+  const accepted = await pollUntil(
+    async () => {
+      const c = condition(await admin.custom.getNamespacedCustomObject(copy), 'Accepted');
+      return c?.status === 'False' ? c : undefined;
+    },
+    { what: 'zz-key-copy Accepted=False', timeoutMs: 30_000, details: logs },
+  );
+  expect(accepted.reason).toBe('Conflicted');
+  expect(accepted.message).toContain('api key is already registered');
+  for (const dp of dps) {
+    expect((await dp.request('GET', '/k8s-key/x', { headers: { apikey: key } })).status).toBe(200);
+  }
+  await admin.custom.deleteNamespacedCustomObject(copy);
 });
 
 test('a CR written with the Kubernetes API (kubectl apply) → every DP serves it, the admin API lists it', async () => {

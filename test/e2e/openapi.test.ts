@@ -140,6 +140,10 @@ test('every documented (operation, status) is produced by the live API, nothing 
   await expectStatus(204, call('DELETE', '/apis/{name}', '/apis/protected'));
   const users = '/credentials/basic_auth';
   await crud(users, ['u1', 'u2'], { body: (username) => ({ username, password: `password-of-${username}` }), update: { password: 'password-new' } });
+  // key_auth: created with a generated key (shown in the 201) and with a given one; a PUT may not take another's key (409).
+  const keys = '/credentials/key_auth';
+  await expectStatus(201, call('POST', keys, keys, { body: { username: 'k0' } }));
+  await crud(keys, ['k1', 'k2'], { body: (username) => ({ username, key: `key-of-${username}-0123456789` }), update: { key: 'key-new-0123456789' }, conflict: { key: 'key-new-0123456789' } });
 
   // Data planes, explain.
   await expectStatus(200, call('GET', '/dataplanes', '/dataplanes'));
@@ -179,6 +183,10 @@ test('every documented (operation, status) is produced by the live API, nothing 
     ['PUT', `${users}/{name}`, `${users}/u1`, { password: 'password-other' }],
     ['PATCH', `${users}/{name}`, `${users}/u1`, { password: 'password-other' }],
     ['DELETE', `${users}/{name}`, `${users}/u1`],
+    ['POST', keys, keys, { username: 'k3' }],
+    ['PUT', `${keys}/{name}`, `${keys}/k1`, { key: 'key-other-0123456789' }],
+    ['PATCH', `${keys}/{name}`, `${keys}/k1`, { key: 'key-other-0123456789' }],
+    ['DELETE', `${keys}/{name}`, `${keys}/k1`],
     ['PUT', '/config', '/config', { apis: [], oauth_servers: [], basic_auth_credentials: [] }],
     ['POST', '/config/rollback/{version}', `/config/rollback/${oldest}`],
   ];

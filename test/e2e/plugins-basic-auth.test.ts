@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
+import { deleteAllCredentials } from '../helpers/credentials.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -42,12 +43,7 @@ beforeAll(async () => {
 }, 60_000);
 
 // Every test starts with no users, whatever ran before it: the listings below are exact.
-afterEach(async () => {
-  for (const { username } of (await gw.admin.request('GET', USERS)).body as Array<{ username: string }>) {
-    expect((await gw.admin.request('DELETE', `${USERS}/${username}`)).status).toBe(204);
-  }
-  expect((await gw.admin.request('GET', USERS)).body).toEqual([]);
-});
+afterEach(() => deleteAllCredentials(gw.admin, USERS));
 
 afterAll(async () => {
   expect(await stopGatewayAndServers(gw, u)).toBe('');

@@ -326,8 +326,8 @@ describe('defaults', () => {
     expect(ofKind(objects, 'CustomResourceDefinition')).toEqual([]);
     const withCrds = await renderChart({ extraArgs: ['--include-crds'] });
     const crds = ofKind(withCrds, 'CustomResourceDefinition').map((c) => c.metadata!.name).sort();
-    expect(crds).toEqual(['apidefinitions.gatehouse.dev', 'basicauthcredentials.gatehouse.dev', 'oauthservers.gatehouse.dev']);
-    for (const file of ['gatehouse.dev_apidefinitions.yaml', 'gatehouse.dev_basicauthcredentials.yaml', 'gatehouse.dev_oauthservers.yaml']) {
+    expect(crds).toEqual(['apidefinitions.gatehouse.dev', 'basicauthcredentials.gatehouse.dev', 'keyauthcredentials.gatehouse.dev', 'oauthservers.gatehouse.dev']);
+    for (const file of ['gatehouse.dev_apidefinitions.yaml', 'gatehouse.dev_basicauthcredentials.yaml', 'gatehouse.dev_keyauthcredentials.yaml', 'gatehouse.dev_oauthservers.yaml']) {
       expect(await readFile(join(CHART_DIR, 'crds', file), 'utf8')).toBe(await readFile(join(REPO_ROOT, 'deploy/crds', file), 'utf8'));
     }
   }, T);

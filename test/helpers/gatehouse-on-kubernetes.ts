@@ -12,7 +12,7 @@ import type { KubeApiServer } from './kube-apiserver.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-export const CRD_FILES = ['deploy/crds/gatehouse.dev_apidefinitions.yaml', 'deploy/crds/gatehouse.dev_oauthservers.yaml', 'deploy/crds/gatehouse.dev_basicauthcredentials.yaml'];
+export const CRD_FILES = ['deploy/crds/gatehouse.dev_apidefinitions.yaml', 'deploy/crds/gatehouse.dev_oauthservers.yaml', 'deploy/crds/gatehouse.dev_basicauthcredentials.yaml', 'deploy/crds/gatehouse.dev_keyauthcredentials.yaml'];
 export const ROLE_FILE = 'deploy/rbac/role.yaml';
 
 export interface KubeClients {

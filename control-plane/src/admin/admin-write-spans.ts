@@ -1,6 +1,6 @@
 /**
  * Tracing on: one OpenTelemetry SERVER span per admin write (POST, PUT, PATCH, DELETE on
- * /apis, /oauth/servers, /credentials/basic_auth and /config), from the authenticated request to
+ * /apis, /oauth/servers, /credentials/basic_auth, /credentials/key_auth and /config), from the authenticated request to
  * its response, child of the caller's valid `traceparent`. Attributes: the definition kind, its
  * name, the result (`ok`, `rejected` for 4xx, `failed` for 5xx), the status and, on failure, the
  * error code as `error.type`. Loaded by main.ts only when tracing is on.
@@ -17,6 +17,7 @@ const KINDS: ReadonlyArray<readonly [collection: string, kind: string]> = [
   ['/apis', 'api'],
   ['/oauth/servers', 'oauth-server'],
   ['/credentials/basic_auth', 'basic-auth-credential'],
+  ['/credentials/key_auth', 'key-auth-credential'],
   ['/config', 'config'],
 ];
 

@@ -1,6 +1,7 @@
 /**
  * The whole configuration as one document (`GET`/`PUT /config`):
- *   {"apis": [...], "oauth_servers": [...], "basic_auth_credentials": [{"username", "password_hash"}]}
+ *   {"apis": [...], "oauth_servers": [...], "basic_auth_credentials": [{"username", "password_hash"}],
+ *    "key_auth_credentials": [{"username", "key_hash"}]}
  * What GET returns, PUT accepts unchanged. Every item is parsed by its kind's own parser, then the
  * whole is compiled as a data plane will compile it; the first problem is one VALIDATION_FAILED
  * naming the item (`apis[3].proxy.listen_path is required`).
@@ -11,22 +12,35 @@ import { compileDefinitions } from '#proto/compile/index';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
 import { apiKind, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
 import { compileCache } from '../store/compile-cache.js';
-import { basicAuthCredentialKind } from './basic-auth-credentials.js';
+import { basicAuthCredentialKind, keyAuthCredentialKind } from './credential-kinds.js';
 import { definitionJson } from '../store/journal.js';
 
 export interface ConfigDocument {
   apis: unknown[];
   oauth_servers: unknown[];
   basic_auth_credentials: unknown[];
+  key_auth_credentials: unknown[];
 }
 
 type Member = keyof ConfigDocument;
 
-/** The document's members, in the order they are parsed and reported. */
-const SECTIONS: ReadonlyArray<{ member: Member; kind: DefinitionKind<any> }> = [
+/**
+ * A key_auth credential may carry `key` instead of `key_hash` (a hand-written file): it is checked and
+ * hashed as POST /credentials/key_auth does (the same key gives the same hash, so importing the same
+ * file twice changes nothing). Without either it is refused (`key_hash is required`): a generated key
+ * would be shown to nobody.
+ */
+async function resolveKey(raw: unknown): Promise<unknown> {
+  if (typeof raw !== 'object' || raw === null || !('key' in raw)) return raw;
+  return (await keyAuthCredentialKind.prepare!(raw as Record<string, unknown>, 'update')).body;
+}
+
+/** The document's members, in the order they are parsed and reported; `resolve` turns a hand-written item into the stored form. */
+const SECTIONS: ReadonlyArray<{ member: Member; kind: DefinitionKind<any>; resolve?(raw: unknown, current: Definitions): Promise<unknown> }> = [
   { member: 'apis', kind: apiKind },
   { member: 'oauth_servers', kind: oauthServerKind },
-  { member: 'basic_auth_credentials', kind: basicAuthCredentialKind },
+  { member: 'basic_auth_credentials', kind: basicAuthCredentialKind, resolve: (raw, current) => resolvePassword(raw, current) },
+  { member: 'key_auth_credentials', kind: keyAuthCredentialKind, resolve: resolveKey },
 ];
 
 export interface KindDiff {
@@ -37,9 +51,14 @@ export interface KindDiff {
 
 export type ConfigDiff = Record<Member, KindDiff>;
 
-/** basic_auth users as stored: username and scrypt hash (never a password: there is none to show). */
+/** Credentials as stored: username and hash (never a password or key: there is none to show). */
 export function toConfigDocument(defs: Definitions): ConfigDocument {
-  return { apis: defs.apis, oauth_servers: defs.oauthServers, basic_auth_credentials: defs.basicAuthCredentials ?? [] };
+  return {
+    apis: defs.apis,
+    oauth_servers: defs.oauthServers,
+    basic_auth_credentials: defs.basicAuthCredentials ?? [],
+    key_auth_credentials: defs.keyAuthCredentials ?? [],
+  };
 }
 
 /** Re-words an item's error so that it names the item: `apis[3].proxy.listen_path ...` or `apis[3]: ...`. */
@@ -66,7 +85,7 @@ async function resolvePassword(raw: unknown, current: Definitions): Promise<unkn
   if (hash && typeof item.password === 'string' && (await verifyPassword(item.password, hash))) {
     return { username: item.username, password_hash: stored!.password_hash };
   }
-  return basicAuthCredentialKind.prepare!(item, 'create');
+  return (await basicAuthCredentialKind.prepare!(item, 'create')).body;
 }
 
 /** Throws the first rejection of the whole candidate, naming the item by its index. */
@@ -87,16 +106,17 @@ export async function parseConfigDocument(body: unknown, current: Definitions): 
   const doc = requireObject(body);
   const unknown = Object.keys(doc).find((k) => !SECTIONS.some((s) => s.member === k));
   if (unknown !== undefined) {
-    throw new GatehouseError('VALIDATION_FAILED', `${unknown} is not a member of the configuration (apis, oauth_servers, basic_auth_credentials)`, { field: unknown });
+    const members = SECTIONS.map((s) => s.member).join(', ');
+    throw new GatehouseError('VALIDATION_FAILED', `${unknown} is not a member of the configuration (${members})`, { field: unknown });
   }
-  let defs: Definitions = { apis: [], oauthServers: [], basicAuthCredentials: [] };
-  for (const { member, kind } of SECTIONS) {
+  let defs: Definitions = { apis: [], oauthServers: [], basicAuthCredentials: [], keyAuthCredentials: [] };
+  for (const { member, kind, resolve } of SECTIONS) {
     const items = doc[member] ?? [];
     if (!Array.isArray(items)) throw new GatehouseError('VALIDATION_FAILED', `${member} must be an array`, { field: member });
     const parsed: unknown[] = [];
     for (const [index, raw] of items.entries()) {
       try {
-        parsed.push(kind.parse(member === 'basic_auth_credentials' ? await resolvePassword(raw, current) : raw));
+        parsed.push(kind.parse(resolve ? await resolve(raw, current) : raw));
       } catch (err) {
         throw atItem(member, index, err);
       }

@@ -1,5 +1,5 @@
 /**
- * CRUD routes for /apis, /oauth/servers and /credentials/basic_auth. Every write runs inside store.update(), so the
+ * CRUD routes for /apis, /oauth/servers, /credentials/basic_auth and /credentials/key_auth. Every write runs inside store.update(), so the
  * checks in definition-writes.ts see the latest state; the response is sent after the write
  * is durable and carries the snapshot version that includes it.
  */
@@ -18,12 +18,17 @@ import {
   type WriteResult,
 } from './definition-writes.js';
 import { methodNotAllowed } from './error-handler.js';
-import { basicAuthCredentialKind } from './basic-auth-credentials.js';
+import { basicAuthCredentialKind, keyAuthCredentialKind } from './credential-kinds.js';
 import type { RecordedUpdate } from './recorded-update.js';
 
 function resourceRoutes<T>(router: Router, store: DefinitionStore, update: RecordedUpdate, path: string, kind: DefinitionKind<T>): void {
-  const present = (item: T) => (kind.present ? kind.present(item) : item);
-  const prepared = (body: unknown, op: 'create' | 'update') => (kind.prepare ? kind.prepare(requireObject(body), op) : body);
+  /** What the response shows: the kind's view of the stored definition, and what the write reveals once. */
+  const present = (item: T, reveal?: Record<string, unknown>) => {
+    const shown = kind.present ? kind.present(item) : item;
+    return reveal ? { ...(shown as object), ...reveal } : shown;
+  };
+  const prepared = async (body: unknown, op: 'create' | 'update'): Promise<{ body: unknown; reveal?: Record<string, unknown> }> =>
+    kind.prepare ? kind.prepare(requireObject(body), op) : { body };
 
   /** Runs a write through the store (and the history); the mutation's value is captured for the response. */
   async function write<V>(req: Request, res: Response, mutate: (defs: Definitions) => WriteResult<V>): Promise<V> {
@@ -39,18 +44,18 @@ function resourceRoutes<T>(router: Router, store: DefinitionStore, update: Recor
   router
     .route(path)
     .get((_req, res) => {
-      res.json(kind.list(store.current().defs).map(present));
+      res.json(kind.list(store.current().defs).map((item) => present(item)));
     })
     .post(async (req, res) => {
-      const body = await prepared(req.body, 'create');
+      const { body, reveal } = await prepared(req.body, 'create');
       const created = await write(req, res, (defs) => createDefinition(kind, defs, body));
-      res.status(201).location(`${path}/${encodeURIComponent(kind.nameOf(created))}`).json(present(created));
+      res.status(201).location(`${path}/${encodeURIComponent(kind.nameOf(created))}`).json(present(created, reveal));
     })
     .all(methodNotAllowed(['GET', 'HEAD', 'POST']));
 
   const put = async (req: Request<{ name: string }>, res: Response) => {
-    const body = await prepared(req.body, 'update');
-    res.json(present(await write(req, res, (defs) => updateDefinition(kind, defs, req.params.name, body))));
+    const { body, reveal } = await prepared(req.body, 'update');
+    res.json(present(await write(req, res, (defs) => updateDefinition(kind, defs, req.params.name, body)), reveal));
   };
 
   router
@@ -72,5 +77,6 @@ export function createDefinitionRoutes(store: DefinitionStore, update: RecordedU
   resourceRoutes(router, store, update, '/apis', apiKind);
   resourceRoutes(router, store, update, '/oauth/servers', oauthServerKind);
   resourceRoutes(router, store, update, '/credentials/basic_auth', basicAuthCredentialKind);
+  resourceRoutes(router, store, update, '/credentials/key_auth', keyAuthCredentialKind);
   return router;
 }

@@ -40,16 +40,22 @@ export interface DefinitionKind<T> extends StoredKind<T> {
   checkDelete?(defs: Definitions, name: string): void;
   /**
    * Turns a POST or PUT/PATCH body into what `parse` (or the merge patch) reads, before the write
-   * (basic_auth users: the password is checked and hashed, off the store's queue). Absent = as is.
+   * (credentials: the secret is checked and hashed, off the store's queue). Absent = as is.
    */
-  prepare?(body: Record<string, unknown>, op: 'create' | 'update'): Promise<Record<string, unknown>>;
+  prepare?(body: Record<string, unknown>, op: 'create' | 'update'): Promise<Prepared>;
   /** What the admin API shows of a definition (basic_auth users: never the hash). Absent = all of it. */
   present?(item: T): unknown;
 }
 
+/** A prepared body, and what the response to this write shows once besides the stored definition (a generated API key). */
+export interface Prepared {
+  body: Record<string, unknown>;
+  reveal?: Record<string, unknown>;
+}
+
 export const apiKind: DefinitionKind<ApiDefinition> = {
   ...storedApis,
-  prepare: async (body, op) => (op === 'update' ? foldHostsAlias(body) : body),
+  prepare: async (body, op) => ({ body: op === 'update' ? foldHostsAlias(body) : body }),
 };
 
 /**

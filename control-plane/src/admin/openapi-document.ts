@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { apiSchema } from '#proto/definition/api-schema';
 import { serverSchema } from '#proto/definition/oauth-server-schema';
 import { passwordSchema, usernameSchema } from '#proto/definition/basic-auth-credential-schema';
+import { apiKeySchema } from '#proto/definition/key-auth-credential-schema';
 import { PLUGINS, PLUGIN_ORDER } from '#proto/plugins/index';
 import { explainBodySchema } from './explain-route.js';
 
@@ -114,10 +115,16 @@ const explainResponse = z.object({
 });
 
 const kindDiff = z.object({ added: z.array(z.string()), changed: z.array(z.string()), removed: z.array(z.string()) });
-const configDiff = z.object({ apis: kindDiff, oauth_servers: kindDiff, basic_auth_credentials: kindDiff });
+const configDiff = z.object({ apis: kindDiff, oauth_servers: kindDiff, basic_auth_credentials: kindDiff, key_auth_credentials: kindDiff });
+
+/** A credential as the configuration document holds it: username and the named hash. */
+const storedCredential = (hashField: string): JsonSchema => ({
+  type: 'array',
+  items: { type: 'object', required: ['username', hashField], properties: { username: { type: 'string' }, [hashField]: { type: 'string' } } },
+});
 
 function schemas(): Record<string, JsonSchema> {
-  const basicAuthUser = z.object({ username: usernameSchema });
+  const credentialView = z.object({ username: usernameSchema });
   return {
     Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
     LoginRequest: jsonSchema(z.object({ username: z.string(), password: z.string() }), 'input'),
@@ -128,23 +135,28 @@ function schemas(): Record<string, JsonSchema> {
     OAuthServerInput: jsonSchema(serverSchema, 'input'),
     OAuthServerPatch: patchOf(jsonSchema(serverSchema, 'input')),
     OAuthServer: jsonSchema(serverSchema, 'output'),
-    BasicAuthUserInput: jsonSchema(basicAuthUser.extend({ password: passwordSchema }), 'input'),
-    BasicAuthUserPatch: patchOf(jsonSchema(basicAuthUser.extend({ password: passwordSchema }), 'input')),
-    BasicAuthUser: jsonSchema(basicAuthUser, 'output'),
+    BasicAuthUserInput: jsonSchema(credentialView.extend({ password: passwordSchema }), 'input'),
+    BasicAuthUserPatch: patchOf(jsonSchema(credentialView.extend({ password: passwordSchema }), 'input')),
+    BasicAuthUser: jsonSchema(credentialView, 'output'),
+    KeyAuthCredentialInput: jsonSchema(credentialView.extend({ key: apiKeySchema.optional().describe('the API key; a create without one gets a generated key (32 random bytes, base64url)') }), 'input'),
+    KeyAuthCredentialPatch: patchOf(jsonSchema(credentialView.extend({ key: apiKeySchema }), 'input')),
+    KeyAuthCredential: jsonSchema(credentialView, 'output'),
+    KeyAuthCredentialCreated: jsonSchema(
+      credentialView.extend({ key: z.string().optional().describe('the generated API key: in this response only, never shown again') }),
+      'output',
+    ),
     DataPlane: jsonSchema(dataPlane, 'output'),
     ExplainRequest: jsonSchema(explainBodySchema, 'input'),
     ExplainResponse: jsonSchema(explainResponse, 'output'),
     ConfigDocument: {
       type: 'object',
       description: 'The whole configuration; what GET /config returns, PUT /config accepts unchanged.',
-      required: ['apis', 'oauth_servers', 'basic_auth_credentials'],
+      required: ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'],
       properties: {
         apis: { type: 'array', items: ref('ApiDefinition') },
         oauth_servers: { type: 'array', items: ref('OAuthServer') },
-        basic_auth_credentials: {
-          type: 'array',
-          items: { type: 'object', required: ['username', 'password_hash'], properties: { username: { type: 'string' }, password_hash: { type: 'string' } } },
-        },
+        basic_auth_credentials: storedCredential('password_hash'),
+        key_auth_credentials: storedCredential('key_hash'),
       },
     },
     ConfigChange: jsonSchema(z.object({ version: z.int(), changed: z.boolean(), diff: configDiff, restored: z.int().optional() }), 'output'),
@@ -160,6 +172,7 @@ function schemas(): Record<string, JsonSchema> {
         apis: z.int(),
         oauth_servers: z.int(),
         basic_auth_credentials: z.int(),
+        key_auth_credentials: z.int().optional(),
       }),
       'output',
     ),
@@ -195,6 +208,8 @@ function resourceOperations(o: {
   input: string;
   patch: string;
   shown: string;
+  /** What a create answers, when it differs from `shown`. */
+  created?: string;
   conflicts: string;
   updateConflicts?: string;
   deleteConflict?: string;
@@ -221,7 +236,7 @@ function resourceOperations(o: {
       summary: `Create ${o.noun}`,
       write: true,
       body: o.input,
-      success: { status: 201, description: `the stored ${o.noun} (Location: its URL)`, schema: ref(o.shown) },
+      success: { status: 201, description: `the stored ${o.noun} (Location: its URL)`, schema: ref(o.created ?? o.shown) },
       errors: { 409: o.conflicts },
     },
     { method: 'get', path: item, summary: `Get ${o.noun}`, parameters, success: { status: 200, description: `the ${o.noun}`, schema: ref(o.shown) }, errors: notFound },
@@ -290,6 +305,17 @@ export const OPERATIONS: readonly OperationSpec[] = [
     shown: 'BasicAuthUser',
     param: 'user name',
     conflicts: '`user already exists`',
+  }),
+  ...resourceOperations({
+    path: '/credentials/key_auth',
+    noun: 'key_auth credential',
+    input: 'KeyAuthCredentialInput',
+    patch: 'KeyAuthCredentialPatch',
+    shown: 'KeyAuthCredential',
+    created: 'KeyAuthCredentialCreated',
+    param: 'user name',
+    conflicts: '`key_auth credential already exists` or `api key is already registered`',
+    updateConflicts: '`api key is already registered`',
   }),
   { method: 'get', path: '/dataplanes', summary: 'Connected data planes', success: { status: 200, description: 'one entry per stream', schema: { type: 'array', items: ref('DataPlane') } } },
   {

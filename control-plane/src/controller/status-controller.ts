@@ -67,7 +67,9 @@ const REJECTION_REASON: Partial<Record<ErrorCode, string>> = {
   API_NAME_TAKEN: 'NameTaken',
   OAUTH_SERVER_NAME_TAKEN: 'NameTaken',
   BASIC_AUTH_USER_TAKEN: 'NameTaken',
+  KEY_AUTH_CREDENTIAL_TAKEN: 'NameTaken',
   API_LISTEN_PATH_TAKEN: 'Conflicted',
+  API_KEY_TAKEN: 'Conflicted',
 };
 
 const MAX_MESSAGE = 1024;

@@ -47,6 +47,8 @@ export interface HistoryEntry extends HistoryOrigin {
   apis: number;
   oauth_servers: number;
   basic_auth_credentials: number;
+  /** Absent in entries recorded before key_auth existed. */
+  key_auth_credentials?: number;
 }
 
 export interface ConfigHistory {
@@ -99,6 +101,7 @@ function createHistory(backing: HistoryBacking, initial: HistoryEntry[], options
           apis: state.defs.apis.length,
           oauth_servers: state.defs.oauthServers.length,
           basic_auth_credentials: state.defs.basicAuthCredentials?.length ?? 0,
+          key_auth_credentials: state.defs.keyAuthCredentials?.length ?? 0,
         };
         const next = [...entries.filter((e) => e.version !== entry.version), entry].sort((a, b) => a.version - b.version);
         const dropped = next.slice(0, Math.max(0, next.length - limit));

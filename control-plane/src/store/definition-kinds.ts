@@ -7,10 +7,12 @@ import type { ErrorCode } from '#proto/errors';
 import {
   parseApiDefinition,
   parseBasicAuthCredential,
+  parseKeyAuthCredential,
   parseOAuthServer,
   type ApiDefinition,
   type BasicAuthCredential,
   type Definitions,
+  type KeyAuthCredential,
   type OAuthServerDefinition,
 } from '#proto/definition/index';
 import type { DefinitionKindName } from '#proto/compile/index';
@@ -55,13 +57,30 @@ export const storedOAuthServers: StoredKind<OAuthServerDefinition> = {
   compileKind: 'oauth-server',
 };
 
-export const storedBasicAuthCredentials: StoredKind<BasicAuthCredential> = {
-  list: (defs) => defs.basicAuthCredentials ?? [],
-  withList: (defs, basicAuthCredentials) => ({ ...defs, basicAuthCredentials }),
-  parse: parseBasicAuthCredential,
-  nameField: 'username',
-  nameOf: (credential) => credential.username,
+/** A global credential kind: named by `username`, listed in an optional member of Definitions. */
+function storedCredentials<T extends { username: string }>(
+  member: 'basicAuthCredentials' | 'keyAuthCredentials',
+  parse: (raw: unknown) => T,
+  errors: Pick<StoredKind<T>, 'notFound' | 'nameTaken' | 'compileKind'>,
+): StoredKind<T> {
+  return {
+    list: (defs) => (defs[member] ?? []) as unknown as T[],
+    withList: (defs, items) => ({ ...defs, [member]: items }),
+    parse,
+    nameField: 'username',
+    nameOf: (credential) => credential.username,
+    ...errors,
+  };
+}
+
+export const storedBasicAuthCredentials = storedCredentials<BasicAuthCredential>('basicAuthCredentials', parseBasicAuthCredential, {
   notFound: { code: 'BASIC_AUTH_USER_NOT_FOUND', message: 'user not found' },
   nameTaken: { code: 'BASIC_AUTH_USER_TAKEN', message: 'user already exists' },
   compileKind: 'basic-auth-credential',
-};
+});
+
+export const storedKeyAuthCredentials = storedCredentials<KeyAuthCredential>('keyAuthCredentials', parseKeyAuthCredential, {
+  notFound: { code: 'KEY_AUTH_CREDENTIAL_NOT_FOUND', message: 'key_auth credential not found' },
+  nameTaken: { code: 'KEY_AUTH_CREDENTIAL_TAKEN', message: 'key_auth credential already exists' },
+  compileKind: 'key-auth-credential',
+});

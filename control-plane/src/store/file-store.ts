@@ -1,7 +1,8 @@
 /**
  * Embedded definition store, two files in DATA_DIR:
- * - store.json `{revision, apis, oauth_servers, basic_auth_credentials}` (the last one only when
- *   there are basic_auth users: scrypt hashes, never passwords): the base, the whole content at its
+ * - store.json `{revision, apis, oauth_servers, basic_auth_credentials, key_auth_credentials}` (each
+ *   credential list only when there are any: scrypt hashes and SHA-256 digests, never passwords or
+ *   keys): the base, the whole content at its
  *   revision, only ever replaced atomically (atomic-file.ts);
  * - store.journal: one line per write since (journal.ts: revision, hash and the definitions the
  *   write changed), appended and fdatasynced before update() resolves.
@@ -16,7 +17,8 @@ import { constants } from 'node:fs';
 import { access, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GatehouseError } from '#proto/errors';
-import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer, type Definitions } from '#proto/definition/index';
+import { parseApiDefinition, parseOAuthServer, type Definitions } from '#proto/definition/index';
+import { storedBasicAuthCredentials, storedKeyAuthCredentials, type StoredKind } from './definition-kinds.js';
 import { definitionsHash } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import { removeAbandonedTemps, syncDir, writeFileAtomic } from './atomic-file.js';
@@ -41,7 +43,14 @@ interface StoreFile {
   apis: unknown[];
   oauth_servers: unknown[];
   basic_auth_credentials?: unknown[];
+  key_auth_credentials?: unknown[];
 }
+
+/** The optional members of store.json: the credential kinds, each written only when it has any (older files stay as they were). */
+const CREDENTIAL_MEMBERS: ReadonlyArray<{ member: 'basic_auth_credentials' | 'key_auth_credentials'; kind: StoredKind<object> }> = [
+  { member: 'basic_auth_credentials', kind: storedBasicAuthCredentials as StoredKind<object> },
+  { member: 'key_auth_credentials', kind: storedKeyAuthCredentials as StoredKind<object> },
+];
 
 export interface FileStoreOptions {
   dataDir: string;
@@ -52,9 +61,11 @@ const jsonList = (items: readonly object[]): string => `[${items.map(definitionJ
 
 /** The same text as JSON.stringify of StoreFile (the format is unchanged), built from the per-definition JSON. */
 export function serialize(revision: number, defs: Definitions): string {
-  const credentials = defs.basicAuthCredentials ?? [];
-  const users = credentials.length > 0 ? `,"basic_auth_credentials":${jsonList(credentials)}` : '';
-  return `{"revision":${JSON.stringify(revision)},"apis":${jsonList(defs.apis)},"oauth_servers":${jsonList(defs.oauthServers)}${users}}\n`;
+  const credentials = CREDENTIAL_MEMBERS.map(({ member, kind }) => {
+    const list = kind.list(defs);
+    return list.length > 0 ? `,"${member}":${jsonList(list)}` : '';
+  });
+  return `{"revision":${JSON.stringify(revision)},"apis":${jsonList(defs.apis)},"oauth_servers":${jsonList(defs.oauthServers)}${credentials.join('')}}\n`;
 }
 
 /** Re-validates what is on disk, so a hand-edited file cannot smuggle in an invalid definition. */
@@ -64,16 +75,13 @@ export function deserialize(path: string, text: string): { revision: number; def
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error('not a JSON object {revision, apis, oauth_servers}');
     if (!Number.isSafeInteger(raw.revision) || (raw.revision as number) < 0) throw new Error('revision is not an integer');
     if (!Array.isArray(raw.apis) || !Array.isArray(raw.oauth_servers)) throw new Error('apis and oauth_servers must be arrays');
-    const credentials = raw.basic_auth_credentials ?? [];
-    if (!Array.isArray(credentials)) throw new Error('basic_auth_credentials must be an array');
-    return {
-      revision: raw.revision as number,
-      defs: {
-        apis: raw.apis.map(parseApiDefinition),
-        oauthServers: raw.oauth_servers.map(parseOAuthServer),
-        basicAuthCredentials: credentials.map(parseBasicAuthCredential),
-      },
-    };
+    let defs: Definitions = { apis: raw.apis.map(parseApiDefinition), oauthServers: raw.oauth_servers.map(parseOAuthServer) };
+    for (const { member, kind } of CREDENTIAL_MEMBERS) {
+      const credentials = raw[member] ?? [];
+      if (!Array.isArray(credentials)) throw new Error(`${member} must be an array`);
+      defs = kind.withList(defs, credentials.map(kind.parse));
+    }
+    return { revision: raw.revision as number, defs };
   } catch (err) {
     throw new GatehouseError('STORE_UNAVAILABLE', `cannot load ${path}: ${(err as Error).message}`, { cause: err });
   }

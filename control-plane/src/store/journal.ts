@@ -15,9 +15,9 @@ import { open, type FileHandle } from 'node:fs/promises';
 import type { DefinitionKindName } from '#proto/compile/index';
 import type { DefinitionChange } from '#proto/compile/incremental';
 import type { Definitions } from '#proto/definition/index';
-import { storedApis, storedBasicAuthCredentials, storedOAuthServers, type StoredKind } from './definition-kinds.js';
+import { storedApis, storedBasicAuthCredentials, storedKeyAuthCredentials, storedOAuthServers, type StoredKind } from './definition-kinds.js';
 
-const KINDS = [storedApis, storedOAuthServers, storedBasicAuthCredentials] as StoredKind<object>[];
+const KINDS = [storedApis, storedOAuthServers, storedBasicAuthCredentials, storedKeyAuthCredentials] as StoredKind<object>[];
 const KIND_BY_NAME = new Map(KINDS.map((kind) => [kind.compileKind, kind]));
 
 /**

@@ -11,6 +11,7 @@ import { cbRuntime } from './cb.js';
 import { compressionRuntime } from './compression.js';
 import { corsRuntime } from './cors.js';
 import { ipRestrictionRuntime } from './ip-restriction.js';
+import { keyAuthRuntime } from './key-auth.js';
 import { oauth2Runtime } from './oauth2.js';
 import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
 import { rateLimitRuntime } from './rate-limit/index.js';
@@ -25,6 +26,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   rate_limit: rateLimitRuntime,
   oauth2: oauth2Runtime,
   basic_auth: basicAuthRuntime,
+  key_auth: keyAuthRuntime,
   body_limit: bodyLimitRuntime,
   request_transformer: requestTransformerRuntime,
   retry: retryRuntime,

@@ -46,14 +46,19 @@ interface QueryPair {
   raw: string;
 }
 
+/** A query component as a form decodes it (`+` is a space); one that does not percent-decode is kept as it is. */
+export function decodeQueryComponent(raw: string): string {
+  const text = raw.replace(/\+/g, ' ');
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
 function decodedName(raw: string): string {
   const eq = raw.indexOf('=');
-  const name = (eq === -1 ? raw : raw.slice(0, eq)).replace(/\+/g, ' ');
-  try {
-    return decodeURIComponent(name);
-  } catch {
-    return name;
-  }
+  return decodeQueryComponent(eq === -1 ? raw : raw.slice(0, eq));
 }
 
 /** A raw query string (no '?') with the edits applied; parameters keep their order and encoding. */

@@ -15,6 +15,8 @@ export interface StageDeps {
   breakers: BreakerGeneration;
   /** basic_auth: true when the Authorization header names one of this snapshot's users with the right password (a promise only while scrypt runs). */
   basicAuth(authorization: string | undefined): boolean | Promise<boolean>;
+  /** key_auth: the username of this snapshot's credential holding `key`, or undefined. */
+  apiKeyOwner(key: string): string | undefined;
 }
 
 export interface PluginRuntime<Compiled> {

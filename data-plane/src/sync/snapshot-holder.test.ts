@@ -4,6 +4,7 @@ import type { Definitions } from '#proto/definition/types';
 import { Registry } from 'prom-client';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { GatehouseError } from '#proto/errors';
+import { hashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
 import type { PluginExchange } from '../plugins/index.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
@@ -155,5 +156,33 @@ describe('snapshot holder', () => {
     expect(text).toContain('gatehouse_snapshot_applies_total{result="applied"} 1');
     expect(text).toContain('gatehouse_snapshot_applies_total{result="unchanged"} 1');
     expect(text).toContain('gatehouse_snapshot_applies_total{result="rejected"} 1');
+  });
+  test('a delta re-keys key_auth credentials, two of them swapping keys included; untouched keys keep working', () => {
+    const protectedApi = parseApiDefinition({ ...apiDef('keyed'), plugins: [{ name: 'key_auth' }] });
+    const content = (version: number, credentials: Array<[string, string]>) => {
+      const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: hashApiKey(key) })) };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    /** Who the route's key_auth stage says the key belongs to (its X-Consumer-Username), or the refusal's code. */
+    const owner = (key: string): string => {
+      const pipeline = holder.current()!.upstreams.get('api:keyed')!.pipeline!;
+      const exchange = { headers: ['apikey', key], query: '', addClientHeader: () => undefined } as unknown as PluginExchange;
+      try {
+        pipeline.request[0]!(exchange);
+      } catch (err) {
+        return (err as GatehouseError).code;
+      }
+      return exchange.headers[exchange.headers.indexOf('X-Consumer-Username') + 1]!;
+    };
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const v1 = content(1, [['ann', 'key-one-0123456789'], ['bob', 'key-two-0123456789'], ['cy', 'key-three-0123456789']]);
+    holder.apply(toSnapshotMessage(1, v1.defs));
+    expect([owner('key-one-0123456789'), owner('key-two-0123456789'), owner('nobody-0123456789')]).toEqual(['ann', 'bob', 'KEY_REJECTED']);
+    const v2 = content(2, [['ann', 'key-two-0123456789'], ['bob', 'key-one-0123456789'], ['cy', 'key-three-0123456789']]);
+    expect(holder.applyDelta(toDeltaMessage(v1, v2)).ok).toBe(true);
+    expect([owner('key-one-0123456789'), owner('key-two-0123456789'), owner('key-three-0123456789')]).toEqual(['bob', 'ann', 'cy']);
+    const v3 = content(3, [['bob', 'key-one-0123456789'], ['cy', 'key-three-0123456789']]);
+    expect(holder.applyDelta(toDeltaMessage(v2, v3)).ok).toBe(true);
+    expect([owner('key-two-0123456789'), owner('key-one-0123456789')]).toEqual(['KEY_REJECTED', 'bob']);
   });
 });

@@ -20,6 +20,7 @@ import { applyDeltaMessage, fromSnapshotMessage, prepareForDeltas, type ContentC
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector } from '../auth/index.js';
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
+import { apiKeyLookup } from '../auth/api-keys.js';
 import type { TokenStore } from '../auth/token-store.js';
 import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
@@ -61,14 +62,23 @@ export interface SnapshotHolder {
   content(): SnapshotContent | null;
 }
 
+type IndexEntry = NonNullable<ReturnType<ConfigIndex['entries']['get']>>;
+
 /** What a later delta builds on: the content and what was built from it. */
 interface Held {
   content: SnapshotContent;
   /** Route keys and references of the content: a delta is checked by what it changes (compile/incremental.ts). */
   index: ConfigIndex;
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
+  credentials: HeldCredentials;
+}
+
+/** The snapshot's global credentials and the stage dependencies that check them (rebuilt only when they change). */
+interface HeldCredentials extends Pick<StageDeps, 'basicAuth' | 'apiKeyOwner'> {
+  /** basic_auth users: username → scrypt hash. */
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
-  basicAuth: StageDeps['basicAuth'];
+  /** key_auth credentials: key_hash → username. */
+  apiKeys: ReadonlyMap<string, string>;
 }
 
 export function createSnapshotHolder(deps: {
@@ -120,6 +130,15 @@ export function createSnapshotHolder(deps: {
     });
   }
 
+  function heldCredentials(basicAuthUsers: ReadonlyMap<string, PasswordHash>, apiKeys: ReadonlyMap<string, string>): HeldCredentials {
+    return {
+      basicAuthUsers,
+      apiKeys,
+      basicAuth: (authorization) => basicAuthChecker.check(basicAuthUsers, authorization),
+      apiKeyOwner: apiKeyLookup(apiKeys),
+    };
+  }
+
   /** A route's forwarding state, parsed once. */
   function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>, health: HealthGeneration | null): RouteUpstream {
     // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
@@ -141,17 +160,17 @@ export function createSnapshotHolder(deps: {
   function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): { next: AppliedSnapshot; held: Held } {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
     const index = indexConfig(content.defs);
-    const { routes, oauthServers, basicAuthUsers } = indexRoutes(index);
+    const { routes, oauthServers, basicAuthUsers, apiKeys } = indexRoutes(index);
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
-    const basicAuth = (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
-    const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
+    const credentials = heldCredentials(basicAuthUsers, apiKeys);
+    const pipelineDeps = { authorizer, rateLimiter, basicAuth: credentials.basicAuth, apiKeyOwner: credentials.apiKeyOwner, breakers };
     breakers.releaseAll();
     health?.releaseAll();
     const upstreams = new Map<string, RouteUpstream>();
     for (const route of routes) upstreams.set(route.id, upstreamOf(route, pipelineDeps, health));
     return {
       next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams },
-      held: { content, index, oauthServers, basicAuthUsers, basicAuth },
+      held: { content, index, oauthServers, credentials },
     };
   }
 
@@ -176,34 +195,41 @@ export function createSnapshotHolder(deps: {
     };
     const removed = changes.flatMap((change) => routesOf(previous.index, change));
     const added = changes.flatMap((change) => routesOf(index, change));
-    const patched = <V>(held: ReadonlyMap<string, V>, kind: ContentChange['kind'], valueOf: (c: ContentChange) => V | undefined) => {
-      if (!changes.some((c) => c.kind === kind)) return held;
+    /**
+     * `held` with the changes of `kind` made: each changed definition's entry (keyed by `keyOf`) taken
+     * out as it was, then put in as it is, in two passes, so that changes may swap keys among themselves.
+     */
+    const patched = <V>(held: ReadonlyMap<string, V>, kind: ContentChange['kind'], entryValue: (e: IndexEntry | undefined) => V | undefined, keyOf: (name: string, value: V) => string, valueOf: (name: string, value: V) => V) => {
+      const mine = changes.filter((c) => c.kind === kind);
+      if (mine.length === 0) return held;
       const map = new Map(held);
-      for (const change of changes) {
-        if (change.kind !== kind) continue;
-        const value = valueOf(change);
-        if (value === undefined) map.delete(change.name);
-        else map.set(change.name, value);
+      for (const { name } of mine) {
+        const before = entryValue(previous.index.entries.get(`${kind}:${name}`));
+        if (before !== undefined) map.delete(keyOf(name, before));
+      }
+      for (const { name } of mine) {
+        const after = entryValue(index.entries.get(`${kind}:${name}`));
+        if (after !== undefined) map.set(keyOf(name, after), valueOf(name, after));
       }
       return map;
     };
-    const entryOf = (change: ContentChange) => index.entries.get(`${change.kind}:${change.name}`);
-    const oauthServers = patched(previous.oauthServers, 'oauth-server', (c) => entryOf(c)?.server);
-    const basicAuthUsers = patched(previous.basicAuthUsers, 'basic-auth-credential', (c) => entryOf(c)?.passwordHash);
-    // Unchanged servers and users keep the authorizer and its caches, and every route its upstream.
+    const oauthServers = patched(previous.oauthServers, 'oauth-server', (e) => e?.server, (name) => name, (_name, server) => server);
+    const basicAuthUsers = patched(previous.credentials.basicAuthUsers, 'basic-auth-credential', (e) => e?.passwordHash, (name) => name, (_name, hash) => hash);
+    const apiKeys = patched(previous.credentials.apiKeys, 'key-auth-credential', (e) => e?.keyHash, (_name, keyHash) => keyHash, (name) => name);
+    // Unchanged servers and credentials keep the authorizer and its caches, and every route its upstream.
     const authReused = oauthServers === previous.oauthServers;
-    const usersReused = basicAuthUsers === previous.basicAuthUsers;
+    const credentialsReused = basicAuthUsers === previous.credentials.basicAuthUsers && apiKeys === previous.credentials.apiKeys;
     const authorizer = authReused
       ? current.authorizer
       : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
-    const basicAuth = usersReused ? previous.basicAuth : (authorization: string | undefined) => basicAuthChecker.check(basicAuthUsers, authorization);
-    const pipelineDeps = { authorizer, rateLimiter, basicAuth, breakers };
+    const credentials = credentialsReused ? previous.credentials : heldCredentials(basicAuthUsers, apiKeys);
+    const pipelineDeps = { authorizer, rateLimiter, basicAuth: credentials.basicAuth, apiKeyOwner: credentials.apiKeyOwner, breakers };
     for (const route of removed) {
       breakers.release(route.id);
       health?.release(route.id);
     }
     let upstreams: LayeredMap<string, RouteUpstream>;
-    if (authReused && usersReused) {
+    if (authReused && credentialsReused) {
       // Only the changed routes' entries are new; the rest are shared with the held map, not copied (5–15 ms per push at 50,000 APIs).
       const held = current.upstreams instanceof LayeredMap ? current.upstreams : LayeredMap.of(current.upstreams);
       const updates = new Map<string, RouteUpstream | undefined>();
@@ -211,14 +237,14 @@ export function createSnapshotHolder(deps: {
       for (const route of added) updates.set(route.id, upstreamOf(route, pipelineDeps, health));
       upstreams = held.with(updates);
     } else {
-      // Every pipeline holds the authorizer or the users: all are built again.
+      // Every pipeline holds the authorizer or the credentials: all are built again.
       const all = new Map<string, RouteUpstream>();
       for (const route of indexRoutes(index).routes) all.set(route.id, upstreamOf(route, pipelineDeps, health));
       upstreams = LayeredMap.of(all);
     }
     return {
       next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },
-      held: { content, index, oauthServers, basicAuthUsers, basicAuth },
+      held: { content, index, oauthServers, credentials },
     };
   }
 

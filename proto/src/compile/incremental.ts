@@ -9,9 +9,12 @@
 import { GatehouseError } from '../errors.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
 import {
+  addCredential,
   checkPluginReferences,
   compileOne,
-  takenMessage,
+  definitionsOf,
+  takenError,
+  type CredentialMaps,
   type CompileCache,
   type CompiledOAuthServer,
   type CompiledRoute,
@@ -35,6 +38,7 @@ interface Entry {
   keys: string[];
   server?: CompiledOAuthServer;
   passwordHash?: PasswordHash;
+  keyHash?: string;
   /** Servers named by this API's oauth2 plugins (enabled or not). */
   refs: string[];
 }
@@ -63,8 +67,8 @@ function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entr
     if (!(result.error instanceof GatehouseError)) throw result.error;
     throw named(change, result.error);
   }
-  const { routes, keys, server, passwordHash } = result.built;
-  return { kind, name, def, routes, keys, server, passwordHash, refs: kind === 'api' ? oauth2Refs(def) : [] };
+  const { routes, keys, server, passwordHash, keyHash } = result.built;
+  return { kind, name, def, routes, keys, server, passwordHash, keyHash, refs: kind === 'api' ? oauth2Refs(def) : [] };
 }
 
 const EMPTY: ConfigIndex = { entries: LayeredMap.of(), routeOwners: LayeredMap.of(), serverRefs: LayeredMap.of() };
@@ -105,12 +109,7 @@ class Draft<V extends NonNullable<unknown>> {
  * cache). Throws the first rejection when the configuration is not whole.
  */
 export function indexConfig(defs: Definitions, cache?: CompileCache): ConfigIndex {
-  const changes: DefinitionChange[] = [
-    ...defs.oauthServers.map((def) => ({ kind: 'oauth-server' as const, name: def.name, def })),
-    ...defs.apis.map((def) => ({ kind: 'api' as const, name: def.name, def })),
-    ...(defs.basicAuthCredentials ?? []).map((def) => ({ kind: 'basic-auth-credential' as const, name: def.username, def })),
-  ];
-  return applyChanges(EMPTY, changes, cache);
+  return applyChanges(EMPTY, definitionsOf(defs), cache);
 }
 
 /**
@@ -173,7 +172,7 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
     if (entries.has(key)) throw new GatehouseError('VALIDATION_FAILED', `${change.kind} "${change.name}" is defined more than once`);
     const entry = entryOf(change as Required<DefinitionChange>, cache);
     for (const routeKey of entry.keys) {
-      if (routeOwners.has(routeKey)) throw named(entry, new GatehouseError('API_LISTEN_PATH_TAKEN', takenMessage[entry.kind]));
+      if (routeOwners.has(routeKey)) throw named(entry, takenError(entry.kind));
     }
     for (const routeKey of entry.keys) routeOwners.set(routeKey, key);
     for (const server of entry.refs) count(server, 1);
@@ -222,21 +221,21 @@ function named(entry: Pick<Entry, 'kind' | 'name'>, error: GatehouseError): Chan
   return new ChangeRejected(entry.kind, entry.name, error);
 }
 
-/** What the data plane routes: active API routes, then the servers' endpoint routes. */
-export function indexRoutes(index: ConfigIndex): { routes: CompiledRoute[]; oauthServers: Map<string, CompiledOAuthServer>; basicAuthUsers: Map<string, PasswordHash> } {
+/** What the data plane routes: active API routes, then the servers' endpoint routes; and the credentials. */
+export function indexRoutes(index: ConfigIndex): { routes: CompiledRoute[]; oauthServers: Map<string, CompiledOAuthServer> } & CredentialMaps {
   const routes: CompiledRoute[] = [];
   const serverRoutes: CompiledRoute[] = [];
   const oauthServers = new Map<string, CompiledOAuthServer>();
-  const basicAuthUsers = new Map<string, PasswordHash>();
+  const credentials: CredentialMaps = { basicAuthUsers: new Map(), apiKeys: new Map() };
   for (const entry of index.entries.values()) {
     if (entry.kind === 'api') {
       if ((entry.def as ApiDefinition).active) routes.push(...entry.routes);
     } else if (entry.server) {
       oauthServers.set(entry.name, entry.server);
       serverRoutes.push(...entry.server.routes);
-    } else if (entry.passwordHash) {
-      basicAuthUsers.set(entry.name, entry.passwordHash);
+    } else {
+      addCredential(credentials, entry.name, entry);
     }
   }
-  return { routes: [...routes, ...serverRoutes], oauthServers, basicAuthUsers };
+  return { routes: [...routes, ...serverRoutes], oauthServers, ...credentials };
 }

@@ -7,13 +7,14 @@
 import type { KeyObject } from 'node:crypto';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import { EMPTY_LIST, HTTP_TOKEN } from '../definition/proxy-schema.js';
-import { GatehouseError } from '../errors.js';
+import { GatehouseError, type ErrorCode } from '../errors.js';
 import { fieldError } from '../definition/field-path.js';
 import type {
   ApiDefinition,
   BasicAuthCredential,
   Definitions,
   JwtAlg,
+  KeyAuthCredential,
   OAuth2PluginDefinition,
   OAuthEndpointName,
   OAuthServerDefinition,
@@ -111,7 +112,17 @@ export interface Rejection {
   error: GatehouseError;
 }
 
-export type DefinitionKindName = 'api' | 'oauth-server' | 'basic-auth-credential';
+export type DefinitionKindName = 'api' | 'oauth-server' | 'basic-auth-credential' | 'key-auth-credential';
+
+/** Every definition of `defs` with its kind and name, in the order verdicts are given (servers, APIs, then the credentials). */
+export function definitionsOf(defs: Definitions): Array<{ kind: DefinitionKindName; name: string; def: object }> {
+  return [
+    ...defs.oauthServers.map((def) => ({ kind: 'oauth-server' as const, name: def.name, def })),
+    ...defs.apis.map((def) => ({ kind: 'api' as const, name: def.name, def })),
+    ...(defs.basicAuthCredentials ?? []).map((def) => ({ kind: 'basic-auth-credential' as const, name: def.username, def })),
+    ...(defs.keyAuthCredentials ?? []).map((def) => ({ kind: 'key-auth-credential' as const, name: def.username, def })),
+  ];
+}
 
 export interface CompiledConfig {
   /** Active API routes and OAuth endpoint routes of the accepted definitions. */
@@ -121,6 +132,8 @@ export interface CompiledConfig {
   oauthServers: ReadonlyMap<string, CompiledOAuthServer>;
   /** basic_auth users by username, their hashes parsed once. */
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
+  /** key_auth credentials: the username by key_hash (each key_hash is unique: API_KEY_TAKEN). */
+  apiKeys: ReadonlyMap<string, string>;
   /** Definitions left out, each with its reason; empty for a consistent configuration. */
   rejected: Rejection[];
 }
@@ -164,6 +177,10 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
     } else if (kind === 'api') {
       const routes = [compileApi(def as ApiDefinition)];
       built = { routes, keys: conflictKeys(routes), api: def as ApiDefinition };
+    } else if (kind === 'key-auth-credential') {
+      // Its key is a conflict key like a route's: no two credentials may hold the same key (a route's key always holds newlines, this one none).
+      const keyHash = (def as KeyAuthCredential).key_hash;
+      built = { routes: [], keys: [`api-key ${keyHash}`], keyHash };
     } else {
       const passwordHash = parsePasswordHash((def as BasicAuthCredential).password_hash);
       if (!passwordHash) invalid('password_hash', 'has scrypt parameters out of bounds');
@@ -290,16 +307,40 @@ interface Candidate {
   api?: ApiDefinition;
   server?: CompiledOAuthServer;
   passwordHash?: PasswordHash;
+  /** key_auth credentials: the key's stored digest. */
+  keyHash?: string;
 }
 
-/** The 409 message when a definition's route key is taken, by the kind of the refused definition. */
-export const takenMessage: Record<DefinitionKindName, string> = {
-  api: 'api listen path is already registered',
-  'oauth-server': 'oauth endpoint listen path is already registered',
-  'basic-auth-credential': '',
+/** The 409 when a definition's conflict key (a route's, or an API key's) is taken, by the kind of the refused definition. */
+const TAKEN: Record<DefinitionKindName, { code: ErrorCode; message: string }> = {
+  api: { code: 'API_LISTEN_PATH_TAKEN', message: 'api listen path is already registered' },
+  'oauth-server': { code: 'API_LISTEN_PATH_TAKEN', message: 'oauth endpoint listen path is already registered' },
+  'basic-auth-credential': { code: 'API_LISTEN_PATH_TAKEN', message: '' },
+  'key-auth-credential': { code: 'API_KEY_TAKEN', message: 'api key is already registered (by another key_auth credential)' },
 };
 
-const kindWording: Record<DefinitionKindName, string> = { api: 'api', 'oauth-server': 'oauth server', 'basic-auth-credential': 'basic_auth user' };
+export function takenError(kind: DefinitionKindName): GatehouseError {
+  return new GatehouseError(TAKEN[kind].code, TAKEN[kind].message);
+}
+
+const kindWording: Record<DefinitionKindName, string> = {
+  api: 'api',
+  'oauth-server': 'oauth server',
+  'basic-auth-credential': 'basic_auth user',
+  'key-auth-credential': 'key_auth credential',
+};
+
+/** The credentials of accepted definitions, as a data plane looks them up. */
+export interface CredentialMaps {
+  basicAuthUsers: Map<string, PasswordHash>;
+  apiKeys: Map<string, string>;
+}
+
+/** Adds one accepted definition's credential (if it is one) to the maps. */
+export function addCredential(maps: CredentialMaps, name: string, built: { passwordHash?: PasswordHash; keyHash?: string }): void {
+  if (built.passwordHash) maps.basicAuthUsers.set(name, built.passwordHash);
+  if (built.keyHash) maps.apiKeys.set(built.keyHash, name);
+}
 
 /**
  * Whole-configuration compile with a verdict per definition: each one is compiled on its own (a
@@ -320,13 +361,10 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   const attempt = (kind: DefinitionKindName, name: string, def: object) => {
     const result = compileOne(kind, def, options.cache);
     if ('built' in result) {
-      const { routes, keys, api, server, passwordHash } = result.built;
-      candidates.push({ kind, name, rank: rankOf(kind, name), routes, keys, api, server, passwordHash });
+      candidates.push({ ...result.built, kind, name, rank: rankOf(kind, name) });
     } else reject({ kind, name }, result.error);
   };
-  for (const server of defs.oauthServers) attempt('oauth-server', server.name, server);
-  for (const api of defs.apis) attempt('api', api.name, api);
-  for (const credential of defs.basicAuthCredentials ?? []) attempt('basic-auth-credential', credential.username, credential);
+  for (const { kind, name, def } of definitionsOf(defs)) attempt(kind, name, def);
   // Stable: equal ranks keep list order (servers first, as the router and the old rule had them).
   candidates.sort((a, b) => a.rank - b.rank);
 
@@ -335,13 +373,13 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   const survivors = candidates.filter((c) => {
     const nameKey = `${c.kind}:${c.name}`;
     if (names.has(nameKey)) {
-      reject(c, fieldError(c.kind === 'basic-auth-credential' ? 'username' : 'name', `: ${kindWording[c.kind]} "${c.name}" is defined more than once`));
+      reject(c, fieldError(c.kind.endsWith('-credential') ? 'username' : 'name', `: ${kindWording[c.kind]} "${c.name}" is defined more than once`));
       return false;
     }
     names.add(nameKey);
     for (const key of c.keys) {
       if (routeOwners.has(key)) {
-        reject(c, new GatehouseError('API_LISTEN_PATH_TAKEN', takenMessage[c.kind]));
+        reject(c, takenError(c.kind));
         return false;
       }
     }
@@ -350,10 +388,10 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   });
 
   const oauthServers = new Map<string, CompiledOAuthServer>();
-  const basicAuthUsers = new Map<string, PasswordHash>();
+  const credentials: CredentialMaps = { basicAuthUsers: new Map(), apiKeys: new Map() };
   for (const c of survivors) {
     if (c.server) oauthServers.set(c.name, c.server);
-    if (c.passwordHash) basicAuthUsers.set(c.name, c.passwordHash);
+    addCredential(credentials, c.name, c);
   }
   const routes: CompiledRoute[] = [];
   const inactiveRoutes: CompiledRoute[] = [];
@@ -368,7 +406,7 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
     (c.api.active ? routes : inactiveRoutes).push(...c.routes);
   }
   for (const server of oauthServers.values()) routes.push(...server.routes);
-  return { routes, inactiveRoutes, oauthServers, basicAuthUsers, rejected };
+  return { routes, inactiveRoutes, oauthServers, ...credentials, rejected };
 }
 
 /** For a configuration that must be whole (a data plane applying a snapshot): the first rejection is thrown. */

@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import type { z } from 'zod';
 import { apiSchema } from './api-schema.js';
 import { credentialSchema } from './basic-auth-credential-schema.js';
+import { keyAuthCredentialSchema } from './key-auth-credential-schema.js';
 import { compiledOf } from './field-path.js';
 import { introspectionSettingsSchema, jwtSettingsSchema, serverSchema, storageSettingsSchema } from './oauth-server-schema.js';
 import { PLUGINS } from '../plugins/index.js';
@@ -29,6 +30,8 @@ const VALID: Record<string, (string | number)[]> = {
   predicate: ['statusCode == 0 || statusCode >= 500'],
   username: ['alice', 'a@b'],
   password_hash: [`scrypt$16384$8$1$${'s'.repeat(22)}$${'k'.repeat(43)}`],
+  key_hash: [`sha256$${'k'.repeat(43)}`],
+  key_names: ['apikey'],
   limit: ['10-S', '100-m', '512K', '1M'],
   domains: ['*', 'https://a.example'],
   request_headers: ['x-h', '*'],
@@ -129,6 +132,7 @@ const SCHEMAS: [string, z.ZodType][] = [
   ['storage settings', storageSettingsSchema],
   ['introspection settings', introspectionSettingsSchema],
   ['basic auth credential', credentialSchema],
+  ['key auth credential', keyAuthCredentialSchema],
   ...Object.entries(PLUGINS).map(([name, plugin]): [string, z.ZodType] => [`plugin ${name}`, plugin.schema as z.ZodType]),
 ];
 

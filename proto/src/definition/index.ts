@@ -9,4 +9,5 @@ export * from './types.js';
 export { parseApiDefinition } from './api-schema.js';
 export { parseOAuthServer } from './oauth-server-schema.js';
 export { parseBasicAuthCredential } from './basic-auth-credential-schema.js';
+export { parseKeyAuthCredential } from './key-auth-credential-schema.js';
 export { mergePatch } from './merge-patch.js';

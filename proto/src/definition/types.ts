@@ -120,10 +120,19 @@ export interface BasicAuthCredential {
   password_hash: string;
 }
 
+/** A key_auth credential (admin `/credentials/key_auth`), global like basic_auth users; never shown with its hash. */
+export interface KeyAuthCredential {
+  username: string;
+  /** `sha256$<digest, base64url>` of the API key (proto/src/api-key.ts). */
+  key_hash: string;
+}
+
 /** The whole configuration a snapshot carries. */
 export interface Definitions {
   apis: ApiDefinition[];
   oauthServers: OAuthServerDefinition[];
   /** Absent = none. */
   basicAuthCredentials?: BasicAuthCredential[];
+  /** Absent = none. */
+  keyAuthCredentials?: KeyAuthCredential[];
 }

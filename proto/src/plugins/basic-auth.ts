@@ -8,15 +8,15 @@ import { deepFreeze, definePlugin } from './plugin.js';
 
 export const DEFAULT_BASIC_AUTH_REALM = 'Restricted';
 
-const schema = z.object({
-  // A quoted-string of RFC 7235 without escapes: printable ASCII except `"` and `\`.
-  realm: z
-    .string()
-    .min(1, 'must not be empty')
-    .max(128, 'must be at most 128 characters')
-    .regex(/^[\x20-\x21\x23-\x5b\x5d-\x7e]+$/, 'must be printable ASCII without " or \\')
-    .default(DEFAULT_BASIC_AUTH_REALM),
-});
+/** A challenge's realm: a quoted-string of RFC 7235 without escapes (printable ASCII except `"` and `\`). Also key_auth's. */
+export const realmSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(128, 'must be at most 128 characters')
+  .regex(/^[\x20-\x21\x23-\x5b\x5d-\x7e]+$/, 'must be printable ASCII without " or \\')
+  .default(DEFAULT_BASIC_AUTH_REALM);
+
+const schema = z.object({ realm: realmSchema });
 
 export interface CompiledBasicAuth {
   /** Value of WWW-Authenticate on a 401. */

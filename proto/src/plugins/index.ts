@@ -13,6 +13,7 @@ import { cbPlugin } from './cb.js';
 import { compressionPlugin } from './compression.js';
 import { corsPlugin } from './cors.js';
 import { ipRestrictionPlugin } from './ip-restriction.js';
+import { keyAuthPlugin } from './key-auth.js';
 import { oauth2Plugin } from './oauth2.js';
 import type { PluginModule } from './plugin.js';
 import { rateLimitPlugin } from './rate-limit.js';
@@ -26,6 +27,7 @@ export const PLUGINS = {
   rate_limit: rateLimitPlugin,
   oauth2: oauth2Plugin,
   basic_auth: basicAuthPlugin,
+  key_auth: keyAuthPlugin,
   body_limit: bodyLimitPlugin,
   request_transformer: requestTransformerPlugin,
   // retry and cb wrap the upstream exchange (retry outermost: each try asks the breaker)
@@ -82,6 +84,7 @@ export type { CompiledRateLimit } from './rate-limit.js';
 export type { CompiledIpRestriction } from './ip-restriction.js';
 export type { CompiledOAuth2 } from './oauth2.js';
 export type { CompiledBasicAuth } from './basic-auth.js';
+export type { CompiledKeyAuth } from './key-auth.js';
 export type { CompiledBodyLimit } from './body-limit.js';
 export { parseSize } from './body-limit.js';
 export type { CompiledRequestTransformer } from './request-transformer.js';

@@ -3,7 +3,9 @@ import { loadGatehouseProto, PROTO_PATH } from '../grpc.js';
 import { GatehouseError } from '../errors.js';
 import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
-import { apiMessage, applyDeltaMessage, definitionsHash, fromSnapshotMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
+import { hash as sha256 } from 'node:crypto';
+import { hashApiKey } from '../api-key.js';
+import { apiMessage, applyDeltaMessage, definitionsHash, fromSnapshotMessage, oauthServerMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
 import type { SnapshotMessage } from './codec.js';
 
 const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
@@ -244,15 +246,66 @@ test('basic_auth users travel sorted by username; none at all leaves the hash as
   expect(() => fromSnapshotMessage({ ...message, basic_auth_credentials: [{ username: 'amy', password_hash: 'plain' }] })).toThrow(/basic_auth_credentials\[0\]: password_hash/);
 });
 
+const KEYS = [
+  { username: 'zed', key_hash: hashApiKey('zed-key-0123456789') },
+  { username: 'amy', key_hash: hashApiKey('amy-key-0123456789') },
+];
+
+test.each(decoders)('key_auth credentials travel sorted by username, as digests, through encodeSnapshot and %s', (_name, decode) => {
+  const withKeys: Definitions = { ...DEFS, keyAuthCredentials: KEYS };
+  const message = toSnapshotMessage(4, withKeys);
+  expect(message.key_auth_credentials).toEqual([KEYS[1], KEYS[0]]);
+  const back = fromSnapshotMessage(decode(proto.encodeSnapshot(message)) as SnapshotMessage);
+  expect(back.defs.keyAuthCredentials).toEqual([KEYS[1], KEYS[0]]);
+  expect(back.hash).toBe(definitionsHash(withKeys));
+  expect(definitionsHash(withKeys)).not.toBe(definitionsHash(DEFS));
+});
+
+test('a snapshot key_auth credential must hold a SHA-256 digest and a unique username', () => {
+  const message = toSnapshotMessage(4, { ...DEFS, keyAuthCredentials: KEYS });
+  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [{ username: 'amy', key_hash: 'amy-key-in-clear' }] })).toThrow(/key_auth_credentials\[0\]: key_hash must be a SHA-256 digest/);
+  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [KEYS[1], { ...KEYS[0], username: 'amy' }] })).toThrow(/key_auth_credentials\[1\]: duplicate name "amy"/);
+});
+
+test('without key_auth credentials the content hash is the three-kind one it was before key_auth existed', () => {
+  const line = (kind: string, messages: object[]) => {
+    const sum = messages.reduce<bigint>((acc, m) => acc + BigInt(`0x${sha256('sha256', JSON.stringify(m), 'hex')}`), 0n);
+    return `${kind} ${messages.length} ${BigInt.asUintN(256, sum).toString(16).padStart(64, '0')}\n`;
+  };
+  const expected = sha256(
+    'sha256',
+    line('apis', DEFS.apis.map(apiMessage)) + line('oauth_servers', DEFS.oauthServers.map(oauthServerMessage)) + line('basic_auth_credentials', []),
+    'hex',
+  );
+  expect(definitionsHash(DEFS)).toBe(expected);
+  expect(definitionsHash({ ...DEFS, keyAuthCredentials: [] })).toBe(expected);
+  expect(toSnapshotMessage(1, { ...DEFS, keyAuthCredentials: [] })).not.toHaveProperty('key_auth_credentials');
+});
+
+test('a delta adds, changes and removes key_auth credentials, and the result hashes as the full content', () => {
+  const base = { version: 1, hash: definitionsHash(DEFS), defs: DEFS };
+  const withKeys: Definitions = { ...DEFS, keyAuthCredentials: KEYS };
+  const added = applyDeltaMessage(base, toDeltaMessage(base, { version: 2, hash: definitionsHash(withKeys), defs: withKeys }));
+  expect(added.defs.keyAuthCredentials).toEqual(KEYS);
+  expect(added.changes.map((c) => [c.kind, c.name])).toEqual([['key-auth-credential', 'zed'], ['key-auth-credential', 'amy']]);
+  const rotated: Definitions = { ...DEFS, keyAuthCredentials: [{ username: 'zed', key_hash: hashApiKey('zed-new-key-0123456789') }] };
+  const next = applyDeltaMessage(added, toDeltaMessage(added, { version: 3, hash: definitionsHash(rotated), defs: rotated }));
+  expect(next.hash).toBe(definitionsHash(rotated));
+  expect(next.defs.keyAuthCredentials).toEqual(rotated.keyAuthCredentials);
+  const none = applyDeltaMessage(next, toDeltaMessage(next, { version: 4, hash: definitionsHash(DEFS), defs: DEFS }));
+  expect(none.hash).toBe(definitionsHash(DEFS));
+  expect(none.defs).not.toHaveProperty('keyAuthCredentials');
+});
+
 test("a data plane's deserializer keeps a full snapshot's definitions as bytes, each decoding as the whole message would; other pushes are decoded whole", () => {
   const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
-  const defs: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'amy', password_hash: hash }] };
+  const defs: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'amy', password_hash: hash }], keyAuthCredentials: KEYS };
   const bytes = proto.wrapPush('n7', proto.encodeSnapshot(toSnapshotMessage(2 ** 40, defs)));
   type Push = { nonce: string; content: string; snapshot: SnapshotMessage; delta: unknown };
   const whole = proto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
   const lazy = lazyProto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
   expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash } });
-  for (const list of ['apis', 'oauth_servers', 'basic_auth_credentials'] as const) {
+  for (const list of ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const) {
     const items = lazy.snapshot[list]!;
     expect(items.length).toBe(whole.snapshot[list]!.length);
     expect(items.every((item) => item instanceof Uint8Array)).toBe(true);

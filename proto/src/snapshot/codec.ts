@@ -6,7 +6,9 @@
  * Canonical form of one definition = its message built below with a fixed key order (absent
  * endpoints omitted, plugin configs with sorted keys); its hash is sha256 hex of that JSON. The hash
  * of the whole is sha256 hex over one line per kind, `<kind> <count> <sum>\n` in the order apis,
- * oauth_servers, basic_auth_credentials, where sum is the sum of that kind's definition hashes as
+ * oauth_servers, basic_auth_credentials, key_auth_credentials (that one only when there are any, so
+ * every configuration without API keys keeps the hash it had before the kind existed, and control
+ * and data planes of both releases agree on it during an upgrade), where sum is the sum of that kind's definition hashes as
  * 256-bit numbers modulo 2^256 (64 hex digits): it names the whole content whatever the list order,
  * is the same on every replica, and a change of k definitions updates it in O(k) from the previous
  * one (deriveDefinitions) where re-hashing every definition's hash cost 27 ms per push at 50,000 APIs.
@@ -22,7 +24,7 @@
  */
 import { hash as digest } from 'node:crypto';
 import { GatehouseError, isGatehouseError } from '../errors.js';
-import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer } from '../definition/index.js';
+import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, parseOAuthServer } from '../definition/index.js';
 import { isPlainObject } from '../definition/field-path.js';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import { LayeredMap } from '../layered-map.js';
@@ -32,6 +34,7 @@ import type {
   BasicAuthCredential,
   Definitions,
   IntrospectionSettings,
+  KeyAuthCredential,
   OAuthServerDefinition,
   ProxyDefinition,
 } from '../definition/types.js';
@@ -44,12 +47,13 @@ import type {
 export interface SnapshotMessage extends Omit<wire.Snapshot, DefinitionList> {
   apis: unknown[];
   oauth_servers: unknown[];
-  /** Omitted when there are none (so configurations without users keep their hash), and then absent from the decoded Definitions. */
+  /** The credential kinds: omitted when there are none (so configurations without them keep their hash), and then absent from the decoded Definitions. */
   basic_auth_credentials?: unknown[];
+  key_auth_credentials?: unknown[];
   decodeDefinition?(list: DefinitionList, bytes: Uint8Array): unknown;
 }
 
-type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials';
+type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials' | 'key_auth_credentials';
 
 /**
  * A definition's canonical message differs from the wire's decoded form (wire.ts) where a member is
@@ -156,10 +160,6 @@ function serverToMessage(s: OAuthServerDefinition): OAuthServerMessage {
 
 const byName = <T extends { name: string }>(a: T, b: T) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
-const byUsername = (a: BasicAuthCredential, b: BasicAuthCredential) => byName({ name: a.username }, { name: b.username });
-
-const credentialToMessage = (c: BasicAuthCredential): wire.BasicAuthCredential => ({ username: c.username, password_hash: c.password_hash });
-
 /**
  * Memo of each definition's message and hash (see the file comment: definitions are immutable). The
  * message is kept only once asked for (the CP encodes it); a DP keeps just the 64-character hash.
@@ -175,7 +175,6 @@ function memoMessage<D extends object, M extends object>(def: D, toMessage: (def
 /** The canonical message of one definition (memoised; the same object for the same definition). */
 export const apiMessage = (api: ApiDefinition): wire.ApiDefinition => memoMessage(api, apiToMessage);
 export const oauthServerMessage = (server: OAuthServerDefinition): OAuthServerMessage => memoMessage(server, serverToMessage);
-export const credentialMessage = (credential: BasicAuthCredential): wire.BasicAuthCredential => memoMessage(credential, credentialToMessage);
 
 function definitionHash<D extends object>(def: D, toMessage: (def: D) => object): string {
   let entry = canonical.get(def);
@@ -184,13 +183,17 @@ function definitionHash<D extends object>(def: D, toMessage: (def: D) => object)
   return (entry.hash ??= digest('sha256', JSON.stringify(entry.message ?? toMessage(def)), 'hex'));
 }
 
-function canonicalBody(defs: Definitions): { apis: wire.ApiDefinition[]; oauth_servers: OAuthServerMessage[]; basic_auth_credentials?: wire.BasicAuthCredential[] } {
-  const credentials = defs.basicAuthCredentials ?? [];
-  return {
-    apis: [...defs.apis].sort(byName).map(apiMessage),
-    oauth_servers: [...defs.oauthServers].sort(byName).map(oauthServerMessage),
-    ...(credentials.length > 0 ? { basic_auth_credentials: [...credentials].sort(byUsername).map(credentialMessage) } : {}),
-  };
+/** Every kind's messages sorted by name; an optional kind without definitions is left out. */
+function canonicalBody(defs: Definitions): Pick<SnapshotMessage, DefinitionList> {
+  const body: Partial<Record<DefinitionList, object[]>> = {};
+  for (const key of KIND_KEYS) {
+    const codec = KIND_CODECS[key] as KindCodec<object>;
+    const list = codec.list(defs);
+    if (codec.optional && list.length === 0) continue;
+    const named = list.map((def) => ({ name: codec.nameOf(def), def }));
+    body[key] = named.sort(byName).map(({ def }) => codec.toMessage(def));
+  }
+  return body as Pick<SnapshotMessage, DefinitionList>;
 }
 
 /** Per kind (KIND_KEYS order): how many definitions and the sum of their hashes; the whole hash names these. */
@@ -232,7 +235,7 @@ const hashValue = (hex: string): bigint => BigInt(`0x${hex}`);
 
 function sealed(counts: number[], sums: bigint[]): HashSums {
   const wrapped = sums.map((sum) => BigInt.asUintN(256, sum));
-  const lines = KIND_KEYS.map((key, i) => `${key} ${counts[i]} ${wrapped[i].toString(16).padStart(64, '0')}\n`);
+  const lines = KIND_KEYS.flatMap((key, i) => (counts[i] === 0 && (KIND_CODECS[key] as KindCodec<object>).unhashedWhenEmpty ? [] : [`${key} ${counts[i]} ${wrapped[i].toString(16).padStart(64, '0')}\n`]));
   return { hash: digest('sha256', lines.join(''), 'hex'), counts, sums: wrapped };
 }
 
@@ -362,14 +365,11 @@ function decodeAll<T>(
  * definitions (each one re-validated) or whose hash does not match its content.
  */
 export function fromSnapshotMessage(msg: SnapshotMessage): { version: number; hash: string; defs: Definitions } {
-  const decode = msg.decodeDefinition;
-  const defs: Definitions = {
-    apis: decodeAll(msg.apis, 'apis', apiFromMessage, parseApiDefinition, undefined, decode),
-    oauthServers: decodeAll(msg.oauth_servers, 'oauth_servers', serverFromMessage, parseOAuthServer, undefined, decode),
-  };
-  const credentials = msg.basic_auth_credentials ?? [];
-  if (!Array.isArray(credentials) || credentials.length > 0) {
-    defs.basicAuthCredentials = decodeAll(credentials, 'basic_auth_credentials', (m) => m, parseBasicAuthCredential, (c) => c.username, decode);
+  let defs: Definitions = { apis: [], oauthServers: [] };
+  for (const key of KIND_KEYS) {
+    const codec = KIND_CODECS[key] as KindCodec<object>;
+    const items = codec.optional ? (msg[key] ?? []) : msg[key];
+    if (!codec.optional || !Array.isArray(items) || items.length > 0) defs = codec.withList(defs, codec.decode(items, msg.decodeDefinition));
   }
   const hash = definitionsHash(defs);
   if (hash !== msg.hash) {
@@ -387,7 +387,7 @@ export interface SnapshotContent {
 
 /** What a delta changed, per definition (compile/incremental.ts DefinitionChange): `def` absent = removed. */
 export interface ContentChange {
-  kind: 'api' | 'oauth-server' | 'basic-auth-credential';
+  kind: 'api' | 'oauth-server' | 'basic-auth-credential' | 'key-auth-credential';
   name: string;
   def?: object;
 }
@@ -397,45 +397,82 @@ export interface DeltaMessage extends Omit<wire.SnapshotDelta, DefinitionList> {
   apis: unknown[];
   oauth_servers: unknown[];
   basic_auth_credentials: unknown[];
+  key_auth_credentials: unknown[];
 }
 
 interface KindCodec<D extends object> {
   kind: ContentChange['kind'];
+  /** Left out of a snapshot, and of the decoded Definitions, when there are none. */
+  optional?: boolean;
+  /** Its line is left out of the content hash when there are none (a kind added after the hash was defined). */
+  unhashedWhenEmpty?: boolean;
   list(defs: Definitions): readonly D[];
+  withList(defs: Definitions, list: D[]): Definitions;
   nameOf(def: D): string;
   /** The memoised message (what goes on the wire). */
   toMessage(def: D): object;
   /** A fresh message (only hashed, not kept). */
   toRawMessage(def: D): object;
   /** Message → validated definition; throws with the message's index. */
-  decode(items: unknown): D[];
+  decode(items: unknown, decode?: SnapshotMessage['decodeDefinition']): D[];
+}
+
+/** A global credential kind: `{username, <hash field>}`, the same on the wire. */
+function credentialCodec<D extends { username: string }>(
+  kind: ContentChange['kind'],
+  list: DefinitionList,
+  field: 'basicAuthCredentials' | 'keyAuthCredentials',
+  toMessage: (c: D) => object,
+  parse: (raw: unknown) => D,
+): KindCodec<D> {
+  return {
+    kind,
+    optional: true,
+    list: (defs) => (defs[field] ?? []) as unknown as D[],
+    withList: (defs, items) => ({ ...defs, [field]: items }),
+    nameOf: (c) => c.username,
+    toMessage: (c) => memoMessage(c, toMessage),
+    toRawMessage: toMessage,
+    decode: (items, decode) => decodeAll(items, list, (m) => m, parse, (c) => c.username, decode),
+  };
 }
 
 const KIND_CODECS = {
   apis: {
     kind: 'api',
     list: (defs) => defs.apis,
+    withList: (defs, apis) => ({ ...defs, apis }),
     nameOf: (api) => api.name,
     toMessage: apiMessage,
     toRawMessage: apiToMessage,
-    decode: (items) => decodeAll(items, 'apis', apiFromMessage, parseApiDefinition),
+    decode: (items, decode) => decodeAll(items, 'apis', apiFromMessage, parseApiDefinition, undefined, decode),
   } satisfies KindCodec<ApiDefinition>,
   oauth_servers: {
     kind: 'oauth-server',
     list: (defs) => defs.oauthServers,
+    withList: (defs, oauthServers) => ({ ...defs, oauthServers }),
     nameOf: (server) => server.name,
     toMessage: oauthServerMessage,
     toRawMessage: serverToMessage,
-    decode: (items) => decodeAll(items, 'oauth_servers', serverFromMessage, parseOAuthServer),
+    decode: (items, decode) => decodeAll(items, 'oauth_servers', serverFromMessage, parseOAuthServer, undefined, decode),
   } satisfies KindCodec<OAuthServerDefinition>,
-  basic_auth_credentials: {
-    kind: 'basic-auth-credential',
-    list: (defs) => defs.basicAuthCredentials ?? [],
-    nameOf: (c) => c.username,
-    toMessage: credentialMessage,
-    toRawMessage: credentialToMessage,
-    decode: (items) => decodeAll(items, 'basic_auth_credentials', (m) => m, parseBasicAuthCredential, (c) => c.username),
-  } satisfies KindCodec<BasicAuthCredential>,
+  basic_auth_credentials: credentialCodec<BasicAuthCredential>(
+    'basic-auth-credential',
+    'basic_auth_credentials',
+    'basicAuthCredentials',
+    (c): wire.BasicAuthCredential => ({ username: c.username, password_hash: c.password_hash }),
+    parseBasicAuthCredential,
+  ),
+  key_auth_credentials: {
+    ...credentialCodec<KeyAuthCredential>(
+      'key-auth-credential',
+      'key_auth_credentials',
+      'keyAuthCredentials',
+      (c): wire.KeyAuthCredential => ({ username: c.username, key_hash: c.key_hash }),
+      parseKeyAuthCredential,
+    ),
+    unhashedWhenEmpty: true,
+  },
 };
 
 type KindKey = keyof typeof KIND_CODECS;
@@ -562,7 +599,7 @@ export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): S
       `delta base is version ${Number(delta.base_version)} (${JSON.stringify(delta.base_hash)}), held is version ${base.version} (${JSON.stringify(base.hash)})`,
     );
   }
-  const lists = {} as Record<KindKey, readonly object[]>;
+  let defs: Definitions = { apis: [], oauthServers: [] };
   const changes: ContentChange[] = [];
   const edits: DefinitionEdit[] = [];
   for (const key of KIND_KEYS) {
@@ -573,10 +610,9 @@ export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): S
     const removedNames = new Set(removed.map(String).filter((name) => !upserts.some((d) => codec.nameOf(d) === name)));
     for (const name of removedNames) changes.push({ kind: codec.kind, name });
     for (const def of upserts) changes.push({ kind: codec.kind, name: codec.nameOf(def), def });
-    lists[key] = patchList(codec, codec.list(base.defs), removedNames, upserts, edits);
+    const list = patchList(codec, codec.list(base.defs), removedNames, upserts, edits);
+    if (!codec.optional || list.length > 0) defs = codec.withList(defs, list as object[]);
   }
-  const defs: Definitions = { apis: lists.apis as ApiDefinition[], oauthServers: lists.oauth_servers as OAuthServerDefinition[] };
-  if (lists.basic_auth_credentials.length > 0) defs.basicAuthCredentials = lists.basic_auth_credentials as BasicAuthCredential[];
   deriveDefinitions(base.defs, defs, edits);
   const hash = definitionsHash(defs);
   if (hash !== delta.hash) {

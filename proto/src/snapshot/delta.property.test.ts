@@ -9,7 +9,8 @@ import fc from 'fast-check';
 import { loadGatehouseProto } from '../grpc.js';
 import { compileDefinitions, createCompileCache, routeConflictKey, type CompiledConfig, type DefinitionKindName } from '../compile/index.js';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex, type DefinitionChange } from '../compile/incremental.js';
-import { parseApiDefinition, parseBasicAuthCredential, parseOAuthServer } from '../definition/index.js';
+import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, parseOAuthServer } from '../definition/index.js';
+import { hashApiKey } from '../api-key.js';
 import type { Definitions } from '../definition/types.js';
 import {
   applyDeltaMessage,
@@ -70,6 +71,10 @@ const serverArb = fc.record({ name: fc.constantFrom(...SERVER_NAMES), shared: fc
 
 const HASH = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 2).toString('base64url')}`;
 const userArb = fc.constantFrom('u1', 'u2').map((username) => parseBasicAuthCredential({ username, password_hash: HASH }));
+// Three credentials over two keys: they collide often (API_KEY_TAKEN).
+const keyArb = fc
+  .record({ username: fc.constantFrom('k1', 'k2', 'k3'), key: fc.constantFrom('key-a-0123456789', 'key-b-0123456789') })
+  .map(({ username, key }) => parseKeyAuthCredential({ username, key_hash: hashApiKey(key) }));
 
 type Op =
   | { op: 'upsert-api'; value: ReturnType<typeof parseApiDefinition> }
@@ -77,7 +82,9 @@ type Op =
   | { op: 'upsert-server'; value: ReturnType<typeof parseOAuthServer> }
   | { op: 'delete-server'; name: string }
   | { op: 'upsert-user'; value: ReturnType<typeof parseBasicAuthCredential> }
-  | { op: 'delete-user'; name: string };
+  | { op: 'delete-user'; name: string }
+  | { op: 'upsert-key'; value: ReturnType<typeof parseKeyAuthCredential> }
+  | { op: 'delete-key'; name: string };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: apiArb.map((value) => ({ op: 'upsert-api' as const, value })) },
@@ -86,6 +93,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(...SERVER_NAMES).map((name) => ({ op: 'delete-server' as const, name })) },
   { weight: 1, arbitrary: userArb.map((value) => ({ op: 'upsert-user' as const, value })) },
   { weight: 1, arbitrary: fc.constantFrom('u1', 'u2').map((name) => ({ op: 'delete-user' as const, name })) },
+  { weight: 1, arbitrary: keyArb.map((value) => ({ op: 'upsert-key' as const, value })) },
+  { weight: 1, arbitrary: fc.constantFrom('k1', 'k2', 'k3').map((name) => ({ op: 'delete-key' as const, name })) },
 );
 
 /** As the store does: a new list with the changed item replaced in place (or appended), others kept as they are. */
@@ -96,6 +105,7 @@ function upsert<T>(list: readonly T[], value: T, nameOf: (t: T) => string): T[] 
 
 function step(defs: Definitions, op: Op): Definitions {
   const users = defs.basicAuthCredentials ?? [];
+  const keys = defs.keyAuthCredentials ?? [];
   switch (op.op) {
     case 'upsert-api':
       return { ...defs, apis: upsert(defs.apis, op.value, (a) => a.name) };
@@ -109,13 +119,18 @@ function step(defs: Definitions, op: Op): Definitions {
       return { ...defs, basicAuthCredentials: upsert(users, op.value, (u) => u.username) };
     case 'delete-user':
       return { ...defs, basicAuthCredentials: users.filter((u) => u.username !== op.name) };
+    case 'upsert-key':
+      return { ...defs, keyAuthCredentials: upsert(keys, op.value, (k) => k.username) };
+    case 'delete-key':
+      return { ...defs, keyAuthCredentials: keys.filter((k) => k.username !== op.name) };
   }
 }
 
 /** The edit `op` makes to `defs`, as the admin API tells the codec (deriveDefinitions). */
 function editOf(defs: Definitions, op: Op): DefinitionEdit {
-  const kind = op.op.endsWith('-api') ? 'api' : op.op.endsWith('-server') ? 'oauth-server' : 'basic-auth-credential';
-  const list: readonly object[] = kind === 'api' ? defs.apis : kind === 'oauth-server' ? defs.oauthServers : (defs.basicAuthCredentials ?? []);
+  const kind = changeOf(op).kind as DefinitionEdit['kind'];
+  const lists = { api: defs.apis, 'oauth-server': defs.oauthServers, 'basic-auth-credential': defs.basicAuthCredentials, 'key-auth-credential': defs.keyAuthCredentials };
+  const list: readonly object[] = lists[kind] ?? [];
   const nameOf = (d: object) => (d as { name?: string }).name ?? (d as { username: string }).username;
   const after = 'value' in op ? op.value : undefined;
   const name = after ? nameOf(after) : (op as { name: string }).name;
@@ -129,6 +144,7 @@ function verdicts(compiled: CompiledConfig) {
     inactive: compiled.inactiveRoutes.map((r) => r.id).sort(),
     servers: [...compiled.oauthServers.keys()].sort(),
     users: [...compiled.basicAuthUsers.keys()].sort(),
+    keys: [...compiled.apiKeys].sort(),
     rejected: compiled.rejected.map((r) => [r.kind, r.name, r.error.code, r.error.message]).sort(),
   };
 }
@@ -138,6 +154,7 @@ const fresh = (defs: Definitions): Definitions => ({
   apis: defs.apis.map((a) => parseApiDefinition(structuredClone(a))),
   oauthServers: defs.oauthServers.map((s) => parseOAuthServer(structuredClone(s))),
   basicAuthCredentials: (defs.basicAuthCredentials ?? []).map((u) => parseBasicAuthCredential(structuredClone(u))),
+  keyAuthCredentials: (defs.keyAuthCredentials ?? []).map((k) => parseKeyAuthCredential(structuredClone(k))),
 });
 
 test('delta on the wire and cached compile agree with a full rebuild over random upserts and deletes', () => {
@@ -176,7 +193,7 @@ test('delta on the wire and cached compile agree with a full rebuild over random
 
 function changeOf(op: Op): DefinitionChange {
   const [verb, noun] = op.op.split('-') as ['upsert' | 'delete', string];
-  const kind = ({ api: 'api', server: 'oauth-server', user: 'basic-auth-credential' } as Record<string, DefinitionKindName>)[noun];
+  const kind = ({ api: 'api', server: 'oauth-server', user: 'basic-auth-credential', key: 'key-auth-credential' } as Record<string, DefinitionKindName>)[noun];
   if (verb === 'delete') return { kind, name: (op as { name: string }).name };
   const def = (op as { value: { name?: string; username?: string } }).value;
   return { kind, name: def.name ?? def.username!, def };
@@ -231,6 +248,7 @@ test('the indexed check of a change agrees with compiling the whole: same verdic
         expect(routes.routes.map((r) => [r.id, routeConflictKey(r)]).sort()).toEqual(full.routes.map((r) => [r.id, routeConflictKey(r)]).sort());
         expect([...routes.oauthServers.keys()].sort()).toEqual([...full.oauthServers.keys()].sort());
         expect([...routes.basicAuthUsers.keys()].sort()).toEqual([...full.basicAuthUsers.keys()].sort());
+        expect([...routes.apiKeys].sort()).toEqual([...full.apiKeys].sort());
       }
     }),
     { numRuns: 200 },

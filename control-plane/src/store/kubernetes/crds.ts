@@ -1,5 +1,5 @@
 /**
- * The three CustomResourceDefinitions, generated from the zod schemas the admin API validates with
+ * The four CustomResourceDefinitions, generated from the zod schemas the admin API validates with
  * (one source of truth). `scripts/generate-crds.mjs` writes them to deploy/crds/ and the chart's
  * crds/; a test fails when the committed YAML differs from what this module generates.
  *
@@ -16,13 +16,14 @@ import { z } from 'zod';
 import { apiSchema } from '#proto/definition/api-schema';
 import { serverSchema } from '#proto/definition/oauth-server-schema';
 import { credentialSchema } from '#proto/definition/basic-auth-credential-schema';
+import { keyAuthCredentialSchema } from '#proto/definition/key-auth-credential-schema';
 
 export const GROUP = 'gatehouse.dev';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
 export interface ResourceKind {
-  kind: 'ApiDefinition' | 'OAuthServer' | 'BasicAuthCredential';
+  kind: 'ApiDefinition' | 'OAuthServer' | 'BasicAuthCredential' | 'KeyAuthCredential';
   plural: string;
   singular: string;
   shortNames: string[];
@@ -59,18 +60,19 @@ export const OAUTH_SERVER: ResourceKind = {
   nameField: 'name',
 };
 
-/** A basic_auth user: spec `{username, password_hash}` (an scrypt hash; the admin API makes them). */
-export const BASIC_AUTH_CREDENTIAL: ResourceKind = {
-  kind: 'BasicAuthCredential',
-  plural: 'basicauthcredentials',
-  singular: 'basicauthcredential',
-  shortNames: ['ghbasic'],
-  columns: [{ name: 'Username', jsonPath: '.spec.username' }],
-  schema: credentialSchema,
-  nameField: 'username',
-};
+/** A global credential kind: spec `{username, <hash>}`, named by its username. */
+function credentialResource(kind: 'BasicAuthCredential' | 'KeyAuthCredential', shortName: string, schema: z.ZodType): ResourceKind {
+  const singular = kind.toLowerCase();
+  return { kind, plural: `${singular}s`, singular, shortNames: [shortName], columns: [{ name: 'Username', jsonPath: '.spec.username' }], schema, nameField: 'username' };
+}
 
-export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER, BASIC_AUTH_CREDENTIAL] as const;
+/** A basic_auth user: spec `{username, password_hash}` (an scrypt hash; the admin API makes them). */
+export const BASIC_AUTH_CREDENTIAL = credentialResource('BasicAuthCredential', 'ghbasic', credentialSchema);
+
+/** A key_auth credential: spec `{username, key_hash}` (a SHA-256 digest of the key; the admin API makes them). */
+export const KEY_AUTH_CREDENTIAL = credentialResource('KeyAuthCredential', 'ghkey', keyAuthCredentialSchema);
+
+export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER, BASIC_AUTH_CREDENTIAL, KEY_AUTH_CREDENTIAL] as const;
 
 type JsonSchema = Record<string, unknown>;
 

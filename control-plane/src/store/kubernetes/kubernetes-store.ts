@@ -1,5 +1,5 @@
 /**
- * STORE=kubernetes: definitions are ApiDefinition / OAuthServer / BasicAuthCredential custom resources
+ * STORE=kubernetes: definitions are ApiDefinition / OAuthServer / BasicAuthCredential / KeyAuthCredential custom resources
  * in one namespace.
  *
  *   informers (list+watch, every kind) → cache → verdicts (parse + compileDefinitions, ranked by
@@ -15,15 +15,15 @@ import { KubeConfig, makeInformer, type Informer, type KubernetesObject, type Ob
 import { customObjectsApi } from './api-client.js';
 import { compileCache } from '../compile-cache.js';
 import { GatehouseError } from '#proto/errors';
-import type { ApiDefinition, BasicAuthCredential, Definitions, OAuthServerDefinition } from '#proto/definition/index';
+import type { ApiDefinition, BasicAuthCredential, Definitions, KeyAuthCredential, OAuthServerDefinition } from '#proto/definition/index';
 import { compileDefinitions, compileOne, type DefinitionKindName } from '#proto/compile/index';
 import { applyChanges, configIndexOf, oauth2Refs, rememberConfigIndex, type ConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
 import { definitionsHash, deriveDefinitions, editsFrom, type DefinitionEdit } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore, Mutation, StoreState, UpdateResult } from '../index.js';
 import { createUpdateQueue } from '../update-queue.js';
-import { storedApis, storedBasicAuthCredentials, storedOAuthServers, type StoredKind } from '../definition-kinds.js';
-import { API_DEFINITION, API_VERSION, BASIC_AUTH_CREDENTIAL, GROUP, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
+import { storedApis, storedBasicAuthCredentials, storedKeyAuthCredentials, storedOAuthServers, type StoredKind } from '../definition-kinds.js';
+import { API_DEFINITION, API_VERSION, BASIC_AUTH_CREDENTIAL, GROUP, KEY_AUTH_CREDENTIAL, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
 import { metadataNameFor } from './resource-names.js';
 
 export interface CustomResource extends KubernetesObject {
@@ -79,6 +79,7 @@ const KINDS = [
   { resource: API_DEFINITION, ...storedApis } satisfies Kind<ApiDefinition>,
   { resource: OAUTH_SERVER, ...storedOAuthServers } satisfies Kind<OAuthServerDefinition>,
   { resource: BASIC_AUTH_CREDENTIAL, ...storedBasicAuthCredentials } satisfies Kind<BasicAuthCredential>,
+  { resource: KEY_AUTH_CREDENTIAL, ...storedKeyAuthCredentials } satisfies Kind<KeyAuthCredential>,
 ] as const;
 
 type AnyKind = (typeof KINDS)[number];
@@ -425,7 +426,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   function rebuild(): void {
     const entries = ranked();
     const owners = new Map<string, ResourceVerdict>();
-    const defs: Required<Definitions> = { apis: [], oauthServers: [], basicAuthCredentials: [] };
+    let defs: Definitions = { apis: [], oauthServers: [] };
+    for (const kind of KINDS) defs = (kind as StoredKind<unknown>).withList(defs, []);
     const ranks = new Map<string, number>();
     const next = new Map<string, ResourceVerdict>();
     const values = new Map<string, object>();
@@ -466,11 +468,10 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       if (!('error' in compileOne(r.kind, values.get(key)!, compileCache))) block(r.kind, owners.get(key)!, values.get(key)!);
     }
     blockers = blocked;
-    const accepted: Definitions = {
-      apis: defs.apis.filter((a) => !rejected.has(`api:${a.name}`)),
-      oauthServers: defs.oauthServers.filter((s) => !rejected.has(`oauth-server:${s.name}`)),
-      basicAuthCredentials: defs.basicAuthCredentials.filter((c) => !rejected.has(`basic-auth-credential:${c.username}`)),
-    };
+    let accepted: Definitions = { apis: [], oauthServers: [] };
+    for (const kind of KINDS as readonly StoredKind<unknown>[]) {
+      accepted = kind.withList(accepted, kind.list(defs).filter((d) => !rejected.has(`${kind.compileKind}:${kind.nameOf(d)}`)));
+    }
     const hashChanged = setDefs(accepted);
 
     const changed = new Set<string>();
@@ -624,7 +625,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const before = state.defs;
     const after = await mutation(before);
     if (definitionsHash(after) === state.hash) return { ...state, changed: false };
-    const [apis, servers, users] = KINDS;
+    const [apis, servers, ...credentials] = KINDS;
     const changes: Array<{ kind: AnyKind; prev: unknown; def: unknown; what: string }> = [];
     // An admin write on one definition records what it changed (deriveDefinitions): no pass over the lists.
     const edits = editsFrom(before, after);
@@ -652,8 +653,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         if (!prev || (prev !== def && JSON.stringify(prev) !== JSON.stringify(def))) changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
       }
     };
-    for (const kind of [servers, users, apis]) plan(kind, true);
-    for (const kind of [apis, servers, users]) plan(kind, false);
+    for (const kind of [servers, ...credentials, apis]) plan(kind, true);
+    for (const kind of [apis, servers, ...credentials]) plan(kind, false);
     for (const [index, change] of changes.entries()) {
       try {
         await write(change.kind, change.prev, change.def);

@@ -1,0 +1,59 @@
+import { hashApiKey } from '#proto/api-key';
+import { GatehouseError } from '#proto/errors';
+import { compilePlugins, type CompiledKeyAuth } from '#proto/plugins/index';
+import { parseApiDefinition } from '#proto/definition/index';
+import { apiKeyLookup } from '../auth/api-keys.js';
+import { keyAuthRuntime } from './key-auth.js';
+import type { PluginExchange } from './pipeline.js';
+import type { StageDeps } from './runtime.js';
+
+const KEYS = new Map([
+  [hashApiKey('ann-key+/=0123456789'), 'ann'],
+  [hashApiKey('bob-key-0123456789'), 'bob'],
+]);
+
+function stage(config: unknown) {
+  const def = parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth', config }] });
+  const compiled = compilePlugins(def.plugins)[0].config as CompiledKeyAuth;
+  return keyAuthRuntime.stage(compiled, { apiKeyOwner: apiKeyLookup(KEYS) } as unknown as StageDeps);
+}
+
+/** Runs the stage's request hook on a request with these raw headers and query: what goes upstream, or the refusal. */
+function run(config: unknown, headers: string[], query = '') {
+  const clientHeaders: Record<string, string> = {};
+  const ex = { headers, query, addClientHeader: (name: string, value: string) => (clientHeaders[name] = value) } as unknown as PluginExchange;
+  try {
+    stage(config).request!(ex);
+  } catch (err) {
+    return { refused: (err as GatehouseError).code, clientHeaders };
+  }
+  return { headers: ex.headers, query: ex.query };
+}
+
+test('a percent-encoded key in the query is decoded before the lookup', () => {
+  expect(run({}, [], `x=1&apikey=${encodeURIComponent('ann-key+/=0123456789')}`)).toEqual({ headers: ['X-Consumer-Username', 'ann'], query: `x=1&apikey=${encodeURIComponent('ann-key+/=0123456789')}` });
+});
+
+test('a header wins over the query; among headers the key_names order decides; surrounding spaces are trimmed', () => {
+  expect(run({}, ['apikey', 'bob-key-0123456789'], 'apikey=nobody-0123456789').headers).toContain('bob');
+  expect(run({ key_names: ['first', 'second'] }, ['Second', 'ann-key+/=0123456789', 'FIRST', ' bob-key-0123456789 ']).headers).toContain('bob');
+});
+
+test('hide_credentials drops every header and query parameter named by key_names, and only those', () => {
+  const res = run({ key_names: ['apikey', 'token'], hide_credentials: true }, ['ApiKey', 'bob-key-0123456789', 'Token', 'other', 'Accept', '*/*'], 'token=x&a=1&apikey=y');
+  expect(res).toEqual({ headers: ['Accept', '*/*', 'X-Consumer-Username', 'bob'], query: 'a=1' });
+});
+
+test('every client X-Consumer-Username is dropped, in any case, before the owner is set', () => {
+  expect(run({}, ['x-consumer-username', 'admin', 'apikey', 'bob-key-0123456789', 'X-CONSUMER-USERNAME', 'root']).headers).toEqual(['apikey', 'bob-key-0123456789', 'X-Consumer-Username', 'bob']);
+});
+
+test.each<[string, unknown, string[], string, string]>([
+  ['no key at all', {}, [], '', 'KEY_MISSING'],
+  ['an empty parameter', {}, [], 'apikey=', 'KEY_MISSING'],
+  ['a parameter name in another case (query names are compared as written)', {}, [], 'APIKEY=bob-key-0123456789', 'KEY_MISSING'],
+  ['a key in a header when key_in_header is false', { key_in_header: false }, ['apikey', 'bob-key-0123456789'], '', 'KEY_MISSING'],
+  ['an unknown key', {}, ['apikey', 'bob-key-0123456788'], '', 'KEY_REJECTED'],
+])('%s is refused (%s) with the challenge', (_row, config, headers, query, code) => {
+  expect(run(config, headers, query)).toEqual({ refused: code, clientHeaders: { 'www-authenticate': 'Key realm="Restricted"' } });
+});

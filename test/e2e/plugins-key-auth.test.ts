@@ -50,6 +50,7 @@ beforeAll(async () => {
     api('ka-hide', { config: { hide_credentials: true } }),
     api('ka-header-only', { config: { key_in_query: false } }),
     api('ka-off', { enabled: false }),
+    apiDefinition({ name: 'ka-none', listenPath: '/ka-none/*', targets: [u.url] }),
   ]);
 }, 60_000);
 
@@ -105,6 +106,11 @@ test('a client-sent X-Consumer-Username is replaced by the credential owner, nev
   const raw = u.last()!.rawHeaders;
   const consumers = raw.flatMap((name, i) => (i % 2 === 0 && name.toLowerCase() === 'x-consumer-username' ? [raw[i + 1]] : []));
   expect(consumers).toEqual(['alice-spoof']);
+});
+
+test.each(['/ka-none/x', '/ka-off/x'])('on a route without key_auth (%s) a client-sent X-Consumer-Username is dropped too', async (path) => {
+  expect((await get(path, { 'X-Consumer-Username': 'admin' })).status).toBe(200);
+  expect(u.last()!.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === 'x-consumer-username')).toEqual([]);
 });
 
 // Each row has a real credential in the store, so an unknown key is refused as such.

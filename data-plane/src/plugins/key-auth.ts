@@ -5,9 +5,9 @@
  * 401 `"no API key found in request"` (KEY_MISSING); a key no credential holds → 401 `"invalid API
  * key"` (KEY_REJECTED); both with the `WWW-Authenticate: Key realm="…"` challenge, as Kong answers.
  *
- * On success the upstream gets `X-Consumer-Username: <credential's username>`; any such header the
- * client sent is dropped first, so it cannot be spoofed through a key_auth route. With
- * `hide_credentials` every header and query parameter named by `key_names` is dropped too.
+ * On success the upstream gets `X-Consumer-Username: <credential's username>` (ex.consumer: the proxy
+ * sets it, and drops any copy a client sent on every route, proxy/headers.ts). With
+ * `hide_credentials` every header and query parameter named by `key_names` is dropped.
  */
 import { MAX_API_KEY_LENGTH } from '#proto/api-key';
 import { GatehouseError } from '#proto/errors';
@@ -15,8 +15,6 @@ import type { CompiledHeaderEdits, CompiledKeyAuth, CompiledQueryEdits } from '#
 import type { PluginExchange } from './pipeline.js';
 import { decodeQueryComponent, editHeaderList, editQuery } from './request-transformer.js';
 import type { PluginRuntime } from './runtime.js';
-
-export const CONSUMER_HEADER = 'X-Consumer-Username';
 
 /** The first non-empty value of a header named in `names` (lower-case), in the order of `names`. */
 function headerValue(raw: readonly string[], names: readonly string[]): string | undefined {
@@ -47,7 +45,7 @@ const NO_EDITS = { replace: [], add: [], append: [] };
 export const keyAuthRuntime: PluginRuntime<CompiledKeyAuth> = {
   stage: (config, { apiKeyOwner }) => {
     const { headerNames, queryNames, hideCredentials, challenge } = config;
-    const removedHeaders = new Set([CONSUMER_HEADER.toLowerCase(), ...(hideCredentials ? headerNames : [])]);
+    const headerEdits: CompiledHeaderEdits | null = hideCredentials && headerNames.length > 0 ? { remove: new Set(headerNames), ...NO_EDITS } : null;
     const queryEdits: CompiledQueryEdits | null = hideCredentials && queryNames.length > 0 ? { remove: new Set(queryNames), ...NO_EDITS } : null;
     const refuse = (ex: PluginExchange, code: 'KEY_MISSING' | 'KEY_REJECTED'): never => {
       ex.addClientHeader('www-authenticate', challenge);
@@ -60,8 +58,8 @@ export const keyAuthRuntime: PluginRuntime<CompiledKeyAuth> = {
         // No stored key is longer: such a key is refused without hashing it.
         const username = key.length <= MAX_API_KEY_LENGTH ? apiKeyOwner(key) : undefined;
         if (username === undefined) return refuse(ex, 'KEY_REJECTED');
-        const edits: CompiledHeaderEdits = { ...NO_EDITS, remove: removedHeaders, append: [{ lower: CONSUMER_HEADER.toLowerCase(), name: CONSUMER_HEADER, value: username }] };
-        ex.headers = editHeaderList(ex.headers, edits);
+        ex.consumer = username;
+        if (headerEdits) ex.headers = editHeaderList(ex.headers, headerEdits);
         if (queryEdits && ex.query !== '') ex.query = editQuery(ex.query, queryEdits);
       },
     };

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
 const GATEWAY_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true } as const;
+const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true, consumer: null } as const;
 
 /** Pairs of the flat undici list, names lower-cased. */
 function pairs(flat: string[]): Array<[string, string]> {
@@ -49,6 +49,12 @@ describe('upstreamRequestHeaders', () => {
   ] as const)('X-Forwarded-*: %s', (_name, raw, xff, xfp, xfh, proto: 'http' | 'https' = 'http') => {
     const got = Object.fromEntries(pairs(upstreamRequestHeaders(raw, { ...facts, proto })));
     expect([got['x-forwarded-for'], got['x-forwarded-proto'], got['x-forwarded-host']]).toEqual([xff, xfp, xfh]);
+  });
+
+  test('X-Consumer-Username is the gateway\'s: a client\'s copies (any case) never go upstream; the consumer key_auth found does, once', () => {
+    const raw = ['X-Consumer-Username', 'admin', 'Accept', '*/*', 'x-consumer-username', 'root'];
+    expect(pairs(upstreamRequestHeaders(raw, facts)).filter(([n]) => n === 'x-consumer-username')).toEqual([]);
+    expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumer: 'ann' })).filter(([n]) => n === 'x-consumer-username')).toEqual([['x-consumer-username', 'ann']]);
   });
 
   test('Host and X-Request-Id are the gateway\'s, once each', () => {

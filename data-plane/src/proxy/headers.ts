@@ -14,8 +14,10 @@ const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
 /**
  * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).
  * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.
+ * X-Consumer-Username is key_auth's, dropped on every route: an upstream reached by routes with and
+ * without key_auth could otherwise be told any name by a client of the route without.
  */
-const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect', 'traceparent']);
+const REPLACED = new Set(['host', 'x-request-id', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'expect', 'traceparent', 'x-consumer-username']);
 
 /**
  * Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased;
@@ -61,6 +63,8 @@ export interface ForwardFacts {
   traceparent: string;
   /** The client's tracestate is forwarded only along with its valid traceparent. */
   keepTracestate: boolean;
+  /** The authenticated consumer (PluginExchange.consumer), sent as X-Consumer-Username; null when none. */
+  consumer: string | null;
 }
 
 /**
@@ -98,6 +102,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: For
   const xfh = appended(forwardedHost, facts.clientHost);
   if (xfh !== undefined) out.push('x-forwarded-host', xfh);
   out.push('x-request-id', facts.requestId, 'traceparent', facts.traceparent);
+  if (facts.consumer !== null) out.push('x-consumer-username', facts.consumer);
   return out;
 }
 

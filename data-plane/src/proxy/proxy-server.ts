@@ -200,6 +200,7 @@ export function createProxyServer(deps: {
       requestId,
       traceparent: trace.traceparent,
       keepTracestate: trace.keepTracestate,
+      consumer: ex ? ex.consumer : null,
     });
     return {
       requestId,

@@ -20,7 +20,7 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * Headers the gateway itself owns (README "Proxy behaviour"): the upstream Host, the X-Forwarded-* trail, the
- * request id, and the body framing (content-length: a transformer must not desynchronise it).
+ * request id, key_auth's consumer, and the body framing (content-length: a transformer must not desynchronise it).
  */
 export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([
   'host',
@@ -28,6 +28,7 @@ export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([
   'x-forwarded-proto',
   'x-forwarded-host',
   'x-request-id',
+  'x-consumer-username',
   'content-length',
   'expect',
 ]);

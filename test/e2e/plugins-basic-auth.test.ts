@@ -49,13 +49,17 @@ afterAll(async () => {
   expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
-test('the right credentials pass, with the Authorization header forwarded unchanged', async () => {
+test('the right credentials pass, with the Authorization header forwarded unchanged and the user as X-Consumer-Username', async () => {
   await createUser('alice-pass');
   const res = await get('/ba/x', basic('alice-pass', PASSWORD));
   expect(res.status).toBe(200);
   expect(u.requests.at(-1)?.headers.authorization).toBe(basic('alice-pass', PASSWORD));
-  // A cached verdict answers the same.
-  expect((await get('/ba/y', basic('alice-pass', PASSWORD))).status).toBe(200);
+  expect(u.requests.at(-1)?.headers['x-consumer-username']).toBe('alice-pass');
+  // A cached verdict answers the same, and a client's own X-Consumer-Username is replaced.
+  const cached = await gw.dp.request('GET', '/ba/y', { headers: { authorization: basic('alice-pass', PASSWORD), 'x-consumer-username': 'admin' } });
+  expect(cached.status).toBe(200);
+  expect(u.requests.at(-1)?.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === 'x-consumer-username')).toEqual(['x-consumer-username']);
+  expect(u.requests.at(-1)?.headers['x-consumer-username']).toBe('alice-pass');
 });
 
 // Each row has a real user in the store, so a wrong password or a colon-less form of the name is refused as such.

@@ -26,32 +26,32 @@ describe('Authorization: Basic parsing', () => {
 });
 
 describe('basic_auth checker', () => {
-  test('a verdict already known is answered as a plain boolean, a fresh one as a promise', async () => {
+  test('a verdict already known is answered at once (the username, or null), a fresh one as a promise', async () => {
     const checker = createBasicAuthChecker();
     const fresh = checker.check(users, basic('alice:alice password'));
     expect(fresh).toBeInstanceOf(Promise);
-    expect(await fresh).toBe(true);
-    expect(checker.check(users, basic('alice:alice password'))).toBe(true);
-    expect(await checker.check(users, basic('alice:wrong'))).toBe(false);
-    expect(checker.check(users, basic('alice:wrong'))).toBe(false);
-    expect(checker.check(users, 'Bearer abc')).toBe(false);
+    expect(await fresh).toBe('alice');
+    expect(checker.check(users, basic('alice:alice password'))).toBe('alice');
+    expect(await checker.check(users, basic('alice:wrong'))).toBeNull();
+    expect(checker.check(users, basic('alice:wrong'))).toBeNull();
+    expect(checker.check(users, 'Bearer abc')).toBeNull();
   });
 
-  test('the right password passes, anything else fails', async () => {
+  test('the right password gives the username, anything else null', async () => {
     const checker = createBasicAuthChecker();
-    expect(await checker.check(users, basic('alice:alice password'))).toBe(true);
-    expect(await checker.check(users, basic('alice:wrong'))).toBe(false);
-    expect(await checker.check(users, basic('bob:alice password'))).toBe(false);
-    expect(await checker.check(users, undefined)).toBe(false);
+    expect(await checker.check(users, basic('alice:alice password'))).toBe('alice');
+    expect(await checker.check(users, basic('alice:wrong'))).toBeNull();
+    expect(await checker.check(users, basic('bob:alice password'))).toBeNull();
+    expect(await checker.check(users, undefined)).toBeNull();
   });
 
   test('a cached success does not outlive a password change nor a delete', async () => {
     const checker = createBasicAuthChecker();
-    expect(await checker.check(users, basic('alice:alice password'))).toBe(true);
+    expect(await checker.check(users, basic('alice:alice password'))).toBe('alice');
     const changed = new Map([['alice', parsePasswordHash(await hashPassword('new password'))!]]);
-    expect(await checker.check(changed, basic('alice:alice password'))).toBe(false);
-    expect(await checker.check(changed, basic('alice:new password'))).toBe(true);
-    expect(await checker.check(new Map(), basic('alice:new password'))).toBe(false);
+    expect(await checker.check(changed, basic('alice:alice password'))).toBeNull();
+    expect(await checker.check(changed, basic('alice:new password'))).toBe('alice');
+    expect(await checker.check(new Map(), basic('alice:new password'))).toBeNull();
   });
 
   test('verdicts are cached: a repeated check takes no scrypt (far under its cost)', async () => {
@@ -71,8 +71,8 @@ describe('basic_auth checker', () => {
     const checker = createBasicAuthChecker({ maxPending: 2 });
     await checker.check(users, basic('alice:alice password'));
     const fresh = await Promise.all([1, 2, 3, 4].map((i) => checker.check(users, basic(`alice:guess ${i}`))));
-    expect(fresh).toEqual([false, false, false, false]);
+    expect(fresh).toEqual([null, null, null, null]);
     const mixed = await Promise.all([checker.check(users, basic('alice:guess 5')), checker.check(users, basic('alice:guess 6')), checker.check(users, basic('alice:alice password'))]);
-    expect(mixed).toEqual([false, false, true]);
+    expect(mixed).toEqual([null, null, 'alice']);
   });
 });

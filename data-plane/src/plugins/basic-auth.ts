@@ -2,7 +2,8 @@
  * basic_auth (config: proto/src/plugins/basic-auth.ts): the request passes when its
  * `Authorization: Basic …` names one of the snapshot's basic_auth users with the right password
  * (data-plane/src/auth/basic-credentials.ts); otherwise 401 `"invalid credentials"` with the
- * `WWW-Authenticate` challenge. The Authorization header is forwarded unchanged, as with oauth2.
+ * `WWW-Authenticate` challenge. The Authorization header is forwarded unchanged, as with oauth2, and the
+ * username goes upstream as X-Consumer-Username (ex.consumer), as Kong's basic-auth sends it.
  */
 import { GatehouseError } from '#proto/errors';
 import type { CompiledBasicAuth } from '#proto/plugins/index';
@@ -19,11 +20,12 @@ export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
       // Synchronous while the verdict is cached (see basic-credentials.ts): no async frame per request.
       request(ex) {
         const verdict = basicAuth(ex.req.headers.authorization);
-        if (verdict === true) return;
-        if (verdict === false) refuse(ex);
+        if (typeof verdict === 'string') ex.consumer = verdict;
+        else if (verdict === null) refuse(ex);
         else
-          return verdict.then((ok) => {
-            if (!ok) refuse(ex);
+          return verdict.then((username) => {
+            if (username === null) refuse(ex);
+            ex.consumer = username;
           });
       },
     };

@@ -117,7 +117,7 @@ export class PluginExchange {
   target: CompiledTarget | null = null;
   /** Forward hooks: true once a byte of the request body went to an upstream (no attempt may follow). */
   bodySent = false;
-  /** Who the route's authentication found (key_auth's credential owner): the upstream's X-Consumer-Username. */
+  /** Who the route's authentication found (key_auth's key owner, basic_auth's user): the upstream's X-Consumer-Username. */
   consumer: string | null = null;
   private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
 

@@ -201,6 +201,31 @@ describe('create and read', () => {
     expect(await snapshotVersion()).toBe(res.snapshotVersion);
   });
 
+  test('GET /apis?limit pages in name order: Link rel="next" until the last page, X-Total-Count, every API once', async () => {
+    for (const name of ['page-e', 'page-a', 'page-c', 'page-b', 'page-d']) expect((await admin.createApi(validApi(name))).status).toBe(201);
+    const whole = (await admin.listApis()).body as Array<{ name: string }>;
+    const walked: Array<{ name: string }> = [];
+    let url: string | null = '/apis?limit=2';
+    while (url !== null) {
+      const page: AdminResponse = await admin.request('GET', url);
+      expect(page.status).toBe(200);
+      expect(page.body.length).toBeLessThanOrEqual(2);
+      expect(page.headers['x-total-count']).toBe(String(whole.length));
+      walked.push(...page.body);
+      const link = page.headers.link as string | undefined;
+      url = link === undefined ? null : /^<([^>]+)>; rel="next"$/.exec(link)![1]!;
+    }
+    const names = (list: Array<{ name: string }>) => list.map((api) => api.name);
+    expect(names(walked)).toEqual(names(whole).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    expect(walked).toEqual(expect.arrayContaining(whole));
+    expect(names(walked).filter((n) => n.startsWith('page-'))).toEqual(['page-a', 'page-b', 'page-c', 'page-d', 'page-e']);
+    const afterB = await admin.request('GET', '/apis?limit=2&after=page-b');
+    expect(names(afterB.body)).toEqual(['page-c', 'page-d']);
+    const bad = await admin.request('GET', '/apis?limit=5000');
+    expect(bad.status).toBe(400);
+    expect(bad.body).toEqual({ error: 'limit must be a whole number from 1 to 1000' });
+  });
+
   test('aliases are folded: proxy.hosts → hosts, balancing rr → roundrobin', async () => {
     const definition = validApi('aliases');
     definition.proxy.hosts = ['alias.test'];

@@ -117,6 +117,9 @@ test('every documented (operation, status) is produced by the live API, nothing 
     await expectStatus(201, call('POST', collection, collection, { body: c.body(second) }));
     await expectStatus(409, call('POST', collection, collection, { body: c.body(first) }));
     await expectStatus(200, call('GET', collection, collection));
+    await expectStatus(200, call('GET', collection, `${collection}?limit=1`));
+    await expectStatus(200, call('GET', collection, `${collection}?limit=1&after=${first}`));
+    await expectStatus(400, call('GET', collection, `${collection}?limit=0`));
     await expectStatus(200, call('GET', item, `${collection}/${first}`));
     await expectStatus(404, call('GET', item, `${collection}/missing`));
     for (const method of ['PUT', 'PATCH']) {

@@ -20,6 +20,7 @@ import {
 import { methodNotAllowed } from './error-handler.js';
 import { basicAuthCredentialKind, keyAuthCredentialKind } from './credential-kinds.js';
 import type { RecordedUpdate } from './recorded-update.js';
+import { nextLink, pageOf, pageRequestOf } from './pagination.js';
 
 function resourceRoutes<T>(router: Router, store: DefinitionStore, update: RecordedUpdate, path: string, kind: DefinitionKind<T>): void {
   /** What the response shows: the kind's view of the stored definition, and what the write reveals once. */
@@ -43,8 +44,17 @@ function resourceRoutes<T>(router: Router, store: DefinitionStore, update: Recor
 
   router
     .route(path)
-    .get((_req, res) => {
-      res.json(kind.list(store.current().defs).map((item) => present(item)));
+    .get((req, res) => {
+      const list = kind.list(store.current().defs);
+      const page = pageRequestOf(req.query);
+      if (!page) {
+        res.json(list.map((item) => present(item)));
+        return;
+      }
+      const { items, next } = pageOf(list, kind.nameOf, page);
+      res.set('X-Total-Count', String(list.length));
+      if (next !== null) res.set('Link', nextLink(path, page, next));
+      res.json(items.map((item) => present(item)));
     })
     .post(async (req, res) => {
       const { body, reveal } = await prepared(req.body, 'create');

@@ -14,6 +14,7 @@ import { passwordSchema, usernameSchema } from '#proto/definition/basic-auth-cre
 import { apiKeySchema } from '#proto/definition/key-auth-credential-schema';
 import { PLUGINS, PLUGIN_ORDER } from '#proto/plugins/index';
 import { explainBodySchema } from './explain-route.js';
+import { MAX_PAGE_SIZE } from './pagination.js';
 
 type JsonSchema = Record<string, unknown>;
 type Io = 'input' | 'output';
@@ -198,6 +199,11 @@ export interface OperationSpec {
   parameters?: JsonSchema[];
 }
 
+/** pagination.ts */
+const pageParameters: JsonSchema[] = [
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE }, description: 'a page of this many items (100 when only after is given)' },
+  { name: 'after', in: 'query', required: false, schema: { type: 'string' }, description: 'the items whose names sort after this one (the last name of the previous page)' },
+];
 const nameParam = (description: string): JsonSchema => ({ name: 'name', in: 'path', required: true, schema: { type: 'string' }, description });
 const versionParam: JsonSchema = { name: 'version', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9]+$' }, description: 'a version listed by GET /config/history' };
 
@@ -229,7 +235,18 @@ function resourceOperations(o: {
     errors: o.updateConflicts ? { ...notFound, 409: o.updateConflicts } : notFound,
   });
   return [
-    { method: 'get', path: o.path, summary: `List ${o.noun}s`, success: { status: 200, description: `every ${o.noun}`, schema: { type: 'array', items: ref(o.shown) } } },
+    {
+      method: 'get',
+      path: o.path,
+      summary: `List ${o.noun}s`,
+      parameters: pageParameters,
+      success: {
+        status: 200,
+        description: `every ${o.noun}; with limit or after, one page in name order (X-Total-Count: all of them; Link rel="next" while more remain)`,
+        schema: { type: 'array', items: ref(o.shown) },
+      },
+      errors: { 400: `limit is not a whole number from 1 to ${MAX_PAGE_SIZE}` },
+    },
     {
       method: 'post',
       path: o.path,

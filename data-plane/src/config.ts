@@ -42,8 +42,10 @@ export interface DataPlaneConfig {
   accessLog: AccessLogConfig;
   /** WORKERS: proxy processes sharing PROXY_PORT (1 = no cluster, the single process of old). */
   workers: number;
-  /** PROXY_TLS_CERT / PROXY_TLS_KEY: the proxy listener serves HTTPS; null = plain HTTP. */
+  /** PROXY_TLS_CERT / PROXY_TLS_KEY: the proxy listener serves HTTPS; null = plain HTTP. `ca`: PROXY_TLS_CLIENT_CA (clients must present a certificate it signed). */
   proxyTls: CertificatePaths | null;
+  /** PROXY_TLS_MIN_VERSION: the oldest TLS version the proxy listener accepts. */
+  proxyTlsMinVersion: 'TLSv1.2' | 'TLSv1.3';
   /** PROXY_HTTP2 (default true): with PROXY_TLS_CERT, h2 is offered by ALPN beside HTTP/1.1 (proxy/http2.ts). */
   proxyHttp2: boolean;
   /** PROXY_HTTP_REDIRECT_PORT: a plain listener that redirects every request to HTTPS (proxy/https-redirect.ts); null = none. */
@@ -91,7 +93,21 @@ function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
 const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
 
 /** The settings naming the proxy listener's certificate and key (in errors and reload warnings). */
-export const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY' } as const;
+export const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY', ca: 'PROXY_TLS_CLIENT_CA' } as const;
+
+/** PROXY_TLS_CERT / _KEY, and PROXY_TLS_CLIENT_CA, which only a TLS listener can ask for. */
+function proxyTls(env: NodeJS.ProcessEnv): CertificatePaths | null {
+  const pair = certificatePairFromEnv(env, PROXY_TLS_NAMES);
+  const ca = env.PROXY_TLS_CLIENT_CA || undefined;
+  if (ca && !pair) throw new Error('PROXY_TLS_CLIENT_CA asks clients for certificates over TLS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+  return pair && ca ? { ...pair, ca } : pair;
+}
+
+function tlsMinVersion(env: NodeJS.ProcessEnv): DataPlaneConfig['proxyTlsMinVersion'] {
+  const raw = env.PROXY_TLS_MIN_VERSION || 'TLSv1.2';
+  if (raw !== 'TLSv1.2' && raw !== 'TLSv1.3') throw new Error(`PROXY_TLS_MIN_VERSION must be "TLSv1.2" or "TLSv1.3", got "${raw}"`);
+  return raw;
+}
 
 /** A bound against typos (`WORKERS=800`): every worker holds its own routing table and control-plane stream. */
 const MAX_WORKERS = 64;
@@ -127,7 +143,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     grpcInsecure: env.GRPC_INSECURE === 'true',
     accessLog: accessLog(env),
     workers: workers(env, cores),
-    proxyTls: certificatePairFromEnv(env, PROXY_TLS_NAMES),
+    proxyTls: proxyTls(env),
+    proxyTlsMinVersion: tlsMinVersion(env),
     upstreamTls: upstreamTlsFromEnv(env),
     proxyHttp2: false,
     proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,

@@ -52,6 +52,8 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   httpsRedirect: { dataPlane: { tls: { existingSecret: 'edge-tls', redirectHttp: true }, service: { port: 443 } } },
   redirectWithoutTls: { dataPlane: { tls: { redirectHttp: true } } },
   http2Off: { dataPlane: { tls: { existingSecret: 'edge-tls', http2: false } } },
+  proxyMtls: { dataPlane: { tls: { existingSecret: 'edge-tls', clientCaSecret: 'partner-ca', minVersion: 'TLSv1.3' } } },
+  clientCaWithoutTls: { dataPlane: { tls: { clientCaSecret: 'partner-ca' } } },
   upstreamTls: { dataPlane: { upstreamTls: { caSecret: 'internal-ca', clientSecret: 'gateway-client' } } },
   tracing: { tracing: { endpoint: 'http://otel-collector.observability:4317', protocol: 'grpc', sampler: 'parentbased_traceidratio', samplerArg: '0.1' } },
 };
@@ -481,6 +483,23 @@ describe('HTTPS on the proxy listener', () => {
     expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
     const service = ofKind(objects, 'Service').find((s) => s.metadata!.name!.endsWith('data-plane'))!;
     expect(service.spec.ports).toEqual([expect.objectContaining({ port: 443, targetPort: 'http' })]);
+  }, T);
+
+  test('dataPlane.tls.clientCaSecret: PROXY_TLS_CLIENT_CA names its ca.crt, mounted read-only; minVersion is PROXY_TLS_MIN_VERSION', async () => {
+    const objects = await render('proxyMtls');
+    const d = dp(objects);
+    const c = onlyContainer(d);
+    const file = mountedFile(objects, d, c, envValue(c, 'PROXY_TLS_CLIENT_CA')!);
+    expect({ secret: file.secretName, key: file.key, readOnly: file.mount.readOnly }).toEqual({ secret: 'partner-ca', key: 'ca.crt', readOnly: true });
+    expect(envValue(c, 'PROXY_TLS_MIN_VERSION')).toBe('TLSv1.3');
+    expect(envValue(onlyContainer(dp(await render('proxyTls'))), 'PROXY_TLS_MIN_VERSION')).toBe('TLSv1.2');
+    expect(envValue(onlyContainer(dp(await render('proxyTls'))), 'PROXY_TLS_CLIENT_CA')).toBeUndefined();
+  }, T);
+
+  test('clientCaSecret without existingSecret (no TLS to ask over) adds nothing', async () => {
+    const d = dp(await render('clientCaWithoutTls'));
+    expect(onlyContainer(d).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
+    expect(podSpecOf(d).volumes?.map((v) => v.name)).not.toContain('proxy-client-ca');
   }, T);
 
   test('dataPlane.tls.http2: PROXY_HTTP2 is "true" with TLS by default, "false" when turned off, and unset without TLS', async () => {

@@ -24,16 +24,23 @@ export interface HttpRequestOptions {
   timeoutMs?: number;
   /** https: URLs: the CA (PEM) the server certificate must chain to. */
   ca?: string | Buffer;
+  /** https: URLs: a client certificate and its key (PEM), for a server that asks for one. */
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /** https: URLs: the TLS versions the client offers (e.g. TLSv1.2 only). */
+  maxVersion?: 'TLSv1.2' | 'TLSv1.3';
 }
 
 export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpResponse> {
-  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca } = options;
+  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion } = options;
   const target = new URL(url);
   const send = target.protocol === 'https:' ? httpsRequestRaw : httpRequestRaw;
   return new Promise((resolve, reject) => {
     const req = send(
       {
         ...(ca === undefined ? {} : { ca }),
+        ...(cert === undefined ? {} : { cert, key }),
+        ...(maxVersion === undefined ? {} : { maxVersion }),
         host: target.hostname,
         port: target.port,
         path: `${target.pathname}${target.search}`,

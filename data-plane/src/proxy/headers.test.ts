@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
 const GATEWAY_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true, consumer: null } as const;
+const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true, consumer: null, clientCert: null } as const;
 
 /** Pairs of the flat undici list, names lower-cased. */
 function pairs(flat: string[]): Array<[string, string]> {

@@ -27,6 +27,7 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
 import { createHttp2Listener, type Http2Listener } from './http2.js';
+import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2 } from '../plugins/request-framing.js';
 
 export interface ProxyServer {
@@ -97,6 +98,8 @@ export function createProxyServer(deps: {
   tls?: CertificateWatcher | null;
   /** PROXY_HTTP2: with `tls`, h2 is offered by ALPN beside HTTP/1.1 (http2.ts). */
   http2?: boolean;
+  /** PROXY_TLS_MIN_VERSION (default TLSv1.2). */
+  tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3';
 }): ProxyServer {
   const { holder, pools, logger, metrics } = deps;
   const accessLog = deps.accessLog ?? null;
@@ -201,6 +204,7 @@ export function createProxyServer(deps: {
       traceparent: trace.traceparent,
       keepTracestate: trace.keepTracestate,
       consumer: ex ? ex.consumer : null,
+      clientCert: clientCertificates ? forwardedClientCert(req) : null,
     });
     return {
       requestId,
@@ -418,19 +422,23 @@ export function createProxyServer(deps: {
 
   const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
   const tls = deps.tls;
+  /** PROXY_TLS_CLIENT_CA: every client presents a certificate that CA signed, or its handshake fails. */
+  const clientCertificates = tls?.current().ca !== undefined;
   let server: ProxyServer['server'];
   /** The listener's connections: HTTP/1.1 ones from node:http, or h2 and HTTP/1.1 from http2.ts. */
   let connections: Pick<Http2Listener, 'drain' | 'cut'>;
   if (tls) {
-    // TLS 1.2 at least, node's default, stated so no environment lowers it.
-    const context = ({ cert, key }: CertificateSet) => ({ cert, key, minVersion: 'TLSv1.2' as const });
+    // TLS 1.2 at least (node's default, stated so no environment lowers it) unless PROXY_TLS_MIN_VERSION raises it.
+    const minVersion = deps.tlsMinVersion ?? 'TLSv1.2';
+    const context = ({ cert, key, ca }: CertificateSet) => ({ cert, key, minVersion, ...(ca && { ca }) });
+    const verify = clientCertificates ? { requestCert: true, rejectUnauthorized: true } : {};
     let secure: Http2Listener['server'] | HttpsServer<typeof IncomingMessage, typeof ProxyResponse>;
     if (deps.http2) {
-      const http2 = createHttp2Listener(context(tls.current()), options, handle, refuseHost);
+      const http2 = createHttp2Listener({ ...context(tls.current()), ...verify }, options, handle, refuseHost);
       secure = http2.server;
       connections = http2;
     } else {
-      const https = createHttpsServer({ ...options, ...context(tls.current()), ALPNProtocols: ['http/1.1'] }, handle);
+      const https = createHttpsServer({ ...options, ...context(tls.current()), ...verify, ALPNProtocols: ['http/1.1'] }, handle);
       secure = https;
       connections = { drain: () => https.closeIdleConnections(), cut: () => https.closeAllConnections() };
     }

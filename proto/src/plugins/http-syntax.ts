@@ -20,7 +20,7 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * Headers the gateway itself owns (README "Proxy behaviour"): the upstream Host, the X-Forwarded-* trail, the
- * request id, key_auth's consumer, and the body framing (content-length: a transformer must not desynchronise it).
+ * request id, the authenticated consumer and client certificate, and the body framing (content-length: a transformer must not desynchronise it).
  */
 export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([
   'host',
@@ -29,6 +29,7 @@ export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([
   'x-forwarded-host',
   'x-request-id',
   'x-consumer-username',
+  'x-forwarded-client-cert',
   'content-length',
   'expect',
 ]);

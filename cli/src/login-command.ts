@@ -42,10 +42,11 @@ function promptHidden(prompt: string): Promise<string> {
   });
 }
 
-async function passwordFrom(option: string | undefined): Promise<string> {
+/** A secret from its option, else the environment variable (when one is named), the terminal (not echoed) or stdin's first line. */
+export async function secretFrom(option: string | undefined, env: string | null, prompt: string): Promise<string> {
   if (option !== undefined) return option;
-  if (process.env.GATEHOUSE_PASSWORD) return process.env.GATEHOUSE_PASSWORD;
-  return process.stdin.isTTY ? promptHidden('Password: ') : readFirstLine();
+  if (env !== null && process.env[env]) return process.env[env];
+  return process.stdin.isTTY ? promptHidden(prompt) : readFirstLine();
 }
 
 export function addLoginCommands(program: Command): void {
@@ -57,7 +58,7 @@ export function addLoginCommands(program: Command): void {
     .action(
       withContext(async (ctx, options: { username: string; password?: string }) => {
         const conn = await ctx.connection();
-        const password = await passwordFrom(options.password);
+        const password = await secretFrom(options.password, 'GATEHOUSE_PASSWORD', 'Password: ');
         const { body } = await request(conn, 'POST', '/login', { username: options.username, password }, { auth: false });
         const { access_token: token, expires_in: expiresIn } = body as { access_token: string; expires_in: number };
         const expiresAt = new Date(Date.now() + expiresIn * 1000).toISOString();

@@ -7,6 +7,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { CliError } from './admin-http.js';
 import { addConfigCommands } from './config-commands.js';
+import { addCredentialCommands } from './credential-commands.js';
 import { addLoginCommands } from './login-command.js';
 import { OUTPUT_FORMATS } from './output.js';
 import { addResourceCommands } from './resource-commands.js';
@@ -23,6 +24,7 @@ function buildProgram(): Command {
     .exitOverride();
   addLoginCommands(program);
   addResourceCommands(program);
+  addCredentialCommands(program);
   addStatusCommands(program);
   addConfigCommands(program);
   // Sub-commands report usage errors the same way.

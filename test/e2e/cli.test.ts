@@ -12,6 +12,7 @@ import { createAdminClient, type AdminClient } from '../helpers/admin-client.js'
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { pollUntil } from '../helpers/poll-until.js';
 
 interface CliRun {
   code: number;
@@ -186,6 +187,52 @@ test('dataplanes and explain', async () => {
   const human = await ok(['explain', 'GET', '/cli/ex/a']);
   expect(human).toContain('route:     api "cli-ex"');
   expect(await ok(['explain', 'GET', '/nowhere'])).toContain('route:     none');
+});
+
+/** Polls the data plane until `path` with `headers` answers `status` (a credential change reaches it with its snapshot). */
+async function dpAnswers(path: string, headers: Record<string, string>, status: number): Promise<void> {
+  await pollUntil(async () => ((await dp.request('GET', path, { headers })).status === status ? true : undefined), { what: `${path} to answer ${status}` });
+}
+const basicHeader = (user: string, password: string) => ({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+
+test('basic-auth: create (password by option or stdin), list, set-password, delete; the data plane follows each', async () => {
+  await ok(['apis', 'apply', '-f', await file('ba.yaml', apiYaml('cli-ba', '/cli/ba/*', 'plugins:\n  - name: basic_auth\n'))]);
+  expect(await ok(['basic-auth', 'create', 'cli-ann', '--password', 'ann password one'])).toBe('basic-auth/cli-ann created\n');
+  expect(await ok(['basic-auth', 'create', 'cli-bob'], { input: 'bob password one\n' })).toBe('basic-auth/cli-bob created\n');
+  expect(await ok(['basic-auth', 'list'])).toMatch(/^USERNAME\s*\n(.*\n)*cli-ann\s*\n(.*\n)*cli-bob/);
+  expect(JSON.parse(await ok(['basic-auth', 'list', '-o', 'json']))).toEqual(expect.arrayContaining([{ username: 'cli-ann' }, { username: 'cli-bob' }]));
+  await dpAnswers('/cli/ba/x', basicHeader('cli-bob', 'bob password one'), 200);
+
+  expect(await ok(['basic-auth', 'set-password', 'cli-bob'], { input: 'bob password two\n' })).toBe('basic-auth/cli-bob configured\n');
+  await dpAnswers('/cli/ba/x', basicHeader('cli-bob', 'bob password two'), 200);
+  expect((await dp.request('GET', '/cli/ba/x', { headers: basicHeader('cli-bob', 'bob password one') })).status).toBe(401);
+
+  expect(JSON.parse(await ok(['-o', 'json', 'basic-auth', 'delete', 'cli-ann', 'cli-bob']))).toEqual([
+    { kind: 'basic-auth', username: 'cli-ann', result: 'deleted' },
+    { kind: 'basic-auth', username: 'cli-bob', result: 'deleted' },
+  ]);
+  await dpAnswers('/cli/ba/x', basicHeader('cli-bob', 'bob password two'), 401);
+  expect((await cli(['basic-auth', 'create', 'cli-short', '--password', 'x'])).code).toBe(1);
+});
+
+test('key-auth: create prints the server-made key once, rotate makes and prints a new one, --key keeps it off the output, delete', async () => {
+  await ok(['apis', 'apply', '-f', await file('ka.yaml', apiYaml('cli-ka', '/cli/ka/*', 'plugins:\n  - name: key_auth\n'))]);
+  const created = JSON.parse(await ok(['-o', 'json', 'key-auth', 'create', 'cli-kay']));
+  expect(created).toEqual({ kind: 'key-auth', username: 'cli-kay', result: 'created', key: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+  await dpAnswers('/cli/ka/x', { apikey: created.key }, 200);
+
+  const rotated = await ok(['key-auth', 'rotate', 'cli-kay']);
+  const newKey = /^key-auth\/cli-kay configured; its key, shown only now: ([A-Za-z0-9_-]{43})\n$/.exec(rotated)?.[1];
+  expect(newKey).toBeDefined();
+  await dpAnswers('/cli/ka/x', { apikey: newKey! }, 200);
+  expect((await dp.request('GET', '/cli/ka/x', { headers: { apikey: created.key } })).status).toBe(401);
+
+  expect(await ok(['key-auth', 'create', 'cli-own', '--key', 'my-own-key-0123456789'])).toBe('key-auth/cli-own created\n');
+  await dpAnswers('/cli/ka/x', { apikey: 'my-own-key-0123456789' }, 200);
+  expect(await ok(['key-auth', 'list'])).toMatch(/cli-kay[\s\S]*cli-own|cli-own[\s\S]*cli-kay/);
+  expect(await ok(['key-auth', 'list'])).not.toContain(newKey!);
+  expect(await ok(['key-auth', 'delete', 'cli-kay', 'cli-own'])).toBe('key-auth/cli-kay deleted\nkey-auth/cli-own deleted\n');
+  await dpAnswers('/cli/ka/x', { apikey: 'my-own-key-0123456789' }, 401);
 });
 
 test('errors: one line on stderr with the API message and a non-zero exit', async () => {

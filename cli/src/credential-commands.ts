@@ -1,0 +1,111 @@
+/**
+ * `gatehouse basic-auth|key-auth …`: the global credentials of the basic_auth and key_auth plugins
+ * (/credentials/basic_auth, /credentials/key_auth). Secrets go in by option, terminal (not echoed) or stdin,
+ * never by an environment variable the admin's own login reads; an API key is printed once, when made.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Command } from 'commander';
+import { request } from './admin-http.js';
+import { withContext } from './context.js';
+import { secretFrom } from './login-command.js';
+import { print } from './output.js';
+
+type Credential = { username: string; key?: string };
+
+const itemPath = (collection: string, username: string) => `${collection}/${encodeURIComponent(username)}`;
+
+/** list and delete, which both kinds share. */
+function addCommonCommands(group: Command, collection: string, singular: string): void {
+  group
+    .command('list')
+    .description('list the users (never a secret)')
+    .action(
+      withContext(async (ctx) => {
+        const { body } = await request(await ctx.connection(), 'GET', collection);
+        print(ctx.output, body as Credential[], [['USERNAME', (c) => c.username]]);
+      }),
+    );
+  group
+    .command('delete')
+    .argument('<usernames...>')
+    .description('delete users')
+    .action(
+      withContext(async (ctx, usernames: string[]) => {
+        const conn = await ctx.connection();
+        const deleted: string[] = [];
+        try {
+          for (const username of usernames) {
+            await request(conn, 'DELETE', itemPath(collection, username));
+            deleted.push(username);
+            if (ctx.output !== 'json') console.log(`${singular}/${username} deleted`);
+          }
+        } finally {
+          if (ctx.output === 'json') console.log(JSON.stringify(deleted.map((username) => ({ kind: singular, username, result: 'deleted' })), null, 2));
+        }
+      }),
+    );
+}
+
+/** Prints a write's outcome, with the API key when one was made (its only showing). */
+function printWritten(output: string, singular: string, username: string, result: string, key?: string): void {
+  if (output === 'json') console.log(JSON.stringify({ kind: singular, username, result, ...(key !== undefined && { key }) }, null, 2));
+  else console.log(key === undefined ? `${singular}/${username} ${result}` : `${singular}/${username} ${result}; its key, shown only now: ${key}`);
+}
+
+export function addCredentialCommands(program: Command): void {
+  const basic = program.command('basic-auth').description('users of the basic_auth plugin');
+  const users = '/credentials/basic_auth';
+  addCommonCommands(basic, users, 'basic-auth');
+  basic
+    .command('create')
+    .argument('<username>')
+    .option('-p, --password <password>', "the user's password (else the terminal, or stdin's first line)")
+    .description('create a user')
+    .action(
+      withContext(async (ctx, username: string, options: { password?: string }) => {
+        const password = await secretFrom(options.password, null, `Password for ${username}: `);
+        await request(await ctx.connection(), 'POST', users, { username, password });
+        printWritten(ctx.output, 'basic-auth', username, 'created');
+      }),
+    );
+  basic
+    .command('set-password')
+    .argument('<username>')
+    .option('-p, --password <password>', 'the new password (else the terminal, or stdin\'s first line)')
+    .description("change a user's password")
+    .action(
+      withContext(async (ctx, username: string, options: { password?: string }) => {
+        const password = await secretFrom(options.password, null, `New password for ${username}: `);
+        await request(await ctx.connection(), 'PUT', itemPath(users, username), { password });
+        printWritten(ctx.output, 'basic-auth', username, 'configured');
+      }),
+    );
+
+  const keyAuth = program.command('key-auth').description('API keys of the key_auth plugin');
+  const keys = '/credentials/key_auth';
+  addCommonCommands(keyAuth, keys, 'key-auth');
+  keyAuth
+    .command('create')
+    .argument('<username>')
+    .option('-k, --key <key>', 'a key of your own (16-256 printable characters); else the server makes one')
+    .description('give a user an API key (printed once when the server makes it)')
+    .action(
+      withContext(async (ctx, username: string, options: { key?: string }) => {
+        const { body } = await request(await ctx.connection(), 'POST', keys, options.key === undefined ? { username } : { username, key: options.key });
+        printWritten(ctx.output, 'key-auth', username, 'created', (body as Credential).key);
+      }),
+    );
+  keyAuth
+    .command('rotate')
+    .argument('<username>')
+    .option('-k, --key <key>', 'the new key (16-256 printable characters); else a random one, printed once')
+    .description("replace a user's API key: the old one is refused from the next snapshot on")
+    .action(
+      withContext(async (ctx, username: string, options: { key?: string }) => {
+        // As the server makes one: 32 random bytes, base64url.
+        const key = options.key ?? randomBytes(32).toString('base64url');
+        await request(await ctx.connection(), 'PUT', itemPath(keys, username), { key });
+        printWritten(ctx.output, 'key-auth', username, 'configured', options.key === undefined ? key : undefined);
+      }),
+    );
+}

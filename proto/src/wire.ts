@@ -126,11 +126,17 @@ export interface ActiveHealthCheck {
   timeout: string;
   healthy_threshold: number;
   unhealthy_threshold: number;
+  /** "" = GET; empty statuses = 2xx/3xx; no headers = none beyond Host and User-Agent. */
+  method: string;
+  statuses: number[];
+  headers: Record<string, string>;
 }
 
 export interface PassiveHealthCheck {
   unhealthy_threshold: number;
   ejection: string;
+  /** Empty = 502, 503, 504. */
+  statuses: number[];
 }
 
 export interface Target {

@@ -110,6 +110,33 @@ test('passive: proxied failures take a target out for the ejection, then it gets
   }
 });
 
+test("active with method, statuses and headers: HEAD with the check's Host; only the listed statuses are healthy", async () => {
+  healthStatus.set(a, 418);
+  await createApis(gw, [checked('opts', [a, b], { active: { ...ACTIVE, method: 'HEAD', statuses: [418], headers: { Host: 'health.internal', 'X-Probe': 'gatehouse' } } })]);
+  // b answers 200, which this check does not count as healthy; a answers 418, which it does.
+  await waitForHealth('opts', b, '0');
+  expect(await healthOf('opts', a)).toBe('1');
+  const probe = probes(a)[0]!;
+  expect(probe.method).toBe('HEAD');
+  expect(probe.headers).toMatchObject({ host: 'health.internal', 'x-probe': 'gatehouse', 'user-agent': 'gatehouse-health-check' });
+  expect((await get('/opts/x')).status).toBe(200);
+  expect(served(a, '/opts/')).toBe(1);
+});
+
+test('passive statuses: a 500 counts when listed, and a 503 then no longer does', async () => {
+  a.setBehaviour((req) => ({ kind: 'fixed', status: req.url.includes('/five-hundred') ? 500 : 503 }));
+  try {
+    await createApis(gw, [checked('pas-statuses', [a], { passive: { unhealthy_threshold: 2, ejection: '1h', statuses: [500] } })]);
+    for (let i = 0; i < 3; i++) expect((await get('/pas-statuses/x')).status).toBe(503);
+    expect(await healthOf('pas-statuses', a)).toBe('1');
+    for (let i = 0; i < 2; i++) expect((await get('/pas-statuses/five-hundred')).status).toBe(500);
+    expect(await healthOf('pas-statuses', a)).toBe('0');
+    await waitForLog(/"reason":"2 proxied requests failed in a row \(the last: 500\)","msg":"upstream target unhealthy"/);
+  } finally {
+    a.setBehaviour((req) => (req.url === '/health' ? { kind: 'fixed', status: healthStatus.get(a) ?? 200 } : { kind: 'fixed' }));
+  }
+});
+
 test('passive: a target that refuses connections is taken out after its failures', async () => {
   const gone = await startUpstream('hc-gone');
   await gone.close();

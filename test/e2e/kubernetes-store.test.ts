@@ -307,6 +307,14 @@ test('a health check in a CR: the apiserver holds it to the CRD schema generated
   expect((await clients[1].getApi('kubectl-checked')).body.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 2, ejection: '30s' } });
   const badPath = { ...checked, listen_path: '/kubectl-bad-check/*', upstreams: { ...checked.upstreams, health_check: { active: { path: 'no-slash' } } } };
   await expect(admin.objects.create(crFor('kubectl-bad-check', { proxy: badPath }))).rejects.toThrow(/health_check\.active\.path/);
+  // A map (the probe's headers) is kept by the apiserver, not pruned as an unknown field; its values are checked.
+  const probe = { path: '/h', interval: '1h', method: 'HEAD', statuses: [204, 200], headers: { Host: 'health.internal', 'X-Probe': '1' } };
+  const withHeaders = { ...checked, listen_path: '/kubectl-probe-headers/*', upstreams: { ...checked.upstreams, health_check: { active: probe } } };
+  await admin.objects.create(crFor('kubectl-probe-headers', { proxy: withHeaders }));
+  const stored = await pollUntil(async () => (await clients[1].getApi('kubectl-probe-headers')).body?.proxy?.upstreams?.health_check, { what: 'kubectl-probe-headers through the store' });
+  expect(stored.active).toMatchObject({ method: 'HEAD', statuses: [200, 204], headers: { Host: 'health.internal', 'X-Probe': '1' } });
+  const badValue = { ...withHeaders, listen_path: '/kubectl-bad-header/*', upstreams: { ...checked.upstreams, health_check: { active: { path: '/h', headers: { 'X-Probe': 'a\u0001b' } } } } };
+  await expect(admin.objects.create(crFor('kubectl-bad-header', { proxy: badValue }))).rejects.toThrow(/health_check\.active\.headers/);
 });
 
 test('Programmed waits for the data planes of every replica: one paused behind the non-leader keeps a new CR Pending until it resumes', async () => {

@@ -3,7 +3,7 @@ import { Registry } from 'prom-client';
 import { compileTarget, type CompiledTarget } from '#proto/compile/index';
 import type { HealthCheckDefinition } from '#proto/definition/types';
 import { listen } from '#proto/listen';
-import { createHealthRegistry, poolProbe, type HealthRegistry, type Probe } from './health-checks.js';
+import { createHealthRegistry, poolProbe, type HealthRegistry, type Probe, type ProbeRequest } from './health-checks.js';
 import { createUpstreamPools, type PoolOptions, type UpstreamPools } from '../proxy/upstream-pools.js';
 import { freePort } from '../../../test/helpers/free-port.js';
 import { delay, pollUntil } from '../../../test/helpers/poll-until.js';
@@ -77,7 +77,39 @@ describe('TargetHealth', () => {
     generation.get('api:r', target('https://svc.example:443/base/{id}', ['id']), { active: active({ path: '/status?deep=1', timeout: '75ms' }) }, pool);
     generation.commit();
     await nextCall();
-    expect(calls[0]).toEqual({ origin: 'https://svc.example', host: 'svc.example', path: '/status?deep=1', timeoutMs: 75, pool });
+    expect(calls[0]).toEqual({
+      origin: 'https://svc.example',
+      path: '/status?deep=1',
+      method: 'GET',
+      headers: { host: 'svc.example', 'user-agent': 'gatehouse-health-check' },
+      healthy: null,
+      timeoutMs: 75,
+      pool,
+    });
+  });
+
+  test("the check's method, healthy statuses and headers go to the probe; a Host of its own replaces the target's", async () => {
+    const { probe, calls, nextCall } = scriptedProbe();
+    const generation = registry(probe).begin();
+    const check = { active: active({ method: 'HEAD' as const, statuses: [200, 418], headers: { Host: 'health.internal', 'X-Probe': '1' } }) };
+    generation.get('api:r', target('http://svc.example:8080'), check, POOL);
+    generation.commit();
+    await nextCall();
+    expect(calls[0]).toMatchObject({
+      method: 'HEAD',
+      headers: { host: 'health.internal', 'user-agent': 'gatehouse-health-check', 'x-probe': '1' },
+      healthy: new Set([200, 418]),
+    });
+  });
+
+  test('passive statuses: the listed ones count (and no response always does), 502 no longer', () => {
+    const health = watched({ passive: passive({ unhealthy_threshold: 2, ejection: '1h', statuses: [500, 429] }) });
+    health.observe(502);
+    health.observe(502);
+    expect(health.healthy).toBe(true);
+    health.observe(429);
+    health.observe(0);
+    expect(health.healthy).toBe(false);
   });
 
   test('active: unhealthy after exactly unhealthy_threshold failed probes in a row; a success in between resets the count', async () => {
@@ -356,7 +388,8 @@ describe('poolProbe', () => {
     await pools.close();
   });
 
-  const probeOf = (origin: string, timeoutMs = 1000, path = '/healthz') => poolProbe(pools)({ origin, host: 'svc.example:8080', path, timeoutMs, pool: POOL });
+  const probeOf = (origin: string, timeoutMs = 1000, path = '/healthz', options: Partial<ProbeRequest> = {}) =>
+    poolProbe(pools)({ origin, path, method: 'GET', headers: { host: 'svc.example:8080', 'user-agent': 'gatehouse-health-check' }, healthy: null, timeoutMs, pool: POOL, ...options });
 
   test.each([
     [200, null],
@@ -370,6 +403,21 @@ describe('poolProbe', () => {
   ])('a %s answer gives %s', async (status, verdict) => {
     upstream.setBehaviour({ kind: 'fixed', status, headers: status === 302 ? { location: '/elsewhere' } : {} });
     await expect(probeOf(upstream.url)).resolves.toBe(verdict);
+  });
+
+  test.each([
+    [418, null],
+    [200, 'status 200'],
+  ])('with healthy statuses [418]: a %s answer gives %s', async (status, verdict) => {
+    upstream.setBehaviour({ kind: 'fixed', status });
+    await expect(probeOf(upstream.url, 1000, '/healthz', { healthy: new Set([418]) })).resolves.toBe(verdict);
+  });
+
+  test('HEAD with headers of its own is sent as given', async () => {
+    await expect(probeOf(upstream.url, 1000, '/h', { method: 'HEAD', headers: { host: 'health.internal', 'user-agent': 'gatehouse-health-check', 'x-probe': 'yes' } })).resolves.toBeNull();
+    const seen = upstream.last()!;
+    expect(seen).toMatchObject({ method: 'HEAD', url: '/h' });
+    expect(seen.headers).toMatchObject({ host: 'health.internal', 'x-probe': 'yes' });
   });
 
   test('a body past the 64 KiB read bound does not change the verdict', async () => {

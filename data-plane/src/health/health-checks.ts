@@ -3,8 +3,10 @@
  *
  * | part      | counts as a failure                                       | out after                     | back after                                                   |
  * |-----------|-----------------------------------------------------------|-------------------------------|--------------------------------------------------------------|
- * | `active`  | a probe (`GET <origin><path>`) without a 2xx/3xx in time  | `unhealthy_threshold` in a row | `healthy_threshold` good probes in a row                     |
- * | `passive` | a proxied attempt without response, or 502 / 503 / 504    | `unhealthy_threshold` in a row | with `active`: the probes as above; without: `ejection`       |
+ * | `active`  | a probe (`GET`/`HEAD <origin><path>`) without a healthy   | `unhealthy_threshold` in a row | `healthy_threshold` good probes in a row                     |
+ * |           | status (`statuses`, else 2xx/3xx) in time                  |                                |                                                               |
+ * | `passive` | a proxied attempt without response, or a failing status    | `unhealthy_threshold` in a row | with `active`: the probes as above; without: `ejection`       |
+ * |           | (`statuses`, else 502 / 503 / 504)                         |                                |                                                               |
  *
  * A target starts healthy. The balancer (routing/balancer.ts) skips unhealthy targets, and uses them
  * all when none is healthy: a guessed-wrong health path must not turn every request into a 503.
@@ -23,30 +25,46 @@ import type { PoolOptions, UpstreamPools } from '../proxy/upstream-pools.js';
 import { RouteStateRegistry } from '../route-state.js';
 import { withDeadline } from '../proxy/deadline.js';
 
-/** A probe's verdict: null when the target answered 2xx/3xx in time, else why not. */
-export type Probe = (target: { origin: string; host: string; path: string; timeoutMs: number; pool: PoolOptions }) => Promise<string | null>;
+/** What a probe asks of a target: `request` as sent, `healthy` the statuses that count as good (null: 2xx and 3xx). */
+export interface ProbeRequest {
+  origin: string;
+  path: string;
+  method: 'GET' | 'HEAD';
+  /** Lower-case names: Host (the target's, unless the check gives one), User-Agent, the check's. */
+  headers: Record<string, string>;
+  healthy: ReadonlySet<number> | null;
+  timeoutMs: number;
+  pool: PoolOptions;
+}
 
-/** Proxied attempts that say the target cannot serve (0: no response at all). */
-const PASSIVE_FAILURES = new Set([0, 502, 503, 504]);
+/** A probe's verdict: null when the target answered a healthy status in time, else why not. */
+export type Probe = (request: ProbeRequest) => Promise<string | null>;
+
+/** Proxied attempts that say the target cannot serve by default (0: no response at all, which always counts). */
+const PASSIVE_FAILURES = [502, 503, 504];
 
 interface Settings {
-  active?: { path: string; intervalMs: number; timeoutMs: number; healthy: number; unhealthy: number };
-  passive?: { unhealthy: number; ejectionMs: number };
+  active?: { path: string; method: 'GET' | 'HEAD'; headers: Record<string, string>; statuses: ReadonlySet<number> | null; intervalMs: number; timeoutMs: number; healthy: number; unhealthy: number };
+  passive?: { unhealthy: number; ejectionMs: number; failures: ReadonlySet<number> };
 }
 
 const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
-function settingsOf(check: HealthCheckDefinition): Settings {
+function settingsOf(check: HealthCheckDefinition, host: string): Settings {
   const { active, passive } = check;
+  const extra = Object.entries(active?.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]);
   return {
     active: active && {
       path: active.path,
+      method: active.method ?? 'GET',
+      headers: { host, 'user-agent': 'gatehouse-health-check', ...Object.fromEntries(extra) },
+      statuses: active.statuses ? new Set(active.statuses) : null,
       intervalMs: parseDuration(active.interval),
       timeoutMs: parseDuration(active.timeout),
       healthy: active.healthy_threshold,
       unhealthy: active.unhealthy_threshold,
     },
-    passive: passive && { unhealthy: passive.unhealthy_threshold, ejectionMs: parseDuration(passive.ejection) },
+    passive: passive && { unhealthy: passive.unhealthy_threshold, ejectionMs: parseDuration(passive.ejection), failures: new Set([0, ...(passive.statuses ?? PASSIVE_FAILURES)]) },
   };
 }
 
@@ -61,7 +79,6 @@ export class TargetHealth {
 
   constructor(
     readonly origin: string,
-    private readonly host: string,
     private readonly pool: PoolOptions,
     private readonly settings: Settings,
     private readonly probe: Probe,
@@ -85,7 +102,7 @@ export class TargetHealth {
   observe(status: number): void {
     const passive = this.settings.passive;
     if (!passive || !this.healthy) return;
-    if (!PASSIVE_FAILURES.has(status)) {
+    if (!passive.failures.has(status)) {
       this.passiveFailures = 0;
       return;
     }
@@ -101,7 +118,8 @@ export class TargetHealth {
 
   private async runProbe(): Promise<void> {
     const active = this.settings.active!;
-    const failure = await this.probe({ origin: this.origin, host: this.host, path: active.path, timeoutMs: active.timeoutMs, pool: this.pool }).catch((err: unknown) =>
+    const { path, method, headers, statuses: healthy, timeoutMs } = active;
+    const failure = await this.probe({ origin: this.origin, path, method, headers, healthy, timeoutMs, pool: this.pool }).catch((err: unknown) =>
       err instanceof Error ? err.message : String(err),
     );
     if (!this.running) return;
@@ -151,20 +169,21 @@ export interface HealthRegistry {
 
 /** A probe through the proxy's upstream pools: the route's TLS mode and dial timeout apply, as to its requests. */
 export function poolProbe(pools: UpstreamPools): Probe {
-  return async ({ origin, host, path, timeoutMs, pool }) => {
+  return async ({ origin, path, method, headers, healthy, timeoutMs, pool }) => {
     try {
       return await withDeadline(timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`), async (signal) => {
         const res = await pools.get(origin, pool).request({
-          method: 'GET',
+          method,
           path,
-          headers: { host, 'user-agent': 'gatehouse-health-check' },
+          headers,
           signal,
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
         });
         // Read to the end (bounded), so the connection goes back to the pool.
         await res.body.dump({ limit: 64 * 1024 });
-        return res.statusCode >= 200 && res.statusCode < 400 ? null : `status ${res.statusCode}`;
+        const good = healthy ? healthy.has(res.statusCode) : res.statusCode >= 200 && res.statusCode < 400;
+        return good ? null : `status ${res.statusCode}`;
       });
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
@@ -194,7 +213,7 @@ export function createHealthRegistry(deps: { probe: Probe; logger?: Logger; regi
           // compile (proxy.upstreams.health_check) refuses a checked target whose authority is a placeholder.
           const { origin, host } = fixedAuthority(target.plan)!;
           const key = `${pool.insecureSkipVerify}\n${pool.dialTimeoutMs}\n${origin}\n${JSON.stringify(check)}`;
-          return generation.get(key, routeId, target.template, () => new TargetHealth(origin, host, pool, settingsOf(check), deps.probe, deps.logger));
+          return generation.get(key, routeId, target.template, () => new TargetHealth(origin, pool, settingsOf(check, host), deps.probe, deps.logger));
         },
         release: (routeId) => generation.release(routeId),
         releaseAll: () => generation.releaseAll(),

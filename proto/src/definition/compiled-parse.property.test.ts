@@ -51,6 +51,9 @@ const VALID: Record<string, (string | number)[]> = {
   path: ['/healthz', '/h?full=1'],
   interval: ['10s', '500ms'],
   ejection: ['30s'],
+  // health_check.active.headers, and the transformers' header maps
+  'headers keys': ['x-h', 'X-Probe'],
+  headers: ['1', 'health.internal'],
   // ip_restriction
   allow: ['10.0.0.0/8', '::1'],
   deny: ['192.0.2.7'],
@@ -84,7 +87,7 @@ function arbitraryOf(schema: z.core.$ZodType, noisy: boolean, depth = 0, member 
       break;
     }
     case 'array':
-      shaped = depth > 10 ? fc.constant([]) : fc.oneof({ arbitrary: fc.array(inner('element'), { minLength: 1, maxLength: 3 }), weight: 12 }, fc.constant([]));
+      shaped = depth > 20 ? fc.constant([]) : fc.oneof({ arbitrary: fc.array(inner('element'), { minLength: 1, maxLength: 3 }), weight: 12 }, fc.constant([]));
       break;
     case 'optional':
     case 'nullable':
@@ -100,12 +103,17 @@ function arbitraryOf(schema: z.core.$ZodType, noisy: boolean, depth = 0, member 
     case 'union':
       shaped = fc.oneof(...(def.options as z.core.$ZodType[]).map((s) => arbitraryOf(s, noisy, depth + 1, member)));
       break;
-    case 'record':
-      shaped = fc.dictionary(fc.constantFrom(...STRINGS), inner('valueType'), { maxKeys: 3 });
+    case 'record': {
+      // A record's keys as its member's (`headers keys`), when VALID has them and the input is quiet.
+      const keys = !noisy && VALID[`${member} keys`] ? VALID[`${member} keys`]!.map(String) : STRINGS;
+      shaped = fc.dictionary(fc.constantFrom(...keys), inner('valueType'), { maxKeys: 3 });
       break;
-    case 'enum':
-      shaped = fc.constantFrom(...Object.values(def.entries as Record<string, string>), 'nope');
+    }
+    case 'enum': {
+      const entries = Object.values(def.entries as Record<string, string>);
+      shaped = fc.constantFrom(...entries, ...(noisy ? ['nope'] : []));
       break;
+    }
     case 'literal':
       shaped = fc.constantFrom(...(def.values as unknown[]));
       break;

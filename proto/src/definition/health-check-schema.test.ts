@@ -37,6 +37,18 @@ test('keeps the values given, and parses its own output to itself', () => {
   expect(parseApiDefinition(api)).toEqual(api);
 });
 
+test('method, statuses and headers are kept when given (statuses deduplicated and sorted, headers sorted by name), and absent when not', () => {
+  expect(checkOf({ active: { path: '/h', method: 'HEAD', statuses: [204, 200, 204], headers: { 'X-B': '2', Host: 'health.internal' } }, passive: { statuses: [503, 429] } })).toEqual({
+    active: { path: '/h', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, method: 'HEAD', statuses: [200, 204], headers: { Host: 'health.internal', 'X-B': '2' } },
+    passive: { unhealthy_threshold: 5, ejection: '30s', statuses: [429, 503] },
+  });
+  const plain = checkOf({ active: { path: '/h' }, passive: {} })!;
+  expect(Object.keys(plain.active!)).not.toEqual(expect.arrayContaining(['method']));
+  expect(plain.active).not.toHaveProperty('statuses');
+  expect(plain.active).not.toHaveProperty('headers');
+  expect(plain.passive).not.toHaveProperty('statuses');
+});
+
 test('absent, or null, means no health check at all (no member)', () => {
   expect(parseApiDefinition(VALID).proxy.upstreams).not.toHaveProperty('health_check');
   expect(parseApiDefinition(withCheck(null)).proxy.upstreams).not.toHaveProperty('health_check');
@@ -114,6 +126,15 @@ test.each<[string, unknown, string, string]>([
   ['ejection above 1h', { passive: { ejection: '2h' } }, `${FIELD}.passive.ejection`, DURATION_100MS_1H],
   ['ejection junk', { passive: { ejection: 'forever' } }, `${FIELD}.passive.ejection`, DURATION_100MS_1H],
   ['a bad active field beside a valid passive', { active: { path: 'x' }, passive: {} }, `${FIELD}.active.path`, PATH],
+  ['method POST', { active: { path: '/h', method: 'POST' } }, `${FIELD}.active.method`, 'must be "GET" or "HEAD"'],
+  ['statuses empty', { active: { path: '/h', statuses: [] } }, `${FIELD}.active.statuses`, 'must not be empty'],
+  ['a status of 99', { active: { path: '/h', statuses: [200, 99] } }, `${FIELD}.active.statuses[1]`, 'must be a status from 100 to 599'],
+  ['a status of 600', { passive: { statuses: [600] } }, `${FIELD}.passive.statuses[0]`, 'must be a status from 100 to 599'],
+  ['a fractional status', { passive: { statuses: [502.5] } }, `${FIELD}.passive.statuses[0]`, 'must be a whole number'],
+  ['a header name with a space', { active: { path: '/h', headers: { 'X Probe': '1' } } }, `${FIELD}.active.headers.X Probe`, 'is not a valid header name'],
+  ['a header value with CRLF', { active: { path: '/h', headers: { 'X-Probe': '1\r\nX-Injected: 1' } } }, `${FIELD}.active.headers.X-Probe`, 'must not contain control characters (CR, LF, NUL)'],
+  ['a hop-by-hop header', { active: { path: '/h', headers: { Connection: 'close' } } }, `${FIELD}.active.headers.Connection`, 'is a header a probe cannot send'],
+  ['Content-Length', { active: { path: '/h', headers: { 'content-length': '5' } } }, `${FIELD}.active.headers.content-length`, 'is a header a probe cannot send'],
 ])('rejects %s', (_name, check, field, message) => {
   const err = gatehouseErrorOf(() => parseApiDefinition(withCheck(check)));
   expect(err.code).toBe('VALIDATION_FAILED');

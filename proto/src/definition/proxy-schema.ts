@@ -6,13 +6,13 @@
 import { z } from 'zod';
 import { tryParseDuration } from '../duration.js';
 import type { Balancing, ProxyDefinition } from './types.js';
+import { HOP_BY_HOP_HEADERS, HTTP_TOKEN, headerValueSchema } from '../http-fields.js';
 
 export const DEFAULT_DIAL_TIMEOUT = '30s';
 export const DEFAULT_RESPONSE_HEADER_TIMEOUT = '60s';
 export const MAX_TARGET_WEIGHT = 1000;
 
-/** RFC 7230 token (tchar+): what an HTTP method may be. */
-export const HTTP_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+export { HTTP_TOKEN } from '../http-fields.js';
 
 export const hostSchema = z.string().min(1, 'must not be empty').regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
 
@@ -61,6 +61,30 @@ const HEALTH_CHECK_DEFAULTS = {
   passive: { unhealthy_threshold: 5, ejection: '30s' },
 } as const;
 
+/** HTTP statuses a check counts (deduplicated, sorted): the healthy ones of a probe, the failing ones of a proxied attempt. */
+const statusListSchema = z
+  .array(z.int('must be a whole number').min(100, 'must be a status from 100 to 599').max(599, 'must be a status from 100 to 599'))
+  .min(1, 'must not be empty')
+  .max(64, 'must have at most 64 statuses')
+  .transform((statuses) => [...new Set(statuses)].sort((a, b) => a - b));
+
+/** Headers a probe sends (Host included: a virtual host's health page); not the framing or hop-by-hop ones. */
+const probeHeadersSchema = z
+  .record(z.string(), headerValueSchema)
+  .refine((h) => Object.keys(h).length <= 16, 'must have at most 16 headers')
+  .superRefine((h, ctx) => {
+    for (const name of Object.keys(h)) {
+      const lower = name.toLowerCase();
+      // The name checked here rather than by the record's key schema, whose refusal zod words as "Invalid key in record".
+      if (!HTTP_TOKEN.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid header name' });
+      else if (HOP_BY_HOP_HEADERS.has(lower) || lower === 'content-length' || lower === 'expect') {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'is a header a probe cannot send' });
+      }
+    }
+  })
+  // Sorted by name: the stored form, its message and so its hash do not follow the order they were written in.
+  .transform((h) => Object.fromEntries(Object.entries(h).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))));
+
 const healthCheckSchema = z
   .object({
     active: z
@@ -71,12 +95,18 @@ const healthCheckSchema = z
         timeout: boundedDuration(HEALTH_CHECK_DEFAULTS.active.timeout, 10, '10ms', 60_000, '1m'),
         healthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.healthy_threshold),
         unhealthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.unhealthy_threshold),
+        // Optional without a default (absent: GET, 2xx/3xx, no extra header), so checks stored before them keep their form and hash.
+        method: z.enum(['GET', 'HEAD'], 'must be "GET" or "HEAD"').optional(),
+        statuses: statusListSchema.optional(),
+        headers: probeHeadersSchema.optional(),
       })
       .optional(),
     passive: z
       .object({
         unhealthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.passive.unhealthy_threshold),
         ejection: boundedDuration(HEALTH_CHECK_DEFAULTS.passive.ejection, 100, '100ms', 3_600_000, '1h'),
+        // Absent: 502, 503 and 504. An attempt without any response always counts.
+        statuses: statusListSchema.optional(),
       })
       .optional(),
   })

@@ -3,20 +3,9 @@
  * `"GET,POST"` where a list is expected), and the headers a plugin may never set or remove.
  */
 import { z } from 'zod';
-import { HTTP_TOKEN } from '../definition/proxy-schema.js';
+import { HOP_BY_HOP_HEADERS } from '../http-fields.js';
 
-/** RFC 9110 §7.6.1 hop-by-hop headers: they stop at the gateway in both directions. */
-export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
+export { HOP_BY_HOP_HEADERS, headerNameSchema, headerValueSchema } from '../http-fields.js';
 
 /**
  * Headers the gateway itself owns (README "Proxy behaviour"): the upstream Host, the X-Forwarded-* trail, the
@@ -42,12 +31,6 @@ export function reservedHeaderReason(name: string): string | null {
   return null;
 }
 
-/** Node's own rule for header values: no CR, LF, NUL or other control characters except tab. */
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-
-export const headerNameSchema = z.string().min(1, 'must not be empty').regex(HTTP_TOKEN, 'is not a valid header name');
-
-export const headerValueSchema = z.string().regex(HEADER_VALUE, 'must not contain control characters (CR, LF, NUL)');
 
 /** A JSON array, or (Janus) one comma-delimited string; empty items are dropped. */
 export function commaList<T extends z.ZodType>(item: T) {

@@ -335,6 +335,16 @@ describe('upstream health checks', () => {
       }),
       parseApiDefinition({ name: 'active-only', proxy: { listen_path: '/active/*', upstreams: upstreams({ active: { path: '/' } }) } }),
       parseApiDefinition({ name: 'passive-only', proxy: { listen_path: '/passive/*', upstreams: upstreams({ passive: {} }) } }),
+      parseApiDefinition({
+        name: 'options',
+        proxy: {
+          listen_path: '/options/*',
+          upstreams: upstreams({
+            active: { path: '/h', method: 'HEAD', statuses: [200, 418], headers: { 'X-Probe': '1', Host: 'health.internal' } },
+            passive: { statuses: [429, 500] },
+          }),
+        },
+      }),
       unchecked(),
     ],
     oauthServers: [
@@ -363,6 +373,17 @@ describe('upstream health checks', () => {
     expect(back.defs.apis.find((a) => a.name === 'passive-only')!.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '30s' } });
     expect(back.defs.apis.find((a) => a.name === 'unchecked')!.proxy.upstreams).not.toHaveProperty('health_check');
     expect(back.defs.oauthServers[0].oauth_endpoints.token.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '10s' } });
+    // The probe's method, statuses and headers and the passive statuses arrive as written; unset ones stay absent (above).
+    expect(back.defs.apis.find((a) => a.name === 'options')!.proxy.upstreams.health_check).toEqual({
+      active: { path: '/h', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, method: 'HEAD', statuses: [200, 418], headers: { Host: 'health.internal', 'X-Probe': '1' } },
+      passive: { unhealthy_threshold: 5, ejection: '30s', statuses: [429, 500] },
+    });
+  });
+
+  test("a check without method, statuses or headers has none of them in its message, so its hash is the one before they existed", () => {
+    const { active, passive } = apiMessage(CHECKED.apis[0]).proxy!.upstreams!.health_check!;
+    expect(Object.keys(active!)).toEqual(['path', 'interval', 'timeout', 'healthy_threshold', 'unhealthy_threshold']);
+    expect(Object.keys(passive!)).toEqual(['unhealthy_threshold', 'ejection']);
   });
 
   test('definitions with health checks round-trip as the plain message (no wire)', () => {
@@ -400,6 +421,10 @@ describe('upstream health checks', () => {
       hashOf({ passive: { ejection: '31s' } }),
       hashOf({ active: { path: '/' }, passive: {} }),
       hashOf({ active: { path: '/other' }, passive: {} }),
+      hashOf({ active: { path: '/other', method: 'HEAD' }, passive: {} }),
+      hashOf({ active: { path: '/other', statuses: [200] }, passive: {} }),
+      hashOf({ active: { path: '/other', headers: { Host: 'h' } }, passive: {} }),
+      hashOf({ active: { path: '/other' }, passive: { statuses: [500] } }),
     ];
     expect(hashes[0]).toBe(UNCHECKED_HASH);
     expect(new Set(hashes).size).toBe(hashes.length);

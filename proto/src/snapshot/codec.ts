@@ -91,14 +91,18 @@ function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
   if (!u.health_check) return message as wire.Upstreams;
   const { active: a, passive: p } = u.health_check;
   // Members listed, not spread: the hash must not follow the order (or any extra) of the object's keys.
-  const active: wire.ActiveHealthCheck | undefined = a && {
+  // The optional members only when set, so checks without them keep their hash.
+  const active = a && {
     path: a.path,
     interval: a.interval,
     timeout: a.timeout,
     healthy_threshold: a.healthy_threshold,
     unhealthy_threshold: a.unhealthy_threshold,
+    ...(a.method && { method: a.method }),
+    ...(a.statuses && { statuses: [...a.statuses] }),
+    ...(a.headers && { headers: Object.fromEntries(Object.entries(a.headers).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) }),
   };
-  const passive: wire.PassiveHealthCheck | undefined = p && { unhealthy_threshold: p.unhealthy_threshold, ejection: p.ejection };
+  const passive = p && { unhealthy_threshold: p.unhealthy_threshold, ejection: p.ejection, ...(p.statuses && { statuses: [...p.statuses] }) };
   return { ...message, health_check: { ...(active && { active }), ...(passive && { passive }) } as wire.HealthCheck };
 }
 
@@ -290,12 +294,30 @@ export function toSnapshotMessage(version: number, defs: Definitions, hash?: str
 // 50,000 APIs, scripts/sync-allocations.mjs); the schemas that parse the result build their own objects.
 const weightUnset = (t: unknown): boolean => isPlainObject(t) && t.weight === 0;
 
+/** A member the wire gives its default ("", [], {}) back to absent. */
+const unsetMember = (v: unknown) => v === '' || (Array.isArray(v) && v.length === 0) || (isPlainObject(v) && Object.keys(v).length === 0);
+
+/** A health check part's optional members (`names`) the wire gives as defaults, back to absent; the part itself when none is. */
+function healthPartFromMessage(part: unknown, names: readonly string[]): unknown {
+  if (!isPlainObject(part) || !names.some((n) => Object.hasOwn(part, n) && unsetMember(part[n]))) return part;
+  return Object.fromEntries(Object.entries(part).filter(([n, v]) => !(names.includes(n) && unsetMember(v))));
+}
+
+function healthCheckFromMessage(h: unknown): unknown {
+  if (!isPlainObject(h)) return h;
+  const active = healthPartFromMessage(h.active, ['method', 'statuses', 'headers']);
+  const passive = healthPartFromMessage(h.passive, ['statuses']);
+  return active === h.active && passive === h.passive ? h : { ...h, active, passive };
+}
+
 function proxyFromMessage(m: unknown): unknown {
   if (!isPlainObject(m)) return m;
-  const upstreams = isPlainObject(m.upstreams) ? m.upstreams : undefined;
+  let upstreams = isPlainObject(m.upstreams) ? m.upstreams : undefined;
   const targets = upstreams && Array.isArray(upstreams.targets) ? upstreams.targets : undefined;
   const weightsUnset = targets?.some(weightUnset) ?? false;
-  if (m.listen_path !== '' && !weightsUnset) return m;
+  const healthCheck = upstreams && healthCheckFromMessage(upstreams.health_check);
+  if (upstreams && healthCheck !== upstreams.health_check) upstreams = { ...upstreams, health_check: healthCheck };
+  if (m.listen_path !== '' && !weightsUnset && upstreams === m.upstreams) return m;
   return {
     ...m,
     listen_path: m.listen_path === '' ? undefined : m.listen_path,

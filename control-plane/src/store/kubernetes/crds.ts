@@ -5,7 +5,8 @@
  *
  * zod's JSON Schema is made structural (what the apiserver requires): no `$schema`, no `default`
  * (the CP fills defaults when it reads a CR, so a CR keeps what its author wrote), no
- * `additionalProperties` (unknown fields are pruned, as the admin API drops them), and a member zod
+ * `additionalProperties: false` (unknown fields are pruned, as the admin API drops them; a map's value schema
+ * stays, and its `propertyNames`, which the apiserver does not know, goes), and a member zod
  * cannot describe (`token_strategy.settings`: an object or an array) keeps any value through
  * `x-kubernetes-preserve-unknown-fields`. Patterns are rewritten for Go's RE2 (`\uXXXX` → `\x{XXXX}`).
  */
@@ -78,9 +79,11 @@ type JsonSchema = Record<string, unknown>;
 
 /** JSON Schema (zod's output) → Kubernetes structural schema, recursively. */
 export function structural(schema: JsonSchema): JsonSchema {
-  const keys = Object.keys(schema).filter((k) => !['$schema', 'default', 'additionalProperties'].includes(k));
+  const keys = Object.keys(schema).filter((k) => !['$schema', 'default', 'additionalProperties', 'propertyNames'].includes(k));
   if (keys.length === 0) return { 'x-kubernetes-preserve-unknown-fields': true };
   const out: JsonSchema = {};
+  const map = schema.additionalProperties;
+  if (typeof map === 'object' && map !== null) out.additionalProperties = structural(map as JsonSchema);
   for (const key of keys) {
     const value = schema[key];
     if (key === 'properties') {

@@ -32,7 +32,8 @@ const TOKEN = "[!#$%&'+\\-.^_`|~0-9a-z]";
 /** `type/subtype` with at most one `*` in the subtype, or `*` for any. */
 const MEDIA_RANGE = new RegExp(`^(?:\\*|\\*/\\*|${TOKEN}+/${TOKEN}*\\*?${TOKEN}*)$`);
 
-const contentTypeSchema = z
+/** One media range of a `content_types` list (compression, proxy_cache), lower-cased; `*` is stored as `*\/*`. */
+export const contentTypeSchema = z
   .string()
   .transform((s) => s.trim().toLowerCase())
   .refine(
@@ -71,19 +72,23 @@ interface TypeWildcard {
   suffix: string;
 }
 
-export interface CompiledCompression {
-  minSize: number;
+/** A compiled `content_types` list (contentTypeSchema's output). */
+export interface MediaRanges {
   anyType: boolean;
   exactTypes: ReadonlySet<string>;
   typeWildcards: readonly TypeWildcard[];
+}
+
+export interface CompiledCompression extends MediaRanges {
+  minSize: number;
   br: boolean;
   gzip: boolean;
 }
 
-function compile(c: CompressionConfig): CompiledCompression {
+export function compileMediaRanges(types: readonly string[]): MediaRanges {
   const exactTypes = new Set<string>();
   const typeWildcards: TypeWildcard[] = [];
-  for (const t of c.content_types) {
+  for (const t of types) {
     if (t === '*/*') continue;
     const slash = t.indexOf('/');
     const subtype = t.slice(slash + 1);
@@ -91,18 +96,20 @@ function compile(c: CompressionConfig): CompiledCompression {
     if (star === -1) exactTypes.add(t);
     else typeWildcards.push({ type: t.slice(0, slash), prefix: subtype.slice(0, star), suffix: subtype.slice(star + 1) });
   }
+  return { anyType: types.includes('*/*'), exactTypes, typeWildcards };
+}
+
+function compile(c: CompressionConfig): CompiledCompression {
   return deepFreeze({
     minSize: c.min_size,
-    anyType: c.content_types.includes('*/*'),
-    exactTypes,
-    typeWildcards,
+    ...compileMediaRanges(c.content_types),
     br: c.encodings.includes('br'),
     gzip: c.encodings.includes('gzip'),
   });
 }
 
-/** True when a Content-Type header value (parameters allowed, any case) is one to compress. */
-export function compressibleType(compression: CompiledCompression, contentType: string): boolean {
+/** True when a Content-Type header value (parameters allowed, any case) is in `ranges` (compression: one to compress). */
+export function mediaTypeListed(compression: MediaRanges, contentType: string): boolean {
   const semi = contentType.indexOf(';');
   const type = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
   const slash = type.indexOf('/');

@@ -92,6 +92,6 @@ export type { CompiledResponseTransformer } from './response-transformer.js';
 export type { CompiledHeaderEdits, CompiledQueryEdits, HeaderEntry, QueryEntry } from './header-transformer.js';
 export { HOP_BY_HOP_HEADERS } from './http-syntax.js';
 export type { CompiledCompression, CompressionEncoding } from './compression.js';
-export { compressibleType } from './compression.js';
+export { mediaTypeListed } from './compression.js';
 export type { CompiledRetry } from './retry.js';
 export type { CompiledCb } from './cb.js';

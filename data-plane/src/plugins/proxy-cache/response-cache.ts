@@ -68,21 +68,22 @@ export function createResponseCache(options: { maxBytes: number; registry?: Regi
   let namespaces = 0;
   return {
     namespace: () => (++namespaces).toString(36),
+    // Markers and entries in key spaces of their own: a variant without Vary values has its primary's key.
     varyOf(primary) {
-      const marker = lru.get(primary);
+      const marker = lru.get(`p${primary}`);
       return marker && !('body' in marker) ? marker.names : null;
     },
     get(variant, now) {
-      const entry = lru.get(variant);
+      const entry = lru.get(`v${variant}`);
       if (!entry || !('body' in entry)) return null;
       if (entry.expiresAt > now) return entry;
-      lru.delete(variant);
+      lru.delete(`v${variant}`);
       return null;
     },
     set(primary, vary, variant, entry) {
-      const marker = lru.peek(primary);
-      if (!marker || 'body' in marker || marker.names.join() !== vary.join()) lru.set(primary, { names: vary });
-      lru.set(variant, entry);
+      const marker = lru.peek(`p${primary}`);
+      if (!marker || 'body' in marker || marker.names.join() !== vary.join()) lru.set(`p${primary}`, { names: vary });
+      lru.set(`v${variant}`, entry);
     },
     count(route, status) {
       counter?.inc({ route, status });

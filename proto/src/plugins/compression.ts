@@ -11,7 +11,7 @@
  * - `encodings` (default `["br", "gzip"]`): the codings the gateway may use.
  */
 import { z } from 'zod';
-import { commaList } from './http-syntax.js';
+import { commaList, subsetOf } from './http-syntax.js';
 import { deepFreeze, definePlugin } from './plugin.js';
 
 export const COMPRESSION_ENCODINGS = ['br', 'gzip'] as const;
@@ -52,15 +52,7 @@ const schema = z.object({
     .default(DEFAULT_COMPRESSIBLE_TYPES)
     .refine((t) => t.length > 0, 'must not be empty')
     .transform((t) => [...new Set(t)]),
-  encodings: commaList(
-    z
-      .string()
-      .transform((s) => s.trim().toLowerCase())
-      .pipe(z.enum(COMPRESSION_ENCODINGS, { error: 'must be "br" or "gzip"' })),
-  )
-    .default([...COMPRESSION_ENCODINGS])
-    .refine((e) => e.length > 0, 'must not be empty')
-    .transform((e) => COMPRESSION_ENCODINGS.filter((x) => e.includes(x))),
+  encodings: subsetOf(COMPRESSION_ENCODINGS, (s) => s.toLowerCase(), 'must be "br" or "gzip"'),
 });
 
 export type CompressionConfig = z.output<typeof schema>;

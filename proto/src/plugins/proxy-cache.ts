@@ -16,7 +16,7 @@ import { z } from 'zod';
 import { tryParseDurationUpTo } from '../duration.js';
 import { parseSize } from './body-limit.js';
 import { compileMediaRanges, contentTypeSchema, type MediaRanges } from './compression.js';
-import { commaList, dedupeCaseInsensitive, headerNameSchema } from './http-syntax.js';
+import { commaList, dedupeCaseInsensitive, headerNameSchema, subsetOf } from './http-syntax.js';
 import { deepFreeze, definePlugin } from './plugin.js';
 
 export const PROXY_CACHE_METHODS = ['GET', 'HEAD'] as const;
@@ -49,15 +49,7 @@ const schema = z.object({
     .transform((s) => s.trim())
     .refine((s) => ttlMs(s) !== null, 'must be a duration from "1s" to "24h", e.g. "30s"')
     .default('30s'),
-  methods: commaList(
-    z
-      .string()
-      .transform((s) => s.trim().toUpperCase())
-      .pipe(z.enum(PROXY_CACHE_METHODS, { error: 'must be "GET" or "HEAD"' })),
-  )
-    .default([...PROXY_CACHE_METHODS])
-    .refine((m) => m.length > 0, 'must not be empty')
-    .transform((m) => PROXY_CACHE_METHODS.filter((x) => m.includes(x))),
+  methods: subsetOf(PROXY_CACHE_METHODS, (s) => s.toUpperCase(), 'must be "GET" or "HEAD"'),
   statuses: z
     .array(z.int({ error: 'must be an HTTP status' }).min(100, 'must be an HTTP status').max(599, 'must be an HTTP status'))
     .min(1, 'must not be empty')

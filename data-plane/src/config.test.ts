@@ -24,6 +24,7 @@ describe('loadConfig', () => {
       workers: 1,
       proxyTls: null,
       tlsReloadIntervalMs: 60_000,
+      proxyCacheBytes: 64 * 1024 ** 2,
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -61,6 +62,7 @@ describe('loadConfig', () => {
         UPSTREAM_TLS_CERT: '/upstream/tls.crt',
         UPSTREAM_TLS_KEY: '/upstream/tls.key',
         TLS_RELOAD_INTERVAL: '30s',
+        PROXY_CACHE_SIZE: '256m',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -88,6 +90,7 @@ describe('loadConfig', () => {
       proxyHttpRedirectPort: 8088,
       proxyHttp2: false,
       tlsReloadIntervalMs: 30_000,
+      proxyCacheBytes: 256 * 1024 ** 2,
     });
   });
 
@@ -130,6 +133,9 @@ describe('loadConfig', () => {
     ['a proxy certificate without its key', { PROXY_TLS_CERT: '/tls/tls.crt' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
     ['a proxy key without its certificate', { PROXY_TLS_KEY: '/tls/tls.key' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
     ['a reload interval without unit', { TLS_RELOAD_INTERVAL: '60' }, 'TLS_RELOAD_INTERVAL must be a duration'],
+    ['a cache size that is not a size', { PROXY_CACHE_SIZE: 'lots' }, 'PROXY_CACHE_SIZE must be a size from "1MB" to "64GB" such as "64MB" or "1G", got "lots"'],
+    ['a cache size under 1 MiB', { PROXY_CACHE_SIZE: '512K' }, 'PROXY_CACHE_SIZE must be a size from "1MB"'],
+    ['a cache size over 64 GiB', { PROXY_CACHE_SIZE: '65G' }, 'PROXY_CACHE_SIZE must be a size from "1MB" to "64GB"'],
     ['a Redis timeout of 0', { RATE_LIMIT_REDIS_TIMEOUT: '0ms' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],
     ['a Redis timeout over 10 s', { RATE_LIMIT_REDIS_TIMEOUT: '11s' }, 'RATE_LIMIT_REDIS_TIMEOUT must be at most 10s, got "11s"'],
     ['a Redis timeout without unit', { RATE_LIMIT_REDIS_TIMEOUT: '300' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],

@@ -4,6 +4,7 @@
  */
 import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
+import { parseSize } from '#proto/plugins/body-limit';
 import { certificatePairFromEnv, type CertificatePaths } from '#proto/certificate-files';
 import { upstreamTlsFromEnv, type UpstreamTlsPaths } from './proxy/upstream-tls.js';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
@@ -54,6 +55,8 @@ export interface DataPlaneConfig {
   upstreamTls: UpstreamTlsPaths | null;
   /** TLS_RELOAD_INTERVAL: how often the proxy's certificate files are re-read (SIGHUP re-reads at once). */
   tlsReloadIntervalMs: number;
+  /** PROXY_CACHE_SIZE: bytes proxy_cache may hold in this process (each worker has its own). */
+  proxyCacheBytes: number;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -91,6 +94,19 @@ function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
 }
 
 const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
+
+/** PROXY_CACHE_SIZE bounds: below 1 MiB an entry of the default max_entry_size would not fit; past 64 GiB it is a typo. */
+const MIN_PROXY_CACHE_BYTES = 1024 ** 2;
+const MAX_PROXY_CACHE_BYTES = 64 * 1024 ** 3;
+
+function proxyCacheBytes(env: NodeJS.ProcessEnv): number {
+  const raw = env.PROXY_CACHE_SIZE || '64MB';
+  const bytes = parseSize(raw);
+  if (bytes === null || bytes < MIN_PROXY_CACHE_BYTES || bytes > MAX_PROXY_CACHE_BYTES) {
+    throw new Error(`PROXY_CACHE_SIZE must be a size from "1MB" to "64GB" such as "64MB" or "1G", got "${raw}"`);
+  }
+  return bytes;
+}
 
 /** The settings naming the proxy listener's certificate and key (in errors and reload warnings). */
 export const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY', ca: 'PROXY_TLS_CLIENT_CA' } as const;
@@ -149,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     proxyHttp2: false,
     proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
+    proxyCacheBytes: proxyCacheBytes(env),
   };
   const http2 = env.PROXY_HTTP2 || 'true';
   if (http2 !== 'true' && http2 !== 'false') throw new Error(`PROXY_HTTP2 must be "true" or "false", got "${http2}"`);

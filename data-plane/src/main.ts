@@ -18,6 +18,7 @@ import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamP
 import { watchUpstreamTls } from './proxy/upstream-tls.js';
 import { createHttpsRedirectServer } from './proxy/https-redirect.js';
 import { createRateLimiter } from './plugins/rate-limit/index.js';
+import { createResponseCache } from './plugins/index.js';
 import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
@@ -63,7 +64,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const pools = createUpstreamPools({ tls: upstreamTls });
   const introspector = createIntrospector({ pools, logger });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
-  const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter, health });
+  const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
+  const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter, health, responseCache });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger);

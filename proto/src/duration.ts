@@ -20,18 +20,23 @@ const MAX_CACHED = 1024;
 
 /** Milliseconds (rounded to an integer) of a duration string, or null when it is not a valid one. */
 export function tryParseDuration(s: string): number | null {
+  return tryParseDurationUpTo(s, MAX_DURATION_MS);
+}
+
+/** tryParseDuration with another upper bound than one hour (proxy_cache's ttl: up to a day). */
+export function tryParseDurationUpTo(s: string, maxMs: number): number | null {
   if (typeof s !== 'string' || s.length === 0 || s.length > 64) return null;
-  const known = parsed.get(s);
-  if (known !== undefined) return known;
-  let ms: number | null = null;
-  if (WHOLE.test(s)) {
-    let sum = 0;
-    for (const m of s.matchAll(PARTS)) sum += Number(m[1]) * UNIT_MS[m[2]];
-    const rounded = Math.round(sum);
-    ms = rounded >= 1 && rounded <= MAX_DURATION_MS ? rounded : null;
+  let ms = parsed.get(s);
+  if (ms === undefined) {
+    ms = null;
+    if (WHOLE.test(s)) {
+      let sum = 0;
+      for (const m of s.matchAll(PARTS)) sum += Number(m[1]) * UNIT_MS[m[2]];
+      ms = Math.round(sum);
+    }
+    if (parsed.size < MAX_CACHED) parsed.set(s, ms);
   }
-  if (parsed.size < MAX_CACHED) parsed.set(s, ms);
-  return ms;
+  return ms !== null && ms >= 1 && ms <= maxMs ? ms : null;
 }
 
 /** Milliseconds of a duration string; throws VALIDATION_FAILED on junk, zero, negatives or more than 1h. */

@@ -159,11 +159,12 @@ export interface Plugin {
   compression?: CompressionPluginConfig;
   ip_restriction?: IpRestrictionPluginConfig;
   key_auth?: KeyAuthPluginConfig;
+  proxy_cache?: ProxyCachePluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache';
 }
 
 export interface IpRestrictionPluginConfig {
@@ -263,6 +264,28 @@ export interface KeyAuthPluginConfig {
   hide_credentials: boolean;
   /** Shown in the 401's WWW-Authenticate challenge. */
   realm: string;
+}
+
+export interface ProxyCachePluginConfig {
+  /** Go duration, as stored ("30s", "5m"): freshness when the response names none. */
+  ttl: string;
+  /** "GET" and/or "HEAD". */
+  methods: string[];
+  statuses: number[];
+  /** Media ranges as stored ("text/*", "application/json"); absent = any type. */
+  content_types: StringList | null;
+  /** Lower-cased request header names. */
+  vary_headers: string[];
+  /** Absent = the whole query; an empty list = none of it; names = only those parameters. */
+  vary_query_params: StringList | null;
+  cache_control: boolean;
+  /** Janus size, as stored ("1MB"). */
+  max_entry_size: string;
+}
+
+/** A list that may be absent as well as empty (a repeated field alone cannot tell them apart). */
+export interface StringList {
+  values: string[];
 }
 
 /** A key_auth credential: only the key's SHA-256 digest ("sha256$<base64url>") ever leaves the control plane. */

@@ -422,6 +422,13 @@ describe('scaling and exposure', () => {
     expect(onlyContainer(cp(objects)).env).toContainEqual({ name: 'SHUTDOWN_TIMEOUT', value: '24.5s' });
   }, T);
 
+  test('dataPlane.proxyCacheSize is the data planes\' PROXY_CACHE_SIZE (64MB by default), and nothing of the control plane', async () => {
+    expect(onlyContainer(dp(await renderChart({}))).env).toContainEqual({ name: 'PROXY_CACHE_SIZE', value: '64MB' });
+    const objects = await renderChart({ values: { dataPlane: { proxyCacheSize: '512M' } } });
+    expect(onlyContainer(dp(objects)).env).toContainEqual({ name: 'PROXY_CACHE_SIZE', value: '512M' });
+    expect(onlyContainer(cp(objects)).env!.map((e) => e.name)).not.toContain('PROXY_CACHE_SIZE');
+  }, T);
+
   test('LoadBalancer: the DP Service only, with its options; the CP stays internal', async () => {
     const objects = await render('loadBalancer');
     const service = one(objects, 'Service', dp(objects).metadata!.name);
@@ -595,6 +602,7 @@ describe('wrong values are refused with a message naming them', () => {
     ['a collector address without scheme', { tracing: { endpoint: 'otel-collector:4318' } }, ["'/tracing/endpoint'", 'pattern']],
     ['a sampling ratio over 1', { tracing: { samplerArg: '10' } }, ["'/tracing/samplerArg'", 'pattern']],
     ['an unknown log level', { dataPlane: { logLevel: 'verbose' } }, ["'/dataPlane/logLevel'", 'info']],
+    ['a proxy cache size that is not a size', { dataPlane: { proxyCacheSize: 'lots' } }, ["'/dataPlane/proxyCacheSize'", 'pattern']],
     ['HPA minimum above maximum', { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } }, ['dataPlane.autoscaling.minReplicas (5) must not be greater than dataPlane.autoscaling.maxReplicas (3)']],
     ['a nodePort on a ClusterIP Service', { dataPlane: { service: { nodePort: 30080 } } }, ['dataPlane.service.nodePort needs dataPlane.service.type NodePort or LoadBalancer']],
     ['two replicas without leader election', { controlPlane: { leaderElection: { enabled: false } } }, ['controlPlane.leaderElection.enabled=false allows one control-plane replica only']],

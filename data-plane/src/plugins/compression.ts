@@ -17,7 +17,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Transform } from 'node:stream';
 import { constants, createBrotliCompress, createGzip, type BrotliCompress, type Gzip } from 'node:zlib';
-import { compressibleType, type CompiledCompression, type CompressionEncoding } from '#proto/plugins/index';
+import { mediaTypeListed, type CompiledCompression, type CompressionEncoding } from '#proto/plugins/index';
 import { negotiateEncoding } from './accept-encoding.js';
 import type { PluginRuntime } from './runtime.js';
 
@@ -25,7 +25,8 @@ import type { PluginRuntime } from './runtime.js';
 const BROTLI_QUALITY = 4;
 const GZIP_LEVEL = 6;
 
-function headerText(value: OutgoingHttpHeaders[string]): string | undefined {
+/** A header value as one string (a list joined with ", "), undefined when absent. */
+export function headerText(value: OutgoingHttpHeaders[string]): string | undefined {
   if (value === undefined) return undefined;
   return Array.isArray(value) ? value.join(', ') : String(value);
 }
@@ -38,7 +39,7 @@ export function eligible(config: CompiledCompression, method: string | undefined
   if (headers['content-range'] !== undefined) return false;
   if (/(?:^|,)\s*no-transform\s*(?:,|$)/i.test(headerText(headers['cache-control']) ?? '')) return false;
   const type = headerText(headers['content-type']);
-  if (type === undefined || !compressibleType(config, type)) return false;
+  if (type === undefined || !mediaTypeListed(config, type)) return false;
   const length = headerText(headers['content-length']);
   return length === undefined || Number(length) >= config.minSize;
 }

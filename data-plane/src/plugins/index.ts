@@ -14,6 +14,7 @@ import { ipRestrictionRuntime } from './ip-restriction.js';
 import { keyAuthRuntime } from './key-auth.js';
 import { oauth2Runtime } from './oauth2.js';
 import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
+import { proxyCacheRuntime } from './proxy-cache/index.js';
 import { rateLimitRuntime } from './rate-limit/index.js';
 import { requestTransformerRuntime } from './request-transformer.js';
 import { responseTransformerRuntime } from './response-transformer.js';
@@ -33,6 +34,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   cb: cbRuntime,
   response_transformer: responseTransformerRuntime,
   compression: compressionRuntime,
+  proxy_cache: proxyCacheRuntime,
 };
 
 /**
@@ -47,3 +49,4 @@ export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route
 
 export { isPromise, PluginExchange, runRequestHooks, type AttemptStarted, type ForwardHook, type ForwardNext, type Pipeline, type PluginAnswer, type PluginStage, type UpstreamOutcome } from './pipeline.js';
 export type { PluginRuntime, StageDeps } from './runtime.js';
+export { createResponseCache, type ResponseCache } from './proxy-cache/index.js';

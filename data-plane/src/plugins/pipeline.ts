@@ -14,6 +14,8 @@
  * | 6 | forward                       | retry, cb                | forward   | wrap the upstream exchange                        |
  * | 7 | response rewriting            | response_transformer     | response  | edit response headers                             |
  * | 8 | response encoding             | compression              | response  | edit headers; transform the body                  |
+ * | 9 | response cache                | proxy_cache              | request,  | answer a hit (after admission and authentication);|
+ * |   |                               |                          | response  | copy the final response body (a Transform)        |
  *
  * The order is the registry's (proto/src/plugins/index.ts), not the definition's. A route without
  * enabled plugins has no pipeline at all (null): the proxy checks one field and allocates nothing,
@@ -45,13 +47,15 @@ import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
 import type { GatehouseError } from '#proto/errors';
 import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
+import type { CacheLookup } from './proxy-cache/index.js';
 
-/** A response the gateway sends itself instead of forwarding (e.g. a CORS preflight). */
+/** A response the gateway sends itself instead of forwarding (a CORS preflight, a proxy_cache hit). */
 export interface PluginAnswer {
   status: number;
+  /** Win over the client headers of the exchange; content-length and x-request-id are the gateway's (a HEAD answer's content-length is kept). */
   headers?: OutgoingHttpHeaders;
   /** Sent as is; none when absent. */
-  body?: string;
+  body?: string | Buffer;
 }
 
 export type RequestHook = (ex: PluginExchange) => PluginAnswer | void | Promise<PluginAnswer | void>;
@@ -119,12 +123,16 @@ export class PluginExchange {
   bodySent = false;
   /** Who the route's authentication found (key_auth's key owner, basic_auth's user): the upstream's X-Consumer-Username. */
   consumer: string | null = null;
+  /** proxy_cache: what its request hook decided, for its response hook. */
+  cacheLookup: CacheLookup | null = null;
   private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
 
   constructor(
     readonly req: IncomingMessage,
     readonly route: CompiledRoute,
     readonly requestId: string,
+    /** The request path as the proxy normalised it (without the query). */
+    readonly path: string,
     query: string,
     private readonly pipeline: Pipeline,
   ) {

@@ -3,6 +3,7 @@ import type { CompiledRoute } from '#proto/compile/index';
 import type { Authorizer } from '../auth/index.js';
 import type { BreakerGeneration } from './circuit-breaker.js';
 import type { PluginStage } from './pipeline.js';
+import type { ResponseCache } from './proxy-cache/index.js';
 import type { RateLimiter } from './rate-limit/rate-limiter.js';
 
 /** What a stage may use besides its config: per snapshot, never per request. */
@@ -17,6 +18,8 @@ export interface StageDeps {
   basicAuth(authorization: string | undefined): string | null | Promise<string | null>;
   /** key_auth: the username of this snapshot's credential holding `key`, or undefined. */
   apiKeyOwner(key: string): string | undefined;
+  /** proxy_cache's store: the process's one (PROXY_CACHE_SIZE), kept across snapshots. */
+  responseCache: ResponseCache;
 }
 
 export interface PluginRuntime<Compiled> {

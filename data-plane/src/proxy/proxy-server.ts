@@ -144,15 +144,17 @@ export function createProxyServer(deps: {
     res.end(body);
   }
 
-  /** A response a plugin gave instead of forwarding (a CORS preflight). */
+  /** A response a plugin gave instead of forwarding (a CORS preflight, a proxy_cache hit). */
   function sendAnswer(res: ServerResponse, requestId: string, answer: PluginAnswer, ex: PluginExchange, routeId: string): void {
     metrics?.request(routeId, answer.status);
     if (res.destroyed) return;
     const body = answer.body ?? '';
+    // A HEAD answer has no body: the length it gives is the one a GET would have (a cached HEAD response's).
+    const headLength = res.req.method === 'HEAD' ? answer.headers?.['content-length'] : undefined;
     res.writeHead(answer.status, {
       ...ex.clientHeaders,
       ...answer.headers,
-      'content-length': Buffer.byteLength(body),
+      'content-length': headLength ?? Buffer.byteLength(body),
       'x-request-id': requestId,
       ...(draining ? { connection: 'close' } : {}),
     });
@@ -282,7 +284,7 @@ export function createProxyServer(deps: {
     const routeId = match.route.id;
     let ex: PluginExchange | null = null;
     try {
-      ex = new PluginExchange(req, match.route, requestId, clientQuery, pipeline);
+      ex = new PluginExchange(req, match.route, requestId, path, clientQuery, pipeline);
       const walk = runRequestHooks(pipeline, ex);
       const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
       if (answer) {
@@ -367,7 +369,7 @@ export function createProxyServer(deps: {
       const upstream = snapshot.upstreams.get(routeId);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
       if (upstream.pipeline) {
-        ex = new PluginExchange(req, match.route, requestId, query, upstream.pipeline);
+        ex = new PluginExchange(req, match.route, requestId, path, query, upstream.pipeline);
         const walk = runRequestHooks(upstream.pipeline, ex);
         const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
         if (answer) {

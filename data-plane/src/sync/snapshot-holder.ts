@@ -24,7 +24,7 @@ import { apiKeyLookup } from '../auth/api-keys.js';
 import type { TokenStore } from '../auth/token-store.js';
 import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
-import { buildPipeline, type Pipeline, type StageDeps } from '../plugins/index.js';
+import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, type StageDeps } from '../plugins/index.js';
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
 import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index.js';
@@ -95,6 +95,8 @@ export function createSnapshotHolder(deps: {
   basicAuthChecker?: BasicAuthChecker;
   /** Upstream health checks (main.ts passes the process's one, probing through its pools); without it, health_check is not acted on. */
   health?: HealthRegistry;
+  /** proxy_cache's store (main.ts passes the process's one, PROXY_CACHE_SIZE); a 64 MiB one of this holder's own when absent. */
+  responseCache?: ResponseCache;
 }): SnapshotHolder {
   let applied: AppliedSnapshot | null = null;
   // No CompileCache here: a full snapshot brings new objects (nothing to reuse), and across deltas the
@@ -102,6 +104,7 @@ export function createSnapshotHolder(deps: {
   let held: Held | null = null;
   const rateLimiter = deps.rateLimiter ?? createRateLimiter({ logger: deps.logger });
   const basicAuthChecker = deps.basicAuthChecker ?? createBasicAuthChecker();
+  const responseCache = deps.responseCache ?? createResponseCache({ maxBytes: 64 * 1024 ** 2 });
   const breakerRegistry = createBreakerRegistry({ registry: deps.registry });
   const applies = deps.registry
     ? new Counter({
@@ -139,6 +142,10 @@ export function createSnapshotHolder(deps: {
     };
   }
 
+  function pipelineDepsOf(authorizer: Authorizer, credentials: HeldCredentials, breakers: BreakerGeneration): Omit<StageDeps, 'route'> {
+    return { authorizer, rateLimiter, basicAuth: credentials.basicAuth, apiKeyOwner: credentials.apiKeyOwner, breakers, responseCache };
+  }
+
   /** A route's forwarding state, parsed once. */
   function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>, health: HealthGeneration | null): RouteUpstream {
     // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
@@ -163,7 +170,7 @@ export function createSnapshotHolder(deps: {
     const { routes, oauthServers, basicAuthUsers, apiKeys } = indexRoutes(index);
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
     const credentials = heldCredentials(basicAuthUsers, apiKeys);
-    const pipelineDeps = { authorizer, rateLimiter, basicAuth: credentials.basicAuth, apiKeyOwner: credentials.apiKeyOwner, breakers };
+    const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
     health?.releaseAll();
     const upstreams = new Map<string, RouteUpstream>();
@@ -223,7 +230,7 @@ export function createSnapshotHolder(deps: {
       ? current.authorizer
       : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
     const credentials = credentialsReused ? previous.credentials : heldCredentials(basicAuthUsers, apiKeys);
-    const pipelineDeps = { authorizer, rateLimiter, basicAuth: credentials.basicAuth, apiKeyOwner: credentials.apiKeyOwner, breakers };
+    const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     for (const route of removed) {
       breakers.release(route.id);
       health?.release(route.id);

@@ -61,6 +61,11 @@ const VALID: Record<string, (string | number)[]> = {
   cache_ttl: [0, 300],
   statuses: [500, 503],
   weight: [1, 5],
+  // proxy_cache
+  ttl: ['30s', '5m'],
+  max_entry_size: ['1MB', '512k'],
+  vary_headers: ['x-h', 'Accept-Language'],
+  vary_query_params: ['page'],
 };
 
 /** Something of another type, or nothing. */

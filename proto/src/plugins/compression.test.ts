@@ -1,6 +1,6 @@
 import { parseApiDefinition } from '../definition/index.js';
 import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
-import { compressibleType, compressionPlugin, DEFAULT_COMPRESSIBLE_TYPES } from './compression.js';
+import { mediaTypeListed, compressionPlugin, DEFAULT_COMPRESSIBLE_TYPES } from './compression.js';
 
 const withCompression = (config: unknown, extra: object = {}) => ({
   name: 'c',
@@ -44,15 +44,15 @@ test.each([
   ['text', false],
   ['', false],
 ])('default content types: %j → %s', (type, expected) => {
-  expect(compressibleType(compiled({}), type)).toBe(expected);
+  expect(mediaTypeListed(compiled({}), type)).toBe(expected);
 });
 
 test('configured wildcards and "*/*"', () => {
   const c = compiled({ content_types: ['application/vnd.*', 'font/woff'] });
-  expect(compressibleType(c, 'application/vnd.api+json')).toBe(true);
-  expect(compressibleType(c, 'font/woff')).toBe(true);
-  expect(compressibleType(c, 'text/html')).toBe(false);
-  expect(compressibleType(compiled({ content_types: ['*/*'] }), 'image/png')).toBe(true);
+  expect(mediaTypeListed(c, 'application/vnd.api+json')).toBe(true);
+  expect(mediaTypeListed(c, 'font/woff')).toBe(true);
+  expect(mediaTypeListed(c, 'text/html')).toBe(false);
+  expect(mediaTypeListed(compiled({ content_types: ['*/*'] }), 'image/png')).toBe(true);
 });
 
 test('compiled: sizes and codings ready to use, frozen', () => {

@@ -11,7 +11,7 @@
  * - `encodings` (default `["br", "gzip"]`): the codings the gateway may use.
  */
 import { z } from 'zod';
-import { commaList } from './http-syntax.js';
+import { commaList, subsetOf } from './http-syntax.js';
 import { deepFreeze, definePlugin } from './plugin.js';
 
 export const COMPRESSION_ENCODINGS = ['br', 'gzip'] as const;
@@ -32,7 +32,8 @@ const TOKEN = "[!#$%&'+\\-.^_`|~0-9a-z]";
 /** `type/subtype` with at most one `*` in the subtype, or `*` for any. */
 const MEDIA_RANGE = new RegExp(`^(?:\\*|\\*/\\*|${TOKEN}+/${TOKEN}*\\*?${TOKEN}*)$`);
 
-const contentTypeSchema = z
+/** One media range of a `content_types` list (compression, proxy_cache), lower-cased; `*` is stored as `*\/*`. */
+export const contentTypeSchema = z
   .string()
   .transform((s) => s.trim().toLowerCase())
   .refine(
@@ -51,15 +52,7 @@ const schema = z.object({
     .default(DEFAULT_COMPRESSIBLE_TYPES)
     .refine((t) => t.length > 0, 'must not be empty')
     .transform((t) => [...new Set(t)]),
-  encodings: commaList(
-    z
-      .string()
-      .transform((s) => s.trim().toLowerCase())
-      .pipe(z.enum(COMPRESSION_ENCODINGS, { error: 'must be "br" or "gzip"' })),
-  )
-    .default([...COMPRESSION_ENCODINGS])
-    .refine((e) => e.length > 0, 'must not be empty')
-    .transform((e) => COMPRESSION_ENCODINGS.filter((x) => e.includes(x))),
+  encodings: subsetOf(COMPRESSION_ENCODINGS, (s) => s.toLowerCase(), 'must be "br" or "gzip"'),
 });
 
 export type CompressionConfig = z.output<typeof schema>;
@@ -71,19 +64,23 @@ interface TypeWildcard {
   suffix: string;
 }
 
-export interface CompiledCompression {
-  minSize: number;
+/** A compiled `content_types` list (contentTypeSchema's output). */
+export interface MediaRanges {
   anyType: boolean;
   exactTypes: ReadonlySet<string>;
   typeWildcards: readonly TypeWildcard[];
+}
+
+export interface CompiledCompression extends MediaRanges {
+  minSize: number;
   br: boolean;
   gzip: boolean;
 }
 
-function compile(c: CompressionConfig): CompiledCompression {
+export function compileMediaRanges(types: readonly string[]): MediaRanges {
   const exactTypes = new Set<string>();
   const typeWildcards: TypeWildcard[] = [];
-  for (const t of c.content_types) {
+  for (const t of types) {
     if (t === '*/*') continue;
     const slash = t.indexOf('/');
     const subtype = t.slice(slash + 1);
@@ -91,18 +88,20 @@ function compile(c: CompressionConfig): CompiledCompression {
     if (star === -1) exactTypes.add(t);
     else typeWildcards.push({ type: t.slice(0, slash), prefix: subtype.slice(0, star), suffix: subtype.slice(star + 1) });
   }
+  return { anyType: types.includes('*/*'), exactTypes, typeWildcards };
+}
+
+function compile(c: CompressionConfig): CompiledCompression {
   return deepFreeze({
     minSize: c.min_size,
-    anyType: c.content_types.includes('*/*'),
-    exactTypes,
-    typeWildcards,
+    ...compileMediaRanges(c.content_types),
     br: c.encodings.includes('br'),
     gzip: c.encodings.includes('gzip'),
   });
 }
 
-/** True when a Content-Type header value (parameters allowed, any case) is one to compress. */
-export function compressibleType(compression: CompiledCompression, contentType: string): boolean {
+/** True when a Content-Type header value (parameters allowed, any case) is in `ranges` (compression: one to compress). */
+export function mediaTypeListed(compression: MediaRanges, contentType: string): boolean {
   const semi = contentType.indexOf(';');
   const type = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
   const slash = type.indexOf('/');

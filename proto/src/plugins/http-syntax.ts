@@ -46,6 +46,22 @@ export function commaList<T extends z.ZodType>(item: T) {
   );
 }
 
+/**
+ * A non-empty subset of `values` (JSON array or comma list; items trimmed and put through `normalise`, e.g.
+ * lower-cased), all of them by default, stored in the order of `values` whatever order it was written in.
+ */
+export function subsetOf<const T extends readonly [string, ...string[]]>(values: T, normalise: (s: string) => string, error: string) {
+  return commaList(
+    z
+      .string()
+      .transform((s) => normalise(s.trim()))
+      .pipe(z.enum(values, { error })),
+  )
+    .default([...values])
+    .refine((picked) => picked.length > 0, 'must not be empty')
+    .transform((picked) => values.filter((v) => picked.includes(v)) as T[number][]);
+}
+
 export function dedupeCaseInsensitive(values: readonly string[]): string[] {
   const seen = new Set<string>();
   return values.filter((v) => {

@@ -16,6 +16,7 @@ import { ipRestrictionPlugin } from './ip-restriction.js';
 import { keyAuthPlugin } from './key-auth.js';
 import { oauth2Plugin } from './oauth2.js';
 import type { PluginModule } from './plugin.js';
+import { proxyCachePlugin } from './proxy-cache.js';
 import { rateLimitPlugin } from './rate-limit.js';
 import { requestTransformerPlugin } from './request-transformer.js';
 import { responseTransformerPlugin } from './response-transformer.js';
@@ -35,6 +36,8 @@ export const PLUGINS = {
   cb: cbPlugin,
   response_transformer: responseTransformerPlugin,
   compression: compressionPlugin,
+  // last: its request hook runs after authentication and admission, its response hook sees the final response
+  proxy_cache: proxyCachePlugin,
 } as const satisfies Record<string, { schema: z.ZodType; compile(config: never): unknown }>;
 
 export type PluginName = keyof typeof PLUGINS;
@@ -92,6 +95,9 @@ export type { CompiledResponseTransformer } from './response-transformer.js';
 export type { CompiledHeaderEdits, CompiledQueryEdits, HeaderEntry, QueryEntry } from './header-transformer.js';
 export { HOP_BY_HOP_HEADERS } from './http-syntax.js';
 export type { CompiledCompression, CompressionEncoding } from './compression.js';
-export { compressibleType } from './compression.js';
+export { mediaTypeListed } from './compression.js';
 export type { CompiledRetry } from './retry.js';
+export type { CompiledProxyCache } from './proxy-cache.js';
+export { MAX_TTL_MS as MAX_PROXY_CACHE_TTL_MS } from './proxy-cache.js';
+export type { MediaRanges } from './compression.js';
 export type { CompiledCb } from './cb.js';

@@ -442,3 +442,44 @@ describe('upstream health checks', () => {
     expect(definitionsHash(defs)).toBe(definitionsHash(CHECKED));
   });
 });
+
+/** definitionsHash(DEFS) as the codec of the release before proxy_cache computed it. */
+const PINNED_DEFS_HASH = 'd1b684c5b80a6e5ef15334e5827455aae01ee1784c06c59b2c79b4fcb25ea10f';
+
+describe('proxy_cache', () => {
+  const cachedApi = (name: string, config: unknown) =>
+    parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, ...target('http://c:1') }, plugins: [{ name: 'proxy_cache', config }] });
+  // content_types and vary_query_params: null (absent), [] and a list are three different configs.
+  const CACHED: Definitions = {
+    apis: [
+      cachedApi('pc-defaults', {}),
+      cachedApi('pc-empty', { vary_query_params: [] }),
+      cachedApi('pc-lists', { content_types: ['text/*'], vary_query_params: ['page'], vary_headers: ['X-Tenant'], ttl: '2h', statuses: [200] }),
+    ],
+    oauthServers: [],
+  };
+
+  test.each(decoders)('null, empty and listed nullable lists round-trip through encodeSnapshot and %s', (_name, decode) => {
+    const msg = toSnapshotMessage(3, CACHED);
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(msg)) as SnapshotMessage);
+    expect(back.defs).toEqual(sortedByName(CACHED));
+    expect(back.defs.apis.map((a) => a.plugins[0].config)).toEqual([
+      expect.objectContaining({ content_types: null, vary_query_params: null }),
+      expect.objectContaining({ content_types: null, vary_query_params: [] }),
+      expect.objectContaining({ content_types: ['text/*'], vary_query_params: ['page'] }),
+    ]);
+    expect(back.hash).toBe(definitionsHash(CACHED));
+  });
+
+  test('the nullable lists travel in a StringList message, absent when null', () => {
+    const [defaults, empty] = CACHED.apis.map((a) => apiMessage(a).plugins[0].proxy_cache);
+    expect(defaults).toMatchObject({ content_types: null, vary_query_params: null });
+    expect(empty).toMatchObject({ content_types: null, vary_query_params: { values: [] } });
+    expect(definitionsHash({ ...CACHED, apis: [CACHED.apis[0]] })).not.toBe(definitionsHash({ ...CACHED, apis: [cachedApi('pc-defaults', { vary_query_params: [] })] }));
+  });
+
+  test('configurations without proxy_cache keep the hash they had before it existed', () => {
+    // Pinned at the release before proxy_cache: every other plugin's message is its sorted config, as then.
+    expect(definitionsHash(DEFS)).toBe(PINNED_DEFS_HASH);
+  });
+});

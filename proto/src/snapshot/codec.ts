@@ -131,6 +131,31 @@ function sortedKeys(value: unknown): unknown {
   return out;
 }
 
+/**
+ * Config members that may be null (absent) as well as an empty list travel in a StringList message
+ * (`{values}`; proto3 cannot tell an absent repeated field from an empty one), by plugin.
+ */
+const NULLABLE_LISTS: Readonly<Record<string, readonly string[]>> = { proxy_cache: ['content_types', 'vary_query_params'] };
+
+function pluginConfigToMessage(name: string, config: unknown): unknown {
+  const lists = NULLABLE_LISTS[name];
+  if (!lists || !isPlainObject(config)) return sortedKeys(config);
+  const out: Record<string, unknown> = { ...config };
+  for (const key of lists) out[key] = out[key] == null ? null : { values: out[key] };
+  return sortedKeys(out);
+}
+
+function pluginConfigFromMessage(name: string, message: unknown): unknown {
+  const lists = NULLABLE_LISTS[name];
+  if (!lists || !isPlainObject(message)) return message;
+  const out: Record<string, unknown> = { ...message };
+  for (const key of lists) {
+    const wrapped = out[key];
+    out[key] = isPlainObject(wrapped) ? wrapped.values : (wrapped ?? null);
+  }
+  return out;
+}
+
 function apiToMessage(api: ApiDefinition): wire.ApiDefinition {
   return {
     name: api.name,
@@ -138,7 +163,7 @@ function apiToMessage(api: ApiDefinition): wire.ApiDefinition {
     hosts: [...api.hosts],
     proxy: proxyToMessage(api.proxy),
     // The config in the oneof member named like the plugin (its stored form is that member's message).
-    plugins: api.plugins.map((p) => ({ name: p.name, enabled: p.enabled, [p.name]: sortedKeys(p.config) }) as wire.Plugin),
+    plugins: api.plugins.map((p) => ({ name: p.name, enabled: p.enabled, [p.name]: pluginConfigToMessage(p.name, p.config) }) as wire.Plugin),
   };
 }
 
@@ -331,7 +356,9 @@ function apiFromMessage(m: unknown): unknown {
   const plugins =
     Array.isArray(m.plugins) && m.plugins.length > 0
       ? m.plugins.map((p) =>
-          isPlainObject(p) && typeof p.name === 'string' ? { name: p.name, enabled: p.enabled, config: Object.hasOwn(p, p.name) ? p[p.name] : undefined } : p,
+          isPlainObject(p) && typeof p.name === 'string'
+            ? { name: p.name, enabled: p.enabled, config: Object.hasOwn(p, p.name) ? pluginConfigFromMessage(p.name, p[p.name]) : undefined }
+            : p,
         )
       : m.plugins;
   return proxy === m.proxy && plugins === m.plugins ? m : { ...m, proxy, plugins };

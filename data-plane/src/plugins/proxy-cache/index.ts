@@ -1,0 +1,148 @@
+/**
+ * proxy_cache (config: proto/src/plugins/proxy-cache.ts; rules: cache-rules.ts; store:
+ * response-cache.ts). The last stage of the pipeline, on both hooks:
+ *
+ * - request: runs after admission and authentication (a refused request never reaches it). The
+ *   key is the stage's namespace, the method, the normalised path, the query per
+ *   `vary_query_params`, key_auth's consumer, and the `vary_headers` values; then the values of
+ *   the request headers the stored response's Vary names. A fresh entry is answered at once
+ *   (PluginAnswer: the stored status, headers and bytes, plus this request's client headers, `Age`
+ *   and `X-Cache-Status: Hit`); the upstream is not asked.
+ * - response: sees the response as the client gets it (after response_transformer and
+ *   compression). It gets `X-Cache-Status: Miss` (`Bypass` when the lookup was skipped); a
+ *   storable one is copied as it streams by (never held back), and stored once the body is
+ *   complete, unless it grew past `max_entry_size` (the copy is then dropped, the client still gets
+ *   every byte). Upgrade requests (WebSocket) are never cached.
+ *
+ * Stored headers leave out what belongs to one request: X-Request-Id, X-Cache-Status, Age, and the
+ * headers the other plugins added for that client (CORS, rate limit), which a hit gets anew.
+ */
+import type { OutgoingHttpHeaders } from 'node:http';
+import { Transform } from 'node:stream';
+import type { CompiledProxyCache } from '#proto/plugins/index';
+import { headerText } from '../compression.js';
+import type { PluginExchange } from '../pipeline.js';
+import type { PluginRuntime } from '../runtime.js';
+import { freshnessMs, headerValues, keyedQuery, keyOf, requestUse, varyNames, type RequestUse } from './cache-rules.js';
+import type { CachedResponse } from './response-cache.js';
+
+export { createResponseCache, type ResponseCache } from './response-cache.js';
+
+/** What the request hook decided, for the response hook. */
+export interface CacheLookup {
+  use: RequestUse;
+  /** The primary key ('' when bypassed). */
+  primary: string;
+  hasAuthorization: boolean;
+}
+
+const BYPASS: CacheLookup = Object.freeze({ use: 'bypass', primary: '', hasAuthorization: false });
+
+/** Never stored: they belong to one request. */
+const PER_REQUEST = new Set(['x-request-id', 'x-cache-status', 'age']);
+
+/** The Vary names the upstream (and the response plugins) gave: `vary` minus one occurrence of each the client headers added (CORS's Origin). */
+export function responseVary(vary: OutgoingHttpHeaders[string], added: OutgoingHttpHeaders[string]): string[] {
+  const names = varyNames(vary);
+  for (const name of varyNames(added)) {
+    const at = names.indexOf(name);
+    if (at !== -1) names.splice(at, 1);
+  }
+  return [...new Set(names)].sort();
+}
+
+function storedHeaders(headers: OutgoingHttpHeaders, clientHeaders: OutgoingHttpHeaders | null): OutgoingHttpHeaders {
+  const stored: OutgoingHttpHeaders = {};
+  for (const name in headers) {
+    if (PER_REQUEST.has(name) || (clientHeaders && name !== 'vary' && clientHeaders[name] !== undefined)) continue;
+    stored[name] = headers[name];
+  }
+  return stored;
+}
+
+/** A hit's headers: the stored ones, this request's client headers (a Vary name already listed is not repeated), Age. */
+export function hitHeaders(entry: CachedResponse, clientHeaders: OutgoingHttpHeaders | null, now: number): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = { ...entry.headers };
+  for (const name in clientHeaders) {
+    const value = clientHeaders[name];
+    if (name !== 'vary' || headers.vary === undefined) {
+      headers[name] = value;
+      continue;
+    }
+    const listed = new Set(varyNames(headers.vary));
+    const more = String(value)
+      .split(',')
+      .map((v) => v.trim())
+      .filter((v) => v !== '' && !listed.has(v.toLowerCase()));
+    if (more.length > 0) headers.vary = `${headerText(headers.vary)}, ${more.join(', ')}`;
+  }
+  headers.age = String(Math.max(0, Math.floor((now - entry.storedAt) / 1000)));
+  headers['x-cache-status'] = 'Hit';
+  return headers;
+}
+
+/** Passes every chunk on at once and keeps a copy, given to `complete` when the body ended within `limit` bytes. */
+export function copyingStream(limit: number, complete: (body: Buffer) => void): Transform {
+  let chunks: Buffer[] | null = [];
+  let bytes = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      if (chunks) {
+        bytes += chunk.length;
+        if (bytes > limit) chunks = null;
+        else chunks.push(chunk);
+      }
+      callback(null, chunk);
+    },
+    flush(callback) {
+      if (chunks) complete(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes));
+      callback();
+    },
+  });
+}
+
+function lookupOf(config: CompiledProxyCache, namespace: string, ex: PluginExchange): CacheLookup {
+  const req = ex.req;
+  const use = req.headers.upgrade === undefined ? requestUse(config, req.method, req.headers) : 'bypass';
+  if (use === 'bypass') return BYPASS;
+  const primary = keyOf([namespace, req.method!, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.consumer ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
+  return { use, primary, hasAuthorization: req.headers.authorization !== undefined };
+}
+
+export const proxyCacheRuntime: PluginRuntime<CompiledProxyCache> = {
+  stage: (config, { route, responseCache: cache }) => {
+    const namespace = cache.namespace();
+    return {
+      request(ex) {
+        const lookup = (ex.cacheLookup = lookupOf(config, namespace, ex));
+        if (lookup.use !== 'lookup') return;
+        const vary = cache.varyOf(lookup.primary);
+        if (vary === null) return;
+        const now = Date.now();
+        const entry = cache.get(keyOf([lookup.primary, ...headerValues(ex.headers, vary)]), now);
+        if (!entry) return;
+        cache.count(route.id, 'Hit');
+        return { status: entry.status, headers: hitHeaders(entry, ex.clientHeaders, now), body: entry.body };
+      },
+      response(ex, status, headers) {
+        const lookup = ex.cacheLookup;
+        if (!lookup) return;
+        const cacheStatus = lookup.use === 'lookup' ? 'Miss' : 'Bypass';
+        headers['x-cache-status'] = cacheStatus;
+        cache.count(route.id, cacheStatus);
+        if (lookup.use === 'bypass') return;
+        const ttlMs = freshnessMs(config, status, headers, lookup.hasAuthorization);
+        if (ttlMs === null) return;
+        const length = headerText(headers['content-length']);
+        if (ex.req.method !== 'HEAD' && length !== undefined && Number(length) > config.maxEntryBytes) return;
+        const vary = responseVary(headers.vary, ex.clientHeaders?.vary);
+        const variant = keyOf([lookup.primary, ...headerValues(ex.headers, vary)]);
+        const stored = storedHeaders(headers, ex.clientHeaders);
+        return copyingStream(config.maxEntryBytes, (body) => {
+          const now = Date.now();
+          cache.set(lookup.primary, vary, variant, { status, headers: stored, body, storedAt: now, expiresAt: now + ttlMs });
+        });
+      },
+    };
+  },
+};

@@ -95,6 +95,7 @@ beforeAll(async () => {
     cached('pc-key', {}, [{ name: 'key_auth', config: {} }]),
     cached('pc-cors', {}, [{ name: 'cors', config: { domains: ['https://a.example', 'https://b.example'] } }]),
     cached('pc-nocc', { cache_control: false }),
+    cached('pc-nocc-authz', { cache_control: false, vary_headers: ['Authorization'] }),
   ]);
   const created = await gw.admin.request('POST', '/credentials/key_auth', { body: { username: 'cache-user', key: KEY } });
   expect(created.status).toBe(201);
@@ -196,6 +197,18 @@ test("a request's no-cache skips the lookup and stores the fresh response; no-st
   expect(unstored.json).toMatchObject({ n: 3 });
   expect((await get('/pc/refresh/plain')).json).toMatchObject({ n: 2 });
   expect(count('/pc/refresh/plain')).toBe(3);
+});
+
+test("without cache_control a request's Authorization keeps its response out of the cache, unless vary_headers keys it", async () => {
+  for (const who of ['alice', 'bob']) expect((await get('/pc-nocc/authz/public', { authorization: `Bearer ${who}` })).headers['x-cache-status']).toBe('Miss');
+  expect(count('/pc-nocc/authz/public')).toBe(2);
+  // Keyed by Authorization: each credential gets its own entry, and never another's.
+  const as = (who: string) => get('/pc-nocc-authz/authz/plain', { authorization: `Bearer ${who}` });
+  expect((await as('alice')).headers['x-cache-status']).toBe('Miss');
+  expect((await as('bob')).headers['x-cache-status']).toBe('Miss');
+  expect((await as('alice')).headers['x-cache-status']).toBe('Hit');
+  expect((await as('bob')).headers['x-cache-status']).toBe('Hit');
+  expect(count('/pc-nocc-authz/authz/plain')).toBe(2);
 });
 
 test('without cache_control the directives are ignored and ttl applies', async () => {

@@ -73,13 +73,20 @@ describe('freshnessMs', () => {
     expect(freshnessMs(c, 200, { ...json, 'cache-control': 'must-revalidate, max-age=9' }, true)).toBe(9000);
   });
 
+  test('without cache_control, a request with Authorization is never stored, whatever the response says', () => {
+    const c = compiled({ cache_control: false });
+    expect(freshnessMs(c, 200, json, false)).toBe(30_000);
+    expect(freshnessMs(c, 200, json, true)).toBeNull();
+    expect(freshnessMs(c, 200, { ...json, 'cache-control': 'public' }, true)).toBeNull();
+  });
+
   test('content_types limits the types stored; without cache_control only the config decides', () => {
     const typed = compiled({ content_types: ['application/json'] });
     expect(freshnessMs(typed, 200, { 'content-type': 'application/json; charset=utf-8' }, false)).toBe(30_000);
     expect(freshnessMs(typed, 200, { 'content-type': 'text/html' }, false)).toBeNull();
     expect(freshnessMs(typed, 200, {}, false)).toBeNull();
     const plain = compiled({ cache_control: false, ttl: '2s' });
-    expect(freshnessMs(plain, 200, { ...json, 'cache-control': 'no-store, max-age=60' }, true)).toBe(2000);
+    expect(freshnessMs(plain, 200, { ...json, 'cache-control': 'no-store, max-age=60' }, false)).toBe(2000);
     expect(freshnessMs(plain, 200, { ...json, 'set-cookie': 'a=b' }, false)).toBeNull();
   });
 });

@@ -7,7 +7,10 @@
  * `Pragma: no-cache`) skips the lookup, the fresh response is stored; `no-store` skips both.
  * Response: the status, method and Content-Type must be allowed, no `Set-Cookie`, no `Vary: *`;
  * with cache_control, no `no-store`, `private` or `no-cache`, and a request that carried
- * `Authorization` only when the response says `public`, `s-maxage` or `must-revalidate` (§3.5).
+ * `Authorization` only when the response says `public`, `s-maxage` or `must-revalidate` (§3.5);
+ * without cache_control, such a request never (nothing in the response then says it may be shared).
+ * A request whose Authorization is part of the key (`vary_headers`) is not such a request: each
+ * credential has its own entries.
  * Freshness: `s-maxage`, else `max-age`, else the config's `ttl` (all capped at 24 h); a zero one
  * is not stored.
  */
@@ -71,7 +74,7 @@ export function freshnessMs(config: CompiledProxyCache, status: number, headers:
     const type = headerText(headers['content-type']);
     if (type === undefined || !mediaTypeListed(config.contentTypes, type)) return null;
   }
-  if (!config.cacheControl) return config.ttlMs;
+  if (!config.cacheControl) return requestHasAuthorization ? null : config.ttlMs;
   const directives = cacheDirectives(headerText(headers['cache-control']));
   if (directives.has('no-store') || directives.has('private') || directives.has('no-cache')) return null;
   const sMaxAge = deltaSeconds(directives.get('s-maxage'));

@@ -5,7 +5,8 @@
  * - request: runs after admission and authentication (a refused request never reaches it). The
  *   key is the stage's namespace, the method, the normalised path, the query per
  *   `vary_query_params`, key_auth's consumer, and the `vary_headers` values; then the values of
- *   the request headers the stored response's Vary names. A fresh entry is answered at once
+ *   the request headers the stored response's Vary names. A request with an Authorization not in
+ *   the key is stored only as RFC 9111 §3.5 allows (cache-rules.ts), never without cache_control. A fresh entry is answered at once
  *   (PluginAnswer: the stored status, headers and bytes, plus this request's client headers, `Age`
  *   and `X-Cache-Status: Hit`); the upstream is not asked.
  * - response: sees the response as the client gets it (after response_transformer and
@@ -106,7 +107,8 @@ function lookupOf(config: CompiledProxyCache, namespace: string, ex: PluginExcha
   const use = req.headers.upgrade === undefined ? requestUse(config, req.method, req.headers) : 'bypass';
   if (use === 'bypass') return BYPASS;
   const primary = keyOf([namespace, req.method!, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.consumer ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
-  return { use, primary, hasAuthorization: req.headers.authorization !== undefined };
+  // An Authorization in the key gives every credential entries of its own: then it restricts nothing.
+  return { use, primary, hasAuthorization: req.headers.authorization !== undefined && !config.varyHeaders.includes('authorization') };
 }
 
 export const proxyCacheRuntime: PluginRuntime<CompiledProxyCache> = {

@@ -9,6 +9,7 @@ import { request } from './admin-http.js';
 import { withContext } from './context.js';
 import { secretFrom } from './login-command.js';
 import { print } from './output.js';
+import { addDeleteCommand } from './resource-commands.js';
 
 type Credential = { username: string; key?: string };
 
@@ -25,25 +26,7 @@ function addCommonCommands(group: Command, collection: string, singular: string)
         print(ctx.output, body as Credential[], [['USERNAME', (c) => c.username]]);
       }),
     );
-  group
-    .command('delete')
-    .argument('<usernames...>')
-    .description('delete users')
-    .action(
-      withContext(async (ctx, usernames: string[]) => {
-        const conn = await ctx.connection();
-        const deleted: string[] = [];
-        try {
-          for (const username of usernames) {
-            await request(conn, 'DELETE', itemPath(collection, username));
-            deleted.push(username);
-            if (ctx.output !== 'json') console.log(`${singular}/${username} deleted`);
-          }
-        } finally {
-          if (ctx.output === 'json') console.log(JSON.stringify(deleted.map((username) => ({ kind: singular, username, result: 'deleted' })), null, 2));
-        }
-      }),
-    );
+  addDeleteCommand(group, 'users', collection, singular, 'username');
 }
 
 /** Prints a write's outcome, with the API key when one was made (its only showing). */

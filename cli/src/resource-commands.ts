@@ -120,24 +120,32 @@ export function addResourceCommands(program: Command): void {
         }),
       );
 
-    group
-      .command('delete')
-      .argument('<names...>')
-      .description(`delete ${kind.description}`)
-      .action(
-        withContext(async (ctx, names: string[]) => {
-          const conn = await ctx.connection();
-          const deleted: string[] = [];
-          try {
-            for (const name of names) {
-              await request(conn, 'DELETE', itemPath(kind, name));
-              deleted.push(name);
-              if (ctx.output !== 'json') console.log(`${kind.singular}/${name} deleted`);
-            }
-          } finally {
-            if (ctx.output === 'json') console.log(JSON.stringify(deleted.map((name) => ({ kind: kind.singular, name, result: 'deleted' })), null, 2));
-          }
-        }),
-      );
+    addDeleteCommand(group, kind.description, kind.path, kind.singular, 'name');
   }
+}
+
+/**
+ * `<group> delete <names...>`: one DELETE per name, in order, each reported (`api/users deleted`); with
+ * `-o json`, the list of those deleted, also when a later one failed. `member` names the item in that list.
+ */
+export function addDeleteCommand(group: Command, description: string, collection: string, singular: string, member: 'name' | 'username'): void {
+  group
+    .command('delete')
+    .argument(`<${member}s...>`)
+    .description(`delete ${description}`)
+    .action(
+      withContext(async (ctx, names: string[]) => {
+        const conn = await ctx.connection();
+        const deleted: string[] = [];
+        try {
+          for (const name of names) {
+            await request(conn, 'DELETE', `${collection}/${encodeURIComponent(name)}`);
+            deleted.push(name);
+            if (ctx.output !== 'json') console.log(`${singular}/${name} deleted`);
+          }
+        } finally {
+          if (ctx.output === 'json') console.log(JSON.stringify(deleted.map((name) => ({ kind: singular, [member]: name, result: 'deleted' })), null, 2));
+        }
+      }),
+    );
 }

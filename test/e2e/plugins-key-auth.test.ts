@@ -13,6 +13,7 @@ import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { deleteAllCredentials } from '../helpers/credentials.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { pollUntil } from '../helpers/poll-until.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
@@ -63,10 +64,15 @@ afterAll(async () => {
 
 test('a generated key is returned once, passes in the apikey header, and the upstream learns the consumer', async () => {
   const key = await createCredential('alice-generated');
-  const res = await get('/ka/x', { apikey: key });
+  const res = await get('/ka/x', { apikey: key, 'x-request-id': 'ka-generated-1' });
   expect(res.status).toBe(200);
   const seen = u.last()!;
   expect(seen.headers['x-consumer-username']).toBe('alice-generated');
+  // The access log names the consumer too.
+  const line = await pollUntil(async () => gw.dp.process.lines().find((l) => l.json?.msg === 'access' && l.json?.requestId === 'ka-generated-1'), {
+    what: 'the access line of ka-generated-1',
+  });
+  expect(line.json).toMatchObject({ route: 'api:ka', status: 200, consumer: 'alice-generated' });
   // Without hide_credentials the key goes upstream as sent.
   expect(seen.headers.apikey).toBe(key);
   // Never shown again.

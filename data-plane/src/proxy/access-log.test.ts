@@ -35,9 +35,10 @@ const record: fc.Arbitrary<AccessRecord> = fc
     bytes: fc.nat(),
     durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }).map((ms) => Math.round(ms * 1000) / 1000),
     clientIp: optional(text),
+    consumer: optional(text),
     aborted: fc.boolean(),
   })
-  .map(({ aborted, ...rest }) => (aborted ? { ...rest, aborted: true as const } : rest));
+  .map(({ aborted, consumer, ...rest }) => ({ ...rest, ...(consumer !== undefined && { consumer }), ...(aborted && { aborted: true as const }) }));
 
 test('accessLine writes exactly the line pino writes for the same record and bindings (any field values)', () => {
   const bases = [{}, { service: 'data-plane' }, { pid: 42, hostname: 'dp-0', service: 'data-plane', worker: 2 }];

@@ -42,6 +42,8 @@ export interface AccessRecord {
   bytes: number;
   durationMs: number;
   clientIp: string | undefined;
+  /** Who basic_auth or key_auth let in (the upstream's X-Consumer-Username); absent when nobody authenticated so. */
+  consumer?: string;
   aborted?: true;
 }
 
@@ -93,6 +95,7 @@ export function accessLine(record: AccessRecord, time: number, bindings: string)
     (host === undefined ? '' : `,"host":${JSON.stringify(host)}`) +
     `,"route":${JSON.stringify(record.route)},"upstream":${JSON.stringify(record.upstream)},"status":${record.status},"bytes":${record.bytes},"durationMs":${record.durationMs}` +
     (clientIp === undefined ? '' : `,"clientIp":${JSON.stringify(clientIp)}`) +
+    (record.consumer === undefined ? '' : `,"consumer":${JSON.stringify(record.consumer)}`) +
     (record.aborted ? ',"aborted":true' : '') +
     ',"msg":"access"}\n'
   );
@@ -206,6 +209,7 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
         bytes: sent.bytesWritten,
         durationMs: performance.now(),
         clientIp: clientIpOf(req.socket.remoteAddress),
+        consumer: undefined, // set by the proxy once a plugin authenticated someone; one shape for every record
       };
     },
     finish(record, sent, status, aborted) {

@@ -147,6 +147,8 @@ export function createProxyServer(deps: {
   /** A response a plugin gave instead of forwarding (a CORS preflight, a proxy_cache hit). */
   function sendAnswer(res: ServerResponse, requestId: string, answer: PluginAnswer, ex: PluginExchange, routeId: string): void {
     metrics?.request(routeId, answer.status);
+    const access = (res as ProxyResponse).access;
+    if (access && ex.consumer !== null) access.consumer = ex.consumer;
     if (res.destroyed) return;
     const body = answer.body ?? '';
     // A HEAD answer has no body: the length it gives is the one a GET would have (a cached HEAD response's).
@@ -194,7 +196,10 @@ export function createProxyServer(deps: {
     trace: RequestTrace,
   ): ForwardPlan {
     const destination = rewrite(match, target, { path, query, host: req.headers.host });
-    if (access) access.upstream = destination.origin;
+    if (access) {
+      access.upstream = destination.origin;
+      if (ex?.consumer != null) access.consumer = ex.consumer;
+    }
     trace.upstream(destination.origin);
     const pool = poolFor(target, destination.origin, upstream);
     const headers = upstreamRequestHeaders(ex ? ex.headers : req.rawHeaders, {

@@ -50,10 +50,10 @@ afterAll(async () => {
 
 const url = (d: DataPlane, path: string) => `https://localhost:${d.proxyPort}${path}`;
 const withCert = async (cert: string, key: string): Promise<HttpRequestOptions> => ({ ca, cert: await readFile(cert), key: await readFile(key) });
-/** What Envoy writes for this certificate file. */
+/** What Envoy writes for this certificate file (the test client's has a SPIFFE URI and a DNS name). */
 async function xfccOf(cert: string): Promise<string> {
   const x509 = new X509Certificate(await readFile(cert));
-  return `Hash=${x509.fingerprint256.replace(/:/g, '').toLowerCase()};Subject="${x509.subject.split('\n').join(',')}"`;
+  return `Hash=${x509.fingerprint256.replace(/:/g, '').toLowerCase()};Subject="${x509.subject.split('\n').join(',')}";URI=spiffe://gatehouse.test/ns/default/sa/client;DNS=client.gatehouse.test`;
 }
 
 test('a client with a certificate of the CA gets through; the upstream gets X-Forwarded-Client-Cert, never the client\'s own', async () => {

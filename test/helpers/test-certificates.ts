@@ -54,7 +54,7 @@ export async function createTestCertificates(): Promise<CertificateFiles> {
   makeCa('ca', dir);
   makeCa('rogue-ca', dir);
   await issue('server', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n', dir);
-  await issue('client', 'ca', 'extendedKeyUsage=clientAuth\n', dir);
+  await issue('client', 'ca', 'subjectAltName=URI:spiffe://gatehouse.test/ns/default/sa/client,DNS:client.gatehouse.test\nextendedKeyUsage=clientAuth\n', dir);
   await issue('rogue-client', 'rogue-ca', 'extendedKeyUsage=clientAuth\n', dir);
   return {
     ...filesIn(dir),

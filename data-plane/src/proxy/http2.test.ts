@@ -15,6 +15,9 @@ let certs: CertificateFiles;
 let ca: Buffer;
 let listener: Http2Listener;
 let port: number;
+/** The same, but closing idle connections after 300 ms: only the idle test uses it (a slow machine may pause that long between two requests of the others). */
+let idleListener: Http2Listener;
+let idlePort: number;
 /** Requests the handler saw: url, and whether the body ended. */
 const seen: { url: string; rawHeaders: string[]; bodyEnded: Promise<boolean> }[] = [];
 
@@ -22,7 +25,7 @@ beforeAll(async () => {
   certs = await createTestCertificates();
   ca = await readFile(certs.caCert);
   const [cert, key] = await Promise.all([readFile(certs.serverCert), readFile(certs.serverKey)]);
-  listener = createHttp2Listener(
+  const make = (idleTimeoutMs: number) => createHttp2Listener(
     { cert, key },
     { headersTimeout: 30_000, requestTimeout: 300_000, maxHeaderSize: 16 * 1024, ServerResponse: ProxyResponse },
     (req, res) => {
@@ -38,28 +41,34 @@ beforeAll(async () => {
       res.writeHead(400);
       res.end('refused');
     },
-    { maxConcurrentStreams: 8, idleTimeoutMs: 300, requestTimeoutMs: 400 },
+    { maxConcurrentStreams: 8, idleTimeoutMs, requestTimeoutMs: 400 },
   );
-  await new Promise<void>((resolve) => listener.server.listen(0, '127.0.0.1', resolve));
-  port = (listener.server.address() as AddressInfo).port;
+  const start = async (l: Http2Listener) => {
+    await new Promise<void>((resolve) => l.server.listen(0, '127.0.0.1', resolve));
+    return (l.server.address() as AddressInfo).port;
+  };
+  [listener, idleListener] = [make(60_000), make(300)];
+  [port, idlePort] = await Promise.all([start(listener), start(idleListener)]);
 });
 
 afterAll(async () => {
-  listener?.cut();
-  await new Promise((resolve) => listener?.server.close(resolve));
+  for (const l of [listener, idleListener]) {
+    l?.cut();
+    await new Promise((resolve) => l?.server.close(resolve));
+  }
   await certs?.dispose();
 });
 
-function session(): Promise<ClientHttp2Session> {
+function session(on = port): Promise<ClientHttp2Session> {
   return new Promise((resolve, reject) => {
-    const s = connect(`https://localhost:${port}`, { ca });
+    const s = connect(`https://localhost:${on}`, { ca });
     s.once('connect', () => resolve(s));
     s.once('error', reject);
   });
 }
 
 test('the connection announces its stream limit, and a connection idle past idleTimeoutMs gets GOAWAY and closes', async () => {
-  const s = await session();
+  const s = await session(idlePort);
   const goaway = new Promise<number>((resolve) => s.once('goaway', resolve));
   const closed = new Promise<void>((resolve) => s.once('close', resolve));
   const stream = s.request({ ':path': '/first' });

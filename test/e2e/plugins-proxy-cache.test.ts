@@ -96,6 +96,7 @@ beforeAll(async () => {
     cached('pc-cors', {}, [{ name: 'cors', config: { domains: ['https://a.example', 'https://b.example'] } }]),
     cached('pc-nocc', { cache_control: false }),
     cached('pc-nocc-authz', { cache_control: false, vary_headers: ['Authorization'] }),
+    { ...apiDefinition({ name: 'pc-hosts', hosts: ['*.cache.test'], listenPath: '/pc-hosts/*', targets: [upstreamUrl], preserveHost: true }), plugins: [{ name: 'proxy_cache', config: {} }] },
   ]);
   const created = await gw.admin.request('POST', '/credentials/key_auth', { body: { username: 'cache-user', key: KEY } });
   expect(created.status).toBe(201);
@@ -209,6 +210,15 @@ test("without cache_control a request's Authorization keeps its response out of 
   expect((await as('alice')).headers['x-cache-status']).toBe('Hit');
   expect((await as('bob')).headers['x-cache-status']).toBe('Hit');
   expect(count('/pc-nocc-authz/authz/plain')).toBe(2);
+});
+
+test('one route serving several hosts keeps an entry per Host (any case), never one host\'s answer for another', async () => {
+  const asHost = (host: string) => gw.dp.request('GET', '/pc-hosts/x/plain', { headers: { host } });
+  expect((await asHost('a.cache.test')).headers['x-cache-status']).toBe('Miss');
+  expect((await asHost('b.cache.test')).headers['x-cache-status']).toBe('Miss');
+  expect((await asHost('A.Cache.Test')).headers['x-cache-status']).toBe('Hit');
+  expect((await asHost('b.cache.test')).headers['x-cache-status']).toBe('Hit');
+  expect(count('/pc-hosts/x/plain')).toBe(2);
 });
 
 test('without cache_control the directives are ignored and ttl applies', async () => {

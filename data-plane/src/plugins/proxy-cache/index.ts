@@ -3,7 +3,7 @@
  * response-cache.ts). The last stage of the pipeline, on both hooks:
  *
  * - request: runs after admission and authentication (a refused request never reaches it). The
- *   key is the stage's namespace, the method, the normalised path, the query per
+ *   key is the stage's namespace, the method, the Host, the normalised path, the query per
  *   `vary_query_params`, key_auth's consumer, and the `vary_headers` values; then the values of
  *   the request headers the stored response's Vary names. A request with an Authorization not in
  *   the key is stored only as RFC 9111 §3.5 allows (cache-rules.ts), never without cache_control. A fresh entry is answered at once
@@ -106,7 +106,9 @@ function lookupOf(config: CompiledProxyCache, namespace: string, ex: PluginExcha
   const req = ex.req;
   const use = req.headers.upgrade === undefined ? requestUse(config, req.method, req.headers) : 'bypass';
   if (use === 'bypass') return BYPASS;
-  const primary = keyOf([namespace, req.method!, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.consumer ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
+  // The Host too: one route may serve several hosts (wildcards, several names), whose upstreams may answer each its own.
+  const host = (req.headers.host ?? '').toLowerCase();
+  const primary = keyOf([namespace, req.method!, host, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.consumer ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
   // An Authorization in the key gives every credential entries of its own: then it restricts nothing.
   return { use, primary, hasAuthorization: req.headers.authorization !== undefined && !config.varyHeaders.includes('authorization') };
 }

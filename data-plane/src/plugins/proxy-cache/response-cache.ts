@@ -4,7 +4,7 @@
  * namespace of its own, so a route rebuilt by a new snapshot never reads what its former
  * definition stored; those entries are no longer reachable and leave as the LRU needs room.
  *
- * A primary key (namespace, method, path, query, vary_headers) holds the Vary names of the last
+ * A primary key (namespace, method, Host, path, query, consumer, vary_headers: index.ts) holds the Vary names of the last
  * response stored under it; each variant (the values of those request headers) is an entry of its
  * own, so an identity and a gzip client each get theirs. With WORKERS every worker has its own store.
  */

@@ -39,30 +39,26 @@ export function addCredentialCommands(program: Command): void {
   const basic = program.command('basic-auth').description('users of the basic_auth plugin');
   const users = '/credentials/basic_auth';
   addCommonCommands(basic, users, 'basic-auth');
-  basic
-    .command('create')
-    .argument('<username>')
-    .option('-p, --password <password>', "the user's password (else the terminal, or stdin's first line)")
-    .description('create a user')
-    .action(
-      withContext(async (ctx, username: string, options: { password?: string }) => {
-        const password = await secretFrom(options.password, null, `Password for ${username}: `);
-        await request(await ctx.connection(), 'POST', users, { username, password });
-        printWritten(ctx.output, 'basic-auth', username, 'created');
-      }),
-    );
-  basic
-    .command('set-password')
-    .argument('<username>')
-    .option('-p, --password <password>', 'the new password (else the terminal, or stdin\'s first line)')
-    .description("change a user's password")
-    .action(
-      withContext(async (ctx, username: string, options: { password?: string }) => {
-        const password = await secretFrom(options.password, null, `New password for ${username}: `);
-        await request(await ctx.connection(), 'PUT', itemPath(users, username), { password });
-        printWritten(ctx.output, 'basic-auth', username, 'configured');
-      }),
-    );
+  // create and set-password differ in method, path, prompt and result only.
+  for (const [command, description, prompt, result] of [
+    ['create', 'create a user', 'Password for', 'created'],
+    ['set-password', "change a user's password", 'New password for', 'configured'],
+  ] as const) {
+    basic
+      .command(command)
+      .argument('<username>')
+      .option('-p, --password <password>', "the password (else the terminal, or stdin's first line)")
+      .description(description)
+      .action(
+        withContext(async (ctx, username: string, options: { password?: string }) => {
+          const password = await secretFrom(options.password, null, `${prompt} ${username}: `);
+          const conn = await ctx.connection();
+          if (command === 'create') await request(conn, 'POST', users, { username, password });
+          else await request(conn, 'PUT', itemPath(users, username), { password });
+          printWritten(ctx.output, 'basic-auth', username, result);
+        }),
+      );
+  }
 
   const keyAuth = program.command('key-auth').description('API keys of the key_auth plugin');
   const keys = '/credentials/key_auth';

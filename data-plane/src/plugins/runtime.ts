@@ -14,7 +14,7 @@ export interface StageDeps {
   rateLimiter: RateLimiter;
   /** cb's circuit breakers, kept across snapshots while route, target and config are unchanged. */
   breakers: BreakerGeneration;
-  /** basic_auth: true when the Authorization header names one of this snapshot's users with the right password (a promise only while scrypt runs). */
+  /** basic_auth: the username when the Authorization header names one of this snapshot's users with the right password, else null (a promise only while scrypt runs). */
   basicAuth(authorization: string | undefined): string | null | Promise<string | null>;
   /** key_auth: the username of this snapshot's credential holding `key`, or undefined. */
   apiKeyOwner(key: string): string | undefined;

@@ -111,6 +111,8 @@ export interface Upstreams {
   targets: Target[];
   /** Absent when the targets are not health-checked. */
   health_check: HealthCheck | null;
+  /** "http2" (h2c or h2 by ALPN to the targets), or "" for HTTP/1.1 ("http1" when the definition says so). */
+  protocol: string;
 }
 
 /** At least one of the two is set. */

@@ -16,11 +16,17 @@ export interface ApiDefinitionInput {
   active?: boolean;
   responseHeaderTimeout?: string;
   plugins?: unknown[];
+  /** proxy.upstreams.protocol. */
+  protocol?: 'http1' | 'http2';
 }
 
 export function apiDefinition(input: ApiDefinitionInput): Record<string, unknown> {
   const proxy: Record<string, unknown> = {
-    upstreams: { balancing: 'roundrobin', targets: input.targets.map((target) => ({ target })) },
+    upstreams: {
+      balancing: 'roundrobin',
+      targets: input.targets.map((target) => ({ target })),
+      ...(input.protocol !== undefined && { protocol: input.protocol }),
+    },
   };
   if (input.listenPath !== undefined) proxy.listen_path = input.listenPath;
   if (input.methods !== undefined) proxy.methods = input.methods;

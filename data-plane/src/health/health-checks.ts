@@ -212,7 +212,7 @@ export function createHealthRegistry(deps: { probe: Probe; logger?: Logger; regi
         get(routeId, target, check, pool) {
           // compile (proxy.upstreams.health_check) refuses a checked target whose authority is a placeholder.
           const { origin, host } = fixedAuthority(target.plan)!;
-          const key = `${pool.insecureSkipVerify}\n${pool.dialTimeoutMs}\n${origin}\n${JSON.stringify(check)}`;
+          const key = `${pool.insecureSkipVerify}\n${pool.dialTimeoutMs}\n${pool.http2 === true}\n${origin}\n${JSON.stringify(check)}`;
           return generation.get(key, routeId, target.template, () => new TargetHealth(origin, pool, settingsOf(check, host), deps.probe, deps.logger));
         },
         release: (routeId) => generation.release(routeId),

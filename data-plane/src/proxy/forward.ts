@@ -9,7 +9,7 @@
  * the proxy-server tests pin them. Routes with forward hooks (retry, cb) use forwardAttempt
  * (forward-hooks.ts): the same exchange, its response parked at its start until a hook delivers it.
  */
-import { IncomingMessage, ServerResponse } from 'node:http';
+import { IncomingMessage, ServerResponse, type OutgoingHttpHeaders } from 'node:http';
 import { Http2ServerRequest } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import { pipeline, Transform, type Readable, type Writable } from 'node:stream';
@@ -19,9 +19,9 @@ import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import type { AttemptStarted, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
-import { requestHasBody } from '../plugins/request-framing.js';
+import { isHttp2, requestHasBody } from '../plugins/request-framing.js';
 import type { AccessRecord, ByteCounter } from './access-log.js';
-import { clientResponseHeaders } from './headers.js';
+import { clientResponseHeaders, clientTrailers, takeGrpcStatus } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
 import { UPSTREAM_IDLE_TIMEOUT_MS } from './upstream-pools.js';
@@ -265,10 +265,21 @@ function exchange(
       paused = false;
       controller?.resume();
     };
+    /** The response's end: the upstream's trailers (when the client takes them) go with it. */
+    let trailers: Record<string, string | string[] | undefined> | null = null;
+    /** A gRPC status the upstream sent in its head (takeGrpcStatus), for the h2 client's trailers. */
+    let headStatus: OutgoingHttpHeaders | null = null;
+    const end = (): void => {
+      state = 'done';
+      const forClient = trailers && clientTrailers(trailers, isHttp2(req), req.headers.te);
+      if (forClient || headStatus) res.addTrailers({ ...headStatus, ...forClient });
+      sink.end();
+    };
 
     /** Writes the response head and starts streaming the body; a GatehouseError when Node refused the head. */
     const respond = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): GatehouseError | null => {
       const out = clientResponseHeaders(headers, plan.requestId);
+      if (isHttp2(req)) headStatus = takeGrpcStatus(out);
       const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
       if (deps.draining()) out.connection = 'close';
       try {
@@ -335,10 +346,8 @@ function exchange(
           const wasPaused = paused;
           paused = false;
           for (const chunk of chunks) send(c, chunk);
-          if (heldEnded) {
-            state = 'done';
-            sink.end();
-          } else if (wasPaused && !paused) c.resume();
+          if (heldEnded) end();
+          else if (wasPaused && !paused) c.resume();
         },
         discard() {
           res.off('close', onClientClose);
@@ -391,13 +400,16 @@ function exchange(
         }
       },
 
-      onResponseEnd() {
+      onResponseEnd(_c, upstreamTrailers) {
+        for (const _ in upstreamTrailers) {
+          trailers = upstreamTrailers;
+          break;
+        }
         if (held !== null) {
           heldEnded = true;
           return;
         }
-        state = 'done';
-        sink.end();
+        end();
       },
 
       onResponseError(_c, err) {

@@ -133,3 +133,41 @@ export function clientResponseHeaders(upstream: IncomingHttpHeaders, requestId: 
   out['x-request-id'] = requestId;
   return out;
 }
+
+const TE_TRAILERS = /(?:^|,)\s*trailers\s*(?:$|[,;])/i;
+
+/**
+ * The upstream's trailers for the client (a gRPC call's status is in them), or null when there are none or the
+ * client did not ask: an h2 client always takes trailers; an HTTP/1.1 one only after `TE: trailers` (RFC 9110
+ * §6.5.1), and node sends them only in a chunked response. Hop-by-hop and framing fields are never trailers.
+ */
+export function clientTrailers(upstream: IncomingHttpHeaders, http2: boolean, te: string | string[] | undefined): OutgoingHttpHeaders | null {
+  if (!http2 && !(te !== undefined && TE_TRAILERS.test(String(te)))) return null;
+  let out: OutgoingHttpHeaders | null = null;
+  for (const name in upstream) {
+    const value = upstream[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || name === 'content-length' || name === 'host') continue;
+    (out ??= {})[name] = value;
+  }
+  return out;
+}
+
+/** A gRPC status as a Trailers-Only response carries it, in its headers. */
+const GRPC_STATUS_FIELDS = ['grpc-status', 'grpc-message', 'grpc-status-details-bin'];
+
+/**
+ * A gRPC upstream's Trailers-Only answer (one HEADERS frame with END_STREAM, the status in it) cannot be relayed as
+ * such: node's h2 response sends its head as soon as it is written, before the proxy knows that no body follows,
+ * and a client reads a gRPC status only from the frame that ends the stream. So the status fields move from the
+ * head to the trailers (the gRPC spec's other form of the same answer); null when the head has no status.
+ */
+export function takeGrpcStatus(head: OutgoingHttpHeaders): OutgoingHttpHeaders | null {
+  if (head['grpc-status'] === undefined) return null;
+  const status: OutgoingHttpHeaders = {};
+  for (const name of GRPC_STATUS_FIELDS) {
+    if (head[name] === undefined) continue;
+    status[name] = head[name];
+    delete head[name];
+  }
+  return status;
+}

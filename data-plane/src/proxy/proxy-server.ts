@@ -18,10 +18,9 @@ import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders 
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
 import { CLIENT_CLOSED_REQUEST, pathOf, type AccessLog, type AccessRecord } from './access-log.js';
 import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
-import type { UpstreamPools } from './upstream-pools.js';
+import type { UpstreamPool, UpstreamPools } from './upstream-pools.js';
 import { listen } from '#proto/listen';
 import type { CertificateSet, CertificateWatcher } from '#proto/certificate-files';
-import type { Pool } from 'undici';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -170,8 +169,8 @@ export function createProxyServer(deps: {
    * (in-process micro-benchmark, same run). Targets whose host comes from the request keep the
    * bounded LRU; a pool it evicted is closed, so a closed one is looked up again.
    */
-  const fixedPools = new WeakMap<CompiledTarget, Pool>();
-  function poolFor(target: CompiledTarget, origin: string, upstream: RouteUpstream): Pool {
+  const fixedPools = new WeakMap<CompiledTarget, UpstreamPool>();
+  function poolFor(target: CompiledTarget, origin: string, upstream: RouteUpstream): UpstreamPool {
     if (!target.plan.resolved) return pools.get(origin, upstream);
     let pool = fixedPools.get(target);
     if (pool === undefined || pool.closed) {

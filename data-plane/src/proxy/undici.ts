@@ -12,11 +12,15 @@ import poolModule from 'undici/lib/dispatcher/pool.js';
 import apiModule from 'undici/lib/api/index.js';
 import errorsModule from 'undici/lib/core/errors.js';
 import utilModule from 'undici/lib/core/util.js';
+import wrapHandlerModule from 'undici/lib/handler/wrap-handler.js';
 
 // What undici's index does: request(), stream() and the rest are Dispatcher methods (the introspector calls pool.request).
 Object.assign((dispatcherModule as typeof Undici.Dispatcher).prototype, apiModule as object);
 
+export const Dispatcher = dispatcherModule as typeof Undici.Dispatcher;
 export const Pool = poolModule as typeof Undici.Pool;
 export type Pool = Undici.Pool;
 export const errors = errorsModule as typeof Undici.errors;
 export const { headerNameToString, parseHeaders } = utilModule as typeof Undici.util;
+/** A handler of undici's older contract (onConnect, onHeaders…), as request() makes, in the current one (undici's own adapter). */
+export const wrapHandler = (wrapHandlerModule as { wrap(handler: Undici.Dispatcher.DispatchHandler): Undici.Dispatcher.DispatchHandler }).wrap;

@@ -5,16 +5,23 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { SecureContext } from 'node:tls';
+import type { Dispatcher } from 'undici';
+import { Http2Upstream } from './http2-upstream.js';
 import { Pool } from './undici.js';
 import { upstreamSecureContext, type UpstreamTlsWatcher } from './upstream-tls.js';
 
 export interface PoolOptions {
   dialTimeoutMs: number;
   insecureSkipVerify: boolean;
+  /** `proxy.upstreams.protocol: "http2"`: one h2 connection per origin (http2-upstream.ts) instead of an HTTP/1.1 pool. */
+  http2?: boolean;
 }
 
+/** An undici Pool, or its HTTP/2 counterpart. */
+export type UpstreamPool = Dispatcher & { readonly closed: boolean };
+
 export interface UpstreamPools {
-  get(origin: string, options: PoolOptions): Pool;
+  get(origin: string, options: PoolOptions): UpstreamPool;
   readonly size: number;
   /** Gracefully closes every pool (in-flight requests finish first). */
   close(): Promise<void>;
@@ -37,7 +44,7 @@ const DEFAULT_MAX_POOLS = 1024;
 
 /** `tls`: UPSTREAM_CA_FILE / UPSTREAM_TLS_CERT (upstream-tls.ts); each new set closes the pools, so new connections use it. */
 export function createUpstreamPools(options: { maxPools?: number; tls?: UpstreamTlsWatcher | null } = {}): UpstreamPools {
-  const pools = new LRUCache<string, Pool>({
+  const pools = new LRUCache<string, UpstreamPool>({
     max: options.maxPools ?? DEFAULT_MAX_POOLS,
     // An evicted pool finishes its in-flight requests, then closes; close() below closes the rest itself.
     dispose: (pool, _key, reason) => {
@@ -55,11 +62,14 @@ export function createUpstreamPools(options: { maxPools?: number; tls?: Upstream
   });
 
   return {
-    get(origin, { dialTimeoutMs, insecureSkipVerify }) {
+    get(origin, { dialTimeoutMs, insecureSkipVerify, http2 }) {
       if (closed) throw new Error('upstream pools are closed');
-      const key = `${insecureSkipVerify ? 'insecure' : 'verify'} ${dialTimeoutMs} ${origin}`;
+      const key = `${insecureSkipVerify ? 'insecure' : 'verify'} ${dialTimeoutMs} ${http2 ? 'h2 ' : ''}${origin}`;
       let pool = pools.get(key);
-      if (!pool) {
+      if (!pool && http2) {
+        pool = new Http2Upstream(origin, { dialTimeoutMs, insecureSkipVerify, idleTimeoutMs: UPSTREAM_IDLE_TIMEOUT_MS, ...(secureContext && { secureContext }) });
+        pools.set(key, pool);
+      } else if (!pool) {
         pool = new Pool(origin, {
           connect: { timeout: dialTimeoutMs, ...(insecureSkipVerify ? { rejectUnauthorized: false } : {}), ...(secureContext && { secureContext }) },
           headersTimeout: UPSTREAM_IDLE_TIMEOUT_MS,

@@ -35,6 +35,8 @@ export interface RouteUpstream {
   dialTimeoutMs: number;
   headersTimeoutMs: number;
   insecureSkipVerify: boolean;
+  /** `proxy.upstreams.protocol: "http2"` (upstream-pools.ts). */
+  http2: boolean;
   /** The route's enabled plugins as hooks (data-plane/src/plugins); null when it has none. */
   pipeline: Pipeline | null;
 }
@@ -152,13 +154,15 @@ export function createSnapshotHolder(deps: {
     const timeouts = route.proxy.forwarding_timeouts;
     const dialTimeoutMs = parseDuration(timeouts.dial_timeout);
     const insecureSkipVerify = route.proxy.insecure_skip_verify;
+    const http2 = route.proxy.upstreams.protocol === 'http2';
     const check = route.proxy.upstreams.health_check;
-    const checks = check && health ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify })) : null;
+    const checks = check && health ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
     return {
       balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, checks),
       dialTimeoutMs,
       headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
       insecureSkipVerify,
+      http2,
       pipeline: buildPipeline(route, pipelineDeps, checks && check!.passive ? passiveStage(route.targets, checks) : undefined),
     };
   }

@@ -119,6 +119,8 @@ const upstreamsSchema = z.object({
   balancing: balancingSchema,
   targets: z.array(targetSchema).min(1, 'must not be empty'),
   health_check: healthCheckSchema.optional(),
+  // Optional without a default (absent: HTTP/1.1), so definitions stored before it keep their form and hash.
+  protocol: z.enum(['http1', 'http2'], 'must be "http1" or "http2"').optional(),
 });
 
 const listenPathSchema = z.string().refine((s) => s === '' || s.startsWith('/'), 'must start with "/"');
@@ -175,6 +177,7 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
       balancing: raw.upstreams.balancing,
       targets: raw.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight })),
       ...(raw.upstreams.health_check && { health_check: raw.upstreams.health_check }),
+      ...(raw.upstreams.protocol && { protocol: raw.upstreams.protocol }),
     },
     // ALL already means any method; listing others beside it adds nothing.
     methods: methods.includes('ALL') ? ALL_METHODS : methods,

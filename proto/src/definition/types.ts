@@ -16,6 +16,8 @@ export interface UpstreamsDefinition {
   targets: TargetDefinition[];
   /** Absent when the targets are not health-checked. */
   health_check?: HealthCheckDefinition;
+  /** How the targets are spoken to; absent: HTTP/1.1. "http2": h2c for http:// targets, h2 by ALPN for https:// ones (gRPC). */
+  protocol?: 'http1' | 'http2';
 }
 
 export type { HealthCheckDefinition } from './proxy-schema.js';

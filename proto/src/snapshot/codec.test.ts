@@ -316,6 +316,25 @@ test("a data plane's deserializer keeps a full snapshot's definitions as bytes, 
   expect(lazyProto.Client.service.StreamSnapshots.responseDeserialize(delta)).toEqual(proto.Client.service.StreamSnapshots.responseDeserialize(delta));
 });
 
+describe('upstream protocol', () => {
+  const api = (name: string, protocol?: string) =>
+    parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://u1:8080' }], ...(protocol && { protocol }) } } });
+  const DEFS_WITH: Definitions = { apis: [api('h2', 'http2'), api('h1', 'http1'), api('plain')], oauthServers: [] };
+
+  test.each(decoders)('round-trips through encodeSnapshot and %s; absent stays absent', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(3, DEFS_WITH))) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(DEFS_WITH));
+    expect(back.defs).toEqual(sortedByName(DEFS_WITH));
+    expect(back.defs.apis.find((a) => a.name === 'h2')!.proxy.upstreams.protocol).toBe('http2');
+    expect(back.defs.apis.find((a) => a.name === 'plain')!.proxy.upstreams).not.toHaveProperty('protocol');
+  });
+
+  test('a definition without it has no protocol member in its message, so its hash is the one before it existed', () => {
+    expect(Object.keys(apiMessage(api('plain')).proxy!.upstreams!)).toEqual(['balancing', 'targets']);
+    expect(definitionsHash({ apis: [api('plain')], oauthServers: [] })).not.toBe(definitionsHash({ apis: [api('plain', 'http2')], oauthServers: [] }));
+  });
+});
+
 describe('upstream health checks', () => {
   const upstreams = (health_check?: unknown) => ({ balancing: 'weight', targets: [{ target: 'http://u1:8080', weight: 2 }, { target: 'http://u2:8080' }], health_check });
   /** The definition whose hash below was computed with the codec of commit 11e399d, before health checks existed. */

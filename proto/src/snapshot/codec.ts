@@ -85,9 +85,16 @@ function introspectionFromMessage(m: unknown): unknown {
   return Object.fromEntries(Object.entries(m).filter(([, v]) => v !== ''));
 }
 
-/** The upstreams' canonical message has no health_check member at all when there is none (keeps such definitions' hashes). */
+/**
+ * The upstreams' canonical message has no health_check member at all when there is none, and no protocol when the
+ * definition gives none (keeps such definitions' hashes).
+ */
 function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
-  const message = { balancing: u.balancing, targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })) };
+  const message = {
+    balancing: u.balancing,
+    targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })),
+    ...(u.protocol && { protocol: u.protocol }),
+  };
   if (!u.health_check) return message as wire.Upstreams;
   const { active: a, passive: p } = u.health_check;
   // Members listed, not spread: the hash must not follow the order (or any extra) of the object's keys.
@@ -103,7 +110,7 @@ function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
     ...(a.headers && { headers: Object.fromEntries(Object.entries(a.headers).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) }),
   };
   const passive = p && { unhealthy_threshold: p.unhealthy_threshold, ejection: p.ejection, ...(p.statuses && { statuses: [...p.statuses] }) };
-  return { ...message, health_check: { ...(active && { active }), ...(passive && { passive }) } as wire.HealthCheck };
+  return { ...message, health_check: { ...(active && { active }), ...(passive && { passive }) } as wire.HealthCheck } as wire.Upstreams;
 }
 
 function proxyToMessage(p: ProxyDefinition): wire.Proxy {
@@ -342,6 +349,7 @@ function proxyFromMessage(m: unknown): unknown {
   const weightsUnset = targets?.some(weightUnset) ?? false;
   const healthCheck = upstreams && healthCheckFromMessage(upstreams.health_check);
   if (upstreams && healthCheck !== upstreams.health_check) upstreams = { ...upstreams, health_check: healthCheck };
+  if (upstreams?.protocol === '') upstreams = { ...upstreams, protocol: undefined };
   if (m.listen_path !== '' && !weightsUnset && upstreams === m.upstreams) return m;
   return {
     ...m,

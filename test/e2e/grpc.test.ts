@@ -1,0 +1,373 @@
+/**
+ * gRPC and HTTP/2 upstreams (`proxy.upstreams.protocol: "http2"`, README "gRPC and HTTP/2 upstreams"): a real
+ * @grpc/grpc-js client calls a real @grpc/grpc-js server through a real data plane (h2 on its TLS listener), in
+ * all four call shapes, with metadata, trailers, status codes and cancellation carried end to end; h2c and h2 by
+ * ALPN to the upstream; HTTP/1.1 clients and node:http2 upstreams on the same routes; health probes over h2.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { connect as connectHttp2, createServer as createH2cServer, type Http2Server, type IncomingHttpHeaders } from 'node:http2';
+import { createServer as createNetServer } from 'node:net';
+import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
+import { apiDefinition } from '../helpers/api-definition.js';
+import { httpRequest } from '../helpers/http-request.js';
+import { pollUntil } from '../helpers/poll-until.js';
+import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
+
+const same = (b: Buffer): Buffer => b;
+const method = (name: string, requestStream: boolean, responseStream: boolean): grpc.MethodDefinition<Buffer, Buffer> => ({
+  path: `/test.Echo/${name}`,
+  requestStream,
+  responseStream,
+  requestSerialize: same,
+  requestDeserialize: same,
+  responseSerialize: same,
+  responseDeserialize: same,
+  originalName: name,
+});
+/** A service without a .proto: messages are raw bytes. */
+const ECHO = {
+  Unary: method('Unary', false, false),
+  Fail: method('Fail', false, false),
+  Hang: method('Hang', false, false),
+  ServerStream: method('ServerStream', false, true),
+  ClientStream: method('ClientStream', true, false),
+  Bidi: method('Bidi', true, true),
+} satisfies grpc.ServiceDefinition;
+const EchoClient = grpc.makeGenericClientConstructor(ECHO, 'Echo');
+type Echo = InstanceType<typeof EchoClient> & Record<keyof typeof ECHO, (...args: unknown[]) => unknown>;
+
+let certs: CertificateFiles;
+let ca: Buffer;
+let cp: ControlPlane;
+let admin: AdminClient;
+let dp: DataPlane;
+let grpcServer: grpc.Server;
+let grpcTlsServer: grpc.Server;
+let h2c: Http2Server;
+/** What the upstream saw of each Unary call (its metadata), newest last. */
+const seen: grpc.Metadata[] = [];
+/** Hang calls the upstream saw cancelled. */
+let cancelled = 0;
+
+function echoImplementation(origin: string): grpc.UntypedServiceImplementation {
+  return {
+    Unary(call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) {
+      seen.push(call.metadata);
+      const header = new grpc.Metadata();
+      header.set('x-origin', origin);
+      call.sendMetadata(header);
+      const trailer = new grpc.Metadata();
+      trailer.set('x-digest', createHash('sha256').update(call.request).digest('hex'));
+      callback(null, Buffer.concat([Buffer.from('echo:'), call.request]), trailer);
+    },
+    Fail(_call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) {
+      callback({ code: grpc.status.NOT_FOUND, details: 'no such widget' });
+    },
+    Hang(call: grpc.ServerUnaryCall<Buffer, Buffer>) {
+      call.on('cancelled', () => cancelled++);
+    },
+    ServerStream(call: grpc.ServerWritableStream<Buffer, Buffer>) {
+      const { n, size, failAfter } = JSON.parse(call.request.toString()) as { n: number; size: number; failAfter?: number };
+      for (let i = 0; i < n; i++) {
+        if (i === failAfter) {
+          call.emit('error', { code: grpc.status.ABORTED, details: `stopped after ${i}` });
+          return;
+        }
+        call.write(Buffer.alloc(size, i % 256));
+      }
+      const trailer = new grpc.Metadata();
+      trailer.set('x-count', String(n));
+      call.end(trailer);
+    },
+    ClientStream(call: grpc.ServerReadableStream<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) {
+      let total = 0;
+      let messages = 0;
+      call.on('data', (m: Buffer) => {
+        total += m.length;
+        messages++;
+      });
+      call.on('end', () => callback(null, Buffer.from(`${messages} messages, ${total} bytes`)));
+    },
+    Bidi(call: grpc.ServerDuplexStream<Buffer, Buffer>) {
+      call.on('data', (m: Buffer) => call.write(Buffer.concat([Buffer.from('re:'), m])));
+      call.on('end', () => call.end());
+    },
+  };
+}
+
+async function startGrpcServer(credentials: grpc.ServerCredentials, origin: string): Promise<{ server: grpc.Server; port: number }> {
+  const server = new grpc.Server();
+  server.addService(ECHO, echoImplementation(origin));
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))));
+  return { server, port };
+}
+
+/** 1 MiB then trailers: the trailers must follow every body byte, however slowly the client reads. */
+const BIG = Buffer.alloc(1024 * 1024, 'g');
+const BIG_DIGEST = createHash('sha256').update(BIG).digest('hex');
+
+let deadPort: number;
+
+beforeAll(async () => {
+  certs = await createTestCertificates();
+  ca = await readFile(certs.caCert);
+  const [plain, secure] = await Promise.all([
+    startGrpcServer(grpc.ServerCredentials.createInsecure(), 'h2c'),
+    startGrpcServer(grpc.ServerCredentials.createSsl(ca, [{ cert_chain: await readFile(certs.serverCert), private_key: await readFile(certs.serverKey) }], false), 'h2-tls'),
+  ]);
+  grpcServer = plain.server;
+  grpcTlsServer = secure.server;
+  // A plain (not gRPC) h2c-only upstream: it refuses HTTP/1.1, so only the http2 protocol reaches it.
+  h2c = createH2cServer((req, res) => {
+    if (req.url === '/plain/big') {
+      res.setHeader('content-type', 'application/octet-stream');
+      res.write(BIG.subarray(0, BIG.length / 2));
+      res.addTrailers({ 'x-digest': BIG_DIGEST });
+      res.end(BIG.subarray(BIG.length / 2));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain', 'x-upstream-version': req.httpVersion, 'x-seen-authority': req.headers[':authority'] ?? '' });
+    res.end(`${req.method} ${req.url} ${req.headers['x-forwarded-proto'] ?? ''}`);
+  });
+  await new Promise<void>((resolve) => h2c.listen(0, '127.0.0.1', resolve));
+  const h2cPort = (h2c.address() as { port: number }).port;
+  const closed = createNetServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  deadPort = (closed.address() as { port: number }).port;
+  await new Promise((resolve) => closed.close(resolve));
+
+  cp = await startControlPlane();
+  admin = await createAdminClient(cp);
+  const apis = [
+    apiDefinition({ name: 'grpc-h2c', listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2' }),
+    apiDefinition({ name: 'grpc-tls', hosts: ['tls.grpc.test'], listenPath: '/test.Echo/*', targets: [`https://127.0.0.1:${secure.port}`], protocol: 'http2' }),
+    apiDefinition({ name: 'grpc-slow', hosts: ['slow.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2', responseHeaderTimeout: '300ms' }),
+    {
+      ...apiDefinition({ name: 'plain-h2c', listenPath: '/plain/*', targets: [`http://127.0.0.1:${h2cPort}`, `http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
+    },
+    apiDefinition({ name: 'dead-h2', listenPath: '/dead/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
+  ];
+  // The plain route's second target is dead: the active check (over h2, as the route's requests) takes it out.
+  (apis[3]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = { active: { path: '/healthz', interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 } };
+  for (const api of apis) expect((await admin.createApi(api)).status).toBe(201);
+  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, UPSTREAM_CA_FILE: certs.caCert } });
+}, 90_000);
+
+afterAll(async () => {
+  await dp?.stop();
+  await cp?.dispose();
+  grpcServer?.forceShutdown();
+  grpcTlsServer?.forceShutdown();
+  await new Promise((resolve) => (h2c ? h2c.close(resolve) : resolve(undefined)));
+  await certs?.dispose();
+});
+
+function client(host?: string): Echo {
+  const options: grpc.ClientOptions = host ? { 'grpc.default_authority': host, 'grpc.ssl_target_name_override': 'localhost' } : {};
+  return new EchoClient(`127.0.0.1:${dp.proxyPort}`, grpc.credentials.createSsl(ca), options) as Echo;
+}
+
+/** An HTTP/1.1 request to the data plane's TLS listener. */
+const https = (pathAndQuery: string) => httpRequest(`https://127.0.0.1:${dp.proxyPort}${pathAndQuery}`, { ca });
+
+interface UnaryResult {
+  error: grpc.ServiceError | null;
+  value?: Buffer;
+  header?: grpc.Metadata;
+  trailer?: grpc.Metadata;
+}
+
+function unary(c: Echo, name: 'Unary' | 'Fail' | 'Hang', request: Buffer, metadata = new grpc.Metadata(), options: grpc.CallOptions = {}): Promise<UnaryResult> & { call: grpc.ClientUnaryCall } {
+  let call!: grpc.ClientUnaryCall;
+  const result = new Promise<UnaryResult>((resolve) => {
+    const out: UnaryResult = { error: null };
+    call = (c[name] as (r: Buffer, m: grpc.Metadata, o: grpc.CallOptions, cb: grpc.requestCallback<Buffer>) => grpc.ClientUnaryCall)(request, metadata, options, (error, value) => {
+      out.error = error;
+      out.value = value;
+    });
+    call.on('metadata', (m) => (out.header = m));
+    call.on('status', (s) => {
+      out.trailer = s.metadata;
+      resolve(out);
+    });
+  });
+  return Object.assign(result, { call });
+}
+
+test('a unary call goes to an h2c upstream and back: message, metadata both ways and trailing metadata', async () => {
+  const c = client();
+  const metadata = new grpc.Metadata();
+  metadata.set('x-client', 'jest');
+  const { error, value, header, trailer } = await unary(c, 'Unary', Buffer.from('hello'), metadata);
+  c.close();
+  expect(error).toBeNull();
+  expect(value!.toString()).toBe('echo:hello');
+  expect(header!.get('x-origin')).toEqual(['h2c']);
+  expect(header!.get('x-request-id')[0]).toEqual(expect.any(String));
+  expect(trailer!.get('x-digest')).toEqual([createHash('sha256').update('hello').digest('hex')]);
+  const upstreamSaw = seen.at(-1)!;
+  expect(upstreamSaw.get('x-client')).toEqual(['jest']);
+  expect(upstreamSaw.get('x-forwarded-proto')).toEqual(['https']);
+  expect(upstreamSaw.get('x-request-id')).toEqual(header!.get('x-request-id'));
+});
+
+test('h2 by ALPN to an https:// upstream (UPSTREAM_CA_FILE trusted)', async () => {
+  const c = client('tls.grpc.test');
+  const { error, value, header } = await unary(c, 'Unary', Buffer.from('over tls'));
+  c.close();
+  expect(error).toBeNull();
+  expect(value!.toString()).toBe('echo:over tls');
+  expect(header!.get('x-origin')).toEqual(['h2-tls']);
+});
+
+test("an upstream's error status reaches the client with its message (a trailers-only response)", async () => {
+  const c = client();
+  const { error } = await unary(c, 'Fail', Buffer.from('x'));
+  c.close();
+  expect(error?.code).toBe(grpc.status.NOT_FOUND);
+  expect(error?.details).toBe('no such widget');
+});
+
+test('server streaming: 64 messages of 64 KiB arrive whole and in order through a client that pauses, then the status', async () => {
+  const c = client();
+  const call = (c.ServerStream as (r: Buffer) => grpc.ClientReadableStream<Buffer>)(Buffer.from(JSON.stringify({ n: 64, size: 64 * 1024 })));
+  const received: Buffer[] = [];
+  let pausedOnce = false;
+  call.on('data', (m: Buffer) => {
+    received.push(m);
+    if (!pausedOnce) {
+      // The data plane's client side backs up while this sleeps; the upstream's trailers must still come last.
+      pausedOnce = true;
+      call.pause();
+      setTimeout(() => call.resume(), 500);
+    }
+  });
+  const status = await new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+  c.close();
+  expect(status.code).toBe(grpc.status.OK);
+  expect(status.metadata.get('x-count')).toEqual(['64']);
+  expect(received).toHaveLength(64);
+  received.forEach((m, i) => {
+    expect(m.length).toBe(64 * 1024);
+    expect(m[0]).toBe(i % 256);
+  });
+});
+
+test('a stream the upstream ends with an error after some messages: those messages, then its status', async () => {
+  const c = client();
+  const call = (c.ServerStream as (r: Buffer) => grpc.ClientReadableStream<Buffer>)(Buffer.from(JSON.stringify({ n: 10, size: 10, failAfter: 3 })));
+  let messages = 0;
+  call.on('data', () => messages++);
+  const status = await new Promise<grpc.StatusObject>((resolve) => {
+    call.on('status', resolve);
+    call.on('error', () => undefined);
+  });
+  c.close();
+  expect(status.code).toBe(grpc.status.ABORTED);
+  expect(status.details).toBe('stopped after 3');
+  expect(messages).toBe(3);
+});
+
+test('client streaming: 200 messages of 4 KiB reach the upstream, its one answer comes back', async () => {
+  const c = client();
+  const answer = await new Promise<Buffer>((resolve, reject) => {
+    const call = (c.ClientStream as (cb: grpc.requestCallback<Buffer>) => grpc.ClientWritableStream<Buffer>)((err, value) => (err ? reject(err) : resolve(value!)));
+    for (let i = 0; i < 200; i++) call.write(Buffer.alloc(4096, i));
+    call.end();
+  });
+  c.close();
+  expect(answer.toString()).toBe(`200 messages, ${200 * 4096} bytes`);
+});
+
+test('bidirectional streaming: each message is answered while the call stays open', async () => {
+  const c = client();
+  const call = (c.Bidi as () => grpc.ClientDuplexStream<Buffer, Buffer>)();
+  const replies: string[] = [];
+  // One at a time: the next is written only after the answer to the previous one came back through the gateway.
+  for (const word of ['one', 'two', 'three']) {
+    const reply = new Promise<Buffer>((resolve) => call.once('data', resolve));
+    call.write(Buffer.from(word));
+    replies.push((await reply).toString());
+  }
+  call.end();
+  const status = await new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+  c.close();
+  expect(replies).toEqual(['re:one', 're:two', 're:three']);
+  expect(status.code).toBe(grpc.status.OK);
+});
+
+test('a call the client cancels is cancelled at the upstream too (the reset goes through)', async () => {
+  const before = cancelled;
+  const c = client();
+  const pending = unary(c, 'Hang', Buffer.from('wait'));
+  // The call is at the upstream once the upstream's handler has run; no event says so, so wait for its arrival.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  pending.call.cancel();
+  const { error } = await pending;
+  c.close();
+  expect(error?.code).toBe(grpc.status.CANCELLED);
+  await pollUntil(async () => (cancelled > before ? true : undefined), { timeoutMs: 5_000, what: 'the upstream seeing the call cancelled' });
+});
+
+test("the route's response_header_timeout bounds the wait for the upstream's answer", async () => {
+  const c = client('slow.grpc.test');
+  const started = Date.now();
+  const { error } = await unary(c, 'Hang', Buffer.from('wait'));
+  c.close();
+  // The gateway answered (504 before any gRPC status), well before a client-side deadline could have.
+  expect(error?.code).toBe(grpc.status.UNAVAILABLE);
+  expect(Date.now() - started).toBeLessThan(5_000);
+});
+
+test('an HTTP/1.1 client reaches an h2c-only upstream through an http2 route', async () => {
+  const res = await https('/plain/hello?x=1');
+  expect(res.status).toBe(200);
+  expect(res.headers['x-upstream-version']).toBe('2.0');
+  expect(res.headers['x-seen-authority']).toBe(`127.0.0.1:${(h2c.address() as { port: number }).port}`);
+  expect(res.body.toString()).toBe('GET /plain/hello?x=1 https');
+});
+
+test("1 MiB then trailers, read slowly by an h2 client: every byte, then the upstream's trailers", async () => {
+  const session = connectHttp2(`https://127.0.0.1:${dp.proxyPort}`, { ca });
+  try {
+    const stream = session.request({ ':path': '/plain/big' });
+    const trailers = new Promise<IncomingHttpHeaders>((resolve) => stream.once('trailers', resolve));
+    const chunks: Buffer[] = [];
+    let slowed = false;
+    stream.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      if (!slowed) {
+        slowed = true;
+        stream.pause();
+        setTimeout(() => stream.resume(), 500);
+      }
+    });
+    await new Promise((resolve) => stream.on('end', resolve));
+    const body = Buffer.concat(chunks);
+    expect(body.length).toBe(BIG.length);
+    expect(createHash('sha256').update(body).digest('hex')).toBe(BIG_DIGEST);
+    expect((await trailers)['x-digest']).toBe(BIG_DIGEST);
+  } finally {
+    session.close();
+  }
+});
+
+test('the active health check probes over h2 too: the h2c-only target stays in, the dead one is taken out', async () => {
+  // Round robin over two targets: with the dead one out of rotation every request succeeds.
+  await pollUntil(
+    async () => {
+      const statuses = await Promise.all([0, 1, 2, 3].map(() => https('/plain/x').then((r) => r.status)));
+      return statuses.every((s) => s === 200) ? statuses : undefined;
+    },
+    { timeoutMs: 10_000, what: 'every request answered by the live h2c target' },
+  );
+});
+
+test('an http2 route whose upstream refuses connections answers 502', async () => {
+  const res = await https('/dead/x');
+  expect(res.status).toBe(502);
+});

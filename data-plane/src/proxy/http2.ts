@@ -24,6 +24,7 @@ import {
   Http2ServerRequest,
   Http2ServerResponse,
   type Http2SecureServer,
+  type Http2Server,
   type SecureServerOptions,
   type ServerHttp2Session,
 } from 'node:http2';
@@ -160,38 +161,41 @@ const HTTP1_SETTINGS = [
   'rejectNonStandardBodyWrites',
 ] as const;
 
-export interface Http2Listener {
+export interface Http2Listener extends Http2Connections {
   server: Http2SecureServer<typeof IncomingMessage, typeof ProxyResponse, typeof ProxyHttp2Request, typeof ProxyHttp2Response>;
+}
+
+/** A listener's connections, as the proxy's close() drives them. */
+export interface Http2Connections {
   /** Drain: GOAWAY on every connection (streams in flight finish); HTTP/1.1 connections close when idle. */
   drain(): void;
   /** The drain ran out of time: every connection is cut. */
   cut(): void;
 }
 
-/**
- * The TLS proxy listener with h2 and HTTP/1.1 (ALPN). `handle` gets both kinds of request; an h2 one with a Host
- * that contradicts its `:authority`, or with neither, goes to `refuse` instead.
- */
-export function createHttp2Listener(
-  tls: SecureServerOptions,
-  http1: { headersTimeout: number; requestTimeout: number; maxHeaderSize: number; ServerResponse: typeof ProxyResponse },
-  handle: (req: IncomingMessage, res: ProxyResponse) => void,
-  refuse: (req: IncomingMessage, res: ServerResponse) => void,
-  limits: Http2Limits = HTTP2_LIMITS,
-): Http2Listener {
-  const server = createSecureServer({
-    ...tls,
-    allowHTTP1: true,
-    Http1ServerResponse: http1.ServerResponse,
+type ProxyHttp2Server = Http2Server<typeof IncomingMessage, typeof ServerResponse, typeof ProxyHttp2Request, typeof ProxyHttp2Response>;
+
+/** What node:http2 is told of the proxy's h2 sessions: its request and response classes and its limits. */
+function sessionOptions(limits: Http2Limits, maxHeaderSize: number) {
+  return {
     Http2ServerRequest: ProxyHttp2Request,
     Http2ServerResponse: ProxyHttp2Response,
     // The same bound as HTTP/1.1's header block (h2 counts 32 bytes more per field).
-    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: http1.maxHeaderSize },
-  });
-  const model = new HttpServer(http1);
-  const settings = server as unknown as Record<string, unknown>;
-  for (const name of HTTP1_SETTINGS) settings[name] = (model as unknown as Record<string, unknown>)[name];
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: maxHeaderSize },
+  };
+}
 
+/**
+ * The h2 side of a listener: the idle GOAWAY, the upload timeout, the Host check, and drain (GOAWAY, also to a
+ * connection that arrives meanwhile) and cut of its sessions. `handle` also gets what an h2 server passes on
+ * from HTTP/1.1 (the TLS listener's fallback).
+ */
+function serveHttp2(
+  server: Http2SecureServer | ProxyHttp2Server,
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuse: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: Http2Limits,
+): Http2Connections {
   const sessions = new Set<ServerHttp2Session>();
   let draining = false;
   server.on('session', (session: ServerHttp2Session) => {
@@ -225,14 +229,40 @@ export function createHttp2Listener(
   });
 
   return {
-    server,
     drain() {
       draining = true;
       for (const session of sessions) session.close();
-      HttpServer.prototype.closeIdleConnections.call(server); // as node's own Http2SecureServer.closeIdleConnections does
     },
     cut() {
       for (const session of sessions) session.destroy();
+    },
+  };
+}
+
+/**
+ * The TLS proxy listener with h2 and HTTP/1.1 (ALPN). `handle` gets both kinds of request; an h2 one with a Host
+ * that contradicts its `:authority`, or with neither, goes to `refuse` instead.
+ */
+export function createHttp2Listener(
+  tls: SecureServerOptions,
+  http1: { headersTimeout: number; requestTimeout: number; maxHeaderSize: number; ServerResponse: typeof ProxyResponse },
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuse: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: Http2Limits = HTTP2_LIMITS,
+): Http2Listener {
+  const server = createSecureServer({ ...tls, allowHTTP1: true, Http1ServerResponse: http1.ServerResponse, ...sessionOptions(limits, http1.maxHeaderSize) });
+  const model = new HttpServer(http1);
+  const settings = server as unknown as Record<string, unknown>;
+  for (const name of HTTP1_SETTINGS) settings[name] = (model as unknown as Record<string, unknown>)[name];
+  const h2 = serveHttp2(server, handle, refuse, limits);
+  return {
+    server,
+    drain() {
+      h2.drain();
+      HttpServer.prototype.closeIdleConnections.call(server); // as node's own Http2SecureServer.closeIdleConnections does
+    },
+    cut() {
+      h2.cut();
       HttpServer.prototype.closeAllConnections.call(server);
     },
   };

@@ -26,7 +26,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
-import { createHttp2Listener, type Http2Listener } from './http2.js';
+import { createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2 } from '../plugins/request-framing.js';
 
@@ -433,7 +433,7 @@ export function createProxyServer(deps: {
   const clientCertificates = tls?.current().ca !== undefined;
   let server: ProxyServer['server'];
   /** The listener's connections: HTTP/1.1 ones from node:http, or h2 and HTTP/1.1 from http2.ts. */
-  let connections: Pick<Http2Listener, 'drain' | 'cut'>;
+  let connections: Http2Connections;
   if (tls) {
     // TLS 1.2 at least (node's default, stated so no environment lowers it) unless PROXY_TLS_MIN_VERSION raises it.
     const minVersion = deps.tlsMinVersion ?? 'TLSv1.2';

@@ -26,7 +26,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
-import { createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
+import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2 } from '../plugins/request-framing.js';
 
@@ -98,6 +98,8 @@ export function createProxyServer(deps: {
   tls?: CertificateWatcher | null;
   /** PROXY_HTTP2: with `tls`, h2 is offered by ALPN beside HTTP/1.1 (http2.ts). */
   http2?: boolean;
+  /** PROXY_H2C: without `tls`, a connection that opens with the HTTP/2 preface is served h2 (http2.ts acceptH2c). */
+  h2c?: boolean;
   /** PROXY_TLS_MIN_VERSION (default TLSv1.2). */
   tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3';
 }): ProxyServer {
@@ -453,7 +455,17 @@ export function createProxyServer(deps: {
     server = secure;
   } else {
     const http = createServer(options, handle);
-    connections = { drain: () => http.closeIdleConnections(), cut: () => http.closeAllConnections() };
+    const h2c = deps.h2c ? acceptH2c(http, options, handle, refuseHost) : null;
+    connections = {
+      drain() {
+        h2c?.drain();
+        http.closeIdleConnections();
+      },
+      cut() {
+        h2c?.cut();
+        http.closeAllConnections();
+      },
+    };
     server = http;
   }
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void upgrade(req, socket, head));

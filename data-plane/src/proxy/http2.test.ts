@@ -210,14 +210,15 @@ describe('h2c beside HTTP/1.1 on a plain-text listener', () => {
   }
 
   /** What a raw connection gets back for `parts`, written apart (each its own TCP segment), until the server ends it. */
-  function raw(parts: string[], gapMs = 20): Promise<string> {
+  function raw(parts: string[], end = false): Promise<string> {
     return new Promise((resolve, reject) => {
       const socket = connectTcp(plainPort, '127.0.0.1', async () => {
         socket.setNoDelay(true);
         for (const part of parts) {
           socket.write(part);
-          await delay(gapMs);
+          await delay(20);
         }
+        if (end) socket.end();
       });
       let answer = '';
       socket.setEncoding('utf8');
@@ -274,10 +275,13 @@ describe('h2c beside HTTP/1.1 on a plain-text listener', () => {
     expect(split).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n1\.1 PROPFIND \/split 2 gw\.test$/);
   });
 
-  test('a connection that sends part of the preface and goes silent is closed after the header timeout', async () => {
-    const started = Date.now();
+  test('a connection that sends part of the preface and goes silent is closed after the header timeout; one that ends there, at once', async () => {
+    let started = Date.now();
     expect(await raw(['PRI * HTTP/2.0\r\n'])).toBe('');
     expect(Date.now() - started).toBeGreaterThanOrEqual(HEADERS_TIMEOUT - 50);
+    started = Date.now();
+    expect(await raw(['PRI * HTTP/2.0\r\n'], true)).toBe('');
+    expect(Date.now() - started).toBeLessThan(HEADERS_TIMEOUT - 50);
   });
 
   test('drain sends GOAWAY to an h2c connection, and closes one not yet told apart', async () => {

@@ -303,8 +303,10 @@ export function acceptH2c(
       sniffing.delete(socket);
       socket.removeListener('data', read);
       socket.removeListener('error', failed);
+      socket.removeListener('end', failed);
       socket.removeListener('close', done);
     };
+    // An error, or an end before the protocol is known (nothing whole was sent): nobody to answer.
     const failed = () => socket.destroy();
     function read(chunk: Buffer): void {
       seen = seen === null ? chunk : Buffer.concat([seen, chunk]);
@@ -324,6 +326,7 @@ export function acceptH2c(
     sniffing.add(socket);
     socket.on('data', read);
     socket.on('error', failed);
+    socket.on('end', failed);
     socket.on('close', done);
   });
   return {

@@ -89,6 +89,7 @@ describe('loadConfig', () => {
       upstreamTls: { ca: '/upstream/ca.crt', cert: '/upstream/tls.crt', key: '/upstream/tls.key' },
       proxyHttpRedirectPort: 8088,
       proxyHttp2: false,
+      proxyH2c: false,
       tlsReloadIntervalMs: 30_000,
       proxyCacheBytes: 256 * 1024 ** 2,
     });
@@ -110,6 +111,10 @@ describe('loadConfig', () => {
     ['no HTTP/2 without TLS', {}, { proxyHttp2: false }],
     ['TLS without client certificates, TLS 1.2 at least', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k' }, { proxyTls: { cert: 'c', key: 'k' }, proxyTlsMinVersion: 'TLSv1.2' }],
     ['PROXY_HTTP2=false without TLS', { PROXY_HTTP2: 'false' }, { proxyHttp2: false }],
+    ['h2c by default without TLS', {}, { proxyH2c: true }],
+    ['h2c turned off', { PROXY_H2C: 'false' }, { proxyH2c: false }],
+    ['no h2c with TLS', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k' }, { proxyH2c: false, proxyHttp2: true }],
+    ['PROXY_H2C=false with TLS', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k', PROXY_H2C: 'false' }, { proxyH2c: false }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -154,6 +159,8 @@ describe('loadConfig', () => {
     ['PROXY_TLS_MIN_VERSION unknown', { PROXY_TLS_MIN_VERSION: 'TLSv1' }, 'PROXY_TLS_MIN_VERSION must be "TLSv1.2" or "TLSv1.3", got "TLSv1"'],
     ['PROXY_HTTP2 without TLS', { PROXY_HTTP2: 'true' }, 'PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY'],
     ['PROXY_HTTP2 not a boolean', { PROXY_HTTP2: 'on' }, 'PROXY_HTTP2 must be "true" or "false", got "on"'],
+    ['PROXY_H2C with TLS', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k', PROXY_H2C: 'true' }, 'PROXY_H2C serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)'],
+    ['PROXY_H2C not a boolean', { PROXY_H2C: 'yes' }, 'PROXY_H2C must be "true" or "false", got "yes"'],
     ['WORKERS 0', { WORKERS: '0' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "0"'],
     ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "65"'],
     ['WORKERS not a whole number', { WORKERS: '1.5' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "1.5"'],

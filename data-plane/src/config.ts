@@ -49,6 +49,8 @@ export interface DataPlaneConfig {
   proxyTlsMinVersion: 'TLSv1.2' | 'TLSv1.3';
   /** PROXY_HTTP2 (default true): with PROXY_TLS_CERT, h2 is offered by ALPN beside HTTP/1.1 (proxy/http2.ts). */
   proxyHttp2: boolean;
+  /** PROXY_H2C (default true): without PROXY_TLS_CERT, a connection opening with the HTTP/2 preface is served h2 (proxy/http2.ts). */
+  proxyH2c: boolean;
   /** PROXY_HTTP_REDIRECT_PORT: a plain listener that redirects every request to HTTPS (proxy/https-redirect.ts); null = none. */
   proxyHttpRedirectPort: number | null;
   /** UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY (proxy/upstream-tls.ts); null = Node's defaults. */
@@ -91,6 +93,13 @@ function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
   const value = Number(sample);
   if (!/^\d*\.?\d+$/.test(sample) || value > 1) throw new Error(`ACCESS_LOG_SAMPLE must be a number from 0 to 1, got "${sample}"`);
   return { enabled: enabled === 'on', sample: value };
+}
+
+/** A switch that is on unless set to "false". */
+function flag(env: NodeJS.ProcessEnv, name: string): boolean {
+  const raw = env[name] || 'true';
+  if (raw !== 'true' && raw !== 'false') throw new Error(`${name} must be "true" or "false", got "${raw}"`);
+  return raw === 'true';
 }
 
 const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
@@ -163,15 +172,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     proxyTlsMinVersion: tlsMinVersion(env),
     upstreamTls: upstreamTlsFromEnv(env),
     proxyHttp2: false,
+    proxyH2c: false,
     proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
     proxyCacheBytes: proxyCacheBytes(env),
   };
-  const http2 = env.PROXY_HTTP2 || 'true';
-  if (http2 !== 'true' && http2 !== 'false') throw new Error(`PROXY_HTTP2 must be "true" or "false", got "${http2}"`);
-  // Cleartext h2 (h2c) has no ALPN to offer it by, and node serves it only without HTTP/1.1 beside it.
+  const http2 = flag(env, 'PROXY_HTTP2');
+  // Plain text has no ALPN: h2 there is PROXY_H2C's, told apart by the connection's first bytes.
   if (env.PROXY_HTTP2 === 'true' && !config.proxyTls) throw new Error('PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
-  config.proxyHttp2 = config.proxyTls !== null && http2 === 'true';
+  config.proxyHttp2 = config.proxyTls !== null && http2;
+  const h2c = flag(env, 'PROXY_H2C');
+  if (env.PROXY_H2C === 'true' && config.proxyTls) throw new Error('PROXY_H2C serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)');
+  config.proxyH2c = config.proxyTls === null && h2c;
   if (config.proxyHttpRedirectPort !== null && !config.proxyTls) {
     throw new Error('PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
   }

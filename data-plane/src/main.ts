@@ -73,12 +73,12 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const tracing = await startTracing('data-plane', process.env, logger);
   const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
   const certificates = config.proxyTls && watchListenerCertificates('proxy', config.proxyTls, PROXY_TLS_NAMES, config.tlsReloadIntervalMs, logger);
-  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer, tls: certificates, http2: config.proxyHttp2, tlsMinVersion: config.proxyTlsMinVersion });
+  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion });
   const status = worker ? undefined : createStatusServer({ holder, registry, logger });
   const { proxyPort: port, proxyHost: host } = config;
   const bindProxy = async (): Promise<number> => {
     const bound = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
-    logger.info({ listener: 'proxy', port: bound, tls: certificates !== null, http2: config.proxyHttp2, clientCertificates: config.proxyTls?.ca !== undefined }, 'listening');
+    logger.info({ listener: 'proxy', port: bound, tls: certificates !== null, http2: config.proxyHttp2, h2c: config.proxyH2c, clientCertificates: config.proxyTls?.ca !== undefined }, 'listening');
     return bound;
   };
   // The primary hands a worker connections as soon as it listens: a replacement listens only once it

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ERROR_TABLE, GatehouseError, gatewayBody, adminBody, logLevelOf, type ErrorCode } from './errors.js';
+import { ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
 
 const codes = Object.keys(ERROR_TABLE) as ErrorCode[];
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -9,6 +9,13 @@ describe('error table', () => {
     const row = readme.split('\n').find((line) => line.startsWith(`| \`${code}\` |`));
     expect(row).toBeDefined();
     expect(row).toContain(`| ${ERROR_TABLE[code].status} |`);
+  });
+
+  test.each(codes)('%s has its gRPC status in the README, by number and name, when the proxy answers it', (code) => {
+    const row = readme.split('\n').find((line) => line.startsWith(`| \`${code}\` |`))!;
+    const grpc: number | undefined = (ERROR_TABLE[code] as { grpcStatus?: number }).grpcStatus;
+    const name = Object.entries(GRPC_STATUS).find(([, value]) => value === grpc)?.[0];
+    expect(row.split(' | ')[2]).toBe(grpc === undefined ? '' : `${grpc} \`${name}\``);
   });
 
   test('the README documents no code that does not exist', () => {
@@ -27,6 +34,27 @@ describe('error table', () => {
   ] as const)('gateway error %s is %d with body %s', (code, status, body) => {
     expect(new GatehouseError(code, 'x').status).toBe(status);
     expect(gatewayBody(code)).toBe(body);
+  });
+
+  test('every error with a gateway body has a gRPC status, and only those', () => {
+    for (const code of codes) {
+      const row = ERROR_TABLE[code];
+      expect({ code, grpc: 'grpcStatus' in row }).toEqual({ code, grpc: 'gatewayBody' in row });
+    }
+  });
+
+  test.each([
+    ['NO_ROUTE', '12', 'no API found with those values'],
+    ['TOKEN_REJECTED', '16', 'access token not authorized'],
+    ['UPSTREAM_TIMEOUT', '4', 'gateway timeout'],
+    ['RATE_LIMITED', '8', 'rate limit exceeded'],
+    ['VALIDATION_FAILED', '13', 'internal server error'],
+  ] as const)('a gRPC client is told %s as grpc-status %s, grpc-message %s', (code, status, message) => {
+    expect(gatewayGrpcStatus(code)).toEqual({ 'grpc-status': status, 'grpc-message': message });
+  });
+
+  test('grpc-message is percent-encoded as gRPC asks: visible ASCII and space as they are, "%" and the rest as %XX of UTF-8', () => {
+    expect(grpcMessage('100% naïve\r\n~')).toBe('100%25 na%C3%AFve%0D%0A~');
   });
 
   test('admin body is {"error": message}', () => {

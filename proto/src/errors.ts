@@ -1,15 +1,47 @@
 /**
- * The one error type of Gatehouse and the one table that maps its codes to HTTP.
- * Admin responses render `{"error": message}`; the proxy renders its fixed JSON-string body.
+ * The one error type of Gatehouse and the one table that maps its codes to HTTP (and, for the proxy
+ * listener's, to gRPC). Admin responses render `{"error": message}`; the proxy renders its fixed
+ * JSON-string body, or for a gRPC request a Trailers-Only answer with that text as grpc-message.
  * Nothing else picks a status: library errors are translated into a GatehouseError at their
  * boundary (one function per library) and rendered here.
  */
 
-interface ErrorRow {
-  status: number;
-  /** Fixed body of the gateway's own responses (the proxy listener); admin errors use the message. */
-  gatewayBody?: string;
-}
+/**
+ * gRPC status codes (grpc/grpc doc/statuscodes.md) the proxy's errors map to. The table's column follows
+ * that document's meaning of each code, not its HTTP-to-gRPC table (doc/http-grpc-status-mapping.md maps by
+ * status alone: a 400 would be INTERNAL, a 504 UNAVAILABLE, a 413 UNKNOWN): what a gRPC client does next
+ * (fix the call, authenticate, back off, retry elsewhere) hangs on it. So: no route is a method nobody
+ * implements (UNIMPLEMENTED, what a gRPC server answers for an unknown method); a missing or malformed
+ * credential is UNAUTHENTICATED like a rejected one, whatever its HTTP status; a body over `body_limit` is
+ * RESOURCE_EXHAUSTED, gRPC's own answer to a message over the receiver's limit; an upstream the gateway
+ * cannot use right now (unreachable, circuit open, no configuration, no introspection) is UNAVAILABLE, the
+ * one code clients retry by default.
+ */
+export const GRPC_STATUS = {
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+type GrpcStatus = (typeof GRPC_STATUS)[keyof typeof GRPC_STATUS];
+
+/** An error the proxy listener answers has both its body's text and its gRPC status; the others neither. */
+type ErrorRow =
+  | { status: number; gatewayBody?: never; grpcStatus?: never }
+  | {
+      status: number;
+      /** Fixed body of the gateway's own responses (the proxy listener); admin errors use the message. */
+      gatewayBody: string;
+      /** The same refusal to a gRPC client (grpc-status). */
+      grpcStatus: GrpcStatus;
+    };
+
+const { INVALID_ARGUMENT, DEADLINE_EXCEEDED, PERMISSION_DENIED, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, UNAUTHENTICATED } = GRPC_STATUS;
 
 export const ERROR_TABLE = {
   // admin API
@@ -36,28 +68,28 @@ export const ERROR_TABLE = {
   CONFIG_VERSION_NOT_FOUND: { status: 404 },
   STORE_CONFLICT: { status: 409 },
   STORE_UNAVAILABLE: { status: 503 },
-  INTERNAL: { status: 500, gatewayBody: 'internal server error' },
+  INTERNAL: { status: 500, gatewayBody: 'internal server error', grpcStatus: INTERNAL },
   // snapshot stream (sent as gRPC status UNAUTHENTICATED; the HTTP status is its usual equivalent)
   DATAPLANE_UNAUTHENTICATED: { status: 401 },
   // proxy listener
-  NO_ROUTE: { status: 404, gatewayBody: 'no API found with those values' },
-  AUTH_HEADER_MISSING: { status: 400, gatewayBody: 'authorization field missing' },
-  BEARER_MALFORMED: { status: 400, gatewayBody: 'bearer token malformed' },
-  TOKEN_REJECTED: { status: 401, gatewayBody: 'access token not authorized' },
-  TOKEN_INTROSPECTION_UNAVAILABLE: { status: 503, gatewayBody: 'token introspection unavailable' },
-  CREDENTIALS_REJECTED: { status: 401, gatewayBody: 'invalid credentials' },
-  KEY_MISSING: { status: 401, gatewayBody: 'no API key found in request' },
-  KEY_REJECTED: { status: 401, gatewayBody: 'invalid API key' },
-  BAD_UPSTREAM_HOST: { status: 400, gatewayBody: 'invalid upstream host' },
-  REQUEST_BODY_TOO_LARGE: { status: 413, gatewayBody: 'request body too large' },
-  IP_FORBIDDEN: { status: 403, gatewayBody: 'client address not allowed' },
-  RATE_LIMITED: { status: 429, gatewayBody: 'rate limit exceeded' },
-  UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway' },
-  UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout' },
-  CIRCUIT_OPEN: { status: 503, gatewayBody: 'upstream circuit open' },
-  NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded' },
-  UPGRADE_UNSUPPORTED: { status: 400, gatewayBody: 'only websocket upgrades are proxied' },
-  BAD_REQUEST_HOST: { status: 400, gatewayBody: 'invalid host' },
+  NO_ROUTE: { status: 404, gatewayBody: 'no API found with those values', grpcStatus: UNIMPLEMENTED },
+  AUTH_HEADER_MISSING: { status: 400, gatewayBody: 'authorization field missing', grpcStatus: UNAUTHENTICATED },
+  BEARER_MALFORMED: { status: 400, gatewayBody: 'bearer token malformed', grpcStatus: UNAUTHENTICATED },
+  TOKEN_REJECTED: { status: 401, gatewayBody: 'access token not authorized', grpcStatus: UNAUTHENTICATED },
+  TOKEN_INTROSPECTION_UNAVAILABLE: { status: 503, gatewayBody: 'token introspection unavailable', grpcStatus: UNAVAILABLE },
+  CREDENTIALS_REJECTED: { status: 401, gatewayBody: 'invalid credentials', grpcStatus: UNAUTHENTICATED },
+  KEY_MISSING: { status: 401, gatewayBody: 'no API key found in request', grpcStatus: UNAUTHENTICATED },
+  KEY_REJECTED: { status: 401, gatewayBody: 'invalid API key', grpcStatus: UNAUTHENTICATED },
+  BAD_UPSTREAM_HOST: { status: 400, gatewayBody: 'invalid upstream host', grpcStatus: INVALID_ARGUMENT },
+  REQUEST_BODY_TOO_LARGE: { status: 413, gatewayBody: 'request body too large', grpcStatus: RESOURCE_EXHAUSTED },
+  IP_FORBIDDEN: { status: 403, gatewayBody: 'client address not allowed', grpcStatus: PERMISSION_DENIED },
+  RATE_LIMITED: { status: 429, gatewayBody: 'rate limit exceeded', grpcStatus: RESOURCE_EXHAUSTED },
+  UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway', grpcStatus: UNAVAILABLE },
+  UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout', grpcStatus: DEADLINE_EXCEEDED },
+  CIRCUIT_OPEN: { status: 503, gatewayBody: 'upstream circuit open', grpcStatus: UNAVAILABLE },
+  NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded', grpcStatus: UNAVAILABLE },
+  UPGRADE_UNSUPPORTED: { status: 400, gatewayBody: 'only websocket upgrades are proxied', grpcStatus: UNIMPLEMENTED },
+  BAD_REQUEST_HOST: { status: 400, gatewayBody: 'invalid host', grpcStatus: INVALID_ARGUMENT },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;
@@ -91,6 +123,21 @@ export function statusOf(code: ErrorCode): number {
 export function gatewayBody(code: ErrorCode): string {
   const row: ErrorRow = ERROR_TABLE[code];
   return JSON.stringify(row.gatewayBody ?? 'internal server error');
+}
+
+/** grpc-status and grpc-message of the proxy's own answer to a gRPC request: its code's status and body text. */
+export function gatewayGrpcStatus(code: ErrorCode): { 'grpc-status': string; 'grpc-message': string } {
+  const row: ErrorRow = ERROR_TABLE[code];
+  return { 'grpc-status': String(row.grpcStatus ?? GRPC_STATUS.INTERNAL), 'grpc-message': grpcMessage(row.gatewayBody ?? 'internal server error') };
+}
+
+/** gRPC's Status-Message encoding (PROTOCOL-HTTP2.md): UTF-8, each byte outside %x20-%x7E, and `%` itself, as %XX. */
+export function grpcMessage(text: string): string {
+  let encoded = '';
+  for (const byte of Buffer.from(text)) {
+    encoded += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return encoded;
 }
 
 /** Body the admin API sends for an error. */

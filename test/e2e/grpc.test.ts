@@ -45,6 +45,8 @@ let ca: Buffer;
 let cp: ControlPlane;
 let admin: AdminClient;
 let dp: DataPlane;
+/** Without TLS: gRPC clients come over h2c. */
+let plainDp: DataPlane;
 let grpcServer: grpc.Server;
 let grpcTlsServer: grpc.Server;
 let h2c: Http2Server;
@@ -154,11 +156,14 @@ beforeAll(async () => {
   // The plain route's second target is dead: the active check (over h2, as the route's requests) takes it out.
   (apis[3]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = { active: { path: '/healthz', interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 } };
   for (const api of apis) expect((await admin.createApi(api)).status).toBe(201);
-  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, UPSTREAM_CA_FILE: certs.caCert } });
+  [dp, plainDp] = await Promise.all([
+    startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, UPSTREAM_CA_FILE: certs.caCert } }),
+    startDataPlane({ controlPlaneAddr: cp.grpcAddr }),
+  ]);
 }, 90_000);
 
 afterAll(async () => {
-  await dp?.stop();
+  await Promise.all([dp?.stop(), plainDp?.stop()]);
   await cp?.dispose();
   grpcServer?.forceShutdown();
   grpcTlsServer?.forceShutdown();
@@ -213,6 +218,16 @@ test('a unary call goes to an h2c upstream and back: message, metadata both ways
   expect(upstreamSaw.get('x-client')).toEqual(['jest']);
   expect(upstreamSaw.get('x-forwarded-proto')).toEqual(['https']);
   expect(upstreamSaw.get('x-request-id')).toEqual(header!.get('x-request-id'));
+});
+
+test('h2c end to end: a client without TLS to the plain-text listener, an h2c upstream behind it', async () => {
+  const c = new EchoClient(`127.0.0.1:${plainDp.proxyPort}`, grpc.credentials.createInsecure()) as Echo;
+  const { error, value, header } = await unary(c, 'Unary', Buffer.from('cleartext'));
+  c.close();
+  expect(error).toBeNull();
+  expect(value!.toString()).toBe('echo:cleartext');
+  expect(header!.get('x-origin')).toEqual(['h2c']);
+  expect(seen.at(-1)!.get('x-forwarded-proto')).toEqual(['http']);
 });
 
 test('h2 by ALPN to an https:// upstream (UPSTREAM_CA_FILE trusted)', async () => {
@@ -318,8 +333,9 @@ test("the route's response_header_timeout bounds the wait for the upstream's ans
   const started = Date.now();
   const { error } = await unary(c, 'Hang', Buffer.from('wait'));
   c.close();
-  // The gateway answered (504 before any gRPC status), well before a client-side deadline could have.
-  expect(error?.code).toBe(grpc.status.UNAVAILABLE);
+  // The gateway's own UPSTREAM_TIMEOUT, as a gRPC status (proto/src/errors.ts).
+  expect(error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+  expect(error?.details).toBe('gateway timeout');
   expect(Date.now() - started).toBeLessThan(5_000);
 });
 

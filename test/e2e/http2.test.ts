@@ -4,12 +4,13 @@
  * no pseudo-headers, one Cookie, bodies without Content-Length), with many streams on one connection, the
  * plugins as over HTTP/1.1, GOAWAY on drain, and connection-specific headers never sent to an h2 client.
  */
-import { connect as connectHttp2, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import { constants, type ClientHttp2Session } from 'node:http2';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { connect as connectTls } from 'node:tls';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
+import { h2Request, h2Session, expectGoawayOnStop, type H2Answer } from '../helpers/h2-client.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
@@ -84,36 +85,8 @@ afterAll(async () => {
 
 const origin = (d: DataPlane) => `https://localhost:${d.proxyPort}`;
 
-function session(d: DataPlane = dp): Promise<ClientHttp2Session> {
-  return new Promise((resolve, reject) => {
-    const s = connectHttp2(origin(d), { ca, servername: 'localhost' });
-    s.once('connect', () => resolve(s));
-    s.once('error', reject);
-  });
-}
-
-interface H2Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/** One request on `s`; `body` is written in the given chunks (no Content-Length unless the headers give one). */
-function request(s: ClientHttp2Session, headers: Record<string, string | string[]>, body?: readonly string[]): Promise<H2Answer> {
-  return new Promise((resolve, reject) => {
-    const stream = s.request(headers, { endStream: body === undefined });
-    const chunks: Buffer[] = [];
-    let answer: IncomingHttpHeaders = {};
-    stream.on('response', (h) => (answer = h));
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-    stream.on('end', () => resolve({ status: Number(answer[':status']), headers: answer, body: Buffer.concat(chunks) }));
-    stream.on('error', reject);
-    if (body) {
-      for (const chunk of body) stream.write(chunk);
-      stream.end();
-    }
-  });
-}
+const session = (d: DataPlane = dp): Promise<ClientHttp2Session> => h2Session(origin(d), { ca, servername: 'localhost' });
+const request = h2Request;
 
 const recorded = (answer: H2Answer): RecordedRequest => JSON.parse(answer.body.toString()) as RecordedRequest;
 
@@ -342,15 +315,7 @@ test('on SIGTERM an h2 connection gets GOAWAY: its stream in flight finishes, th
   const own = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: tlsEnv() });
   const s = await session(own);
   try {
-    const goaway = new Promise<number>((resolve) => s.once('goaway', (code) => resolve(code)));
-    const inFlight = request(s, { ':path': '/slow/in-flight', ':method': 'GET' });
-    await slow.waitForRequests(1);
-    const exited = own.stop();
-    expect(await goaway).toBe(constants.NGHTTP2_NO_ERROR);
-    const answer = await inFlight;
-    expect(answer.status).toBe(200);
-    expect(recorded(answer).url).toBe('/slow/in-flight');
-    expect((await exited).code).toBe(0);
+    await expectGoawayOnStop(own, s, slow, '/slow/in-flight');
   } finally {
     s.destroy();
   }

@@ -52,6 +52,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   httpsRedirect: { dataPlane: { tls: { existingSecret: 'edge-tls', redirectHttp: true }, service: { port: 443 } } },
   redirectWithoutTls: { dataPlane: { tls: { redirectHttp: true } } },
   http2Off: { dataPlane: { tls: { existingSecret: 'edge-tls', http2: false } } },
+  h2cOff: { dataPlane: { h2c: false } },
   proxyMtls: { dataPlane: { tls: { existingSecret: 'edge-tls', clientCaSecret: 'partner-ca', minVersion: 'TLSv1.3' } } },
   clientCaWithoutTls: { dataPlane: { tls: { clientCaSecret: 'partner-ca' } } },
   upstreamTls: { dataPlane: { upstreamTls: { caSecret: 'internal-ca', clientSecret: 'gateway-client' } } },
@@ -513,6 +514,12 @@ describe('HTTPS on the proxy listener', () => {
     expect(envValue(onlyContainer(dp(await render('proxyTls'))), 'PROXY_HTTP2')).toBe('true');
     expect(envValue(onlyContainer(dp(await render('http2Off'))), 'PROXY_HTTP2')).toBe('false');
     expect(envValue(onlyContainer(dp(await render('defaults'))), 'PROXY_HTTP2')).toBeUndefined();
+  }, T);
+
+  test('dataPlane.h2c: PROXY_H2C is "true" without TLS by default, "false" when turned off, and unset with TLS (h2 is ALPN\'s there)', async () => {
+    expect(envValue(onlyContainer(dp(await render('defaults'))), 'PROXY_H2C')).toBe('true');
+    expect(envValue(onlyContainer(dp(await render('h2cOff'))), 'PROXY_H2C')).toBe('false');
+    expect(envValue(onlyContainer(dp(await render('proxyTls'))), 'PROXY_H2C')).toBeUndefined();
   }, T);
 
   test('dataPlane.tls.redirectHttp: PROXY_HTTP_REDIRECT_PORT is the container port http-redirect, which the Service exposes on redirectPort (80)', async () => {

@@ -1,6 +1,7 @@
 /**
- * HTTP/2 on the TLS proxy listener (README "Proxy behaviour", HTTP/2): offered by ALPN beside HTTP/1.1 on the same port, so
- * a client that speaks both gets h2 and any other gets the HTTP/1.1 listener of old. Upstreams are still
+ * HTTP/2 on the proxy listener (README "Proxy behaviour", HTTP/2): over TLS offered by ALPN beside HTTP/1.1 on the same
+ * port, so a client that speaks both gets h2 and any other gets the HTTP/1.1 listener of old; in plain text (h2c) to a
+ * client that opens with the HTTP/2 preface (acceptH2c). Upstreams are still
  * spoken to over HTTP/1.1: an h2 request is turned into an HTTP/1.1 one here, once, and the proxy's request
  * path (proxy-server.ts) then serves it as it serves any other, through node's compatibility API
  * (Http2ServerRequest / Http2ServerResponse, which node keeps duck-compatible with IncomingMessage /
@@ -21,12 +22,15 @@ import { Server as HttpServer, type IncomingMessage, type ServerResponse } from 
 import {
   constants,
   createSecureServer,
+  createServer,
   Http2ServerRequest,
   Http2ServerResponse,
   type Http2SecureServer,
+  type Http2Server,
   type SecureServerOptions,
   type ServerHttp2Session,
 } from 'node:http2';
+import type { Socket } from 'node:net';
 import { isHttp2 } from '../plugins/request-framing.js';
 import type { ProxyResponse } from './forward.js';
 
@@ -160,38 +164,41 @@ const HTTP1_SETTINGS = [
   'rejectNonStandardBodyWrites',
 ] as const;
 
-export interface Http2Listener {
+export interface Http2Listener extends Http2Connections {
   server: Http2SecureServer<typeof IncomingMessage, typeof ProxyResponse, typeof ProxyHttp2Request, typeof ProxyHttp2Response>;
+}
+
+/** A listener's connections, as the proxy's close() drives them. */
+export interface Http2Connections {
   /** Drain: GOAWAY on every connection (streams in flight finish); HTTP/1.1 connections close when idle. */
   drain(): void;
   /** The drain ran out of time: every connection is cut. */
   cut(): void;
 }
 
-/**
- * The TLS proxy listener with h2 and HTTP/1.1 (ALPN). `handle` gets both kinds of request; an h2 one with a Host
- * that contradicts its `:authority`, or with neither, goes to `refuse` instead.
- */
-export function createHttp2Listener(
-  tls: SecureServerOptions,
-  http1: { headersTimeout: number; requestTimeout: number; maxHeaderSize: number; ServerResponse: typeof ProxyResponse },
-  handle: (req: IncomingMessage, res: ProxyResponse) => void,
-  refuse: (req: IncomingMessage, res: ServerResponse) => void,
-  limits: Http2Limits = HTTP2_LIMITS,
-): Http2Listener {
-  const server = createSecureServer({
-    ...tls,
-    allowHTTP1: true,
-    Http1ServerResponse: http1.ServerResponse,
+type ProxyHttp2Server = Http2Server<typeof IncomingMessage, typeof ServerResponse, typeof ProxyHttp2Request, typeof ProxyHttp2Response>;
+
+/** What node:http2 is told of the proxy's h2 sessions: its request and response classes and its limits. */
+function sessionOptions(limits: Http2Limits, maxHeaderSize: number) {
+  return {
     Http2ServerRequest: ProxyHttp2Request,
     Http2ServerResponse: ProxyHttp2Response,
     // The same bound as HTTP/1.1's header block (h2 counts 32 bytes more per field).
-    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: http1.maxHeaderSize },
-  });
-  const model = new HttpServer(http1);
-  const settings = server as unknown as Record<string, unknown>;
-  for (const name of HTTP1_SETTINGS) settings[name] = (model as unknown as Record<string, unknown>)[name];
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: maxHeaderSize },
+  };
+}
 
+/**
+ * The h2 side of a listener, one for both that have one (TLS with ALPN, and plain text's h2c): the idle GOAWAY,
+ * the upload timeout, the Host check, and drain (GOAWAY, also to a connection that arrives meanwhile) and cut of
+ * its sessions. `handle` also gets what an h2 server passes on from HTTP/1.1 (the TLS listener's fallback).
+ */
+function serveHttp2(
+  server: Http2SecureServer | ProxyHttp2Server,
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuse: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: Http2Limits,
+): Http2Connections {
   const sessions = new Set<ServerHttp2Session>();
   let draining = false;
   server.on('session', (session: ServerHttp2Session) => {
@@ -225,15 +232,111 @@ export function createHttp2Listener(
   });
 
   return {
-    server,
     drain() {
       draining = true;
       for (const session of sessions) session.close();
-      HttpServer.prototype.closeIdleConnections.call(server); // as node's own Http2SecureServer.closeIdleConnections does
     },
     cut() {
       for (const session of sessions) session.destroy();
+    },
+  };
+}
+
+/**
+ * The TLS proxy listener with h2 and HTTP/1.1 (ALPN). `handle` gets both kinds of request; an h2 one with a Host
+ * that contradicts its `:authority`, or with neither, goes to `refuse` instead.
+ */
+export function createHttp2Listener(
+  tls: SecureServerOptions,
+  http1: { headersTimeout: number; requestTimeout: number; maxHeaderSize: number; ServerResponse: typeof ProxyResponse },
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuse: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: Http2Limits = HTTP2_LIMITS,
+): Http2Listener {
+  const server = createSecureServer({ ...tls, allowHTTP1: true, Http1ServerResponse: http1.ServerResponse, ...sessionOptions(limits, http1.maxHeaderSize) });
+  const model = new HttpServer(http1);
+  const settings = server as unknown as Record<string, unknown>;
+  for (const name of HTTP1_SETTINGS) settings[name] = (model as unknown as Record<string, unknown>)[name];
+  const h2 = serveHttp2(server, handle, refuse, limits);
+  return {
+    server,
+    drain() {
+      h2.drain();
+      HttpServer.prototype.closeIdleConnections.call(server); // as node's own Http2SecureServer.closeIdleConnections does
+    },
+    cut() {
+      h2.cut();
       HttpServer.prototype.closeAllConnections.call(server);
+    },
+  };
+}
+
+/** RFC 9113 §3.4: the first bytes of every HTTP/2 connection, which no HTTP/1.1 request line can start with. */
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/**
+ * h2c with prior knowledge (RFC 9113 §3.3) on the plain-text listener `http`, beside its HTTP/1.1: each new
+ * connection's first bytes are read once, and a connection that opens with the HTTP/2 preface goes to an h2
+ * server (the TLS listener's sessions: same classes, limits, drain and cut), any other to node:http as before.
+ * The bytes read are put back (`unshift`) before either takes the socket: node:http's parser reads them from the
+ * socket's buffer on resume, an Http2Session on its first tick (node's own path for a socket already read from).
+ * Until it is told apart a connection is bounded by http's headersTimeout, and a drain closes it as an idle one.
+ */
+export function acceptH2c(
+  http: HttpServer<typeof IncomingMessage, typeof ProxyResponse>,
+  http1: { headersTimeout: number; maxHeaderSize: number },
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuse: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: Http2Limits = HTTP2_LIMITS,
+): Http2Connections {
+  const server: ProxyHttp2Server = createServer(sessionOptions(limits, http1.maxHeaderSize));
+  const h2 = serveHttp2(server, handle, refuse, limits);
+  // node:http takes a connection in its own 'connection' listener: this one goes first and calls it for HTTP/1.1.
+  const [takeHttp1] = http.listeners('connection') as ((socket: Socket) => void)[];
+  http.removeListener('connection', takeHttp1!);
+  const sniffing = new Set<Socket>();
+  http.on('connection', (socket: Socket) => {
+    let seen: Buffer | null = null;
+    const timer = setTimeout(() => socket.destroy(), http1.headersTimeout);
+    const done = () => {
+      clearTimeout(timer);
+      sniffing.delete(socket);
+      socket.removeListener('data', read);
+      socket.removeListener('error', failed);
+      socket.removeListener('end', failed);
+      socket.removeListener('close', done);
+    };
+    // An error, or an end before the protocol is known (nothing whole was sent): nobody to answer.
+    const failed = () => socket.destroy();
+    function read(chunk: Buffer): void {
+      seen = seen === null ? chunk : Buffer.concat([seen, chunk]);
+      const length = Math.min(seen.length, PREFACE.length);
+      const preface = seen.compare(PREFACE, 0, length, 0, length) === 0;
+      if (preface && length < PREFACE.length) return; // the preface so far, split over TCP segments: wait for the rest
+      done();
+      socket.pause();
+      socket.unshift(seen);
+      if (preface) {
+        server.emit('connection', socket);
+      } else {
+        takeHttp1!.call(http, socket);
+        socket.resume();
+      }
+    }
+    sniffing.add(socket);
+    socket.on('data', read);
+    socket.on('error', failed);
+    socket.on('end', failed);
+    socket.on('close', done);
+  });
+  return {
+    drain() {
+      h2.drain();
+      for (const socket of sniffing) socket.destroy();
+    },
+    cut() {
+      h2.cut();
+      for (const socket of sniffing) socket.destroy();
     },
   };
 }

@@ -5,7 +5,7 @@
  */
 import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import { GatehouseError, gatewayBody, isGatehouseError, logLevelOf } from '#proto/errors';
+import { GatehouseError, gatewayBody, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
 import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
@@ -25,7 +25,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
-import { createHttp2Listener, type Http2Listener } from './http2.js';
+import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2 } from '../plugins/request-framing.js';
 
@@ -64,6 +64,14 @@ function splitTarget(url: string | undefined): RequestTarget | null {
 }
 
 /**
+ * A gRPC call by its Content-Type: `application/grpc`, `application/grpc+proto` and the like, with or without
+ * parameters; gRPC-Web's (`application/grpc-web…`) is answered as any HTTP request, as browsers read it.
+ */
+function isGrpc(req: IncomingMessage): boolean {
+  return /^application\/grpc(?:[+;\s]|$)/i.test(req.headers['content-type'] ?? '');
+}
+
+/**
  * Slow clients must not hold connections open forever (slowloris): headers within 30 s, the whole
  * request (body included, it streams upstream) within 5 minutes; 16 KiB of headers at most.
  */
@@ -97,6 +105,8 @@ export function createProxyServer(deps: {
   tls?: CertificateWatcher | null;
   /** PROXY_HTTP2: with `tls`, h2 is offered by ALPN beside HTTP/1.1 (http2.ts). */
   http2?: boolean;
+  /** PROXY_H2C: without `tls`, a connection that opens with the HTTP/2 preface is served h2 (http2.ts acceptH2c). */
+  h2c?: boolean;
   /** PROXY_TLS_MIN_VERSION (default TLSv1.2). */
   tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3';
 }): ProxyServer {
@@ -121,8 +131,9 @@ export function createProxyServer(deps: {
   }
 
   /**
-   * Answers a failed request (recordFailure's error): the JSON body of its code, or a cut connection once the
-   * head is out. `extra`: headers plugins added for the client (CORS, rate-limit, Connection: close), or null.
+   * Answers a failed request (recordFailure's error): the JSON body of its code, or for a gRPC request gRPC's
+   * Trailers-Only answer, or a cut connection once the head is out. `extra`: headers plugins added for the
+   * client (CORS, rate-limit, Connection: close), or null.
    */
   function sendError(res: ServerResponse, requestId: string, err: GatehouseError, extra: OutgoingHttpHeaders | null = null): void {
     if (res.headersSent) {
@@ -130,17 +141,32 @@ export function createProxyServer(deps: {
       return;
     }
     if (res.destroyed) return;
-    const body = gatewayBody(err.code);
     // An h2 response keeps the headers of a writeHead node refused (an upstream's): the error's own replace them.
     if (isHttp2(res.req)) for (const name of res.getHeaderNames()) res.removeHeader(name);
-    res.writeHead(err.status, {
-      ...extra,
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-      'x-request-id': requestId,
-      ...(draining ? { connection: 'close' } : {}),
-    });
+    const head = { ...extra, 'x-request-id': requestId, ...(draining ? { connection: 'close' } : {}) };
+    if (isGrpc(res.req)) {
+      sendGrpcError(res, err, head);
+      return;
+    }
+    const body = gatewayBody(err.code);
+    res.writeHead(err.status, { ...head, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
+  }
+
+  /**
+   * gRPC's Trailers-Only answer (PROTOCOL-HTTP2.md): 200 and the status in one HEADERS frame that ends the stream
+   * (end() without writeHead sends it so; writeHead would send the head alone, and a gRPC client reads a stream
+   * that ends without trailers as a broken one). The error's HTTP status is then put back on the response for
+   * what reads it at 'close' (access log, span), as the metrics count it: the wire's 200 says nothing there.
+   */
+  function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders): void {
+    const headers = { ...head, 'content-type': 'application/grpc', ...gatewayGrpcStatus(err.code) };
+    // node's h2 drops a Connection header with a warning: it is HTTP/1.1's alone.
+    if (isHttp2(res.req)) delete headers.connection;
+    for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);
+    res.statusCode = 200;
+    res.end();
+    res.statusCode = err.status;
   }
 
   /** A response a plugin gave instead of forwarding (a CORS preflight, a proxy_cache hit). */
@@ -432,7 +458,7 @@ export function createProxyServer(deps: {
   const clientCertificates = tls?.current().ca !== undefined;
   let server: ProxyServer['server'];
   /** The listener's connections: HTTP/1.1 ones from node:http, or h2 and HTTP/1.1 from http2.ts. */
-  let connections: Pick<Http2Listener, 'drain' | 'cut'>;
+  let connections: Http2Connections;
   if (tls) {
     // TLS 1.2 at least (node's default, stated so no environment lowers it) unless PROXY_TLS_MIN_VERSION raises it.
     const minVersion = deps.tlsMinVersion ?? 'TLSv1.2';
@@ -452,7 +478,17 @@ export function createProxyServer(deps: {
     server = secure;
   } else {
     const http = createServer(options, handle);
-    connections = { drain: () => http.closeIdleConnections(), cut: () => http.closeAllConnections() };
+    const h2c = deps.h2c ? acceptH2c(http, options, handle, refuseHost) : null;
+    connections = {
+      drain() {
+        h2c?.drain();
+        http.closeIdleConnections();
+      },
+      cut() {
+        h2c?.cut();
+        http.closeAllConnections();
+      },
+    };
     server = http;
   }
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void upgrade(req, socket, head));

@@ -264,7 +264,7 @@ async function runH2load(url, headers, seconds, { connections, streams }) {
   const rps = /finished in [\d.]+\w+, ([\d.]+) req\/s/.exec(out);
   const status = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(out);
   const protocol = /Application protocol: (\S+)/.exec(out);
-  if (!done || !rps || !status || protocol?.[1] !== 'h2') throw new Error(`h2load gave no HTTP/2 report:\n${out}`);
+  if (!done || !rps || !status || !['h2', 'h2c'].includes(protocol?.[1])) throw new Error(`h2load gave no HTTP/2 report:\n${out}`);
   return {
     requests: Number(done[1]),
     rps: Number(rps[1]),
@@ -729,6 +729,56 @@ async function tlsSection(upstream, cp) {
 }
 
 /**
+ * HTTP/2 to the upstream (`proxy.upstreams.protocol: "http2"`, http2-upstream.ts): one data plane at a time, the
+ * same 2-byte answer from an HTTP/1.1 upstream (keep-alive pool) and from an h2c one (one connection, a stream per
+ * request), each in its own process; wrk's HTTP/1.1 clients, and with h2load h2c clients too (the gRPC path: h2
+ * in, h2 out). Rounds alternate the order.
+ */
+async function upstreamH2Section(upstream, cp) {
+  const rounds = Number(process.env.BENCH_TLS_ROUNDS ?? 2);
+  const h2load = spawnSync('which', ['h2load']).status === 0;
+  log(`## upstream protocol: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? ', h2load' : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), h2c upstream vs HTTP/1.1`);
+  const port = await freePort();
+  const source = `require('node:http2').createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 }); res.end('ok'); }); }).listen(${port}, '127.0.0.1', () => console.log('ready'));`;
+  const h2c = startProcess('h2c upstream', process.execPath, ['-e', source]);
+  await waitFor('h2c upstream', async () => (h2c.tail().includes('ready') ? true : undefined));
+  const apis = [
+    { name: 'bench-up-h1', proxy: { listen_path: '/bench-up-h1/*', upstreams: { targets: [{ target: upstream.url }] } } },
+    { name: 'bench-up-h2', proxy: { listen_path: '/bench-up-h2/*', upstreams: { protocol: 'http2', targets: [{ target: `http://127.0.0.1:${port}` }] } } },
+  ];
+  let version = 0;
+  for (const api of apis) {
+    const res = await cp.admin('POST', '/apis', api);
+    if (res.status !== 201) throw new Error(`creating ${api.name} failed: ${res.status} ${res.text}`);
+    version = Number(res.headers['x-snapshot-version']);
+  }
+  const h2 = { connections: CONNECTIONS, streams: 1 };
+  const settings = {
+    'h1 → h1 upstream': { path: '/bench-up-h1/x' },
+    'h1 → h2c upstream': { path: '/bench-up-h2/x' },
+    ...(h2load && {
+      'h2c → h1 upstream': { path: '/bench-up-h1/x', h2 },
+      'h2c → h2c upstream': { path: '/bench-up-h2/x', h2 },
+    }),
+  };
+  const names = Object.keys(settings);
+  const us = Object.fromEntries(names.map((name) => [name, []]));
+  log(`${'client → upstream'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'p99 ms'.padStart(9)}${'errors'.padStart(9)}`);
+  for (let round = 0; round < rounds; round++) {
+    for (const name of round % 2 === 0 ? names : [...names].reverse()) {
+      const { path, h2: h2Load } = settings[name];
+      const result = await ownDataPlaneLoad(cp, `bench-dp-up-${names.indexOf(name)}-${round}`, {}, version, path, { h2: h2Load ?? null });
+      us[name].push(result.us);
+      log(settingRow(name, result, true));
+    }
+  }
+  const mean = (list) => list.reduce((a, b) => a + b, 0) / list.length;
+  log(`   h2c upstream − h1 upstream, HTTP/1.1 clients: ${(mean(us['h1 → h2c upstream']) - mean(us['h1 → h1 upstream'])).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds).`);
+  if (h2load) log(`   h2c upstream − h1 upstream, h2c clients: ${(mean(us['h2c → h2c upstream']) - mean(us['h2c → h1 upstream'])).toFixed(1)} µs of DP CPU per request.`);
+  log();
+}
+
+/**
  * nginx (one worker, everything in a temp dir) with its `http` block holding the given upstream/server blocks;
  * resolves once `probePath` answers 200.
  */
@@ -1150,7 +1200,7 @@ async function main() {
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const upstream = await startUpstream();
   // The shared CP and data planes only when a section that uses them runs (not for memory or route match alone).
-  if (['load', 'plugins', 'access log', 'tracing', 'proxy tls', 'workers'].some((name) => !ONLY || ONLY.includes(name))) {
+  if (['load', 'plugins', 'access log', 'tracing', 'proxy tls', 'upstream h2', 'workers'].some((name) => !ONLY || ONLY.includes(name))) {
     const cp = await startControlPlane(dataDir);
     const dps = [await startDataPlane(cp, 'bench-dp-1'), await startDataPlane(cp, 'bench-dp-2')];
     await section('load', () => loadSection(upstream, cp, dps));
@@ -1158,6 +1208,7 @@ async function main() {
     await section('access log', () => accessLogSection(upstream, cp));
     await section('tracing', () => tracingSection(upstream, cp));
     await section('proxy tls', () => tlsSection(upstream, cp));
+    await section('upstream h2', () => upstreamH2Section(upstream, cp));
     await section('workers', () => workersSection(upstream, cp));
     for (const dp of dps) await dp.stop();
     await cp.stop();

@@ -372,6 +372,24 @@ test("1 MiB then trailers, read slowly by an h2 client: every byte, then the ups
   }
 });
 
+test('a client that stops reading a large answer does not stall the other requests sharing its upstream connection', async () => {
+  // Its unread bytes fill its own stream's flow-control window on the one h2 connection to the upstream; were they
+  // to hold the connection's window too, every other request to that upstream would wait behind them.
+  const session = connectHttp2(`https://127.0.0.1:${dp.proxyPort}`, { ca });
+  try {
+    const stuck = session.request({ ':path': '/plain/big' });
+    await new Promise((resolve) => stuck.once('response', resolve));
+    stuck.pause();
+    // Time for the gateway to fill what the stuck client and the upstream stream will buffer.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const res = await https('/plain/hello');
+    expect(res.status).toBe(200);
+    expect(res.body.toString()).toBe('GET /plain/hello https');
+  } finally {
+    session.destroy();
+  }
+});
+
 test('the active health check probes over h2 too: the h2c-only target stays in, the dead one is taken out', async () => {
   // Round robin over two targets: with the dead one out of rotation every request succeeds.
   await pollUntil(

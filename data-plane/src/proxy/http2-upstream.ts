@@ -31,6 +31,22 @@ const NOT_SENT = new Set(['connection', 'keep-alive', 'proxy-connection', 'trans
 /** A connection without streams for this long is closed (undici's HTTP/1.1 pools keep an idle one 4 s). */
 const IDLE_SESSION_MS = 60_000;
 
+/**
+ * Flow control. A stream's window bounds what the gateway buffers of one response its client is not reading
+ * (256 KiB; node's default is 64 KiB, a ceiling of 64 KiB per round trip on one stream). The connection's
+ * window is no such bound: node acknowledges a paused stream's bytes at the connection level as they arrive
+ * (checked: a paused stream holding its whole window left the connection's window untouched), so it is only a
+ * ceiling on all the streams together per round trip, and node's 64 KiB would be 64 MB/s at 1 ms.
+ */
+const STREAM_WINDOW = 256 * 1024;
+const CONNECTION_WINDOW = 16 * 1024 * 1024;
+/**
+ * MB a connection may hold in frames not yet sent and the like (node's maxSessionMemory, default 10): past it
+ * node refuses new streams with ENHANCE_YOUR_CALM. Every request to the origin shares the connection, each
+ * upload with up to a writable's high-water mark (16 KiB) queued: 10 MB was about 640 uploads in flight.
+ */
+const SESSION_MEMORY_MB = 64;
+
 export interface Http2UpstreamOptions {
   dialTimeoutMs: number;
   /** Bound on the wait for response headers and between two body chunks (the pools' UPSTREAM_IDLE_TIMEOUT_MS). */
@@ -232,7 +248,8 @@ export class Http2Upstream extends Dispatcher {
     const session = connect(this.origin, {
       ...(insecureSkipVerify && { rejectUnauthorized: false }),
       ...(secureContext && { secureContext }),
-      settings: { enablePush: false },
+      settings: { enablePush: false, initialWindowSize: STREAM_WINDOW },
+      maxSessionMemory: SESSION_MEMORY_MB,
     });
     this.session = session;
     const dialTimer = setTimeout(() => session.destroy(new errors.ConnectTimeoutError('upstream connect timed out')), dialTimeoutMs);
@@ -241,7 +258,10 @@ export class Http2Upstream extends Dispatcher {
       clearTimeout(dialTimer);
       if (this.session === session) this.session = null;
     };
-    session.once('connect', () => clearTimeout(dialTimer));
+    session.once('connect', () => {
+      clearTimeout(dialTimer);
+      session.setLocalWindowSize(CONNECTION_WINDOW);
+    });
     session.once('goaway', forget);
     session.once('close', forget);
     // Each stream gets the session's error as its own; the session's copy has nobody else to go to.

@@ -162,11 +162,16 @@ export interface Plugin {
   ip_restriction?: IpRestrictionPluginConfig;
   key_auth?: KeyAuthPluginConfig;
   proxy_cache?: ProxyCachePluginConfig;
+  grpc_web?: GrpcWebPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web';
+}
+
+/** No options: a gRPC-Web request is told by its Content-Type. */
+export interface GrpcWebPluginConfig {
 }
 
 export interface IpRestrictionPluginConfig {

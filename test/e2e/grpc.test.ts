@@ -145,7 +145,8 @@ beforeAll(async () => {
   cp = await startControlPlane();
   admin = await createAdminClient(cp);
   const apis = [
-    apiDefinition({ name: 'grpc-h2c', listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2' }),
+    // grpc_web: the same route serves gRPC clients and, translated, gRPC-Web ones.
+    apiDefinition({ name: 'grpc-h2c', listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2', plugins: [{ name: 'grpc_web' }] }),
     apiDefinition({ name: 'grpc-tls', hosts: ['tls.grpc.test'], listenPath: '/test.Echo/*', targets: [`https://127.0.0.1:${secure.port}`], protocol: 'http2' }),
     apiDefinition({ name: 'grpc-slow', hosts: ['slow.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2', responseHeaderTimeout: '300ms' }),
     {
@@ -404,4 +405,105 @@ test('the active health check probes over h2 too: the h2c-only target stays in, 
 test('an http2 route whose upstream refuses connections answers 502', async () => {
   const res = await https('/dead/x');
   expect(res.status).toBe(502);
+});
+
+/** A gRPC message frame: flag 0, length, bytes. */
+function frame(message: Buffer | string): Buffer {
+  const bytes = Buffer.from(message);
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(bytes.length, 1);
+  return Buffer.concat([head, bytes]);
+}
+
+/** A gRPC-Web response body: its message frames, then its trailers' frame (flag 0x80) parsed, if any. */
+function webFrames(body: Buffer): { messages: string[]; trailers: Record<string, string> | null } {
+  const messages: string[] = [];
+  let trailers: Record<string, string> | null = null;
+  for (let at = 0; at < body.length; ) {
+    const flag = body[at]!;
+    const length = body.readUInt32BE(at + 1);
+    const payload = body.subarray(at + 5, at + 5 + length);
+    at += 5 + length;
+    if (flag & 0x80) {
+      trailers = Object.fromEntries(
+        payload
+          .toString('latin1')
+          .split('\r\n')
+          .filter(Boolean)
+          .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1)]),
+      );
+    } else messages.push(payload.toString());
+  }
+  return { messages, trailers };
+}
+
+const web = (path: string, type: string, body: Buffer | string) =>
+  httpRequest(`https://127.0.0.1:${dp.proxyPort}${path}`, { method: 'POST', ca, headers: { 'content-type': type, 'x-grpc-web': '1' }, body });
+
+describe('grpc_web', () => {
+  test('a gRPC-Web unary call over HTTP/1.1: translated to gRPC, the trailers come back as the body\'s last frame', async () => {
+    const res = await web('/test.Echo/Unary', 'application/grpc-web+proto', frame('hello'));
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toBe('application/grpc-web+proto');
+    expect(res.headers['x-origin']).toBe('h2c');
+    expect(res.headers['grpc-status']).toBeUndefined();
+    const { messages, trailers } = webFrames(res.body);
+    expect(messages).toEqual(['echo:hello']);
+    expect(trailers).toMatchObject({ 'grpc-status': '0', 'x-digest': createHash('sha256').update('hello').digest('hex') });
+    // The upstream saw a gRPC call.
+    expect(seen.at(-1)!.get('x-grpc-web')).toEqual(['1']);
+  });
+
+  test('grpc-web-text: a request of separately padded base64 segments, a streamed answer in base64', async () => {
+    const request = frame(JSON.stringify({ n: 3, size: 100 }));
+    // A client encodes each part apart: padding may fall mid-body.
+    const text = request.subarray(0, 7).toString('base64') + request.subarray(7).toString('base64');
+    expect(text.slice(0, -1)).toContain('=');
+    const res = await web('/test.Echo/ServerStream', 'application/grpc-web-text+proto', text);
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toBe('application/grpc-web-text+proto');
+    const { messages, trailers } = webFrames(Buffer.from(res.body.toString(), 'base64'));
+    expect(messages.map((m) => m.length)).toEqual([100, 100, 100]);
+    expect(trailers).toMatchObject({ 'grpc-status': '0', 'x-count': '3' });
+  });
+
+  test("an upstream's Trailers-Only error: its status in the headers over HTTP/1.1, in the last frame over h2", async () => {
+    const overH1 = await web('/test.Echo/Fail', 'application/grpc-web+proto', frame('x'));
+    expect(overH1.status).toBe(200);
+    // grpc-message as the upstream wrote it (percent-encoded, as gRPC's HTTP/2 protocol asks).
+    expect(overH1.headers).toMatchObject({ 'content-type': 'application/grpc-web+proto', 'grpc-status': '5', 'grpc-message': 'no%20such%20widget' });
+    expect(overH1.body.length).toBe(0);
+
+    const session = connectHttp2(`https://127.0.0.1:${dp.proxyPort}`, { ca });
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/test.Echo/Fail', 'content-type': 'application/grpc-web+proto' });
+      let httpTrailers: IncomingHttpHeaders | null = null;
+      stream.on('trailers', (t) => (httpTrailers = t));
+      const head = new Promise<IncomingHttpHeaders>((resolve) => stream.once('response', resolve));
+      stream.end(frame('x'));
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      await new Promise((resolve) => stream.on('end', resolve));
+      expect((await head)['grpc-status']).toBeUndefined();
+      expect(webFrames(Buffer.concat(chunks)).trailers).toMatchObject({ 'grpc-status': '5', 'grpc-message': 'no%20such%20widget' });
+      // Browsers cannot read HTTP trailers: nothing of the status is left there.
+      expect(httpTrailers?.['grpc-status']).toBeUndefined();
+    } finally {
+      session.close();
+    }
+  });
+
+  test('native gRPC clients of the same route are not translated', async () => {
+    const c = client();
+    const { error, value } = await unary(c, 'Unary', Buffer.from('native'));
+    c.close();
+    expect(error).toBeNull();
+    expect(value!.toString()).toBe('echo:native');
+  });
+
+  test('grpc_web on an API whose upstream is HTTP/1.1 is refused, naming the plugin', async () => {
+    const res = await admin.createApi({ ...apiDefinition({ name: 'grpc-web-h1', listenPath: '/web-h1/*', targets: ['http://127.0.0.1:1'] }), plugins: [{ name: 'grpc_web' }] });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: expect.stringContaining('plugins[0] grpc_web needs proxy.upstreams.protocol "http2"') });
+  });
 });

@@ -185,7 +185,7 @@ describe('the gateway\'s own errors to a gRPC client', () => {
     expect({ code: err.code, details: err.details }).toEqual({ code: status.UNAVAILABLE, details: 'bad gateway' });
   });
 
-  test('the answer is gRPC\'s Trailers-Only: 200, application/grpc, grpc-status and grpc-message in one HEADERS frame ending the stream; gRPC-Web gets JSON', async () => {
+  test('the answer is gRPC\'s Trailers-Only: 200, application/grpc, grpc-status and grpc-message in one HEADERS frame ending the stream; gRPC-Web the same in its own type, anything else JSON', async () => {
     const s = await session();
     try {
       const headersEndingStream = await new Promise<{ headers: IncomingHttpHeaders; endStream: boolean }>((resolve, reject) => {
@@ -198,10 +198,16 @@ describe('the gateway\'s own errors to a gRPC client', () => {
       expect(headersEndingStream.headers).toMatchObject({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'no API found with those values' });
       expect(headersEndingStream.headers['content-length']).toBeUndefined();
 
-      const web = await request(s, { ':path': '/grpc.test.Missing/Call', ':method': 'POST', 'content-type': 'application/grpc-web+proto' }, ['x']);
-      expect(web.status).toBe(404);
-      expect(web.headers['grpc-status']).toBeUndefined();
-      expect(JSON.parse(web.body.toString())).toBe('no API found with those values');
+      // gRPC-Web clients read a Trailers-Only status from the headers too, in their own Content-Type.
+      const web = await request(s, { ':path': '/grpc.test.Missing/Call', ':method': 'POST', 'content-type': 'application/grpc-web-text+proto' }, ['x']);
+      expect(web.status).toBe(200);
+      expect(web.headers).toMatchObject({ 'content-type': 'application/grpc-web-text', 'grpc-status': '12', 'grpc-message': 'no API found with those values' });
+      expect(web.body.length).toBe(0);
+      // Anything else keeps the JSON body.
+      const plain = await request(s, { ':path': '/grpc.test.Missing/Call', ':method': 'POST', 'content-type': 'application/json' }, ['x']);
+      expect(plain.status).toBe(404);
+      expect(plain.headers['grpc-status']).toBeUndefined();
+      expect(JSON.parse(plain.body.toString())).toBe('no API found with those values');
     } finally {
       s.close();
     }

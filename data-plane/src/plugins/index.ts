@@ -9,6 +9,7 @@ import { basicAuthRuntime } from './basic-auth.js';
 import { bodyLimitRuntime } from './body-limit.js';
 import { cbRuntime } from './cb.js';
 import { compressionRuntime } from './compression.js';
+import { grpcWebRuntime } from './grpc-web.js';
 import { corsRuntime } from './cors.js';
 import { ipRestrictionRuntime } from './ip-restriction.js';
 import { keyAuthRuntime } from './key-auth.js';
@@ -29,6 +30,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   basic_auth: basicAuthRuntime,
   key_auth: keyAuthRuntime,
   body_limit: bodyLimitRuntime,
+  grpc_web: grpcWebRuntime,
   request_transformer: requestTransformerRuntime,
   retry: retryRuntime,
   cb: cbRuntime,

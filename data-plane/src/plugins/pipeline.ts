@@ -10,6 +10,8 @@
  * | 3 | authentication                | oauth2, basic_auth,      | request   | refuse (400/401)                                  |
  * |   |                               | key_auth                 |           |                                                   |
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
+ * | 4b| protocol translation          | grpc_web                 | request,  | rewrite Content-Type, decode the body (gRPC-Web → |
+ * |   |                               |                          | response  | gRPC); trailers into the response body            |
  * | 5 | request rewriting             | request_transformer      | request   | edit upstream headers and query                   |
  * | 6 | forward                       | retry, cb                | forward   | wrap the upstream exchange                        |
  * | 7 | response rewriting            | response_transformer     | response  | edit response headers                             |
@@ -48,6 +50,7 @@ import type { Readable, Transform } from 'node:stream';
 import type { GatehouseError } from '#proto/errors';
 import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
 import type { CacheLookup } from './proxy-cache/index.js';
+import type { GrpcWebMode } from './grpc-web.js';
 
 /** A response the gateway sends itself instead of forwarding (a CORS preflight, a proxy_cache hit). */
 export interface PluginAnswer {
@@ -125,6 +128,13 @@ export class PluginExchange {
   consumer: string | null = null;
   /** proxy_cache: what its request hook decided, for its response hook. */
   cacheLookup: CacheLookup | null = null;
+  /** grpc_web: the request is gRPC-Web's (its request hook), for its response hook. */
+  grpcWeb: GrpcWebMode | null = null;
+  /**
+   * Set by a response hook that carries the upstream's trailers itself (grpc_web, in the body): forward.ts then
+   * hands them here, before the body ends, instead of to the client's response.
+   */
+  trailersTo: ((trailers: OutgoingHttpHeaders) => void) | null = null;
   private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
 
   constructor(

@@ -21,7 +21,7 @@ import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import type { AttemptStarted, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
 import { isHttp2, requestHasBody } from '../plugins/request-framing.js';
 import type { AccessRecord, ByteCounter } from './access-log.js';
-import { clientResponseHeaders, clientTrailers, takeGrpcStatus } from './headers.js';
+import { clientResponseHeaders, takeGrpcStatus, takesTrailers, trailerFields } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';
 import { UPSTREAM_IDLE_TIMEOUT_MS } from './upstream-pools.js';
@@ -271,8 +271,12 @@ function exchange(
     let headStatus: OutgoingHttpHeaders | null = null;
     const end = (): void => {
       state = 'done';
-      const forClient = trailers && clientTrailers(trailers, isHttp2(req), req.headers.te);
-      if (forClient || headStatus) res.addTrailers({ ...headStatus, ...forClient });
+      const fields = trailers && trailerFields(trailers);
+      const all = headStatus ? { ...headStatus, ...fields } : fields;
+      if (all) {
+        if (plugins?.trailersTo) plugins.trailersTo(all);
+        else if (takesTrailers(req)) res.addTrailers(all);
+      }
       sink.end();
     };
 

@@ -3,7 +3,8 @@
  * headers (and any named in Connection) stop at the gateway in both directions; the upstream
  * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { isHttp2 } from '../plugins/request-framing.js';
 import { newRequestId } from '#proto/traceparent';
 // undici's own name lower-casing: known names (`Host`, `Content-Type`…) come back as interned
 // lower-case strings from a table, without a copy; others are lower-cased.
@@ -137,12 +138,17 @@ export function clientResponseHeaders(upstream: IncomingHttpHeaders, requestId: 
 const TE_TRAILERS = /(?:^|,)\s*trailers\s*(?:$|[,;])/i;
 
 /**
- * The upstream's trailers for the client (a gRPC call's status is in them), or null when there are none or the
- * client did not ask: an h2 client always takes trailers; an HTTP/1.1 one only after `TE: trailers` (RFC 9110
- * §6.5.1), and node sends them only in a chunked response. Hop-by-hop and framing fields are never trailers.
+ * Whether the client takes trailers: an h2 client always; an HTTP/1.1 one only after `TE: trailers` (RFC 9110
+ * §6.5.1), and node sends them only in a chunked response.
  */
-export function clientTrailers(upstream: IncomingHttpHeaders, http2: boolean, te: string | string[] | undefined): OutgoingHttpHeaders | null {
-  if (!http2 && !(te !== undefined && TE_TRAILERS.test(String(te)))) return null;
+export function takesTrailers(req: IncomingMessage): boolean {
+  if (isHttp2(req)) return true;
+  const te = req.headers.te;
+  return te !== undefined && TE_TRAILERS.test(String(te));
+}
+
+/** The upstream's trailers as the client may get them (a gRPC call's status is in them): never hop-by-hop or framing fields; null when none is left. */
+export function trailerFields(upstream: IncomingHttpHeaders): OutgoingHttpHeaders | null {
   let out: OutgoingHttpHeaders | null = null;
   for (const name in upstream) {
     const value = upstream[name];

@@ -28,6 +28,7 @@ import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols 
 import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2 } from '../plugins/request-framing.js';
+import { grpcWebMode } from '../plugins/grpc-web.js';
 
 export interface ProxyServer {
   readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse> | Http2Listener['server'];
@@ -64,11 +65,16 @@ function splitTarget(url: string | undefined): RequestTarget | null {
 }
 
 /**
- * A gRPC call by its Content-Type: `application/grpc`, `application/grpc+proto` and the like, with or without
- * parameters; gRPC-Web's (`application/grpc-web…`) is answered as any HTTP request, as browsers read it.
+ * The Content-Type of a gateway error to a gRPC call (`application/grpc`, `application/grpc+proto` and the like,
+ * with or without parameters), or to a gRPC-Web one (`application/grpc-web[-text]…`, whose clients read a
+ * Trailers-Only status from the headers as well); null for any other request.
  */
-function isGrpc(req: IncomingMessage): boolean {
-  return /^application\/grpc(?:[+;\s]|$)/i.test(req.headers['content-type'] ?? '');
+function grpcErrorType(req: IncomingMessage): string | null {
+  const type = req.headers['content-type'];
+  if (type === undefined) return null;
+  const web = grpcWebMode(type);
+  if (web) return web.text ? 'application/grpc-web-text' : 'application/grpc-web';
+  return /^application\/grpc(?:[+;\s]|$)/i.test(type) ? 'application/grpc' : null;
 }
 
 /**
@@ -144,8 +150,9 @@ export function createProxyServer(deps: {
     // An h2 response keeps the headers of a writeHead node refused (an upstream's): the error's own replace them.
     if (isHttp2(res.req)) for (const name of res.getHeaderNames()) res.removeHeader(name);
     const head = { ...extra, 'x-request-id': requestId, ...(draining ? { connection: 'close' } : {}) };
-    if (isGrpc(res.req)) {
-      sendGrpcError(res, err, head);
+    const grpcType = grpcErrorType(res.req);
+    if (grpcType) {
+      sendGrpcError(res, err, head, grpcType);
       return;
     }
     const body = gatewayBody(err.code);
@@ -159,8 +166,8 @@ export function createProxyServer(deps: {
    * that ends without trailers as a broken one). The error's HTTP status is then put back on the response for
    * what reads it at 'close' (access log, span), as the metrics count it: the wire's 200 says nothing there.
    */
-  function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders): void {
-    const headers = { ...head, 'content-type': 'application/grpc', ...gatewayGrpcStatus(err.code) };
+  function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders, type: string): void {
+    const headers = { ...head, 'content-type': type, ...gatewayGrpcStatus(err.code) };
     // node's h2 drops a Connection header with a warning: it is HTTP/1.1's alone.
     if (isHttp2(res.req)) delete headers.connection;
     for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);

@@ -170,6 +170,21 @@ describe('target validation', () => {
 });
 
 describe('compileApi', () => {
+  test('grpc_web needs an HTTP/2 upstream; a disabled one does not', () => {
+    const grpcWeb = (protocol: 'http1' | 'http2' | undefined, enabled = true) =>
+      compileApi(
+        api({
+          proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }], ...(protocol && { protocol }) } },
+          plugins: [{ name: 'body_limit', enabled: true, config: { limit: '1K' } }, { name: 'grpc_web', enabled, config: {} }],
+        }),
+      );
+    for (const protocol of [undefined, 'http1'] as const) {
+      expect(gatehouseErrorOf(() => grpcWeb(protocol))).toMatchObject({ field: 'plugins[1]', message: 'plugins[1] grpc_web needs proxy.upstreams.protocol "http2"' });
+    }
+    expect(grpcWeb('http2').plugins.map((p) => p.name)).toEqual(['body_limit', 'grpc_web']);
+    expect(grpcWeb(undefined, false).plugins.map((p) => p.name)).toEqual(['body_limit']);
+  });
+
   test('route shape', () => {
     const route = compileApi(
       api({

@@ -248,6 +248,9 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
     invalid('proxy.listen_path', 'is required (or at least one of hosts, proxy.methods)');
   }
   const oauth2 = api.plugins?.find((p): p is OAuth2PluginDefinition => p.name === 'oauth2' && p.enabled);
+  // gRPC-Web is turned into gRPC, which only an HTTP/2 upstream speaks.
+  const grpcWeb = api.plugins?.findIndex((p) => p.name === 'grpc_web' && p.enabled) ?? -1;
+  if (grpcWeb !== -1 && api.proxy.upstreams.protocol !== 'http2') invalid(`plugins[${grpcWeb}]`, 'grpc_web needs proxy.upstreams.protocol "http2"');
   return {
     id: `api:${api.name}`,
     kind: 'api',

@@ -6,7 +6,7 @@ const api = (plugins: unknown[]) =>
   parseApiDefinition({ name: 'p', proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins });
 
 test('execution order is the documented one', () => {
-  expect(PLUGIN_ORDER).toEqual(['cors', 'ip_restriction', 'rate_limit', 'oauth2', 'basic_auth', 'key_auth', 'body_limit', 'request_transformer', 'retry', 'cb', 'response_transformer', 'compression', 'proxy_cache']);
+  expect(PLUGIN_ORDER).toEqual(['cors', 'ip_restriction', 'rate_limit', 'oauth2', 'basic_auth', 'key_auth', 'body_limit', 'grpc_web', 'request_transformer', 'retry', 'cb', 'response_transformer', 'compression', 'proxy_cache']);
   expect(Object.keys(PLUGINS)).toEqual(PLUGIN_ORDER);
 });
 
@@ -44,4 +44,9 @@ test('compiled plugins are frozen', () => {
 test('an error names the plugin by its index in the definition', () => {
   expect(gatehouseErrorOf(() => api([{ name: 'cors' }, { name: 'cors' }])).message).toBe('plugins[1].name: duplicate plugin "cors"');
   expect(gatehouseErrorOf(() => api([{ name: 'cors' }, { name: 'no_such_plugin' }])).message).toBe('plugins[1].name: unknown plugin "no_such_plugin"');
+});
+
+test('grpc_web has no options: {} and no config are the same, unknown members dropped', () => {
+  expect(api([{ name: 'grpc_web' }]).plugins[0]).toEqual({ name: 'grpc_web', enabled: true, config: {} });
+  expect(api([{ name: 'grpc_web', config: { extra: 1 } }]).plugins[0]).toEqual({ name: 'grpc_web', enabled: true, config: {} });
 });

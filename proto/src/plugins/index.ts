@@ -10,6 +10,7 @@ import { check } from '../definition/field-path.js';
 import { basicAuthPlugin } from './basic-auth.js';
 import { bodyLimitPlugin } from './body-limit.js';
 import { cbPlugin } from './cb.js';
+import { grpcWebPlugin } from './grpc-web.js';
 import { compressionPlugin } from './compression.js';
 import { corsPlugin } from './cors.js';
 import { ipRestrictionPlugin } from './ip-restriction.js';
@@ -30,6 +31,8 @@ export const PLUGINS = {
   basic_auth: basicAuthPlugin,
   key_auth: keyAuthPlugin,
   body_limit: bodyLimitPlugin,
+  // before request_transformer, which then sees the request as the gRPC upstream will
+  grpc_web: grpcWebPlugin,
   request_transformer: requestTransformerPlugin,
   // retry and cb wrap the upstream exchange (retry outermost: each try asks the breaker)
   retry: retryPlugin,

@@ -221,6 +221,36 @@ test('a unary call goes to an h2c upstream and back: message, metadata both ways
   expect(upstreamSaw.get('x-request-id')).toEqual(header!.get('x-request-id'));
 });
 
+test("the access log records each call's gRPC status: the trailers', a Trailers-Only head's, the gateway's own", async () => {
+  const c = client();
+  const withId = (id: string) => {
+    const m = new grpc.Metadata();
+    m.set('x-request-id', id);
+    return m;
+  };
+  const tag = `log-${Date.now()}`;
+  expect((await unary(c, 'Unary', Buffer.from('a'), withId(`${tag}-ok`))).error).toBeNull();
+  expect((await unary(c, 'Fail', Buffer.from('a'), withId(`${tag}-fail`))).error?.code).toBe(grpc.status.NOT_FOUND);
+  const missing = new EchoClient(`127.0.0.1:${dp.proxyPort}`, grpc.credentials.createSsl(ca)) as Echo;
+  const refused = await new Promise<grpc.ServiceError | null>((resolve) =>
+    missing.makeUnaryRequest('/nowhere.Svc/Call', same, same, Buffer.from('a'), withId(`${tag}-none`), (err) => resolve(err)),
+  );
+  missing.close();
+  c.close();
+  expect(refused?.code).toBe(grpc.status.UNIMPLEMENTED);
+  const lines = await pollUntil(
+    async () => {
+      const found = dp.process.lines().flatMap((l) => (l.json?.msg === 'access' && String(l.json.requestId).startsWith(tag) ? [l.json] : []));
+      return found.length === 3 ? found : undefined;
+    },
+    { what: 'three access lines', timeoutMs: 5_000 },
+  );
+  const statusOf = (suffix: string) => lines.find((l) => l.requestId === `${tag}-${suffix}`)!;
+  expect(statusOf('ok')).toMatchObject({ status: 200, grpcStatus: 0 });
+  expect(statusOf('fail')).toMatchObject({ status: 200, grpcStatus: 5 });
+  expect(statusOf('none')).toMatchObject({ status: 404, grpcStatus: 12 });
+});
+
 test('h2c end to end: a client without TLS to the plain-text listener, an h2c upstream behind it', async () => {
   const c = new EchoClient(`127.0.0.1:${plainDp.proxyPort}`, grpc.credentials.createInsecure()) as Echo;
   const { error, value, header } = await unary(c, 'Unary', Buffer.from('cleartext'));

@@ -36,9 +36,15 @@ const record: fc.Arbitrary<AccessRecord> = fc
     durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }).map((ms) => Math.round(ms * 1000) / 1000),
     clientIp: optional(text),
     consumer: optional(text),
+    grpcStatus: optional(fc.integer({ min: 0, max: 16 })),
     aborted: fc.boolean(),
   })
-  .map(({ aborted, consumer, ...rest }) => ({ ...rest, ...(consumer !== undefined && { consumer }), ...(aborted && { aborted: true as const }) }));
+  .map(({ aborted, consumer, grpcStatus, ...rest }) => ({
+    ...rest,
+    ...(consumer !== undefined && { consumer }),
+    ...(grpcStatus !== undefined && { grpcStatus }),
+    ...(aborted && { aborted: true as const }),
+  }));
 
 test('accessLine writes exactly the line pino writes for the same record and bindings (any field values)', () => {
   const bases = [{}, { service: 'data-plane' }, { pid: 42, hostname: 'dp-0', service: 'data-plane', worker: 2 }];

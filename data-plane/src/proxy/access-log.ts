@@ -44,6 +44,8 @@ export interface AccessRecord {
   clientIp: string | undefined;
   /** Who basic_auth or key_auth let in (the upstream's X-Consumer-Username); absent when nobody authenticated so. */
   consumer?: string;
+  /** A gRPC call's status (grpc-status of the trailers or of a Trailers-Only head, or the gateway's own); absent for other requests. */
+  grpcStatus?: number;
   aborted?: true;
 }
 
@@ -96,6 +98,7 @@ export function accessLine(record: AccessRecord, time: number, bindings: string)
     `,"route":${JSON.stringify(record.route)},"upstream":${JSON.stringify(record.upstream)},"status":${record.status},"bytes":${record.bytes},"durationMs":${record.durationMs}` +
     (clientIp === undefined ? '' : `,"clientIp":${JSON.stringify(clientIp)}`) +
     (record.consumer === undefined ? '' : `,"consumer":${JSON.stringify(record.consumer)}`) +
+    (record.grpcStatus === undefined ? '' : `,"grpcStatus":${record.grpcStatus}`) +
     (record.aborted ? ',"aborted":true' : '') +
     ',"msg":"access"}\n'
   );
@@ -210,6 +213,7 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
         durationMs: performance.now(),
         clientIp: clientIpOf(req.socket.remoteAddress),
         consumer: undefined, // set by the proxy once a plugin authenticated someone; one shape for every record
+        grpcStatus: undefined,
       };
     },
     finish(record, sent, status, aborted) {

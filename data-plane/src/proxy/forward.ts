@@ -129,6 +129,12 @@ const fire = HeaderWait.fire;
 
 function noop(): void {}
 
+/** The access log's `grpcStatus`, from a grpc-status field (the trailers', or a Trailers-Only head's). */
+function noteGrpcStatus(res: ServerResponse, value: string | string[] | number | undefined): void {
+  const access = (res as ProxyResponse).access;
+  if (access && value !== undefined) access.grpcStatus = Number(value);
+}
+
 /** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
 const PARKED_BYTES = 64 * 1024;
 
@@ -274,6 +280,7 @@ function exchange(
       const fields = trailers && trailerFields(trailers);
       const all = headStatus ? { ...headStatus, ...fields } : fields;
       if (all) {
+        noteGrpcStatus(res, all['grpc-status']);
         if (plugins?.trailersTo) plugins.trailersTo(all);
         else if (takesTrailers(req)) res.addTrailers(all);
       }
@@ -283,6 +290,7 @@ function exchange(
     /** Writes the response head and starts streaming the body; a GatehouseError when Node refused the head. */
     const respond = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): GatehouseError | null => {
       const out = clientResponseHeaders(headers, plan.requestId);
+      noteGrpcStatus(res, headers['grpc-status']);
       if (isHttp2(req)) headStatus = takeGrpcStatus(out);
       const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
       if (deps.draining()) out.connection = 'close';

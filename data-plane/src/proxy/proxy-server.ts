@@ -167,7 +167,10 @@ export function createProxyServer(deps: {
    * what reads it at 'close' (access log, span), as the metrics count it: the wire's 200 says nothing there.
    */
   function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders, type: string): void {
-    const headers = { ...head, 'content-type': type, ...gatewayGrpcStatus(err.code) };
+    const status = gatewayGrpcStatus(err.code);
+    const headers = { ...head, 'content-type': type, ...status };
+    const access = (res as ProxyResponse).access;
+    if (access) access.grpcStatus = Number(status['grpc-status']);
     // node's h2 drops a Connection header with a warning: it is HTTP/1.1's alone.
     if (isHttp2(res.req)) delete headers.connection;
     for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);

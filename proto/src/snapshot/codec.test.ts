@@ -335,6 +335,16 @@ describe('upstream protocol', () => {
   });
 });
 
+/** The delta from `base` to `next`, through encodeDelta and the client's deserializer, applies on top of `base` and gives `next`. */
+function expectDeltaApplies(base: Definitions, next: Definitions): void {
+  const baseContent = { version: 1, hash: definitionsHash(base), defs: base };
+  const delta = toDeltaMessage(baseContent, { version: 2, hash: definitionsHash(next), defs: next });
+  const decoded = (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeDelta(delta), 'delta')) as { delta: never }).delta;
+  const applied = applyDeltaMessage(baseContent, decoded);
+  expect(applied.hash).toBe(definitionsHash(next));
+  expect(applied.defs.apis).toEqual(next.apis);
+}
+
 describe('proxy.match_headers', () => {
   const api = (name: string, match_headers?: unknown) =>
     parseApiDefinition({ name, proxy: { listen_path: '/api/*', ...target('http://u1:8080'), ...(match_headers !== undefined && { match_headers }) } });
@@ -363,14 +373,7 @@ describe('proxy.match_headers', () => {
   });
 
   test('a condition added by a delta travels through encodeDelta and applies', () => {
-    const base = { apis: [api('stable')], oauthServers: [] };
-    const next = { apis: [api('stable', { 'X-Canary': ['true'] })], oauthServers: [] };
-    const baseContent = { version: 1, hash: definitionsHash(base), defs: base };
-    const delta = toDeltaMessage(baseContent, { version: 2, hash: definitionsHash(next), defs: next });
-    const decoded = (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeDelta(delta), 'delta')) as { delta: never }).delta;
-    const applied = applyDeltaMessage(baseContent, decoded);
-    expect(applied.hash).toBe(definitionsHash(next));
-    expect(applied.defs.apis).toEqual(next.apis);
+    expectDeltaApplies({ apis: [api('stable')], oauthServers: [] }, { apis: [api('stable', { 'X-Canary': ['true'] })], oauthServers: [] });
   });
 
   test('a definition without it has no match_headers member in its message, so its hash is the one before it existed', () => {
@@ -470,14 +473,7 @@ describe('upstream health checks', () => {
   });
 
   test('a health check added by a delta travels through encodeDelta and applies', () => {
-    const base = { apis: [unchecked()], oauthServers: [] };
-    const next = { apis: [CHECKED.apis[0]], oauthServers: [] };
-    const baseContent = { version: 1, hash: definitionsHash(base), defs: base };
-    const delta = toDeltaMessage(baseContent, { version: 2, hash: definitionsHash(next), defs: next });
-    const decoded = (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeDelta(delta), 'delta')) as { delta: never }).delta;
-    const applied = applyDeltaMessage(baseContent, decoded);
-    expect(applied.hash).toBe(definitionsHash(next));
-    expect(applied.defs.apis).toEqual(next.apis);
+    expectDeltaApplies({ apis: [unchecked()], oauthServers: [] }, { apis: [CHECKED.apis[0]], oauthServers: [] });
   });
 
   test('a definition without a health check keeps the hash it had before the feature: its message has no health_check member', () => {

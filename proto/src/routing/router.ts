@@ -23,7 +23,11 @@
  *     The position most entries fix is indexed first, then the next one for the entries left, and
  *     so on; entries fixing none (`/api/{id}`, regex-only differences) are tried in order.
  * Header conditions are not indexed: entries differing only by them share their lists (a canary and
- * its stable route, a few API versions), tried in order, the one with more conditions first.
+ * its stable route, a few API versions), tried in order, the one with more conditions first. An entry
+ * without any holds null, so a lookup that meets none reads no header. Measured (2026-11-26, the
+ * previous router and this one alternated in one process): tables without header conditions within
+ * the noise (±6 %) of before; a stable route behind its canary +13 ns a lookup at 10 routes, the
+ * canary +2 ns, +38 ns when the header is a comma list (header-match.ts splits it).
  * Each list keeps bucket order, and a list is read only while its ranks can still beat the best
  * match found so far, so the winner is exactly the one a scan of the whole bucket would pick.
  *

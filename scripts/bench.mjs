@@ -5,7 +5,7 @@
 //   2. propagation: admin write → every data plane's /readyz at the new version, CP holding
 //      1,000 / 10,000 / 50,000 APIs; p99 under load during pushes at 10,000.
 //   3. route match: ns per lookup at 10 / 1,000 / 10,000 APIs (mixed shapes, a parameter family,
-//      hosts-only tenants, and 10 hot APIs of 10,000), built in-process from the
+//      hosts-only tenants, canary pairs told apart by a header, and 10 hot APIs of 10,000), built in-process from the
 //      built modules (compileDefinitions + buildRoutingTable).
 //   4. data plane memory (VmRSS) and cold sync time at 10 / 1,000 / 10,000 / 50,000 APIs.
 // Knobs: BENCH_DURATION (s per load run, default 10), BENCH_CONNECTIONS (default 50), BENCH_SECTIONS
@@ -1021,6 +1021,9 @@ function seededRandom(seed) {
  * matches, `miss(i)` a request that matches nothing.
  */
 const MATCH_UPSTREAMS = { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9' }] };
+/** Request headers as node gives them, for the kind with header conditions. */
+const STABLE_HEADERS = { host: 'gw.test', 'user-agent': 'bench', accept: '*/*', 'x-canary': 'false' };
+const CANARY_HEADERS = { ...STABLE_HEADERS, 'x-canary': 'true' };
 const MATCH_KINDS = [
   {
     kind: 'mixed',
@@ -1041,6 +1044,14 @@ const MATCH_KINDS = [
     api: (i) => ({ name: `tenant-${i}`, hosts: [`t${i}.bench.test`], proxy: { upstreams: MATCH_UPSTREAMS } }),
     request: (i) => ({ method: 'GET', host: `t${i}.bench.test:8080`, path: '/any/path' }),
     miss: (i) => ({ method: 'GET', host: `nobody-${i}.bench.test`, path: '/any/path' }),
+  },
+  {
+    // Pairs on one listen_path told apart by X-Canary: true (proxy.match_headers), half the requests with it:
+    // a lookup for the stable route tries the canary first and reads the header.
+    kind: 'header canary',
+    api: (i) => ({ name: `hc-${i}`, proxy: { listen_path: `/hc-${i >> 1}/*`, upstreams: MATCH_UPSTREAMS, ...(i % 2 === 1 && { match_headers: { 'X-Canary': ['true'] } }) } }),
+    request: (i) => ({ method: 'GET', host: 'gw.test', path: `/hc-${i >> 1}/x`, headers: i % 2 === 1 ? CANARY_HEADERS : STABLE_HEADERS }),
+    miss: (i) => ({ method: 'GET', host: 'gw.test', path: `/missing-${i}/x`, headers: STABLE_HEADERS }),
   },
 ];
 
@@ -1075,7 +1086,8 @@ function timeLookups(table, facts) {
 async function routeMatchSection() {
   log('## route match: in-process RoutingTable.match (built modules), 10% misses, ns per lookup');
   log('   mixed: the API shapes of the load/memory sections; param family: /api/{id}/res-N/*;');
-  log('   hosts-only: one API per tenant host, no listen_path. "10 of 10,000": the 10,000-API table,');
+  log('   hosts-only: one API per tenant host, no listen_path; header canary: /hc-N/* twice, one on X-Canary: true.');
+  log('   "10 of 10,000": the 10,000-API table,');
   log('   requests to 10 of its APIs only (same work as 10 APIs; any difference is cache, not scaling).');
   const { parseApiDefinition } = await builtModule('proto/dist/definition/index.js');
   const { compileDefinitions } = await builtModule('proto/dist/compile/index.js');

@@ -98,6 +98,8 @@ export interface Proxy {
   preserve_host: boolean;
   insecure_skip_verify: boolean;
   forwarding_timeouts: ForwardingTimeouts | null;
+  /** Header conditions: lower-cased name → accepted values (sorted); empty when the route has none. */
+  match_headers: Record<string, StringList>;
 }
 
 export interface ForwardingTimeouts {

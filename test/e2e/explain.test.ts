@@ -93,3 +93,21 @@ test('401 without a token; a viewer (read-only) may explain', async () => {
   const viewer = await createAdminClient({ adminUrl: cp.adminUrl, ...VIEWER });
   expect((await viewer.request('POST', '/explain', { body: { method: 'GET', path: '/users/1' } })).body.route.name).toBe('users');
 });
+
+test('header conditions: names in any case; one name given in two cases is read as node joins a repeated header', async () => {
+  for (const api of [
+    apiDefinition({ name: 'hdr-v1', listenPath: '/hdr/*', targets: [TARGET] }),
+    apiDefinition({ name: 'hdr-v2', listenPath: '/hdr/*', matchHeaders: { 'Accept-Version': ['v2'] }, targets: [TARGET] }),
+  ]) {
+    expect((await admin.createApi(api)).status).toBe(201);
+  }
+  try {
+    expect((await explain({ method: 'GET', path: '/hdr/a', headers: { 'ACCEPT-version': 'v2' } })).body.route.name).toBe('hdr-v2');
+    const joined = await explain({ method: 'GET', path: '/hdr/a', headers: { 'Accept-Version': 'v1', 'accept-version': 'v3' } });
+    expect(joined.body.route.name).toBe('hdr-v1');
+    expect(byName(joined.body.candidates)['hdr-v2']).toMatchObject({ reasons: ['header_mismatch'], details: ['header accept-version is "v1, v3"; the route requires "v2"'] });
+    expect((await explain({ method: 'GET', path: '/hdr/a', headers: { 'Accept-Version': 'v1', 'accept-version': 'v2' } })).body.route.name).toBe('hdr-v2');
+  } finally {
+    for (const name of ['hdr-v1', 'hdr-v2']) await admin.deleteApi(name);
+  }
+});

@@ -317,6 +317,24 @@ test('a health check in a CR: the apiserver holds it to the CRD schema generated
   await expect(admin.objects.create(crFor('kubectl-bad-header', { proxy: badValue }))).rejects.toThrow(/health_check\.active\.headers/);
 });
 
+test('header conditions in a CR: the apiserver keeps the map and checks its values; the gateway routes on them', async () => {
+  // A headers-only API (no listen_path): it routes only requests that carry the header.
+  const proxy = { match_headers: { 'X-K8s-Tenant': ['acme'] }, upstreams: { targets: [{ target: upstream.url }] } };
+  await admin.objects.create(crFor('kubectl-tenant', { proxy }));
+  for (const dp of dps) {
+    await pollUntil(async () => ((await dp.request('GET', '/kubectl-tenant/x', { headers: { 'x-k8s-tenant': 'acme' } })).status === 200 ? true : undefined), {
+      what: `${dp.id} routing X-K8s-Tenant: acme`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+    expect((await dp.request('GET', '/kubectl-tenant/x', { headers: { 'x-k8s-tenant': 'other' } })).status).toBe(404);
+  }
+  expect((await clients[1].getApi('kubectl-tenant')).body.proxy.match_headers).toEqual({ 'x-k8s-tenant': ['acme'] });
+  const bad = { ...proxy, match_headers: { 'X-K8s-Tenant': [' acme'] } };
+  await expect(admin.objects.create(crFor('kubectl-bad-tenant', { proxy: bad }))).rejects.toThrow(/match_headers/);
+  await admin.custom.deleteNamespacedCustomObject({ ...APIS, name: 'kubectl-tenant' });
+});
+
 test('Programmed waits for the data planes of every replica: one paused behind the non-leader keeps a new CR Pending until it resumes', async () => {
   const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
   const leaderDp = dps[cps.findIndex((cp) => cp.name === holder)];

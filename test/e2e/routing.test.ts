@@ -1,6 +1,6 @@
 /**
  * Matching through a real control plane + data plane (README "Proxy behaviour"):
- * which API gets a request, priorities, round-robin, and the API life cycle
+ * which API gets a request, priorities, header conditions, round-robin, and the API life cycle
  * (inactive, reactivated, listen_path changed, deleted).
  */
 import { apiDefinition } from '../helpers/api-definition.js';
@@ -250,5 +250,106 @@ describe('API life cycle through the proxy', () => {
     expect(res.text).toBe(NO_ROUTE_BODY);
     const listed = await gw.admin.listApis();
     expect(listed.body.map((api: { name: string }) => api.name)).not.toContain('life-deleted');
+  });
+});
+
+// A test of its own per scenario, each with its own APIs and upstreams: tests run in any order.
+describe('header conditions (proxy.match_headers)', () => {
+  /** `<prefix>-stable` and `<prefix>-canary` on `/<prefix>/*`, each to an upstream of its own, the canary on `X-Canary: true`. */
+  async function canaryPair(prefix: string): Promise<{ stable: Upstream; canary: Upstream; close(): Promise<void> }> {
+    const stable = await startUpstream(`${prefix}-stable`);
+    const canary = await startUpstream(`${prefix}-canary`);
+    const last = await createAll([
+      apiDefinition({ name: `${prefix}-stable`, listenPath: `/${prefix}/*`, targets: [stable.url] }),
+      apiDefinition({ name: `${prefix}-canary`, listenPath: `/${prefix}/*`, matchHeaders: { 'X-Canary': ['true'] }, targets: [canary.url] }),
+    ]);
+    await gw.admin.waitForDataPlanes(last, gw.dps);
+    return {
+      stable,
+      canary,
+      async close() {
+        for (const name of [`${prefix}-stable`, `${prefix}-canary`]) await gw.admin.deleteApi(name);
+        await Promise.all([stable.close(), canary.close()]);
+      },
+    };
+  }
+
+  /** The upstream that answered (its name), or `status <n>`. */
+  async function servedBy(path: string, headers: Record<string, string | string[]>): Promise<string> {
+    const res = await gw.dp.request('GET', path, { headers });
+    return res.status === 200 ? String(res.headers['x-upstream']) : `status ${res.status}`;
+  }
+
+  test('X-Canary: true goes to the canary upstream, everything else to the stable one', async () => {
+    const pair = await canaryPair('hm-split');
+    try {
+      expect(await servedBy('/hm-split/a', { 'X-Canary': 'true' })).toBe('hm-split-canary');
+      expect(await servedBy('/hm-split/a', { 'x-canary': 'true' })).toBe('hm-split-canary');
+      expect(await servedBy('/hm-split/a', {})).toBe('hm-split-stable');
+      expect(await servedBy('/hm-split/a', { 'X-Canary': 'false' })).toBe('hm-split-stable');
+      expect(await servedBy('/hm-split/a', { 'X-Canary': 'TRUE' })).toBe('hm-split-stable');
+      // Sent twice, one of them listed: node joins them ("false, true"), and an element matches.
+      expect(await servedBy('/hm-split/a', { 'X-Canary': ['false', 'true'] })).toBe('hm-split-canary');
+      expect(pair.canary.requests.length).toBe(3);
+      expect(pair.stable.requests.length).toBe(3);
+      // The header is the client's: it goes upstream as sent.
+      expect(pair.canary.last()?.headers['x-canary']).toBe('false, true');
+    } finally {
+      await pair.close();
+    }
+  });
+
+  test('the condition changed through the admin API takes effect on the data planes; equal conditions are a 409', async () => {
+    const pair = await canaryPair('hm-change');
+    try {
+      expect(await servedBy('/hm-change/a', { 'X-Canary': 'true' })).toBe('hm-change-canary');
+      // A merge patch names the header as stored (lower case) to replace its values.
+      const changed = await gw.admin.updateApi('hm-change-canary', { proxy: { match_headers: { 'x-canary': ['yes', 'always'] } } });
+      expect(changed.status).toBe(200);
+      expect(changed.body.proxy.match_headers).toEqual({ 'x-canary': ['always', 'yes'] });
+      await gw.admin.waitForDataPlanes(changed, gw.dps);
+      expect(await servedBy('/hm-change/a', { 'X-Canary': 'yes' })).toBe('hm-change-canary');
+      expect(await servedBy('/hm-change/a', { 'X-Canary': 'true' })).toBe('hm-change-stable');
+
+      const twin = await gw.admin.createApi(apiDefinition({ name: 'hm-change-twin', listenPath: '/hm-change/*', matchHeaders: { 'X-CANARY': ['yes', 'always'] }, targets: [pair.canary.url] }));
+      expect(twin.status).toBe(409);
+      expect(twin.body).toEqual({ error: 'api listen path is already registered' });
+      // Without its condition the canary would be the stable route's twin.
+      const dropped = await gw.admin.updateApi('hm-change-canary', { proxy: { match_headers: { 'x-canary': null } } });
+      expect(dropped.status).toBe(409);
+      const another = await gw.admin.updateApi('hm-change-canary', { proxy: { match_headers: { 'x-canary': null, 'x-beta': ['1'] } } });
+      expect(another.status).toBe(200);
+      await gw.admin.waitForDataPlanes(another, gw.dps);
+      expect(await servedBy('/hm-change/a', { 'X-Canary': 'yes' })).toBe('hm-change-stable');
+      expect(await servedBy('/hm-change/a', { 'X-Beta': '1' })).toBe('hm-change-canary');
+    } finally {
+      await pair.close();
+    }
+  });
+
+  test('explain says why a request missed the canary', async () => {
+    const pair = await canaryPair('hm-explain');
+    try {
+      const res = await gw.admin.request('POST', '/explain', { body: { method: 'GET', path: '/hm-explain/a', headers: { 'X-Canary': 'false' } } });
+      expect(res.status).toBe(200);
+      expect(res.body.route).toMatchObject({ name: 'hm-explain-stable' });
+      // The shared root routes (hosts-only, methods-only APIs) are candidates too: only this pair's are looked at.
+      const ours = (candidates: Array<{ name: string }>) => candidates.filter((c) => c.name.startsWith('hm-explain-'));
+      expect(ours(res.body.candidates)).toEqual([
+        expect.objectContaining({
+          name: 'hm-explain-canary',
+          match_headers: { 'x-canary': ['true'] },
+          reasons: ['header_mismatch'],
+          details: ['header x-canary is "false"; the route requires "true"'],
+        }),
+      ]);
+      const hit = await gw.admin.request('POST', '/explain', { body: { method: 'GET', path: '/hm-explain/a', headers: { 'X-Canary': 'true' } } });
+      expect(hit.body.route).toMatchObject({ name: 'hm-explain-canary', match_headers: { 'x-canary': ['true'] } });
+      expect(ours(hit.body.candidates)).toEqual([expect.objectContaining({ name: 'hm-explain-stable', reasons: ['lower_priority'], outranked_by: expect.objectContaining({ rule: 'more_conditions' }) })]);
+      // What explain says is what the data plane does.
+      expect(await servedBy('/hm-explain/a', { 'X-Canary': 'false' })).toBe('hm-explain-stable');
+    } finally {
+      await pair.close();
+    }
   });
 });

@@ -9,6 +9,8 @@ export interface ApiDefinitionInput {
   targets: string[];
   hosts?: string[];
   methods?: string[];
+  /** proxy.match_headers. */
+  matchHeaders?: Record<string, string[]>;
   stripPath?: boolean;
   appendPath?: boolean;
   preserveHost?: boolean;
@@ -30,6 +32,7 @@ export function apiDefinition(input: ApiDefinitionInput): Record<string, unknown
   };
   if (input.listenPath !== undefined) proxy.listen_path = input.listenPath;
   if (input.methods !== undefined) proxy.methods = input.methods;
+  if (input.matchHeaders !== undefined) proxy.match_headers = input.matchHeaders;
   if (input.stripPath !== undefined) proxy.strip_path = input.stripPath;
   if (input.appendPath !== undefined) proxy.append_path = input.appendPath;
   if (input.preserveHost !== undefined) proxy.preserve_host = input.preserveHost;

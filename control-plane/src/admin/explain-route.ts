@@ -23,16 +23,20 @@ export const explainBodySchema = z.object({
   /** The Host header; when absent, `headers.host` (any case) stands in. */
   host: hostSchema.optional(),
   path: z.string().startsWith('/', 'must start with /'),
-  /** The request's headers; routing reads only Host from them. */
+  /** The request's headers: Host (when `host` is absent) and those of header conditions. */
   headers: z.record(z.string(), z.string()).optional(),
 });
 
 export type ExplainBody = z.output<typeof explainBodySchema>;
 
-function hostOf(body: ExplainBody): string | undefined {
-  if (body.host !== undefined) return body.host;
-  const entry = Object.entries(body.headers ?? {}).find(([name]) => name.toLowerCase() === 'host');
-  return entry?.[1];
+/** The body's headers as node gives a request's: names lower-cased, one name given in several cases joined with ", ". */
+function requestHeaders(body: ExplainBody): Record<string, string> {
+  const headers: Record<string, string> = Object.create(null);
+  for (const [name, value] of Object.entries(body.headers ?? {})) {
+    const lower = name.toLowerCase();
+    headers[lower] = headers[lower] === undefined ? value : `${headers[lower]}, ${value}`;
+  }
+  return headers;
 }
 
 /** The snapshot's routing tables as a data plane builds them (sync/snapshot-holder.ts). */
@@ -54,7 +58,8 @@ export function createExplainRoutes(store: Pick<DefinitionStore, 'current'>): Ro
     .post((req, res) => {
       const body = parseOrThrow(explainBodySchema, requireObject(req.body));
       const state = store.current();
-      const explanation = explainRequest(tablesFor(state), { method: body.method, host: hostOf(body), path: body.path });
+      const headers = requestHeaders(body);
+      const explanation = explainRequest(tablesFor(state), { method: body.method, host: body.host ?? headers.host, path: body.path, headers });
       res.json({ snapshot: { version: state.revision, hash: state.hash }, ...explanation });
     })
     .all(methodNotAllowed(['POST']));

@@ -13,6 +13,7 @@ import { serverSchema } from '#proto/definition/oauth-server-schema';
 import { passwordSchema, usernameSchema } from '#proto/definition/basic-auth-credential-schema';
 import { apiKeySchema } from '#proto/definition/key-auth-credential-schema';
 import { PLUGINS, PLUGIN_ORDER } from '#proto/plugins/index';
+import { LOSS_REASONS } from '#proto/routing/index';
 import { explainBodySchema } from './explain-route.js';
 import { MAX_PAGE_SIZE } from './pagination.js';
 
@@ -88,6 +89,7 @@ const explainedRoute = z.object({
   listen_path: z.string().nullable(),
   hosts: z.array(z.string()),
   methods: z.array(z.string()),
+  match_headers: z.record(z.string(), z.array(z.string())).optional(),
 });
 
 const explainResponse = z.object({
@@ -101,7 +103,7 @@ const explainResponse = z.object({
   candidates: z.array(
     explainedRoute.extend({
       active: z.boolean(),
-      reasons: z.array(z.enum(['inactive', 'method_mismatch', 'host_mismatch', 'path_mismatch', 'lower_priority'])),
+      reasons: z.array(z.enum(LOSS_REASONS)),
       details: z.array(z.string()),
       outranked_by: z
         .object({

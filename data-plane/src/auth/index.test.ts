@@ -25,7 +25,7 @@ function oauthServer(name: string, strategy: TokenStrategy): CompiledOAuthServer
 
 function apiRoute(serverName?: string): CompiledRoute {
   return {
-    id: 'api:x', kind: 'api', name: 'x', hosts: [], methods: null, listenPath: null, proxy, targets: [], conditionCount: 0, plugins: [],
+    id: 'api:x', kind: 'api', name: 'x', hosts: [], methods: null, listenPath: null, headers: [], proxy, targets: [], conditionCount: 0, plugins: [],
     ...(serverName ? { oauth2: { serverName } } : {}),
   };
 }

@@ -89,7 +89,7 @@ const CLIENT_LIMITS = { headersTimeout: 30_000, requestTimeout: 300_000, maxHead
  * reach answers it, provided that route has a cors plugin (which then answers the preflight).
  */
 function matchRequest(snapshot: AppliedSnapshot, req: IncomingMessage, path: string): RouteMatch | null {
-  const facts = { method: req.method ?? 'GET', host: req.headers.host, path };
+  const facts = { method: req.method ?? 'GET', host: req.headers.host, path, headers: req.headers };
   const match = snapshot.table.match(facts);
   if (match || req.method !== 'OPTIONS') return match;
   const announced = req.headers['access-control-request-method'];

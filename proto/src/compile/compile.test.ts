@@ -10,6 +10,7 @@ import {
   compileTarget,
   routeConflictKey,
 } from './index.js';
+import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
 import { proxyDefaults } from '../../../test/helpers/proxy-defaults.js';
 import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 
@@ -211,6 +212,8 @@ describe('compileApi', () => {
     ['ALL methods → null, no conditions', api(), 0, false],
     ['hosts only count', api({ hosts: ['a.com'] }), 1, false],
     ['methods count', api({ proxy: { methods: ['GET'] } }), 1, false],
+    ['each header counts', api({ proxy: { match_headers: { 'x-a': ['1'], 'x-b': ['1', '2'] } } }), 2, false],
+    ['hosts, methods and a header', api({ hosts: ['a.com'], proxy: { methods: ['GET'], match_headers: { 'x-a': ['1'] } } }), 3, false],
     ['disabled oauth2 plugin does not protect', api({ plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 's' } }] }), 0, false],
     ['enabled oauth2 plugin protects', api({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 's' } }] }), 0, true],
   ])('%s', (_name, def, conditionCount, protectedRoute) => {
@@ -235,6 +238,22 @@ describe('compileApi', () => {
 
   test('routes on hosts only (no listen_path) are valid', () => {
     expect(compileApi(api({ hosts: ['a.com'], proxy: { listen_path: undefined } })).listenPath).toBeNull();
+  });
+
+  test('routes on headers only (no listen_path) are valid; the conditions are the stored ones, by name', () => {
+    const route = compileApi(api({ proxy: { listen_path: undefined, match_headers: { 'x-a': ['1', '2'], 'x-b': ['3'] } } }));
+    expect(route.listenPath).toBeNull();
+    expect(route.headers).toEqual([
+      { name: 'x-a', values: ['1', '2'] },
+      { name: 'x-b', values: ['3'] },
+    ]);
+    expect(compileApi(api()).headers).toEqual([]);
+  });
+
+  test('the message of a route without any condition names every one', () => {
+    expect(gatehouseErrorOf(() => compileApi(api({ proxy: { listen_path: undefined } }))).message).toBe(
+      'proxy.listen_path is required (or at least one of hosts, proxy.methods, proxy.match_headers)',
+    );
   });
 });
 
@@ -420,6 +439,46 @@ describe('routeConflictKey', () => {
     ['a host is not a method', api({ hosts: ['get'] }), api({ name: 'b', proxy: { methods: ['GET'] } }), false],
   ])('%s', (_name, a, b, same) => {
     expect(key(a) === key(b)).toBe(same);
+  });
+});
+
+describe('header conditions and route conflicts', () => {
+  const canary = (name: string, match_headers?: Record<string, string[]>, extra: object = {}) =>
+    parseApiDefinition({ name, ...extra, proxy: { listen_path: '/api/*', match_headers, upstreams: { targets: [{ target: 'http://u' }] } } });
+
+  test.each<[string, ApiDefinition, ApiDefinition, boolean]>([
+    ['the same conditions written in another case and order', canary('a', { 'X-A': ['1', '2'], 'X-B': ['3'] }), canary('b', { 'x-b': ['3'], 'x-a': ['2', '1', '2'] }), true],
+    ['with and without a header', canary('a', { 'X-Canary': ['true'] }), canary('b'), false],
+    ['another value', canary('a', { 'X-Canary': ['true'] }), canary('b', { 'X-Canary': ['false'] }), false],
+    ['a value more', canary('a', { 'X-Canary': ['true'] }), canary('b', { 'X-Canary': ['true', 'yes'] }), false],
+    ['another header', canary('a', { 'X-Canary': ['true'] }), canary('b', { 'X-Beta': ['true'] }), false],
+    ['a header more', canary('a', { 'X-A': ['1'] }), canary('b', { 'X-A': ['1'], 'X-B': ['1'] }), false],
+    ['values that would read alike if joined', canary('a', { 'X-A': ['1, 2'] }), canary('b', { 'X-A': ['1', '2'] }), false],
+    ['a method named like the header line is not it', canary('a', { 'X-A': ['1'] }), canary('b', {}, { hosts: ['x.com'] }), false],
+  ])('key: %s', (_name, a, b, same) => {
+    expect(routeConflictKey(compileApi(a)) === routeConflictKey(compileApi(b))).toBe(same);
+  });
+
+  test('a route without header conditions keeps the key it had before them', () => {
+    expect(routeConflictKey(compileApi(canary('a', undefined, { hosts: ['b.com', 'a.com'] })))).toBe('/api/*\na.com b.com\nALL');
+  });
+
+  test('two APIs on one listen_path with different header conditions are both accepted; equal ones are a 409', () => {
+    const both = compileDefinitions({ apis: [canary('stable'), canary('canary', { 'X-Canary': ['true'] }), canary('beta', { 'X-Beta': ['1'] })], oauthServers: [] });
+    expect(both.rejected).toEqual([]);
+    expect(both.routes.map((r) => r.name)).toEqual(['stable', 'canary', 'beta']);
+    const twice = compileDefinitions({ apis: [canary('canary', { 'X-Canary': ['true'] }), canary('again', { 'x-canary': ['true', 'true'] })], oauthServers: [] });
+    expect(twice.rejected).toHaveLength(1);
+    expect(twice.rejected[0]).toMatchObject({ name: 'again', error: { code: 'API_LISTEN_PATH_TAKEN', message: 'api listen path is already registered' } });
+  });
+
+  test('an OAuth endpoint carries its header conditions as an API does', () => {
+    const s = parseOAuthServer({
+      name: 'auth',
+      oauth_endpoints: { token: { listen_path: '/auth/token', match_headers: { 'X-Tenant': ['a'] }, upstreams: { targets: [{ target: 'http://auth' }] } } },
+      token_strategy: { name: 'storage', settings: {} },
+    });
+    expect(compileOAuthServer(s).routes[0]).toMatchObject({ headers: [{ name: 'x-tenant', values: ['a'] }], conditionCount: 1 });
   });
 });
 

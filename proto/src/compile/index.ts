@@ -68,6 +68,13 @@ export interface CompiledTarget {
   plan: TargetPlan;
 }
 
+/** One header of proxy.match_headers: the request must carry `name` with one of `values` (routing/header-match.ts). */
+export interface HeaderCondition {
+  /** Lower case, as node names request headers. */
+  name: string;
+  values: readonly string[];
+}
+
 export interface CompiledRoute {
   /** Unique in a snapshot: `api:<name>` or `oauth:<server>:<endpoint>`. */
   id: string;
@@ -79,11 +86,13 @@ export interface CompiledRoute {
   hosts: string[];
   /** Upper-cased methods; null = any method (ALL). */
   methods: ReadonlySet<string> | null;
-  /** null when the API routes on hosts/methods only (matches every path). */
+  /** null when the API routes on hosts/methods/headers only (matches every path). */
   listenPath: CompiledListenPath | null;
+  /** proxy.match_headers, by name; [] = no header condition. */
+  headers: readonly HeaderCondition[];
   proxy: ProxyDefinition;
   targets: CompiledTarget[];
-  /** Number of configured conditions among hosts and methods: the priority tie-break after prefix length. */
+  /** Configured conditions (hosts, methods, each header): the priority tie-break after prefix length. */
   conditionCount: number;
   /** Present when an enabled oauth2 plugin protects the route. */
   oauth2?: { serverName: string };
@@ -203,6 +212,7 @@ function invalid(field: string, message: string): never {
 interface CompiledProxy {
   listenPath: CompiledListenPath | null;
   methods: ReadonlySet<string> | null;
+  headers: readonly HeaderCondition[];
   targets: CompiledTarget[];
 }
 
@@ -217,6 +227,8 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
     listed.add(upper);
   });
   const methods = listed.size === 0 || listed.has('ALL') ? null : listed;
+  // Already in their one stored form (proxy-schema.ts): names lower-cased and sorted.
+  const headers = proxy.match_headers ? Object.entries(proxy.match_headers).map(([name, values]) => ({ name, values })) : EMPTY_LIST;
   const targets = proxy.upstreams?.targets ?? [];
   if (targets.length === 0) {
     invalid(`${prefix}.upstreams.targets`, 'must contain at least one target');
@@ -233,7 +245,7 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
     const unchecked = compiledTargets.find((t) => fixedAuthority(t.plan) === null);
     if (unchecked) invalid(`${prefix}.upstreams.health_check`, `cannot check ${unchecked.template}: its host comes from the request`);
   }
-  return { listenPath, methods, targets: compiledTargets };
+  return { listenPath, methods, headers, targets: compiledTargets };
 }
 
 /**
@@ -243,9 +255,9 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
  */
 export function compileApi(api: ApiDefinition): CompiledRoute {
   const hosts = api.hosts?.length ? [...new Set(api.hosts.map((h, i) => compileHostPattern(h, `hosts[${i}]`)))] : EMPTY_LIST;
-  const { listenPath, methods, targets } = compileProxy(api.proxy, 'proxy');
-  if (!listenPath && hosts.length === 0 && !methods) {
-    invalid('proxy.listen_path', 'is required (or at least one of hosts, proxy.methods)');
+  const { listenPath, methods, headers, targets } = compileProxy(api.proxy, 'proxy');
+  if (!listenPath && hosts.length === 0 && !methods && headers.length === 0) {
+    invalid('proxy.listen_path', 'is required (or at least one of hosts, proxy.methods, proxy.match_headers)');
   }
   const oauth2 = api.plugins?.find((p): p is OAuth2PluginDefinition => p.name === 'oauth2' && p.enabled);
   // gRPC-Web is turned into gRPC, which only an HTTP/2 upstream speaks.
@@ -258,9 +270,10 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
     hosts,
     methods,
     listenPath,
+    headers,
     proxy: api.proxy,
     targets,
-    conditionCount: (hosts.length > 0 ? 1 : 0) + (methods ? 1 : 0),
+    conditionCount: (hosts.length > 0 ? 1 : 0) + (methods ? 1 : 0) + headers.length,
     ...(oauth2 ? { oauth2: { serverName: oauth2.config.server_name } } : {}),
     plugins: compilePlugins(api.plugins ?? []),
   };
@@ -273,7 +286,7 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
     if (!proxy) return [];
     const prefix = `oauth_endpoints.${endpoint}`;
     if (proxy.listen_path === undefined) invalid(`${prefix}.listen_path`, 'is required');
-    const { listenPath, methods, targets } = compileProxy(proxy, prefix);
+    const { listenPath, methods, headers, targets } = compileProxy(proxy, prefix);
     return [
       {
         id: `oauth:${server.name}:${endpoint}`,
@@ -283,9 +296,10 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
         hosts: EMPTY_LIST,
         methods,
         listenPath,
+        headers,
         proxy,
         targets,
-        conditionCount: methods ? 1 : 0,
+        conditionCount: (methods ? 1 : 0) + headers.length,
         plugins: [],
       },
     ];
@@ -433,8 +447,9 @@ export function checkPluginReferences(api: ApiDefinition, servers: { has(name: s
 }
 
 /**
- * Two routes with the same key cannot be told apart by a request (same listen_path, hosts and
- * methods, as order-insensitive sets): the admin API answers 409 `api listen path is already registered`.
+ * Two routes with the same key cannot be told apart by a request (same listen_path, hosts, methods
+ * and header conditions, as order-insensitive sets): the admin API answers 409 `api listen path is
+ * already registered`. Routes that differ only by their header conditions coexist.
  */
 export function routeConflictKey(route: CompiledRoute): string {
   // One line per part, host patterns and methods space-separated: neither contains whitespace
@@ -443,5 +458,9 @@ export function routeConflictKey(route: CompiledRoute): string {
   // of a data plane's full snapshot gets one (~40 ms of a 50,000-API cold sync).
   const hosts = route.hosts.length === 0 ? '' : route.hosts.length === 1 ? route.hosts[0] : [...route.hosts].sort().join(' ');
   const methods = route.methods ? [...route.methods].sort().join(' ') : 'ALL';
-  return `${route.listenPath?.source ?? ''}\n${hosts}\n${methods}`;
+  const key = `${route.listenPath?.source ?? ''}\n${hosts}\n${methods}`;
+  // Header conditions (already in one sorted form) as a fourth line of JSON, which holds no raw newline
+  // and starts with `[`, never an HTTP token: a route without them keeps its three-line key, and no
+  // three-line key equals a four-line one.
+  return route.headers.length === 0 ? key : `${key}\n${JSON.stringify(route.headers)}`;
 }

@@ -196,3 +196,70 @@ test('definitions share one frozen object for each common default, and keep thei
   expect(own.proxy.methods).toEqual(['GET']);
   expect(own.hosts).toEqual(['a.com']);
 });
+
+describe('proxy.match_headers', () => {
+  const withHeaders = (match_headers: unknown) => withPatch({ proxy: { match_headers } });
+  const FIELD = 'proxy.match_headers';
+
+  test('is stored in one form: names lower-cased and sorted, values deduplicated and sorted', () => {
+    const proxy = proxyOf({ proxy: { match_headers: { 'X-Canary': ['true'], 'Accept-Version': ['v2.1', 'v2', 'v2.1'] } } });
+    expect(proxy.match_headers).toEqual({ 'accept-version': ['v2', 'v2.1'], 'x-canary': ['true'] });
+    expect(Object.keys(proxy.match_headers!)).toEqual(['accept-version', 'x-canary']);
+    const same = proxyOf({ proxy: { match_headers: { 'accept-version': ['v2', 'v2.1'], 'X-CANARY': ['true'] } } });
+    expect(JSON.stringify(same)).toBe(JSON.stringify(proxy));
+  });
+
+  test.each([
+    ['absent', {}],
+    ['null', { proxy: { match_headers: null } }],
+    ['empty', { proxy: { match_headers: {} } }],
+  ])('%s: no member at all, so the definition keeps the form it had before the field existed', (_name, patch) => {
+    expect(proxyOf(patch)).not.toHaveProperty('match_headers');
+    expect(parseApiDefinition(withPatch(patch))).toEqual(parseApiDefinition(VALID));
+  });
+
+  test('values may hold inner spaces, commas and any visible ASCII; 16 headers of 16 values each are accepted', () => {
+    expect(proxyOf({ proxy: { match_headers: { 'X-Date': ['Tue, 1 Nov', '~^v2$'] } } }).match_headers).toEqual({ 'x-date': ['Tue, 1 Nov', '~^v2$'] });
+    const many = Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`X-H${i}`, Array.from({ length: 16 }, (_, j) => `v${j}`)]));
+    expect(Object.keys(proxyOf({ proxy: { match_headers: many } }).match_headers!)).toHaveLength(16);
+  });
+
+  test('is a routing condition on its own (routes every path of requests carrying the header)', () => {
+    const api = parseApiDefinition({ name: 't', proxy: { match_headers: { 'X-Tenant': ['a'] }, upstreams: TARGETS } });
+    expect(api.proxy).not.toHaveProperty('listen_path');
+    expect(api.proxy.match_headers).toEqual({ 'x-tenant': ['a'] });
+  });
+
+  test('is idempotent', () => {
+    const once = parseApiDefinition(withHeaders({ 'X-B': ['2', '1'], 'x-a': ['z'] }));
+    expect(parseApiDefinition(once)).toEqual(once);
+  });
+
+  test.each([
+    ['not an object', ['X-Canary'], FIELD, 'must be an object'],
+    ['values not a list', { 'X-Canary': 'true' }, `${FIELD}.X-Canary`, 'must be an array'],
+    ['no value', { 'X-Canary': [] }, `${FIELD}.X-Canary`, 'must not be empty'],
+    ['an empty value', { 'X-Canary': ['true', ''] }, `${FIELD}.X-Canary[1]`, 'must not be empty'],
+    ['a value not a string', { 'X-Canary': [true] }, `${FIELD}.X-Canary[0]`, 'must be a string'],
+    ['a value with a leading space', { 'X-Canary': [' true'] }, `${FIELD}.X-Canary[0]`, 'must be visible ASCII characters, with spaces only between them'],
+    ['a value with a trailing tab', { 'X-Canary': ['true\t'] }, `${FIELD}.X-Canary[0]`, 'must be visible ASCII characters, with spaces only between them'],
+    ['a value with CRLF', { 'X-Canary': ['true\r\nX-Injected: 1'] }, `${FIELD}.X-Canary[0]`, 'must be visible ASCII characters, with spaces only between them'],
+    ['a value beyond ASCII', { 'X-Canary': ['vrai\u00e9'] }, `${FIELD}.X-Canary[0]`, 'must be visible ASCII characters, with spaces only between them'],
+    ['a value too long', { 'X-Canary': ['v'.repeat(1025)] }, `${FIELD}.X-Canary[0]`, 'must be at most 1024 characters'],
+    ['17 values', { 'X-Canary': Array.from({ length: 17 }, (_, i) => `v${i}`) }, `${FIELD}.X-Canary`, 'must have at most 16 values'],
+    ['17 headers', Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`X-H${i}`, ['1']])), FIELD, 'must have at most 16 headers'],
+    ['a name with a space', { 'X Canary': ['true'] }, `${FIELD}.X Canary`, 'is not a valid header name'],
+    ['an empty name', { '': ['true'] }, FIELD, 'must not have an empty header name'],
+    ['Host', { Host: ['a.example.com'] }, `${FIELD}.Host`, 'cannot be matched here: use hosts'],
+    ['host in lower case', { host: ['a.example.com'] }, `${FIELD}.host`, 'cannot be matched here: use hosts'],
+    ['a pseudo-header', { ':authority': ['a.example.com'] }, `${FIELD}.:authority`, 'is a pseudo-header: use proxy.methods, proxy.listen_path or hosts'],
+    ['a hop-by-hop header', { Connection: ['upgrade'] }, `${FIELD}.Connection`, 'is a hop-by-hop header: it describes the connection, not the request'],
+    ['Upgrade', { upgrade: ['websocket'] }, `${FIELD}.upgrade`, 'is a hop-by-hop header: it describes the connection, not the request'],
+    ['one name in two cases', { 'X-Canary': ['true'], 'x-canary': ['yes'] }, `${FIELD}.x-canary`, 'is listed twice (header names are case-insensitive)'],
+  ])('rejects %s', (_name, matchHeaders, field, message) => {
+    const err = errorOf(withHeaders(matchHeaders));
+    expect(err.code).toBe('VALIDATION_FAILED');
+    expect(err.message).toBe(`${field} ${message}`);
+    expect(err.field).toBe(field);
+  });
+});

@@ -46,7 +46,8 @@ function hasRoutingCondition(raw: Record<string, unknown>): boolean {
     nonEmpty(raw.hosts) ||
     nonEmpty(proxy.hosts) ||
     (proxy.listen_path !== undefined && proxy.listen_path !== '') ||
-    proxy.methods !== undefined
+    proxy.methods !== undefined ||
+    (isPlainObject(proxy.match_headers) && Object.keys(proxy.match_headers).length > 0)
   );
 }
 

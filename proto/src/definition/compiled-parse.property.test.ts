@@ -54,6 +54,9 @@ const VALID: Record<string, (string | number)[]> = {
   // health_check.active.headers, and the transformers' header maps
   'headers keys': ['x-h', 'X-Probe'],
   headers: ['1', 'health.internal'],
+  // proxy.match_headers
+  'match_headers keys': ['X-Canary', 'accept-version'],
+  match_headers: ['true', 'v2.1'],
   // ip_restriction
   allow: ['10.0.0.0/8', '::1'],
   deny: ['192.0.2.7'],

@@ -14,6 +14,8 @@ export const MAX_TARGET_WEIGHT = 1000;
 
 export { HTTP_TOKEN } from '../http-fields.js';
 
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 export const hostSchema = z.string().min(1, 'must not be empty').regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
 
 const durationSchema = (fallback: string) =>
@@ -83,7 +85,7 @@ const probeHeadersSchema = z
     }
   })
   // Sorted by name: the stored form, its message and so its hash do not follow the order they were written in.
-  .transform((h) => Object.fromEntries(Object.entries(h).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))));
+  .transform((h) => Object.fromEntries(Object.entries(h).sort(([a], [b]) => byCodeUnits(a, b))));
 
 const healthCheckSchema = z
   .object({
@@ -125,6 +127,47 @@ const upstreamsSchema = z.object({
 
 const listenPathSchema = z.string().refine((s) => s === '' || s.startsWith('/'), 'must start with "/"');
 
+export const MAX_MATCH_HEADERS = 16;
+export const MAX_MATCH_HEADER_VALUES = 16;
+
+/** What one accepted value may be: visible ASCII with inner spaces, as a client can send it (node trims a value's outer spaces). */
+const matchHeaderValueSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(1024, 'must be at most 1024 characters')
+  .regex(/^[!-~](?:[ !-~]*[!-~])?$/, 'must be visible ASCII characters, with spaces only between them');
+
+/**
+ * Conditions on request headers (README "Proxy behaviour", Matching): header name → accepted values.
+ * Stored in one form (names lower-cased and sorted, values deduplicated and sorted; none at all when
+ * empty), so equal conditions have one hash and one route conflict key.
+ */
+const matchHeadersSchema = z
+  .record(z.string(), z.array(matchHeaderValueSchema).min(1, 'must not be empty').max(MAX_MATCH_HEADER_VALUES, `must have at most ${MAX_MATCH_HEADER_VALUES} values`))
+  .superRefine((h, ctx) => {
+    const names = Object.keys(h);
+    if (names.length > MAX_MATCH_HEADERS) ctx.addIssue({ code: 'custom', message: `must have at most ${MAX_MATCH_HEADERS} headers` });
+    const seen = new Set<string>();
+    for (const name of names) {
+      const lower = name.toLowerCase();
+      const refuse = (message: string) => ctx.addIssue({ code: 'custom', path: [name], message });
+      // The name checked here rather than by the record's key schema, whose refusal zod words as "Invalid key in record".
+      if (name === '') ctx.addIssue({ code: 'custom', message: 'must not have an empty header name' });
+      else if (name.startsWith(':')) refuse('is a pseudo-header: use proxy.methods, proxy.listen_path or hosts');
+      else if (!HTTP_TOKEN.test(name)) refuse('is not a valid header name');
+      // Host has rules of its own (port, case, wildcards): hosts applies them.
+      else if (lower === 'host') refuse('cannot be matched here: use hosts');
+      else if (HOP_BY_HOP_HEADERS.has(lower)) refuse('is a hop-by-hop header: it describes the connection, not the request');
+      else if (seen.has(lower)) refuse('is listed twice (header names are case-insensitive)');
+      seen.add(lower);
+    }
+  })
+  .transform((h) => {
+    const names = Object.keys(h);
+    if (names.length === 0) return undefined;
+    return Object.fromEntries(names.map((name) => [name.toLowerCase(), [...new Set(h[name])].sort(byCodeUnits)] as const).sort(([a], [b]) => byCodeUnits(a, b)));
+  });
+
 /** Raw shape; `normalizeProxy` turns it into a ProxyDefinition. Unknown members are stripped. */
 export const proxySchema = z.object({
   listen_path: listenPathSchema.optional(),
@@ -134,6 +177,8 @@ export const proxySchema = z.object({
   // (`as never` because zod types a prefault as a complete input).
   upstreams: upstreamsSchema.prefault({} as never),
   methods: z.array(z.string().regex(HTTP_TOKEN, 'is not a valid HTTP method')).min(1, 'must not be empty').optional(),
+  // Optional without a default (absent: no header condition), so definitions stored before it keep their form and hash.
+  match_headers: matchHeadersSchema.optional(),
   strip_path: z.boolean().default(false),
   append_path: z.boolean().default(false),
   preserve_host: z.boolean().default(false),
@@ -181,6 +226,7 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
     },
     // ALL already means any method; listing others beside it adds nothing.
     methods: methods.includes('ALL') ? ALL_METHODS : methods,
+    ...(raw.match_headers && { match_headers: raw.match_headers }),
     strip_path: raw.strip_path,
     append_path: raw.append_path,
     preserve_host: raw.preserve_host,

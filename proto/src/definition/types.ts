@@ -35,6 +35,8 @@ export interface ProxyDefinition {
   upstreams: UpstreamsDefinition;
   /** Upper-case HTTP tokens, or ["ALL"] (the default). */
   methods: string[];
+  /** Lower-cased header name → accepted values (both sorted); absent when the route has no header condition. */
+  match_headers?: Record<string, string[]>;
   strip_path: boolean;
   append_path: boolean;
   preserve_host: boolean;

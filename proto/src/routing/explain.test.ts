@@ -5,7 +5,7 @@
  */
 import { compileDefinitions } from '../compile/index.js';
 import { parseApiDefinition } from '../definition/index.js';
-import { buildRoutingTable, explainRequest, type ExplainedCandidate, type LossReason, type RequestExplanation } from './index.js';
+import { buildRoutingTable, explainRequest, type ExplainedCandidate, type LossReason, type RequestExplanation, type RequestHeaders } from './index.js';
 
 interface ApiOpts {
   name: string;
@@ -13,12 +13,15 @@ interface ApiOpts {
   hosts?: string[];
   listen_path?: string;
   methods?: string[];
+  match_headers?: Record<string, string[]>;
   targets?: string[];
   strip_path?: boolean;
   plugins?: unknown[];
 }
 
-function explain(apis: ApiOpts[], req: { method?: string; host?: string; path: string }): RequestExplanation {
+type Req = { method?: string; host?: string; path: string; headers?: RequestHeaders };
+
+function explain(apis: ApiOpts[], req: Req): RequestExplanation {
   const defs = apis.map((o) =>
     parseApiDefinition({
       name: o.name,
@@ -28,6 +31,7 @@ function explain(apis: ApiOpts[], req: { method?: string; host?: string; path: s
       proxy: {
         listen_path: o.listen_path,
         methods: o.methods,
+        match_headers: o.match_headers,
         strip_path: o.strip_path,
         upstreams: { targets: (o.targets ?? ['http://u']).map((target) => ({ target })) },
       },
@@ -36,7 +40,7 @@ function explain(apis: ApiOpts[], req: { method?: string; host?: string; path: s
   const compiled = compileDefinitions({ apis: defs, oauthServers: [] });
   expect(compiled.rejected).toEqual([]);
   const tables = { active: buildRoutingTable(compiled.routes), inactive: buildRoutingTable(compiled.inactiveRoutes) };
-  return explainRequest(tables, { method: req.method ?? 'GET', host: req.host, path: req.path });
+  return explainRequest(tables, { method: req.method ?? 'GET', host: req.host, path: req.path, headers: req.headers });
 }
 
 /** name → reasons of each losing candidate. */
@@ -50,7 +54,7 @@ function candidate(e: RequestExplanation, name: string): ExplainedCandidate {
   return found;
 }
 
-type Row = [name: string, apis: ApiOpts[], req: { method?: string; host?: string; path: string }, winner: string | null, losers: Record<string, LossReason[]>];
+type Row = [name: string, apis: ApiOpts[], req: Req, winner: string | null, losers: Record<string, LossReason[]>];
 
 describe('explain: candidate reasons', () => {
   test.each<Row>([
@@ -69,6 +73,21 @@ describe('explain: candidate reasons', () => {
       'get',
       { post: ['method_mismatch'] },
     ],
+    ['header mismatch', [{ name: 'canary', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'] } }], { path: '/x', headers: { 'x-canary': 'no' } }, null, { canary: ['header_mismatch'] }],
+    [
+      'header mismatch beside a method mismatch, in condition order',
+      [{ name: 'canary', listen_path: '/x/*', methods: ['PUT'], match_headers: { 'X-Canary': ['true'] } }],
+      { path: '/x' },
+      null,
+      { canary: ['method_mismatch', 'header_mismatch'] },
+    ],
+    [
+      'the canary missed, the stable route served',
+      [{ name: 'stable', listen_path: '/x/*' }, { name: 'canary', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'] } }],
+      { path: '/x' },
+      'stable',
+      { canary: ['header_mismatch'] },
+    ],
     ['a route whose prefix the path does not start with is not a candidate', [{ name: 'other', listen_path: '/other/*' }, { name: 'x', listen_path: '/x/*' }], { path: '/x' }, 'x', {}],
   ])('%s', (_name, apis, req, winner, losers) => {
     const e = explain(apis, req);
@@ -79,10 +98,11 @@ describe('explain: candidate reasons', () => {
   test.each<[name: string, apis: ApiOpts[], path: string, winner: string, rule: string]>([
     ['longer literal prefix', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/y/*' }], '/x/y/z', 'b', 'longer_prefix'],
     ['more conditions', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', methods: ['GET'] }], '/x/1', 'b', 'more_conditions'],
+    ['more conditions: a header', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', match_headers: { 'x-c': ['1'] } }], '/x/1', 'b', 'more_conditions'],
     ['exact listen_path before /* at equal prefix', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x' }], '/x', 'b', 'exact_listen_path'],
     ['name order', [{ name: 'b', listen_path: '/x/{id}' }, { name: 'a', listen_path: '/x/{key}' }], '/x/1', 'a', 'name_order'],
   ])('lower priority names its rule: %s', (_name, apis, path, winner, rule) => {
-    const e = explain(apis, { path });
+    const e = explain(apis, { path, headers: { 'x-c': '1' } });
     expect(e.route?.name).toBe(winner);
     const loser = e.candidates.find((c) => c.reasons.includes('lower_priority'));
     expect(loser?.outranked_by).toEqual({ kind: 'api', name: winner, rule });
@@ -99,6 +119,22 @@ describe('explain: candidate reasons', () => {
   test('details say what failed, in the order of the reasons', () => {
     const e = explain([{ name: 'p', listen_path: '/x/*', methods: ['POST', 'PUT'], hosts: ['a.com'] }], { path: '/x', host: 'b.com:8080', method: 'get' });
     expect(candidate(e, 'p').details).toEqual(['method GET is not one of POST, PUT', 'host b.com:8080 matches none of a.com']);
+  });
+
+  test('a header mismatch says which header failed, what the request carried and what the route accepts', () => {
+    const apis: ApiOpts[] = [{ name: 'v2', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'], 'Accept-Version': ['v2', 'v2.1'], 'X-Tenant': ['acme'] } }];
+    const e = explain(apis, { path: '/x', headers: { 'x-canary': 'false, no', 'x-tenant': 'acme' } });
+    expect(candidate(e, 'v2').details).toEqual([
+      'header accept-version is absent; the route requires one of "v2", "v2.1"; header x-canary is "false, no"; the route requires "true"',
+    ]);
+    expect(candidate(e, 'v2').match_headers).toEqual({ 'accept-version': ['v2', 'v2.1'], 'x-canary': ['true'], 'x-tenant': ['acme'] });
+    const empty = explain(apis, { path: '/x', headers: { 'x-canary': 'true', 'x-tenant': 'acme', 'accept-version': '' } });
+    expect(candidate(empty, 'v2').details).toEqual(['header accept-version is ""; the route requires one of "v2", "v2.1"']);
+  });
+
+  test('a route without header conditions shows no match_headers member', () => {
+    const e = explain([{ name: 'a', listen_path: '/x/*' }], { path: '/x' });
+    expect(e.route).not.toHaveProperty('match_headers');
   });
 
   test('matched route: params, matched part, every target rewritten, plugins in pipeline order', () => {

@@ -10,7 +10,8 @@ import type { CompiledRoute } from '../compile/index.js';
 import type { PluginName } from '../plugins/index.js';
 import { rewrite } from './rewrite.js';
 import { outrankedBecause } from './router.js';
-import type { ConsideredRoute, PriorityRule, RouteMatch, RoutingTable } from './index.js';
+import { headerHolds, headerValue } from './header-match.js';
+import type { ConsideredRoute, PriorityRule, RequestHeaders, RouteMatch, RoutingTable } from './index.js';
 
 export interface ExplainInput {
   method: string;
@@ -18,9 +19,12 @@ export interface ExplainInput {
   host: string | undefined;
   /** Request target in origin form: the path, optionally `?query`. */
   path: string;
+  /** As node gives them (lower-case names, a repeated header joined with ", "); read by header conditions only. */
+  headers?: RequestHeaders;
 }
 
-export type LossReason = 'inactive' | 'method_mismatch' | 'host_mismatch' | 'path_mismatch' | 'lower_priority';
+export const LOSS_REASONS = ['inactive', 'method_mismatch', 'host_mismatch', 'header_mismatch', 'path_mismatch', 'lower_priority'] as const;
+export type LossReason = (typeof LOSS_REASONS)[number];
 
 export interface ExplainedRoute {
   kind: CompiledRoute['kind'];
@@ -31,6 +35,8 @@ export interface ExplainedRoute {
   hosts: string[];
   /** `["ALL"]` when any method matches. */
   methods: string[];
+  /** proxy.match_headers; absent when the route has none. */
+  match_headers?: Record<string, string[]>;
 }
 
 export interface ExplainedCandidate extends ExplainedRoute {
@@ -75,7 +81,7 @@ export interface ExplainTables {
 
 const RULE_TEXT: Record<PriorityRule, string> = {
   longer_prefix: 'its listen_path has a longer literal prefix',
-  more_conditions: 'it has more conditions (hosts, methods)',
+  more_conditions: 'it has more conditions (hosts, methods, headers)',
   exact_listen_path: 'its listen_path is exact, this one ends in /*',
   name_order: 'equal priority, its name sorts first',
   id_order: 'equal priority, its route id sorts first',
@@ -89,14 +95,29 @@ function describe(route: CompiledRoute): ExplainedRoute {
     listen_path: route.listenPath?.source ?? null,
     hosts: [...route.hosts],
     methods: route.methods ? [...route.methods] : ['ALL'],
+    ...(route.headers.length > 0 && { match_headers: Object.fromEntries(route.headers.map((h) => [h.name, [...h.values]])) }),
   };
+}
+
+const quoted = (values: readonly string[]): string => values.map((v) => JSON.stringify(v)).join(', ');
+
+/** One clause per header condition the request fails: which header, what it carried, what the route accepts. */
+function headerMismatches(route: CompiledRoute, headers: RequestHeaders | undefined): string {
+  return route.headers
+    .filter((condition) => !headerHolds(condition, headers))
+    .map(({ name, values }) => {
+      const value = headerValue(headers, name);
+      const got = value === undefined ? 'is absent' : `is ${quoted(typeof value === 'string' ? [value] : value)}`;
+      return `header ${name} ${got}; the route requires ${values.length === 1 ? quoted(values) : `one of ${quoted(values)}`}`;
+    })
+    .join('; ');
 }
 
 function label(route: CompiledRoute): string {
   return route.endpoint ? `oauth server "${route.name}" (${route.endpoint} endpoint)` : `api "${route.name}"`;
 }
 
-function loser(considered: ConsideredRoute, active: boolean, winner: RouteMatch | null, request: RequestExplanation['request']): ExplainedCandidate {
+function loser(considered: ConsideredRoute, active: boolean, winner: RouteMatch | null, request: RequestExplanation['request'], headers: RequestHeaders | undefined): ExplainedCandidate {
   const { route, failed } = considered;
   const reasons: LossReason[] = [];
   const details: string[] = [];
@@ -110,6 +131,7 @@ function loser(considered: ConsideredRoute, active: boolean, winner: RouteMatch 
     const hosts = route.hosts.join(', ');
     lose('host_mismatch', request.host === null ? `no Host given; the route requires one of ${hosts}` : `host ${request.host} matches none of ${hosts}`);
   }
+  if (failed.includes('headers')) lose('header_mismatch', headerMismatches(route, headers));
   if (failed.includes('path')) lose('path_mismatch', `path ${request.path} does not match listen_path ${route.listenPath?.source}`);
   let outranked: ExplainedCandidate['outranked_by'];
   if (active && failed.length === 0 && winner) {
@@ -134,7 +156,7 @@ export function explainRequest(tables: ExplainTables, input: ExplainInput): Requ
   const q = input.path.indexOf('?');
   const path = normalizePath(q < 0 ? input.path : input.path.slice(0, q));
   const query = q < 0 ? '' : input.path.slice(q + 1);
-  const facts = { method: input.method.toUpperCase(), host: input.host, path };
+  const facts = { method: input.method.toUpperCase(), host: input.host, path, headers: input.headers };
   const request = { method: facts.method, host: input.host ?? null, path, query };
 
   const winner = tables.active.match(facts);
@@ -142,8 +164,8 @@ export function explainRequest(tables: ExplainTables, input: ExplainInput): Requ
     ...tables.active
       .explain(facts)
       .filter((c) => c.route.id !== winner?.route.id)
-      .map((c) => loser(c, true, winner, request)),
-    ...tables.inactive.explain(facts).map((c) => loser(c, false, winner, request)),
+      .map((c) => loser(c, true, winner, request, input.headers)),
+    ...tables.inactive.explain(facts).map((c) => loser(c, false, winner, request, input.headers)),
   ];
   if (!winner) return { request, route: null, upstreams: [], plugins: [], candidates };
   return {

@@ -6,12 +6,17 @@
  */
 import type { CompiledRoute } from '../compile/index.js';
 
+/** A request's headers as node gives them (IncomingMessage.headers): lower-case names. */
+export type RequestHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
+
 export interface RequestFacts {
   method: string;
   /** Raw Host header (may carry a port); undefined when absent. */
   host: string | undefined;
   /** Path only, no query string: the output of normalizePath(raw path), which is also what is forwarded. */
   path: string;
+  /** Read only by routes with header conditions (the request's own object, not a copy); absent = no headers. */
+  headers?: RequestHeaders;
 }
 
 export interface RouteMatch {
@@ -36,14 +41,14 @@ export interface RoutingTable {
 export interface ConsideredRoute {
   route: CompiledRoute;
   /** The route's conditions the request fails, each checked on its own; [] when every one holds. */
-  failed: Array<'method' | 'host' | 'path'>;
+  failed: Array<'method' | 'host' | 'headers' | 'path'>;
   /** Set when every condition holds. */
   match: RouteMatch | null;
 }
 
 /**
  * The priority rule that puts one matching route before another (router.ts): a longer literal
- * listen_path prefix, more conditions (hosts, methods), an exact listen_path before a `/*` one,
+ * listen_path prefix, more conditions (hosts, methods, each header), an exact listen_path before a `/*` one,
  * then name and route id order.
  */
 export type PriorityRule = 'longer_prefix' | 'more_conditions' | 'exact_listen_path' | 'name_order' | 'id_order';
@@ -70,4 +75,4 @@ export { rewrite, joinPaths } from './rewrite.js';
 /** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
 export { normalizePath } from '../compile/normalize-path.js';
 /** POST /explain: a request's route, the candidates that lost and why, its upstream URLs. */
-export { explainRequest, type ExplainInput, type ExplainTables, type ExplainedCandidate, type LossReason, type RequestExplanation } from './explain.js';
+export { explainRequest, LOSS_REASONS, type ExplainInput, type ExplainTables, type ExplainedCandidate, type LossReason, type RequestExplanation } from './explain.js';

@@ -1,7 +1,7 @@
 import { compileApi, compileDefinitions } from '../compile/index.js';
 import { parseApiDefinition, type ApiDefinition } from '../definition/index.js';
 import { buildRoutingTable, normalizePath } from './index.js';
-import type { RoutingTable } from './index.js';
+import type { RequestHeaders, RoutingTable } from './index.js';
 
 interface ApiOpts {
   name?: string;
@@ -9,6 +9,7 @@ interface ApiOpts {
   hosts?: string[];
   listen_path?: string;
   methods?: string[];
+  match_headers?: Record<string, string[]>;
   target?: string;
 }
 
@@ -18,7 +19,7 @@ function api(o: ApiOpts): ApiDefinition {
     name: o.name ?? 'a',
     active: o.active,
     hosts: o.hosts,
-    proxy: { listen_path: o.listen_path, methods: o.methods, upstreams: { targets: [{ target: o.target ?? 'http://u' }] } },
+    proxy: { listen_path: o.listen_path, methods: o.methods, match_headers: o.match_headers, upstreams: { targets: [{ target: o.target ?? 'http://u' }] } },
   });
 }
 
@@ -30,11 +31,13 @@ interface Req {
   path: string;
   method?: string;
   host?: string;
+  /** As node gives them: lower-case names, a repeated header joined with ", ". */
+  headers?: RequestHeaders;
 }
 
 /** Name of the matched API, or null. */
 function winner(t: RoutingTable, r: Req): string | null {
-  return t.match({ method: r.method ?? 'GET', host: r.host, path: normalizePath(r.path) })?.route.name ?? null;
+  return t.match({ method: r.method ?? 'GET', host: r.host, path: normalizePath(r.path), headers: r.headers })?.route.name ?? null;
 }
 
 type Row = [name: string, apis: ApiOpts[], req: Req, expected: string | null];
@@ -310,4 +313,93 @@ test('10,000 routes: lookups return the right route (correctness only)', () => {
   expect(winner(t, { path: '/svc-5/v5/x' })).toBe('api-5');
   expect(winner(t, { path: '/svc-1234/v3' })).toBe('root');
   expect(winner(t, { path: '/svc-10000/v0' })).toBe('root');
+});
+
+describe('header conditions (proxy.match_headers)', () => {
+  const canary: ApiOpts[] = [
+    { name: 'a-stable', listen_path: '/api/*' },
+    { name: 'z-canary', listen_path: '/api/*', match_headers: { 'X-Canary': ['true'] } },
+  ];
+  const versions: ApiOpts[] = [
+    { name: 'v1', listen_path: '/api/*' },
+    { name: 'v2', listen_path: '/api/*', match_headers: { 'Accept-Version': ['v2', 'v2.1'] } },
+  ];
+  const both: ApiOpts[] = [
+    { name: 'plain', listen_path: '/api/*' },
+    { name: 'one', listen_path: '/api/*', match_headers: { 'x-tenant': ['acme'] } },
+    { name: 'two', listen_path: '/api/*', match_headers: { 'x-tenant': ['acme'], 'x-canary': ['true'] } },
+  ];
+  test.each<Row>([
+    ['the header with the listed value: the route with the condition, though its name sorts last', canary, { path: '/api/x', headers: { 'x-canary': 'true' } }, 'z-canary'],
+    ['another value: the route without', canary, { path: '/api/x', headers: { 'x-canary': 'false' } }, 'a-stable'],
+    ['the header absent: the route without', canary, { path: '/api/x', headers: {} }, 'a-stable'],
+    ['no headers given at all: the route without', canary, { path: '/api/x' }, 'a-stable'],
+    ['values are case-sensitive', canary, { path: '/api/x', headers: { 'x-canary': 'True' } }, 'a-stable'],
+    ['names are case-insensitive (the definition wrote X-Canary; node names it x-canary)', canary, { path: '/api/x', headers: { 'x-canary': 'true' } }, 'z-canary'],
+    ['an empty value is no listed value', canary, { path: '/api/x', headers: { 'x-canary': '' } }, 'a-stable'],
+    ['a value that only starts with the listed one', canary, { path: '/api/x', headers: { 'x-canary': 'truex' } }, 'a-stable'],
+    ['alone, the condition is what routes', [canary[1]], { path: '/api/x', headers: { 'x-canary': 'false' } }, null],
+    ['any one of several values: the first', versions, { path: '/api', headers: { 'accept-version': 'v2' } }, 'v2'],
+    ['any one of several values: the second', versions, { path: '/api', headers: { 'accept-version': 'v2.1' } }, 'v2'],
+    ['none of them', versions, { path: '/api', headers: { 'accept-version': 'v3' } }, 'v1'],
+    ['sent twice (node joins them): one of the values listed', versions, { path: '/api', headers: { 'accept-version': 'v1, v2' } }, 'v2'],
+    ['sent twice, neither listed', versions, { path: '/api', headers: { 'accept-version': 'v1, v3' } }, 'v1'],
+    ['a comma list without spaces', versions, { path: '/api', headers: { 'accept-version': 'v3,v2.1' } }, 'v2'],
+    ['elements trimmed of spaces and tabs', versions, { path: '/api', headers: { 'accept-version': 'v3 ,\t v2\t, v4' } }, 'v2'],
+    ['empty elements are skipped', versions, { path: '/api', headers: { 'accept-version': ', ,v2' } }, 'v2'],
+    ['an element is whole: v2 is not in v2.1x', versions, { path: '/api', headers: { 'accept-version': 'v2.1x, v22' } }, 'v1'],
+    ['an array value (Set-Cookie-like): any of its fields', versions, { path: '/api', headers: { 'accept-version': ['v3', 'v4, v2'] } }, 'v2'],
+    ['a listed value holding a comma matches the whole field', [{ name: 'dated', listen_path: '/d', match_headers: { 'x-date': ['Tue, 1 Nov'] } }], { path: '/d', headers: { 'x-date': 'Tue, 1 Nov' } }, 'dated'],
+    ['a listed value holding a comma is not one element of it', [{ name: 'dated', listen_path: '/d', match_headers: { 'x-date': ['Tue, 1 Nov'] } }], { path: '/d', headers: { 'x-date': 'Tue' } }, null],
+    ['every header must hold: both', both, { path: '/api', headers: { 'x-tenant': 'acme', 'x-canary': 'true' } }, 'two'],
+    ['every header must hold: one of two falls to the route with one', both, { path: '/api', headers: { 'x-tenant': 'acme', 'x-canary': 'no' } }, 'one'],
+    ['every header must hold: the other one alone', both, { path: '/api', headers: { 'x-canary': 'true' } }, 'plain'],
+    ['a longer prefix still wins over a header condition', [...canary, { name: 'long', listen_path: '/api/v2/*' }], { path: '/api/v2/x', headers: { 'x-canary': 'true' } }, 'long'],
+    ['a header counts as a condition as hosts do: two headers beat hosts alone', [{ name: 'a-host', listen_path: '/api/*', hosts: ['h.com'] }, { name: 'z-two', listen_path: '/api/*', match_headers: { 'x-a': ['1'], 'x-b': ['1'] } }], { path: '/api', host: 'h.com', headers: { 'x-a': '1', 'x-b': '1' } }, 'z-two'],
+    ['one header ties with hosts: name order', [{ name: 'a-host', listen_path: '/api/*', hosts: ['h.com'] }, { name: 'z-one', listen_path: '/api/*', match_headers: { 'x-a': ['1'] } }], { path: '/api', host: 'h.com', headers: { 'x-a': '1' } }, 'a-host'],
+    ['a route with no listen_path: headers alone route every path', [{ name: 'tenant', match_headers: { 'x-tenant': ['acme'] } }], { path: '/any/thing', headers: { 'x-tenant': 'acme' } }, 'tenant'],
+    ['a route with no listen_path: other tenants miss', [{ name: 'tenant', match_headers: { 'x-tenant': ['acme'] } }], { path: '/any/thing', headers: { 'x-tenant': 'other' } }, null],
+    ['a header named like an Object member, absent from the request', [{ name: 'odd', listen_path: '/o', match_headers: { constructor: ['x'] } }], { path: '/o', headers: {} }, null],
+    ['a header named like an Object member, sent', [{ name: 'odd', listen_path: '/o', match_headers: { constructor: ['x'] } }], { path: '/o', headers: { constructor: 'x' } }, 'odd'],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+
+  const tenantsWithCanary: ApiOpts[] = [
+    ...tenants(20, '/api/*'),
+    ...Array.from({ length: 20 }, (_, i): ApiOpts => ({ name: `c${i}`, hosts: [`t${i}.example.com`], listen_path: '/api/*', match_headers: { 'x-canary': ['true'] } })),
+    { name: 'default', listen_path: '/api/*' },
+    { name: 'default-canary', listen_path: '/api/*', match_headers: { 'x-canary': ['true'] } },
+  ];
+  test.each<Row>([
+    ['hosts and headers: the tenant\'s canary', tenantsWithCanary, { path: '/api/x', host: 't7.example.com', headers: { 'x-canary': 'true' } }, 'c7'],
+    ['hosts and headers: the tenant\'s stable route', tenantsWithCanary, { path: '/api/x', host: 't7.example.com', headers: { 'x-canary': 'false' } }, 't7'],
+    ['hosts and headers: an unknown host with the header', tenantsWithCanary, { path: '/api/x', host: 'nobody.test', headers: { 'x-canary': 'true' } }, 'default-canary'],
+    ['hosts and headers: an unknown host without it', tenantsWithCanary, { path: '/api/x', host: 'nobody.test' }, 'default'],
+    ['hosts and headers: the host condition still applies', [{ name: 'c', hosts: ['t.com'], listen_path: '/api/*', match_headers: { 'x-canary': ['true'] } }], { path: '/api', host: 'u.com', headers: { 'x-canary': 'true' } }, null],
+    ['in a parameter family: the member with the header', [...family(50, res), { name: 'z-canary', listen_path: '/api/{id}/res-7/*', match_headers: { 'x-canary': ['true'] } }], { path: '/api/1/res-7', headers: { 'x-canary': 'true' } }, 'z-canary'],
+    ['in a parameter family: the member without', [...family(50, res), { name: 'z-canary', listen_path: '/api/{id}/res-7/*', match_headers: { 'x-canary': ['true'] } }], { path: '/api/1/res-7' }, 'f7'],
+  ])('%s', (_name, apis, req, expected) => {
+    expect(winner(table(apis), req)).toBe(expected);
+  });
+
+  test('two APIs on one listen_path differing only by the value of a header both route', () => {
+    const t = table([
+      { name: 'blue', listen_path: '/app/*', match_headers: { 'x-slot': ['blue'] } },
+      { name: 'green', listen_path: '/app/*', match_headers: { 'x-slot': ['green'] } },
+    ]);
+    expect(winner(t, { path: '/app/1', headers: { 'x-slot': 'blue' } })).toBe('blue');
+    expect(winner(t, { path: '/app/1', headers: { 'x-slot': 'green' } })).toBe('green');
+    expect(winner(t, { path: '/app/1', headers: { 'x-slot': 'blue, green' } })).toBe('blue');
+    expect(winner(t, { path: '/app/1' })).toBeNull();
+  });
+
+  test('explain names the headers a route fails and lists the others', () => {
+    const t = table(canary);
+    const considered = t.explain({ method: 'GET', host: undefined, path: '/api/x', headers: { 'x-canary': 'false' } });
+    expect(considered.map((c) => [c.route.name, c.failed])).toEqual([
+      ['z-canary', ['headers']],
+      ['a-stable', []],
+    ]);
+  });
 });

@@ -17,8 +17,10 @@ const NAMES = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
 const PATHS = ['/a/*', '/a', '/a/b/*', '/a/b', '/ab/*', '/abc', '/a/bc/*', '/a/{id}', '/a/{id}/c/*', '/a/{id}/d', '/a/x/{id}', '/{x}', '/*', '/', '/b/c/{n:[0-9]+}', undefined];
 const HOSTS = [[], ['h.test'], ['g.test'], ['*.w.test'], ['h.test', 'g.test'], ['h.test', '*.w.test']];
 const METHODS = [['ALL'], ['GET'], ['GET', 'POST']];
+// Routes on one path and hosts that differ only by their header conditions, and conditions that overlap.
+const HEADERS: Array<Record<string, string[]> | undefined> = [undefined, undefined, { 'X-C': ['1'] }, { 'x-c': ['2'] }, { 'x-c': ['1', '2'], 'X-V': ['a'] }, { 'x-v': ['a', 'b'] }];
 
-const spec = fc.record({ path: fc.constantFrom(...PATHS), hosts: fc.constantFrom(...HOSTS), methods: fc.constantFrom(...METHODS) });
+const spec = fc.record({ path: fc.constantFrom(...PATHS), hosts: fc.constantFrom(...HOSTS), methods: fc.constantFrom(...METHODS), headers: fc.constantFrom(...HEADERS) });
 type Spec = typeof spec extends fc.Arbitrary<infer S> ? S : never;
 
 /** A route without listen_path needs some other condition: such a spec with neither gets methods POST. */
@@ -29,7 +31,8 @@ const route = (name: string, s: Spec): CompiledRoute =>
       hosts: s.hosts,
       proxy: {
         ...(s.path ? { listen_path: s.path } : {}),
-        methods: !s.path && s.hosts.length === 0 && s.methods[0] === 'ALL' ? ['POST'] : s.methods,
+        methods: !s.path && s.hosts.length === 0 && !s.headers && s.methods[0] === 'ALL' ? ['POST'] : s.methods,
+        match_headers: s.headers,
         upstreams: { targets: [{ target: 'http://up.test' }] },
       },
     }),
@@ -44,6 +47,7 @@ const request = fc.record({
   path: fc.constantFrom('/', '/a', '/a/', '/a/b', '/a/b/x', '/ab', '/ab/q', '/abc', '/abcd', '/a/bc', '/a/bc/1', '/a/7', '/a/7/c', '/a/7/c/z', '/a/7/d', '/a/x/9', '/b/c/12', '/b/c/x', '/zz', '/q/r/s'),
   host: fc.constantFrom(undefined, 'h.test', 'g.test', 'x.w.test', 'H.TEST:8080', 'other.test'),
   method: fc.constantFrom('GET', 'POST', 'put'),
+  headers: fc.constantFrom(undefined, {}, { 'x-c': '1' }, { 'x-c': '2' }, { 'x-c': '3, 2' }, { 'x-c': '1', 'x-v': 'b' }, { 'x-c': '2', 'x-v': 'a,b' }, { 'x-v': 'a' }),
 });
 const requests = fc.array(request, { minLength: 20, maxLength: 20 });
 
@@ -95,8 +99,22 @@ describe('updateRoutingTable', () => {
     );
   });
 
+  test('match elects the first route, in the order explain considers them (longest prefix, then bucket order), whose every condition holds', () => {
+    // explain reads every entry of a bucket; match reads only the host and segment indexes' lists.
+    fc.assert(
+      fc.property(config, requests, (specs, reqs) => {
+        const table = buildRoutingTable(specs.flatMap((s, i) => (s ? [route(NAMES[i], s)] : [])));
+        for (const req of reqs) {
+          const first = table.explain(req).find((c) => c.failed.length === 0);
+          expect(table.match(req)?.route.id).toBe(first?.route.id);
+        }
+      }),
+      PARAMS,
+    );
+  });
+
   test('refuses to remove a route the table does not hold', () => {
-    const table = buildRoutingTable([route('a', { path: '/a/*', hosts: [], methods: ['ALL'] })]);
-    expect(() => updateRoutingTable(table, [route('b', { path: '/a/*', hosts: [], methods: ['ALL'] })], [])).toThrow('route api:b is not in the table');
+    const table = buildRoutingTable([route('a', { path: '/a/*', hosts: [], methods: ['ALL'], headers: undefined })]);
+    expect(() => updateRoutingTable(table, [route('b', { path: '/a/*', hosts: [], methods: ['ALL'], headers: undefined })], [])).toThrow('route api:b is not in the table');
   });
 });

@@ -335,6 +335,69 @@ describe('upstream protocol', () => {
   });
 });
 
+/** The delta from `base` to `next`, through encodeDelta and the client's deserializer, applies on top of `base` and gives `next`. */
+function expectDeltaApplies(base: Definitions, next: Definitions): void {
+  const baseContent = { version: 1, hash: definitionsHash(base), defs: base };
+  const delta = toDeltaMessage(baseContent, { version: 2, hash: definitionsHash(next), defs: next });
+  const decoded = (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeDelta(delta), 'delta')) as { delta: never }).delta;
+  const applied = applyDeltaMessage(baseContent, decoded);
+  expect(applied.hash).toBe(definitionsHash(next));
+  expect(applied.defs.apis).toEqual(next.apis);
+}
+
+describe('proxy.match_headers', () => {
+  const api = (name: string, match_headers?: unknown) =>
+    parseApiDefinition({ name, proxy: { listen_path: '/api/*', ...target('http://u1:8080'), ...(match_headers !== undefined && { match_headers }) } });
+  const DEFS_WITH: Definitions = {
+    apis: [api('canary', { 'X-Canary': ['true'], 'Accept-Version': ['v2', 'v2.1'] }), api('stable')],
+    oauthServers: [
+      parseOAuthServer({
+        name: 'auth',
+        oauth_endpoints: { token: { listen_path: '/auth/token', match_headers: { 'X-Tenant': ['a'] }, ...target('http://auth') } },
+        token_strategy: { name: 'storage', settings: [] },
+      }),
+    ],
+  };
+
+  test.each(decoders)('round-trips through encodeSnapshot and %s; absent stays absent', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(3, DEFS_WITH))) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(DEFS_WITH));
+    expect(back.defs).toEqual(sortedByName(DEFS_WITH));
+    expect(back.defs.apis.find((a) => a.name === 'canary')!.proxy.match_headers).toEqual({ 'accept-version': ['v2', 'v2.1'], 'x-canary': ['true'] });
+    expect(back.defs.apis.find((a) => a.name === 'stable')!.proxy).not.toHaveProperty('match_headers');
+    expect(back.defs.oauthServers[0].oauth_endpoints.token.match_headers).toEqual({ 'x-tenant': ['a'] });
+  });
+
+  test('round-trips as the plain message (no wire)', () => {
+    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(3, DEFS_WITH)))).toEqual({ version: 3, hash: definitionsHash(DEFS_WITH), defs: sortedByName(DEFS_WITH) });
+  });
+
+  test('a condition added by a delta travels through encodeDelta and applies', () => {
+    expectDeltaApplies({ apis: [api('stable')], oauthServers: [] }, { apis: [api('stable', { 'X-Canary': ['true'] })], oauthServers: [] });
+  });
+
+  test('a definition without it has no match_headers member in its message, so its hash is the one before it existed', () => {
+    expect(Object.keys(apiMessage(api('stable')).proxy!)).not.toContain('match_headers');
+    expect(definitionsHash(DEFS)).toBe(PINNED_DEFS_HASH);
+    expect(definitionsHash({ apis: [api('stable', {})], oauthServers: [] })).toBe(definitionsHash({ apis: [api('stable')], oauthServers: [] }));
+  });
+
+  test('the wire\'s empty map, which every proxy without conditions decodes with, is read as absent', () => {
+    const message = proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeSnapshot(toSnapshotMessage(1, { apis: [api('stable')], oauthServers: [] })))) as {
+      snapshot: SnapshotMessage;
+    };
+    expect((message.snapshot.apis[0] as { proxy: { match_headers: unknown } }).proxy.match_headers).toEqual({});
+    expect(fromSnapshotMessage(message.snapshot).defs.apis[0].proxy).not.toHaveProperty('match_headers');
+  });
+
+  test('the hash follows the conditions, not the order they were written in', () => {
+    const hashOf = (h?: unknown) => definitionsHash({ apis: [api('x', h)], oauthServers: [] });
+    expect(hashOf({ 'X-A': ['1', '2'], 'X-B': ['3'] })).toBe(hashOf({ 'x-b': ['3'], 'x-a': ['2', '1'] }));
+    const hashes = [hashOf(), hashOf({ 'X-A': ['1'] }), hashOf({ 'X-A': ['2'] }), hashOf({ 'X-B': ['1'] }), hashOf({ 'X-A': ['1', '2'] }), hashOf({ 'X-A': ['1'], 'X-B': ['1'] })];
+    expect(new Set(hashes).size).toBe(hashes.length);
+  });
+});
+
 describe('upstream health checks', () => {
   const upstreams = (health_check?: unknown) => ({ balancing: 'weight', targets: [{ target: 'http://u1:8080', weight: 2 }, { target: 'http://u2:8080' }], health_check });
   /** The definition whose hash below was computed with the codec of commit 11e399d, before health checks existed. */
@@ -410,14 +473,7 @@ describe('upstream health checks', () => {
   });
 
   test('a health check added by a delta travels through encodeDelta and applies', () => {
-    const base = { apis: [unchecked()], oauthServers: [] };
-    const next = { apis: [CHECKED.apis[0]], oauthServers: [] };
-    const baseContent = { version: 1, hash: definitionsHash(base), defs: base };
-    const delta = toDeltaMessage(baseContent, { version: 2, hash: definitionsHash(next), defs: next });
-    const decoded = (proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeDelta(delta), 'delta')) as { delta: never }).delta;
-    const applied = applyDeltaMessage(baseContent, decoded);
-    expect(applied.hash).toBe(definitionsHash(next));
-    expect(applied.defs.apis).toEqual(next.apis);
+    expectDeltaApplies({ apis: [unchecked()], oauthServers: [] }, { apis: [CHECKED.apis[0]], oauthServers: [] });
   });
 
   test('a definition without a health check keeps the hash it had before the feature: its message has no health_check member', () => {

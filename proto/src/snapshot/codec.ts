@@ -20,7 +20,8 @@
  * Micciancio's AdHash), and kinds are summed apart.
  * Per-definition messages and hashes are memoised by object identity: definitions are never
  * mutated (the store and the DP build new objects for every change). Wire conventions: "" listen_path =
- * absent, default_ttl 0 = unset, weight 0 = unset (normalised definitions always carry a weight >= 1).
+ * absent, default_ttl 0 = unset, weight 0 = unset (normalised definitions always carry a weight >= 1),
+ * an empty match_headers map = absent.
  */
 import { hash as digest } from 'node:crypto';
 import { GatehouseError, isGatehouseError } from '../errors.js';
@@ -114,7 +115,7 @@ function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
 }
 
 function proxyToMessage(p: ProxyDefinition): wire.Proxy {
-  return {
+  const message = {
     listen_path: p.listen_path ?? '',
     upstreams: upstreamsToMessage(p.upstreams),
     methods: [...p.methods],
@@ -127,6 +128,10 @@ function proxyToMessage(p: ProxyDefinition): wire.Proxy {
       response_header_timeout: p.forwarding_timeouts.response_header_timeout,
     },
   };
+  // Only when set, last, names sorted: a proxy without header conditions keeps the message (and hash) it had before them.
+  if (!p.match_headers) return message as wire.Proxy;
+  const names = Object.keys(p.match_headers).sort();
+  return { ...message, match_headers: Object.fromEntries(names.map((name) => [name, { values: [...p.match_headers![name]] }])) };
 }
 
 /** JSON value with object keys sorted at every level: a plugin config's canonical form (maps have no order). */
@@ -342,18 +347,31 @@ function healthCheckFromMessage(h: unknown): unknown {
   return active === h.active && passive === h.passive ? h : { ...h, active, passive };
 }
 
+/**
+ * Wire {name: {values}} → {name: values}. The wire's empty map is left as it is: the schema stores an empty
+ * match_headers as absent, and replacing it here would copy every proxy of a full snapshot.
+ */
+function matchHeadersFromMessage(h: unknown): unknown {
+  if (!isPlainObject(h)) return h;
+  let wrapped = false;
+  for (const name in h) wrapped ||= isPlainObject(h[name]);
+  return wrapped ? Object.fromEntries(Object.entries(h).map(([name, list]) => [name, isPlainObject(list) ? list.values : list])) : h;
+}
+
 function proxyFromMessage(m: unknown): unknown {
   if (!isPlainObject(m)) return m;
+  const matchHeaders = matchHeadersFromMessage(m.match_headers);
   let upstreams = isPlainObject(m.upstreams) ? m.upstreams : undefined;
   const targets = upstreams && Array.isArray(upstreams.targets) ? upstreams.targets : undefined;
   const weightsUnset = targets?.some(weightUnset) ?? false;
   const healthCheck = upstreams && healthCheckFromMessage(upstreams.health_check);
   if (upstreams && healthCheck !== upstreams.health_check) upstreams = { ...upstreams, health_check: healthCheck };
   if (upstreams?.protocol === '') upstreams = { ...upstreams, protocol: undefined };
-  if (m.listen_path !== '' && !weightsUnset && upstreams === m.upstreams) return m;
+  if (m.listen_path !== '' && !weightsUnset && upstreams === m.upstreams && matchHeaders === m.match_headers) return m;
   return {
     ...m,
     listen_path: m.listen_path === '' ? undefined : m.listen_path,
+    match_headers: matchHeaders,
     upstreams: weightsUnset ? { ...upstreams, targets: targets!.map((t) => (weightUnset(t) ? { ...(t as object), weight: undefined } : t)) } : upstreams,
   };
 }

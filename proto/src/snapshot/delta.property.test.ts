@@ -42,6 +42,8 @@ const apiArb = fc
     path: fc.constantFrom(...PATHS),
     hosts: fc.subarray(['h.test', '*.w.test']),
     methods: fc.constantFrom(['ALL'], ['GET'], ['GET', 'POST']),
+    // Equal conditions written in two cases (one route key), and others on the same path (other keys).
+    headers: fc.constantFrom(undefined, undefined, { 'X-C': ['1'] }, { 'x-c': ['1'] }, { 'x-c': ['2', '1'] }),
     weight: fc.integer({ min: 1, max: 3 }),
     server: fc.option(fc.constantFrom(...SERVER_NAMES), { nil: undefined }),
     strip: fc.boolean(),
@@ -54,6 +56,7 @@ const apiArb = fc
       proxy: {
         ...(r.path ? { listen_path: r.path } : {}),
         methods: r.methods,
+        match_headers: r.headers,
         strip_path: r.strip,
         upstreams: { balancing: 'weight', targets: [{ target: 'http://up.test', weight: r.weight }] },
       },

@@ -134,6 +134,13 @@ export interface ActiveHealthCheck {
   method: string;
   statuses: number[];
   headers: Record<string, string>;
+  /** Set for gRPC's health protocol instead of an HTTP probe (path then ""). */
+  grpc: GrpcHealthCheck | null;
+}
+
+export interface GrpcHealthCheck {
+  /** "" = the whole server. */
+  service: string;
 }
 
 export interface PassiveHealthCheck {

@@ -49,6 +49,8 @@ let dp: DataPlane;
 let plainDp: DataPlane;
 let grpcServer: grpc.Server;
 let grpcTlsServer: grpc.Server;
+/** Answers calls, but reports test.Echo NOT_SERVING. */
+let sickServer: grpc.Server;
 let h2c: Http2Server;
 /** What the upstream saw of each Unary call (its metadata), newest last. */
 const seen: grpc.Metadata[] = [];
@@ -101,9 +103,24 @@ function echoImplementation(origin: string): grpc.UntypedServiceImplementation {
   };
 }
 
-async function startGrpcServer(credentials: grpc.ServerCredentials, origin: string): Promise<{ server: grpc.Server; port: number }> {
+/** grpc.health.v1.Health/Check, raw: HealthCheckRequest{service = 1}, HealthCheckResponse{status = 1}. */
+const HEALTH = { Check: { ...method('Check', false, false), path: '/grpc.health.v1.Health/Check' } } satisfies grpc.ServiceDefinition;
+
+/** `serving`: whether it answers SERVING (1) for test.Echo, else NOT_SERVING (2). */
+function healthImplementation(serving: boolean): grpc.UntypedServiceImplementation {
+  return {
+    Check(call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) {
+      const service = call.request.length === 0 ? '' : call.request.subarray(2).toString();
+      if (service === 'test.Echo') callback(null, Buffer.from([0x08, serving ? 1 : 2]));
+      else callback({ code: grpc.status.NOT_FOUND, details: `unknown service ${service}` });
+    },
+  };
+}
+
+async function startGrpcServer(credentials: grpc.ServerCredentials, origin: string, serving = true): Promise<{ server: grpc.Server; port: number }> {
   const server = new grpc.Server();
   server.addService(ECHO, echoImplementation(origin));
+  server.addService(HEALTH, healthImplementation(serving));
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))));
   return { server, port };
 }
@@ -123,6 +140,8 @@ beforeAll(async () => {
   ]);
   grpcServer = plain.server;
   grpcTlsServer = secure.server;
+  const sick = await startGrpcServer(grpc.ServerCredentials.createInsecure(), 'sick', false);
+  sickServer = sick.server;
   // A plain (not gRPC) h2c-only upstream: it refuses HTTP/1.1, so only the http2 protocol reaches it.
   h2c = createH2cServer((req, res) => {
     if (req.url === '/plain/big') {
@@ -153,7 +172,12 @@ beforeAll(async () => {
       ...apiDefinition({ name: 'plain-h2c', listenPath: '/plain/*', targets: [`http://127.0.0.1:${h2cPort}`, `http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
     },
     apiDefinition({ name: 'dead-h2', listenPath: '/dead/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
+    apiDefinition({ name: 'grpc-checked', hosts: ['checked.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`, `http://127.0.0.1:${sick.port}`], protocol: 'http2' }),
   ];
+  // gRPC's health protocol: the sick target says NOT_SERVING for test.Echo, though it answers calls.
+  (apis[5]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = {
+    active: { grpc: { service: 'test.Echo' }, interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 },
+  };
   // The plain route's second target is dead: the active check (over h2, as the route's requests) takes it out.
   (apis[3]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = { active: { path: '/healthz', interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 } };
   for (const api of apis) expect((await admin.createApi(api)).status).toBe(201);
@@ -168,6 +192,7 @@ afterAll(async () => {
   await cp?.dispose();
   grpcServer?.forceShutdown();
   grpcTlsServer?.forceShutdown();
+  sickServer?.forceShutdown();
   await new Promise((resolve) => (h2c ? h2c.close(resolve) : resolve(undefined)));
   await certs?.dispose();
 });
@@ -430,6 +455,22 @@ test('the active health check probes over h2 too: the h2c-only target stays in, 
     },
     { timeoutMs: 10_000, what: 'every request answered by the live h2c target' },
   );
+});
+
+test("an active gRPC health check takes out the target that reports NOT_SERVING, though it answers calls", async () => {
+  const c = client('checked.grpc.test');
+  try {
+    await pollUntil(
+      async () => {
+        const origins = [];
+        for (let i = 0; i < 4; i++) origins.push((await unary(c, 'Unary', Buffer.from('?'))).header?.get('x-origin')[0]);
+        return origins.every((o) => o === 'h2c') ? origins : undefined;
+      },
+      { what: 'every call answered by the serving target', timeoutMs: 10_000 },
+    );
+  } finally {
+    c.close();
+  }
 });
 
 test('an http2 route whose upstream refuses connections answers 502', async () => {

@@ -208,7 +208,7 @@ test('a removed health check stops its probes and its gauge', async () => {
 
 test.each([
   [{}, 'proxy.upstreams.health_check must have "active", "passive" or both'],
-  [{ active: {} }, 'proxy.upstreams.health_check.active.path is required'],
+  [{ active: {} }, 'proxy.upstreams.health_check.active.path is required (or grpc, for a gRPC health check)'],
   [{ active: { path: 'health' } }, 'proxy.upstreams.health_check.active.path must start with "/" and hold only printable ASCII without spaces or "#"'],
   [{ active: { path: '/h', interval: '10ms' } }, 'proxy.upstreams.health_check.active.interval must be a duration from "100ms" to "1h"'],
   [{ passive: { unhealthy_threshold: 0 } }, 'proxy.upstreams.health_check.passive.unhealthy_threshold must be an integer from 1 to 100'],

@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import * as grpc from '@grpc/grpc-js';
 import { Registry } from 'prom-client';
 import { compileTarget, type CompiledTarget } from '#proto/compile/index';
 import type { HealthCheckDefinition } from '#proto/definition/types';
@@ -81,6 +82,7 @@ describe('TargetHealth', () => {
       origin: 'https://svc.example',
       path: '/status?deep=1',
       method: 'GET',
+      grpcService: null,
       headers: { host: 'svc.example', 'user-agent': 'gatehouse-health-check' },
       healthy: null,
       timeoutMs: 75,
@@ -389,7 +391,7 @@ describe('poolProbe', () => {
   });
 
   const probeOf = (origin: string, timeoutMs = 1000, path = '/healthz', options: Partial<ProbeRequest> = {}) =>
-    poolProbe(pools)({ origin, path, method: 'GET', headers: { host: 'svc.example:8080', 'user-agent': 'gatehouse-health-check' }, healthy: null, timeoutMs, pool: POOL, ...options });
+    poolProbe(pools)({ origin, path, method: 'GET', headers: { host: 'svc.example:8080', 'user-agent': 'gatehouse-health-check' }, healthy: null, grpcService: null, timeoutMs, pool: POOL, ...options });
 
   test.each([
     [200, null],
@@ -467,5 +469,57 @@ describe('poolProbe', () => {
   test('a refused connection gives a reason', async () => {
     const verdict = await probeOf(`http://127.0.0.1:${await freePort()}`);
     expect(verdict).toEqual(expect.stringContaining('ECONNREFUSED'));
+  });
+});
+
+describe('poolProbe, gRPC health protocol (active.grpc)', () => {
+  const same = (b: Buffer): Buffer => b;
+  const HEALTH = {
+    Check: { path: '/grpc.health.v1.Health/Check', requestStream: false, responseStream: false, requestSerialize: same, requestDeserialize: same, responseSerialize: same, responseDeserialize: same },
+  };
+  /** HealthCheckResponse{status}: field 1, varint. */
+  const answer = (status: number) => Buffer.from([0x08, status]);
+  let server: grpc.Server;
+  let pools: UpstreamPools;
+  let origin: string;
+  /** The service names asked for, in order. */
+  const asked: string[] = [];
+  beforeAll(async () => {
+    server = new grpc.Server();
+    server.addService(HEALTH, {
+      Check(call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) {
+        // HealthCheckRequest{service}: absent for "", else field 1, length, bytes.
+        const service = call.request.length === 0 ? '' : call.request.subarray(2).toString();
+        asked.push(service);
+        if (service === '' || service === 'up') callback(null, answer(1));
+        else if (service === 'down') callback(null, answer(2));
+        else if (service === 'hang') return;
+        else callback({ code: grpc.status.NOT_FOUND, details: 'unknown service' });
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    origin = `http://127.0.0.1:${port}`;
+    pools = createUpstreamPools();
+  });
+  afterAll(async () => {
+    server.forceShutdown();
+    await pools.close();
+  });
+
+  const probe = (grpcService: string, timeoutMs = 1000) =>
+    poolProbe(pools)({ origin, path: '/grpc.health.v1.Health/Check', method: 'GET', grpcService, headers: { host: 'svc', 'user-agent': 'gatehouse-health-check' }, healthy: null, timeoutMs, pool: { ...POOL, http2: true } });
+
+  test.each([
+    ['', null],
+    ['up', null],
+    ['down', 'NOT_SERVING'],
+    ['missing', 'grpc-status 5'],
+  ])('service %j → %s', async (service, verdict) => {
+    expect(await probe(service)).toBe(verdict);
+    expect(asked.at(-1)).toBe(service);
+  });
+
+  test('a call that gets no answer in time fails the probe', async () => {
+    expect(await probe('hang', 200)).toMatch(/200 ms/);
   });
 });

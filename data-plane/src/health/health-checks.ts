@@ -4,7 +4,8 @@
  * | part      | counts as a failure                                       | out after                     | back after                                                   |
  * |-----------|-----------------------------------------------------------|-------------------------------|--------------------------------------------------------------|
  * | `active`  | a probe (`GET`/`HEAD <origin><path>`) without a healthy   | `unhealthy_threshold` in a row | `healthy_threshold` good probes in a row                     |
- * |           | status (`statuses`, else 2xx/3xx) in time                  |                                |                                                               |
+ * |           | status (`statuses`, else 2xx/3xx) in time; with `grpc`, a  |                                |                                                               |
+ * |           | Health/Check call not answered SERVING (grpc-health.ts)    |                                |                                                               |
  * | `passive` | a proxied attempt without response, or a failing status    | `unhealthy_threshold` in a row | with `active`: the probes as above; without: `ejection`       |
  * |           | (`statuses`, else 502 / 503 / 504)                         |                                |                                                               |
  *
@@ -24,12 +25,16 @@ import { Gauge, type Registry } from 'prom-client';
 import type { PoolOptions, UpstreamPools } from '../proxy/upstream-pools.js';
 import { RouteStateRegistry } from '../route-state.js';
 import { withDeadline } from '../proxy/deadline.js';
+import type { Dispatcher } from 'undici';
+import { HEALTH_CHECK_PATH, healthCheckRequest, servingStatus } from './grpc-health.js';
 
 /** What a probe asks of a target: `request` as sent, `healthy` the statuses that count as good (null: 2xx and 3xx). */
 export interface ProbeRequest {
   origin: string;
   path: string;
   method: 'GET' | 'HEAD';
+  /** `active.grpc`: the service asked for by gRPC's health protocol instead (path and method unused); null for an HTTP probe. */
+  grpcService: string | null;
   /** Lower-case names: Host (the target's, unless the check gives one), User-Agent, the check's. */
   headers: Record<string, string>;
   healthy: ReadonlySet<number> | null;
@@ -44,7 +49,19 @@ export type Probe = (request: ProbeRequest) => Promise<string | null>;
 const PASSIVE_FAILURES = [502, 503, 504];
 
 interface Settings {
-  active?: { path: string; method: 'GET' | 'HEAD'; headers: Record<string, string>; statuses: ReadonlySet<number> | null; intervalMs: number; timeoutMs: number; healthy: number; unhealthy: number };
+  active?: {
+    path: string;
+    method: 'GET' | 'HEAD';
+    grpcService: string | null;
+    /** What the logs call the probe: its path, or the gRPC service asked for. */
+    name: string;
+    headers: Record<string, string>;
+    statuses: ReadonlySet<number> | null;
+    intervalMs: number;
+    timeoutMs: number;
+    healthy: number;
+    unhealthy: number;
+  };
   passive?: { unhealthy: number; ejectionMs: number; failures: ReadonlySet<number> };
 }
 
@@ -55,8 +72,10 @@ function settingsOf(check: HealthCheckDefinition, host: string): Settings {
   const extra = Object.entries(active?.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]);
   return {
     active: active && {
-      path: active.path,
+      path: active.grpc ? HEALTH_CHECK_PATH : active.path!,
       method: active.method ?? 'GET',
+      grpcService: active.grpc ? active.grpc.service : null,
+      name: active.grpc ? `the gRPC health of "${active.grpc.service}"` : active.path!,
       headers: { host, 'user-agent': 'gatehouse-health-check', ...Object.fromEntries(extra) },
       statuses: active.statuses ? new Set(active.statuses) : null,
       intervalMs: parseDuration(active.interval),
@@ -118,17 +137,17 @@ export class TargetHealth {
 
   private async runProbe(): Promise<void> {
     const active = this.settings.active!;
-    const { path, method, headers, statuses: healthy, timeoutMs } = active;
-    const failure = await this.probe({ origin: this.origin, path, method, headers, healthy, timeoutMs, pool: this.pool }).catch((err: unknown) =>
+    const { path, method, grpcService, headers, statuses: healthy, timeoutMs } = active;
+    const failure = await this.probe({ origin: this.origin, path, method, grpcService, headers, healthy, timeoutMs, pool: this.pool }).catch((err: unknown) =>
       err instanceof Error ? err.message : String(err),
     );
     if (!this.running) return;
     if (failure === null) {
       this.probeFailures = 0;
-      if (!this.healthy && ++this.probeSuccesses >= active.healthy) this.up(`${count(this.probeSuccesses, 'probe')} of ${active.path} succeeded in a row`);
+      if (!this.healthy && ++this.probeSuccesses >= active.healthy) this.up(`${count(this.probeSuccesses, 'probe')} of ${active.name} succeeded in a row`);
     } else {
       this.probeSuccesses = 0;
-      if (this.healthy && ++this.probeFailures >= active.unhealthy) this.down(`${count(this.probeFailures, 'probe')} of ${active.path} failed in a row (the last: ${failure})`);
+      if (this.healthy && ++this.probeFailures >= active.unhealthy) this.down(`${count(this.probeFailures, 'probe')} of ${active.name} failed in a row (the last: ${failure})`);
     }
     this.schedule(active.intervalMs);
   }
@@ -169,17 +188,12 @@ export interface HealthRegistry {
 
 /** A probe through the proxy's upstream pools: the route's TLS mode and dial timeout apply, as to its requests. */
 export function poolProbe(pools: UpstreamPools): Probe {
-  return async ({ origin, path, method, headers, healthy, timeoutMs, pool }) => {
+  return async ({ origin, path, method, grpcService, headers, healthy, timeoutMs, pool }) => {
     try {
       return await withDeadline(timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`), async (signal) => {
-        const res = await pools.get(origin, pool).request({
-          method,
-          path,
-          headers,
-          signal,
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
-        });
+        const request = { path, headers, signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs };
+        if (grpcService !== null) return grpcProbe(pools.get(origin, pool), request, grpcService);
+        const res = await pools.get(origin, pool).request({ ...request, method });
         // Read to the end (bounded), so the connection goes back to the pool.
         await res.body.dump({ limit: 64 * 1024 });
         const good = healthy ? healthy.has(res.statusCode) : res.statusCode >= 200 && res.statusCode < 400;
@@ -189,6 +203,41 @@ export function poolProbe(pools: UpstreamPools): Probe {
       return err instanceof Error ? err.message : String(err);
     }
   };
+}
+
+/** gRPC's health protocol (grpc-health.ts): healthy when the call succeeds and names SERVING. */
+async function grpcProbe(
+  pool: Dispatcher,
+  request: { path: string; headers: Record<string, string>; signal: AbortSignal; headersTimeout: number; bodyTimeout: number },
+  service: string,
+): Promise<string | null> {
+  const res = await pool.request({
+    ...request,
+    method: 'POST',
+    headers: { ...request.headers, 'content-type': 'application/grpc', 'grpc-timeout': `${request.headersTimeout}m` },
+    body: healthCheckRequest(service),
+  });
+  if (res.statusCode !== 200) {
+    await res.body.dump({ limit: 64 * 1024 });
+    return `status ${res.statusCode}`;
+  }
+  // A HealthCheckResponse is a few bytes: a larger body is not one, and is not read on.
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).length;
+    if (size > 1024) {
+      res.body.destroy();
+      return 'answer larger than a HealthCheckResponse';
+    }
+    chunks.push(chunk as Buffer);
+  }
+  const body = Buffer.concat(chunks);
+  // The status of a Trailers-Only answer is in its head, else in the trailers (filled once the body is read).
+  const grpcStatus = res.headers['grpc-status'] ?? res.trailers['grpc-status'];
+  if (grpcStatus !== '0') return `grpc-status ${String(grpcStatus ?? 'missing')}`;
+  const serving = servingStatus(body);
+  return serving === 'SERVING' ? null : serving;
 }
 
 export function createHealthRegistry(deps: { probe: Probe; logger?: Logger; registry?: Registry }): HealthRegistry {

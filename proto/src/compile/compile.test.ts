@@ -171,6 +171,16 @@ describe('target validation', () => {
 });
 
 describe('compileApi', () => {
+  test('a gRPC health check needs an HTTP/2 upstream', () => {
+    const checked = (protocol?: 'http2') =>
+      compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }], health_check: { active: { grpc: { service: '' } } as never }, ...(protocol && { protocol }) } } }));
+    expect(gatehouseErrorOf(() => checked())).toMatchObject({
+      field: 'proxy.upstreams.health_check.active.grpc',
+      message: 'proxy.upstreams.health_check.active.grpc needs proxy.upstreams.protocol "http2"',
+    });
+    expect(checked('http2').targets).toHaveLength(1);
+  });
+
   test('grpc_web needs an HTTP/2 upstream; a disabled one does not', () => {
     const grpcWeb = (protocol: 'http1' | 'http2' | undefined, enabled = true) =>
       compileApi(

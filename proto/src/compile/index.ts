@@ -244,6 +244,10 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
     // A health check watches one host; a target whose host is a request's placeholder is a different one per request.
     const unchecked = compiledTargets.find((t) => fixedAuthority(t.plan) === null);
     if (unchecked) invalid(`${prefix}.upstreams.health_check`, `cannot check ${unchecked.template}: its host comes from the request`);
+    // gRPC's health protocol is a gRPC call, which only an HTTP/2 upstream speaks.
+    if (proxy.upstreams.health_check.active?.grpc && proxy.upstreams.protocol !== 'http2') {
+      invalid(`${prefix}.upstreams.health_check.active.grpc`, 'needs proxy.upstreams.protocol "http2"');
+    }
   }
   return { listenPath, methods, headers, targets: compiledTargets };
 }

@@ -49,6 +49,15 @@ test('method, statuses and headers are kept when given (statuses deduplicated an
   expect(plain.passive).not.toHaveProperty('statuses');
 });
 
+test('a gRPC health check: no path; its service defaults to "" (the whole server); headers allowed', () => {
+  expect(checkOf({ active: { grpc: {} } })).toEqual({ active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, grpc: { service: '' } } });
+  const named = checkOf({ active: { grpc: { service: 'helloworld.Greeter' }, headers: { 'X-Probe': '1' } } })!;
+  expect(named.active).toMatchObject({ grpc: { service: 'helloworld.Greeter' }, headers: { 'X-Probe': '1' } });
+  expect(named.active).not.toHaveProperty('path');
+  const api = parseApiDefinition(withCheck({ active: { grpc: {} } }));
+  expect(parseApiDefinition(api)).toEqual(api);
+});
+
 test('absent, or null, means no health check at all (no member)', () => {
   expect(parseApiDefinition(VALID).proxy.upstreams).not.toHaveProperty('health_check');
   expect(parseApiDefinition(withCheck(null)).proxy.upstreams).not.toHaveProperty('health_check');
@@ -88,7 +97,7 @@ test.each<[string, unknown, string, string]>([
   ['an empty object', {}, FIELD, 'must have "active", "passive" or both'],
   ['both parts null', { active: null, passive: null }, FIELD, 'must have "active", "passive" or both'],
   ['not an object', 'yes', FIELD, 'must be an object'],
-  ['active without a path', { active: {} }, `${FIELD}.active.path`, 'is required'],
+  ['active without a path', { active: {} }, `${FIELD}.active.path`, 'is required (or grpc, for a gRPC health check)'],
   ['path a number', { active: { path: 5 } }, `${FIELD}.active.path`, 'must be a string'],
   ['path a list', { active: { path: ['/a'] } }, `${FIELD}.active.path`, 'must be a string'],
   ['active not an object', { active: true }, `${FIELD}.active`, 'must be an object'],
@@ -98,6 +107,12 @@ test.each<[string, unknown, string, string]>([
   ['path a full URL', { active: { path: 'http://other/healthz' } }, `${FIELD}.active.path`, PATH],
   ['path with a space', { active: { path: '/health z' } }, `${FIELD}.active.path`, PATH],
   ['path with "#"', { active: { path: '/health#x' } }, `${FIELD}.active.path`, PATH],
+  ['grpc with a path', { active: { grpc: {}, path: '/h' } }, `${FIELD}.active.path`, 'cannot be given with grpc'],
+  ['grpc with a method', { active: { grpc: {}, method: 'HEAD' } }, `${FIELD}.active.method`, 'cannot be given with grpc'],
+  ['grpc with statuses', { active: { grpc: {}, statuses: [200] } }, `${FIELD}.active.statuses`, 'cannot be given with grpc'],
+  ['grpc not an object', { active: { grpc: 'x' } }, `${FIELD}.active.grpc`, 'must be an object'],
+  ['grpc service with a space', { active: { grpc: { service: 'a b' } } }, `${FIELD}.active.grpc.service`, 'must be printable ASCII without spaces'],
+  ['grpc service too long', { active: { grpc: { service: 'a'.repeat(257) } } }, `${FIELD}.active.grpc.service`, 'must be at most 256 characters'],
   ['path with CRLF', { active: { path: '/h\r\nX-Injected: 1' } }, `${FIELD}.active.path`, PATH],
   ['path with a tab', { active: { path: '/h\tx' } }, `${FIELD}.active.path`, PATH],
   ['path with DEL', { active: { path: '/h\u007f' } }, `${FIELD}.active.path`, PATH],

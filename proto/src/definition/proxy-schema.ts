@@ -92,7 +92,8 @@ const healthCheckSchema = z
     active: z
       .object({
         // Printable ASCII but '#': a probe's request line is this path as it is (a query is allowed).
-        path: z.string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') }).regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"'),
+        // Required unless `grpc` is given (the refinement below).
+        path: z.string('must be a string').regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"').optional(),
         interval: boundedDuration(HEALTH_CHECK_DEFAULTS.active.interval, 100, '100ms', 3_600_000, '1h'),
         timeout: boundedDuration(HEALTH_CHECK_DEFAULTS.active.timeout, 10, '10ms', 60_000, '1m'),
         healthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.healthy_threshold),
@@ -101,6 +102,21 @@ const healthCheckSchema = z
         method: z.enum(['GET', 'HEAD'], 'must be "GET" or "HEAD"').optional(),
         statuses: statusListSchema.optional(),
         headers: probeHeadersSchema.optional(),
+        // gRPC's health protocol instead of an HTTP request: grpc.health.v1.Health/Check for `service` ("" = the
+        // whole server), healthy when it answers SERVING. Over HTTP/2 only (checked when the API is compiled).
+        grpc: z
+          .object({ service: z.string('must be a string').max(256, 'must be at most 256 characters').regex(/^[!-~]*$/, 'must be printable ASCII without spaces').default('') })
+          .optional(),
+      })
+      .superRefine((active, ctx) => {
+        if (active.grpc === undefined) {
+          if (active.path === undefined) ctx.addIssue({ code: 'custom', path: ['path'], message: 'is required (or grpc, for a gRPC health check)' });
+          return;
+        }
+        // What an HTTP probe is made of has no meaning for a gRPC one.
+        for (const member of ['path', 'method', 'statuses'] as const) {
+          if (active[member] !== undefined) ctx.addIssue({ code: 'custom', path: [member], message: 'cannot be given with grpc' });
+        }
       })
       .optional(),
     passive: z

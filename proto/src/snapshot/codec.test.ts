@@ -428,6 +428,9 @@ describe('upstream health checks', () => {
         },
       }),
       unchecked(),
+      // gRPC checks: the default service "" must survive the wire as a check (a set message), not as none.
+      parseApiDefinition({ name: 'grpc-whole', proxy: { listen_path: '/gw/*', upstreams: { ...upstreams({ active: { grpc: {} } }), protocol: 'http2' } } }),
+      parseApiDefinition({ name: 'grpc-named', proxy: { listen_path: '/gn/*', upstreams: { ...upstreams({ active: { grpc: { service: 'a.B' }, interval: '1s' } }), protocol: 'http2' } } }),
     ],
     oauthServers: [
       parseOAuthServer({
@@ -453,6 +456,11 @@ describe('upstream health checks', () => {
       active: { path: '/', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 },
     });
     expect(back.defs.apis.find((a) => a.name === 'passive-only')!.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '30s' } });
+    expect(back.defs.apis.find((a) => a.name === 'grpc-whole')!.proxy.upstreams.health_check).toEqual({
+      active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, grpc: { service: '' } },
+    });
+    expect(back.defs.apis.find((a) => a.name === 'grpc-named')!.proxy.upstreams.health_check!.active).toMatchObject({ grpc: { service: 'a.B' }, interval: '1s' });
+    expect(back.defs.apis.find((a) => a.name === 'active-only')!.proxy.upstreams.health_check!.active).not.toHaveProperty('grpc');
     expect(back.defs.apis.find((a) => a.name === 'unchecked')!.proxy.upstreams).not.toHaveProperty('health_check');
     expect(back.defs.oauthServers[0].oauth_endpoints.token.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '10s' } });
     // The probe's method, statuses and headers and the passive statuses arrive as written; unset ones stay absent (above).

@@ -101,7 +101,7 @@ function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
   // Members listed, not spread: the hash must not follow the order (or any extra) of the object's keys.
   // The optional members only when set, so checks without them keep their hash.
   const active = a && {
-    path: a.path,
+    ...(a.path !== undefined && { path: a.path }),
     interval: a.interval,
     timeout: a.timeout,
     healthy_threshold: a.healthy_threshold,
@@ -109,6 +109,7 @@ function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
     ...(a.method && { method: a.method }),
     ...(a.statuses && { statuses: [...a.statuses] }),
     ...(a.headers && { headers: Object.fromEntries(Object.entries(a.headers).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) }),
+    ...(a.grpc && { grpc: { service: a.grpc.service } }),
   };
   const passive = p && { unhealthy_threshold: p.unhealthy_threshold, ejection: p.ejection, ...(p.statuses && { statuses: [...p.statuses] }) };
   return { ...message, health_check: { ...(active && { active }), ...(passive && { passive }) } as wire.HealthCheck } as wire.Upstreams;
@@ -342,7 +343,9 @@ function healthPartFromMessage(part: unknown, names: readonly string[]): unknown
 
 function healthCheckFromMessage(h: unknown): unknown {
   if (!isPlainObject(h)) return h;
-  const active = healthPartFromMessage(h.active, ['method', 'statuses', 'headers']);
+  let active = healthPartFromMessage(h.active, ['path', 'method', 'statuses', 'headers']);
+  // A message member decodes as null when unset; set with the default service it may decode as {}, which is set.
+  if (isPlainObject(active) && active.grpc === null) active = Object.fromEntries(Object.entries(active).filter(([n]) => n !== 'grpc'));
   const passive = healthPartFromMessage(h.passive, ['statuses']);
   return active === h.active && passive === h.passive ? h : { ...h, active, passive };
 }

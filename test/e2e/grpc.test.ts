@@ -246,7 +246,15 @@ test('a unary call goes to an h2c upstream and back: message, metadata both ways
   expect(upstreamSaw.get('x-request-id')).toEqual(header!.get('x-request-id'));
 });
 
-test("the access log records each call's gRPC status: the trailers', a Trailers-Only head's, the gateway's own", async () => {
+/** gatehouse_proxy_grpc_responses_total of `route` and `grpcStatus` on the data plane's status listener (0 when absent). */
+async function grpcCount(route: string, grpcStatus: number): Promise<number> {
+  const text = (await httpRequest(`${dp.statusUrl}/metrics`)).body.toString();
+  const line = text.split('\n').find((l) => l.startsWith(`gatehouse_proxy_grpc_responses_total{route="${route}",grpc_status="${grpcStatus}"}`));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}
+
+test("the access log and the metrics record each call's gRPC status: the trailers', a Trailers-Only head's, the gateway's own", async () => {
+  const before = await Promise.all([grpcCount('api:grpc-h2c', 0), grpcCount('api:grpc-h2c', 5), grpcCount('(unmatched)', 12)]);
   const c = client();
   const withId = (id: string) => {
     const m = new grpc.Metadata();
@@ -274,6 +282,8 @@ test("the access log records each call's gRPC status: the trailers', a Trailers-
   expect(statusOf('ok')).toMatchObject({ status: 200, grpcStatus: 0 });
   expect(statusOf('fail')).toMatchObject({ status: 200, grpcStatus: 5 });
   expect(statusOf('none')).toMatchObject({ status: 404, grpcStatus: 12 });
+  const after = await Promise.all([grpcCount('api:grpc-h2c', 0), grpcCount('api:grpc-h2c', 5), grpcCount('(unmatched)', 12)]);
+  expect(after.map((n, i) => n - before[i]!)).toEqual([1, 1, 1]);
 });
 
 test('h2c end to end: a client without TLS to the plain-text listener, an h2c upstream behind it', async () => {

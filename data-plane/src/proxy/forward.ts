@@ -129,10 +129,13 @@ const fire = HeaderWait.fire;
 
 function noop(): void {}
 
-/** The access log's `grpcStatus`, from a grpc-status field (the trailers', or a Trailers-Only head's). */
-function noteGrpcStatus(res: ServerResponse, value: string | string[] | number | undefined): void {
+/** A gRPC call's final status (grpc-status of the trailers, or of a Trailers-Only head) for the access log and the metrics. */
+function noteGrpcStatus(res: ServerResponse, plan: ForwardPlan, metrics: ProxyMetrics | undefined, value: string | string[] | number | undefined): void {
+  if (value === undefined) return;
+  const status = Number(value);
   const access = (res as ProxyResponse).access;
-  if (access && value !== undefined) access.grpcStatus = Number(value);
+  if (access) access.grpcStatus = status;
+  metrics?.grpc(plan.routeId, status);
 }
 
 /** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
@@ -275,12 +278,14 @@ function exchange(
     let trailers: Record<string, string | string[] | undefined> | null = null;
     /** A gRPC status the upstream sent in its head (takeGrpcStatus), for the h2 client's trailers. */
     let headStatus: OutgoingHttpHeaders | null = null;
+    /** The upstream head's grpc-status (a Trailers-Only answer's), left in the head for an HTTP/1.1 client. */
+    let headGrpcStatus: string | string[] | undefined;
     const end = (): void => {
       state = 'done';
       const fields = trailers && trailerFields(trailers);
       const all = headStatus ? { ...headStatus, ...fields } : fields;
+      noteGrpcStatus(res, plan, metrics, all?.['grpc-status'] ?? headGrpcStatus);
       if (all) {
-        noteGrpcStatus(res, all['grpc-status']);
         if (plugins?.trailersTo) plugins.trailersTo(all);
         else if (takesTrailers(req)) res.addTrailers(all);
       }
@@ -290,7 +295,7 @@ function exchange(
     /** Writes the response head and starts streaming the body; a GatehouseError when Node refused the head. */
     const respond = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): GatehouseError | null => {
       const out = clientResponseHeaders(headers, plan.requestId);
-      noteGrpcStatus(res, headers['grpc-status']);
+      headGrpcStatus = headers['grpc-status'];
       if (isHttp2(req)) headStatus = takeGrpcStatus(out);
       const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
       if (deps.draining()) out.connection = 'close';

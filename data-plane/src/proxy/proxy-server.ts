@@ -141,7 +141,7 @@ export function createProxyServer(deps: {
    * Trailers-Only answer, or a cut connection once the head is out. `extra`: headers plugins added for the
    * client (CORS, rate-limit, Connection: close), or null.
    */
-  function sendError(res: ServerResponse, requestId: string, err: GatehouseError, extra: OutgoingHttpHeaders | null = null): void {
+  function sendError(res: ServerResponse, requestId: string, err: GatehouseError, routeId: string, extra: OutgoingHttpHeaders | null = null): void {
     if (res.headersSent) {
       res.destroy();
       return;
@@ -152,7 +152,7 @@ export function createProxyServer(deps: {
     const head = { ...extra, 'x-request-id': requestId, ...(draining ? { connection: 'close' } : {}) };
     const grpcType = grpcErrorType(res.req);
     if (grpcType) {
-      sendGrpcError(res, err, head, grpcType);
+      sendGrpcError(res, err, head, grpcType, routeId);
       return;
     }
     const body = gatewayBody(err.code);
@@ -166,11 +166,13 @@ export function createProxyServer(deps: {
    * that ends without trailers as a broken one). The error's HTTP status is then put back on the response for
    * what reads it at 'close' (access log, span), as the metrics count it: the wire's 200 says nothing there.
    */
-  function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders, type: string): void {
+  function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders, type: string, routeId: string): void {
     const status = gatewayGrpcStatus(err.code);
     const headers = { ...head, 'content-type': type, ...status };
+    const grpcStatus = Number(status['grpc-status']);
     const access = (res as ProxyResponse).access;
-    if (access) access.grpcStatus = Number(status['grpc-status']);
+    if (access) access.grpcStatus = grpcStatus;
+    metrics?.grpc(routeId || UNMATCHED_ROUTE, grpcStatus);
     // node's h2 drops a Connection header with a warning: it is HTTP/1.1's alone.
     if (isHttp2(res.req)) delete headers.connection;
     for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);
@@ -264,7 +266,7 @@ export function createProxyServer(deps: {
   function failed(res: ServerResponse, requestId: string, err: unknown, routeId: string, extra: OutgoingHttpHeaders | null): void {
     const error = recordFailure(res.req, requestId, err, routeId);
     // The plugins' client headers (CORS, rate limit) belong to the route's own refusals, not to an internal failure.
-    sendError(res, requestId, error, error === err ? extra : null);
+    sendError(res, requestId, error, error === err ? routeId : '', error === err ? extra : null);
   }
 
   /** The snapshot, route and normalised path of a request; throws NO_SNAPSHOT / NO_ROUTE. */

@@ -130,6 +130,9 @@ const BIG = Buffer.alloc(1024 * 1024, 'g');
 const BIG_DIGEST = createHash('sha256').update(BIG).digest('hex');
 
 let deadPort: number;
+/** An h2c upstream taking 2 streams per connection, which answers only once 4 requests are in flight at once. */
+let narrow: Http2Server;
+const narrowSessions = new Set<unknown>();
 
 beforeAll(async () => {
   certs = await createTestCertificates();
@@ -155,6 +158,13 @@ beforeAll(async () => {
     res.end(`${req.method} ${req.url} ${req.headers['x-forwarded-proto'] ?? ''}`);
   });
   await new Promise<void>((resolve) => h2c.listen(0, '127.0.0.1', resolve));
+  const waiting: (() => void)[] = [];
+  narrow = createH2cServer({ settings: { maxConcurrentStreams: 2 } }, (req, res) => {
+    narrowSessions.add(req.stream.session);
+    waiting.push(() => res.end(`in flight together: ${waiting.length}`));
+    if (waiting.length === 4) for (const answer of waiting.splice(0)) answer();
+  });
+  await new Promise<void>((resolve) => narrow.listen(0, '127.0.0.1', resolve));
   const h2cPort = (h2c.address() as { port: number }).port;
   const closed = createNetServer();
   await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -172,10 +182,11 @@ beforeAll(async () => {
       ...apiDefinition({ name: 'plain-h2c', listenPath: '/plain/*', targets: [`http://127.0.0.1:${h2cPort}`, `http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
     },
     apiDefinition({ name: 'dead-h2', listenPath: '/dead/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
+    apiDefinition({ name: 'narrow', listenPath: '/narrow/*', targets: [`http://127.0.0.1:${(narrow.address() as { port: number }).port}`], protocol: 'http2' }),
     apiDefinition({ name: 'grpc-checked', hosts: ['checked.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`, `http://127.0.0.1:${sick.port}`], protocol: 'http2' }),
   ];
   // gRPC's health protocol: the sick target says NOT_SERVING for test.Echo, though it answers calls.
-  (apis[5]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = {
+  (apis[6]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = {
     active: { grpc: { service: 'test.Echo' }, interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 },
   };
   // The plain route's second target is dead: the active check (over h2, as the route's requests) takes it out.
@@ -194,6 +205,7 @@ afterAll(async () => {
   grpcTlsServer?.forceShutdown();
   sickServer?.forceShutdown();
   await new Promise((resolve) => (h2c ? h2c.close(resolve) : resolve(undefined)));
+  await new Promise((resolve) => (narrow ? narrow.close(resolve) : resolve(undefined)));
   await certs?.dispose();
 });
 
@@ -481,6 +493,17 @@ test("an active gRPC health check takes out the target that reports NOT_SERVING,
   } finally {
     c.close();
   }
+});
+
+test("requests beyond a connection's stream limit go on another connection rather than wait behind long calls", async () => {
+  // The upstream answers only when 4 are in flight together; it takes 2 per connection. A first one in flight
+  // alone opens the first connection, which learns that limit from the server's SETTINGS.
+  const first = https('/narrow/0');
+  await pollUntil(async () => (narrowSessions.size === 1 ? true : undefined), { what: 'the first connection' });
+  const answers = await Promise.all([first, ...[1, 2, 3].map((i) => https(`/narrow/${i}`))]);
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+  expect(answers.map((a) => a.body.toString())).toEqual(Array(4).fill('in flight together: 0'));
+  expect(narrowSessions.size).toBe(2);
 });
 
 test('an http2 route whose upstream refuses connections answers 502', async () => {

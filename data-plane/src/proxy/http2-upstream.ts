@@ -1,7 +1,7 @@
 /**
  * HTTP/2 to an upstream (`proxy.upstreams.protocol: "http2"`, README "gRPC and HTTP/2 upstreams"): h2c with prior
- * knowledge for an http:// target, h2 by ALPN for an https:// one; one connection per origin carries every request
- * as a stream. A Dispatcher keeping undici's handler contract, so forward.ts, the forward hooks and the health
+ * knowledge for an http:// target, h2 by ALPN for an https:// one; each request is a stream on a connection to
+ * the origin (more than one when the server's stream limit is reached). A Dispatcher keeping undici's handler contract, so forward.ts, the forward hooks and the health
  * probes drive it as they drive an undici Pool.
  *
  * Not undici's own h2 client (Pool with allowH2 / useH2c): undici 7.30 (lib/dispatcher/client-h2.js) completes
@@ -194,14 +194,36 @@ class Exchange implements UndiciDispatcher.DispatchController {
   }
 }
 
+/** One connection to the origin, with the streams it carries and how many it may. */
+interface Connection {
+  session: ClientHttp2Session;
+  /** Streams open on it (node's session.state does not count them). */
+  open: number;
+  /** The server's SETTINGS_MAX_CONCURRENT_STREAMS once known; until then the origin's last known one. */
+  limit: number;
+}
+
+/**
+ * Streams put on the first connection to an origin before the server's SETTINGS say how many it takes (later
+ * connections start from what the earlier ones were told): RFC 9113 §6.5.2 advises servers to allow at least
+ * 100. A burst beyond the real limit in that first half round trip waits in nghttp2's queue.
+ */
+const FIRST_LIMIT = 100;
+/**
+ * Connections to one origin at most. A stream beyond a connection's limit waits in nghttp2's queue until one
+ * ends, which for long-lived calls (a gRPC watch) is never: another connection is opened instead, as Envoy does.
+ */
+const MAX_CONNECTIONS = 32;
+
 /** The h2 counterpart of an undici Pool for one origin (upstream-pools.ts keys them as it keys the pools). */
 export class Http2Upstream extends Dispatcher {
-  private session: ClientHttp2Session | null = null;
-  /** Streams open on the current session (node's session.state does not count them). */
-  private open = 0;
+  /** Open connections, oldest first: streams fill them in order, so extra ones idle out when the load falls. */
+  private readonly connections: Connection[] = [];
   private readonly scheme: string;
   private readonly authority: string;
   private isClosed = false;
+  /** The last SETTINGS_MAX_CONCURRENT_STREAMS this origin announced, for the next connection's start. */
+  private knownLimit = FIRST_LIMIT;
 
   constructor(
     private readonly origin: string,
@@ -217,6 +239,11 @@ export class Http2Upstream extends Dispatcher {
     return this.isClosed;
   }
 
+  /** Connections open now (tests, metrics). */
+  get connectionCount(): number {
+    return this.connections.length;
+  }
+
   override dispatch(opts: UndiciDispatcher.DispatchOptions, rawHandler: UndiciDispatcher.DispatchHandler): boolean {
     const handler = wrapHandler(rawHandler);
     const exchange = new Exchange(handler, this.options.idleTimeoutMs);
@@ -227,12 +254,10 @@ export class Http2Upstream extends Dispatcher {
     else {
       try {
         const headers = requestHeaders(opts.method, opts.path, this.scheme, this.authority, opts.headers);
-        const session = this.connected();
-        const stream = exchange.start(session, headers, opts.body, opts.headersTimeout ?? undefined);
-        this.open++;
-        stream.once('close', () => {
-          if (this.session === session) this.open--;
-        });
+        const connection = this.connectionWithRoom();
+        const stream = exchange.start(connection.session, headers, opts.body, opts.headersTimeout ?? undefined);
+        connection.open++;
+        stream.once('close', () => void connection.open--);
       } catch (err) {
         exchange.fail(err as Error);
       }
@@ -240,10 +265,19 @@ export class Http2Upstream extends Dispatcher {
     return true;
   }
 
-  /** The origin's connection, opened when there is none (or the last one is closing). */
-  private connected(): ClientHttp2Session {
-    const current = this.session;
-    if (current && !current.closed && !current.destroyed) return current;
+  /** The first connection with room for a stream; a new one when none has; past MAX_CONNECTIONS, the least full. */
+  private connectionWithRoom(): Connection {
+    let leastFull: Connection | null = null;
+    for (const connection of this.connections) {
+      // Closing or failed, before its 'close' event took it out of the list.
+      if (connection.session.closed || connection.session.destroyed) continue;
+      if (connection.open < connection.limit) return connection;
+      if (!leastFull || connection.open - connection.limit < leastFull.open - leastFull.limit) leastFull = connection;
+    }
+    return leastFull && this.connections.length >= MAX_CONNECTIONS ? leastFull : this.openConnection();
+  }
+
+  private openConnection(): Connection {
     const { dialTimeoutMs, insecureSkipVerify, secureContext } = this.options;
     const session = connect(this.origin, {
       ...(insecureSkipVerify && { rejectUnauthorized: false }),
@@ -251,39 +285,41 @@ export class Http2Upstream extends Dispatcher {
       settings: { enablePush: false, initialWindowSize: STREAM_WINDOW },
       maxSessionMemory: SESSION_MEMORY_MB,
     });
-    this.session = session;
+    const connection: Connection = { session, open: 0, limit: this.knownLimit };
+    this.connections.push(connection);
     const dialTimer = setTimeout(() => session.destroy(new errors.ConnectTimeoutError('upstream connect timed out')), dialTimeoutMs);
-    this.open = 0;
+    // After a GOAWAY it takes no new stream; those it carries finish on it.
     const forget = (): void => {
       clearTimeout(dialTimer);
-      if (this.session === session) this.session = null;
+      const at = this.connections.indexOf(connection);
+      if (at !== -1) this.connections.splice(at, 1);
     };
     session.once('connect', () => {
       clearTimeout(dialTimer);
       session.setLocalWindowSize(CONNECTION_WINDOW);
+    });
+    session.on('remoteSettings', (settings) => {
+      connection.limit = this.knownLimit = settings.maxConcurrentStreams ?? FIRST_LIMIT;
     });
     session.once('goaway', forget);
     session.once('close', forget);
     // Each stream gets the session's error as its own; the session's copy has nobody else to go to.
     session.on('error', noop);
     session.setTimeout(IDLE_SESSION_MS, () => {
-      if (this.session !== session || this.open === 0) session.close();
+      if (connection.open === 0) session.close();
     });
-    return session;
+    return connection;
   }
 
   override close(): Promise<void> {
     this.isClosed = true;
-    const session = this.session;
-    this.session = null;
-    if (!session || session.closed) return Promise.resolve();
-    return new Promise((resolve) => session.close(resolve));
+    const open = this.connections.splice(0);
+    return Promise.all(open.map(({ session }) => new Promise<void>((resolve) => (session.closed ? resolve() : session.close(() => resolve()))))).then(() => undefined);
   }
 
   override destroy(): Promise<void> {
     this.isClosed = true;
-    this.session?.destroy();
-    this.session = null;
+    for (const { session } of this.connections.splice(0)) session.destroy();
     return Promise.resolve();
   }
 }

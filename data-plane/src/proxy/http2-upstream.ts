@@ -239,11 +239,6 @@ export class Http2Upstream extends Dispatcher {
     return this.isClosed;
   }
 
-  /** Connections open now (tests, metrics). */
-  get connectionCount(): number {
-    return this.connections.length;
-  }
-
   override dispatch(opts: UndiciDispatcher.DispatchOptions, rawHandler: UndiciDispatcher.DispatchHandler): boolean {
     const handler = wrapHandler(rawHandler);
     const exchange = new Exchange(handler, this.options.idleTimeoutMs);

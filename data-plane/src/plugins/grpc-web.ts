@@ -27,6 +27,11 @@ export interface GrpcWebMode {
 const GRPC_WEB = /^application\/grpc-web(-text)?(?=$|[+;\s])/i;
 const GRPC = /^application\/grpc(?=$|[+;\s])/i;
 
+/** Whether a Content-Type is gRPC's (`application/grpc`, `application/grpc+proto`, with or without parameters); gRPC-Web's is not. */
+export function isGrpcType(contentType: string): boolean {
+  return GRPC.test(contentType);
+}
+
 export function grpcWebMode(contentType: string | undefined): GrpcWebMode | null {
   const match = contentType === undefined ? null : GRPC_WEB.exec(contentType);
   return match ? { text: match[1] !== undefined, rest: contentType!.slice(match[0].length) } : null;
@@ -135,7 +140,7 @@ export const grpcWebRuntime: PluginRuntime<unknown> = {
     response(ex, _status, headers) {
       const mode = ex.grpcWeb;
       const type = headers['content-type'];
-      if (!mode || typeof type !== 'string' || !GRPC.test(type)) return;
+      if (!mode || typeof type !== 'string' || !isGrpcType(type)) return;
       headers['content-type'] = `application/grpc-web${mode.text ? '-text' : ''}${type.slice('application/grpc'.length)}`;
       delete headers['content-length'];
       const body = new GrpcWebBody(mode.text);

@@ -129,13 +129,16 @@ const fire = HeaderWait.fire;
 
 function noop(): void {}
 
-/** A gRPC call's final status (grpc-status of the trailers, or of a Trailers-Only head) for the access log and the metrics. */
-function noteGrpcStatus(res: ServerResponse, plan: ForwardPlan, metrics: ProxyMetrics | undefined, value: string | string[] | number | undefined): void {
+/**
+ * A gRPC call's final status (grpc-status of the upstream's trailers or Trailers-Only head, or of the gateway's
+ * refusal) for the access log and the metrics; nothing for a request that is no gRPC call (no status).
+ */
+export function recordGrpcStatus(res: ServerResponse, metrics: ProxyMetrics | undefined, routeId: string, value: string | string[] | number | undefined): void {
   if (value === undefined) return;
   const status = Number(value);
   const access = (res as ProxyResponse).access;
   if (access) access.grpcStatus = status;
-  metrics?.grpc(plan.routeId, status);
+  metrics?.grpc(routeId, status);
 }
 
 /** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
@@ -275,7 +278,7 @@ function exchange(
       controller?.resume();
     };
     /** The response's end: the upstream's trailers (when the client takes them) go with it. */
-    let trailers: Record<string, string | string[] | undefined> | null = null;
+    let trailers: Record<string, string | string[] | undefined> | null | undefined = null;
     /** A gRPC status the upstream sent in its head (takeGrpcStatus), for the h2 client's trailers. */
     let headStatus: OutgoingHttpHeaders | null = null;
     /** The upstream head's grpc-status (a Trailers-Only answer's), left in the head for an HTTP/1.1 client. */
@@ -284,7 +287,7 @@ function exchange(
       state = 'done';
       const fields = trailers && trailerFields(trailers);
       const all = headStatus ? { ...headStatus, ...fields } : fields;
-      noteGrpcStatus(res, plan, metrics, all?.['grpc-status'] ?? headGrpcStatus);
+      recordGrpcStatus(res, metrics, plan.routeId, all?.['grpc-status'] ?? headGrpcStatus);
       if (all) {
         if (plugins?.trailersTo) plugins.trailersTo(all);
         else if (takesTrailers(req)) res.addTrailers(all);
@@ -418,10 +421,7 @@ function exchange(
       },
 
       onResponseEnd(_c, upstreamTrailers) {
-        for (const _ in upstreamTrailers) {
-          trailers = upstreamTrailers;
-          break;
-        }
+        trailers = upstreamTrailers;
         if (held !== null) {
           heldEnded = true;
           return;

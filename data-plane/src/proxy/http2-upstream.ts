@@ -21,12 +21,13 @@ import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, ty
 import type { Readable } from 'node:stream';
 import type { SecureContext } from 'node:tls';
 import type { Dispatcher as UndiciDispatcher } from 'undici';
+import { CONNECTION_SPECIFIC } from './http2.js';
 import { Dispatcher, errors, wrapHandler } from './undici.js';
 
 const { NGHTTP2_CANCEL } = constants;
 
 /** Not sent on an h2 stream (RFC 9113 §8.2.2), or sent as a pseudo-header (`host`); TE is set below. */
-const NOT_SENT = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'host']);
+const NOT_SENT = new Set([...CONNECTION_SPECIFIC, 'te', 'host']);
 
 /** A connection without streams for this long is closed (undici's HTTP/1.1 pools keep an idle one 4 s). */
 const IDLE_SESSION_MS = 60_000;

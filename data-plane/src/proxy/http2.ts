@@ -54,7 +54,7 @@ function http1Fields(headers: Record<string, string | string[] | undefined>, raw
 }
 
 /** RFC 9113 §8.2.2: what an h2 message must not carry. */
-const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+export const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 
 /**
  * An h2 request as the HTTP/1.1 side sees it: `rawHeaders` without pseudo-headers and with one Cookie,

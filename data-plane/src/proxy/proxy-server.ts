@@ -12,7 +12,7 @@ import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/sna
 import { isPromise, PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
 import type { CompiledTarget } from '#proto/compile/index';
-import { forward, ProxyResponse, type ForwardDeps, type ForwardPlan } from './forward.js';
+import { forward, ProxyResponse, recordGrpcStatus, type ForwardDeps, type ForwardPlan } from './forward.js';
 import { forwardThroughHooks } from './forward-hooks.js';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
@@ -28,7 +28,7 @@ import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols 
 import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2 } from '../plugins/request-framing.js';
-import { grpcWebMode } from '../plugins/grpc-web.js';
+import { grpcWebMode, isGrpcType } from '../plugins/grpc-web.js';
 
 export interface ProxyServer {
   readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse> | Http2Listener['server'];
@@ -74,7 +74,7 @@ function grpcErrorType(req: IncomingMessage): string | null {
   if (type === undefined) return null;
   const web = grpcWebMode(type);
   if (web) return web.text ? 'application/grpc-web-text' : 'application/grpc-web';
-  return /^application\/grpc(?:[+;\s]|$)/i.test(type) ? 'application/grpc' : null;
+  return isGrpcType(type) ? 'application/grpc' : null;
 }
 
 /**
@@ -169,10 +169,7 @@ export function createProxyServer(deps: {
   function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders, type: string, routeId: string): void {
     const status = gatewayGrpcStatus(err.code);
     const headers = { ...head, 'content-type': type, ...status };
-    const grpcStatus = Number(status['grpc-status']);
-    const access = (res as ProxyResponse).access;
-    if (access) access.grpcStatus = grpcStatus;
-    metrics?.grpc(routeId || UNMATCHED_ROUTE, grpcStatus);
+    recordGrpcStatus(res, metrics, routeId || UNMATCHED_ROUTE, status['grpc-status']);
     // node's h2 drops a Connection header with a warning: it is HTTP/1.1's alone.
     if (isHttp2(res.req)) delete headers.connection;
     for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);

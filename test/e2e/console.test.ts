@@ -198,6 +198,47 @@ test('edit an API: the change is saved as a merge patch and the rest of the defi
   expect(stored).toMatchObject({ name, active: false, hosts: ['edit.example'], proxy: { listen_path: `/${name}-v2/*`, upstreams: { targets: [{ target: upstream.url }] } } });
 });
 
+test('match headers and the upstream protocol through the form: stored, served, and shown back for editing', async () => {
+  const name = unique('ui-headers');
+  await openSignedIn('#/apis/new');
+  await page.getByLabel('Name', { exact: true }).fill(name);
+  await page.getByLabel('Listen path', { exact: true }).fill(`/${name}/*`);
+  await page.getByLabel('Match headers').fill('X-Canary: true, yes\nX-Tenant: acme');
+  await page.getByLabel('Upstream targets').fill(upstream.url);
+  await page.getByRole('button', { name: 'Create' }).click();
+  const saved = await page.getByRole('status').filter({ hasText: `Created API ${name}` }).textContent();
+  const version = Number(/snapshot version (\d+)/.exec(saved!)![1]);
+
+  const stored = (await gw.admin.getApi(name)).body;
+  expect(stored.proxy.match_headers).toEqual({ 'x-canary': ['true', 'yes'], 'x-tenant': ['acme'] });
+  expect(stored.proxy.upstreams.protocol).toBeUndefined();
+  await gw.dp.waitForVersion(version);
+  expect((await gw.dp.request('GET', `/${name}/a`, { headers: { 'x-canary': 'yes', 'x-tenant': 'acme' } })).status).toBe(200);
+  expect((await gw.dp.request('GET', `/${name}/a`, { headers: { 'x-canary': 'yes' } })).status).toBe(404);
+
+  await page.locator(`tr[data-name="${name}"]`).waitFor();
+  await page.getByRole('link', { name, exact: true }).click();
+  await page.getByRole('heading', { name: `API ${name}` }).waitFor();
+  expect(await page.getByLabel('Match headers').inputValue()).toBe('x-canary: true, yes\nx-tenant: acme');
+  await page.getByLabel('Match headers').fill('x-canary: true');
+  await page.getByLabel('Upstream protocol').selectOption('http2');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByRole('status').filter({ hasText: `Saved API ${name}` }).waitFor();
+  const edited = (await gw.admin.getApi(name)).body;
+  expect(edited.proxy.match_headers).toEqual({ 'x-canary': ['true'] });
+  expect(edited.proxy.upstreams.protocol).toBe('http2');
+
+  // A line without a colon is a header with no values: the API's message lands at the field.
+  await page.getByRole('link', { name, exact: true }).click();
+  await page.getByRole('heading', { name: `API ${name}` }).waitFor();
+  await page.getByLabel('Match headers').fill('x-canary');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.locator('textarea[aria-invalid="true"][data-path="proxy.match_headers"]').waitFor();
+  const describedBy = await page.getByLabel('Match headers').getAttribute('aria-describedby');
+  expect(await page.locator(`#${describedBy}`).textContent()).toMatch(/^proxy\.match_headers\.x-canary /);
+  expect((await gw.admin.getApi(name)).body.proxy.match_headers).toEqual({ 'x-canary': ['true'] });
+});
+
 test('delete an API from the list (two clicks)', async () => {
   const name = unique('ui-delete');
   expect((await gw.admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url] }))).status).toBe(201);

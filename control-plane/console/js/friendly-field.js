@@ -31,6 +31,27 @@ const types = {
         .filter(Boolean)
         .map((url) => (Array.isArray(previous) ? previous.find((t) => t?.target === url) : undefined) ?? { target: url }),
   },
+  // `Name: value, value` per line ⇄ proxy.match_headers' {name: [values]}. A line without a colon is
+  // kept as a name with no values, so the API's message about it lands here rather than vanishing.
+  headers: {
+    input: (id) => h('textarea', { id, class: 'lines', spellcheck: 'false' }),
+    show: (input, value) =>
+      (input.value =
+        value && typeof value === 'object' && !Array.isArray(value)
+          ? Object.entries(value).map(([name, values]) => `${name}: ${Array.isArray(values) ? values.join(', ') : ''}`).join('\n')
+          : ''),
+    read: (input) => {
+      const entries = input.value
+        .split('\n')
+        .map((line) => line.trim())
+        .filter(Boolean)
+        .map((line) => {
+          const colon = line.indexOf(':');
+          return colon < 0 ? [line, []] : [line.slice(0, colon).trim(), splitList(line.slice(colon + 1))];
+        });
+      return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+    },
+  },
   checkbox: {
     input: (id) => h('input', { type: 'checkbox', id }),
     show: (input, value, field) => (input.checked = typeof value === 'boolean' ? value : Boolean(field.default)),

@@ -37,7 +37,8 @@ export function mergePatch(from, to) {
 }
 
 /** The leading field path of an admin error ("proxy.upstreams.targets[0].target is not a valid URL"). */
-const LEADING_PATH = /^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*)\s/;
+// Members below the top level may be header names (`proxy.match_headers.x-canary`), so they take `-`.
+const LEADING_PATH = /^([A-Za-z_]\w*(?:\.\w[\w-]*|\[\d+\])*)\s/;
 export function fieldPathOf(message) {
   return LEADING_PATH.exec(message)?.[1] ?? null;
 }

@@ -5,13 +5,16 @@
  * request's others); earlier plugins still add their headers (cors, rate_limit) and still refuse first
  * (key_auth); the access log and the metrics count the answer as any other; bad configs are a 400 naming the field.
  */
+import { readFile } from 'node:fs/promises';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { expectRefusedPluginConfig } from '../helpers/refused-plugin-config.js';
+import { startDataPlane } from '../helpers/start-data-plane.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
+import { createNamedCertificates } from '../helpers/test-certificates.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
@@ -134,6 +137,24 @@ test('redirect keeps what it does not set: the listener scheme, the request Host
   expect(other.headers.location).toBe('http://new.example.com:8443/other-port/y?z');
   await upstreamCaughtUp();
   expect(reachedUpstream('/same-host') + reachedUpstream('/other-port')).toBe(0);
+});
+
+test('on a TLS listener the scheme is https, and its own port is left out', async () => {
+  const certs = await createNamedCertificates(['shop.example.com']);
+  // Started after every API was created: its first snapshot has them.
+  const dp = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey } });
+  try {
+    const ca = await readFile(certs.caCert);
+    const url = `https://127.0.0.1:${dp.proxyPort}/same-host/a?b=1`;
+    const custom = await httpRequest(url, { ca, headers: { host: 'shop.example.com:8443' } });
+    expect(custom.status).toBe(308);
+    expect(custom.headers.location).toBe('https://shop.example.com:8443/elsewhere?b=1');
+    const own = await httpRequest(url, { ca, headers: { host: 'shop.example.com:443' } });
+    expect(own.headers.location).toBe('https://shop.example.com/elsewhere?b=1');
+  } finally {
+    expect((await dp.stop()).code).toBe(0);
+    await certs.dispose();
+  }
 });
 
 test('a Host that is not a host never reaches the Location: 400 "invalid host"', async () => {

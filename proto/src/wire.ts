@@ -172,11 +172,47 @@ export interface Plugin {
   key_auth?: KeyAuthPluginConfig;
   proxy_cache?: ProxyCachePluginConfig;
   grpc_web?: GrpcWebPluginConfig;
+  request_termination?: RequestTerminationPluginConfig;
+  redirect?: RedirectPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect';
+}
+
+/** message XOR body (with content_type); `optional` keeps an unset one apart from "". */
+export interface RequestTerminationPluginConfig {
+  status_code: number;
+  message?: string;
+  body?: string;
+  content_type?: string;
+  /** Which member of `_message` is set. */
+  _message?: 'message';
+  /** Which member of `_body` is set. */
+  _body?: 'body';
+  /** Which member of `_content_type` is set. */
+  _content_type?: 'content_type';
+}
+
+/** Each part unset takes the request's (`optional`: unset apart from "" and 0). */
+export interface RedirectPluginConfig {
+  status_code: number;
+  /** "http" or "https". */
+  scheme?: string;
+  host?: string;
+  port?: number;
+  path?: string;
+  /** `path` replaces the matched listen_path only (Gateway API ReplacePrefixMatch). */
+  strip_path: boolean;
+  /** Which member of `_scheme` is set. */
+  _scheme?: 'scheme';
+  /** Which member of `_host` is set. */
+  _host?: 'host';
+  /** Which member of `_port` is set. */
+  _port?: 'port';
+  /** Which member of `_path` is set. */
+  _path?: 'path';
 }
 
 /** No options: a gRPC-Web request is told by its Content-Type. */

@@ -16,7 +16,9 @@ import { keyAuthRuntime } from './key-auth.js';
 import { oauth2Runtime } from './oauth2.js';
 import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
 import { proxyCacheRuntime } from './proxy-cache/index.js';
+import { redirectRuntime } from './redirect.js';
 import { rateLimitRuntime } from './rate-limit/index.js';
+import { requestTerminationRuntime } from './request-termination.js';
 import { requestTransformerRuntime } from './request-transformer.js';
 import { responseTransformerRuntime } from './response-transformer.js';
 import { retryRuntime } from './retry.js';
@@ -30,6 +32,8 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   basic_auth: basicAuthRuntime,
   key_auth: keyAuthRuntime,
   body_limit: bodyLimitRuntime,
+  request_termination: requestTerminationRuntime,
+  redirect: redirectRuntime,
   grpc_web: grpcWebRuntime,
   request_transformer: requestTransformerRuntime,
   retry: retryRuntime,

@@ -6,7 +6,7 @@ import { PluginExchange, runRequestHooks, type Pipeline, type RequestHook } from
 
 function walk(request: RequestHook[]): unknown {
   const pipeline: Pipeline = { request, response: [], forward: [] };
-  const ex = new PluginExchange(new IncomingMessage(new Socket()), { id: 'r' } as CompiledRoute, 'id', '/', '', pipeline);
+  const ex = new PluginExchange(new IncomingMessage(new Socket()), { route: { id: 'r' } as CompiledRoute, params: {}, matched: '' }, 'id', '/', '', pipeline);
   return runRequestHooks(pipeline, ex);
 }
 

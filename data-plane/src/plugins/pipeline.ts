@@ -10,6 +10,8 @@
  * | 3 | authentication                | oauth2, basic_auth,      | request   | refuse (400/401)                                  |
  * |   |                               | key_auth                 |           |                                                   |
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
+ * | 4a| termination                   | request_termination,     | request   | answer with a fixed response;                     |
+ * |   |                               | redirect                 |           | answer a redirect (Location)                      |
  * | 4b| protocol translation          | grpc_web                 | request,  | rewrite Content-Type, decode the body (gRPC-Web → |
  * |   |                               |                          | response  | gRPC); trailers into the response body            |
  * | 5 | request rewriting             | request_transformer      | request   | edit upstream headers and query                   |
@@ -49,10 +51,11 @@ import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
 import type { GatehouseError } from '#proto/errors';
 import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
+import type { RouteMatch } from '#proto/routing/index';
 import type { CacheLookup } from './proxy-cache/index.js';
 import type { GrpcWebMode } from './grpc-web.js';
 
-/** A response the gateway sends itself instead of forwarding (a CORS preflight, a proxy_cache hit). */
+/** A response the gateway sends itself instead of forwarding (a CORS preflight, a proxy_cache hit, a redirect). */
 export interface PluginAnswer {
   status: number;
   /** Win over the client headers of the exchange; content-length and x-request-id are the gateway's (a HEAD answer's content-length is kept). */
@@ -135,17 +138,22 @@ export class PluginExchange {
    * hands them here, before the body ends, instead of to the client's response.
    */
   trailersTo: ((trailers: OutgoingHttpHeaders) => void) | null = null;
+  readonly route: CompiledRoute;
+  /** The part of `path` the route's listen_path matched (L of README "Proxy behaviour"). */
+  readonly matched: string;
   private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
 
   constructor(
     readonly req: IncomingMessage,
-    readonly route: CompiledRoute,
+    match: RouteMatch,
     readonly requestId: string,
     /** The request path as the proxy normalised it (without the query). */
     readonly path: string,
     query: string,
     private readonly pipeline: Pipeline,
   ) {
+    this.route = match.route;
+    this.matched = match.matched;
     this.headers = req.rawHeaders;
     this.query = query;
   }

@@ -4,10 +4,16 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
+import type { TLSSocket } from 'node:tls';
 
 /** Whether a request came over HTTP/2 (node's compatibility API objects stand in for node:http's). */
 export function isHttp2(req: IncomingMessage): boolean {
   return req.httpVersionMajor === 2;
+}
+
+/** The scheme the client used to reach the proxy listener (X-Forwarded-Proto's value, a redirect's default). */
+export function listenerScheme(req: IncomingMessage): 'http' | 'https' {
+  return (req.socket as TLSSocket).encrypted ? 'https' : 'http';
 }
 
 /**

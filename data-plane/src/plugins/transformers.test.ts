@@ -48,7 +48,7 @@ test.each([
   const stage = requestTransformerRuntime.stage(request(config), {} as StageDeps);
   const pipeline = { request: [stage.request!], response: [], forward: [] };
   for (let i = 0; i < 2; i++) {
-    const ex = new PluginExchange(new IncomingMessage(new Socket()), { id: 'r' } as CompiledRoute, 'id', '/', query, pipeline);
+    const ex = new PluginExchange(new IncomingMessage(new Socket()), { route: { id: 'r' } as CompiledRoute, params: {}, matched: '' }, 'id', '/', query, pipeline);
     stage.request!(ex);
     expect(ex.query).toBe(expected);
     expect(ex.query).toBe(editQuery(query, request(config).query!));

@@ -7,15 +7,13 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { gatewayBody } from '#proto/errors';
+import { locationOf, parseAuthority } from '#proto/location';
 import { requestIdOf } from './headers.js';
-
-/** A DNS name (labels of letters, digits and inner hyphens) or a bracketed IPv6 literal, then an optional port. */
-const HOST = /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
 /** `https://<host without port><path?query>`, or null when the Host header is missing or not a host. */
 export function httpsLocation(host: string | undefined, target: string | undefined): string | null {
-  if (!host || host.length > 255 || !HOST.test(host)) return null;
-  const hostname = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
+  const authority = parseAuthority(host);
+  if (authority === null) return null;
   let pathAndQuery = target || '/';
   if (!pathAndQuery.startsWith('/')) {
     // absolute-form (`http://h/p?q`), as a client configured to use a proxy sends: its path and query
@@ -26,7 +24,7 @@ export function httpsLocation(host: string | undefined, target: string | undefin
       return null;
     }
   }
-  return `https://${hostname.toLowerCase()}${pathAndQuery}`;
+  return locationOf('https', authority.hostname, null, pathAndQuery);
 }
 
 /** Slow clients may not hold it open either: headers as on the proxy listener; the whole request in 1 min, as no body streams anywhere from here. */

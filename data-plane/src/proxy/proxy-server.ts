@@ -23,11 +23,10 @@ import { listen } from '#proto/listen';
 import type { CertificateSet, CertificateWatcher } from '#proto/certificate-files';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { TLSSocket } from 'node:tls';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
 import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
-import { isHttp2 } from '../plugins/request-framing.js';
+import { isHttp2, listenerScheme } from '../plugins/request-framing.js';
 import { grpcWebMode, isGrpcType } from '../plugins/grpc-web.js';
 
 export interface ProxyServer {
@@ -240,7 +239,7 @@ export function createProxyServer(deps: {
       host: destination.host,
       clientIp: clientIpOf(req.socket.remoteAddress),
       clientHost: req.headers.host,
-      proto: (req.socket as TLSSocket).encrypted ? 'https' : 'http',
+      proto: listenerScheme(req),
       requestId,
       traceparent: trace.traceparent,
       keepTracestate: trace.keepTracestate,
@@ -323,7 +322,7 @@ export function createProxyServer(deps: {
     const routeId = match.route.id;
     let ex: PluginExchange | null = null;
     try {
-      ex = new PluginExchange(req, match.route, requestId, path, clientQuery, pipeline);
+      ex = new PluginExchange(req, match, requestId, path, clientQuery, pipeline);
       const walk = runRequestHooks(pipeline, ex);
       const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
       if (answer) {
@@ -408,7 +407,7 @@ export function createProxyServer(deps: {
       const upstream = snapshot.upstreams.get(routeId);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
       if (upstream.pipeline) {
-        ex = new PluginExchange(req, match.route, requestId, path, query, upstream.pipeline);
+        ex = new PluginExchange(req, match, requestId, path, query, upstream.pipeline);
         const walk = runRequestHooks(upstream.pipeline, ex);
         const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
         if (answer) {

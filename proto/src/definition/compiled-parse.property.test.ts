@@ -69,6 +69,12 @@ const VALID: Record<string, (string | number)[]> = {
   max_entry_size: ['1MB', '512k'],
   vary_headers: ['x-h', 'Accept-Language'],
   vary_query_params: ['page'],
+  // request_termination, redirect
+  status_code: [503, 204, 302, 308],
+  content_type: ['text/plain'],
+  scheme: ['https', 'HTTP'],
+  host: ['new.example.com', '[::1]'],
+  port: [8443],
 };
 
 /**

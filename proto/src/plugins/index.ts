@@ -18,7 +18,9 @@ import { keyAuthPlugin } from './key-auth.js';
 import { oauth2Plugin } from './oauth2.js';
 import type { PluginModule } from './plugin.js';
 import { proxyCachePlugin } from './proxy-cache.js';
+import { redirectPlugin } from './redirect.js';
 import { rateLimitPlugin } from './rate-limit.js';
+import { requestTerminationPlugin } from './request-termination.js';
 import { requestTransformerPlugin } from './request-transformer.js';
 import { responseTransformerPlugin } from './response-transformer.js';
 import { retryPlugin } from './retry.js';
@@ -31,6 +33,10 @@ export const PLUGINS = {
   basic_auth: basicAuthPlugin,
   key_auth: keyAuthPlugin,
   body_limit: bodyLimitPlugin,
+  // answer without the upstream, as Kong's request-termination: after authentication, so a terminated or moved
+  // API still asks for its credentials, and before proxy_cache, so no stored response outlives the termination
+  request_termination: requestTerminationPlugin,
+  redirect: redirectPlugin,
   // before request_transformer, which then sees the request as the gRPC upstream will
   grpc_web: grpcWebPlugin,
   request_transformer: requestTransformerPlugin,
@@ -104,3 +110,5 @@ export type { CompiledProxyCache } from './proxy-cache.js';
 export { MAX_TTL_MS as MAX_PROXY_CACHE_TTL_MS } from './proxy-cache.js';
 export type { MediaRanges } from './compression.js';
 export type { CompiledCb } from './cb.js';
+export type { CompiledRequestTermination } from './request-termination.js';
+export type { CompiledRedirect } from './redirect.js';

@@ -71,7 +71,7 @@ export { buildRoutingTable, updateRoutingTable, outrankedBecause } from './route
  * README "Proxy behaviour" rewrite table. `query` is the client's raw query string without '?', '' when none.
  * Throws GatehouseError('BAD_UPSTREAM_HOST') when substituted placeholders do not form a valid hostname.
  */
-export { rewrite, joinPaths } from './rewrite.js';
+export { rewrite, joinPaths, stripMatched } from './rewrite.js';
 /** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
 export { normalizePath } from '../compile/normalize-path.js';
 /** POST /explain: a request's route, the candidates that lost and why, its upstream URLs. */

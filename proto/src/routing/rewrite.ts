@@ -28,7 +28,7 @@ export function joinPaths(a: string, b: string): string {
 }
 
 /** R minus L, L being the matched listen_path part (a prefix of R by construction). */
-function stripMatched(path: string, matched: string): string {
+export function stripMatched(path: string, matched: string): string {
   return path.startsWith(matched) ? path.slice(matched.length) : path;
 }
 

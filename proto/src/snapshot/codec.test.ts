@@ -566,3 +566,34 @@ describe('proxy_cache', () => {
     expect(definitionsHash(DEFS)).toBe(PINNED_DEFS_HASH);
   });
 });
+
+describe('request_termination and redirect', () => {
+  const answering = (name: string, plugin: string, config: unknown) =>
+    parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, ...target('http://c:1') }, plugins: [{ name: plugin, config }] });
+  // Their `optional` members: an empty body is not an unset one, nor is an empty message; an unset port is not 0.
+  const ANSWERING: Definitions = {
+    apis: [
+      answering('rt-default', 'request_termination', {}),
+      answering('rt-empty-body', 'request_termination', { status_code: 200, body: '', content_type: 'text/plain' }),
+      answering('rt-empty-message', 'request_termination', { message: '' }),
+      answering('rt-no-content', 'request_termination', { status_code: 204 }),
+      answering('rd-scheme', 'redirect', { scheme: 'https' }),
+      answering('rd-all', 'redirect', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }),
+    ],
+    oauthServers: [],
+  };
+
+  test.each(decoders)('set, empty and unset members round-trip through encodeSnapshot and %s', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(4, ANSWERING))) as SnapshotMessage);
+    expect(back.defs).toEqual(sortedByName(ANSWERING));
+    expect(back.defs.apis.map((a) => [a.name, a.plugins[0].config])).toEqual([
+      ['rd-all', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }],
+      ['rd-scheme', { status_code: 302, scheme: 'https', strip_path: false }],
+      ['rt-default', { status_code: 503, message: 'request terminated' }],
+      ['rt-empty-body', { status_code: 200, body: '', content_type: 'text/plain' }],
+      ['rt-empty-message', { status_code: 503, message: '' }],
+      ['rt-no-content', { status_code: 204 }],
+    ]);
+    expect(back.hash).toBe(definitionsHash(ANSWERING));
+  });
+});

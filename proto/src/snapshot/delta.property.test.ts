@@ -47,6 +47,15 @@ const apiArb = fc
     weight: fc.integer({ min: 1, max: 3 }),
     server: fc.option(fc.constantFrom(...SERVER_NAMES), { nil: undefined }),
     strip: fc.boolean(),
+    // plugins whose wire messages have `optional` members
+    answer: fc.constantFrom(
+      undefined,
+      { name: 'request_termination', config: { message: '' } },
+      { name: 'request_termination', config: { status_code: 200, body: '', content_type: 'text/plain' } },
+      { name: 'request_termination', config: { status_code: 204 } },
+      { name: 'redirect', config: { scheme: 'https' } },
+      { name: 'redirect', config: { host: 'n.test', port: 8443, path: '/v2', strip_path: true } },
+    ),
   })
   .map((r) =>
     parseApiDefinition({
@@ -60,7 +69,7 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { balancing: 'weight', targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : [],
+      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : [])],
     }),
   );
 

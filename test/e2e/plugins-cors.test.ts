@@ -57,6 +57,8 @@ test('a preflight is answered 204 by the gateway with every CORS header, and nev
   const before = urlsSeen('/cors-list/');
   const res = await preflight('/cors-list/x', APP, 'PUT', 'X-Token');
   expect(res.status).toBe(204);
+  // RFC 9110 §8.6: a 204 carries no Content-Length.
+  expect(res.headers['content-length']).toBeUndefined();
   expect(res.headers).toMatchObject({
     'access-control-allow-origin': APP,
     'access-control-allow-methods': 'GET, PUT',

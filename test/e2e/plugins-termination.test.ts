@@ -39,6 +39,7 @@ beforeAll(async () => {
       { name: 'key_auth', config: {} },
       { name: 'request_termination', config: { status_code: 410 } },
     ]),
+    api('no-content', [{ name: 'request_termination', config: { status_code: 204 } }]),
     api('terminate-off', [{ name: 'request_termination', enabled: false, config: {} }]),
     api('moved', [{ name: 'redirect', config: { status_code: 301, scheme: 'https', host: 'new.example.com', path: '/v2', strip_path: true } }], '/moved/{tenant}/*'),
     api('same-host', [
@@ -114,6 +115,16 @@ test('enabled: false forwards as usual', async () => {
   const res = await gw.dp.request('GET', '/terminate-off/through');
   expect(res.status).toBe(200);
   expect(u.last()!.url).toBe('/terminate-off/through');
+});
+
+test('a 204 termination has no body and no Content-Length (RFC 9110 §8.6)', async () => {
+  const res = await gw.dp.request('GET', '/no-content/x');
+  expect(res.status).toBe(204);
+  expect(res.headers['content-length']).toBeUndefined();
+  expect(res.headers['transfer-encoding']).toBeUndefined();
+  expect(res.body.length).toBe(0);
+  await upstreamCaughtUp();
+  expect(reachedUpstream('/no-content')).toBe(0);
 });
 
 test('redirect with strip_path: the matched listen_path (with its parameter) replaced by path, the query kept, nothing upstream', async () => {

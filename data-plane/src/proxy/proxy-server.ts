@@ -184,15 +184,19 @@ export function createProxyServer(deps: {
     if (access && ex.consumer !== null) access.consumer = ex.consumer;
     if (res.destroyed) return;
     const body = answer.body ?? '';
-    // A HEAD answer has no body: the length it gives is the one a GET would have (a cached HEAD response's).
-    const headLength = res.req.method === 'HEAD' ? answer.headers?.['content-length'] : undefined;
-    res.writeHead(answer.status, {
+    // A HEAD (or 304) answer has no body: the length it gives is the one a GET would have (a cached response's).
+    // A 204 has none to give (RFC 9110 §8.6: a server must not send Content-Length in it), a 304 only a GET's.
+    const givenLength = res.req.method === 'HEAD' || answer.status === 304 ? answer.headers?.['content-length'] : undefined;
+    const length = answer.status === 204 ? undefined : (givenLength ?? (answer.status === 304 ? undefined : Buffer.byteLength(body)));
+    const headers: OutgoingHttpHeaders = {
       ...ex.clientHeaders,
       ...answer.headers,
-      'content-length': headLength ?? Buffer.byteLength(body),
+      'content-length': length,
       'x-request-id': requestId,
       ...(draining ? { connection: 'close' } : {}),
-    });
+    };
+    if (length === undefined) delete headers['content-length'];
+    res.writeHead(answer.status, headers);
     res.end(body);
   }
 

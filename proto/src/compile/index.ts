@@ -143,6 +143,9 @@ export interface CompiledConfig {
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
   /** key_auth credentials: the username by key_hash (each key_hash is unique: API_KEY_TAKEN). */
   apiKeys: ReadonlyMap<string, string>;
+  /** The groups of the basic_auth users and key_auth credentials that have any, by username. */
+  basicAuthGroups: ReadonlyMap<string, readonly string[]>;
+  keyAuthGroups: ReadonlyMap<string, readonly string[]>;
   /** Definitions left out, each with its reason; empty for a consistent configuration. */
   rejected: Rejection[];
 }

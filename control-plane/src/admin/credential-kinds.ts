@@ -1,9 +1,10 @@
 /**
  * The global credential kinds of the admin API: basic_auth users (Janus's `/credentials/basic_auth`,
- * `{username, password, groups?}` in) and key_auth credentials (`/credentials/key_auth`, `{username, key,
- * groups?}` in), both `{username, groups?}` out (groups: the consumer's, which the acl plugin judges). The secret is checked (field-named 400s) and hashed before the write
- * reaches the store, so neither the store, a snapshot nor any response ever holds it; a hash in a
- * body is ignored (only the gateway makes hashes). A key_auth create without a key gets a generated
+ * `{username, password, groups?}` in) and key_auth credentials (`/credentials/key_auth`, `{username,
+ * key, groups?}` in), both `{username, groups?}` out (groups: the consumer's, which the acl plugin
+ * judges). The secret is checked (field-named 400s) and hashed before the write reaches the store,
+ * so neither the store, a snapshot nor any response ever holds it; a hash in a body is ignored
+ * (only the gateway makes hashes). A key_auth create without a key gets a generated
  * one, shown in that response only.
  */
 import type { z } from 'zod';

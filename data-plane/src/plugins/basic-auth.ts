@@ -3,7 +3,7 @@
  * `Authorization: Basic …` names one of the snapshot's basic_auth users with the right password
  * (data-plane/src/auth/basic-credentials.ts); otherwise 401 `"invalid credentials"` with the
  * `WWW-Authenticate` challenge. The Authorization header is forwarded unchanged, as with oauth2, and the
- * username goes upstream as X-Consumer-Username (ex.consumer), as Kong's basic-auth sends it.
+ * username goes upstream as X-Consumer-Username (ex.consumer), as Kong's basic-auth sends it; acl judges the user's groups.
  */
 import { GatehouseError } from '#proto/errors';
 import type { CompiledBasicAuth } from '#proto/plugins/index';

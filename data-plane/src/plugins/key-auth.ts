@@ -6,8 +6,8 @@
  * key"` (KEY_REJECTED); both with the `WWW-Authenticate: Key realm="…"` challenge, as Kong answers.
  *
  * On success the upstream gets `X-Consumer-Username: <credential's username>` (ex.consumer: the proxy
- * sets it, and drops any copy a client sent on every route, proxy/headers.ts); the credential's groups are acl's. With
- * `hide_credentials` every header and query parameter named by `key_names` is dropped.
+ * sets it, and drops any copy a client sent on every route, proxy/headers.ts), and acl judges the
+ * credential's groups. With `hide_credentials` every header and query parameter named by `key_names` is dropped.
  */
 import { MAX_API_KEY_LENGTH } from '#proto/api-key';
 import { GatehouseError } from '#proto/errors';

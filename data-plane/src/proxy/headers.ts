@@ -17,8 +17,7 @@ const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
  * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.
  * X-Consumer-Username (key_auth's and basic_auth's) and X-Consumer-Groups (acl's) are dropped on every route: an
  * upstream reached by routes with and without them could otherwise be told any name or group by a client of the
- * route without. X-Forwarded-Client-Cert
- * likewise (the mutual-TLS listener's, client-certificate.ts).
+ * route without. X-Forwarded-Client-Cert likewise (the mutual-TLS listener's, client-certificate.ts).
  */
 const REPLACED = new Set([
   'host',

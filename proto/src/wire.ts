@@ -174,11 +174,12 @@ export interface Plugin {
   grpc_web?: GrpcWebPluginConfig;
   request_termination?: RequestTerminationPluginConfig;
   redirect?: RedirectPluginConfig;
+  acl?: AclPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl';
 }
 
 /** message XOR body (with content_type); `optional` keeps an unset one apart from "". */
@@ -213,6 +214,14 @@ export interface RedirectPluginConfig {
   _port?: 'port';
   /** Which member of `_path` is set. */
   _path?: 'path';
+}
+
+export interface AclPluginConfig {
+  /** Consumer groups as stored (lower-case, sorted); exactly one of the two lists is non-empty. */
+  allow: string[];
+  deny: string[];
+  /** Send no X-Consumer-Groups upstream. */
+  hide_groups_header: boolean;
 }
 
 /** No options: a gRPC-Web request is told by its Content-Type. */
@@ -344,12 +353,16 @@ export interface StringList {
 export interface KeyAuthCredential {
   username: string;
   key_hash: string;
+  /** The consumer's groups (lower-case, sorted); empty = none (the definition has no `groups`). */
+  groups: string[];
 }
 
 /** A basic_auth user: only the scrypt hash ("scrypt$N$r$p$salt$key") ever leaves the control plane. */
 export interface BasicAuthCredential {
   username: string;
   password_hash: string;
+  /** As KeyAuthCredential's. */
+  groups: string[];
 }
 
 export interface OAuthServer {

@@ -199,7 +199,7 @@ test('basic-auth: create (password by option or stdin), list, set-password, dele
   await ok(['apis', 'apply', '-f', await file('ba.yaml', apiYaml('cli-ba', '/cli/ba/*', 'plugins:\n  - name: basic_auth\n'))]);
   expect(await ok(['basic-auth', 'create', 'cli-ann', '--password', 'ann password one'])).toBe('basic-auth/cli-ann created\n');
   expect(await ok(['basic-auth', 'create', 'cli-bob'], { input: 'bob password one\n' })).toBe('basic-auth/cli-bob created\n');
-  expect(await ok(['basic-auth', 'list'])).toMatch(/^USERNAME\s*\n(.*\n)*cli-ann\s*\n(.*\n)*cli-bob/);
+  expect(await ok(['basic-auth', 'list'])).toMatch(/^USERNAME\s+GROUPS\n(.*\n)*cli-ann\s+-\n(.*\n)*cli-bob/);
   expect(JSON.parse(await ok(['basic-auth', 'list', '-o', 'json']))).toEqual(expect.arrayContaining([{ username: 'cli-ann' }, { username: 'cli-bob' }]));
   await dpAnswers('/cli/ba/x', basicHeader('cli-bob', 'bob password one'), 200);
 
@@ -233,6 +233,23 @@ test('key-auth: create prints the server-made key once, rotate makes and prints 
   expect(await ok(['key-auth', 'list'])).not.toContain(newKey!);
   expect(await ok(['key-auth', 'delete', 'cli-kay', 'cli-own'])).toBe('key-auth/cli-kay deleted\nkey-auth/cli-own deleted\n');
   await dpAnswers('/cli/ka/x', { apikey: 'my-own-key-0123456789' }, 401);
+});
+
+test('consumer groups: create --groups, list shows them, set-groups replaces them (keeping the secret) or removes them; acl follows', async () => {
+  await ok(['apis', 'apply', '-f', await file('acl.yaml', apiYaml('cli-acl', '/cli/acl/*', 'plugins:\n  - name: key_auth\n  - name: acl\n    config: {allow: [admins]}\n'))]);
+  expect(await ok(['key-auth', 'create', 'cli-grp', '--key', 'cli-grp-key-0123456789', '--groups', 'Ops, admins'])).toBe('key-auth/cli-grp created\n');
+  expect(await ok(['basic-auth', 'create', 'cli-grp-user', '--password', 'grp password one', '-g', 'partners'])).toBe('basic-auth/cli-grp-user created\n');
+  expect(await ok(['key-auth', 'list'])).toMatch(/^USERNAME\s+GROUPS\n(.*\n)*cli-grp\s+admins,ops\n/);
+  expect(JSON.parse(await ok(['basic-auth', 'list', '-o', 'json']))).toEqual(expect.arrayContaining([{ username: 'cli-grp-user', groups: ['partners'] }]));
+  await dpAnswers('/cli/acl/x', { apikey: 'cli-grp-key-0123456789' }, 200);
+  expect(await ok(['key-auth', 'set-groups', 'cli-grp', 'ops'])).toBe('key-auth/cli-grp configured\n');
+  await dpAnswers('/cli/acl/x', { apikey: 'cli-grp-key-0123456789' }, 403);
+  expect(await ok(['key-auth', 'set-groups', 'cli-grp'])).toBe('key-auth/cli-grp configured\n');
+  expect(JSON.parse(await ok(['key-auth', 'list', '-o', 'json']))).toEqual(expect.arrayContaining([{ username: 'cli-grp' }]));
+  const bad = await cli(['key-auth', 'set-groups', 'cli-grp', 'a b']);
+  expect(bad).toMatchObject({ code: 1, stderr: 'error: groups[0] must be 1-64 characters of a-z 0-9 . _ - (any case) (HTTP 400)\n' });
+  await ok(['key-auth', 'delete', 'cli-grp']);
+  await ok(['basic-auth', 'delete', 'cli-grp-user']);
 });
 
 test('errors: one line on stderr with the API message and a non-zero exit', async () => {

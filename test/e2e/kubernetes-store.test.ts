@@ -4,7 +4,7 @@
  * each, real upstreams. The admin REST API and direct CR writes (what `kubectl apply` does) edit
  * the same objects; every DP serves the same content hash.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { jest } from '@jest/globals';
 import { Watch, type KubernetesObject } from '@kubernetes/client-node';
@@ -287,6 +287,36 @@ test('a key_auth credential created through the admin API is a KeyAuthCredential
     expect((await dp.request('GET', '/k8s-key/x', { headers: { apikey: key } })).status).toBe(200);
   }
   await admin.custom.deleteNamespacedCustomObject(copy);
+});
+
+test("a KeyAuthCredential CR's groups (kubectl apply) are the consumer's: the admin API shows them normalised, acl judges by them, a patch of them reaches every DP", async () => {
+  const api = await clients[0].createApi({
+    ...apiDefinition({ name: 'k8s-acl', listenPath: '/k8s-acl/*', targets: [upstream.url] }),
+    plugins: [{ name: 'key_auth' }, { name: 'acl', config: { allow: ['admins'] } }],
+  });
+  expect(api.status).toBe(201);
+  const key = 'k8s-acl-key-0123456789';
+  const keys = { ...GROUP, plural: 'keyauthcredentials' };
+  await admin.objects.create({
+    apiVersion: 'gatehouse.dev/v1alpha1',
+    kind: 'KeyAuthCredential',
+    metadata: { name: 'k8s-acl-user', namespace: NAMESPACE },
+    spec: { username: 'k8s-acl-user', key_hash: `sha256$${createHash('sha256').update(key).digest('base64url')}`, groups: ['Admins', 'ops'] },
+  } as KubernetesObject);
+  const judged = async (dp: DataPlane, status: number, groups?: string) =>
+    pollUntil(
+      async () => {
+        const res = await dp.request('GET', '/k8s-acl/x', { headers: { apikey: key } });
+        return res.status === status && (groups === undefined || upstream.last()?.headers['x-consumer-groups'] === groups) ? true : undefined;
+      },
+      { what: `${dp.id} answers ${status}`, timeoutMs: 20_000, details: logs },
+    );
+  for (const dp of dps) await judged(dp, 200, 'admins, ops');
+  expect((await clients[1].request('GET', '/credentials/key_auth/k8s-acl-user')).body).toEqual({ username: 'k8s-acl-user', groups: ['admins', 'ops'] });
+  const cr = (await admin.custom.getNamespacedCustomObject({ ...keys, name: 'k8s-acl-user' })) as any;
+  await admin.custom.replaceNamespacedCustomObject({ ...keys, name: 'k8s-acl-user', body: { ...cr, spec: { ...cr.spec, groups: ['ops'] } } });
+  for (const dp of dps) await judged(dp, 403);
+  await admin.custom.deleteNamespacedCustomObject({ ...keys, name: 'k8s-acl-user' });
 });
 
 test('a CR written with the Kubernetes API (kubectl apply) → every DP serves it, the admin API lists it', async () => {

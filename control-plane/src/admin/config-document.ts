@@ -1,7 +1,7 @@
 /**
  * The whole configuration as one document (`GET`/`PUT /config`):
- *   {"apis": [...], "oauth_servers": [...], "basic_auth_credentials": [{"username", "password_hash"}],
- *    "key_auth_credentials": [{"username", "key_hash"}]}
+ *   {"apis": [...], "oauth_servers": [...], "basic_auth_credentials": [{"username", "password_hash", "groups"?}],
+ *    "key_auth_credentials": [{"username", "key_hash", "groups"?}]}
  * What GET returns, PUT accepts unchanged. Every item is parsed by its kind's own parser, then the
  * whole is compiled as a data plane will compile it; the first problem is one VALIDATION_FAILED
  * naming the item (`apis[3].proxy.listen_path is required`).
@@ -79,13 +79,13 @@ function atItem(member: Member, index: number, err: unknown): GatehouseError {
  */
 async function resolvePassword(raw: unknown, current: Definitions): Promise<unknown> {
   if (typeof raw !== 'object' || raw === null || !('password' in raw)) return raw;
-  const item = raw as Record<string, unknown>;
+  const { password, ...item } = raw as Record<string, unknown>;
   const stored = (current.basicAuthCredentials ?? []).find((c) => c.username === item.username);
   const hash = stored && parsePasswordHash(stored.password_hash);
-  if (hash && typeof item.password === 'string' && (await verifyPassword(item.password, hash))) {
-    return { username: item.username, password_hash: stored!.password_hash };
+  if (hash && typeof password === 'string' && (await verifyPassword(password, hash))) {
+    return { ...item, password_hash: stored!.password_hash };
   }
-  return (await basicAuthCredentialKind.prepare!(item, 'create')).body;
+  return (await basicAuthCredentialKind.prepare!(raw as Record<string, unknown>, 'create')).body;
 }
 
 /** Throws the first rejection of the whole candidate, naming the item by its index. */

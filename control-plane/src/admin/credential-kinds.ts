@@ -1,9 +1,10 @@
 /**
  * The global credential kinds of the admin API: basic_auth users (Janus's `/credentials/basic_auth`,
- * `{username, password}` in) and key_auth credentials (`/credentials/key_auth`, `{username, key}` in),
- * both `{username}` out. The secret is checked (field-named 400s) and hashed before the write
- * reaches the store, so neither the store, a snapshot nor any response ever holds it; a hash in a
- * body is ignored (only the gateway makes hashes). A key_auth create without a key gets a generated
+ * `{username, password, groups?}` in) and key_auth credentials (`/credentials/key_auth`, `{username,
+ * key, groups?}` in), both `{username, groups?}` out (groups: the consumer's, which the acl plugin
+ * judges). The secret is checked (field-named 400s) and hashed before the write reaches the store,
+ * so neither the store, a snapshot nor any response ever holds it; a hash in a body is ignored
+ * (only the gateway makes hashes). A key_auth create without a key gets a generated
  * one, shown in that response only.
  */
 import type { z } from 'zod';
@@ -20,6 +21,7 @@ import type { DefinitionKind, Prepared } from './definition-writes.js';
 /** What the admin API shows of a credential: never the secret nor its hash. */
 export interface CredentialView {
   username: string;
+  groups?: string[];
 }
 
 interface SecretRules {
@@ -32,7 +34,7 @@ interface SecretRules {
   generate?(): string;
 }
 
-function credentialKind<T extends { username: string }>(stored: StoredKind<T>, rules: SecretRules): DefinitionKind<T> {
+function credentialKind<T extends { username: string; groups?: string[] }>(stored: StoredKind<T>, rules: SecretRules): DefinitionKind<T> {
   const { field, hashField } = rules;
   const hashed = async (rest: Record<string, unknown>, secret: string): Promise<Record<string, unknown>> => ({ ...rest, [hashField]: await rules.hash(secret) });
   async function prepare(body: Record<string, unknown>, op: 'create' | 'update'): Promise<Prepared> {
@@ -46,7 +48,7 @@ function credentialKind<T extends { username: string }>(stored: StoredKind<T>, r
     if (secret === null) throw new GatehouseError('VALIDATION_FAILED', `${field} cannot be removed`, { field });
     return { body: await hashed(rest, parseOrThrow(rules.schema, secret, [field])) };
   }
-  return { ...stored, prepare, present: (credential): CredentialView => ({ username: credential.username }) };
+  return { ...stored, prepare, present: ({ username, groups }): CredentialView => ({ username, ...(groups && { groups }) }) };
 }
 
 export const basicAuthCredentialKind = credentialKind<BasicAuthCredential>(storedBasicAuthCredentials, {

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { apiSchema } from '#proto/definition/api-schema';
 import { serverSchema } from '#proto/definition/oauth-server-schema';
 import { passwordSchema, usernameSchema } from '#proto/definition/basic-auth-credential-schema';
+import { groupListSchema, MAX_CREDENTIAL_GROUPS } from '#proto/definition/credential-schema';
 import { apiKeySchema } from '#proto/definition/key-auth-credential-schema';
 import { PLUGINS, PLUGIN_ORDER } from '#proto/plugins/index';
 import { LOSS_REASONS } from '#proto/routing/index';
@@ -120,14 +121,21 @@ const explainResponse = z.object({
 const kindDiff = z.object({ added: z.array(z.string()), changed: z.array(z.string()), removed: z.array(z.string()) });
 const configDiff = z.object({ apis: kindDiff, oauth_servers: kindDiff, basic_auth_credentials: kindDiff, key_auth_credentials: kindDiff });
 
-/** A credential as the configuration document holds it: username and the named hash. */
+/** A credential as the configuration document holds it: username, the named hash and the groups, if any. */
 const storedCredential = (hashField: string): JsonSchema => ({
   type: 'array',
-  items: { type: 'object', required: ['username', hashField], properties: { username: { type: 'string' }, [hashField]: { type: 'string' } } },
+  items: {
+    type: 'object',
+    required: ['username', hashField],
+    properties: { username: { type: 'string' }, [hashField]: { type: 'string' }, groups: { type: 'array', items: { type: 'string' } } },
+  },
 });
 
 function schemas(): Record<string, JsonSchema> {
-  const credentialView = z.object({ username: usernameSchema });
+  const credentialView = z.object({
+    username: usernameSchema,
+    groups: groupListSchema(MAX_CREDENTIAL_GROUPS).optional().describe("the consumer's groups, which the acl plugin authorizes by (lower-cased, deduplicated, sorted)"),
+  });
   return {
     Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
     LoginRequest: jsonSchema(z.object({ username: z.string(), password: z.string() }), 'input'),

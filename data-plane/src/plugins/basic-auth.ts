@@ -3,7 +3,7 @@
  * `Authorization: Basic …` names one of the snapshot's basic_auth users with the right password
  * (data-plane/src/auth/basic-credentials.ts); otherwise 401 `"invalid credentials"` with the
  * `WWW-Authenticate` challenge. The Authorization header is forwarded unchanged, as with oauth2, and the
- * username goes upstream as X-Consumer-Username (ex.consumer), as Kong's basic-auth sends it.
+ * username goes upstream as X-Consumer-Username (ex.consumer), as Kong's basic-auth sends it; acl judges the user's groups.
  */
 import { GatehouseError } from '#proto/errors';
 import type { CompiledBasicAuth } from '#proto/plugins/index';
@@ -11,7 +11,7 @@ import type { PluginExchange } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
 
 export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
-  stage: (config, { basicAuth }) => {
+  stage: (config, { basicAuth, basicAuthGroups }) => {
     const refuse = (ex: PluginExchange): never => {
       ex.addClientHeader('www-authenticate', config.challenge);
       throw new GatehouseError('CREDENTIALS_REJECTED', 'invalid credentials');
@@ -20,12 +20,12 @@ export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
       // Synchronous while the verdict is cached (see basic-credentials.ts): no async frame per request.
       request(ex) {
         const verdict = basicAuth(ex.req.headers.authorization);
-        if (typeof verdict === 'string') ex.consumer = verdict;
+        if (typeof verdict === 'string') ex.authenticate(verdict, basicAuthGroups);
         else if (verdict === null) refuse(ex);
         else
           return verdict.then((username) => {
-            if (username === null) refuse(ex);
-            ex.consumer = username;
+            if (username === null) return refuse(ex);
+            ex.authenticate(username, basicAuthGroups);
           });
       },
     };

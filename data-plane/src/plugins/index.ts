@@ -5,6 +5,7 @@
  */
 import type { CompiledRoute } from '#proto/compile/index';
 import type { CompiledPluginConfig, PluginName } from '#proto/plugins/index';
+import { aclRuntime } from './acl.js';
 import { basicAuthRuntime } from './basic-auth.js';
 import { bodyLimitRuntime } from './body-limit.js';
 import { cbRuntime } from './cb.js';
@@ -31,6 +32,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   oauth2: oauth2Runtime,
   basic_auth: basicAuthRuntime,
   key_auth: keyAuthRuntime,
+  acl: aclRuntime,
   body_limit: bodyLimitRuntime,
   request_termination: requestTerminationRuntime,
   redirect: redirectRuntime,

@@ -4,7 +4,7 @@ import { compilePlugins, type CompiledKeyAuth } from '#proto/plugins/index';
 import { parseApiDefinition } from '#proto/definition/index';
 import { apiKeyLookup } from '../auth/api-keys.js';
 import { keyAuthRuntime } from './key-auth.js';
-import type { PluginExchange } from './pipeline.js';
+import { PluginExchange } from './pipeline.js';
 import type { StageDeps } from './runtime.js';
 
 const KEYS = new Map([
@@ -15,13 +15,19 @@ const KEYS = new Map([
 function stage(config: unknown) {
   const def = parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth', config }] });
   const compiled = compilePlugins(def.plugins)[0].config as CompiledKeyAuth;
-  return keyAuthRuntime.stage(compiled, { apiKeyOwner: apiKeyLookup(KEYS) } as unknown as StageDeps);
+  return keyAuthRuntime.stage(compiled, { apiKeyOwner: apiKeyLookup(KEYS), keyAuthGroups: new Map() } as unknown as StageDeps);
 }
 
 /** Runs the stage's request hook on a request with these raw headers and query: what goes upstream, or the refusal. */
 function run(config: unknown, headers: string[], query = '') {
   const clientHeaders: Record<string, string> = {};
-  const ex = { headers, query, consumer: null, addClientHeader: (name: string, value: string) => (clientHeaders[name] = value) } as unknown as PluginExchange;
+  const ex = {
+    headers,
+    query,
+    consumer: null,
+    addClientHeader: (name: string, value: string) => (clientHeaders[name] = value),
+    authenticate: PluginExchange.prototype.authenticate,
+  } as unknown as PluginExchange;
   try {
     stage(config).request!(ex);
   } catch (err) {

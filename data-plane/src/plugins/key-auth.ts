@@ -6,8 +6,8 @@
  * key"` (KEY_REJECTED); both with the `WWW-Authenticate: Key realm="…"` challenge, as Kong answers.
  *
  * On success the upstream gets `X-Consumer-Username: <credential's username>` (ex.consumer: the proxy
- * sets it, and drops any copy a client sent on every route, proxy/headers.ts). With
- * `hide_credentials` every header and query parameter named by `key_names` is dropped.
+ * sets it, and drops any copy a client sent on every route, proxy/headers.ts), and acl judges the
+ * credential's groups. With `hide_credentials` every header and query parameter named by `key_names` is dropped.
  */
 import { MAX_API_KEY_LENGTH } from '#proto/api-key';
 import { GatehouseError } from '#proto/errors';
@@ -43,7 +43,7 @@ function queryValue(query: string, names: readonly string[]): string | undefined
 const NO_EDITS = { replace: [], add: [], append: [] };
 
 export const keyAuthRuntime: PluginRuntime<CompiledKeyAuth> = {
-  stage: (config, { apiKeyOwner }) => {
+  stage: (config, { apiKeyOwner, keyAuthGroups }) => {
     const { headerNames, queryNames, hideCredentials, challenge } = config;
     const headerEdits: CompiledHeaderEdits | null = hideCredentials && headerNames.length > 0 ? { remove: new Set(headerNames), ...NO_EDITS } : null;
     const queryEdits: CompiledQueryEdits | null = hideCredentials && queryNames.length > 0 ? { remove: new Set(queryNames), ...NO_EDITS } : null;
@@ -58,7 +58,7 @@ export const keyAuthRuntime: PluginRuntime<CompiledKeyAuth> = {
         // No stored key is longer: such a key is refused without hashing it.
         const username = key.length <= MAX_API_KEY_LENGTH ? apiKeyOwner(key) : undefined;
         if (username === undefined) return refuse(ex, 'KEY_REJECTED');
-        ex.consumer = username;
+        ex.authenticate(username, keyAuthGroups);
         if (headerEdits) ex.headers = editHeaderList(ex.headers, headerEdits);
         if (queryEdits && ex.query !== '') ex.query = editQuery(ex.query, queryEdits);
       },

@@ -9,6 +9,7 @@
  * |   |                               | rate_limit               |           | answer 429; add client headers                    |
  * | 3 | authentication                | oauth2, basic_auth,      | request   | refuse (400/401)                                  |
  * |   |                               | key_auth                 |           |                                                   |
+ * | 3b| authorization                 | acl                      | request   | refuse (403)                                      |
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
  * | 4a| termination                   | request_termination,     | request   | answer with a fixed response;                     |
  * |   |                               | redirect                 |           | answer a redirect (Location)                      |
@@ -109,6 +110,8 @@ export function pipelineOf(stages: readonly PluginStage[]): Pipeline | null {
   return pipeline.request.length + pipeline.response.length + pipeline.forward.length === 0 ? null : pipeline;
 }
 
+const NO_GROUPS: readonly string[] = Object.freeze([]);
+
 /** Headers whose values the gateway combines with the upstream's rather than replacing them. */
 const COMBINED = new Set(['vary']);
 
@@ -129,6 +132,10 @@ export class PluginExchange {
   bodySent = false;
   /** Who the route's authentication found (key_auth's key owner, basic_auth's user): the upstream's X-Consumer-Username. */
   consumer: string | null = null;
+  /** That consumer's groups (its credential's), which acl judges. */
+  consumerGroups: readonly string[] = NO_GROUPS;
+  /** acl: the upstream's X-Consumer-Groups (the consumer's groups, joined); null for none. */
+  groupsHeader: string | null = null;
   /** proxy_cache: what its request hook decided, for its response hook. */
   cacheLookup: CacheLookup | null = null;
   /** grpc_web: the request is gRPC-Web's (its request hook), for its response hook. */
@@ -156,6 +163,12 @@ export class PluginExchange {
     this.matched = match.matched;
     this.headers = req.rawHeaders;
     this.query = query;
+  }
+
+  /** key_auth, basic_auth: `username` authenticated; its groups are its entry in `groupsByUser`, if any. */
+  authenticate(username: string, groupsByUser: ReadonlyMap<string, readonly string[]>): void {
+    this.consumer = username;
+    this.consumerGroups = groupsByUser.get(username) ?? NO_GROUPS;
   }
 
   /** Adds a header to the client's response (lower-case name); `vary` values accumulate. */

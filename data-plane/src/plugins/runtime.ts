@@ -18,6 +18,9 @@ export interface StageDeps {
   basicAuth(authorization: string | undefined): string | null | Promise<string | null>;
   /** key_auth: the username of this snapshot's credential holding `key`, or undefined. */
   apiKeyOwner(key: string): string | undefined;
+  /** basic_auth and key_auth: the groups of this snapshot's users and credentials that have any, by username. */
+  basicAuthGroups: ReadonlyMap<string, readonly string[]>;
+  keyAuthGroups: ReadonlyMap<string, readonly string[]>;
   /** proxy_cache's store: the process's one (PROXY_CACHE_SIZE), kept across snapshots. */
   responseCache: ResponseCache;
 }

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 
 const GATEWAY_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true, consumer: null, clientCert: null } as const;
+const facts = { host: 'upstream:9000', clientIp: '10.0.0.1', clientHost: 'gw.test', proto: 'http', requestId: 'rid', traceparent: GATEWAY_TRACEPARENT, keepTracestate: true, consumer: null, consumerGroups: null, clientCert: null } as const;
 
 /** Pairs of the flat undici list, names lower-cased. */
 function pairs(flat: string[]): Array<[string, string]> {
@@ -55,6 +55,12 @@ describe('upstreamRequestHeaders', () => {
     const raw = ['X-Consumer-Username', 'admin', 'Accept', '*/*', 'x-consumer-username', 'root'];
     expect(pairs(upstreamRequestHeaders(raw, facts)).filter(([n]) => n === 'x-consumer-username')).toEqual([]);
     expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumer: 'ann' })).filter(([n]) => n === 'x-consumer-username')).toEqual([['x-consumer-username', 'ann']]);
+  });
+
+  test("X-Consumer-Groups is the gateway's (acl's): a client's copies never go upstream; the consumer's groups acl sends do, once", () => {
+    const raw = ['X-Consumer-Groups', 'admins', 'Accept', '*/*', 'x-consumer-groups', 'root'];
+    expect(pairs(upstreamRequestHeaders(raw, facts)).filter(([n]) => n === 'x-consumer-groups')).toEqual([]);
+    expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumerGroups: 'a, b' })).filter(([n]) => n === 'x-consumer-groups')).toEqual([['x-consumer-groups', 'a, b']]);
   });
 
   test('Host and X-Request-Id are the gateway\'s, once each', () => {

@@ -15,9 +15,9 @@ const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
 /**
  * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).
  * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.
- * X-Consumer-Username is key_auth's and basic_auth's, dropped on every route: an upstream reached by routes with
- * and without them could otherwise be told any name by a client of the route without. X-Forwarded-Client-Cert
- * likewise (the mutual-TLS listener's, client-certificate.ts).
+ * X-Consumer-Username (key_auth's and basic_auth's) and X-Consumer-Groups (acl's) are dropped on every route: an
+ * upstream reached by routes with and without them could otherwise be told any name or group by a client of the
+ * route without. X-Forwarded-Client-Cert likewise (the mutual-TLS listener's, client-certificate.ts).
  */
 const REPLACED = new Set([
   'host',
@@ -28,6 +28,7 @@ const REPLACED = new Set([
   'expect',
   'traceparent',
   'x-consumer-username',
+  'x-consumer-groups',
   'x-forwarded-client-cert',
 ]);
 
@@ -77,6 +78,8 @@ export interface ForwardFacts {
   keepTracestate: boolean;
   /** The authenticated consumer (PluginExchange.consumer), sent as X-Consumer-Username; null when none. */
   consumer: string | null;
+  /** The consumer's groups as acl sends them (PluginExchange.groupsHeader), X-Consumer-Groups; null when none. */
+  consumerGroups: string | null;
   /** X-Forwarded-Client-Cert (client-certificate.ts); null when the listener asks for no certificate. */
   clientCert: string | null;
 }
@@ -117,6 +120,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: For
   if (xfh !== undefined) out.push('x-forwarded-host', xfh);
   out.push('x-request-id', facts.requestId, 'traceparent', facts.traceparent);
   if (facts.consumer !== null) out.push('x-consumer-username', facts.consumer);
+  if (facts.consumerGroups !== null) out.push('x-consumer-groups', facts.consumerGroups);
   if (facts.clientCert !== null) out.push('x-forwarded-client-cert', facts.clientCert);
   return out;
 }

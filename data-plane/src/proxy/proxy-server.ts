@@ -248,6 +248,7 @@ export function createProxyServer(deps: {
       traceparent: trace.traceparent,
       keepTracestate: trace.keepTracestate,
       consumer: ex ? ex.consumer : null,
+      consumerGroups: ex ? ex.groupsHeader : null,
       clientCert: clientCertificates ? forwardedClientCert(req) : null,
     });
     return {

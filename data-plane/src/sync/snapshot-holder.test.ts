@@ -6,7 +6,7 @@ import { createMemoryTokenStore } from '../auth/index.js';
 import { GatehouseError } from '#proto/errors';
 import { hashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
-import type { PluginExchange } from '../plugins/index.js';
+import { PluginExchange } from '../plugins/index.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
 
 function apiDef(name: string, listenPath = `/${name}/*`): ApiDefinition {
@@ -166,7 +166,7 @@ describe('snapshot holder', () => {
     /** Who the route's key_auth stage says the key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
     const owner = (key: string): string => {
       const pipeline = holder.current()!.upstreams.get('api:keyed')!.pipeline!;
-      const exchange = { headers: ['apikey', key], query: '', consumer: null, addClientHeader: () => undefined } as unknown as PluginExchange;
+      const exchange = { headers: ['apikey', key], query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
       try {
         pipeline.request[0]!(exchange);
       } catch (err) {
@@ -184,5 +184,44 @@ describe('snapshot holder', () => {
     const v3 = content(3, [['bob', 'key-one-0123456789'], ['cy', 'key-three-0123456789']]);
     expect(holder.applyDelta(toDeltaMessage(v2, v3)).ok).toBe(true);
     expect([owner('key-two-0123456789'), owner('key-one-0123456789')]).toEqual(['KEY_REJECTED', 'bob']);
+  });
+  test("a delta that changes only a credential's groups changes what acl judges by; other credentials keep theirs", () => {
+    const guarded = parseApiDefinition({ ...apiDef('guarded'), plugins: [{ name: 'key_auth' }, { name: 'acl', config: { allow: ['admins'] } }] });
+    const content = (version: number, annGroups?: string[]) => {
+      const keyAuthCredentials = [
+        { username: 'ann', key_hash: hashApiKey('ann-key-0123456789'), ...(annGroups && { groups: annGroups }) },
+        { username: 'bob', key_hash: hashApiKey('bob-key-0123456789'), groups: ['admins'] },
+      ];
+      const defs: Definitions = { apis: [guarded], oauthServers: [], keyAuthCredentials };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    /** The route's verdict on `key`: the X-Consumer-Groups acl sends, or the refusal's code. */
+    const verdict = (key: string): string | null => {
+      const pipeline = holder.current()!.upstreams.get('api:guarded')!.pipeline!;
+      const exchange = {
+        headers: ['apikey', key],
+        query: '',
+        consumer: null,
+        groupsHeader: null,
+        addClientHeader: () => undefined,
+        authenticate: PluginExchange.prototype.authenticate,
+      } as unknown as PluginExchange;
+      try {
+        for (const hook of pipeline.request) hook(exchange);
+      } catch (err) {
+        return (err as GatehouseError).code;
+      }
+      return exchange.groupsHeader;
+    };
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const v1 = content(1, ['ops']);
+    holder.apply(toSnapshotMessage(1, v1.defs));
+    expect([verdict('ann-key-0123456789'), verdict('bob-key-0123456789')]).toEqual(['ACL_FORBIDDEN', 'admins']);
+    const v2 = content(2, ['admins', 'ops']);
+    expect(holder.applyDelta(toDeltaMessage(v1, v2)).ok).toBe(true);
+    expect([verdict('ann-key-0123456789'), verdict('bob-key-0123456789')]).toEqual(['admins, ops', 'admins']);
+    const v3 = content(3);
+    expect(holder.applyDelta(toDeltaMessage(v2, v3)).ok).toBe(true);
+    expect([verdict('ann-key-0123456789'), verdict('bob-key-0123456789')]).toEqual(['ACL_FORBIDDEN', 'admins']);
   });
 });

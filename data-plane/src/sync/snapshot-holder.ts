@@ -76,7 +76,7 @@ interface Held {
 }
 
 /** The snapshot's global credentials and the stage dependencies that check them (rebuilt only when they change). */
-interface HeldCredentials extends Pick<StageDeps, 'basicAuth' | 'apiKeyOwner'> {
+interface HeldCredentials extends Pick<StageDeps, 'basicAuth' | 'apiKeyOwner' | 'basicAuthGroups' | 'keyAuthGroups'> {
   /** basic_auth users: username → scrypt hash. */
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
   /** key_auth credentials: key_hash → username. */
@@ -135,17 +135,20 @@ export function createSnapshotHolder(deps: {
     });
   }
 
-  function heldCredentials(basicAuthUsers: ReadonlyMap<string, PasswordHash>, apiKeys: ReadonlyMap<string, string>): HeldCredentials {
+  function heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups }: Omit<HeldCredentials, 'basicAuth' | 'apiKeyOwner'>): HeldCredentials {
     return {
       basicAuthUsers,
       apiKeys,
+      basicAuthGroups,
+      keyAuthGroups,
       basicAuth: (authorization) => basicAuthChecker.check(basicAuthUsers, authorization),
       apiKeyOwner: apiKeyLookup(apiKeys),
     };
   }
 
   function pipelineDepsOf(authorizer: Authorizer, credentials: HeldCredentials, breakers: BreakerGeneration): Omit<StageDeps, 'route'> {
-    return { authorizer, rateLimiter, basicAuth: credentials.basicAuth, apiKeyOwner: credentials.apiKeyOwner, breakers, responseCache };
+    const { basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups } = credentials;
+    return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache };
   }
 
   /** A route's forwarding state, parsed once. */
@@ -171,9 +174,9 @@ export function createSnapshotHolder(deps: {
   function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): { next: AppliedSnapshot; held: Held } {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
     const index = indexConfig(content.defs);
-    const { routes, oauthServers, basicAuthUsers, apiKeys } = indexRoutes(index);
+    const { routes, oauthServers, ...credentialMaps } = indexRoutes(index);
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
-    const credentials = heldCredentials(basicAuthUsers, apiKeys);
+    const credentials = heldCredentials(credentialMaps);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
     health?.releaseAll();
@@ -227,13 +230,20 @@ export function createSnapshotHolder(deps: {
     const oauthServers = patched(previous.oauthServers, 'oauth-server', (e) => e?.server, (name) => name, (_name, server) => server);
     const basicAuthUsers = patched(previous.credentials.basicAuthUsers, 'basic-auth-credential', (e) => e?.passwordHash, (name) => name, (_name, hash) => hash);
     const apiKeys = patched(previous.credentials.apiKeys, 'key-auth-credential', (e) => e?.keyHash, (_name, keyHash) => keyHash, (name) => name);
+    const groupsOf = (kind: ContentChange['kind'], held: ReadonlyMap<string, readonly string[]>) => patched(held, kind, (e) => e?.groups, (name) => name, (_name, groups) => groups);
+    const basicAuthGroups = groupsOf('basic-auth-credential', previous.credentials.basicAuthGroups);
+    const keyAuthGroups = groupsOf('key-auth-credential', previous.credentials.keyAuthGroups);
     // Unchanged servers and credentials keep the authorizer and its caches, and every route its upstream.
     const authReused = oauthServers === previous.oauthServers;
-    const credentialsReused = basicAuthUsers === previous.credentials.basicAuthUsers && apiKeys === previous.credentials.apiKeys;
+    const credentialsReused =
+      basicAuthUsers === previous.credentials.basicAuthUsers &&
+      apiKeys === previous.credentials.apiKeys &&
+      basicAuthGroups === previous.credentials.basicAuthGroups &&
+      keyAuthGroups === previous.credentials.keyAuthGroups;
     const authorizer = authReused
       ? current.authorizer
       : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
-    const credentials = credentialsReused ? previous.credentials : heldCredentials(basicAuthUsers, apiKeys);
+    const credentials = credentialsReused ? previous.credentials : heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups });
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     for (const route of removed) {
       breakers.release(route.id);

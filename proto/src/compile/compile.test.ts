@@ -196,6 +196,24 @@ describe('compileApi', () => {
     expect(grpcWeb(undefined, false).plugins.map((p) => p.name)).toEqual(['body_limit']);
   });
 
+  test('acl needs key_auth or basic_auth enabled on the API (no consumer to authorize otherwise); a disabled acl does not', () => {
+    const acl = { name: 'acl', enabled: true, config: { allow: ['admins'], deny: [], hide_groups_header: false } } as const;
+    const withPlugins = (plugins: object[]) => compileApi(api({ plugins: plugins as ApiDefinition['plugins'] }));
+    const message = 'plugins[1] acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)';
+    for (const other of [
+      { name: 'oauth2', enabled: true, config: { server_name: 's' } },
+      { name: 'key_auth', enabled: false, config: {} },
+    ]) {
+      expect(gatehouseErrorOf(() => withPlugins([other, acl]))).toMatchObject({ field: 'plugins[1]', message });
+    }
+    const keyAuth = parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth' }] }).plugins[0];
+    const basicAuth = parseApiDefinition({ name: 'b', proxy: { listen_path: '/b/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'basic_auth' }] }).plugins[0];
+    // After authentication whatever the listed order.
+    expect(withPlugins([acl, keyAuth]).plugins.map((p) => p.name)).toEqual(['key_auth', 'acl']);
+    expect(withPlugins([basicAuth, acl]).plugins.map((p) => p.name)).toEqual(['basic_auth', 'acl']);
+    expect(withPlugins([{ name: 'body_limit', enabled: true, config: { limit: '1K' } }, { ...acl, enabled: false }]).plugins.map((p) => p.name)).toEqual(['body_limit']);
+  });
+
   test('route shape', () => {
     const route = compileApi(
       api({

@@ -10,6 +10,7 @@ import { GatehouseError } from '../errors.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
 import {
   addCredential,
+  emptyCredentialMaps,
   checkPluginReferences,
   compileOne,
   definitionsOf,
@@ -39,6 +40,7 @@ interface Entry {
   server?: CompiledOAuthServer;
   passwordHash?: PasswordHash;
   keyHash?: string;
+  groups?: readonly string[];
   /** Servers named by this API's oauth2 plugins (enabled or not). */
   refs: string[];
 }
@@ -67,8 +69,8 @@ function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entr
     if (!(result.error instanceof GatehouseError)) throw result.error;
     throw named(change, result.error);
   }
-  const { routes, keys, server, passwordHash, keyHash } = result.built;
-  return { kind, name, def, routes, keys, server, passwordHash, keyHash, refs: kind === 'api' ? oauth2Refs(def) : [] };
+  const { routes, keys, server, passwordHash, keyHash, groups } = result.built;
+  return { kind, name, def, routes, keys, server, passwordHash, keyHash, groups, refs: kind === 'api' ? oauth2Refs(def) : [] };
 }
 
 const EMPTY: ConfigIndex = { entries: LayeredMap.of(), routeOwners: LayeredMap.of(), serverRefs: LayeredMap.of() };
@@ -226,7 +228,7 @@ export function indexRoutes(index: ConfigIndex): { routes: CompiledRoute[]; oaut
   const routes: CompiledRoute[] = [];
   const serverRoutes: CompiledRoute[] = [];
   const oauthServers = new Map<string, CompiledOAuthServer>();
-  const credentials: CredentialMaps = { basicAuthUsers: new Map(), apiKeys: new Map() };
+  const credentials = emptyCredentialMaps();
   for (const entry of index.entries.values()) {
     if (entry.kind === 'api') {
       if ((entry.def as ApiDefinition).active) routes.push(...entry.routes);

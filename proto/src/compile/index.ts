@@ -143,6 +143,9 @@ export interface CompiledConfig {
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
   /** key_auth credentials: the username by key_hash (each key_hash is unique: API_KEY_TAKEN). */
   apiKeys: ReadonlyMap<string, string>;
+  /** The groups of the basic_auth users and key_auth credentials that have any, by username. */
+  basicAuthGroups: ReadonlyMap<string, readonly string[]>;
+  keyAuthGroups: ReadonlyMap<string, readonly string[]>;
   /** Definitions left out, each with its reason; empty for a consistent configuration. */
   rejected: Rejection[];
 }
@@ -188,12 +191,13 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
       built = { routes, keys: conflictKeys(routes), api: def as ApiDefinition };
     } else if (kind === 'key-auth-credential') {
       // Its key is a conflict key like a route's: no two credentials may hold the same key (a route's key always holds newlines, this one none).
-      const keyHash = (def as KeyAuthCredential).key_hash;
-      built = { routes: [], keys: [`api-key ${keyHash}`], keyHash };
+      const { key_hash: keyHash, groups } = def as KeyAuthCredential;
+      built = { routes: [], keys: [`api-key ${keyHash}`], keyHash, groups };
     } else {
-      const passwordHash = parsePasswordHash((def as BasicAuthCredential).password_hash);
+      const { password_hash, groups } = def as BasicAuthCredential;
+      const passwordHash = parsePasswordHash(password_hash);
       if (!passwordHash) invalid('password_hash', 'has scrypt parameters out of bounds');
-      built = { routes: [], keys: [], passwordHash };
+      built = { routes: [], keys: [], passwordHash, groups };
     }
     result = { built };
   } catch (error) {
@@ -267,6 +271,11 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
   // gRPC-Web is turned into gRPC, which only an HTTP/2 upstream speaks.
   const grpcWeb = api.plugins?.findIndex((p) => p.name === 'grpc_web' && p.enabled) ?? -1;
   if (grpcWeb !== -1 && api.proxy.upstreams.protocol !== 'http2') invalid(`plugins[${grpcWeb}]`, 'grpc_web needs proxy.upstreams.protocol "http2"');
+  // acl judges the consumer key_auth or basic_auth found: without either there is none, and every request would be refused.
+  const acl = api.plugins?.findIndex((p) => p.name === 'acl' && p.enabled) ?? -1;
+  if (acl !== -1 && !api.plugins!.some((p) => (p.name === 'key_auth' || p.name === 'basic_auth') && p.enabled)) {
+    invalid(`plugins[${acl}]`, 'acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)');
+  }
   return {
     id: `api:${api.name}`,
     kind: 'api',
@@ -330,6 +339,8 @@ interface Candidate {
   passwordHash?: PasswordHash;
   /** key_auth credentials: the key's stored digest. */
   keyHash?: string;
+  /** Credentials: the consumer's groups, when it has any. */
+  groups?: readonly string[];
 }
 
 /** The 409 when a definition's conflict key (a route's, or an API key's) is taken, by the kind of the refused definition. */
@@ -355,12 +366,19 @@ const kindWording: Record<DefinitionKindName, string> = {
 export interface CredentialMaps {
   basicAuthUsers: Map<string, PasswordHash>;
   apiKeys: Map<string, string>;
+  /** The groups of the basic_auth users that have any, by username. */
+  basicAuthGroups: Map<string, readonly string[]>;
+  /** The groups of the key_auth credentials that have any, by username. */
+  keyAuthGroups: Map<string, readonly string[]>;
 }
 
+export const emptyCredentialMaps = (): CredentialMaps => ({ basicAuthUsers: new Map(), apiKeys: new Map(), basicAuthGroups: new Map(), keyAuthGroups: new Map() });
+
 /** Adds one accepted definition's credential (if it is one) to the maps. */
-export function addCredential(maps: CredentialMaps, name: string, built: { passwordHash?: PasswordHash; keyHash?: string }): void {
+export function addCredential(maps: CredentialMaps, name: string, built: { passwordHash?: PasswordHash; keyHash?: string; groups?: readonly string[] }): void {
   if (built.passwordHash) maps.basicAuthUsers.set(name, built.passwordHash);
   if (built.keyHash) maps.apiKeys.set(built.keyHash, name);
+  if (built.groups) (built.keyHash ? maps.keyAuthGroups : maps.basicAuthGroups).set(name, built.groups);
 }
 
 /**
@@ -409,7 +427,7 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   });
 
   const oauthServers = new Map<string, CompiledOAuthServer>();
-  const credentials: CredentialMaps = { basicAuthUsers: new Map(), apiKeys: new Map() };
+  const credentials = emptyCredentialMaps();
   for (const c of survivors) {
     if (c.server) oauthServers.set(c.name, c.server);
     addCredential(credentials, c.name, c);

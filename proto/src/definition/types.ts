@@ -122,6 +122,8 @@ export interface BasicAuthCredential {
   username: string;
   /** `scrypt$N$r$p$salt$key` (proto/src/password-hash.ts). */
   password_hash: string;
+  /** The consumer's groups (the acl plugin's): lower-case, deduplicated, sorted; absent = none. */
+  groups?: string[];
 }
 
 /** A key_auth credential (admin `/credentials/key_auth`), global like basic_auth users; never shown with its hash. */
@@ -129,6 +131,8 @@ export interface KeyAuthCredential {
   username: string;
   /** `sha256$<digest, base64url>` of the API key (proto/src/api-key.ts). */
   key_hash: string;
+  /** As BasicAuthCredential's. */
+  groups?: string[];
 }
 
 /** The whole configuration a snapshot carries. */

@@ -18,6 +18,7 @@ export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([
   'x-forwarded-host',
   'x-request-id',
   'x-consumer-username',
+  'x-consumer-groups',
   'x-forwarded-client-cert',
   'content-length',
   'expect',

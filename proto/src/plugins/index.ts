@@ -7,6 +7,7 @@
  */
 import type { z } from 'zod';
 import { check } from '../definition/field-path.js';
+import { aclPlugin } from './acl.js';
 import { basicAuthPlugin } from './basic-auth.js';
 import { bodyLimitPlugin } from './body-limit.js';
 import { cbPlugin } from './cb.js';
@@ -32,6 +33,8 @@ export const PLUGINS = {
   oauth2: oauth2Plugin,
   basic_auth: basicAuthPlugin,
   key_auth: keyAuthPlugin,
+  // authorization: judges the consumer basic_auth or key_auth found
+  acl: aclPlugin,
   body_limit: bodyLimitPlugin,
   // answer without the upstream, as Kong's request-termination: after authentication, so a terminated or moved
   // API still asks for its credentials, and before proxy_cache, so no stored response outlives the termination
@@ -97,6 +100,7 @@ export type { CompiledIpRestriction } from './ip-restriction.js';
 export type { CompiledOAuth2 } from './oauth2.js';
 export type { CompiledBasicAuth } from './basic-auth.js';
 export type { CompiledKeyAuth } from './key-auth.js';
+export type { CompiledAcl } from './acl.js';
 export type { CompiledBodyLimit } from './body-limit.js';
 export { parseSize } from './body-limit.js';
 export type { CompiledRequestTransformer } from './request-transformer.js';

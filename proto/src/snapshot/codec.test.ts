@@ -1,7 +1,7 @@
 import protobuf from 'protobufjs';
 import { loadGatehouseProto, PROTO_PATH } from '../grpc.js';
 import { GatehouseError } from '../errors.js';
-import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
+import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, parseOAuthServer } from '../definition/index.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
 import { hash as sha256 } from 'node:crypto';
 import { hashApiKey } from '../api-key.js';
@@ -259,6 +259,32 @@ test.each(decoders)('key_auth credentials travel sorted by username, as digests,
   expect(back.defs.keyAuthCredentials).toEqual([KEYS[1], KEYS[0]]);
   expect(back.hash).toBe(definitionsHash(withKeys));
   expect(definitionsHash(withKeys)).not.toBe(definitionsHash(DEFS));
+});
+
+test.each(decoders)('credential groups and the acl plugin travel through encodeSnapshot and %s; a credential without groups has no groups member', (_name, decode) => {
+  const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
+  const acl = parseApiDefinition({
+    name: 'acl',
+    proxy: { listen_path: '/acl/*', ...target('http://a:1') },
+    plugins: [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['Partners', 'banned'], hide_groups_header: true } }],
+  });
+  const withGroups: Definitions = {
+    ...DEFS,
+    apis: [...DEFS.apis, acl],
+    basicAuthCredentials: [parseBasicAuthCredential({ username: 'amy', password_hash: hash, groups: ['Ops', 'admins', 'ops'] })],
+    keyAuthCredentials: [parseKeyAuthCredential({ ...KEYS[0], groups: ['partners'] }), KEYS[1]],
+  };
+  const message = toSnapshotMessage(5, withGroups);
+  expect(message.basic_auth_credentials).toEqual([{ username: 'amy', password_hash: hash, groups: ['admins', 'ops'] }]);
+  expect(message.key_auth_credentials).toEqual([KEYS[1], { ...KEYS[0], groups: ['partners'] }]);
+  const back = fromSnapshotMessage(decode(proto.encodeSnapshot(message)) as SnapshotMessage);
+  expect(back.hash).toBe(definitionsHash(withGroups));
+  expect(back.defs.basicAuthCredentials).toEqual([{ username: 'amy', password_hash: hash, groups: ['admins', 'ops'] }]);
+  expect(back.defs.keyAuthCredentials).toEqual([KEYS[1], { ...KEYS[0], groups: ['partners'] }]);
+  expect(back.defs.keyAuthCredentials![0]).not.toHaveProperty('groups');
+  expect(back.defs.apis.find((a) => a.name === 'acl')!.plugins[1]).toEqual({ name: 'acl', enabled: true, config: { allow: [], deny: ['banned', 'partners'], hide_groups_header: true } });
+  // Groups are content: a change of groups alone is a new hash.
+  expect(definitionsHash({ ...withGroups, keyAuthCredentials: KEYS })).not.toBe(definitionsHash(withGroups));
 });
 
 test('a snapshot key_auth credential must hold a SHA-256 digest and a unique username', () => {

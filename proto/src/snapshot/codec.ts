@@ -495,14 +495,23 @@ interface KindCodec<D extends object> {
   decode(items: unknown, decode?: SnapshotMessage['decodeDefinition']): D[];
 }
 
-/** A global credential kind: `{username, <hash field>}`, the same on the wire. */
-function credentialCodec<D extends { username: string }>(
+/**
+ * A global credential kind: `{username, <hash field>, groups?}`, the same on the wire but for `groups`: only
+ * when set in the canonical message (credentials without keep their hash), and the wire's `[]` back to absent.
+ */
+function credentialCodec<D extends { username: string; groups?: string[] }>(
   kind: ContentChange['kind'],
   list: DefinitionList,
   field: 'basicAuthCredentials' | 'keyAuthCredentials',
-  toMessage: (c: D) => object,
+  secretOf: (c: D) => object,
   parse: (raw: unknown) => D,
 ): KindCodec<D> {
+  const toMessage = (c: D): object => ({ username: c.username, ...secretOf(c), ...(c.groups && { groups: [...c.groups] }) });
+  const fromMessage = (m: unknown): unknown => {
+    if (!isPlainObject(m) || !Array.isArray(m.groups) || m.groups.length > 0) return m;
+    const { groups: _none, ...rest } = m;
+    return rest;
+  };
   return {
     kind,
     optional: true,
@@ -511,7 +520,7 @@ function credentialCodec<D extends { username: string }>(
     nameOf: (c) => c.username,
     toMessage: (c) => memoMessage(c, toMessage),
     toRawMessage: toMessage,
-    decode: (items, decode) => decodeAll(items, list, (m) => m, parse, (c) => c.username, decode),
+    decode: (items, decode) => decodeAll(items, list, fromMessage, parse, (c) => c.username, decode),
   };
 }
 
@@ -538,7 +547,7 @@ const KIND_CODECS = {
     'basic-auth-credential',
     'basic_auth_credentials',
     'basicAuthCredentials',
-    (c): wire.BasicAuthCredential => ({ username: c.username, password_hash: c.password_hash }),
+    (c): Pick<wire.BasicAuthCredential, 'password_hash'> => ({ password_hash: c.password_hash }),
     parseBasicAuthCredential,
   ),
   key_auth_credentials: {
@@ -546,7 +555,7 @@ const KIND_CODECS = {
       'key-auth-credential',
       'key_auth_credentials',
       'keyAuthCredentials',
-      (c): wire.KeyAuthCredential => ({ username: c.username, key_hash: c.key_hash }),
+      (c): Pick<wire.KeyAuthCredential, 'key_hash'> => ({ key_hash: c.key_hash }),
       parseKeyAuthCredential,
     ),
     unhashedWhenEmpty: true,

@@ -56,6 +56,8 @@ const apiArb = fc
       { name: 'redirect', config: { scheme: 'https' } },
       { name: 'redirect', config: { host: 'n.test', port: 8443, path: '/v2', strip_path: true } },
     ),
+    // acl alone is refused (no consumer to authorize); with key_auth it is accepted.
+    acl: fc.constantFrom([], [{ name: 'acl', config: { allow: ['admins'] } }], [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['banned'] } }]),
   })
   .map((r) =>
     parseApiDefinition({
@@ -69,7 +71,7 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { balancing: 'weight', targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : [])],
+      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl],
     }),
   );
 
@@ -82,11 +84,15 @@ const serverArb = fc.record({ name: fc.constantFrom(...SERVER_NAMES), shared: fc
 );
 
 const HASH = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 2).toString('base64url')}`;
-const userArb = fc.constantFrom('u1', 'u2').map((username) => parseBasicAuthCredential({ username, password_hash: HASH }));
+// Groups or none: a change of groups alone is a change of the credential (and of the DP's group maps).
+const groupsArb = fc.constantFrom(undefined, ['admins'], ['Partners', 'admins']);
+const userArb = fc
+  .record({ username: fc.constantFrom('u1', 'u2'), groups: groupsArb })
+  .map(({ username, groups }) => parseBasicAuthCredential({ username, password_hash: HASH, ...(groups && { groups }) }));
 // Three credentials over two keys: they collide often (API_KEY_TAKEN).
 const keyArb = fc
-  .record({ username: fc.constantFrom('k1', 'k2', 'k3'), key: fc.constantFrom('key-a-0123456789', 'key-b-0123456789') })
-  .map(({ username, key }) => parseKeyAuthCredential({ username, key_hash: hashApiKey(key) }));
+  .record({ username: fc.constantFrom('k1', 'k2', 'k3'), key: fc.constantFrom('key-a-0123456789', 'key-b-0123456789'), groups: groupsArb })
+  .map(({ username, key, groups }) => parseKeyAuthCredential({ username, key_hash: hashApiKey(key), ...(groups && { groups }) }));
 
 type Op =
   | { op: 'upsert-api'; value: ReturnType<typeof parseApiDefinition> }
@@ -157,6 +163,7 @@ function verdicts(compiled: CompiledConfig) {
     servers: [...compiled.oauthServers.keys()].sort(),
     users: [...compiled.basicAuthUsers.keys()].sort(),
     keys: [...compiled.apiKeys].sort(),
+    groups: [[...compiled.basicAuthGroups].sort(), [...compiled.keyAuthGroups].sort()],
     rejected: compiled.rejected.map((r) => [r.kind, r.name, r.error.code, r.error.message]).sort(),
   };
 }
@@ -261,6 +268,7 @@ test('the indexed check of a change agrees with compiling the whole: same verdic
         expect([...routes.oauthServers.keys()].sort()).toEqual([...full.oauthServers.keys()].sort());
         expect([...routes.basicAuthUsers.keys()].sort()).toEqual([...full.basicAuthUsers.keys()].sort());
         expect([...routes.apiKeys].sort()).toEqual([...full.apiKeys].sort());
+        expect([[...routes.basicAuthGroups].sort(), [...routes.keyAuthGroups].sort()]).toEqual([[...full.basicAuthGroups].sort(), [...full.keyAuthGroups].sort()]);
       }
     }),
     { numRuns: 200 },

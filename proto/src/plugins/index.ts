@@ -104,3 +104,4 @@ export type { CompiledProxyCache } from './proxy-cache.js';
 export { MAX_TTL_MS as MAX_PROXY_CACHE_TTL_MS } from './proxy-cache.js';
 export type { MediaRanges } from './compression.js';
 export type { CompiledCb } from './cb.js';
+export { NO_GRPC_STATUS } from './status-predicate.js';

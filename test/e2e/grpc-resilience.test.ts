@@ -11,22 +11,12 @@ import { once } from 'node:events';
 import { connect as connectHttp2, createServer as createH2cServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
-import { pollUntil } from '../helpers/poll-until.js';
+import { frame, rawMethod } from '../helpers/grpc-raw.js';
+import { delay, pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 
-const same = (b: Buffer): Buffer => b;
-const method = (name: string, responseStream = false): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path: `/test.Echo/${name}`,
-  requestStream: false,
-  responseStream,
-  requestSerialize: same,
-  requestDeserialize: same,
-  responseSerialize: same,
-  responseDeserialize: same,
-  originalName: name,
-});
-const ECHO = { Unary: method('Unary'), Slow: method('Slow'), ServerStream: method('ServerStream', true) } satisfies grpc.ServiceDefinition;
+const ECHO = { Unary: rawMethod('Unary', false, false), Slow: rawMethod('Slow', false, false), ServerStream: rawMethod('ServerStream', false, true) } satisfies grpc.ServiceDefinition;
 const EchoClient = grpc.makeGenericClientConstructor(ECHO, 'Echo');
 type Echo = InstanceType<typeof EchoClient> & Record<keyof typeof ECHO, (...args: unknown[]) => unknown>;
 
@@ -104,14 +94,6 @@ let dp: DataPlane;
 const servers: grpc.Server[] = [];
 /** A gRPC-shaped node:http2 upstream that ignores deadlines: answers OK after `x-delay` ms (2 s by default), or with `x-mode: stream` sends its head and a message at once, then nothing. */
 let raw: Http2Server;
-
-/** A gRPC message frame: flag 0, length, bytes. */
-function frame(message: Buffer | string): Buffer {
-  const bytes = Buffer.from(message);
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(bytes.length, 1);
-  return Buffer.concat([head, bytes]);
-}
 
 beforeAll(async () => {
   const [flaky, down, up] = await Promise.all([startGrpcServer('flaky'), startGrpcServer('down'), startGrpcServer('up')]);
@@ -306,7 +288,7 @@ describe('grpc-timeout', () => {
     expect(upstream.closedWith).toBe(8);
   });
 
-  test('grpc-js both ends, a 1 s deadline: a retry after its backoff is given what is left; the deadline passes during it, which the server sees cancelled', async () => {
+  test('grpc-js both ends: a retry after its backoff is given the time left; the deadline passes during it (the server sees it cancelled) or before it (not sent)', async () => {
     const c = client('retry.test');
     const k = key('deadline');
     const { error, ms } = await unary(c, 'Slow', k, { deadline: Date.now() + 1_000 });
@@ -319,5 +301,13 @@ describe('grpc-timeout', () => {
     // Backoff 300 ms (up to 450 with jitter) went by between the tries.
     expect(second!.leftMs).toBeLessThan(first!.leftMs - 250);
     await pollUntil(async () => (second!.cancelled ? true : undefined), { what: 'the upstream call cancelled', timeoutMs: 3_000 });
+
+    // A deadline that passes during the backoff: the retry is not sent at all.
+    const c2 = client('retry.test');
+    const short = key('short');
+    expect((await unary(c2, 'Slow', short, { deadline: Date.now() + 250 })).error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    c2.close();
+    await delay(600);
+    expect(callsOf(short)).toHaveLength(1);
   });
 });

@@ -21,7 +21,7 @@ import { GatehouseError, isGatehouseError } from '#proto/errors';
 import type { AttemptStarted, ForwardHook, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
 import { isGrpcCall } from '../plugins/grpc-web.js';
 import type { Balancer } from '../routing/index.js';
-import { forwardAttempt, requestBodyOf, type AttemptBody, type ForwardDeps, type ForwardPlan } from './forward.js';
+import { forwardAttempt, requestBodyOf, timeUp, type AttemptBody, type ForwardDeps, type ForwardPlan } from './forward.js';
 
 const NO_BODY: AttemptBody = { body: null, started: () => false };
 
@@ -82,6 +82,8 @@ export async function forwardThroughHooks(
   planFor: (target: CompiledTarget) => ForwardPlan,
   deps: ForwardDeps,
 ): Promise<void> {
+  const timedOut = timeUp(res);
+  if (timedOut) throw timedOut;
   const firstTarget = (ex.target = balancer.next());
   const first = planFor(firstTarget);
   const source = requestBodyOf(req, first);
@@ -102,6 +104,10 @@ export async function forwardThroughHooks(
     i === hooks.length ? dispatch(started) : hooks[i]!(ex, (inner) => run(i + 1, inner ?? started));
   let attempts = 0;
   const outcome = await hooks[0]!(ex, (started) => {
+    // A call whose deadline passed is not tried again (retry is the outermost hook): the inner ones (cb, passive
+    // checks) must not count a target never asked.
+    const late = timeUp(res);
+    if (late) return Promise.resolve({ kind: 'error', error: late });
     if (attempts++ > 0) ex.target = balancer.next();
     return run(1, started);
   });

@@ -175,6 +175,12 @@ export function recordGrpcStatus(res: ServerResponse, metrics: ProxyMetrics | un
   metrics?.grpc(routeId, status);
 }
 
+/** UPSTREAM_TIMEOUT when the gRPC call's deadline has passed before an attempt (a slow authentication, a retry's backoff): nothing goes upstream then. */
+export function timeUp(res: ServerResponse): GatehouseError | null {
+  const deadline = (res as ProxyResponse).deadline ?? null;
+  return deadline !== null && deadline <= performance.now() ? new GatehouseError('UPSTREAM_TIMEOUT', "the gRPC call's grpc-timeout passed before it went upstream") : null;
+}
+
 /** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
 const PARKED_BYTES = 64 * 1024;
 
@@ -270,6 +276,12 @@ function exchange(
   };
 
   try {
+    const deadline = (res as ProxyResponse).deadline ?? null;
+    const late = timeUp(res);
+    if (late) {
+      reject(late);
+      return;
+    }
     let controller: Dispatcher.DispatchController | null = null;
     /** An abort requested before undici handed out the controller (request still queued). */
     let pendingAbort: Error | null = null;
@@ -297,7 +309,6 @@ function exchange(
     onStarted?.(() => abort(new errors.RequestAbortedError()));
 
     let body: Readable | null = attempt ? attempt.body : requestBodyOf(req, plan);
-    const deadline = (res as ProxyResponse).deadline ?? null;
     const headerWait = new HeaderWait(req, body !== null, plan.headersTimeoutMs, deadline, () =>
       abort(state === 'waiting' ? new errors.HeadersTimeoutError() : new errors.BodyTimeoutError("the gRPC call's grpc-timeout passed")),
     );

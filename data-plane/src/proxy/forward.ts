@@ -143,7 +143,10 @@ class HeaderWait {
   clear(): void {
     this.settled = true;
     clearTimeout(this.timer);
-    if (this.armOnEnd) this.req.off('end', this.armOnEnd);
+    if (this.armOnEnd) {
+      this.req.off('end', this.armOnEnd);
+      this.armOnEnd = null;
+    }
   }
 
   static fire(wait: HeaderWait): void {
@@ -276,12 +279,12 @@ function exchange(
   };
 
   try {
-    const deadline = (res as ProxyResponse).deadline ?? null;
     const late = timeUp(res);
     if (late) {
       reject(late);
       return;
     }
+    const deadline = (res as ProxyResponse).deadline ?? null;
     let controller: Dispatcher.DispatchController | null = null;
     /** An abort requested before undici handed out the controller (request still queued). */
     let pendingAbort: Error | null = null;

@@ -16,26 +16,17 @@ import { pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
+import { frame, rawMethod } from '../helpers/grpc-raw.js';
 
 const same = (b: Buffer): Buffer => b;
-const method = (name: string, requestStream: boolean, responseStream: boolean): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path: `/test.Echo/${name}`,
-  requestStream,
-  responseStream,
-  requestSerialize: same,
-  requestDeserialize: same,
-  responseSerialize: same,
-  responseDeserialize: same,
-  originalName: name,
-});
 /** A service without a .proto: messages are raw bytes. */
 const ECHO = {
-  Unary: method('Unary', false, false),
-  Fail: method('Fail', false, false),
-  Hang: method('Hang', false, false),
-  ServerStream: method('ServerStream', false, true),
-  ClientStream: method('ClientStream', true, false),
-  Bidi: method('Bidi', true, true),
+  Unary: rawMethod('Unary', false, false),
+  Fail: rawMethod('Fail', false, false),
+  Hang: rawMethod('Hang', false, false),
+  ServerStream: rawMethod('ServerStream', false, true),
+  ClientStream: rawMethod('ClientStream', true, false),
+  Bidi: rawMethod('Bidi', true, true),
 } satisfies grpc.ServiceDefinition;
 const EchoClient = grpc.makeGenericClientConstructor(ECHO, 'Echo');
 type Echo = InstanceType<typeof EchoClient> & Record<keyof typeof ECHO, (...args: unknown[]) => unknown>;
@@ -104,7 +95,7 @@ function echoImplementation(origin: string): grpc.UntypedServiceImplementation {
 }
 
 /** grpc.health.v1.Health/Check, raw: HealthCheckRequest{service = 1}, HealthCheckResponse{status = 1}. */
-const HEALTH = { Check: { ...method('Check', false, false), path: '/grpc.health.v1.Health/Check' } } satisfies grpc.ServiceDefinition;
+const HEALTH = { Check: { ...rawMethod('Check', false, false), path: '/grpc.health.v1.Health/Check' } } satisfies grpc.ServiceDefinition;
 
 /** `serving`: whether it answers SERVING (1) for test.Echo, else NOT_SERVING (2). */
 function healthImplementation(serving: boolean): grpc.UntypedServiceImplementation {
@@ -510,14 +501,6 @@ test('an http2 route whose upstream refuses connections answers 502', async () =
   const res = await https('/dead/x');
   expect(res.status).toBe(502);
 });
-
-/** A gRPC message frame: flag 0, length, bytes. */
-function frame(message: Buffer | string): Buffer {
-  const bytes = Buffer.from(message);
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(bytes.length, 1);
-  return Buffer.concat([head, bytes]);
-}
 
 /** A gRPC-Web response body: its message frames, then its trailers' frame (flag 0x80) parsed, if any. */
 function webFrames(body: Buffer): { messages: string[]; trailers: Record<string, string> | null } {

@@ -190,7 +190,7 @@ test('enabled: false does nothing', async () => {
 test.each([
   ['error_percent_threshold 0', { error_percent_threshold: 0 }, 'plugins[0].config.error_percent_threshold must be at least 1'],
   ['a sleep_window that is not a number', { sleep_window: '5s' }, 'plugins[0].config.sleep_window must be an integer'],
-  ['a bad predicate', { predicate: 'statusCode >> 2' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, request.Method, a number or a string, found ">" at position 13'],
+  ['a bad predicate', { predicate: 'statusCode >> 2' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found ">" at position 13'],
 ])('%s is refused with 400 naming the field, on create and on update (store unchanged)', async (_row, config, message) => {
   const definition = apiDefinition({ name: 'cb-bad', listenPath: '/cb-bad/*', targets: [u.url] });
   await expectRefusedPluginConfig(gw, { definition, existing: 'trip', plugins: [{ name: 'cb', config }] }, message);

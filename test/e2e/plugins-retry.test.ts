@@ -231,7 +231,7 @@ test('the stored definition shows the normalised config', async () => {
 test.each([
   ['attempts 0', { attempts: 0 }, 'plugins[0].config.attempts must be at least 1'],
   ['a backoff that is not a duration', { backoff: 'later' }, 'plugins[0].config.backoff must be a duration from "0s" to "10s", e.g. "100ms"'],
-  ['code as a predicate', { predicate: 'require("fs")' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, request.Method, a number or a string, found "require" at position 1'],
+  ['code as a predicate', { predicate: 'require("fs")' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "require" at position 1'],
   ['predicate and statuses together', { predicate: 'statusCode == 500', statuses: [500] }, 'plugins[0].config.statuses must not be given together with predicate'],
 ])('%s is refused with 400 naming the field, on create and on update (store unchanged)', async (_row, config, message) => {
   const definition = apiDefinition({ name: 'retry-bad', listenPath: '/retry-bad/*', targets: [u.url] });

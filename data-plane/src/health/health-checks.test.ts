@@ -114,6 +114,20 @@ describe('TargetHealth', () => {
     expect(health.healthy).toBe(false);
   });
 
+  test("passive: a gRPC call's Trailers-Only UNAVAILABLE counts as a 503, other gRPC statuses as their HTTP 200", () => {
+    const health = watched({ passive: passive({ unhealthy_threshold: 2, ejection: '1h' }) });
+    health.observe(200, 14);
+    health.observe(200, 8);
+    expect(health.healthy).toBe(true);
+    health.observe(200, 14);
+    health.observe(200, 14);
+    expect(health.healthy).toBe(false);
+    // Not counted when passive.statuses leaves 503 out.
+    const without503 = watched({ passive: passive({ unhealthy_threshold: 1, ejection: '1h', statuses: [502] }) });
+    without503.observe(200, 14);
+    expect(without503.healthy).toBe(true);
+  });
+
   test('active: unhealthy after exactly unhealthy_threshold failed probes in a row; a success in between resets the count', async () => {
     const { probe, answer } = scriptedProbe();
     const health = watched({ active: active({ unhealthy_threshold: 3 }) }, probe);

@@ -7,7 +7,8 @@
  * |           | status (`statuses`, else 2xx/3xx) in time; with `grpc`, a  |                                |                                                               |
  * |           | Health/Check call not answered SERVING (grpc-health.ts)    |                                |                                                               |
  * | `passive` | a proxied attempt without response, or a failing status    | `unhealthy_threshold` in a row | with `active`: the probes as above; without: `ejection`       |
- * |           | (`statuses`, else 502 / 503 / 504)                         |                                |                                                               |
+ * |           | (`statuses`, else 502 / 503 / 504); a gRPC call answered   |                                |                                                               |
+ * |           | Trailers-Only UNAVAILABLE counts as a 503 (Envoy's mapping) |                                |                                                               |
  *
  * A target starts healthy. The balancer (routing/balancer.ts) skips unhealthy targets, and uses them
  * all when none is healthy: a guessed-wrong health path must not turn every request into a 503.
@@ -17,6 +18,8 @@
  * (route-state.ts, as cb's breakers).
  */
 import type { CompiledTarget } from '#proto/compile/index';
+import { GRPC_STATUS } from '#proto/errors';
+import { NO_GRPC_STATUS } from '#proto/plugins/index';
 import { fixedAuthority } from '#proto/compile/index';
 import type { HealthCheckDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
@@ -117,16 +120,18 @@ export class TargetHealth {
     this.timer = null;
   }
 
-  /** A proxied attempt's status (0 without a response); counts only with a passive check. */
-  observe(status: number): void {
+  /** A proxied attempt's status (0 without a response) and gRPC status (outcome-status.ts); counts only with a passive check. */
+  observe(status: number, grpcStatus: number = NO_GRPC_STATUS): void {
     const passive = this.settings.passive;
     if (!passive || !this.healthy) return;
-    if (!passive.failures.has(status)) {
+    const unavailable = grpcStatus === GRPC_STATUS.UNAVAILABLE;
+    if (!passive.failures.has(unavailable ? 503 : status)) {
       this.passiveFailures = 0;
       return;
     }
     if (++this.passiveFailures < passive.unhealthy) return;
-    this.down(`${count(this.passiveFailures, 'proxied request')} failed in a row (the last: ${status === 0 ? 'no response' : status})`);
+    const last = unavailable ? 'grpc-status 14 (UNAVAILABLE)' : status === 0 ? 'no response' : status;
+    this.down(`${count(this.passiveFailures, 'proxied request')} failed in a row (the last: ${last})`);
     // Without probes, nothing else would ever bring it back.
     if (!this.settings.active && this.running) this.timer = setTimeout(() => this.up(`its ejection of ${passive.ejectionMs} ms ended`), passive.ejectionMs).unref();
   }

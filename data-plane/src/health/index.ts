@@ -4,7 +4,7 @@
  */
 import type { CompiledTarget } from '#proto/compile/index';
 import type { PluginStage } from '../plugins/index.js';
-import { outcomeStatus } from '../plugins/outcome-status.js';
+import { outcomeGrpcStatus, outcomeStatus } from '../plugins/outcome-status.js';
 import { clientGone } from '../plugins/request-framing.js';
 import type { TargetHealth } from './health-checks.js';
 
@@ -20,7 +20,7 @@ export function passiveStage(targets: readonly CompiledTarget[], health: readonl
   return {
     async forward(ex, next) {
       const outcome = await next();
-      if (outcome.kind === 'response' || !clientGone(ex.req)) byTarget.get(ex.target!)?.observe(outcomeStatus(outcome));
+      if (outcome.kind === 'response' || !clientGone(ex.req)) byTarget.get(ex.target!)?.observe(outcomeStatus(outcome), outcomeGrpcStatus(outcome, ex.req));
       return outcome;
     },
   };

@@ -9,7 +9,7 @@
 import { GatehouseError } from '#proto/errors';
 import type { CompiledCb } from '#proto/plugins/index';
 import { REFUSED_BUSY, REFUSED_OPEN, type CircuitBreaker } from './circuit-breaker.js';
-import { outcomeStatus } from './outcome-status.js';
+import { outcomeGrpcStatus, outcomeStatus } from './outcome-status.js';
 import type { ForwardNext, UpstreamOutcome } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
 
@@ -56,7 +56,7 @@ export const cbRuntime: PluginRuntime<CompiledCb> = {
         try {
           outcome = cb.timeoutMs > 0 ? await withTimeout(next, cb.timeoutMs) : await next();
         } finally {
-          breaker.record(admission, outcome === undefined || cb.failed(outcomeStatus(outcome), ex.req.method ?? 'GET'));
+          breaker.record(admission, outcome === undefined || cb.failed(outcomeStatus(outcome), ex.req.method ?? 'GET', outcomeGrpcStatus(outcome, ex.req)));
         }
         return outcome;
       },

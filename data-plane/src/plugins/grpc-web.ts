@@ -13,7 +13,7 @@
  * A request of any other Content-Type passes untouched (one route can serve gRPC and gRPC-Web clients), and so
  * does an upstream answer that is not gRPC's (an HTML 503): a gRPC-Web client reads its HTTP status.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { PluginRuntime } from './runtime.js';
 
@@ -30,6 +30,12 @@ const GRPC = /^application\/grpc(?=$|[+;\s])/i;
 /** Whether a Content-Type is gRPC's (`application/grpc`, `application/grpc+proto`, with or without parameters); gRPC-Web's is not. */
 export function isGrpcType(contentType: string): boolean {
   return GRPC.test(contentType);
+}
+
+/** Whether a request is a gRPC call: gRPC's Content-Type, or gRPC-Web's (the grpc_web plugin makes it one upstream). */
+export function isGrpcCall(req: IncomingMessage): boolean {
+  const type = req.headers['content-type'];
+  return type !== undefined && (GRPC.test(type) || GRPC_WEB.test(type));
 }
 
 export function grpcWebMode(contentType: string | undefined): GrpcWebMode | null {

@@ -128,8 +128,10 @@ export class PluginExchange {
   clientHeaders: OutgoingHttpHeaders | null = null;
   /** Forward hooks: the upstream target of the current attempt (set by the proxy before each attempt). */
   target: CompiledTarget | null = null;
-  /** Forward hooks: true once a byte of the request body went to an upstream (no attempt may follow). */
+  /** Forward hooks: true once a byte of the request body went to an upstream (no attempt may follow, unless bodyKept). */
   bodySent = false;
+  /** Forward hooks: a gRPC call's whole body is kept (forward-hooks.ts), so an attempt after a Trailers-Only answer can resend it. */
+  bodyKept = false;
   /** Who the route's authentication found (key_auth's key owner, basic_auth's user): the upstream's X-Consumer-Username. */
   consumer: string | null = null;
   /** That consumer's groups (its credential's), which acl judges. */

@@ -6,10 +6,17 @@
  * Never retried: an attempt after a byte of the request body went upstream (the body streams and
  * is not kept), and anything once the response has started (attempts are decided before a byte
  * is written to the client). The last attempt's outcome is what the client gets.
+ *
+ * gRPC calls (always POST) are retried whatever `methods` lists, as Envoy retries them: their status says whether
+ * a try may be repeated. A gRPC call's body is kept (forward-hooks.ts) so a try answered Trailers-Only (its status
+ * in the head, `grpcStatus` ≥ 0: the server refused before answering a message) may be resent after its body went
+ * upstream; any other failure of a call whose body went upstream is final, as for every request.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CompiledRetry } from '#proto/plugins/index';
-import { outcomeStatus } from './outcome-status.js';
+import { NO_GRPC_STATUS } from '#proto/plugins/index';
+import { isGrpcCall } from './grpc-web.js';
+import { outcomeGrpcStatus, outcomeStatus } from './outcome-status.js';
 import type { PluginRuntime } from './runtime.js';
 
 /** The wait before try `n` (2, 3, …): backoff · 2^(n−2), plus up to half of it at random. */
@@ -23,9 +30,11 @@ export const retryRuntime: PluginRuntime<CompiledRetry> = {
     async forward(ex, next) {
       const method = ex.req.method ?? 'GET';
       let outcome = await next();
-      if (!retry.methods.has(method)) return outcome;
+      if (!retry.methods.has(method) && !isGrpcCall(ex.req)) return outcome;
       for (let n = 2; n <= retry.attempts; n++) {
-        if (ex.bodySent || !retry.retryOn(outcomeStatus(outcome), method)) return outcome;
+        const grpcStatus = outcomeGrpcStatus(outcome, ex.req);
+        if (!retry.retryOn(outcomeStatus(outcome), method, grpcStatus)) return outcome;
+        if (ex.bodySent && !(ex.bodyKept && grpcStatus !== NO_GRPC_STATUS)) return outcome;
         if (outcome.kind === 'response') outcome.discard();
         if (retry.backoffMs > 0) await sleep(backoffBefore(n, retry.backoffMs));
         outcome = await next();

@@ -23,6 +23,7 @@ import { isHttp2, requestHasBody } from '../plugins/request-framing.js';
 import type { AccessRecord, ByteCounter } from './access-log.js';
 import { clientResponseHeaders, takeGrpcStatus, takesTrailers, trailerFields } from './headers.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
+import { formatGrpcTimeout, MAX_TIMER_MS } from './deadline.js';
 import { upstreamError } from './upstream-error.js';
 import { UPSTREAM_IDLE_TIMEOUT_MS } from './upstream-pools.js';
 
@@ -52,6 +53,8 @@ export class ProxyResponse extends ServerResponse {
   access: AccessRecord | null = null;
   /** What counts the answer's bytes for the access log: the client's connection (`socket` is detached by 'close'). */
   sent: ByteCounter | null = null;
+  /** A gRPC call's deadline (performance.now() ms) from its grpc-timeout (proxy-server.ts), null when it has none. */
+  deadline: number | null = null;
 }
 
 export interface ForwardDeps {
@@ -91,9 +94,15 @@ function tap(see: (chunk: Buffer) => void): Transform {
  * 0.15 KB (--trace-gc under wrk), as if every exchange outlived two scavenges; a micro-benchmark of
  * 1,000,000 such literals ran 61 mark-compacts against none with a plain method instead of the getter.
  * V8 builds a literal's getter at run time; no per-request object literal on the proxy path has one.
+ *
+ * A gRPC call's deadline (its grpc-timeout, proxy-server.ts) runs on the same timer: from dispatch, whatever the
+ * upload, the timer fires at the sooner of the deadline and the header wait, and once the headers came it stays
+ * armed for the deadline alone, which bounds the whole call.
  */
 class HeaderWait {
   fired = false;
+  /** What fired (or will): the call's deadline rather than the route's header wait. */
+  byDeadline = false;
   private settled = false;
   private timer: NodeJS.Timeout | undefined = undefined;
   /** Bound only when the timer must wait for the request body's end. */
@@ -103,20 +112,41 @@ class HeaderWait {
     private readonly req: IncomingMessage,
     hasRequestBody: boolean,
     private readonly timeoutMs: number,
+    /** performance.now() of the gRPC call's deadline, null when it has none. */
+    private readonly deadline: number | null,
     private readonly onTimeout: () => void,
   ) {
-    if (hasRequestBody && !req.readableEnded) req.once('end', (this.armOnEnd = () => this.arm()));
-    else this.arm();
+    if (hasRequestBody && !req.readableEnded) {
+      req.once('end', (this.armOnEnd = () => this.arm()));
+      if (deadline !== null) this.set(Infinity);
+    } else this.arm();
   }
 
   private arm(): void {
-    if (!this.settled) this.timer = setTimeout(fire, this.timeoutMs, this);
+    if (!this.settled) this.set(this.timeoutMs);
+  }
+
+  /** (Re)arms the timer for `waitMs` or the deadline, whichever comes first. */
+  private set(waitMs: number): void {
+    clearTimeout(this.timer);
+    const leftMs = this.deadline === null ? Infinity : this.deadline - performance.now();
+    this.byDeadline = leftMs <= waitMs;
+    this.timer = setTimeout(fire, Math.min(waitMs, leftMs, MAX_TIMER_MS), this);
+  }
+
+  /** The response headers came: the header wait is over; the deadline, if any, still runs. */
+  responded(): void {
+    this.clear();
+    if (this.deadline !== null) this.set(Infinity);
   }
 
   clear(): void {
     this.settled = true;
     clearTimeout(this.timer);
-    if (this.armOnEnd) this.req.off('end', this.armOnEnd);
+    if (this.armOnEnd) {
+      this.req.off('end', this.armOnEnd);
+      this.armOnEnd = null;
+    }
   }
 
   static fire(wait: HeaderWait): void {
@@ -129,6 +159,13 @@ const fire = HeaderWait.fire;
 
 function noop(): void {}
 
+/** The upstream's headers with the call's grpc-timeout replaced by the time left (as Envoy does): the time spent in the gateway, and by earlier tries, is gone. */
+function withGrpcTimeout(headers: string[], leftMs: number): string[] {
+  const out = headers.slice();
+  for (let i = 0; i < out.length; i += 2) if (out[i]!.toLowerCase() === 'grpc-timeout') out[i + 1] = formatGrpcTimeout(leftMs);
+  return out;
+}
+
 /**
  * A gRPC call's final status (grpc-status of the upstream's trailers or Trailers-Only head, or of the gateway's
  * refusal) for the access log and the metrics; nothing for a request that is no gRPC call (no status).
@@ -139,6 +176,12 @@ export function recordGrpcStatus(res: ServerResponse, metrics: ProxyMetrics | un
   const access = (res as ProxyResponse).access;
   if (access) access.grpcStatus = status;
   metrics?.grpc(routeId, status);
+}
+
+/** UPSTREAM_TIMEOUT when the gRPC call's deadline has passed before an attempt (a slow authentication, a retry's backoff): nothing goes upstream then. */
+export function timeUp(res: ServerResponse): GatehouseError | null {
+  const deadline = (res as ProxyResponse).deadline ?? null;
+  return deadline !== null && deadline <= performance.now() ? new GatehouseError('UPSTREAM_TIMEOUT', "the gRPC call's grpc-timeout passed before it went upstream") : null;
 }
 
 /** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
@@ -236,6 +279,12 @@ function exchange(
   };
 
   try {
+    const late = timeUp(res);
+    if (late) {
+      reject(late);
+      return;
+    }
+    const deadline = (res as ProxyResponse).deadline ?? null;
     let controller: Dispatcher.DispatchController | null = null;
     /** An abort requested before undici handed out the controller (request still queued). */
     let pendingAbort: Error | null = null;
@@ -263,7 +312,9 @@ function exchange(
     onStarted?.(() => abort(new errors.RequestAbortedError()));
 
     let body: Readable | null = attempt ? attempt.body : requestBodyOf(req, plan);
-    const headerWait = new HeaderWait(req, body !== null, plan.headersTimeoutMs, () => abort(new errors.HeadersTimeoutError()));
+    const headerWait = new HeaderWait(req, body !== null, plan.headersTimeoutMs, deadline, () =>
+      abort(state === 'waiting' ? new errors.HeadersTimeoutError() : new errors.BodyTimeoutError("the gRPC call's grpc-timeout passed")),
+    );
     const started = performance.now();
 
     /** Headers are gone: the only honest signal left is a cut connection. */
@@ -396,7 +447,7 @@ function exchange(
 
       onResponseStart(c, statusCode, headers) {
         if (statusCode < 200) return; // informational: the final response follows
-        headerWait.clear();
+        headerWait.responded();
         metrics?.upstream(plan.routeId, (performance.now() - started) / 1000);
         if (attempt) {
           park(c, statusCode, headers);
@@ -421,6 +472,7 @@ function exchange(
       },
 
       onResponseEnd(_c, upstreamTrailers) {
+        headerWait.clear();
         trailers = upstreamTrailers;
         if (held !== null) {
           heldEnded = true;
@@ -442,7 +494,10 @@ function exchange(
         const was = state;
         state = 'done';
         if (was === 'waiting') {
-          if (headerWait.fired) reject(new GatehouseError('UPSTREAM_TIMEOUT', 'upstream response headers timed out', { cause: err }));
+          if (headerWait.fired) {
+            const why = headerWait.byDeadline ? "the gRPC call's grpc-timeout passed before the upstream's response headers" : 'upstream response headers timed out';
+            reject(new GatehouseError('UPSTREAM_TIMEOUT', why, { cause: err }));
+          }
           else if ((clientGone || res.destroyed) && !attempt) resolve(); // nobody left to answer
           else reject(upstreamError(err));
           if (attempt) res.off('close', onClientClose);
@@ -460,7 +515,7 @@ function exchange(
       {
         method: req.method as Dispatcher.HttpMethod,
         path: plan.path,
-        headers: plan.headers,
+        headers: deadline === null ? plan.headers : withGrpcTimeout(plan.headers, deadline - performance.now()),
         body,
         // The pool's header and body timeouts (upstream-pools.ts) are backstops; the route's header wait is
         // headerWait's. A wait longer than the pool's would otherwise be cut short by undici's. (undefined: the

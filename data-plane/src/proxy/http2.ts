@@ -83,6 +83,7 @@ export class ProxyHttp2Response extends Http2ServerResponse<ProxyHttp2Request> {
   access: ProxyResponse['access'] = null;
   bytesWritten = 0;
   sent: ProxyResponse['sent'] = this;
+  deadline: ProxyResponse['deadline'] = null;
 
   /**
    * HTTP/1.1's connection-specific headers are a protocol error in h2 (node throws on them): the proxy's own

@@ -27,7 +27,9 @@ import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols 
 import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
 import { isHttp2, listenerScheme } from '../plugins/request-framing.js';
-import { grpcWebMode, isGrpcType } from '../plugins/grpc-web.js';
+import { grpcWebMode, isGrpcCall, isGrpcType } from '../plugins/grpc-web.js';
+import { parseGrpcTimeout } from './deadline.js';
+import { performance } from 'node:perf_hooks';
 
 export interface ProxyServer {
   readonly server: Server<typeof IncomingMessage, typeof ProxyResponse> | HttpsServer<typeof IncomingMessage, typeof ProxyResponse> | Http2Listener['server'];
@@ -74,6 +76,17 @@ function grpcErrorType(req: IncomingMessage): string | null {
   const web = grpcWebMode(type);
   if (web) return web.text ? 'application/grpc-web-text' : 'application/grpc-web';
   return isGrpcType(type) ? 'application/grpc' : null;
+}
+
+/**
+ * A gRPC call's deadline (performance.now() ms), counted from its arrival: its grpc-timeout, which then bounds the
+ * exchange (forward.ts HeaderWait) and goes upstream as the time left. null for a request that is no gRPC call or
+ * whose grpc-timeout is malformed: that one is forwarded as sent, for the server to judge (grpc-js answers
+ * INTERNAL "Invalid grpc-timeout value"), rather than dropped, which would hide the client's mistake.
+ */
+function callDeadline(req: IncomingMessage, grpcTimeout: string | string[]): number | null {
+  const ms = isGrpcCall(req) ? parseGrpcTimeout(grpcTimeout) : null;
+  return ms === null ? null : performance.now() + ms;
 }
 
 /**
@@ -368,6 +381,8 @@ export function createProxyServer(deps: {
     const trace = tracer.start(req, res, requestId);
     metrics?.started();
     if (access) res.access = access;
+    const grpcTimeout = req.headers['grpc-timeout'];
+    if (grpcTimeout !== undefined) res.deadline = callDeadline(req, grpcTimeout);
     // The exchange's client-gone abort runs from here too (forward.ts ProxyResponse).
     res.on('close', onResponseClose);
     try {

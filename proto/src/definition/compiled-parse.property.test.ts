@@ -63,6 +63,7 @@ const VALID: Record<string, (string | number)[]> = {
   default_ttl: [60],
   cache_ttl: [0, 300],
   statuses: [500, 503],
+  grpc_statuses: ['UNAVAILABLE', 'resource_exhausted', 14],
   weight: [1, 5],
   // proxy_cache
   ttl: ['30s', '5m'],

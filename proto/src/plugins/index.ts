@@ -116,3 +116,4 @@ export type { MediaRanges } from './compression.js';
 export type { CompiledCb } from './cb.js';
 export type { CompiledRequestTermination } from './request-termination.js';
 export type { CompiledRedirect } from './redirect.js';
+export { NO_GRPC_STATUS } from './status-predicate.js';

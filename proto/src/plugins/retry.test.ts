@@ -29,6 +29,15 @@ describe('retry', () => {
     });
   });
 
+  test('grpc_statuses: names (any case) and numbers, stored as the equivalent predicate beside statuses', () => {
+    expect(stored('retry', { backoff: '0s', grpc_statuses: ['UNAVAILABLE', 'resource_exhausted', 14] })).toMatchObject({
+      predicate: 'statusCode == 0 || grpcStatus == 14 || grpcStatus == 8',
+    });
+    expect(stored('retry', { statuses: [503], grpc_statuses: [14] })).toMatchObject({ predicate: 'statusCode == 0 || statusCode == 503 || grpcStatus == 14' });
+    const c = retryPlugin.compile(stored('retry', { grpc_statuses: ['Unavailable'] }) as never);
+    expect([c.retryOn(200, 'POST', 14), c.retryOn(200, 'POST', 13), c.retryOn(200, 'POST', -1), c.retryOn(0, 'POST', -1)]).toEqual([true, false, false, true]);
+  });
+
   test('compiled: backoff in ms, methods as a set, the predicate as a function', () => {
     const c = retryPlugin.compile(stored('retry', { backoff: '250ms', predicate: 'statusCode == 503' }) as never);
     expect(c).toMatchObject({ attempts: 3, backoffMs: 250, methods: new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']) });
@@ -42,7 +51,12 @@ describe('retry', () => {
     ['attempts 1.5', { attempts: 1.5 }, 'plugins[0].config.attempts must be an integer'],
     ['a backoff that is not a duration', { backoff: 'soon' }, 'plugins[0].config.backoff must be a duration from "0s" to "10s", e.g. "100ms"'],
     ['a backoff over 10s', { backoff: '11s' }, 'plugins[0].config.backoff must be a duration from "0s" to "10s", e.g. "100ms"'],
-    ['code as a predicate', { predicate: 'process.exit()' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, request.Method, a number or a string, found "process.exit" at position 1'],
+    ['code as a predicate', { predicate: 'process.exit()' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "process.exit" at position 1'],
+    ['predicate and grpc_statuses together', { predicate: 'statusCode == 500', grpc_statuses: [14] }, 'plugins[0].config.grpc_statuses must not be given together with predicate'],
+    ['an unknown gRPC status name', { grpc_statuses: ['UNAVAILABLE', 'GONE'] }, 'plugins[0].config.grpc_statuses[1] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16'],
+    ['a gRPC status number out of range', { grpc_statuses: [17] }, 'plugins[0].config.grpc_statuses[0] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16'],
+    ['a gRPC status of another type', { grpc_statuses: [true] }, 'plugins[0].config.grpc_statuses[0] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16'],
+    ['no gRPC status', { grpc_statuses: [] }, 'plugins[0].config.grpc_statuses must not be empty'],
     ['predicate and statuses together', { predicate: 'statusCode == 500', statuses: [500] }, 'plugins[0].config.statuses must not be given together with predicate'],
     ['a status out of range', { statuses: [700] }, 'plugins[0].config.statuses[0] must be an HTTP status'],
     ['a bad method', { methods: ['G T'] }, 'plugins[0].config.methods[0] is not a valid HTTP method'],
@@ -79,7 +93,7 @@ describe('cb', () => {
     ['a negative timeout', { timeout: -1 }, 'plugins[0].config.timeout must be at least 0'],
     ['a string sleep_window', { sleep_window: '5s' }, 'plugins[0].config.sleep_window must be an integer'],
     ['request_volume_threshold 0', { request_volume_threshold: 0 }, 'plugins[0].config.request_volume_threshold must be at least 1'],
-    ['a bad predicate', { predicate: 'statusCode >= ' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, request.Method, a number or a string at the end'],
+    ['a bad predicate', { predicate: 'statusCode >= ' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string at the end'],
   ])('refuses %s', (_row, config, message) => {
     expect(gatehouseErrorOf(() => parseApiDefinition(withPlugin('cb', config))).message).toBe(message);
   });

@@ -3,7 +3,9 @@
  * before the second try, doubled before each further one, plus up to 50% jitter, as Janus does)
  * and `predicate` (status-predicate.ts; default `statusCode == 0 || statusCode >= 500`), plus
  * `statuses` (a shorthand: retry on a connection failure or one of these statuses, stored as the
- * equivalent predicate) and `methods` (the methods retried; default the idempotent ones).
+ * equivalent predicate), `grpc_statuses` (the same for gRPC statuses of Trailers-Only answers: names or
+ * numbers, stored as `grpcStatus == n` terms) and `methods` (the methods retried; default the idempotent ones;
+ * gRPC calls, always POST, are retried whatever it lists: data-plane/src/plugins/retry.ts says when).
  */
 import { z } from 'zod';
 import { tryParseDuration } from '../duration.js';
@@ -15,6 +17,37 @@ import { compilePredicate, DEFAULT_PREDICATE, predicateProblem, type StatusPredi
 export const IDEMPOTENT_METHODS = ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'];
 export const MAX_ATTEMPTS = 10;
 const MAX_BACKOFF_MS = 10_000;
+
+/** gRPC's status codes by number (grpc/grpc doc/statuscodes.md). */
+export const GRPC_STATUS_NAMES = [
+  'OK',
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+] as const;
+
+const NOT_A_GRPC_STATUS = 'must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16';
+
+/** A gRPC status by name (case-insensitive) or number, as its number. */
+const grpcStatusSchema = z.union([z.int(), z.string()], { error: NOT_A_GRPC_STATUS }).transform((v, ctx) => {
+  const n = typeof v === 'number' ? v : GRPC_STATUS_NAMES.indexOf(v.toUpperCase() as (typeof GRPC_STATUS_NAMES)[number]);
+  if (n >= 0 && n < GRPC_STATUS_NAMES.length) return n;
+  ctx.addIssue({ code: 'custom', message: NOT_A_GRPC_STATUS });
+  return z.NEVER;
+});
 
 /** Milliseconds of a backoff: a duration up to 10 s, or zero (`"0"`, `"0s"`, `"0ms"`). */
 function backoffMs(text: string): number | null {
@@ -48,16 +81,26 @@ const schema = z
       .default('1s'),
     predicate: predicateSchema.optional(),
     statuses: z.array(z.int({ error: 'must be an HTTP status' }).min(100, 'must be an HTTP status').max(599, 'must be an HTTP status')).optional(),
+    grpc_statuses: z.array(grpcStatusSchema).min(1, 'must not be empty').max(GRPC_STATUS_NAMES.length, `must hold at most ${GRPC_STATUS_NAMES.length} statuses`).optional(),
     methods: methodListSchema.pipe(z.array(z.string()).min(1, 'must not be empty')).default(IDEMPOTENT_METHODS),
   })
   .superRefine((c, ctx) => {
-    if (c.predicate !== undefined && c.statuses !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['statuses'], message: 'must not be given together with predicate' });
+    for (const shorthand of ['statuses', 'grpc_statuses'] as const) {
+      if (c.predicate !== undefined && c[shorthand] !== undefined) {
+        ctx.addIssue({ code: 'custom', path: [shorthand], message: 'must not be given together with predicate' });
+      }
     }
   })
-  .transform(({ statuses, predicate, ...rest }) => ({
+  .transform(({ statuses, grpc_statuses, predicate, ...rest }) => ({
     ...rest,
-    predicate: statuses ? ['statusCode == 0', ...[...new Set(statuses)].map((s) => `statusCode == ${s}`)].join(' || ') : (predicate ?? DEFAULT_PREDICATE),
+    predicate:
+      statuses || grpc_statuses
+        ? [
+            'statusCode == 0',
+            ...[...new Set(statuses)].map((s) => `statusCode == ${s}`),
+            ...[...new Set(grpc_statuses)].map((s) => `grpcStatus == ${s}`),
+          ].join(' || ')
+        : (predicate ?? DEFAULT_PREDICATE),
   }));
 
 export type RetryConfig = z.output<typeof schema>;

@@ -5,13 +5,21 @@
  * Grammar: `expr := and ('||' and)*`, `and := unary ('&&' unary)*`,
  * `unary := '!' unary | '(' expr ')' | comparison`, `comparison := operand op operand` with
  * `op` one of `== != >= <= > <`. Operands: `statusCode` (the upstream's status; 0 when there is no
- * response: connection refused, reset or timed out, or a breaker refused), `request.Method` (alias
- * `method`), integers and double-quoted strings. A status is compared with integers, a method with
- * strings (`==`, `!=`, case-insensitive). Anything else (another variable, a call) is refused.
+ * response: connection refused, reset or timed out, or a breaker refused), `grpcStatus` (the grpc-status of a
+ * gRPC call's Trailers-Only answer; NO_GRPC_STATUS otherwise), `request.Method` (alias `method`), integers and
+ * double-quoted strings. A status is compared with integers (or the other status), a method with strings
+ * (`==`, `!=`, case-insensitive). Anything else (another variable, a call) is refused.
  */
 
+/**
+ * `grpcStatus` of an attempt that is no gRPC call, got no response, or whose status did not come in the response
+ * head (a status in the trailers after a body came too late to act on): -1, so `grpcStatus == 14` is false there
+ * and `grpcStatus >= 0` says "a Trailers-Only gRPC answer".
+ */
+export const NO_GRPC_STATUS = -1;
+
 /** True when the attempt counts as failed (retry: try again; cb: an error). */
-export type StatusPredicate = (statusCode: number, method: string) => boolean;
+export type StatusPredicate = (statusCode: number, method: string, grpcStatus?: number) => boolean;
 
 export const DEFAULT_PREDICATE = 'statusCode == 0 || statusCode >= 500';
 
@@ -40,7 +48,9 @@ function tokenize(source: string): Token[] {
   return tokens;
 }
 
-type Operand = { type: 'status' } | { type: 'method' } | { type: 'int'; value: number } | { type: 'str'; value: string };
+type Operand = { type: 'status' } | { type: 'grpc' } | { type: 'method' } | { type: 'int'; value: number } | { type: 'str'; value: string };
+
+const EXPECTED_OPERAND = 'expected statusCode, grpcStatus, request.Method, a number or a string';
 
 const COMPARE: Record<string, (a: number, b: number) => boolean> = {
   '==': (a, b) => a === b,
@@ -70,14 +80,15 @@ export function compilePredicate(source: string): StatusPredicate {
 
   const operand = (): Operand => {
     const t = peek();
-    if (!t) return fail('expected statusCode, request.Method, a number or a string');
+    if (!t) return fail(EXPECTED_OPERAND);
     i++;
     if (t.kind === 'num') return { type: 'int', value: Number(t.text) };
     if (t.kind === 'str') return { type: 'str', value: t.text.toUpperCase() };
     if (t.kind === 'id' && t.text === 'statusCode') return { type: 'status' };
+    if (t.kind === 'id' && t.text === 'grpcStatus') return { type: 'grpc' };
     if (t.kind === 'id' && (t.text === 'request.Method' || t.text === 'method')) return { type: 'method' };
     i--;
-    return fail('expected statusCode, request.Method, a number or a string');
+    return fail(EXPECTED_OPERAND);
   };
 
   const comparison = (): StatusPredicate => {
@@ -88,11 +99,11 @@ export function compilePredicate(source: string): StatusPredicate {
     const op = opToken.text;
     const right = operand();
     const cmp = COMPARE[op]!;
-    const isStatusSide = (o: Operand) => o.type === 'status' || o.type === 'int';
+    const isStatusSide = (o: Operand) => o.type === 'status' || o.type === 'grpc' || o.type === 'int';
     if (isStatusSide(left) && isStatusSide(right)) {
-      if (left.type !== 'status' && right.type !== 'status') throw new PredicateSyntaxError(`comparison at position ${opToken.at + 1} does not use statusCode`);
-      const value = (o: Operand, status: number) => (o.type === 'int' ? o.value : status);
-      return (status) => cmp(value(left, status), value(right, status));
+      if (left.type === 'int' && right.type === 'int') throw new PredicateSyntaxError(`comparison at position ${opToken.at + 1} does not use statusCode or grpcStatus`);
+      const value = (o: Operand, status: number, grpc: number) => (o.type === 'int' ? o.value : o.type === 'status' ? status : grpc);
+      return (status, _m, grpc = NO_GRPC_STATUS) => cmp(value(left, status, grpc), value(right, status, grpc));
     }
     const isMethodSide = (o: Operand) => o.type === 'method' || o.type === 'str';
     if (isMethodSide(left) && isMethodSide(right) && (op === '==' || op === '!=')) {
@@ -102,14 +113,14 @@ export function compilePredicate(source: string): StatusPredicate {
       return op === '==' ? (_s, method) => equal(method) : (_s, method) => !equal(method);
     }
     throw new PredicateSyntaxError(
-      `comparison at position ${opToken.at + 1} must compare statusCode with a number or request.Method with a string (== or !=)`,
+      `comparison at position ${opToken.at + 1} must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)`,
     );
   };
 
   const unary = (): StatusPredicate => {
     if (take('!')) {
       const inner = unary();
-      return (s, m) => !inner(s, m);
+      return (s, m, g) => !inner(s, m, g);
     }
     if (take('(')) {
       const inner = or();
@@ -124,7 +135,7 @@ export function compilePredicate(source: string): StatusPredicate {
     while (take('&&')) {
       const a = left;
       const b = unary();
-      left = (s, m) => a(s, m) && b(s, m);
+      left = (s, m, g) => a(s, m, g) && b(s, m, g);
     }
     return left;
   };
@@ -134,7 +145,7 @@ export function compilePredicate(source: string): StatusPredicate {
     while (take('||')) {
       const a = left;
       const b = and();
-      left = (s, m) => a(s, m) || b(s, m);
+      left = (s, m, g) => a(s, m, g) || b(s, m, g);
     }
     return left;
   }

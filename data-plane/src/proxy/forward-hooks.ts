@@ -3,8 +3,8 @@
  * without them never comes here (forward.ts alone, as before). Hooks run outermost first, the
  * last one's `next()` dispatching one attempt (forwardAttempt). The first attempt goes to the
  * target picked before the hooks run (`ex.target`); each further call of the outermost hook's
- * `next` picks the balancer's next target, so a retry moves on round-robin and a breaker is
- * always asked about the target it guards.
+ * `next` picks the balancer's next target, so a retry moves on (round-robin, or least_conn and hash
+ * leaving out the target it moves from) and a breaker is always asked about the target it guards.
  *
  * The request body streams and is never buffered: every attempt gets its own stream that starts
  * pulling the client's body only when undici reads it. An attempt that failed before that (e.g. a
@@ -51,10 +51,12 @@ export async function forwardThroughHooks(
   ex: PluginExchange,
   hooks: readonly ForwardHook[],
   balancer: Balancer,
+  /** The request's hash key (hash-key.ts), null when none. */
+  key: string | null,
   planFor: (target: CompiledTarget) => ForwardPlan,
   deps: ForwardDeps,
 ): Promise<void> {
-  const firstTarget = (ex.target = balancer.next());
+  const firstTarget = (ex.target = balancer.next(key));
   const first = planFor(firstTarget);
   const source = requestBodyOf(req, first);
 
@@ -73,7 +75,7 @@ export async function forwardThroughHooks(
     i === hooks.length ? dispatch(started) : hooks[i]!(ex, (inner) => run(i + 1, inner ?? started));
   let attempts = 0;
   const outcome = await hooks[0]!(ex, (started) => {
-    if (attempts++ > 0) ex.target = balancer.next();
+    if (attempts++ > 0) ex.target = balancer.next(key, ex.target!);
     return run(1, started);
   });
 

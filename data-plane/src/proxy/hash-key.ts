@@ -1,0 +1,28 @@
+/**
+ * What `balancing: "hash"` hashes for a request (README "Proxy behaviour", Balancing): the client's address
+ * (client-ip.ts: the TCP peer, or with trust_forward_headers the one the proxy in front saw, as rate_limit's
+ * `key: ip`), or the value of a request header or cookie as the client sent it. null when the request has
+ * none: the balancer then goes round robin.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { HashOn } from '#proto/definition/types';
+import { clientIp } from '../plugins/client-ip.js';
+
+/** `name`'s value in a Cookie header (`a=1; b=2`; node joins several Cookie lines with "; "); null when absent or empty. */
+function cookieValue(header: string | undefined, name: string): string | null {
+  if (header === undefined) return null;
+  for (const pair of header.split(';')) {
+    const eq = pair.indexOf('=');
+    if (eq > 0 && pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim() || null;
+  }
+  return null;
+}
+
+/** The request's key; null without `hashOn` (any balancing but hash) or when the request has no key. */
+export function hashKeyOf(req: IncomingMessage, hashOn: HashOn | null): string | null {
+  if (hashOn === null) return null;
+  if (hashOn.source === 'ip') return clientIp(req, hashOn.trust_forward_headers);
+  if (hashOn.source === 'cookie') return cookieValue(req.headers.cookie, hashOn.name);
+  const value = req.headers[hashOn.name];
+  return (Array.isArray(value) ? value.join(', ') : value) || null;
+}

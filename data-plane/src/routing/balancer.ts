@@ -108,13 +108,13 @@ class SmoothWeighted implements Balancer {
   loadOf(_target: CompiledTarget): TargetLoad | null {
     return null;
   }
-  /** The index picked among the healthy targets (all when `health` is null) that `only` keeps; null when none is. */
-  protected pick(health: readonly TargetHealthView[] | null, only: ((i: number) => boolean) | null = null): number | null {
+  /** The index picked among the healthy targets (all when `health` is null) that `only` marks (all when null); null when none is. */
+  protected pick(health: readonly TargetHealthView[] | null, only: Uint8Array | null = null): number | null {
     const { scores, weights } = this;
     let best = -1;
     let total = 0;
     for (let i = 0; i < scores.length; i++) {
-      if ((health && !health[i]!.healthy) || (only && !only(i))) continue;
+      if ((health && !health[i]!.healthy) || (only && only[i] === 0)) continue;
       scores[i]! += weights[i]!;
       total += weights[i]!;
       if (best < 0 || scores[i]! > scores[best]!) best = i;
@@ -132,16 +132,22 @@ class SmoothWeighted implements Balancer {
  */
 class LeastConn extends SmoothWeighted {
   private readonly loads = this.targets.map(() => new TargetLoad());
+  /** The targets tied for the lowest load in the pick under way (reused: no allocation per pick). */
+  private readonly tied = new Uint8Array(this.targets.length);
   override next(_key?: string | null, previous?: CompiledTarget): CompiledTarget {
-    const { targets, health, loads, weights } = this;
+    const { targets, health, loads, weights, tied } = this;
     const skip = previous === undefined ? -1 : targets.indexOf(previous);
-    // a/wa < b/wb as a·wb < b·wa: exact in integers.
-    const compare = (i: number, j: number) => loads[i]!.inFlight * weights[j]! - loads[j]!.inFlight * weights[i]!;
+    // Round 3 takes any target: there is always one.
     for (let round = 0; ; round++) {
+      // a/wa < b/wb as a·wb < b·wa: exact in integers.
       let best = -1;
-      for (let i = 0; i < targets.length; i++) if (eligible(health, i, skip, round) && (best < 0 || compare(i, best) < 0)) best = i;
-      // Round 3 takes any target: there is always one.
-      if (best >= 0) return targets[this.pick(null, (i) => eligible(health, i, skip, round) && compare(i, best) === 0)!]!;
+      for (let i = 0; i < targets.length; i++) {
+        tied[i] = eligible(health, i, skip, round) ? 1 : 0;
+        if (tied[i] && (best < 0 || loads[i]!.inFlight * weights[best]! < loads[best]!.inFlight * weights[i]!)) best = i;
+      }
+      if (best < 0) continue;
+      for (let i = 0; i < targets.length; i++) if (tied[i] && loads[i]!.inFlight * weights[best]! !== loads[best]!.inFlight * weights[i]!) tied[i] = 0;
+      return targets[this.pick(null, tied)!]!;
     }
   }
   override loadOf(target: CompiledTarget): TargetLoad | null {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { compileTarget, type CompiledTarget } from '#proto/compile/index';
 import { createBalancer } from './balancer.js';
 
@@ -198,17 +199,8 @@ describe('least_conn', () => {
   });
 });
 
-/** mulberry32: the same keys at every run. */
-function seededKeys(n: number, seed = 0x5eed): string[] {
-  let a = seed;
-  const random = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return Array.from({ length: n }, () => `user-${Math.floor(random() * 2 ** 48).toString(36)}`);
-}
+/** The same keys at every run (fast-check's generator, seeded). */
+const seededKeys = (n: number): string[] => fc.sample(fc.uuid(), { seed: 0x5eed, numRuns: n });
 
 describe('hash (rendezvous)', () => {
   const KEYS = seededKeys(6000);

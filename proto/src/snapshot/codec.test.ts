@@ -346,7 +346,13 @@ describe('balancing least_conn and hash (hash_on)', () => {
       api('session', { balancing: 'hash', hash_on: { source: 'cookie', name: 'Session' } }),
       api('plain', {}),
     ],
-    oauthServers: [],
+    oauthServers: [
+      parseOAuthServer({
+        name: 'auth',
+        oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: { balancing: 'hash', hash_on: { source: 'cookie', name: 'sid' }, targets: [{ target: 'http://a' }, { target: 'http://b' }] } } },
+        token_strategy: { name: 'storage', settings: [] },
+      }),
+    ],
   };
 
   test.each(decoders)('round-trips through encodeSnapshot and %s; absent stays absent', (_name, decode) => {
@@ -359,6 +365,7 @@ describe('balancing least_conn and hash (hash_on)', () => {
     expect(upstreams('user').hash_on).toEqual({ source: 'header', name: 'x-user' });
     expect(upstreams('session').hash_on).toEqual({ source: 'cookie', name: 'Session' });
     for (const name of ['lc', 'plain']) expect(upstreams(name)).not.toHaveProperty('hash_on');
+    expect(back.defs.oauthServers[0].oauth_endpoints.token.upstreams.hash_on).toEqual({ source: 'cookie', name: 'sid' });
   });
 
   test('round-trips as the plain message (no wire)', () => {

@@ -5,7 +5,7 @@
  * none: the balancer then goes round robin.
  */
 import type { IncomingMessage } from 'node:http';
-import type { HashOn } from '#proto/definition/types';
+import type { CompiledRoute } from '#proto/compile/index';
 import { clientIp } from '../plugins/client-ip.js';
 
 /** `name`'s value in a Cookie header (`a=1; b=2`; node joins several Cookie lines with "; "); null when absent or empty. */
@@ -18,9 +18,10 @@ function cookieValue(header: string | undefined, name: string): string | null {
   return null;
 }
 
-/** The request's key; null without `hashOn` (any balancing but hash) or when the request has no key. */
-export function hashKeyOf(req: IncomingMessage, hashOn: HashOn | null): string | null {
-  if (hashOn === null) return null;
+/** The request's key for `route`; null for any balancing but hash (or one target: nothing to choose), or when the request has none. */
+export function hashKeyOf(req: IncomingMessage, route: CompiledRoute): string | null {
+  const hashOn = route.proxy.upstreams.hash_on;
+  if (hashOn === undefined || route.targets.length < 2) return null;
   if (hashOn.source === 'ip') return clientIp(req, hashOn.trust_forward_headers);
   if (hashOn.source === 'cookie') return cookieValue(req.headers.cookie, hashOn.name);
   const value = req.headers[hashOn.name];

@@ -297,7 +297,7 @@ export function createProxyServer(deps: {
         void withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, query, access, trace);
         return;
       }
-      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, upstream.hashOn)), path, query, access, trace);
+      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route)), path, query, access, trace);
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, route.id, null));
     } catch (err) {
       failed(res, requestId, err, route.id, null);
@@ -336,10 +336,10 @@ export function createProxyServer(deps: {
       const query = ex.query;
       const planOf = (t: CompiledTarget) => planFor(req, requestId, ex, snapshot, match, upstream, t, path, query, access, trace);
       if (pipeline.forward.length > 0) {
-        await forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, upstream.hashOn), planOf, forwardDeps);
+        await forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route), planOf, forwardDeps);
         return;
       }
-      const plan = planOf(upstream.balancer.next(hashKeyOf(req, upstream.hashOn)));
+      const plan = planOf(upstream.balancer.next(hashKeyOf(req, match.route)));
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, routeId, ex?.clientHeaders ?? null));
     } catch (err) {
       failed(res, requestId, err, routeId, ex?.clientHeaders ?? null);
@@ -422,7 +422,7 @@ export function createProxyServer(deps: {
           return;
         }
       }
-      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, upstream.hashOn)), path, ex ? ex.query : query, access, trace);
+      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route)), path, ex ? ex.query : query, access, trace);
       if ((load = plan.load)) load.inFlight++;
       const result = await handshake(plan.pool, plan, socket);
       if (result.kind === 'response') {

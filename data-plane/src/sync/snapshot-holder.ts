@@ -13,7 +13,7 @@
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
 import type { PasswordHash } from '#proto/password-hash';
-import type { ApiDefinition, HashOn } from '#proto/definition/types';
+import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
 import { LayeredMap } from '#proto/layered-map';
 import { applyDeltaMessage, fromSnapshotMessage, prepareForDeltas, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
@@ -32,8 +32,6 @@ import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index
 /** Per-route forwarding state, built at apply time so the hot path parses nothing. */
 export interface RouteUpstream {
   balancer: Balancer;
-  /** What the balancer hashes (`balancing: "hash"` over several targets; proxy/hash-key.ts); null otherwise. */
-  hashOn: HashOn | null;
   dialTimeoutMs: number;
   headersTimeoutMs: number;
   insecureSkipVerify: boolean;
@@ -161,7 +159,6 @@ export function createSnapshotHolder(deps: {
     const checks = check && health ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
     return {
       balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, checks),
-      hashOn: route.targets.length > 1 ? (route.proxy.upstreams.hash_on ?? null) : null,
       dialTimeoutMs,
       headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
       insecureSkipVerify,

@@ -1122,6 +1122,46 @@ async function routeMatchSection() {
   log();
 }
 
+/**
+ * ns per pick of each balancing (createBalancer of the built data plane, in process), by number of targets,
+ * health-checked (all healthy). least_conn's picks leave their counts at 0 (a pick is not an attempt): every
+ * pick then breaks the tie over all targets, its most expensive case. hash keys on 64 user ids of 12 to 13
+ * characters (a typical header or cookie value).
+ */
+async function balancerSection() {
+  log('## balancer: in-process Balancer.next(), ns per pick (health-checked targets, all healthy)');
+  const { createBalancer } = await builtModule('data-plane/dist/routing/index.js');
+  const { compileTarget } = await builtModule('proto/dist/compile/index.js');
+  const random = seededRandom(0xba1a);
+  const keys = Array.from({ length: 64 }, () => `user-${Math.floor(random() * 2 ** 40).toString(36)}`);
+  const counts = [2, 4, 16];
+  log(`${'balancing'.padEnd(14)}${counts.map((n) => `${n} targets`.padStart(12)).join('')}`);
+  for (const balancing of ['roundrobin', 'weight', 'least_conn', 'hash']) {
+    const row = counts.map((n) => {
+      const targets = Array.from({ length: n }, (_, i) => {
+        const template = `http://10.0.0.${i + 1}:8080`;
+        return { template, weight: 1 + (i % 3), plan: compileTarget(template, [], 'target') };
+      });
+      const balancer = createBalancer(balancing, targets, targets.map(() => ({ healthy: true })));
+      const run = (budgetNs) => {
+        const started = process.hrtime.bigint();
+        let picks = 0;
+        let elapsed = 0n;
+        do {
+          for (let k = 0; k < 64; k++, picks++) balancer.next(keys[picks & 63]);
+          elapsed = process.hrtime.bigint() - started;
+        } while (elapsed < budgetNs);
+        return Number(elapsed) / picks;
+      };
+      run(200_000_000n);
+      return run(500_000_000n);
+    });
+    log(`${balancing.padEnd(14)}${row.map((ns) => ns.toFixed(0).padStart(12)).join('')}`);
+  }
+  log('   roundrobin and weight ignore the key; hash hashes it and scores every target (rendezvous).');
+  log();
+}
+
 /** BENCH_SETTLE_SECONDS (default 20): how long the memory section lets a synced DP idle before its settled RSS. */
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
 const MEMORY_SIZES = (process.env.BENCH_MEMORY_SIZES ?? '10,1000,10000,50000').split(',').map(Number);
@@ -1228,6 +1268,7 @@ async function main() {
   await section('propagation', () => propagationSection(upstream));
   await upstream.stop();
   await section('route match', routeMatchSection);
+  await section('balancer', balancerSection);
   await section('memory', memorySection);
   log(`bench done in ${((performance.now() - benchStarted) / 1000).toFixed(0)} s`);
 }

@@ -115,6 +115,18 @@ export interface Upstreams {
   health_check: HealthCheck | null;
   /** "http2" (h2c or h2 by ALPN to the targets), or "" for HTTP/1.1 ("http1" when the definition says so). */
   protocol: string;
+  /** Set with balancing "hash" only. */
+  hash_on: HashOn | null;
+}
+
+/** What balancing "hash" hashes. */
+export interface HashOn {
+  /** "ip", "header" or "cookie". */
+  source: string;
+  /** The header (lower-cased) or cookie name; "" for "ip". */
+  name: string;
+  /** "ip" only: the client's address from X-Forwarded-For / X-Real-IP, as rate_limit's. */
+  trust_forward_headers: boolean;
 }
 
 /** At least one of the two is set. */

@@ -365,6 +365,16 @@ test('header conditions in a CR: the apiserver keeps the map and checks its valu
   await admin.custom.deleteNamespacedCustomObject({ ...APIS, name: 'kubectl-tenant' });
 });
 
+test('balancing hash in a CR: the apiserver keeps hash_on (not pruned) and checks its source; the gateway stores it with its defaults', async () => {
+  const proxy = { listen_path: '/kubectl-hashed/*', upstreams: { balancing: 'hash', hash_on: { source: 'ip' }, targets: [{ target: upstream.url }, { target: `${upstream.url}/b` }] } };
+  await admin.objects.create(crFor('kubectl-hashed', { proxy }));
+  for (const dp of dps) await served(dp, '/kubectl-hashed/x');
+  expect((await clients[1].getApi('kubectl-hashed')).body.proxy.upstreams.hash_on).toEqual({ source: 'ip', trust_forward_headers: false });
+  const bad = { ...proxy, listen_path: '/kubectl-bad-hash/*', upstreams: { ...proxy.upstreams, hash_on: { source: 'query' } } };
+  await expect(admin.objects.create(crFor('kubectl-bad-hash', { proxy: bad }))).rejects.toThrow(/hash_on\.source/);
+  await admin.custom.deleteNamespacedCustomObject({ ...APIS, name: 'kubectl-hashed' });
+});
+
 test('Programmed waits for the data planes of every replica: one paused behind the non-leader keeps a new CR Pending until it resumes', async () => {
   const holder = await pollUntil(async () => leaseHolder(), { what: 'a lease holder' });
   const leaderDp = dps[cps.findIndex((cp) => cp.name === holder)];

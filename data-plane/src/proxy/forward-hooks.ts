@@ -3,8 +3,8 @@
  * without them never comes here (forward.ts alone, as before). Hooks run outermost first, the
  * last one's `next()` dispatching one attempt (forwardAttempt). The first attempt goes to the
  * target picked before the hooks run (`ex.target`); each further call of the outermost hook's
- * `next` picks the balancer's next target, so a retry moves on round-robin and a breaker is
- * always asked about the target it guards.
+ * `next` picks the balancer's next target, so a retry moves on (round-robin, or least_conn and hash
+ * leaving out the target it moves from) and a breaker is always asked about the target it guards.
  *
  * The request body streams and is never buffered: every attempt gets its own stream that starts
  * pulling the client's body only when undici reads it. An attempt that failed before that (e.g. a
@@ -79,12 +79,14 @@ export async function forwardThroughHooks(
   ex: PluginExchange,
   hooks: readonly ForwardHook[],
   balancer: Balancer,
+  /** The request's hash key (hash-key.ts), null when none. */
+  key: string | null,
   planFor: (target: CompiledTarget) => ForwardPlan,
   deps: ForwardDeps,
 ): Promise<void> {
   const timedOut = timeUp(res);
   if (timedOut) throw timedOut;
-  const firstTarget = (ex.target = balancer.next());
+  const firstTarget = (ex.target = balancer.next(key));
   const first = planFor(firstTarget);
   const source = requestBodyOf(req, first);
   const shared: SharedBody | null = source && { source, kept: isGrpcCall(req) ? [] : null, keptBytes: 0 };
@@ -108,7 +110,7 @@ export async function forwardThroughHooks(
     // checks) must not count a target never asked.
     const late = timeUp(res);
     if (late) return Promise.resolve({ kind: 'error', error: late });
-    if (attempts++ > 0) ex.target = balancer.next();
+    if (attempts++ > 0) ex.target = balancer.next(key, ex.target!);
     return run(1, started);
   });
 

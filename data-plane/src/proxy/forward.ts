@@ -19,6 +19,7 @@ import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { observedResponse, type EndpointObserver } from '../auth/index.js';
 import type { AttemptStarted, PluginExchange, UpstreamOutcome } from '../plugins/index.js';
+import type { TargetLoad } from '../routing/index.js';
 import { isHttp2, requestHasBody } from '../plugins/request-framing.js';
 import type { AccessRecord, ByteCounter } from './access-log.js';
 import { clientResponseHeaders, takeGrpcStatus, takesTrailers, trailerFields } from './headers.js';
@@ -39,6 +40,8 @@ export interface ForwardPlan {
   observer: EndpointObserver | null;
   /** The route's plugin pipeline walk (body wrappers, response hooks); null for routes without plugins. */
   plugins: PluginExchange | null;
+  /** least_conn's count of the target's attempts in flight; null for other balancings. */
+  load: TargetLoad | null;
 }
 
 /**
@@ -166,6 +169,12 @@ function withGrpcTimeout(headers: string[], leftMs: number): string[] {
   return out;
 }
 
+/** An attempt's end for least_conn's count (once: the caller keeps the null it returns). */
+function unload(load: TargetLoad | null): null {
+  if (load) load.inFlight--;
+  return null;
+}
+
 /**
  * A gRPC call's final status (grpc-status of the upstream's trailers or Trailers-Only head, or of the gateway's
  * refusal) for the access log and the metrics; nothing for a request that is no gRPC call (no status).
@@ -266,6 +275,12 @@ function exchange(
 ): void {
   const { observer, plugins } = plan;
   const { logger, metrics } = deps;
+  /**
+   * Counted from the dispatch below to undici's end of the request, onResponseEnd or onResponseError: every
+   * dispatched request gets one of them once, whatever ends it (the response complete, the client gone, a
+   * timeout, an upstream failure, an attempt discarded by retry), so this is the one place an attempt ends.
+   */
+  let load: TargetLoad | null = null;
   let settled = false;
   const resolve = (outcome: UpstreamOutcome | null = null): void => {
     if (settled) return;
@@ -473,6 +488,7 @@ function exchange(
 
       onResponseEnd(_c, upstreamTrailers) {
         headerWait.clear();
+        load = unload(load);
         trailers = upstreamTrailers;
         if (held !== null) {
           heldEnded = true;
@@ -482,6 +498,7 @@ function exchange(
       },
 
       onResponseError(_c, err) {
+        load = unload(load);
         headerWait.clear();
         if (body) {
           // A wrapped body (plugins, observer) stands in front of the client's request: that one is
@@ -511,6 +528,7 @@ function exchange(
       },
     };
 
+    if ((load = plan.load)) load.inFlight++;
     plan.pool.dispatch(
       {
         method: req.method as Dispatcher.HttpMethod,
@@ -526,6 +544,7 @@ function exchange(
     );
   } catch (err) {
     // What the promise executor this replaced did with a throw: the exchange fails with it.
+    load = unload(load);
     reject(err);
   }
 }

@@ -531,6 +531,107 @@ describe('balancing', () => {
   });
 });
 
+describe('least_conn: every way an attempt ends takes its count back down', () => {
+  /** Upstreams whose answer the request path chooses: /hang never answers, /head answers a head and part of a body, else 200. */
+  const behaving: Handler = (req, res) => {
+    if (req.url!.includes('/hang')) return;
+    if (req.url!.includes('/head')) {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('x'.repeat(10));
+      return;
+    }
+    res.end('ok');
+  };
+  const leastConn = (urls: string[], extra: Record<string, unknown> = {}) => ({ balancing: 'least_conn', targets: urls.map((target) => ({ target })), ...extra });
+
+  /** The in-flight counts of the targets of the route that `path` matches. */
+  function counts(gw: Gateway, path: string): number[] {
+    const snapshot = gw.holder.current()!;
+    const match = snapshot.table.match({ method: 'GET', host: '127.0.0.1', path, headers: {} })!;
+    const balancer = snapshot.upstreams.get(match.route.id)!.balancer;
+    return match.route.targets.map((t) => balancer.loadOf(t)!.inFlight);
+  }
+  const total = (gw: Gateway, path: string) => counts(gw, path).reduce((a, b) => a + b, 0);
+  const settled = async (gw: Gateway, path: string) => {
+    for (let i = 0; i < 100 && total(gw, path) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
+    return counts(gw, path);
+  };
+
+  /** A GET that the client destroys once `until` holds (polled). */
+  async function abortedWhen(url: string, until: () => boolean): Promise<void> {
+    const req = rawRequest(url, { agent: false });
+    req.on('error', () => {});
+    req.on('response', (res) => res.on('error', () => {}));
+    req.end();
+    for (let i = 0; i < 200 && !until(); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(until()).toBe(true);
+    req.destroy();
+  }
+
+  test('responses finished: back to 0', async () => {
+    const [a, b] = [await startUpstream(behaving), await startUpstream(behaving)];
+    const gw = await startGateway([api('lc', { listen_path: '/lc/*', upstreams: leastConn([a.origin, b.origin]) })]);
+    for (let i = 0; i < 6; i++) expect((await httpRequest(`${gw.url}/lc/ok`)).status).toBe(200);
+    expect([a.received.length, b.received.length]).toEqual([3, 3]);
+    expect(counts(gw, '/lc/x')).toEqual([0, 0]);
+  });
+
+  test('a client that leaves before the response headers, or in the middle of the body: counted while in flight, back to 0 after', async () => {
+    const [a, b] = [await startUpstream(behaving), await startUpstream(behaving)];
+    const gw = await startGateway([api('lc', { listen_path: '/lc/*', upstreams: leastConn([a.origin, b.origin]) })]);
+    await abortedWhen(`${gw.url}/lc/hang`, () => total(gw, '/lc/x') === 1 && a.received.length + b.received.length === 1);
+    await abortedWhen(`${gw.url}/lc/head`, () => total(gw, '/lc/x') === 1 && a.received.length + b.received.length === 2);
+    expect(await settled(gw, '/lc/x')).toEqual([0, 0]);
+    // Two requests in flight at once go to the two targets (the second avoids the busy one).
+    const hung = [rawRequest(`${gw.url}/lc/hang`, { agent: false }), rawRequest(`${gw.url}/lc/hang`, { agent: false })];
+    for (const req of hung) req.on('error', () => {}).end();
+    for (let i = 0; i < 200 && total(gw, '/lc/x') < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(counts(gw, '/lc/x')).toEqual([1, 1]);
+    for (const req of hung) req.destroy();
+    expect(await settled(gw, '/lc/x')).toEqual([0, 0]);
+  });
+
+  test('an upstream that refuses the connection, and one that times out: back to 0', async () => {
+    const [silent1, silent2] = [await startUpstream(() => undefined), await startUpstream(() => undefined)];
+    const [dead1, dead2] = [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`];
+    const gw = await startGateway([
+      api('refused', { listen_path: '/refused/*', upstreams: leastConn([dead1, dead2]) }),
+      api('slow', {
+        listen_path: '/slow/*',
+        upstreams: leastConn([silent1.origin, silent2.origin]),
+        forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '100ms' },
+      }),
+    ]);
+    for (let i = 0; i < 3; i++) expect((await httpRequest(`${gw.url}/refused/x`)).status).toBe(502);
+    for (let i = 0; i < 2; i++) expect((await httpRequest(`${gw.url}/slow/x`)).status).toBe(504);
+    expect(counts(gw, '/refused/x')).toEqual([0, 0]);
+    expect(await settled(gw, '/slow/x')).toEqual([0, 0]);
+  });
+
+  test('a retry that moves on from a refused target: back to 0 on both', async () => {
+    const live = await startUpstream(behaving);
+    const dead = `http://127.0.0.1:${await freePort()}`;
+    const gw = await startGateway([
+      api('lc', { listen_path: '/lc/*', upstreams: leastConn([dead, live.origin]) }, { plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] }),
+    ]);
+    for (let i = 0; i < 4; i++) expect((await httpRequest(`${gw.url}/lc/ok`)).status).toBe(200);
+    expect(live.received).toHaveLength(4);
+    expect(counts(gw, '/lc/x')).toEqual([0, 0]);
+  });
+
+  test('a retried answer that is dropped for the next try, and a client gone while a retry route waits: back to 0', async () => {
+    const failing: Handler = (req, res, body) => (req.url!.includes('/fail') ? res.writeHead(503).end('x') : behaving(req, res, body));
+    const [a, b] = [await startUpstream(failing), await startUpstream(behaving)];
+    const gw = await startGateway([
+      api('lc', { listen_path: '/lc/*', upstreams: leastConn([a.origin, b.origin]) }, { plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] }),
+    ]);
+    for (let i = 0; i < 4; i++) await httpRequest(`${gw.url}/lc/fail`);
+    expect(counts(gw, '/lc/x')).toEqual([0, 0]);
+    await abortedWhen(`${gw.url}/lc/hang`, () => total(gw, '/lc/x') === 1 && [...a.received, ...b.received].some((r) => r.url.includes('/hang')));
+    expect(await settled(gw, '/lc/x')).toEqual([0, 0]);
+  });
+});
+
 describe('upstream pools', () => {
   test('a fixed target whose pool the LRU evicted (and closed) is served through a new pool', async () => {
     const [a, b] = [await startUpstream(), await startUpstream()];

@@ -14,6 +14,8 @@ import type { RouteMatch } from '../routing/index.js';
 import type { CompiledTarget } from '#proto/compile/index';
 import { forward, ProxyResponse, recordGrpcStatus, type ForwardDeps, type ForwardPlan } from './forward.js';
 import { forwardThroughHooks } from './forward-hooks.js';
+import { hashKeyOf } from './hash-key.js';
+import type { TargetLoad } from '../routing/index.js';
 import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
 import { CLIENT_CLOSED_REQUEST, pathOf, type AccessLog, type AccessRecord } from './access-log.js';
@@ -273,6 +275,7 @@ export function createProxyServer(deps: {
       headersTimeoutMs: upstream.headersTimeoutMs,
       observer: snapshot.authorizer.observe(match.route),
       plugins: ex,
+      load: upstream.balancer.loadOf(target),
     };
   }
 
@@ -311,7 +314,7 @@ export function createProxyServer(deps: {
         void withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, query, access, trace);
         return;
       }
-      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(), path, query, access, trace);
+      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route)), path, query, access, trace);
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, route.id, null));
     } catch (err) {
       failed(res, requestId, err, route.id, null);
@@ -350,10 +353,10 @@ export function createProxyServer(deps: {
       const query = ex.query;
       const planOf = (t: CompiledTarget) => planFor(req, requestId, ex, snapshot, match, upstream, t, path, query, access, trace);
       if (pipeline.forward.length > 0) {
-        await forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, planOf, forwardDeps);
+        await forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route), planOf, forwardDeps);
         return;
       }
-      const plan = planOf(upstream.balancer.next());
+      const plan = planOf(upstream.balancer.next(hashKeyOf(req, match.route)));
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, routeId, ex?.clientHeaders ?? null));
     } catch (err) {
       failed(res, requestId, err, routeId, ex?.clientHeaders ?? null);
@@ -414,6 +417,8 @@ export function createProxyServer(deps: {
     const access = accessLog?.start(req, requestId, socket as Socket) ?? null;
     const trace = tracer.handshake(req, requestId);
     let status = CLIENT_CLOSED_REQUEST;
+    /** least_conn's count of the target, held from the handshake until the joined connections close (or it failed). */
+    let load: TargetLoad | null = null;
     socket.once('close', () => {
       const answered = status !== CLIENT_CLOSED_REQUEST;
       if (access) accessLog!.finish(access, socket as Socket, status, !answered);
@@ -436,7 +441,8 @@ export function createProxyServer(deps: {
           return;
         }
       }
-      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(), path, ex ? ex.query : query, access, trace);
+      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route)), path, ex ? ex.query : query, access, trace);
+      if ((load = plan.load)) load.inFlight++;
       const result = await handshake(plan.pool, plan, socket);
       if (result.kind === 'response') {
         metrics?.request(routeId, (status = result.status));
@@ -459,6 +465,8 @@ export function createProxyServer(deps: {
       status = error.status;
       const extra = error === err ? ex?.clientHeaders : null;
       answerOnSocket(socket, error.status, { ...extra, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody(error.code));
+    } finally {
+      if (load) load.inFlight--;
     }
   }
 

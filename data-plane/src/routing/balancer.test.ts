@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { compileTarget, type CompiledTarget } from '#proto/compile/index';
 import { createBalancer } from './balancer.js';
 
@@ -113,5 +114,178 @@ describe('createBalancer with target health', () => {
     const targets: CompiledTarget[] = ['http://a', 'http://b'].map((template) => ({ template, weight: 1, plan: compileTarget(template, [], 'target') }));
     const balancer = createBalancer('roundrobin', targets, health);
     expect(Array.from({ length: 4 }, () => balancer.next().template)).toEqual(['http://a', 'http://b', 'http://a', 'http://b']);
+  });
+});
+
+/** Targets http://a, http://b, … with the given weights (or the given URLs), each with a health view the test flips. */
+function route(balancing: 'least_conn' | 'hash', weights: number[], templates = weights.map((_, i) => `http://${String.fromCharCode(97 + i)}`)) {
+  const targets: CompiledTarget[] = templates.map((template, i) => ({ template, weight: weights[i]!, plan: compileTarget(template, [], 'target') }));
+  const health = targets.map(() => ({ healthy: true }));
+  const balancer = createBalancer(balancing, targets, health);
+  const letter = (t: CompiledTarget) => t.template.slice('http://'.length);
+  const byLetter = (l: string) => targets.find((t) => letter(t) === l)!;
+  /** Marks the targets named by their letters unhealthy, every other healthy. */
+  const down = (letters: string) => health.forEach((h, i) => (h.healthy = !letters.includes(letter(targets[i]!))));
+  return { balancer, targets, letter, byLetter, down };
+}
+
+const tally = (picks: string[]) => picks.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p]: (acc[p] ?? 0) + 1 }), {});
+
+describe('least_conn', () => {
+  /** `inFlight`: the attempts in flight per target letter, set before each pick. */
+  function withLoads(weights: number[], inFlight: Record<string, number>) {
+    const r = route('least_conn', weights);
+    for (const [l, n] of Object.entries(inFlight)) r.balancer.loadOf(r.byLetter(l))!.inFlight = n;
+    return r;
+  }
+
+  test('every target has its own count; the other balancers count nothing', () => {
+    const { balancer, targets } = route('least_conn', [1, 1]);
+    const loads = targets.map((t) => balancer.loadOf(t));
+    expect(loads[0]).not.toBeNull();
+    expect(loads[0]).not.toBe(loads[1]);
+    expect(balancer.loadOf(targets[0]!)).toBe(loads[0]);
+    for (const other of ['roundrobin', 'weight', 'hash'] as const) expect(createBalancer(other, targets).loadOf(targets[0]!)).toBeNull();
+    expect(createBalancer('least_conn', [targets[0]!]).loadOf(targets[0]!)).toBeNull();
+  });
+
+  test('equal targets with equal counts take turns (ties broken round robin)', () => {
+    const { balancer, letter } = route('least_conn', [1, 1, 1]);
+    expect(Array.from({ length: 7 }, () => letter(balancer.next())).join('')).toBe('abcabca');
+  });
+
+  test('the target with the fewest attempts in flight is picked', () => {
+    const { balancer, letter } = withLoads([1, 1, 1], { a: 3, b: 1, c: 2 });
+    expect(Array.from({ length: 3 }, () => letter(balancer.next())).join('')).toBe('bbb');
+  });
+
+  test('picks that start attempts spread them until the counts are even', () => {
+    const { balancer, letter } = withLoads([1, 1, 1], { a: 4 });
+    const picks = Array.from({ length: 8 }, () => {
+      const t = balancer.next();
+      balancer.loadOf(t)!.inFlight++;
+      return letter(t);
+    });
+    expect(tally(picks)).toEqual({ b: 4, c: 4 });
+  });
+
+  test.each([
+    ['2 of weight 2 against 1 of weight 1: a tie, shared by weight (smooth 2:1)', [2, 1], { a: 2, b: 1 }, 'abaa'],
+    ['1 of weight 2 against 1 of weight 1: the heavier is less loaded', [2, 1], { a: 1, b: 1 }, 'aaaa'],
+    ['3 of weight 2 against 1 of weight 1', [2, 1], { a: 3, b: 1 }, 'bbbb'],
+  ])('compares in-flight / weight: %s', (_name, weights, inFlight, expected) => {
+    const { balancer, letter } = withLoads(weights, inFlight);
+    expect(Array.from({ length: 4 }, () => letter(balancer.next())).join('')).toBe(expected);
+  });
+
+  test('under light load (every count 0) weights 3:1 still give 6:2 over 8 picks, smoothly (nginx)', () => {
+    const { balancer, letter } = route('least_conn', [3, 1]);
+    expect(Array.from({ length: 8 }, () => letter(balancer.next())).join('')).toBe('aabaaaba');
+  });
+
+  test('an unhealthy target is skipped however idle; all unhealthy: the least loaded of all (fail open)', () => {
+    const { balancer, letter, down } = withLoads([1, 1, 1], { a: 0, b: 5, c: 6 });
+    down('a');
+    expect(letter(balancer.next())).toBe('b');
+    down('abc');
+    expect(letter(balancer.next())).toBe('a');
+  });
+
+  test('a retry leaves out the target it moves from while another will do', () => {
+    const { balancer, letter, byLetter, down } = withLoads([1, 1, 1], { a: 0, b: 5, c: 6 });
+    expect(letter(balancer.next(null, byLetter('a')))).toBe('b');
+    down('bc');
+    expect(letter(balancer.next(null, byLetter('a')))).toBe('a');
+  });
+});
+
+/** The same keys at every run (fast-check's generator, seeded). */
+const seededKeys = (n: number): string[] => fc.sample(fc.uuid(), { seed: 0x5eed, numRuns: n });
+
+describe('hash (rendezvous)', () => {
+  const KEYS = seededKeys(6000);
+  const mapping = (r: ReturnType<typeof route>, keys = KEYS) => keys.map((k) => r.letter(r.balancer.next(k)));
+
+  test('the same key gives the same target, whatever was picked in between', () => {
+    const r = route('hash', [1, 1, 1, 1]);
+    const first = mapping(r, KEYS.slice(0, 200));
+    r.balancer.next(null);
+    r.balancer.next('someone-else');
+    expect(mapping(r, KEYS.slice(0, 200))).toEqual(first);
+    // Another balancer over the same targets (another data plane, another worker) agrees.
+    expect(mapping(route('hash', [1, 1, 1, 1]), KEYS.slice(0, 200))).toEqual(first);
+  });
+
+  test('different keys spread evenly over equal targets', () => {
+    const counts = tally(mapping(route('hash', [1, 1, 1, 1])));
+    for (const l of 'abcd') expect(Math.abs(counts[l]! / KEYS.length - 0.25)).toBeLessThan(0.03);
+  });
+
+  test('weights 3:1 win keys 3:1', () => {
+    const counts = tally(mapping(route('hash', [3, 1])));
+    expect(Math.abs(counts.a! / KEYS.length - 0.75)).toBeLessThan(0.03);
+  });
+
+  test('the order of the targets does not matter', () => {
+    const urls = ['http://a', 'http://b', 'http://c'];
+    expect(mapping(route('hash', [1, 1, 1], [...urls].reverse()))).toEqual(mapping(route('hash', [1, 1, 1], urls)));
+  });
+
+  test('removing one of 5 targets moves only its keys (~1/5), each to another target; adding one takes ~1/6 and only for itself', () => {
+    const five = mapping(route('hash', [1, 1, 1, 1, 1]));
+    const four = mapping(route('hash', [1, 1, 1, 1]));
+    const moved = KEYS.filter((_, i) => five[i] !== four[i]);
+    expect(KEYS.every((_, i) => five[i] === 'e' || five[i] === four[i])).toBe(true);
+    expect(Math.abs(moved.length / KEYS.length - 1 / 5)).toBeLessThan(0.03);
+    const six = mapping(route('hash', [1, 1, 1, 1, 1, 1]));
+    expect(KEYS.every((_, i) => six[i] === 'f' || six[i] === five[i])).toBe(true);
+    expect(Math.abs(six.filter((l) => l === 'f').length / KEYS.length - 1 / 6)).toBeLessThan(0.03);
+  });
+
+  test("an unhealthy target's keys move to the others (only its keys) and come back when it is healthy", () => {
+    const r = route('hash', [1, 1, 1]);
+    const before = mapping(r);
+    r.down('b');
+    const during = mapping(r);
+    expect(during).not.toContain('b');
+    expect(KEYS.every((_, i) => before[i] === 'b' || during[i] === before[i])).toBe(true);
+    const movedTo = tally(during.filter((_, i) => before[i] === 'b'));
+    expect(Object.keys(movedTo).sort()).toEqual(['a', 'c']);
+    r.down('');
+    expect(mapping(r)).toEqual(before);
+  });
+
+  test('all unhealthy: keys keep the targets they had (fail open)', () => {
+    const r = route('hash', [1, 1, 1]);
+    const before = mapping(r);
+    r.down('abc');
+    expect(mapping(r)).toEqual(before);
+  });
+
+  test.each([
+    ['null', null],
+    ['absent', undefined],
+    ['empty', ''],
+  ])('no key (%s): round robin, weights respected', (_name, key) => {
+    const r = route('hash', [1, 1, 1]);
+    expect(Array.from({ length: 6 }, () => r.letter(r.balancer.next(key))).join('')).toBe('abcabc');
+    const weighted = route('hash', [3, 1]);
+    expect(Array.from({ length: 4 }, () => weighted.letter(weighted.balancer.next(key))).join('')).toBe('aaba');
+  });
+
+  test("a retry goes to the key's next target, not the one it moves from", () => {
+    const r = route('hash', [1, 1, 1]);
+    for (const key of KEYS.slice(0, 100)) {
+      const first = r.balancer.next(key);
+      const second = r.balancer.next(key, first);
+      expect(second).not.toBe(first);
+      expect(r.balancer.next(key, first)).toBe(second);
+    }
+  });
+
+  test('a URL listed twice is two targets that both win keys', () => {
+    const r = route('hash', [1, 1], ['http://a', 'http://a']);
+    const picked = new Set(KEYS.slice(0, 200).map((k) => r.balancer.next(k)));
+    expect(picked.size).toBe(2);
   });
 });

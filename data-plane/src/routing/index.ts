@@ -4,4 +4,4 @@
  * plane) is the data plane's own.
  */
 export * from '#proto/routing/index';
-export { createBalancer, type Balancer } from './balancer.js';
+export { createBalancer, TargetLoad, type Balancer } from './balancer.js';

@@ -45,7 +45,7 @@ test.each([
   ['weight too big', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: 1001 }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
   ['weight fractional', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: 1.5 }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
   ['weight a string', withPatch({ proxy: { upstreams: { targets: [{ target: 'http://a', weight: '2' }] } } }), 'proxy.upstreams.targets[0].weight must be an integer from 1 to 1000', 'proxy.upstreams.targets[0].weight'],
-  ['unknown balancing', withPatch({ proxy: { upstreams: { balancing: 'random' } } }), 'proxy.upstreams.balancing must be "roundrobin" (alias "rr") or "weight"', 'proxy.upstreams.balancing'],
+  ['unknown balancing', withPatch({ proxy: { upstreams: { balancing: 'random' } } }), 'proxy.upstreams.balancing must be "roundrobin" (alias "rr"), "weight", "least_conn" or "hash"', 'proxy.upstreams.balancing'],
   ['unknown protocol', withPatch({ proxy: { upstreams: { protocol: 'h2' } } }), 'proxy.upstreams.protocol must be "http1" or "http2"', 'proxy.upstreams.protocol'],
   ['methods empty', withPatch({ proxy: { methods: [] } }), 'proxy.methods must not be empty', 'proxy.methods'],
   ['methods not an array', withPatch({ proxy: { methods: 'GET' } }), 'proxy.methods must be an array', 'proxy.methods'],
@@ -258,6 +258,57 @@ describe('proxy.match_headers', () => {
     ['one name in two cases', { 'X-Canary': ['true'], 'x-canary': ['yes'] }, `${FIELD}.x-canary`, 'is listed twice (header names are case-insensitive)'],
   ])('rejects %s', (_name, matchHeaders, field, message) => {
     const err = errorOf(withHeaders(matchHeaders));
+    expect(err.code).toBe('VALIDATION_FAILED');
+    expect(err.message).toBe(`${field} ${message}`);
+    expect(err.field).toBe(field);
+  });
+});
+
+describe('proxy.upstreams balancing least_conn and hash (hash_on)', () => {
+  const FIELD = 'proxy.upstreams.hash_on';
+  const upstreamsOf = (upstreams: object) => proxyOf({ proxy: { upstreams } }).upstreams;
+
+  test.each([
+    ['least_conn', { balancing: 'least_conn' }, { balancing: 'least_conn' }],
+    ['least_conn in any case', { balancing: 'Least_Conn' }, { balancing: 'least_conn' }],
+    ['hash on the client address: trust_forward_headers filled (false)', { balancing: 'hash', hash_on: { source: 'ip' } }, { balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: false } }],
+    ['hash on the forwarded client address', { balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: true } }, { balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: true } }],
+    ['hash on a header: its name lower-cased', { balancing: 'HASH', hash_on: { source: 'header', name: 'X-User' } }, { balancing: 'hash', hash_on: { source: 'header', name: 'x-user' } }],
+    ['hash on a cookie: its name as written', { balancing: 'hash', hash_on: { source: 'cookie', name: 'Session' } }, { balancing: 'hash', hash_on: { source: 'cookie', name: 'Session' } }],
+  ])('stores %s', (_name, upstreams, expected) => {
+    expect(upstreamsOf(upstreams)).toEqual({ ...expected, targets: [{ target: 'http://localhost:9000', weight: 1 }] });
+  });
+
+  test('without hash_on an upstreams has no such member, so definitions keep the form they had before it existed', () => {
+    expect(upstreamsOf({ balancing: 'weight' })).not.toHaveProperty('hash_on');
+    expect(Object.keys(upstreamsOf({ balancing: 'least_conn' }))).toEqual(['balancing', 'targets']);
+  });
+
+  test('is idempotent', () => {
+    const once = parseApiDefinition(withPatch({ proxy: { upstreams: { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } } } }));
+    expect(parseApiDefinition(once)).toEqual(once);
+  });
+
+  test.each([
+    ['hash without hash_on', { balancing: 'hash' }, FIELD, 'is required with balancing "hash"'],
+    ['hash with a null hash_on', { balancing: 'hash', hash_on: null }, FIELD, 'is required with balancing "hash"'],
+    ['hash_on with round robin', { balancing: 'roundrobin', hash_on: { source: 'ip' } }, FIELD, 'can be given only with balancing "hash"'],
+    ['hash_on with least_conn', { balancing: 'least_conn', hash_on: { source: 'ip' } }, FIELD, 'can be given only with balancing "hash"'],
+    ['hash_on not an object', { balancing: 'hash', hash_on: 'ip' }, FIELD, 'must be an object'],
+    ['no source', { balancing: 'hash', hash_on: { name: 'x' } }, `${FIELD}.source`, 'must be "ip", "header" or "cookie"'],
+    ['an unknown source', { balancing: 'hash', hash_on: { source: 'uri' } }, `${FIELD}.source`, 'must be "ip", "header" or "cookie"'],
+    ['a header without its name', { balancing: 'hash', hash_on: { source: 'header' } }, `${FIELD}.name`, 'is required with source "header"'],
+    ['a cookie without its name', { balancing: 'hash', hash_on: { source: 'cookie' } }, `${FIELD}.name`, 'is required with source "cookie"'],
+    ['a header name with a space', { balancing: 'hash', hash_on: { source: 'header', name: 'X User' } }, `${FIELD}.name`, 'is not a valid header name'],
+    ['a header name with CRLF', { balancing: 'hash', hash_on: { source: 'header', name: 'X\r\nY' } }, `${FIELD}.name`, 'is not a valid header name'],
+    ['an empty cookie name', { balancing: 'hash', hash_on: { source: 'cookie', name: '' } }, `${FIELD}.name`, 'is not a valid cookie name'],
+    ['a cookie name with "="', { balancing: 'hash', hash_on: { source: 'cookie', name: 'a=b' } }, `${FIELD}.name`, 'is not a valid cookie name'],
+    ['a name too long', { balancing: 'hash', hash_on: { source: 'header', name: 'x'.repeat(257) } }, `${FIELD}.name`, 'must be at most 256 characters'],
+    ['a name with source ip', { balancing: 'hash', hash_on: { source: 'ip', name: 'x' } }, `${FIELD}.name`, 'cannot be given with source "ip"'],
+    ['trust_forward_headers with a header', { balancing: 'hash', hash_on: { source: 'header', name: 'x', trust_forward_headers: false } }, `${FIELD}.trust_forward_headers`, 'can be given only with source "ip"'],
+    ['trust_forward_headers not a boolean', { balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: 'yes' } }, `${FIELD}.trust_forward_headers`, 'must be a boolean'],
+  ])('rejects %s', (_name, upstreams, field, message) => {
+    const err = errorOf(withPatch({ proxy: { upstreams } }));
     expect(err.code).toBe('VALIDATION_FAILED');
     expect(err.message).toBe(`${field} ${message}`);
     expect(err.field).toBe(field);

@@ -21,7 +21,7 @@ const VALID: Record<string, (string | number)[]> = {
   name: ['a', 'api-1.v2', 'cors', 'retry'],
   hosts: ['example.com', '*.Example.com'],
   listen_path: ['/x', '/x/{id}/*'],
-  balancing: ['rr', 'WEIGHT', 'roundrobin'],
+  balancing: ['rr', 'WEIGHT', 'roundrobin', 'least_conn'],
   target: ['http://a:1', 'https://b'],
   methods: ['GET', 'post'],
   dial_timeout: ['1s', '100ms'],
@@ -88,6 +88,14 @@ function oneProbeKind(active: Record<string, unknown>): Record<string, unknown> 
   return grpc;
 }
 
+/** A quiet upstreams as its refinements want it: balancing "hash" exactly when hash_on is given, with the members of its source. */
+function oneBalancing(upstreams: Record<string, unknown>): Record<string, unknown> {
+  const hashOn = upstreams.hash_on as Record<string, unknown> | undefined;
+  if (hashOn === undefined) return upstreams;
+  const { name, trust_forward_headers, ...rest } = hashOn;
+  return { ...upstreams, balancing: 'hash', hash_on: hashOn.source === 'ip' ? { ...rest, trust_forward_headers } : { ...rest, name: name ?? 'x-user' } };
+}
+
 /** Something of another type, or nothing. */
 const wrong = fc.oneof(fc.constant(undefined), fc.constant(null), fc.jsonValue({ maxDepth: 1 }));
 
@@ -110,6 +118,7 @@ function arbitraryOf(schema: z.core.$ZodType, noisy: boolean, depth = 0, member 
         .tuple(fc.record(members, { requiredKeys: required }), fc.option(fc.jsonValue({ maxDepth: 1 }), { nil: undefined, freq: 4 }))
         .map(([o, extra]) => (extra === undefined ? o : { ...o, unknown_member: extra }));
       if (!noisy && 'grpc' in shape && 'path' in shape) shaped = shaped.map((o) => oneProbeKind(o as Record<string, unknown>));
+      if (!noisy && 'hash_on' in shape) shaped = shaped.map((o) => oneBalancing(o as Record<string, unknown>));
       break;
     }
     case 'array':

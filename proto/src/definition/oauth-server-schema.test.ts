@@ -27,7 +27,7 @@ test.each([
   ['token method invalid', withPatch({ oauth_endpoints: { token: { methods: ['PO ST'] } } }), 'oauth_endpoints.token.methods[0] is not a valid HTTP method'],
   ['token timeout invalid', withPatch({ oauth_endpoints: { token: { forwarding_timeouts: { dial_timeout: '-1s' } } } }), 'oauth_endpoints.token.forwarding_timeouts.dial_timeout is not a valid duration'],
   ['authorize listen_path missing', withPatch({ oauth_endpoints: { authorize: { upstreams: ENDPOINT.upstreams } } }), 'oauth_endpoints.authorize.listen_path is required'],
-  ['revoke balancing invalid', withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, upstreams: { balancing: 'x', targets: [{ target: 'http://a' }] } } } }), 'oauth_endpoints.revoke.upstreams.balancing must be "roundrobin" (alias "rr") or "weight"'],
+  ['revoke balancing invalid', withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, upstreams: { balancing: 'x', targets: [{ target: 'http://a' }] } } } }), 'oauth_endpoints.revoke.upstreams.balancing must be "roundrobin" (alias "rr"), "weight", "least_conn" or "hash"'],
   ['token_strategy missing', withPatch({ token_strategy: null }), 'token_strategy is required'],
   ['strategy name missing', withPatch({ token_strategy: { name: null } }), 'token_strategy.name is required'],
   ['strategy name unknown', withPatch({ token_strategy: { name: 'opaque' } }), 'token_strategy.name must be "jwt", "storage" or "introspection"'],

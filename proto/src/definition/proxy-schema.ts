@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { tryParseDuration } from '../duration.js';
-import type { Balancing, ProxyDefinition } from './types.js';
+import type { Balancing, HashOn, ProxyDefinition } from './types.js';
 import { HOP_BY_HOP_HEADERS, HTTP_TOKEN, headerValueSchema } from '../http-fields.js';
 
 export const DEFAULT_DIAL_TIMEOUT = '30s';
@@ -30,8 +30,8 @@ const balancingSchema = z
   .transform((s, ctx): Balancing => {
     const v = (s ?? '').toLowerCase();
     if (v === '' || v === 'roundrobin' || v === 'rr') return 'roundrobin';
-    if (v === 'weight') return 'weight';
-    ctx.issues.push({ code: 'custom', input: s, message: 'must be "roundrobin" (alias "rr") or "weight"' });
+    if (v === 'weight' || v === 'least_conn' || v === 'hash') return v;
+    ctx.issues.push({ code: 'custom', input: s, message: 'must be "roundrobin" (alias "rr"), "weight", "least_conn" or "hash"' });
     return z.NEVER;
   });
 
@@ -133,13 +133,43 @@ const healthCheckSchema = z
 /** The normalised health check: each part present only when configured, its defaults filled. */
 export type HealthCheckDefinition = z.output<typeof healthCheckSchema>;
 
-const upstreamsSchema = z.object({
-  balancing: balancingSchema,
-  targets: z.array(targetSchema).min(1, 'must not be empty'),
-  health_check: healthCheckSchema.optional(),
-  // Optional without a default (absent: HTTP/1.1), so definitions stored before it keep their form and hash.
-  protocol: z.enum(['http1', 'http2'], 'must be "http1" or "http2"').optional(),
-});
+/**
+ * What `balancing: "hash"` hashes (README "Proxy behaviour", Balancing). One object rather than a union per
+ * source, so the CRD's schema stays structural; the rules per source are the refinement's. A header name is
+ * stored lower-cased (node's spelling, one stored form); a cookie name as written (cookie names are case-sensitive).
+ */
+const hashOnSchema = z
+  .object({
+    source: z.enum(['ip', 'header', 'cookie'], 'must be "ip", "header" or "cookie"'),
+    name: z.string('must be a string').max(256, 'must be at most 256 characters').optional(),
+    trust_forward_headers: z.boolean().optional(),
+  })
+  .superRefine((h, ctx) => {
+    const refuse = (member: string, message: string) => ctx.addIssue({ code: 'custom', path: [member], message });
+    if (h.source === 'ip') {
+      if (h.name !== undefined) refuse('name', 'cannot be given with source "ip"');
+      return;
+    }
+    if (h.trust_forward_headers !== undefined) refuse('trust_forward_headers', 'can be given only with source "ip"');
+    if (h.name === undefined) refuse('name', `is required with source "${h.source}"`);
+    else if (!HTTP_TOKEN.test(h.name)) refuse('name', `is not a valid ${h.source} name`);
+  })
+  .transform((h): HashOn => (h.source === 'ip' ? { source: 'ip', trust_forward_headers: h.trust_forward_headers ?? false } : { source: h.source, name: h.source === 'header' ? h.name!.toLowerCase() : h.name! }));
+
+const upstreamsSchema = z
+  .object({
+    balancing: balancingSchema,
+    targets: z.array(targetSchema).min(1, 'must not be empty'),
+    health_check: healthCheckSchema.optional(),
+    // Optional without a default (absent: HTTP/1.1), so definitions stored before it keep their form and hash.
+    protocol: z.enum(['http1', 'http2'], 'must be "http1" or "http2"').optional(),
+    // Given with balancing "hash" only, so every other definition keeps its form and hash.
+    hash_on: hashOnSchema.optional(),
+  })
+  .superRefine((u, ctx) => {
+    if (u.balancing === 'hash' && u.hash_on === undefined) ctx.addIssue({ code: 'custom', path: ['hash_on'], message: 'is required with balancing "hash"' });
+    if (u.balancing !== 'hash' && u.hash_on !== undefined) ctx.addIssue({ code: 'custom', path: ['hash_on'], message: 'can be given only with balancing "hash"' });
+  });
 
 const listenPathSchema = z.string().refine((s) => s === '' || s.startsWith('/'), 'must start with "/"');
 
@@ -239,6 +269,7 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
       targets: raw.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight })),
       ...(raw.upstreams.health_check && { health_check: raw.upstreams.health_check }),
       ...(raw.upstreams.protocol && { protocol: raw.upstreams.protocol }),
+      ...(raw.upstreams.hash_on && { hash_on: raw.upstreams.hash_on }),
     },
     // ALL already means any method; listing others beside it adds nothing.
     methods: methods.includes('ALL') ? ALL_METHODS : methods,

@@ -3,11 +3,14 @@
  * rewritten) with every default filled in. Field names follow the seed (snake_case on the wire).
  */
 
-export type Balancing = 'roundrobin' | 'weight';
+export type Balancing = 'roundrobin' | 'weight' | 'least_conn' | 'hash';
+
+/** What `balancing: "hash"` hashes: the client's address, or a request header's or cookie's value. */
+export type HashOn = { source: 'ip'; trust_forward_headers: boolean } | { source: 'header' | 'cookie'; name: string };
 
 export interface TargetDefinition {
   target: string;
-  /** Only meaningful with `balancing: "weight"`; defaults to 1. */
+  /** Meaningful with `balancing` "weight", "least_conn" and "hash" (not "roundrobin"); defaults to 1. */
   weight?: number;
 }
 
@@ -18,6 +21,8 @@ export interface UpstreamsDefinition {
   health_check?: HealthCheckDefinition;
   /** How the targets are spoken to; absent: HTTP/1.1. "http2": h2c for http:// targets, h2 by ALPN for https:// ones (gRPC). */
   protocol?: 'http1' | 'http2';
+  /** With `balancing: "hash"` only (and then always). Header names lower-cased. */
+  hash_on?: HashOn;
 }
 
 export type { HealthCheckDefinition } from './proxy-schema.js';

@@ -361,6 +361,70 @@ describe('upstream protocol', () => {
   });
 });
 
+describe('balancing least_conn and hash (hash_on)', () => {
+  const api = (name: string, upstreams: object) => parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://u1:8080' }, { target: 'http://u2:8080', weight: 3 }], ...upstreams } } });
+  const DEFS_WITH: Definitions = {
+    apis: [
+      api('lc', { balancing: 'least_conn' }),
+      api('ip', { balancing: 'hash', hash_on: { source: 'ip' } }),
+      api('xff', { balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: true } }),
+      api('user', { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } }),
+      api('session', { balancing: 'hash', hash_on: { source: 'cookie', name: 'Session' } }),
+      api('plain', {}),
+    ],
+    oauthServers: [
+      parseOAuthServer({
+        name: 'auth',
+        oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: { balancing: 'hash', hash_on: { source: 'cookie', name: 'sid' }, targets: [{ target: 'http://a' }, { target: 'http://b' }] } } },
+        token_strategy: { name: 'storage', settings: [] },
+      }),
+    ],
+  };
+
+  test.each(decoders)('round-trips through encodeSnapshot and %s; absent stays absent', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(3, DEFS_WITH))) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(DEFS_WITH));
+    expect(back.defs).toEqual(sortedByName(DEFS_WITH));
+    const upstreams = (name: string) => back.defs.apis.find((a) => a.name === name)!.proxy.upstreams;
+    expect(upstreams('lc').balancing).toBe('least_conn');
+    expect(upstreams('xff').hash_on).toEqual({ source: 'ip', trust_forward_headers: true });
+    expect(upstreams('user').hash_on).toEqual({ source: 'header', name: 'x-user' });
+    expect(upstreams('session').hash_on).toEqual({ source: 'cookie', name: 'Session' });
+    for (const name of ['lc', 'plain']) expect(upstreams(name)).not.toHaveProperty('hash_on');
+    expect(back.defs.oauthServers[0].oauth_endpoints.token.upstreams.hash_on).toEqual({ source: 'cookie', name: 'sid' });
+  });
+
+  test('round-trips as the plain message (no wire)', () => {
+    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(3, DEFS_WITH)))).toEqual({ version: 3, hash: definitionsHash(DEFS_WITH), defs: sortedByName(DEFS_WITH) });
+  });
+
+  test('a hash_on added by a delta travels through encodeDelta and applies', () => {
+    expectDeltaApplies({ apis: [api('x', {})], oauthServers: [] }, { apis: [api('x', { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } })], oauthServers: [] });
+  });
+
+  test('the message holds the members of its source only; without hash_on there is no member, so the hash is the one before it existed', () => {
+    const upstreamsMessage = (name: string) => apiMessage(DEFS_WITH.apis.find((a) => a.name === name)!).proxy!.upstreams!;
+    expect(upstreamsMessage('ip').hash_on).toEqual({ source: 'ip', trust_forward_headers: false });
+    expect(upstreamsMessage('user').hash_on).toEqual({ source: 'header', name: 'x-user' });
+    expect(Object.keys(upstreamsMessage('lc'))).toEqual(['balancing', 'targets']);
+    expect(definitionsHash(DEFS)).toBe(PINNED_DEFS_HASH);
+  });
+
+  test('the hash follows the balancing and every member of hash_on', () => {
+    const hashOf = (upstreams: object) => definitionsHash({ apis: [api('x', upstreams)], oauthServers: [] });
+    const hashes = [
+      hashOf({}),
+      hashOf({ balancing: 'least_conn' }),
+      hashOf({ balancing: 'hash', hash_on: { source: 'ip' } }),
+      hashOf({ balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: true } }),
+      hashOf({ balancing: 'hash', hash_on: { source: 'header', name: 'a' } }),
+      hashOf({ balancing: 'hash', hash_on: { source: 'header', name: 'b' } }),
+      hashOf({ balancing: 'hash', hash_on: { source: 'cookie', name: 'a' } }),
+    ];
+    expect(new Set(hashes).size).toBe(hashes.length);
+  });
+});
+
 /** The delta from `base` to `next`, through encodeDelta and the client's deserializer, applies on top of `base` and gives `next`. */
 function expectDeltaApplies(base: Definitions, next: Definitions): void {
   const baseContent = { version: 1, hash: definitionsHash(base), defs: base };

@@ -21,7 +21,8 @@
  * Per-definition messages and hashes are memoised by object identity: definitions are never
  * mutated (the store and the DP build new objects for every change). Wire conventions: "" listen_path =
  * absent, default_ttl 0 = unset, weight 0 = unset (normalised definitions always carry a weight >= 1),
- * an empty match_headers map = absent.
+ * an empty match_headers map = absent, hash_on's "" name (source "ip") and false trust_forward_headers (the other
+ * sources) = absent.
  */
 import { hash as digest } from 'node:crypto';
 import { GatehouseError, isGatehouseError } from '../errors.js';
@@ -34,6 +35,7 @@ import type {
   ApiDefinition,
   BasicAuthCredential,
   Definitions,
+  HashOn,
   IntrospectionSettings,
   KeyAuthCredential,
   OAuthServerDefinition,
@@ -86,15 +88,22 @@ function introspectionFromMessage(m: unknown): unknown {
   return Object.fromEntries(Object.entries(m).filter(([, v]) => v !== ''));
 }
 
+/** The members of the source only, as stored. */
+function hashOnToMessage(h: HashOn): wire.HashOn {
+  const message = h.source === 'ip' ? { source: h.source, trust_forward_headers: h.trust_forward_headers } : { source: h.source, name: h.name };
+  return message as Partial<wire.HashOn> as wire.HashOn;
+}
+
 /**
- * The upstreams' canonical message has no health_check member at all when there is none, and no protocol when the
- * definition gives none (keeps such definitions' hashes).
+ * The upstreams' canonical message has no health_check member at all when there is none, and no protocol or
+ * hash_on when the definition gives none (keeps such definitions' hashes).
  */
 function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
   const message = {
     balancing: u.balancing,
     targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })),
     ...(u.protocol && { protocol: u.protocol }),
+    ...(u.hash_on && { hash_on: hashOnToMessage(u.hash_on) }),
   };
   if (!u.health_check) return message as wire.Upstreams;
   const { active: a, passive: p } = u.health_check;
@@ -361,6 +370,12 @@ function matchHeadersFromMessage(h: unknown): unknown {
   return wrapped ? Object.fromEntries(Object.entries(h).map(([name, list]) => [name, isPlainObject(list) ? list.values : list])) : h;
 }
 
+/** Wire HashOn → the stored form: no name ("") with source "ip", no trust_forward_headers (false) with the others. */
+function hashOnFromMessage(h: unknown): unknown {
+  if (!isPlainObject(h)) return h;
+  return h.source === 'ip' ? { source: h.source, trust_forward_headers: h.trust_forward_headers } : { source: h.source, name: h.name };
+}
+
 function proxyFromMessage(m: unknown): unknown {
   if (!isPlainObject(m)) return m;
   const matchHeaders = matchHeadersFromMessage(m.match_headers);
@@ -370,6 +385,7 @@ function proxyFromMessage(m: unknown): unknown {
   const healthCheck = upstreams && healthCheckFromMessage(upstreams.health_check);
   if (upstreams && healthCheck !== upstreams.health_check) upstreams = { ...upstreams, health_check: healthCheck };
   if (upstreams?.protocol === '') upstreams = { ...upstreams, protocol: undefined };
+  if (upstreams?.hash_on != null) upstreams = { ...upstreams, hash_on: hashOnFromMessage(upstreams.hash_on) };
   if (m.listen_path !== '' && !weightsUnset && upstreams === m.upstreams && matchHeaders === m.match_headers) return m;
   return {
     ...m,

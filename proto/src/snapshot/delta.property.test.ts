@@ -45,6 +45,15 @@ const apiArb = fc
     // Equal conditions written in two cases (one route key), and others on the same path (other keys).
     headers: fc.constantFrom(undefined, undefined, { 'X-C': ['1'] }, { 'x-c': ['1'] }, { 'x-c': ['2', '1'] }),
     weight: fc.integer({ min: 1, max: 3 }),
+    // Every balancing, hash with each source of its key.
+    balancing: fc.constantFrom<object>(
+      { balancing: 'weight' },
+      { balancing: 'least_conn' },
+      { balancing: 'hash', hash_on: { source: 'ip' } },
+      { balancing: 'hash', hash_on: { source: 'ip', trust_forward_headers: true } },
+      { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } },
+      { balancing: 'hash', hash_on: { source: 'cookie', name: 'session' } },
+    ),
     server: fc.option(fc.constantFrom(...SERVER_NAMES), { nil: undefined }),
     strip: fc.boolean(),
     // plugins whose wire messages have `optional` members
@@ -69,7 +78,7 @@ const apiArb = fc
         methods: r.methods,
         match_headers: r.headers,
         strip_path: r.strip,
-        upstreams: { balancing: 'weight', targets: [{ target: 'http://up.test', weight: r.weight }] },
+        upstreams: { ...r.balancing, targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
       plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl],
     }),

@@ -1,0 +1,29 @@
+/**
+ * What `balancing: "hash"` hashes for a request (README "Proxy behaviour", Balancing): the client's address
+ * (client-ip.ts: the TCP peer, or with trust_forward_headers the one the proxy in front saw, as rate_limit's
+ * `key: ip`), or the value of a request header or cookie as the client sent it. null when the request has
+ * none: the balancer then goes round robin.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { CompiledRoute } from '#proto/compile/index';
+import { clientIp } from '../plugins/client-ip.js';
+
+/** `name`'s value in a Cookie header (`a=1; b=2`; node joins several Cookie lines with "; "); null when absent or empty. */
+function cookieValue(header: string | undefined, name: string): string | null {
+  if (header === undefined) return null;
+  for (const pair of header.split(';')) {
+    const eq = pair.indexOf('=');
+    if (eq > 0 && pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim() || null;
+  }
+  return null;
+}
+
+/** The request's key for `route`; null for any balancing but hash (or one target: nothing to choose), or when the request has none. */
+export function hashKeyOf(req: IncomingMessage, route: CompiledRoute): string | null {
+  const hashOn = route.proxy.upstreams.hash_on;
+  if (hashOn === undefined || route.targets.length < 2) return null;
+  if (hashOn.source === 'ip') return clientIp(req, hashOn.trust_forward_headers);
+  if (hashOn.source === 'cookie') return cookieValue(req.headers.cookie, hashOn.name);
+  const value = req.headers[hashOn.name];
+  return (Array.isArray(value) ? value.join(', ') : value) || null;
+}

@@ -187,11 +187,19 @@ export interface Plugin {
   request_termination?: RequestTerminationPluginConfig;
   redirect?: RedirectPluginConfig;
   acl?: AclPluginConfig;
+  request_mirror?: RequestMirrorPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl' | 'request_mirror';
+}
+
+export interface RequestMirrorPluginConfig {
+  /** The mirror's origin, normalised ("http://orders-v2:8080"). */
+  target: string;
+  /** Share of requests copied, 0 to 100. */
+  percentage: number;
 }
 
 /** message XOR body (with content_type); `optional` keeps an unset one apart from "". */

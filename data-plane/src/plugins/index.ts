@@ -19,6 +19,7 @@ import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
 import { proxyCacheRuntime } from './proxy-cache/index.js';
 import { redirectRuntime } from './redirect.js';
 import { rateLimitRuntime } from './rate-limit/index.js';
+import { requestMirrorRuntime } from './request-mirror.js';
 import { requestTerminationRuntime } from './request-termination.js';
 import { requestTransformerRuntime } from './request-transformer.js';
 import { responseTransformerRuntime } from './response-transformer.js';
@@ -38,6 +39,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   redirect: redirectRuntime,
   grpc_web: grpcWebRuntime,
   request_transformer: requestTransformerRuntime,
+  request_mirror: requestMirrorRuntime,
   retry: retryRuntime,
   cb: cbRuntime,
   response_transformer: responseTransformerRuntime,
@@ -57,4 +59,5 @@ export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route
 
 export { isPromise, PluginExchange, runRequestHooks, type AttemptStarted, type ForwardHook, type ForwardNext, type Pipeline, type PluginAnswer, type PluginStage, type UpstreamOutcome } from './pipeline.js';
 export type { PluginRuntime, StageDeps } from './runtime.js';
+export { MirrorCopy, MIRROR_BODY_BYTES, type CopyFailure } from './request-mirror.js';
 export { createResponseCache, type ResponseCache } from './proxy-cache/index.js';

@@ -16,6 +16,7 @@
  * | 4b| protocol translation          | grpc_web                 | request,  | rewrite Content-Type, decode the body (gRPC-Web → |
  * |   |                               |                          | response  | gRPC); trailers into the response body            |
  * | 5 | request rewriting             | request_transformer      | request   | edit upstream headers and query                   |
+ * | 5a| mirroring                     | request_mirror           | request   | copy the request (and its body) for a mirror      |
  * | 6 | forward                       | retry, cb                | forward   | wrap the upstream exchange                        |
  * | 7 | response rewriting            | response_transformer     | response  | edit response headers                             |
  * | 8 | response encoding             | compression              | response  | edit headers; transform the body                  |
@@ -55,6 +56,7 @@ import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
 import type { RouteMatch } from '#proto/routing/index';
 import type { CacheLookup } from './proxy-cache/index.js';
 import type { GrpcWebMode } from './grpc-web.js';
+import type { MirrorCopy } from './request-mirror.js';
 
 /** A response the gateway sends itself instead of forwarding (a CORS preflight, a proxy_cache hit, a redirect). */
 export interface PluginAnswer {
@@ -140,6 +142,8 @@ export class PluginExchange {
   groupsHeader: string | null = null;
   /** proxy_cache: what its request hook decided, for its response hook. */
   cacheLookup: CacheLookup | null = null;
+  /** request_mirror: the copy the proxy sends to the mirror once the upstream request is planned; null when none. */
+  mirror: MirrorCopy | null = null;
   /** grpc_web: the request is gRPC-Web's (its request hook), for its response hook. */
   grpcWeb: GrpcWebMode | null = null;
   /**

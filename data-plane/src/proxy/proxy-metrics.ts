@@ -1,6 +1,13 @@
 /** Proxy metrics, registered on the Registry main.ts creates (served by the status listener). */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
+/**
+ * What became of a request_mirror copy (proxy/mirror.ts): the mirror answered (below 500, or 500 and up), failed
+ * to (unreachable, reset), timed out; or the copy was not sent: its body over the bound, the process's mirror
+ * budget spent, the client's body cut short.
+ */
+export type MirrorOutcome = 'responded' | 'server_error' | 'error' | 'timeout' | 'body_too_large' | 'overloaded' | 'aborted';
+
 /** The `route` label of requests no route matched (and of failures before matching). */
 export const UNMATCHED_ROUTE = '(unmatched)';
 
@@ -11,6 +18,8 @@ export interface ProxyMetrics {
   upstream(route: string, seconds: number): void;
   /** A gRPC call's status (the upstream's, from its trailers or Trailers-Only head, or the gateway's own refusal). */
   grpc(route: string, grpcStatus: number): void;
+  /** One request_mirror copy's outcome. */
+  mirror(route: string, outcome: MirrorOutcome): void;
   /** A request arrived at the proxy listener / its response closed (the in-flight gauge). */
   started(): void;
   ended(): void;
@@ -91,6 +100,12 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
     labelNames: ['route', 'grpc_status'],
     registers: [registry],
   });
+  const mirrors = new Counter({
+    name: 'gatehouse_mirror_requests_total',
+    help: 'request_mirror copies by route and outcome (the mirror\'s answer, its failure, or why the copy was not sent).',
+    labelNames: ['route', 'outcome'],
+    registers: [registry],
+  });
   new Gauge({
     name: 'gatehouse_proxy_in_flight_requests',
     help: 'Requests being handled by the proxy listener.',
@@ -121,6 +136,7 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
       t.count++;
     },
     grpc: (route, grpcStatus) => grpcCalls.inc({ route, grpc_status: grpcStatus }),
+    mirror: (route, outcome) => mirrors.inc({ route, outcome }),
     started: () => void inFlight++,
     ended: () => void inFlight--,
   };

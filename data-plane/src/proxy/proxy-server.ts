@@ -12,6 +12,7 @@ import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/sna
 import { isPromise, PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
 import type { CompiledTarget } from '#proto/compile/index';
+import { createMirrorSender } from './mirror.js';
 import { forward, ProxyResponse, recordGrpcStatus, type ForwardDeps, type ForwardPlan } from './forward.js';
 import { forwardThroughHooks } from './forward-hooks.js';
 import { hashKeyOf } from './hash-key.js';
@@ -135,6 +136,7 @@ export function createProxyServer(deps: {
   const tracer = deps.tracer ?? propagationOnly;
   let draining = false;
   const forwardDeps: ForwardDeps = { logger, metrics, draining: () => draining };
+  const mirrors = createMirrorSender({ pools, logger, metrics });
 
   /**
    * A failed request as a GatehouseError, counted and logged: a GatehouseError as it is, anything else
@@ -351,7 +353,14 @@ export function createProxyServer(deps: {
         return;
       }
       const query = ex.query;
-      const planOf = (t: CompiledTarget) => planFor(req, requestId, ex, snapshot, match, upstream, t, path, query, access, trace);
+      const exchange = ex;
+      const planOf = (t: CompiledTarget): ForwardPlan => {
+        const plan = planFor(req, requestId, exchange, snapshot, match, upstream, t, path, query, access, trace);
+        // The first plan only: a retry's further tries are not copied again.
+        if (exchange.mirror) mirrors.start(exchange.mirror, req.method ?? 'GET', plan, upstream, res);
+        exchange.mirror = null;
+        return plan;
+      };
       if (pipeline.forward.length > 0) {
         await forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route), planOf, forwardDeps);
         return;

@@ -21,6 +21,7 @@ import type { PluginModule } from './plugin.js';
 import { proxyCachePlugin } from './proxy-cache.js';
 import { redirectPlugin } from './redirect.js';
 import { rateLimitPlugin } from './rate-limit.js';
+import { requestMirrorPlugin } from './request-mirror.js';
 import { requestTerminationPlugin } from './request-termination.js';
 import { requestTransformerPlugin } from './request-transformer.js';
 import { responseTransformerPlugin } from './response-transformer.js';
@@ -43,6 +44,8 @@ export const PLUGINS = {
   // before request_transformer, which then sees the request as the gRPC upstream will
   grpc_web: grpcWebPlugin,
   request_transformer: requestTransformerPlugin,
+  // with the forward stage, after request_transformer: the copy carries what the upstream gets
+  request_mirror: requestMirrorPlugin,
   // retry and cb wrap the upstream exchange (retry outermost: each try asks the breaker)
   retry: retryPlugin,
   cb: cbPlugin,
@@ -116,4 +119,5 @@ export type { MediaRanges } from './compression.js';
 export type { CompiledCb } from './cb.js';
 export type { CompiledRequestTermination } from './request-termination.js';
 export type { CompiledRedirect } from './redirect.js';
+export type { CompiledRequestMirror } from './request-mirror.js';
 export { NO_GRPC_STATUS } from './status-predicate.js';

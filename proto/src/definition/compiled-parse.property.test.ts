@@ -70,6 +70,8 @@ const VALID: Record<string, (string | number)[]> = {
   max_entry_size: ['1MB', '512k'],
   vary_headers: ['x-h', 'Accept-Language'],
   vary_query_params: ['page'],
+  // request_mirror
+  percentage: [0, 12.5, 100],
   // request_termination, redirect
   status_code: [503, 204, 302, 308],
   content_type: ['text/plain'],

@@ -657,7 +657,7 @@ describe('proxy_cache', () => {
   });
 });
 
-describe('request_termination and redirect', () => {
+describe('request_termination, redirect and request_mirror', () => {
   const answering = (name: string, plugin: string, config: unknown) =>
     parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, ...target('http://c:1') }, plugins: [{ name: plugin, config }] });
   // Their `optional` members: an empty body is not an unset one, nor is an empty message; an unset port is not 0.
@@ -669,6 +669,8 @@ describe('request_termination and redirect', () => {
       answering('rt-no-content', 'request_termination', { status_code: 204 }),
       answering('rd-scheme', 'redirect', { scheme: 'https' }),
       answering('rd-all', 'redirect', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }),
+      answering('rm-none', 'request_mirror', { target: 'http://m:1', percentage: 0 }),
+      answering('rm-part', 'request_mirror', { target: 'HTTPS://M.example', percentage: 0.5 }),
     ],
     oauthServers: [],
   };
@@ -679,6 +681,8 @@ describe('request_termination and redirect', () => {
     expect(back.defs.apis.map((a) => [a.name, a.plugins[0].config])).toEqual([
       ['rd-all', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }],
       ['rd-scheme', { status_code: 302, scheme: 'https', strip_path: false }],
+      ['rm-none', { target: 'http://m:1', percentage: 0 }],
+      ['rm-part', { target: 'https://m.example', percentage: 0.5 }],
       ['rt-default', { status_code: 503, message: 'request terminated' }],
       ['rt-empty-body', { status_code: 200, body: '', content_type: 'text/plain' }],
       ['rt-empty-message', { status_code: 503, message: '' }],

@@ -66,6 +66,8 @@ const apiArb = fc
       { name: 'redirect', config: { host: 'n.test', port: 8443, path: '/v2', strip_path: true } },
     ),
     // acl alone is refused (no consumer to authorize); with key_auth it is accepted.
+    // request_mirror: a percentage of 0 is proto3's default and must come back as 0, a fraction as itself.
+    mirror: fc.constantFrom([], [{ name: 'request_mirror', config: { target: 'http://m.test:8080', percentage: 0 } }], [{ name: 'request_mirror', config: { target: 'http://m.test', percentage: 12.5 } }]),
     acl: fc.constantFrom([], [{ name: 'acl', config: { allow: ['admins'] } }], [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['banned'] } }]),
   })
   .map((r) =>
@@ -80,7 +82,7 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { ...r.balancing, targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl],
+      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl, ...r.mirror],
     }),
   );
 

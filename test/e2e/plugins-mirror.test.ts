@@ -3,10 +3,13 @@
  * gets what the primary gets (method, rewritten path, query, headers after request_transformer and the gateway's
  * rules, body) with a `-shadow` Host; the client's answer is the primary's whether the mirror is down, answers 500
  * or holds its request (the client is not kept waiting meanwhile); percentage 0 copies nothing and 50 about half;
- * a body over 1 MiB reaches the primary whole and the mirror not at all; outcomes are counted; bad configs are a
- * 400 naming the field.
+ * a body over 1 MiB reaches the primary whole and the mirror not at all; WebSocket handshakes and gRPC calls are not
+ * copied; outcomes are counted; bad configs are a 400 naming the field.
  */
-import { request } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { WebSocket } from 'undici';
+import { WebSocketServer } from 'ws';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { freePort } from '../helpers/free-port.js';
@@ -70,21 +73,6 @@ function until<T>(probe: () => T | Promise<T>, ok: (value: T) => boolean, timeou
     },
     { what: `${probe.toString()} to satisfy ${ok.toString()}`, timeoutMs },
   );
-}
-
-/** POST with Transfer-Encoding: chunked, 64 KiB a chunk. */
-function postChunked(path: string, body: Buffer): Promise<{ status: number; json: unknown }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: gw.dp.proxyPort, path, method: 'POST', agent: false, headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as unknown }));
-    });
-    req.on('error', reject);
-    for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.subarray(i, i + 64 * 1024));
-    req.end();
-  });
 }
 
 async function metric(route: string, outcome: string): Promise<number> {
@@ -162,8 +150,9 @@ test('a body over 1 MiB reaches the primary whole and the mirror not; counted as
   expect(res.status).toBe(200);
   expect(res.json).toMatchObject({ bodyLength: big.length });
   // Sent chunked, the size is known only while it streams: the copy is given up then, the primary still whole.
-  const chunked = await postChunked('/large/chunked', big);
-  expect(chunked).toMatchObject({ status: 200, json: { bodyLength: big.length } });
+  const chunked = await gw.dp.request('POST', '/large/chunked', { body: big, headers: { 'transfer-encoding': 'chunked' } });
+  expect(chunked.status).toBe(200);
+  expect(chunked.json).toMatchObject({ bodyLength: big.length });
   const within = await gw.dp.request('POST', '/large/within', { body: Buffer.alloc(1024 ** 2, 0x62) });
   expect(within.status).toBe(200);
   await until(() => at(mirror, '/large/within'), (c) => c.length === 1 && c[0]!.bodyLength === 1024 ** 2);
@@ -171,6 +160,31 @@ test('a body over 1 MiB reaches the primary whole and the mirror not; counted as
   expect(at(mirror, '/large/chunked')).toHaveLength(0);
   expect(at(mirror, '/large/')).toHaveLength(1);
   await until(() => metric('large', 'body_too_large'), (n) => n === 2);
+});
+
+test('a WebSocket handshake and a gRPC call are not mirrored', async () => {
+  const wsServer = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(wsServer, 'listening');
+  try {
+    await createApis(gw, [mirrored('ws-copied', mirror.url, { targets: [`http://127.0.0.1:${(wsServer.address() as AddressInfo).port}`] })]);
+    const socket = new WebSocket(`${gw.dp.proxyUrl.replace(/^http/, 'ws')}/ws-copied/chat`);
+    await new Promise((resolve, reject) => {
+      socket.addEventListener('open', resolve, { once: true });
+      socket.addEventListener('error', reject, { once: true });
+    });
+    socket.close();
+    const call = await gw.dp.request('POST', '/static/grpc-call', { body: Buffer.alloc(5), headers: { 'content-type': 'application/grpc' } });
+    expect(at(primary, '/static/grpc-call')).toHaveLength(1);
+    expect(call.status).toBe(200);
+    // A copy after those arrives, so theirs would have had time to.
+    await gw.dp.request('GET', '/static/after-upgrade');
+    await until(() => at(mirror, '/static/after-upgrade').length, (n) => n === 1);
+    expect(at(mirror, '/ws-copied')).toHaveLength(0);
+    expect(at(mirror, '/static/grpc-call')).toHaveLength(0);
+  } finally {
+    for (const client of wsServer.clients) client.terminate();
+    await new Promise((resolve) => wsServer.close(resolve));
+  }
 });
 
 test.each<[string, unknown, string]>([

@@ -45,7 +45,8 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
         port: target.port,
         path: `${target.pathname}${target.search}`,
         method,
-        headers: body === undefined ? headers : { 'content-length': Buffer.byteLength(body), ...headers },
+        // A Transfer-Encoding given sends the body chunked (without a Content-Length).
+        headers: body === undefined || headers['transfer-encoding'] !== undefined ? headers : { 'content-length': Buffer.byteLength(body), ...headers },
         agent: false,
       },
       (res) => {

@@ -3,9 +3,9 @@
  * sampled one, puts a MirrorCopy on the exchange; the proxy (proxy/mirror.ts) sends the copy once the primary's
  * plan (path, query, headers) is known and the copied body is whole. The body streams to the primary through a
  * tee that copies each chunk as it passes: the copy never holds the primary back (it is buffered, not written to
- * a socket), and it is given up past MIRROR_BODY_BYTES or the process's budget. Not copied: WebSocket handshakes
- * (the upgrade path forwards no exchange body and a mirror cannot join a connection) and gRPC calls (a stream of
- * messages, often long-lived, and a second server answering the same call is not a shadow but a side effect).
+ * a socket), and it is given up past MIRROR_BODY_BYTES or the process's budget. Not copied: gRPC calls (a stream
+ * of messages, often long-lived, and a second server answering the same call is not a shadow but a side effect),
+ * and WebSocket handshakes, which the proxy's upgrade path joins to the target without ever sending a copy.
  */
 import { Transform, type Readable } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
@@ -96,7 +96,7 @@ export const requestMirrorRuntime: PluginRuntime<CompiledRequestMirror> = {
     request(ex) {
       if (percentage < 100 && Math.random() * 100 >= percentage) return;
       const req = ex.req;
-      if (req.headers.upgrade !== undefined || isGrpcCall(req)) return;
+      if (isGrpcCall(req)) return;
       const copy = (ex.mirror = new MirrorCopy(origin, req));
       if (requestHasBody(req)) ex.wrapBody((body) => copy.tee(body));
     },

@@ -25,8 +25,9 @@ export interface MirrorSender {
   start(copy: MirrorCopy, method: string, plan: ForwardPlan, upstream: RouteUpstream, res: ServerResponse): void;
 }
 
-/** `host[:port]` → `host-shadow[:port]`. */
+/** `host[:port]` → `host-shadow[:port]`; an IPv6 literal is kept (`[::1]-shadow` is no host at all). */
 export function shadowHost(host: string): string {
+  if (host.startsWith('[')) return host;
   const port = /:\d+$/.exec(host);
   return port ? `${host.slice(0, port.index)}-shadow${port[0]}` : `${host}-shadow`;
 }

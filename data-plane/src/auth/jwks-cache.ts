@@ -13,7 +13,7 @@
  * - No set (none fetched yet, or dropped) → JWKS_UNAVAILABLE (503): the token may well be valid.
  *   A set without the token's kid, the refetch it allows done → the verifier's TOKEN_REJECTED (401).
  */
-import { GatehouseError } from '#proto/errors';
+import { GatehouseError, isGatehouseError } from '#proto/errors';
 import { parseJwks } from '#proto/compile/jwks';
 import type { CompiledJwks, CompiledJwtKey } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
@@ -93,7 +93,8 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
       set.lastError = undefined;
       options.logger?.info({ server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored }, 'JWKS fetched');
     } catch (err) {
-      set.lastError = err instanceof Error ? err.message : String(err);
+      // The whole message, prefixed once: a refused set's reason comes from parseJwks, a failed call's from callJson.
+      set.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;
       options.logger?.warn({ server: config.serverName, uri: config.uri, err: set.lastError, serving: set.keys !== undefined }, 'JWKS fetch failed');
     }
   }
@@ -119,7 +120,7 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
   }
 
   function noSet(config: CompiledJwks, set: KeySet): never {
-    throw unavailable(config, set.lastError ?? 'no key set fetched yet');
+    throw set.lastError ? new GatehouseError('JWKS_UNAVAILABLE', set.lastError) : unavailable(config, 'no key set fetched yet');
   }
 
   return {

@@ -5,14 +5,17 @@
  * JWKS server, OAuth server and API, so none depends on another's fetches.
  */
 import { createPublicKey, KeyObject, type JsonWebKey } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { apiDefinition } from '../helpers/api-definition.js';
 import type { HttpResponse } from '../helpers/http-request.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
 let gw: Gateway;
+let certs: CertificateFiles;
 let upstream: Upstream;
 const idps: Upstream[] = [];
 
@@ -34,8 +37,9 @@ const jwks = (...keys: Key[]) => ({ kind: 'fixed' as const, body: JSON.stringify
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A JWKS server serving `keys`, an OAuth server fetching it with `settings`, and the API `/api/<name>/*` it protects. */
-async function jwksServer(name: string, keys: Key[], settings: Record<string, unknown> = {}): Promise<Upstream> {
-  const idp = await startUpstream(`idp-${name}`, keys.length ? jwks(...keys) : { kind: 'fixed', status: 503 });
+async function jwksServer(name: string, keys: Key[], settings: Record<string, unknown> = {}, https = false): Promise<Upstream> {
+  const tls = https ? { cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) } : undefined;
+  const idp = await startUpstream(`idp-${name}`, keys.length ? jwks(...keys) : { kind: 'fixed', status: 503 }, { tls });
   idps.push(idp);
   const server = await gw.admin.createOAuthServer({
     name,
@@ -63,11 +67,14 @@ const fetches = (idp: Upstream) => idp.requests.filter((r) => r.url === '/.well-
 
 beforeAll(async () => {
   upstream = await startUpstream('jwks-upstream', { kind: 'echo' });
-  gw = await startGateway();
+  certs = await createTestCertificates();
+  // The test CA signs the https JWKS server's certificate: trusted as for any HTTPS upstream.
+  gw = await startGateway({ dataPlaneEnv: { UPSTREAM_CA_FILE: certs.caCert } });
 }, 60_000);
 
 afterAll(async () => {
   expect(await stopGatewayAndServers(gw, upstream, ...idps)).toBe('');
+  await certs.dispose();
 });
 
 test('a token signed with a key of the JWKS passes; the set is fetched once, when the snapshot arrives', async () => {
@@ -78,6 +85,14 @@ test('a token signed with a key of the JWKS passes; the set is fetched once, whe
   expect(upstream.requests.length).toBe(before + 3);
   expect(fetches(idp)).toBe(1);
   expect(idp.requests[0]!.headers.accept).toBe('application/jwk-set+json, application/json');
+});
+
+test('over https, with the certificate checked against the trusted CAs (UPSTREAM_CA_FILE)', async () => {
+  const k1 = await makeKey('k1');
+  const idp = await jwksServer('https', [k1], {}, true);
+  expect(idp.url).toMatch(/^https:/);
+  expect((await callApi('https', await sign(k1))).status).toBe(200);
+  expect(fetches(idp)).toBe(1);
 });
 
 test('rotation: a token with a kid the IdP added since is accepted after the one refetch its unknown kid triggers', async () => {

@@ -3,7 +3,7 @@
  */
 import { pino } from 'pino';
 import { GatehouseError } from '#proto/errors';
-import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
+import type { CompiledJwks, CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
 import { createTokenObserver } from './token-observer.js';
@@ -78,7 +78,7 @@ export function createAuthorizer(deps: {
   const logger: AuthLogger = deps.logger ?? pino({ enabled: false });
 
   const verifiers = new Map<string, JwtVerifier>();
-  const jwksConfigs = [];
+  const jwksConfigs: CompiledJwks[] = [];
   for (const [name, server] of servers) {
     const strategy = server.definition.token_strategy;
     if (strategy.name !== 'jwt') continue;

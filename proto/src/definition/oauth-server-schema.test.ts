@@ -43,6 +43,7 @@ test.each([
   ['jwt key empty', withPatch({ token_strategy: { settings: [{ alg: 'HS256', key: '' }] } }), 'token_strategy.settings[0].key is required'],
   ['jwt legacy secret empty', withPatch({ token_strategy: { settings: { secret: '' } } }), 'token_strategy.settings[0].key is required'],
   ['jwks_uri empty', withPatch({ token_strategy: { settings: { jwks_uri: '' } } }), 'token_strategy.settings.jwks_uri is required'],
+  ['jwks_uri a number', withPatch({ token_strategy: { settings: { jwks_uri: 5 } } }), 'token_strategy.settings.jwks_uri must be a string'],
   ['jwks_uri not a URL', withPatch({ token_strategy: { settings: { jwks_uri: 'idp/jwks' } } }), 'token_strategy.settings.jwks_uri must be an absolute http(s) URL'],
   ['jwks_uri ftp', withPatch({ token_strategy: { settings: { jwks_uri: 'ftp://idp/jwks' } } }), 'token_strategy.settings.jwks_uri must be an absolute http(s) URL'],
   ['jwks_uri http to a remote host', withPatch({ token_strategy: { settings: { jwks_uri: 'http://idp.example/jwks' } } }), 'token_strategy.settings.jwks_uri must be https (http only for a loopback host, or with allow_http: true)'],

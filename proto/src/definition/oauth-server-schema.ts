@@ -73,7 +73,7 @@ const durationIn = (minMs: number, maxMs: number, range: string) =>
  */
 export const jwksSettingsSchema = z
   .object({
-    jwks_uri: z.string({ error: 'is required' }).min(1, 'is required').max(MAX_JWKS_URI_LENGTH, `must be at most ${MAX_JWKS_URI_LENGTH} characters`),
+    jwks_uri: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') }).min(1, 'is required').max(MAX_JWKS_URI_LENGTH, `must be at most ${MAX_JWKS_URI_LENGTH} characters`),
     algs: z
       .array(z.enum(JWKS_ALGS, { error: `must be one of ${JWKS_ALGS.join(', ')} (a JWKS holds public keys only)` }), {
         error: 'must be an array of algs',

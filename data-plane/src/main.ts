@@ -12,7 +12,7 @@ import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
-import { createIntrospector, createTokenStore } from './auth/index.js';
+import { createIntrospector, createJwksCache, createTokenStore } from './auth/index.js';
 import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { watchUpstreamTls } from './proxy/upstream-tls.js';
@@ -59,13 +59,14 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
 
   const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
   const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, redisTimeoutMs: config.rateLimitRedisTimeoutMs, logger, registry });
-  // Created before the holder: the introspection strategy calls its endpoints through the proxy's pools.
+  // Created before the holder: the introspection strategy and JWKS fetches call their endpoints through the proxy's pools.
   const upstreamTls = config.upstreamTls && watchUpstreamTls(config.upstreamTls, config.tlsReloadIntervalMs, (result) => logCertificateReload(logger, 'upstream', result));
   const pools = createUpstreamPools({ tls: upstreamTls });
   const introspector = createIntrospector({ pools, logger });
+  const jwks = createJwksCache({ pools, logger });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
-  const holder = createSnapshotHolder({ tokenStore, introspector, logger, registry, rateLimiter, health, responseCache });
+  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, logger, registry, rateLimiter, health, responseCache });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger);

@@ -14,7 +14,7 @@
  * implements (UNIMPLEMENTED, what a gRPC server answers for an unknown method); a missing or malformed
  * credential is UNAUTHENTICATED like a rejected one, whatever its HTTP status; a body over `body_limit` is
  * RESOURCE_EXHAUSTED, gRPC's own answer to a message over the receiver's limit; an upstream the gateway
- * cannot use right now (unreachable, circuit open, no configuration, no introspection) is UNAVAILABLE, the
+ * cannot use right now (unreachable, circuit open, no configuration, no introspection, no JWKS) is UNAVAILABLE, the
  * one code clients retry by default.
  */
 export const GRPC_STATUS = {
@@ -77,6 +77,7 @@ export const ERROR_TABLE = {
   BEARER_MALFORMED: { status: 400, gatewayBody: 'bearer token malformed', grpcStatus: UNAUTHENTICATED },
   TOKEN_REJECTED: { status: 401, gatewayBody: 'access token not authorized', grpcStatus: UNAUTHENTICATED },
   TOKEN_INTROSPECTION_UNAVAILABLE: { status: 503, gatewayBody: 'token introspection unavailable', grpcStatus: UNAVAILABLE },
+  JWKS_UNAVAILABLE: { status: 503, gatewayBody: 'token signing keys unavailable', grpcStatus: UNAVAILABLE },
   CREDENTIALS_REJECTED: { status: 401, gatewayBody: 'invalid credentials', grpcStatus: UNAUTHENTICATED },
   KEY_MISSING: { status: 401, gatewayBody: 'no API key found in request', grpcStatus: UNAUTHENTICATED },
   KEY_REJECTED: { status: 401, gatewayBody: 'invalid API key', grpcStatus: UNAUTHENTICATED },

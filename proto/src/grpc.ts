@@ -4,7 +4,6 @@
  * data-plane join token carried as call metadata.
  */
 import { readFileSync } from 'node:fs';
-import { isIPv4, isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
@@ -269,13 +268,7 @@ export function clientTlsFromEnv(env: NodeJS.ProcessEnv): ClientTlsFiles | null 
   return pair ? { ca, ...pair } : { ca };
 }
 
-/** A literal loopback address (127.0.0.0/8, ::1) or `localhost`: the only places plaintext gRPC is allowed by default. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
-  if (h === 'localhost' || h === '::1') return true;
-  const v4 = isIPv6(h) && h.startsWith('::ffff:') ? h.slice(7) : h;
-  return isIPv4(v4) && v4.startsWith('127.');
-}
+export { isLoopbackHost } from './loopback.js';
 
 /** Host part of a `host:port` / `[v6]:port` address. */
 export function hostOfAddress(address: string): string {

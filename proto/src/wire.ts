@@ -409,6 +409,19 @@ export interface TokenStrategy {
   default_ttl: number;
   /** introspection (RFC 7662) settings; absent for the other strategies. */
   introspection: IntrospectionSettings | null;
+  /** jwt: keys fetched by each data plane from a JWKS URI (keys then empty); absent otherwise. */
+  jwks: JwksSettings | null;
+}
+
+/** Field names and meanings as in the admin API's token_strategy.settings (stored with defaults filled). */
+export interface JwksSettings {
+  jwks_uri: string;
+  algs: string[];
+  cache_ttl: string;
+  timeout: string;
+  cooldown: string;
+  max_stale: string;
+  allow_http: boolean;
 }
 
 /** Field names and meanings as in the admin API's token_strategy.settings; "" = unset. */

@@ -19,7 +19,7 @@ function oauthServer(name: string, strategy: TokenStrategy): CompiledOAuthServer
   return {
     definition: { name, oauth_endpoints: { token: proxy }, token_strategy: strategy },
     routes: [],
-    jwtKeys: strategy.name === 'jwt' ? compileJwtKeys(strategy.settings, 'token_strategy.settings') : [],
+    jwtKeys: strategy.name === 'jwt' && Array.isArray(strategy.settings) ? compileJwtKeys(strategy.settings, 'token_strategy.settings') : [],
   };
 }
 

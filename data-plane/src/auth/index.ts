@@ -3,15 +3,17 @@
  */
 import { pino } from 'pino';
 import { GatehouseError } from '#proto/errors';
-import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
+import type { CompiledJwks, CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
 import { createTokenObserver } from './token-observer.js';
 import type { Introspector } from './introspector.js';
+import type { JwksCache } from './jwks-cache.js';
 import type { TokenStore } from './token-store.js';
 
 export type { TokenStore } from './token-store.js';
 export { createIntrospector, type Introspector } from './introspector.js';
+export { createJwksCache, type JwksCache } from './jwks-cache.js';
 export { createTokenStore, createMemoryTokenStore, createRedisTokenStore } from './token-store.js';
 export { observedResponse } from './observed-response.js';
 
@@ -65,6 +67,8 @@ export function createAuthorizer(deps: {
   tokenStore: TokenStore;
   /** The process's introspector (it outlives snapshots, as its cache does); needed by introspection servers only. */
   introspector?: Introspector;
+  /** The process's JWKS sets (they outlive snapshots); needed by jwt servers with a jwks_uri only. */
+  jwks?: JwksCache;
   /** Seconds since epoch; injectable for tests. */
   now?: () => number;
   logger?: AuthLogger;
@@ -74,12 +78,23 @@ export function createAuthorizer(deps: {
   const logger: AuthLogger = deps.logger ?? pino({ enabled: false });
 
   const verifiers = new Map<string, JwtVerifier>();
+  const jwksConfigs: CompiledJwks[] = [];
   for (const [name, server] of servers) {
     const strategy = server.definition.token_strategy;
-    if (strategy.name === 'jwt') {
-      verifiers.set(name, createJwtVerifier({ keys: server.jwtKeys, leeway: strategy.leeway ?? 0, now }));
-    }
+    if (strategy.name !== 'jwt') continue;
+    const { jwks } = server;
+    const lookup = jwks && {
+      algorithms: jwks.algs,
+      keysFor: (alg: string, kid: string | undefined) => {
+        if (!deps.jwks) throw new GatehouseError('JWKS_UNAVAILABLE', 'no JWKS cache configured');
+        return deps.jwks.keysFor(jwks, alg, kid);
+      },
+    };
+    if (jwks) jwksConfigs.push(jwks);
+    verifiers.set(name, createJwtVerifier({ keys: server.jwtKeys, lookup, leeway: strategy.leeway ?? 0, now }));
   }
+  // Fetched now, so the first tokens find their keys.
+  deps.jwks?.retain(jwksConfigs);
 
   async function checkStored(serverName: string, token: string): Promise<void> {
     let stored: boolean;

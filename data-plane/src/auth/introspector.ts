@@ -14,12 +14,11 @@
  *   unknown, which is not the client's fault (no 401) and never a pass.
  */
 import { hash as digest } from 'node:crypto';
-import type { Dispatcher } from 'undici';
-import { GatehouseError, isGatehouseError } from '#proto/errors';
+import { GatehouseError } from '#proto/errors';
 import type { CompiledIntrospection } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { DeadlineCache } from './deadline-cache.js';
-import { withDeadline } from '../proxy/deadline.js';
+import { callJson, type CallPools } from './json-call.js';
 
 export interface Introspector {
   /** Resolves when the token is active; rejects with TOKEN_REJECTED or TOKEN_INTROSPECTION_UNAVAILABLE. */
@@ -28,13 +27,8 @@ export interface Introspector {
   cachedCount(): number;
 }
 
-/** Where connections come from: the proxy's upstream pools (proxy/upstream-pools.ts) fit. */
-export interface IntrospectionPools {
-  get(origin: string, options: { dialTimeoutMs: number; insecureSkipVerify: boolean }): Dispatcher;
-}
-
 export interface IntrospectorOptions {
-  pools: IntrospectionPools;
+  pools: CallPools;
   /** Seconds since epoch; injectable so tests move time instead of sleeping. */
   now?: () => number;
   cacheSize?: number;
@@ -55,32 +49,6 @@ function unavailable(config: CompiledIntrospection, reason: string, cause?: unkn
   });
 }
 
-/** The one place an undici (or abort) failure becomes a Gatehouse error. */
-function callFailed(config: CompiledIntrospection, err: unknown): GatehouseError {
-  if (isGatehouseError(err)) return err;
-  const e = err as { name?: string; code?: string; message?: string };
-  const reason = e?.name === 'TimeoutError' ? `no answer within ${config.timeoutMs} ms` : (e?.code ?? e?.message ?? String(err));
-  return unavailable(config, reason, err);
-}
-
-async function readJson(config: CompiledIntrospection, body: Dispatcher.ResponseData['body']): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_RESPONSE_BYTES) {
-      body.on('error', () => undefined).destroy();
-      throw unavailable(config, `response over ${MAX_RESPONSE_BYTES} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch (err) {
-    throw unavailable(config, 'response is not JSON', err);
-  }
-}
-
 export function createIntrospector(options: IntrospectorOptions): Introspector {
   const now = options.now ?? (() => Date.now() / 1000);
   /** key → the token counts as active until the deadline (seconds since epoch). */
@@ -92,29 +60,22 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
     const target = config.targets[rotation++ % config.targets.length]!;
     const form = config.authScheme === null ? `token=${encodeURIComponent(token)}${config.formTail}` : config.formTail.slice(1);
     const headers = config.authScheme === null ? config.headers : { ...config.headers, authorization: `${config.authScheme} ${token}` };
-    let json: unknown;
-    try {
-      json = await withDeadline(config.timeoutMs, () => new DOMException('introspection timed out', 'TimeoutError'), async (signal) => {
-        const pool = options.pools.get(target.origin, { dialTimeoutMs: config.dialTimeoutMs, insecureSkipVerify: config.insecureSkipVerify });
-        const res = await pool.request({
-          method: 'POST',
-          path: target.path,
-          headers,
-          body: form,
-          signal,
-          headersTimeout: config.timeoutMs,
-          bodyTimeout: config.timeoutMs,
-        });
-        if (res.statusCode !== 200) {
-          res.body.on('error', () => undefined).destroy();
-          throw unavailable(config, `introspection endpoint answered ${res.statusCode}`);
-        }
-        return readJson(config, res.body);
-      });
-    } catch (err) {
-      throw callFailed(config, err);
-    }
-    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw unavailable(config, 'response is not a JSON object');
+    const json = await callJson(
+      options.pools,
+      {
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers,
+        body: form,
+        timeoutMs: config.timeoutMs,
+        dialTimeoutMs: config.dialTimeoutMs,
+        insecureSkipVerify: config.insecureSkipVerify,
+        maxBytes: MAX_RESPONSE_BYTES,
+        label: 'introspection endpoint',
+      },
+      (reason, cause) => unavailable(config, reason, cause),
+    );
     const { active, exp } = json as { active?: unknown; exp?: unknown };
     if (active !== true) return { active: false };
     return { active: true, exp: typeof exp === 'number' && Number.isFinite(exp) ? exp : undefined };

@@ -1,9 +1,9 @@
 /**
- * jwt token strategy (README "OAuth 2.0"): signature with the server's own keys and algs only, then exp/nbf with leeway.
+ * jwt token strategy (README "OAuth 2.0"): signature with the server's own keys (or its JWKS's) and algs only, then exp/nbf with leeway.
  * One verifier per OAuth server per applied snapshot: its key imports and its cache die with the snapshot.
  */
 import { hash as digest, webcrypto } from 'node:crypto';
-import { GatehouseError } from '#proto/errors';
+import { GatehouseError, isGatehouseError } from '#proto/errors';
 import type { CompiledJwtKey } from '#proto/compile/index';
 import type { JwtAlg } from '#proto/definition/types';
 import { DeadlineCache } from './deadline-cache.js';
@@ -21,6 +21,14 @@ export interface JwtVerifier {
 
 export interface JwtVerifierOptions {
   keys: readonly CompiledJwtKey[];
+  /**
+   * A JWKS source instead of `keys`: the keys for a token's alg and kid, looked up per verification (jwks-cache.ts;
+   * it may wait for a fetch, or fail with JWKS_UNAVAILABLE), with `algorithms` the algs accepted.
+   */
+  lookup?: {
+    algorithms: readonly JwtAlg[];
+    keysFor(alg: string, kid: string | undefined): readonly CompiledJwtKey[] | Promise<readonly CompiledJwtKey[]>;
+  };
   /** Seconds of clock skew tolerated on exp and nbf. */
   leeway: number;
   /** Seconds since epoch (fractions allowed); injectable so tests freeze time instead of sleeping. */
@@ -55,6 +63,7 @@ const loadJose = (): Promise<Jose> => (joseLoading ??= import('jose').then((load
 
 /** The one place a jose (or key import) failure becomes a Gatehouse error; the reason goes to the message for logs. */
 function tokenRejected(err: unknown): GatehouseError {
+  if (isGatehouseError(err)) return err;
   const reason = jose && err instanceof jose.errors.JOSEError ? err.code : err instanceof Error ? err.message : String(err);
   return rejection(reason, err);
 }
@@ -82,8 +91,9 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
   const now = options.now ?? (() => Date.now() / 1000);
   const cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
   const cacheMaxAge = options.cacheMaxAge ?? DEFAULT_CACHE_MAX_AGE;
-  const algorithms = [...new Set(options.keys.map((k) => k.alg))];
-  const imported = new Map<CompiledJwtKey, Promise<webcrypto.CryptoKey>>();
+  const algorithms: string[] = options.lookup ? [...options.lookup.algorithms] : [...new Set(options.keys.map((k) => k.alg))];
+  // Weak: a JWKS refetch brings new key objects, the old ones go with their set.
+  const imported = new WeakMap<CompiledJwtKey, Promise<webcrypto.CryptoKey>>();
   /** sha256(token), latin1 string → a success that stands until the deadline (seconds since epoch). */
   const cache = new DeadlineCache<true>(cacheSize);
 
@@ -103,11 +113,14 @@ export function createJwtVerifier(options: JwtVerifierOptions): JwtVerifier {
 
   async function verifyUncached(token: string, at: number): Promise<number | undefined> {
     const { decodeProtectedHeader, jwtVerify, errors: joseErrors } = jose ?? (await loadJose());
-    const { alg } = decodeProtectedHeader(token);
+    const { alg, kid } = decodeProtectedHeader(token);
     // Only keys declared for the token's own alg are tried: `none`, unlisted algs and an HMAC token against an
-    // RSA/EC server find no key at all; jose re-checks alg and key type below.
-    const candidates = options.keys.filter((k) => k.alg === alg);
-    if (candidates.length === 0) throw new joseErrors.JOSEAlgNotAllowed(`alg ${String(alg)} is not accepted`);
+    // RSA/EC server find no key at all (and ask no JWKS for one); jose re-checks alg and key type below.
+    if (typeof alg !== 'string' || !algorithms.includes(alg)) throw new joseErrors.JOSEAlgNotAllowed(`alg ${String(alg)} is not accepted`);
+    const candidates = options.lookup
+      ? await options.lookup.keysFor(alg, typeof kid === 'string' ? kid : undefined)
+      : options.keys.filter((k) => k.alg === alg);
+    if (candidates.length === 0) throw new joseErrors.JWKSNoMatchingKey(`no key for kid ${JSON.stringify(kid)}`);
     let lastError: unknown;
     for (const candidate of candidates) {
       try {

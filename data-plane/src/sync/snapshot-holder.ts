@@ -18,7 +18,7 @@ import { parseDuration } from '#proto/duration';
 import { LayeredMap } from '#proto/layered-map';
 import { applyDeltaMessage, fromSnapshotMessage, prepareForDeltas, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector } from '../auth/index.js';
+import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector, type JwksCache } from '../auth/index.js';
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
 import { apiKeyLookup } from '../auth/api-keys.js';
 import type { TokenStore } from '../auth/token-store.js';
@@ -87,6 +87,8 @@ export function createSnapshotHolder(deps: {
   tokenStore: TokenStore;
   /** The introspection strategy's calls and cache (main.ts passes the process's one, built on its upstream pools). */
   introspector?: Introspector;
+  /** JWKS sets of jwt servers with a jwks_uri (main.ts passes the process's one, built on its upstream pools). */
+  jwks?: JwksCache;
   /** Seconds since epoch, passed to every authorizer (tests freeze it). */
   now?: () => number;
   logger?: AuthLogger;
@@ -175,7 +177,7 @@ export function createSnapshotHolder(deps: {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
     const index = indexConfig(content.defs);
     const { routes, oauthServers, ...credentialMaps } = indexRoutes(index);
-    const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
+    const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
     const credentials = heldCredentials(credentialMaps);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
@@ -242,7 +244,7 @@ export function createSnapshotHolder(deps: {
       keyAuthGroups === previous.credentials.keyAuthGroups;
     const authorizer = authReused
       ? current.authorizer
-      : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, now: deps.now, logger: deps.logger });
+      : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
     const credentials = credentialsReused ? previous.credentials : heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups });
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     for (const route of removed) {

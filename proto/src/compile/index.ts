@@ -23,6 +23,7 @@ import type {
 import { compileHostPattern } from './host-match.js';
 import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
 import { compileJwtKeys } from './jwt-keys.js';
+import { compileJwks, type CompiledJwks } from './jwks.js';
 import { compileListenPath } from './listen-path.js';
 import { compileTarget, fixedAuthority } from './target.js';
 import type { TargetPlan } from './target.js';
@@ -31,6 +32,7 @@ import { parsePasswordHash, type PasswordHash } from '../password-hash.js';
 
 export { compileListenPath } from './listen-path.js';
 export type { CompiledIntrospection } from './introspection.js';
+export type { CompiledJwks } from './jwks.js';
 export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
 export type { HostMatcher } from './host-match.js';
 export { compileTarget, fixedAuthority, resolveTarget } from './target.js';
@@ -103,6 +105,8 @@ export interface CompiledRoute {
 export interface CompiledJwtKey {
   alg: JwtAlg;
   key: KeyObject;
+  /** A JWKS key's `kid`: a token naming a kid is tried against that key only. */
+  kid?: string;
 }
 
 export interface CompiledOAuthServer {
@@ -112,6 +116,8 @@ export interface CompiledOAuthServer {
   jwtKeys: CompiledJwtKey[];
   /** introspection strategy only: how to call the introspect endpoint. */
   introspection?: CompiledIntrospection;
+  /** jwt strategy with a JWKS source only (jwtKeys then empty): where the data plane fetches its keys. */
+  jwks?: CompiledJwks;
 }
 
 /** A definition left out of the configuration, with the field-named reason (the admin API's 400/409). */
@@ -318,12 +324,17 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
     ];
   });
   const strategy = server.token_strategy;
-  const jwtKeys = strategy.name === 'jwt' ? compileJwtKeys(strategy.settings, 'token_strategy.settings') : [];
+  if (strategy.name === 'jwt') {
+    const { settings } = strategy;
+    return Array.isArray(settings)
+      ? { definition: server, routes, jwtKeys: compileJwtKeys(settings, 'token_strategy.settings') }
+      : { definition: server, routes, jwtKeys: [], jwks: compileJwks(server.name, settings) };
+  }
   const introspect = server.oauth_endpoints.introspect;
   if (strategy.name === 'introspection' && introspect) {
-    return { definition: server, routes, jwtKeys, introspection: compileIntrospection(server.name, introspect, strategy.settings, strategy.leeway) };
+    return { definition: server, routes, jwtKeys: [], introspection: compileIntrospection(server.name, introspect, strategy.settings, strategy.leeway) };
   }
-  return { definition: server, routes, jwtKeys };
+  return { definition: server, routes, jwtKeys: [] };
 }
 
 interface Candidate {

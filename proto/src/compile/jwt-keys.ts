@@ -35,23 +35,30 @@ function importKey({ alg, key }: JwtKeySetting, at: string): KeyObject {
   }
 
   if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) return fail(`is a private key; ${alg} needs a public key`);
-  const kind = alg.startsWith('RS') ? 'RSA' : `EC ${EC_CURVE_NAMES[alg]}`;
-  const invalid = `is not a valid ${kind} public key for ${alg}`;
   let publicKey: KeyObject;
   try {
     publicKey = key.includes('-----BEGIN CERTIFICATE-----')
       ? new X509Certificate(key).publicKey
       : createPublicKey({ key, format: 'pem' });
   } catch {
-    return fail(invalid);
+    return fail(invalidKey(alg));
   }
-  if (publicKey.type !== 'public') return fail(invalid);
+  const problem = publicKeyProblem(publicKey, alg);
+  return problem ? fail(problem) : publicKey;
+}
+
+const invalidKey = (alg: JwtAlg) => `is not a valid ${alg.startsWith('RS') ? 'RSA' : `EC ${EC_CURVE_NAMES[alg]}`} public key for ${alg}`;
+
+/** Why a public key cannot verify `alg` (wrong type or curve, RSA too short), or undefined when it can. */
+export function publicKeyProblem(publicKey: KeyObject, alg: JwtAlg): string | undefined {
+  const invalid = invalidKey(alg);
+  if (publicKey.type !== 'public') return invalid;
   const details = publicKey.asymmetricKeyDetails ?? {};
   if (alg.startsWith('RS')) {
-    if (publicKey.asymmetricKeyType !== 'rsa') return fail(invalid);
-    if ((details.modulusLength ?? 0) < MIN_RSA_BITS) return fail(`is an RSA key shorter than ${MIN_RSA_BITS} bits`);
-    return publicKey;
+    if (publicKey.asymmetricKeyType !== 'rsa') return invalid;
+    if ((details.modulusLength ?? 0) < MIN_RSA_BITS) return `is an RSA key shorter than ${MIN_RSA_BITS} bits`;
+    return undefined;
   }
-  if (publicKey.asymmetricKeyType !== 'ec' || details.namedCurve !== EC_CURVES[alg]) return fail(invalid);
-  return publicKey;
+  if (publicKey.asymmetricKeyType !== 'ec' || details.namedCurve !== EC_CURVES[alg]) return invalid;
+  return undefined;
 }

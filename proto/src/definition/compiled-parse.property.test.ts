@@ -10,7 +10,7 @@ import { apiSchema } from './api-schema.js';
 import { credentialSchema } from './basic-auth-credential-schema.js';
 import { keyAuthCredentialSchema } from './key-auth-credential-schema.js';
 import { compiledOf } from './field-path.js';
-import { introspectionSettingsSchema, jwtSettingsSchema, serverSchema, storageSettingsSchema } from './oauth-server-schema.js';
+import { introspectionSettingsSchema, jwksSettingsSchema, jwtSettingsSchema, serverSchema, storageSettingsSchema } from './oauth-server-schema.js';
 import { PLUGINS } from '../plugins/index.js';
 
 const STRINGS = ['', 'a', 'A-b_c.1', 'GET', 'get', 'G ET', '/', '/x', '/x/{id}/*', 'x', '*', '*.example.com', 'http://a:1', 'ftp://a', '1s', '250ms', 'bad', 'rr', 'WEIGHT', 'HS256', 'x-h', 'a\nb'];
@@ -47,6 +47,10 @@ const VALID: Record<string, (string | number)[]> = {
   client_id: ['gh'],
   client_secret: ['s'],
   timeout: ['2s'],
+  // jwt settings' JWKS form
+  jwks_uri: ['https://idp.example/.well-known/jwks.json', 'http://127.0.0.1:8080/jwks', 'http://idp.example/jwks'],
+  cooldown: ['30s', '1s'],
+  max_stale: ['24h', '1s'],
   // health_check
   path: ['/healthz', '/h?full=1'],
   interval: ['10s', '500ms'],
@@ -61,7 +65,7 @@ const VALID: Record<string, (string | number)[]> = {
   allow: ['10.0.0.0/8', '::1'],
   deny: ['192.0.2.7'],
   default_ttl: [60],
-  cache_ttl: [0, 300],
+  cache_ttl: [0, 300, '5m', '1s'],
   statuses: [500, 503],
   grpc_statuses: ['UNAVAILABLE', 'resource_exhausted', 14],
   weight: [1, 5],
@@ -174,6 +178,7 @@ const SCHEMAS: [string, z.ZodType][] = [
   ['api', apiSchema],
   ['oauth server', serverSchema],
   ['jwt settings', jwtSettingsSchema],
+  ['jwks settings', jwksSettingsSchema],
   ['storage settings', storageSettingsSchema],
   ['introspection settings', introspectionSettingsSchema],
   ['basic auth credential', credentialSchema],

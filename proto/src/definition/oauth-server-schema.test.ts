@@ -42,6 +42,22 @@ test.each([
   ['jwt key missing', withPatch({ token_strategy: { settings: [{ alg: 'HS256' }] } }), 'token_strategy.settings[0].key is required'],
   ['jwt key empty', withPatch({ token_strategy: { settings: [{ alg: 'HS256', key: '' }] } }), 'token_strategy.settings[0].key is required'],
   ['jwt legacy secret empty', withPatch({ token_strategy: { settings: { secret: '' } } }), 'token_strategy.settings[0].key is required'],
+  ['jwks_uri empty', withPatch({ token_strategy: { settings: { jwks_uri: '' } } }), 'token_strategy.settings.jwks_uri is required'],
+  ['jwks_uri a number', withPatch({ token_strategy: { settings: { jwks_uri: 5 } } }), 'token_strategy.settings.jwks_uri must be a string'],
+  ['jwks_uri not a URL', withPatch({ token_strategy: { settings: { jwks_uri: 'idp/jwks' } } }), 'token_strategy.settings.jwks_uri must be an absolute http(s) URL'],
+  ['jwks_uri ftp', withPatch({ token_strategy: { settings: { jwks_uri: 'ftp://idp/jwks' } } }), 'token_strategy.settings.jwks_uri must be an absolute http(s) URL'],
+  ['jwks_uri http to a remote host', withPatch({ token_strategy: { settings: { jwks_uri: 'http://idp.example/jwks' } } }), 'token_strategy.settings.jwks_uri must be https (http only for a loopback host, or with allow_http: true)'],
+  ['jwks_uri with credentials', withPatch({ token_strategy: { settings: { jwks_uri: 'https://u:p@idp.example/jwks' } } }), 'token_strategy.settings.jwks_uri must not contain credentials'],
+  ['jwks_uri with a fragment', withPatch({ token_strategy: { settings: { jwks_uri: 'https://idp.example/jwks#x' } } }), 'token_strategy.settings.jwks_uri must not contain a fragment'],
+  ['jwks_uri too long', withPatch({ token_strategy: { settings: { jwks_uri: `https://idp.example/${'a'.repeat(2048)}` } } }), 'token_strategy.settings.jwks_uri must be at most 2048 characters'],
+  ['jwks algs with HS256', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: ['RS256', 'HS256'] } } }), 'token_strategy.settings.algs[1] must be one of RS256, RS384, RS512, ES256, ES384 (a JWKS holds public keys only)'],
+  ['jwks algs with none', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: ['none'] } } }), 'token_strategy.settings.algs[0] must be one of RS256, RS384, RS512, ES256, ES384 (a JWKS holds public keys only)'],
+  ['jwks algs empty', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: [] } } }), 'token_strategy.settings.algs must not be empty'],
+  ['jwks cache_ttl too long', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cache_ttl: '25h' } } }), 'token_strategy.settings.cache_ttl must be a duration from "1s" to "24h"'],
+  ['jwks cooldown under a second', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cooldown: '500ms' } } }), 'token_strategy.settings.cooldown must be a duration from "1s" to "1h"'],
+  ['jwks timeout a number', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', timeout: 2 } } }), 'token_strategy.settings.timeout must be a duration from "1ms" to "60s"'],
+  ['jwks max_stale under cache_ttl', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cache_ttl: '10m', max_stale: '5m' } } }), 'token_strategy.settings.max_stale must not be shorter than cache_ttl'],
+  ['jwks allow_http a string', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', allow_http: 'yes' } } }), 'token_strategy.settings.allow_http must be a boolean'],
   ['storage default_ttl zero', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: 0 } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
   ['storage default_ttl a string', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: '60' } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
   ['storage settings a string', withPatch({ token_strategy: { name: 'storage', settings: 'x' } }), 'token_strategy.settings must be an object'],
@@ -75,6 +91,20 @@ test.each([
 ])('jwt settings: %s', (_name, settings, expected) => {
   const server = parseOAuthServer({ ...VALID, token_strategy: { name: 'jwt', settings, leeway: 30 } });
   expect(server.token_strategy).toEqual({ name: 'jwt', settings: expected, leeway: 30 });
+});
+
+const JWKS_DEFAULTS = { algs: ['RS256', 'RS384', 'RS512', 'ES256', 'ES384'], cache_ttl: '5m', timeout: '2s', cooldown: '30s', max_stale: '24h', allow_http: false };
+
+test.each([
+  ['https, defaults filled', { jwks_uri: 'https://idp.example/.well-known/jwks.json' }, { jwks_uri: 'https://idp.example/.well-known/jwks.json', ...JWKS_DEFAULTS }],
+  ['http to loopback', { jwks_uri: 'http://127.0.0.1:8080/jwks' }, { jwks_uri: 'http://127.0.0.1:8080/jwks', ...JWKS_DEFAULTS }],
+  ['http to [::1] and localhost', { jwks_uri: 'http://localhost/jwks' }, { jwks_uri: 'http://localhost/jwks', ...JWKS_DEFAULTS }],
+  ['http elsewhere with allow_http', { jwks_uri: 'http://idp:80/jwks', allow_http: true }, { jwks_uri: 'http://idp:80/jwks', ...JWKS_DEFAULTS, allow_http: true }],
+  ['every setting, algs deduplicated, unknown members stripped', { jwks_uri: 'https://i/j', algs: ['ES256', 'ES256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '1h', key: 'ignored' }, { jwks_uri: 'https://i/j', algs: ['ES256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '1h', allow_http: false }],
+])('jwt JWKS settings: %s', (_name, settings, expected) => {
+  const server = parseOAuthServer({ ...VALID, token_strategy: { name: 'jwt', settings } });
+  expect(server.token_strategy).toEqual({ name: 'jwt', settings: expected, leeway: 0 });
+  expect(parseOAuthServer(server)).toEqual(server);
 });
 
 test.each([

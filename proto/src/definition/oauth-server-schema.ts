@@ -5,12 +5,13 @@
  * `{secret}`) become `{alg: "HS256", key: k}`. PEM parsing of keys is the compile stage's.
  */
 import { z } from 'zod';
-import { tryParseDuration } from '../duration.js';
+import { tryParseDuration, tryParseDurationUpTo } from '../duration.js';
+import { isLoopbackHost } from '../loopback.js';
 import { endpointSchema, HTTP_TOKEN, normalizeProxy } from './proxy-schema.js';
 import { dropNulls, isPlainObject, parseOrThrow, validationError } from './field-path.js';
 import { nameSchema } from './name.js';
-import { JWT_ALGS, OAUTH_ENDPOINTS } from './types.js';
-import type { IntrospectionSettings, OAuthServerDefinition, ProxyDefinition, TokenStrategy } from './types.js';
+import { JWKS_ALGS, JWT_ALGS, OAUTH_ENDPOINTS } from './types.js';
+import type { IntrospectionSettings, JwksSettings, OAuthServerDefinition, ProxyDefinition, TokenStrategy } from './types.js';
 
 export const MAX_LEEWAY_SECONDS = 3600;
 const UINT32_MAX = 4_294_967_295;
@@ -57,6 +58,58 @@ export const jwtSettingsSchema = z.preprocess(
     )
     .min(1, 'must not be empty'),
 );
+
+const MAX_JWKS_URI_LENGTH = 2048;
+const HOUR_MS = 3_600_000;
+
+/** A duration string from `minMs` to `maxMs` (the message names both as written). */
+const durationIn = (minMs: number, maxMs: number, range: string) =>
+  z.string({ error: `must be a duration from ${range}` }).refine((t) => (tryParseDurationUpTo(t, maxMs) ?? 0) >= minMs, `must be a duration from ${range}`);
+
+/**
+ * The JWKS form of jwt settings, told from Janus's key list by its `jwks_uri`. Plain http is refused unless
+ * the host is loopback (the traffic never leaves the machine) or `allow_http` says so: a key set fetched in
+ * the clear can be replaced by anyone on the path, who then signs any token.
+ */
+export const jwksSettingsSchema = z
+  .object({
+    jwks_uri: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') }).min(1, 'is required').max(MAX_JWKS_URI_LENGTH, `must be at most ${MAX_JWKS_URI_LENGTH} characters`),
+    algs: z
+      .array(z.enum(JWKS_ALGS, { error: `must be one of ${JWKS_ALGS.join(', ')} (a JWKS holds public keys only)` }), {
+        error: 'must be an array of algs',
+      })
+      .min(1, 'must not be empty')
+      .transform((algs) => [...new Set(algs)])
+      .default([...JWKS_ALGS]),
+    cache_ttl: durationIn(1000, 24 * HOUR_MS, '"1s" to "24h"').default('5m'),
+    timeout: durationIn(1, 60_000, '"1ms" to "60s"').default('2s'),
+    cooldown: durationIn(1000, HOUR_MS, '"1s" to "1h"').default('30s'),
+    max_stale: durationIn(1000, 7 * 24 * HOUR_MS, '"1s" to "168h"').default('24h'),
+    allow_http: z.boolean({ error: 'must be a boolean' }).default(false),
+  })
+  .superRefine((s, ctx) => {
+    const problem = jwksUriProblem(s.jwks_uri, s.allow_http);
+    if (problem) ctx.addIssue({ code: 'custom', path: ['jwks_uri'], message: problem });
+    const ttl = tryParseDurationUpTo(s.cache_ttl, Infinity);
+    const stale = tryParseDurationUpTo(s.max_stale, Infinity);
+    if (ttl !== null && stale !== null && stale < ttl) ctx.addIssue({ code: 'custom', path: ['max_stale'], message: 'must not be shorter than cache_ttl' });
+  });
+
+function jwksUriProblem(uri: string, allowHttp: boolean): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    return 'must be an absolute http(s) URL';
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'must be an absolute http(s) URL';
+  if (url.username || url.password) return 'must not contain credentials';
+  if (url.hash) return 'must not contain a fragment';
+  if (url.protocol === 'http:' && !allowHttp && !isLoopbackHost(url.hostname)) {
+    return 'must be https (http only for a loopback host, or with allow_http: true)';
+  }
+  return undefined;
+}
 
 export const storageSettingsSchema = z.preprocess(
   // The seed describes settings as an array: [] and [{...}] are accepted as the object form.
@@ -119,8 +172,12 @@ export function parseOAuthServer(input: unknown): OAuthServerDefinition {
   const base = ['token_strategy', 'settings'];
   let token_strategy: TokenStrategy;
   if (strategy === 'jwt') {
-    const keys = parseOrThrow(jwtSettingsSchema, settings, base);
-    token_strategy = { name: 'jwt', settings: keys.map((k) => ({ alg: k.alg, key: k.key })), leeway };
+    if (isPlainObject(settings) && settings.jwks_uri !== undefined) {
+      token_strategy = { name: 'jwt', settings: parseOrThrow(jwksSettingsSchema, settings, base) as JwksSettings, leeway };
+    } else {
+      const keys = parseOrThrow(jwtSettingsSchema, settings, base);
+      token_strategy = { name: 'jwt', settings: keys.map((k) => ({ alg: k.alg, key: k.key })), leeway };
+    }
   } else if (strategy === 'introspection') {
     checkIntrospectEndpoint(parsed.oauth_endpoints);
     const s = parseOrThrow(introspectionSettingsSchema, settings, base) as IntrospectionSettings;

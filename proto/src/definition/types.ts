@@ -72,10 +72,29 @@ export interface JwtKeySetting {
   key: string;
 }
 
+/** Algs a JWKS key may be used for: public-key ones only (a JWKS carries no shared secrets). */
+export const JWKS_ALGS = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384'] as const;
+export type JwksAlg = (typeof JWKS_ALGS)[number];
+
+/** A jwt strategy whose keys the data planes fetch from the issuer's JWKS URI (stored with defaults filled). */
+export interface JwksSettings {
+  /** https (http only for a loopback host, or with allow_http). */
+  jwks_uri: string;
+  /** Token algs accepted; a JWKS key is used only for these, whatever its own alg or kty. */
+  algs: JwksAlg[];
+  /** Duration strings: refresh age, one fetch's bound, the least time between two fetches, how long the last good set serves while fetches fail. */
+  cache_ttl: string;
+  timeout: string;
+  cooldown: string;
+  max_stale: string;
+  /** Plain http to a non-loopback host: only when set (a JWKS over http can be swapped on the path). */
+  allow_http: boolean;
+}
+
 export interface JwtTokenStrategy {
   name: 'jwt';
-  /** Several entries = key rotation: valid under any one is valid. Legacy {"secret"} is folded in. */
-  settings: JwtKeySetting[];
+  /** Several entries = key rotation: valid under any one is valid. Legacy {"secret"} is folded in. Or a JWKS source. */
+  settings: JwtKeySetting[] | JwksSettings;
   /** Seconds of clock skew tolerated on exp/nbf (default 0). */
   leeway: number;
 }

@@ -6,7 +6,7 @@ import type { ApiDefinition, Definitions } from '../definition/types.js';
 import { hash as sha256 } from 'node:crypto';
 import { hashApiKey } from '../api-key.js';
 import { apiMessage, applyDeltaMessage, definitionsHash, fromSnapshotMessage, oauthServerMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
-import type { SnapshotMessage } from './codec.js';
+import type { OAuthServerMessage, SnapshotMessage } from './codec.js';
 
 const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
 
@@ -358,6 +358,36 @@ describe('upstream protocol', () => {
   test('a definition without it has no protocol member in its message, so its hash is the one before it existed', () => {
     expect(Object.keys(apiMessage(api('plain')).proxy!.upstreams!)).toEqual(['balancing', 'targets']);
     expect(definitionsHash({ apis: [api('plain')], oauthServers: [] })).not.toBe(definitionsHash({ apis: [api('plain', 'http2')], oauthServers: [] }));
+  });
+});
+
+describe('jwt strategy with a JWKS source', () => {
+  const server = (name: string, settings: object) =>
+    parseOAuthServer({ name, oauth_endpoints: { token: { listen_path: `/${name}/token`, ...target('http://idp') } }, token_strategy: { name: 'jwt', settings } });
+  const DEFS_WITH: Definitions = {
+    apis: [],
+    oauthServers: [
+      server('defaults', { jwks_uri: 'https://idp.example/.well-known/jwks.json' }),
+      server('every', { jwks_uri: 'http://idp:8080/jwks?tenant=a', algs: ['ES384', 'RS256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '2h', allow_http: true }),
+      server('keys', [{ alg: 'HS256', key: 'k' }]),
+    ],
+  };
+
+  test.each(decoders)('round-trips through encodeSnapshot and %s; a key list has no jwks member', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(3, DEFS_WITH))) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(DEFS_WITH));
+    expect(back.defs).toEqual(sortedByName(DEFS_WITH));
+  });
+
+  test('round-trips as the plain message (no wire); the hash follows every JWKS setting', () => {
+    const msg = toSnapshotMessage(3, DEFS_WITH);
+    expect(fromSnapshotMessage(structuredClone(msg))).toEqual({ version: 3, hash: definitionsHash(DEFS_WITH), defs: sortedByName(DEFS_WITH) });
+    expect((msg.oauth_servers as OAuthServerMessage[]).map((m) => Object.keys(m.token_strategy).includes('jwks'))).toEqual([true, true, false]);
+    const every = DEFS_WITH.oauthServers[1].token_strategy.settings;
+    for (const change of [{ algs: ['ES384'] }, { cache_ttl: '2m' }, { timeout: '1s' }, { cooldown: '6s' }, { max_stale: '3h' }, { allow_http: false, jwks_uri: 'https://idp:8080/jwks?tenant=a' }]) {
+      const changed = { apis: [], oauthServers: [DEFS_WITH.oauthServers[0], server('every', { ...every, ...change }), DEFS_WITH.oauthServers[2]] };
+      expect(definitionsHash(changed)).not.toBe(definitionsHash(DEFS_WITH));
+    }
   });
 });
 

@@ -37,6 +37,7 @@ import type {
   Definitions,
   HashOn,
   IntrospectionSettings,
+  JwksSettings,
   KeyAuthCredential,
   OAuthServerDefinition,
   ProxyDefinition,
@@ -66,7 +67,7 @@ type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials' | 'key
  */
 export type OAuthServerMessage = Omit<wire.OAuthServer, 'oauth_endpoints' | 'token_strategy'> & {
   oauth_endpoints: Partial<wire.OAuthEndpoints>;
-  token_strategy: Omit<wire.TokenStrategy, 'introspection'> & { introspection?: wire.IntrospectionSettings };
+  token_strategy: Omit<wire.TokenStrategy, 'introspection' | 'jwks'> & { introspection?: wire.IntrospectionSettings; jwks?: wire.JwksSettings };
 };
 
 function introspectionToMessage(s: IntrospectionSettings): wire.IntrospectionSettings {
@@ -86,6 +87,19 @@ function introspectionToMessage(s: IntrospectionSettings): wire.IntrospectionSet
 function introspectionFromMessage(m: unknown): unknown {
   if (!isPlainObject(m)) return m;
   return Object.fromEntries(Object.entries(m).filter(([, v]) => v !== ''));
+}
+
+/** Members listed, not spread: the hash must not follow the order of the object's keys. */
+function jwksToMessage(s: JwksSettings): wire.JwksSettings {
+  return {
+    jwks_uri: s.jwks_uri,
+    algs: [...s.algs],
+    cache_ttl: s.cache_ttl,
+    timeout: s.timeout,
+    cooldown: s.cooldown,
+    max_stale: s.max_stale,
+    allow_http: s.allow_http,
+  };
 }
 
 /** The members of the source only, as stored. */
@@ -201,10 +215,11 @@ function serverToMessage(s: OAuthServerDefinition): OAuthServerMessage {
     oauth_endpoints: endpoints,
     token_strategy: {
       name: ts.name,
-      keys: ts.name === 'jwt' ? ts.settings.map((k) => ({ alg: k.alg, key: k.key })) : [],
+      keys: ts.name === 'jwt' && Array.isArray(ts.settings) ? ts.settings.map((k) => ({ alg: k.alg, key: k.key })) : [],
       leeway: ts.leeway,
       default_ttl: ts.name === 'storage' ? (ts.settings.default_ttl ?? 0) : 0,
       ...(ts.name === 'introspection' ? { introspection: introspectionToMessage(ts.settings) } : {}),
+      ...(ts.name === 'jwt' && !Array.isArray(ts.settings) ? { jwks: jwksToMessage(ts.settings) } : {}),
     },
   };
 }
@@ -415,7 +430,7 @@ function serverFromMessage(m: unknown): unknown {
   const ts = isPlainObject(m.token_strategy) ? m.token_strategy : {};
   const settings =
     ts.name === 'jwt'
-      ? ts.keys
+      ? (ts.jwks ?? ts.keys)
       : ts.name === 'introspection'
         ? introspectionFromMessage(ts.introspection)
         : ts.default_ttl

@@ -86,13 +86,22 @@ const apiArb = fc
     }),
   );
 
-const serverArb = fc.record({ name: fc.constantFrom(...SERVER_NAMES), shared: fc.boolean(), leeway: fc.integer({ min: 0, max: 2 }) }).map((r) =>
-  parseOAuthServer({
-    name: r.name,
-    oauth_endpoints: { token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } } },
-    token_strategy: { name: 'storage', settings: {}, leeway: r.leeway },
-  }),
+// A storage server, or a jwt one whose JWKS source (uri, algs) a change may alter.
+const strategyArb = fc.oneof(
+  fc.constant({ name: 'storage', settings: {} }),
+  fc
+    .record({ uri: fc.constantFrom('https://idp.test/jwks', 'https://idp.test/jwks?v=2'), algs: fc.constantFrom(undefined, ['RS256'], ['ES256', 'RS256']) })
+    .map((j) => ({ name: 'jwt', settings: { jwks_uri: j.uri, ...(j.algs && { algs: j.algs }) } })),
 );
+const serverArb = fc
+  .record({ name: fc.constantFrom(...SERVER_NAMES), shared: fc.boolean(), leeway: fc.integer({ min: 0, max: 2 }), strategy: strategyArb })
+  .map((r) =>
+    parseOAuthServer({
+      name: r.name,
+      oauth_endpoints: { token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } } },
+      token_strategy: { ...r.strategy, leeway: r.leeway },
+    }),
+  );
 
 const HASH = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 2).toString('base64url')}`;
 // Groups or none: a change of groups alone is a change of the credential (and of the DP's group maps).

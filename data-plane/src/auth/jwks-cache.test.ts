@@ -1,0 +1,139 @@
+/**
+ * The JWKS cache against a real node:http JWKS server on loopback, through real upstream pools; the clock is
+ * injected so cooldown, cache_ttl and max_stale are crossed without sleeping. Every fetch is counted at the server.
+ */
+import { generateKeyPairSync } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { compileJwks } from '#proto/compile/jwks';
+import { isGatehouseError } from '#proto/errors';
+import { createUpstreamPools, type UpstreamPools } from '../proxy/upstream-pools.js';
+import { createJwksCache, MAX_JWKS_BYTES, type JwksCache } from './jwks-cache.js';
+
+const jwk = (kid: string) => ({ ...generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' }), kid });
+const K1 = jwk('k1');
+const K2 = jwk('k2');
+
+let server: Server;
+let answer: { status: number; body: string };
+let fetches = 0;
+let pools: UpstreamPools;
+let clock: number;
+let cache: JwksCache;
+
+const serve = (keys: object[]) => (answer = { status: 200, body: JSON.stringify({ keys }) });
+const config = () =>
+  compileJwks('idp', {
+    jwks_uri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
+    algs: ['ES256'],
+    cache_ttl: '60s',
+    timeout: '2s',
+    cooldown: '10s',
+    max_stale: '120s',
+    allow_http: false,
+  });
+const kids = async (kid: string | undefined) => (await cache.keysFor(config(), 'ES256', kid)).map((k) => k.kid);
+const refusal = async (kid: string) => {
+  try {
+    await cache.keysFor(config(), 'ES256', kid);
+  } catch (err) {
+    return isGatehouseError(err) ? `${err.code}: ${err.message}` : String(err);
+  }
+  return 'no refusal';
+};
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    fetches++;
+    res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+});
+afterAll(() => new Promise((resolve) => server.close(resolve)));
+
+beforeEach(() => {
+  fetches = 0;
+  clock = 1_000_000;
+  pools = createUpstreamPools();
+  cache = createJwksCache({ pools, now: () => clock });
+  serve([K1]);
+});
+afterEach(() => pools.close());
+
+test('the first lookup waits for the fetch; concurrent lookups share it; later ones use the held set', async () => {
+  expect(await Promise.all([kids('k1'), kids('k1'), kids(undefined)])).toEqual([['k1'], ['k1'], ['k1']]);
+  expect(await kids('k1')).toEqual(['k1']);
+  expect(fetches).toBe(1);
+});
+
+test('an unknown kid refetches once per cooldown, however many ask', async () => {
+  await kids('k1');
+  clock += 10_000;
+  serve([K1, K2]);
+  expect(await kids('k2')).toEqual(['k2']);
+  expect(fetches).toBe(2);
+  const forged = await Promise.all(Array.from({ length: 50 }, (_, i) => kids(`forged-${i}`)));
+  expect(forged.flat()).toEqual([]);
+  clock += 9_999;
+  expect(await kids('forged-x')).toEqual([]);
+  expect(fetches).toBe(2);
+  clock += 1;
+  expect(await kids('forged-y')).toEqual([]);
+  expect(fetches).toBe(3);
+});
+
+test('IdP down after the first fetch: the last good set serves until max_stale, fetches stay one per cooldown, then 503', async () => {
+  await kids('k1');
+  answer = { status: 503, body: 'down' };
+  clock += 60_000; // cache_ttl passed: a background refresh, the held set answers meanwhile
+  expect(await kids('k1')).toEqual(['k1']);
+  await new Promise((r) => setTimeout(r, 100));
+  expect(fetches).toBe(2);
+  clock += 5_000;
+  expect(await kids('k1')).toEqual(['k1']);
+  expect(fetches).toBe(2);
+  clock += 55_001; // 120.001 s after the good fetch
+  expect(await refusal('k1')).toBe('JWKS_UNAVAILABLE: JWKS of oauth server idp unavailable: JWKS URI answered 503');
+  expect(fetches).toBe(3);
+});
+
+test('IdP down from the start: 503 naming the reason, and no second fetch within the cooldown', async () => {
+  answer = { status: 500, body: 'oops' };
+  expect(await refusal('k1')).toBe('JWKS_UNAVAILABLE: JWKS of oauth server idp unavailable: JWKS URI answered 500');
+  expect(await refusal('k1')).toBe('JWKS_UNAVAILABLE: JWKS of oauth server idp unavailable: JWKS URI answered 500');
+  expect(fetches).toBe(1);
+  clock += 10_000;
+  serve([K1]);
+  expect(await kids('k1')).toEqual(['k1']);
+  expect(fetches).toBe(2);
+});
+
+test.each([
+  ['over 256 KiB', () => ({ status: 200, body: JSON.stringify({ keys: [], pad: 'x'.repeat(MAX_JWKS_BYTES) }) }), `response over ${MAX_JWKS_BYTES} bytes`],
+  ['not JSON', () => ({ status: 200, body: '<html>' }), 'response is not JSON'],
+  ['a JSON array', () => ({ status: 200, body: '[]' }), 'response is not a JSON object'],
+  ['no keys array', () => ({ status: 200, body: '{"jwks":[]}' }), 'JWKS is not a JSON object with a "keys" array'],
+  ['an HMAC key in the set', () => ({ status: 200, body: JSON.stringify({ keys: [K1, { kty: 'oct', k: 'c2VjcmV0' }] }) }), 'JWKS keys[1] is a symmetric (oct) key: a JWKS carries public keys only'],
+])('a response %s is no key set, and the set held before stays', async (_name, bad, reason) => {
+  answer = bad();
+  expect(await refusal('k1')).toBe(`JWKS_UNAVAILABLE: JWKS of oauth server idp unavailable: ${reason}`);
+  clock += 10_000;
+  serve([K1]);
+  expect(await kids('k1')).toEqual(['k1']);
+  clock += 10_000;
+  answer = bad();
+  expect(await kids('k3')).toEqual([]);
+  expect(await kids('k1')).toEqual(['k1']);
+  expect(fetches).toBe(3);
+});
+
+test('retain fetches the sets of a new snapshot at once and forgets the others', async () => {
+  cache.retain([config()]);
+  await new Promise((r) => setTimeout(r, 200));
+  expect(fetches).toBe(1);
+  expect(await kids('k1')).toEqual(['k1']);
+  expect(fetches).toBe(1);
+  cache.retain([]);
+  expect(await kids('k1')).toEqual(['k1']);
+  expect(fetches).toBe(2);
+});

@@ -249,6 +249,10 @@ export interface IpRestrictionPluginConfig {
 
 export interface OAuth2PluginConfig {
   server_name: string;
+  /** Scopes the token must all carry; [] = none required. */
+  scopes: string[];
+  /** Claim (or introspection response member) name → upstream header name; empty = none. */
+  claims_to_headers: Record<string, string>;
 }
 
 export interface CorsPluginConfig {
@@ -401,6 +405,10 @@ export interface TokenStrategy {
   default_ttl: number;
   /** introspection (RFC 7662) settings; absent for the other strategies. */
   introspection: IntrospectionSettings | null;
+  /** jwt and introspection: the `iss` the token must carry exactly; "" = not checked. */
+  issuer: string;
+  /** jwt and introspection: the token's `aud` must contain one of these; [] = not checked. */
+  audiences: string[];
 }
 
 /** Field names and meanings as in the admin API's token_strategy.settings; "" = unset. */

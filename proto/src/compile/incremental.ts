@@ -7,11 +7,13 @@
  * proto/src/snapshot/delta.property.test.ts checks the two agree.
  */
 import { GatehouseError } from '../errors.js';
-import type { ApiDefinition, Definitions } from '../definition/types.js';
+import { fieldError } from '../definition/field-path.js';
+import type { ApiDefinition, Definitions, OAuthServerDefinition } from '../definition/types.js';
 import {
   addCredential,
   emptyCredentialMaps,
   checkPluginReferences,
+  STORAGE_SEES_NO_CLAIMS,
   compileOne,
   definitionsOf,
   takenError,
@@ -181,22 +183,29 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
     entries.set(key, entry);
     added.push(entry);
   }
-  const hasServer = { has: (name: string) => entries.has(entryKey('oauth-server', name)) };
+  const strategyOf = (name: string) => (entries.get(entryKey('oauth-server', name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name;
   for (const entry of added) {
     try {
-      if (entry.kind === 'api') checkPluginReferences(entry.def as ApiDefinition, hasServer);
+      if (entry.kind === 'api') checkPluginReferences(entry.def as ApiDefinition, strategyOf);
     } catch (err) {
       throw named(entry, err as GatehouseError);
     }
   }
   for (const { kind, name } of changes) {
-    if (kind === 'oauth-server' && !hasServer.has(name) && (serverRefs.get(name) ?? 0) > 0) {
-      // O(n), on this rejection only.
-      const user = [...entries.result().values()].find((e) => e.refs.includes(name))!;
+    if (kind !== 'oauth-server' || (serverRefs.get(name) ?? 0) === 0) continue;
+    const strategy = strategyOf(name);
+    // A server that became `storage` may leave an API's scopes or claims_to_headers with nothing to read them from.
+    const becameStorage = strategy === 'storage' && (index.entries.get(entryKey(kind, name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name !== 'storage';
+    if (strategy !== undefined && !becameStorage) continue;
+    // O(n), on these (rare) changes only.
+    for (const user of entries.result().values()) {
+      if (!user.refs.includes(name)) continue;
       try {
-        checkPluginReferences(user.def as ApiDefinition, hasServer);
+        checkPluginReferences(user.def as ApiDefinition, strategyOf);
       } catch (err) {
-        throw named(user, err as GatehouseError);
+        if (!becameStorage) throw named(user, err as GatehouseError);
+        // The server's write is the one refused: the API was fine until then.
+        throw named({ kind, name }, fieldError('token_strategy.name', `cannot be "storage" while api "${user.name}" uses it: its oauth2 plugin's ${(err as GatehouseError).field?.replace(/^plugins\[\d+\]\.config\./, '')} ${STORAGE_SEES_NO_CLAIMS}`));
       }
     }
   }

@@ -4,7 +4,9 @@
  * CompileCache), their route keys looked up in the index of route keys, their oauth2 references in
  * the servers, and a removed server in the count of APIs naming it. The verdicts are compileDefinitions'
  * own (same compile, same route keys, same messages); the property test in
- * proto/src/snapshot/delta.property.test.ts checks the two agree.
+ * proto/src/snapshot/delta.property.test.ts checks the two agree. One message differs: a server turned `storage`
+ * under an API whose oauth2 plugin sets scopes or claims_to_headers is refused as the server's change (it is the
+ * one that broke the API), where compileDefinitions leaves the API out.
  */
 import { GatehouseError } from '../errors.js';
 import { fieldError } from '../definition/field-path.js';
@@ -205,7 +207,8 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
       } catch (err) {
         if (!becameStorage) throw named(user, err as GatehouseError);
         // The server's write is the one refused: the API was fine until then.
-        throw named({ kind, name }, fieldError('token_strategy.name', `cannot be "storage" while api "${user.name}" uses it: its oauth2 plugin's ${(err as GatehouseError).field?.replace(/^plugins\[\d+\]\.config\./, '')} ${STORAGE_SEES_NO_CLAIMS}`));
+        const field = (err as GatehouseError).field?.replace(/^plugins\[\d+\]\.config\./, '');
+        throw named({ kind, name }, fieldError('token_strategy.name', `cannot be "storage" while the oauth2 plugin of api "${user.name}" sets ${field}: ${STORAGE_SEES_NO_CLAIMS}`));
       }
     }
   }

@@ -472,12 +472,14 @@ export function checkPluginReferences(api: ApiDefinition, strategyOf: (server: s
     if (strategy === undefined) invalid(`plugins[${i}].config.server_name`, `: oauth server "${serverName}" not found`);
     if (strategy !== 'storage') return;
     for (const field of ['scopes', 'claims_to_headers'] as const) {
-      if (p.config[field] !== undefined) invalid(`plugins[${i}].config.${field}`, `${STORAGE_SEES_NO_CLAIMS} (oauth server "${serverName}")`);
+      if (p.config[field] !== undefined) {
+        invalid(`plugins[${i}].config.${field}`, `needs an oauth server with the jwt or introspection strategy ("${serverName}" is storage): ${STORAGE_SEES_NO_CLAIMS}`);
+      }
     }
   });
 }
 
-export const STORAGE_SEES_NO_CLAIMS = 'needs an oauth server with the jwt or introspection strategy: a stored token carries no scopes or claims';
+export const STORAGE_SEES_NO_CLAIMS = 'a stored token carries no scopes or claims';
 
 /**
  * Two routes with the same key cannot be told apart by a request (same listen_path, hosts, methods

@@ -55,6 +55,8 @@ const apiArb = fc
       { balancing: 'hash', hash_on: { source: 'cookie', name: 'session' } },
     ),
     server: fc.option(fc.constantFrom(...SERVER_NAMES), { nil: undefined }),
+    // scopes and claims_to_headers need a jwt (or introspection) server: with a storage one the API is refused.
+    tokenChecks: fc.constantFrom<object>({}, {}, { scopes: ['orders:read'] }, { claims_to_headers: { sub: 'X-User-Id' } }),
     strip: fc.boolean(),
     // plugins whose wire messages have `optional` members
     answer: fc.constantFrom(
@@ -80,17 +82,29 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { ...r.balancing, targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl],
+      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server, ...r.tokenChecks } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl],
     }),
   );
 
-const serverArb = fc.record({ name: fc.constantFrom(...SERVER_NAMES), shared: fc.boolean(), leeway: fc.integer({ min: 0, max: 2 }) }).map((r) =>
-  parseOAuthServer({
-    name: r.name,
-    oauth_endpoints: { token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } } },
-    token_strategy: { name: 'storage', settings: {}, leeway: r.leeway },
-  }),
-);
+const serverArb = fc
+  .record({
+    name: fc.constantFrom(...SERVER_NAMES),
+    shared: fc.boolean(),
+    leeway: fc.integer({ min: 0, max: 2 }),
+    // A server that turns storage under an API with scopes or claims_to_headers is refused; issuer and audiences travel.
+    strategy: fc.constantFrom<object>(
+      { name: 'storage', settings: {} },
+      { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }] },
+      { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }], issuer: 'https://idp.test', audiences: ['orders'] },
+    ),
+  })
+  .map((r) =>
+    parseOAuthServer({
+      name: r.name,
+      oauth_endpoints: { token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } } },
+      token_strategy: { ...r.strategy, leeway: r.leeway },
+    }),
+  );
 
 const HASH = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 2).toString('base64url')}`;
 // Groups or none: a change of groups alone is a change of the credential (and of the DP's group maps).

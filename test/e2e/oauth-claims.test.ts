@@ -20,6 +20,7 @@ let introspection: Server;
 let introspectionUrl: string;
 /** Introspection token → the RFC 7662 response the endpoint gives for it (unknown tokens: inactive). */
 const answers = new Map<string, Record<string, unknown>>();
+const introspected: string[] = [];
 
 const now = () => Math.floor(Date.now() / 1000);
 const sign = (claims: JWTPayload, key = SECRET) =>
@@ -39,6 +40,7 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const token = new URLSearchParams(Buffer.concat(chunks).toString()).get('token') ?? '';
+      introspected.push(token);
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answers.get(token) ?? { active: false }));
     });
   });
@@ -186,6 +188,16 @@ describe('introspection: issuer and audiences from the response, scopes, claims'
     expect(res.status).toBe(200);
     const seen = upstream.last()!.headers;
     expect([seen['x-user-id'], seen['x-client-id']]).toEqual(['svc-7', 'app']);
+  });
+
+  test('an answer is cached with what it grants; one keeping over 8 KiB of members is answered but asked again every time', async () => {
+    answers.set('intro-small', active({}));
+    answers.set('intro-big', active(Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`m${i}`, 'x'.repeat(1000)]))));
+    for (const token of ['intro-small', 'intro-big', 'intro-small', 'intro-big']) {
+      const res = await call('/intro-orders/x', bearer(token));
+      expect([res.status, upstream.last()!.headers['x-user-id']]).toEqual([200, 'svc-7']);
+    }
+    expect(['intro-small', 'intro-big'].map((t) => introspected.filter((seen) => seen === t).length)).toEqual([1, 2]);
   });
 
   test('a scope missing from the response → 403 insufficient_scope', async () => {

@@ -49,6 +49,11 @@ export interface IntrospectorOptions {
 export const DEFAULT_INTROSPECTION_CACHE_SIZE = 10_000;
 /** An introspection response is a small JSON object; more than this is not one. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/**
+ * A cached answer keeps its scopes and scalar members (token-grant.ts); one holding more (the response may be 64 KiB)
+ * is answered but not cached, so the cache stays within cacheSize × this. As much as a jwt's 8 KiB token holds.
+ */
+const MAX_CACHED_GRANT = 8192;
 /** Longer headers are not tokens anyone issued (as for jwt). */
 const MAX_TOKEN_LENGTH = 8192;
 
@@ -152,7 +157,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
         throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token expired');
       }
       const cacheUntil = Math.min(verdict.exp ?? Infinity, at + config.cacheTtl);
-      if (cacheUntil > at) cache.set(key, verdict.grant, cacheUntil);
+      if (cacheUntil > at && verdict.grant.size <= MAX_CACHED_GRANT) cache.set(key, verdict.grant, cacheUntil);
       return verdict.grant;
     },
     cachedCount: () => cache.size,

@@ -39,6 +39,10 @@ describe('claims kept for headers', () => {
   });
 });
 
+test('size counts what a cached grant holds: scopes, kept claim names and values', () => {
+  expect(grantOf({ scope: 'ab c', sub: 'xyz', nested: { big: 'x'.repeat(100) } }).size).toBe(3 + 'scope'.length + 4 + 'sub'.length + 3);
+});
+
 test.each([
   ['a string aud equal to one audience', 'orders', true],
   ['an array aud holding one', ['billing', 'orders'], true],

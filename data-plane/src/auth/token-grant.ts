@@ -20,13 +20,15 @@
 export interface TokenGrant {
   readonly scopes: ReadonlySet<string>;
   readonly claims: ReadonlyMap<string, string>;
+  /** Characters held (claim names and values, scopes): what caching it costs. */
+  readonly size: number;
 }
 
 export const MAX_CLAIM_VALUE = 1024;
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
 
 /** The grant of a strategy that sees no claims (storage). */
-export const EMPTY_GRANT: TokenGrant = Object.freeze({ scopes: new Set<string>(), claims: new Map<string, string>() });
+export const EMPTY_GRANT: TokenGrant = Object.freeze({ scopes: new Set<string>(), claims: new Map<string, string>(), size: 0 });
 
 function addScopes(into: Set<string>, value: unknown): void {
   const items = typeof value === 'string' ? value.split(' ') : Array.isArray(value) ? value : [];
@@ -44,11 +46,15 @@ export function grantOf(claims: Readonly<Record<string, unknown>>): TokenGrant {
   addScopes(scopes, claims.scope);
   addScopes(scopes, claims.scp);
   const kept = new Map<string, string>();
+  let size = 0;
+  for (const scope of scopes) size += scope.length;
   for (const [name, value] of Object.entries(claims)) {
     const text = claimText(value);
-    if (text !== undefined) kept.set(name, text);
+    if (text === undefined) continue;
+    kept.set(name, text);
+    size += name.length + text.length;
   }
-  return { scopes, claims: kept };
+  return { scopes, claims: kept, size };
 }
 
 /** RFC 7519 §4.1.3: `aud` is one string or an array of them; true when it holds one of `audiences`. */

@@ -459,6 +459,9 @@ export function compileAllOrThrow(defs: Definitions): CompiledConfig {
   return compiled;
 }
 
+/** Why `scopes` and `claims_to_headers` cannot go with a `storage` server (also incremental.ts's message). */
+export const STORAGE_SEES_NO_CLAIMS = 'a stored token carries no scopes or claims';
+
 /**
  * Every oauth2 plugin, enabled or not, must name an existing OAuth server; `scopes` and `claims_to_headers` need one
  * whose strategy sees the token's contents (a `storage` server only knows that a token was issued). `strategyOf`
@@ -479,7 +482,6 @@ export function checkPluginReferences(api: ApiDefinition, strategyOf: (server: s
   });
 }
 
-export const STORAGE_SEES_NO_CLAIMS = 'a stored token carries no scopes or claims';
 
 /**
  * Two routes with the same key cannot be told apart by a request (same listen_path, hosts, methods

@@ -61,8 +61,9 @@ type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials' | 'key
 /**
  * A definition's canonical message differs from the wire's decoded form (wire.ts) where a member is
  * left out rather than null: an absent OAuth endpoint, the introspection settings of a strategy that
- * has none, a strategy's unset issuer and audiences, and an upstreams' health check (or its active or passive part) when there is none (cast in
- * upstreamsToMessage). JSON.stringify drops what is absent, so the hash covers only what is there.
+ * has none, a strategy's unset issuer and audiences, and an upstreams' health check (or its active or
+ * passive part) when there is none (cast in upstreamsToMessage). JSON.stringify drops what is absent,
+ * so the hash covers only what is there.
  */
 export type OAuthServerMessage = Omit<wire.OAuthServer, 'oauth_endpoints' | 'token_strategy'> & {
   oauth_endpoints: Partial<wire.OAuthEndpoints>;

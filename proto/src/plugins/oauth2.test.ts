@@ -29,7 +29,7 @@ test.each([
   ['X-Request-Id', { claims_to_headers: { jti: 'X-Request-Id' } }, 'plugins[0].config.claims_to_headers.jti is set by the gateway'],
   ['Host', { claims_to_headers: { aud: 'Host' } }, 'plugins[0].config.claims_to_headers.aud is set by the gateway'],
   ['a hop-by-hop header', { claims_to_headers: { sub: 'Connection' } }, 'plugins[0].config.claims_to_headers.sub is a hop-by-hop header and cannot carry a claim'],
-  ['Authorization', { claims_to_headers: { sub: 'Authorization' } }, 'plugins[0].config.claims_to_headers.sub is the bearer token’s own header and cannot carry a claim'],
+  ['Authorization', { claims_to_headers: { sub: 'Authorization' } }, "plugins[0].config.claims_to_headers.sub is the bearer token's own header and cannot carry a claim"],
   ['one header for two claims', { claims_to_headers: { sub: 'X-User', email: 'x-user' } }, 'plugins[0].config.claims_to_headers.email names header x-user, which claim "sub" already sets'],
   ['a claim name with a space', { claims_to_headers: { 'a b': 'X-A' } }, 'plugins[0].config.claims_to_headers.a b is not a claim name'],
   ['17 headers', { claims_to_headers: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`c${i}`, `X-C${i}`])) }, 'plugins[0].config.claims_to_headers must have at most 16 entries'],

@@ -38,7 +38,7 @@ const claimsToHeadersSchema = z
       else if (!headerNameSchema.safeParse(header).success) issue('is not a valid header name');
       else {
         const lower = header.toLowerCase();
-        const reason = lower === 'authorization' ? 'is the bearer token’s own header' : reservedHeaderReason(lower);
+        const reason = lower === 'authorization' ? "is the bearer token's own header" : reservedHeaderReason(lower);
         if (reason) issue(`${reason} and cannot carry a claim`);
         else if (taken.has(lower)) issue(`names header ${header}, which claim "${taken.get(lower)}" already sets`);
         else taken.set(lower, claim);

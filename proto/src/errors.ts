@@ -85,6 +85,7 @@ export const ERROR_TABLE = {
   REQUEST_BODY_TOO_LARGE: { status: 413, gatewayBody: 'request body too large', grpcStatus: RESOURCE_EXHAUSTED },
   IP_FORBIDDEN: { status: 403, gatewayBody: 'client address not allowed', grpcStatus: PERMISSION_DENIED },
   ACL_FORBIDDEN: { status: 403, gatewayBody: 'you cannot consume this service', grpcStatus: PERMISSION_DENIED },
+  INSUFFICIENT_SCOPE: { status: 403, gatewayBody: 'insufficient scope', grpcStatus: PERMISSION_DENIED },
   RATE_LIMITED: { status: 429, gatewayBody: 'rate limit exceeded', grpcStatus: RESOURCE_EXHAUSTED },
   UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway', grpcStatus: UNAVAILABLE },
   UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout', grpcStatus: DEADLINE_EXCEEDED },

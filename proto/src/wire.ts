@@ -257,6 +257,10 @@ export interface IpRestrictionPluginConfig {
 
 export interface OAuth2PluginConfig {
   server_name: string;
+  /** Scopes the token must all carry; [] = none required. */
+  scopes: string[];
+  /** Claim (or introspection response member) name → upstream header name; empty = none. */
+  claims_to_headers: Record<string, string>;
 }
 
 export interface CorsPluginConfig {
@@ -409,6 +413,10 @@ export interface TokenStrategy {
   default_ttl: number;
   /** introspection (RFC 7662) settings; absent for the other strategies. */
   introspection: IntrospectionSettings | null;
+  /** jwt and introspection: the `iss` the token must carry exactly; "" = not checked. */
+  issuer: string;
+  /** jwt and introspection: the token's `aud` must contain one of these; [] = not checked. */
+  audiences: string[];
   /** jwt: keys fetched by each data plane from a JWKS URI (keys then empty); absent otherwise. */
   jwks: JwksSettings | null;
 }

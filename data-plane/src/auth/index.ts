@@ -10,12 +10,14 @@ import { createTokenObserver } from './token-observer.js';
 import type { Introspector } from './introspector.js';
 import type { JwksCache } from './jwks-cache.js';
 import type { TokenStore } from './token-store.js';
+import { EMPTY_GRANT, type TokenGrant } from './token-grant.js';
 
 export type { TokenStore } from './token-store.js';
 export { createIntrospector, type Introspector } from './introspector.js';
 export { createJwksCache, type JwksCache } from './jwks-cache.js';
 export { createTokenStore, createMemoryTokenStore, createRedisTokenStore } from './token-store.js';
 export { observedResponse } from './observed-response.js';
+export type { TokenGrant } from './token-grant.js';
 
 /** Follows one request/response pair through an OAuth endpoint route (storage strategy). */
 export interface EndpointObserver {
@@ -30,12 +32,13 @@ export interface EndpointObserver {
 
 export interface Authorizer {
   /**
-   * Returns (nothing) when the request may pass and that is known at once (route without oauth2, a cached jwt
-   * verification), a promise when the answer must be waited for (verification, introspection, token store).
+   * Returns the token's grant when the request may pass and that is known at once (a cached verification), undefined
+   * for a route without oauth2, a promise of the grant when the answer must be waited for (verification,
+   * introspection, token store: whose tokens grant nothing, EMPTY_GRANT).
    * A refusal is a GatehouseError AUTH_HEADER_MISSING, BEARER_MALFORMED or TOKEN_REJECTED: thrown when known at
-   * once, else the promise's rejection. Callers handle both (the plugin pipeline does, runRequestHooks).
+   * once, else the promise's rejection. Callers handle both (the oauth2 plugin does).
    */
-  check(route: CompiledRoute, authorization: string | undefined): void | Promise<void>;
+  check(route: CompiledRoute, authorization: string | undefined): TokenGrant | Promise<TokenGrant> | undefined;
   /** An observer for token/revoke endpoint routes of storage servers, else null. */
   observe(route: CompiledRoute): EndpointObserver | null;
 }
@@ -91,12 +94,12 @@ export function createAuthorizer(deps: {
       },
     };
     if (jwks) jwksConfigs.push(jwks);
-    verifiers.set(name, createJwtVerifier({ keys: server.jwtKeys, lookup, leeway: strategy.leeway ?? 0, now }));
+    verifiers.set(name, createJwtVerifier({ keys: server.jwtKeys, lookup, leeway: strategy.leeway ?? 0, issuer: strategy.issuer, audiences: strategy.audiences, now }));
   }
   // Fetched now, so the first tokens find their keys.
   deps.jwks?.retain(jwksConfigs);
 
-  async function checkStored(serverName: string, token: string): Promise<void> {
+  async function checkStored(serverName: string, token: string): Promise<TokenGrant> {
     let stored: boolean;
     try {
       stored = await tokenStore.has(serverName, token);
@@ -105,6 +108,7 @@ export function createAuthorizer(deps: {
       throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token store unavailable', { cause: err });
     }
     if (!stored) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: unknown or expired token');
+    return EMPTY_GRANT;
   }
 
   return {

@@ -8,7 +8,11 @@
  * - Active results are cached until the response's `exp`, at most `cache_ttl` seconds, in an LRU
  *   bounded to `cacheSize` tokens. Inactive ones are not cached (a token may become active later).
  * - Concurrent requests bearing one uncached token share a single call.
- * - An active answer whose `exp` is already past (beyond the leeway) counts as inactive.
+ * - An active answer whose `exp` is already past (beyond the leeway) counts as inactive; so does one whose `iss`
+ *   differs from the server's `issuer`, or whose `aud` holds none of its `audiences`, when those are set: a member
+ *   RFC 7662 leaves optional but the configuration asks for, absent, is a mismatch too (fail closed: the gateway
+ *   cannot tell whom the token is for).
+ * - The answer's grant (token-grant.ts: scope and scalar members) is cached with the verdict, for the route's plugin.
  * - The endpoint unreachable, too slow (`timeout` bounds the whole call), answering other than 200,
  *   or not with a JSON object → TOKEN_INTROSPECTION_UNAVAILABLE (503): the token's validity is
  *   unknown, which is not the client's fault (no 401) and never a pass.
@@ -19,10 +23,11 @@ import type { CompiledIntrospection } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { DeadlineCache } from './deadline-cache.js';
 import { callJson, type CallPools } from './json-call.js';
+import { audienceMatches, grantOf, type TokenGrant } from './token-grant.js';
 
 export interface Introspector {
-  /** Resolves when the token is active; rejects with TOKEN_REJECTED or TOKEN_INTROSPECTION_UNAVAILABLE. */
-  check(config: CompiledIntrospection, token: string): Promise<void>;
+  /** Resolves with the token's grant when it is active; rejects with TOKEN_REJECTED or TOKEN_INTROSPECTION_UNAVAILABLE. */
+  check(config: CompiledIntrospection, token: string): Promise<TokenGrant>;
   /** Active results currently remembered (tests, metrics). */
   cachedCount(): number;
 }
@@ -38,10 +43,15 @@ export interface IntrospectorOptions {
 export const DEFAULT_INTROSPECTION_CACHE_SIZE = 10_000;
 /** An introspection response is a small JSON object; more than this is not one. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/**
+ * A cached answer keeps its scopes and scalar members (token-grant.ts); one holding more (the response may be 64 KiB)
+ * is answered but not cached, so the cache stays within cacheSize × this. As much as a jwt's 8 KiB token holds.
+ */
+const MAX_CACHED_GRANT = 8192;
 /** Longer headers are not tokens anyone issued (as for jwt). */
 const MAX_TOKEN_LENGTH = 8192;
 
-type Verdict = { active: true; exp: number | undefined } | { active: false };
+type Verdict = { active: true; exp: number | undefined; grant: TokenGrant } | { active: false; reason: string };
 
 function unavailable(config: CompiledIntrospection, reason: string, cause?: unknown): GatehouseError {
   return new GatehouseError('TOKEN_INTROSPECTION_UNAVAILABLE', `token introspection for oauth server ${config.serverName} failed: ${reason}`, {
@@ -52,7 +62,7 @@ function unavailable(config: CompiledIntrospection, reason: string, cause?: unkn
 export function createIntrospector(options: IntrospectorOptions): Introspector {
   const now = options.now ?? (() => Date.now() / 1000);
   /** key → the token counts as active until the deadline (seconds since epoch). */
-  const cache = new DeadlineCache<true>(options.cacheSize ?? DEFAULT_INTROSPECTION_CACHE_SIZE);
+  const cache = new DeadlineCache<TokenGrant>(options.cacheSize ?? DEFAULT_INTROSPECTION_CACHE_SIZE);
   const inflight = new Map<string, Promise<Verdict>>();
   let rotation = 0;
 
@@ -76,16 +86,20 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
       },
       (reason, cause) => unavailable(config, reason, cause),
     );
-    const { active, exp } = json as { active?: unknown; exp?: unknown };
-    if (active !== true) return { active: false };
-    return { active: true, exp: typeof exp === 'number' && Number.isFinite(exp) ? exp : undefined };
+    const answer = json as Record<string, unknown>;
+    if (answer.active !== true) return { active: false, reason: 'token inactive' };
+    if (config.issuer !== undefined && answer.iss !== config.issuer) return { active: false, reason: 'issuer mismatch' };
+    if (config.audiences !== undefined && !audienceMatches(answer.aud, config.audiences)) return { active: false, reason: 'audience mismatch' };
+    const exp = answer.exp;
+    return { active: true, exp: typeof exp === 'number' && Number.isFinite(exp) ? exp : undefined, grant: grantOf(answer) };
   }
 
   return {
     async check(config, token) {
       if (token.length > MAX_TOKEN_LENGTH) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token too long');
       const key = `${config.cacheKey}:${digest('sha256', token, 'base64url')}`;
-      if (cache.get(key, now())) return;
+      const cached = cache.get(key, now());
+      if (cached) return cached;
       let pending = inflight.get(key);
       if (!pending) {
         pending = introspect(config, token).finally(() => inflight.delete(key));
@@ -99,12 +113,13 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
         throw err;
       }
       const at = now();
-      if (!verdict.active) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token inactive');
+      if (!verdict.active) throw new GatehouseError('TOKEN_REJECTED', `access token not authorized: ${verdict.reason}`);
       if (verdict.exp !== undefined && verdict.exp + config.leeway <= at) {
         throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token expired');
       }
       const cacheUntil = Math.min(verdict.exp ?? Infinity, at + config.cacheTtl);
-      if (cacheUntil > at) cache.set(key, true, cacheUntil);
+      if (cacheUntil > at && verdict.grant.size <= MAX_CACHED_GRANT) cache.set(key, verdict.grant, cacheUntil);
+      return verdict.grant;
     },
     cachedCount: () => cache.size,
   };

@@ -40,7 +40,7 @@ function verifier(settings: JwtKeySetting[], leeway = 0, now = () => T, cacheSiz
 }
 
 /** A refusal may be thrown (known at once) or a rejection: both count. */
-async function outcome(verify: () => void | Promise<void>): Promise<string> {
+async function outcome(verify: () => unknown): Promise<string> {
   try {
     await verify();
     return 'ok';
@@ -149,8 +149,8 @@ describe('verification cache', () => {
     const token = await sign('HS256', PAIRS.HS256.sign);
     const fresh = v.verify(token);
     expect(fresh).toBeInstanceOf(Promise);
-    await fresh;
-    expect(v.verify(token)).toBeUndefined();
+    const grant = await fresh;
+    expect(v.verify(token)).toBe(grant);
     expect(() => v.verify('')).toThrow(expect.objectContaining({ code: 'TOKEN_REJECTED' }));
   });
 
@@ -185,5 +185,44 @@ describe('verification cache', () => {
     const next = verifier([{ alg: 'HS256', key: 'rotated-away' }]);
     expect(next.cachedCount()).toBe(0);
     expect(await outcome(() => next.verify(token))).toBe('TOKEN_REJECTED');
+  });
+});
+
+describe('issuer and audiences (RFC 8725 §3.8-3.9), by jose', () => {
+  const checked = (options: { issuer?: string; audiences?: string[] }) =>
+    createJwtVerifier({ keys: compileJwtKeys([PAIRS.HS256.setting], 'token_strategy.settings'), leeway: 0, now: () => T, ...options });
+  const ISSUER = 'https://idp.test/';
+
+  test.each([
+    ['the issuer, an audience (string aud)', { iss: ISSUER, aud: 'orders' }, 'ok'],
+    ['the issuer, an audience among others (array aud)', { iss: ISSUER, aud: ['billing', 'orders'] }, 'ok'],
+    ['another audience', { iss: ISSUER, aud: 'billing' }, 'TOKEN_REJECTED'],
+    ['no aud', { iss: ISSUER }, 'TOKEN_REJECTED'],
+    ['another issuer', { iss: 'https://evil.test/', aud: 'orders' }, 'TOKEN_REJECTED'],
+    ['the issuer without its trailing slash (exact match)', { iss: 'https://idp.test', aud: 'orders' }, 'TOKEN_REJECTED'],
+    ['no iss', { aud: 'orders' }, 'TOKEN_REJECTED'],
+  ])('%s: %s', async (_row, claims, expected) => {
+    const token = await sign('HS256', PAIRS.HS256.sign, claims);
+    expect(await outcome(() => checked({ issuer: ISSUER, audiences: ['orders', 'shop'] }).verify(token))).toBe(expected);
+  });
+
+  test('the refusal names the claim for the logs', async () => {
+    const token = await sign('HS256', PAIRS.HS256.sign, { aud: 'billing' });
+    await expect((async () => checked({ audiences: ['orders'] }).verify(token))()).rejects.toThrow('access token not authorized: ERR_JWT_CLAIM_VALIDATION_FAILED (aud)');
+  });
+
+  test('unset, neither is checked', async () => {
+    const token = await sign('HS256', PAIRS.HS256.sign, { iss: 'anyone', aud: 'anything' });
+    expect(await outcome(() => checked({}).verify(token))).toBe('ok');
+  });
+
+  test("the cached grant is the token's: its scopes and header-safe claims", async () => {
+    const v = checked({});
+    const token = await sign('HS256', PAIRS.HS256.sign, { scope: 'a b', email: 'u@x.test' });
+    const grant = await v.verify(token);
+    expect([...grant.scopes]).toEqual(['a', 'b']);
+    expect(grant.claims.get('email')).toBe('u@x.test');
+    expect(grant.claims.get('sub')).toBe('client-1');
+    expect(v.verify(token)).toBe(grant);
   });
 });

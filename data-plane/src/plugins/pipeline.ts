@@ -7,7 +7,7 @@
  * | 1 | cross-origin                  | cors                     | request   | answer a preflight (204); add client headers      |
  * | 2 | admission                     | ip_restriction,          | request   | refuse (403);                                     |
  * |   |                               | rate_limit               |           | answer 429; add client headers                    |
- * | 3 | authentication                | oauth2, basic_auth,      | request   | refuse (400/401)                                  |
+ * | 3 | authentication                | oauth2, basic_auth,      | request   | refuse (400/401; oauth2 403 on scope)             |
  * |   |                               | key_auth                 |           |                                                   |
  * | 3b| authorization                 | acl                      | request   | refuse (403)                                      |
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |

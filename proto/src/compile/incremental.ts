@@ -4,14 +4,18 @@
  * CompileCache), their route keys looked up in the index of route keys, their oauth2 references in
  * the servers, and a removed server in the count of APIs naming it. The verdicts are compileDefinitions'
  * own (same compile, same route keys, same messages); the property test in
- * proto/src/snapshot/delta.property.test.ts checks the two agree.
+ * proto/src/snapshot/delta.property.test.ts checks the two agree. One message differs: a server turned `storage`
+ * under an API whose oauth2 plugin sets scopes or claims_to_headers is refused as the server's change (it is the
+ * one that broke the API), where compileDefinitions leaves the API out.
  */
 import { GatehouseError } from '../errors.js';
-import type { ApiDefinition, Definitions } from '../definition/types.js';
+import { fieldError } from '../definition/field-path.js';
+import type { ApiDefinition, Definitions, OAuthServerDefinition } from '../definition/types.js';
 import {
   addCredential,
   emptyCredentialMaps,
   checkPluginReferences,
+  STORAGE_SEES_NO_CLAIMS,
   compileOne,
   definitionsOf,
   takenError,
@@ -181,22 +185,30 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
     entries.set(key, entry);
     added.push(entry);
   }
-  const hasServer = { has: (name: string) => entries.has(entryKey('oauth-server', name)) };
+  const strategyOf = (name: string) => (entries.get(entryKey('oauth-server', name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name;
   for (const entry of added) {
     try {
-      if (entry.kind === 'api') checkPluginReferences(entry.def as ApiDefinition, hasServer);
+      if (entry.kind === 'api') checkPluginReferences(entry.def as ApiDefinition, strategyOf);
     } catch (err) {
       throw named(entry, err as GatehouseError);
     }
   }
   for (const { kind, name } of changes) {
-    if (kind === 'oauth-server' && !hasServer.has(name) && (serverRefs.get(name) ?? 0) > 0) {
-      // O(n), on this rejection only.
-      const user = [...entries.result().values()].find((e) => e.refs.includes(name))!;
+    if (kind !== 'oauth-server' || (serverRefs.get(name) ?? 0) === 0) continue;
+    const strategy = strategyOf(name);
+    // A server that became `storage` may leave an API's scopes or claims_to_headers with nothing to read them from.
+    const becameStorage = strategy === 'storage' && (index.entries.get(entryKey(kind, name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name !== 'storage';
+    if (strategy !== undefined && !becameStorage) continue;
+    // O(n), on these (rare) changes only.
+    for (const user of entries.result().values()) {
+      if (!user.refs.includes(name)) continue;
       try {
-        checkPluginReferences(user.def as ApiDefinition, hasServer);
+        checkPluginReferences(user.def as ApiDefinition, strategyOf);
       } catch (err) {
-        throw named(user, err as GatehouseError);
+        if (!becameStorage) throw named(user, err as GatehouseError);
+        // The server's write is the one refused: the API was fine until then.
+        const field = (err as GatehouseError).field?.replace(/^plugins\[\d+\]\.config\./, '');
+        throw named({ kind, name }, fieldError('token_strategy.name', `cannot be "storage" while the oauth2 plugin of api "${user.name}" sets ${field}: ${STORAGE_SEES_NO_CLAIMS}`));
       }
     }
   }

@@ -19,6 +19,7 @@ import type {
   OAuthEndpointName,
   OAuthServerDefinition,
   ProxyDefinition,
+  TokenStrategy,
 } from '../definition/types.js';
 import { compileHostPattern } from './host-match.js';
 import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
@@ -332,7 +333,7 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
   }
   const introspect = server.oauth_endpoints.introspect;
   if (strategy.name === 'introspection' && introspect) {
-    return { definition: server, routes, jwtKeys: [], introspection: compileIntrospection(server.name, introspect, strategy.settings, strategy.leeway) };
+    return { definition: server, routes, jwtKeys: [], introspection: compileIntrospection(server.name, introspect, strategy.settings, strategy) };
   }
   return { definition: server, routes, jwtKeys: [] };
 }
@@ -448,7 +449,7 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   for (const c of survivors) {
     if (!c.api) continue;
     try {
-      checkPluginReferences(c.api, oauthServers);
+      checkPluginReferences(c.api, (name) => oauthServers.get(name)?.definition.token_strategy.name);
     } catch (err) {
       reject(c, err);
       continue;
@@ -469,15 +470,29 @@ export function compileAllOrThrow(defs: Definitions): CompiledConfig {
   return compiled;
 }
 
-/** Every oauth2 plugin, enabled or not, must name an existing OAuth server. */
-export function checkPluginReferences(api: ApiDefinition, servers: { has(name: string): boolean }): void {
+/** Why `scopes` and `claims_to_headers` cannot go with a `storage` server (also incremental.ts's message). */
+export const STORAGE_SEES_NO_CLAIMS = 'a stored token carries no scopes or claims';
+
+/**
+ * Every oauth2 plugin, enabled or not, must name an existing OAuth server; `scopes` and `claims_to_headers` need one
+ * whose strategy sees the token's contents (a `storage` server only knows that a token was issued). `strategyOf`
+ * gives the token strategy of an accepted server, undefined for none.
+ */
+export function checkPluginReferences(api: ApiDefinition, strategyOf: (server: string) => TokenStrategy['name'] | undefined): void {
   (api.plugins ?? []).forEach((p, i) => {
     if (p.name !== 'oauth2') return;
-    const field = `plugins[${i}].config.server_name`;
     const serverName = p.config?.server_name;
-    if (!servers.has(serverName)) invalid(field, `: oauth server "${serverName}" not found`);
+    const strategy = strategyOf(serverName);
+    if (strategy === undefined) invalid(`plugins[${i}].config.server_name`, `: oauth server "${serverName}" not found`);
+    if (strategy !== 'storage') return;
+    for (const field of ['scopes', 'claims_to_headers'] as const) {
+      if (p.config[field] !== undefined) {
+        invalid(`plugins[${i}].config.${field}`, `needs an oauth server with the jwt or introspection strategy ("${serverName}" is storage): ${STORAGE_SEES_NO_CLAIMS}`);
+      }
+    }
   });
 }
+
 
 /**
  * Two routes with the same key cannot be told apart by a request (same listen_path, hosts, methods

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { parseDuration } from '../duration.js';
-import type { IntrospectionSettings, ProxyDefinition } from '../definition/types.js';
+import type { IntrospectionSettings, IntrospectionTokenStrategy, ProxyDefinition } from '../definition/types.js';
 
 export interface IntrospectionTarget {
   origin: string;
@@ -26,6 +26,10 @@ export interface CompiledIntrospection {
   cacheTtl: number;
   /** Seconds of clock skew tolerated on the response's exp. */
   leeway: number;
+  /** The response's `iss` must be exactly this; undefined: not checked. */
+  issuer?: string;
+  /** The response's `aud` must hold one of these; undefined: not checked. */
+  audiences?: readonly string[];
   headers: Readonly<Record<string, string>>;
   /** The token goes in `Authorization: <scheme> <token>` (Janus's use_auth_header), not in the form. */
   authScheme: string | null;
@@ -39,7 +43,12 @@ function formEncode(value: string): string {
   return encodeURIComponent(value).replace(/%20/g, '+');
 }
 
-export function compileIntrospection(serverName: string, endpoint: ProxyDefinition, s: IntrospectionSettings, leeway: number): CompiledIntrospection {
+export function compileIntrospection(
+  serverName: string,
+  endpoint: ProxyDefinition,
+  s: IntrospectionSettings,
+  strategy: Pick<IntrospectionTokenStrategy, 'leeway' | 'issuer' | 'audiences'>,
+): CompiledIntrospection {
   const targets = endpoint.upstreams.targets.map((t) => {
     const url = new URL(t.target);
     return { origin: url.origin, path: `${url.pathname || '/'}${url.search}` };
@@ -63,7 +72,10 @@ export function compileIntrospection(serverName: string, endpoint: ProxyDefiniti
     insecureSkipVerify: endpoint.insecure_skip_verify,
     timeoutMs: parseDuration(s.timeout),
     cacheTtl: s.cache_ttl,
-    leeway,
+    leeway: strategy.leeway,
+    // In the cache key with everything else: a verdict made under another issuer or audience list is never reused.
+    ...(strategy.issuer !== undefined && { issuer: strategy.issuer }),
+    ...(strategy.audiences !== undefined && { audiences: Object.freeze([...strategy.audiences]) }),
     headers,
     authScheme: s.use_auth_header ? s.auth_header_type : null,
     formTail: tail.map((f) => `&${f}`).join(''),

@@ -61,6 +61,15 @@ test.each([
   ['storage default_ttl zero', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: 0 } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
   ['storage default_ttl a string', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: '60' } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
   ['storage settings a string', withPatch({ token_strategy: { name: 'storage', settings: 'x' } }), 'token_strategy.settings must be an object'],
+  ['issuer empty', withPatch({ token_strategy: { issuer: '' } }), 'token_strategy.issuer must not be empty'],
+  ['issuer with a newline', withPatch({ token_strategy: { issuer: 'https://a\n' } }), 'token_strategy.issuer must not contain control characters'],
+  ['issuer not a string', withPatch({ token_strategy: { issuer: 7 } }), 'token_strategy.issuer must be a string'],
+  ['issuer too long', withPatch({ token_strategy: { issuer: 'i'.repeat(1025) } }), 'token_strategy.issuer must be at most 1024 characters'],
+  ['audiences a string', withPatch({ token_strategy: { audiences: 'orders' } }), 'token_strategy.audiences must be an array'],
+  ['an empty audience', withPatch({ token_strategy: { audiences: ['orders', ''] } }), 'token_strategy.audiences[1] must not be empty'],
+  ['17 audiences', withPatch({ token_strategy: { audiences: Array.from({ length: 17 }, (_, i) => `a${i}`) } }), 'token_strategy.audiences must have at most 16 entries'],
+  ['issuer with storage', withPatch({ token_strategy: { name: 'storage', settings: {}, issuer: 'https://idp' } }), 'token_strategy.issuer is only checked by the jwt and introspection strategies'],
+  ['audiences with storage', withPatch({ token_strategy: { name: 'storage', settings: {}, audiences: ['a'] } }), 'token_strategy.audiences is only checked by the jwt and introspection strategies'],
 ])('rejects %s', (_name, raw, message) => {
   const err = errorOf(raw);
   expect(err.code).toBe('VALIDATION_FAILED');
@@ -73,6 +82,18 @@ const DEFAULTED_ENDPOINT = {
   upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://auth:9000/token', weight: 1 }] },
   ...proxyDefaults(),
 };
+
+test('issuer and audiences are stored only when given ([] is none), audiences deduplicated', () => {
+  expect(parseOAuthServer(VALID).token_strategy).toEqual({ name: 'jwt', settings: [{ alg: 'HS256', key: 'secret' }], leeway: 0 });
+  expect(parseOAuthServer(withPatch({ token_strategy: { audiences: [] } })).token_strategy).not.toHaveProperty('audiences');
+  expect(parseOAuthServer(withPatch({ token_strategy: { issuer: 'https://idp.test/', audiences: ['orders', 'billing', 'orders'] } })).token_strategy).toEqual({
+    name: 'jwt',
+    settings: [{ alg: 'HS256', key: 'secret' }],
+    leeway: 0,
+    issuer: 'https://idp.test/',
+    audiences: ['orders', 'billing'],
+  });
+});
 
 test('fills endpoint defaults exactly like an API proxy, and leeway 0', () => {
   expect(parseOAuthServer(VALID)).toEqual({

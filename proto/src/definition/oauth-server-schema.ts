@@ -19,6 +19,14 @@ const UINT32_MAX = 4_294_967_295;
 const leewayError = `must be an integer from 0 to ${MAX_LEEWAY_SECONDS}`;
 const ttlError = 'must be a positive integer (seconds)';
 const algError = `must be one of ${JWT_ALGS.join(', ')}`;
+export const MAX_AUDIENCES = 16;
+
+/** An `iss` or `aud` value to compare with: URIs or plain identifiers, bounded, without control characters. */
+const claimValueSchema = z
+  .string({ error: 'must be a string' })
+  .min(1, 'must not be empty')
+  .max(1024, 'must be at most 1024 characters')
+  .regex(/^[^\x00-\x1f\x7f]+$/, 'must not contain control characters');
 
 export const serverSchema = z.object({
   name: nameSchema,
@@ -37,6 +45,16 @@ export const serverSchema = z.object({
     }),
     settings: z.unknown().optional(),
     leeway: z.int({ error: leewayError }).min(0, leewayError).max(MAX_LEEWAY_SECONDS, leewayError).default(0),
+    issuer: claimValueSchema.optional(),
+    // [] checks nothing, like an absent list (the wire cannot tell them apart): stored as absent.
+    audiences: z.preprocess(
+      (v) => (Array.isArray(v) && v.length === 0 ? undefined : v),
+      z
+        .array(claimValueSchema)
+        .max(MAX_AUDIENCES, `must have at most ${MAX_AUDIENCES} entries`)
+        .transform((a) => [...new Set(a)])
+        .optional(),
+    ),
   }),
 });
 
@@ -168,21 +186,27 @@ export function parseOAuthServer(input: unknown): OAuthServerDefinition {
   if (!isPlainObject(input)) throw validationError([], 'definition must be a JSON object');
   const parsed = parseOrThrow(serverSchema, dropNulls(input));
 
-  const { name: strategy, settings, leeway } = parsed.token_strategy;
+  const { name: strategy, settings, leeway, issuer, audiences } = parsed.token_strategy;
   const base = ['token_strategy', 'settings'];
+  // Stored only when given, so servers without them keep their hash.
+  const checks = dropUndefined({ issuer, audiences });
   let token_strategy: TokenStrategy;
   if (strategy === 'jwt') {
     if (isPlainObject(settings) && settings.jwks_uri !== undefined) {
-      token_strategy = { name: 'jwt', settings: parseOrThrow(jwksSettingsSchema, settings, base) as JwksSettings, leeway };
+      token_strategy = { name: 'jwt', settings: parseOrThrow(jwksSettingsSchema, settings, base) as JwksSettings, leeway, ...checks };
     } else {
       const keys = parseOrThrow(jwtSettingsSchema, settings, base);
-      token_strategy = { name: 'jwt', settings: keys.map((k) => ({ alg: k.alg, key: k.key })), leeway };
+      token_strategy = { name: 'jwt', settings: keys.map((k) => ({ alg: k.alg, key: k.key })), leeway, ...checks };
     }
   } else if (strategy === 'introspection') {
     checkIntrospectEndpoint(parsed.oauth_endpoints);
     const s = parseOrThrow(introspectionSettingsSchema, settings, base) as IntrospectionSettings;
-    token_strategy = { name: 'introspection', settings: dropUndefined(s), leeway };
+    token_strategy = { name: 'introspection', settings: dropUndefined(s), leeway, ...checks };
   } else {
+    // A stored token is opaque to the gateway: there is no iss or aud to compare.
+    for (const field of ['issuer', 'audiences'] as const) {
+      if (checks[field] !== undefined) throw validationError(['token_strategy', field], 'is only checked by the jwt and introspection strategies');
+    }
     const { default_ttl } = parseOrThrow(storageSettingsSchema, settings, base);
     token_strategy = { name: 'storage', settings: default_ttl === undefined ? {} : { default_ttl }, leeway };
   }

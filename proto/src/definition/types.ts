@@ -91,7 +91,15 @@ export interface JwksSettings {
   allow_http: boolean;
 }
 
-export interface JwtTokenStrategy {
+/** RFC 8725 §3.8-3.9 / RFC 9068 §4: whom the token must come from and be for; each checked only when given. */
+export interface TokenAudienceChecks {
+  /** The token's `iss` must be exactly this. */
+  issuer?: string;
+  /** The token's `aud` (a string or an array) must contain one of these. */
+  audiences?: string[];
+}
+
+export interface JwtTokenStrategy extends TokenAudienceChecks {
   name: 'jwt';
   /** Several entries = key rotation: valid under any one is valid. Legacy {"secret"} is folded in. Or a JWKS source. */
   settings: JwtKeySetting[] | JwksSettings;
@@ -124,7 +132,7 @@ export interface IntrospectionSettings {
   cache_ttl: number;
 }
 
-export interface IntrospectionTokenStrategy {
+export interface IntrospectionTokenStrategy extends TokenAudienceChecks {
   name: 'introspection';
   settings: IntrospectionSettings;
   leeway: number;

@@ -133,6 +133,45 @@ test('message carries sorted definitions and the content hash', () => {
   expect(hostsOnly.proxy.listen_path).toBe('');
 });
 
+describe('token checks: issuer and audiences, scopes and claims_to_headers', () => {
+  const CHECKED: Definitions = {
+    apis: [
+      parseApiDefinition({
+        name: 'orders',
+        proxy: { listen_path: '/orders/*', ...target('http://o:1') },
+        plugins: [{ name: 'oauth2', config: { server_name: 'idp', scopes: ['orders:read', 'orders:write'], claims_to_headers: { sub: 'X-User-Id', email: 'X-User-Email' } } }],
+      }),
+    ],
+    oauthServers: [
+      parseOAuthServer({
+        name: 'idp',
+        oauth_endpoints: { token: { listen_path: '/idp/token', ...target('http://idp') } },
+        token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }], issuer: 'https://idp.test/', audiences: ['orders', 'billing'] },
+      }),
+      parseOAuthServer({
+        name: 'intro',
+        oauth_endpoints: { token: { listen_path: '/i/token', ...target('http://i') }, introspect: { listen_path: '/i/introspect', ...target('http://i/introspect') } },
+        token_strategy: { name: 'introspection', issuer: 'https://i.test' },
+      }),
+    ],
+  };
+
+  test.each(decoders)('round trip through encodeSnapshot and %s', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(5, CHECKED))) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(CHECKED));
+    expect(back.defs).toEqual(sortedByName(CHECKED));
+    expect(back.defs.oauthServers.find((s) => s.name === 'intro')!.token_strategy).not.toHaveProperty('audiences');
+  });
+
+  test('without them, a server and an oauth2 config have no such members in their messages (so they keep their hashes: PINNED_DEFS_HASH)', () => {
+    const msg = toSnapshotMessage(1, DEFS);
+    const server = (msg.oauth_servers as { name: string; token_strategy: object }[]).find((s) => s.name === 'jwt-server')!;
+    expect(Object.keys(server.token_strategy).sort()).toEqual(['default_ttl', 'keys', 'leeway', 'name']);
+    const alphaMessage = (msg.apis as { name: string; plugins: { oauth2: object }[] }[]).find((a) => a.name === 'alpha')!;
+    expect(alphaMessage.plugins[0].oauth2).toEqual({ server_name: 'jwt-server' });
+  });
+});
+
 test('empty definitions encode and decode', () => {
   const empty = { apis: [], oauthServers: [] };
   const msg = toSnapshotMessage(0, empty);
@@ -157,6 +196,8 @@ test.each([
   ['target weight', changed({ proxy: { ...alpha.proxy, upstreams: { balancing: 'weight', targets: [{ target: 'http://{service}.com', weight: 4 }] } } })],
   ['timeout', changed({ proxy: { ...alpha.proxy, forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '1m30s' } } })],
   ['plugin enabled', changed({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'jwt-server' } }] })],
+  ['plugin scopes', changed({ plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'jwt-server', scopes: ['orders:read'] } }] })],
+  ['server audiences', { apis: DEFS.apis, oauthServers: [{ ...DEFS.oauthServers[0], token_strategy: { name: 'jwt' as const, settings: [{ alg: 'HS256' as const, key: 'new' }, { alg: 'HS256' as const, key: 'old' }], leeway: 30, audiences: ['orders'] } }, ...DEFS.oauthServers.slice(1)] }],
   ['api removed', { apis: DEFS.apis.slice(1), oauthServers: DEFS.oauthServers }],
   ['server leeway', { apis: DEFS.apis, oauthServers: [{ ...DEFS.oauthServers[0], token_strategy: { name: 'jwt' as const, settings: [{ alg: 'HS256' as const, key: 'new' }], leeway: 30 } }, ...DEFS.oauthServers.slice(1)] }],
 ])('hash changes when content changes: %s', (_name, defs) => {

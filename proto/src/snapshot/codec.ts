@@ -62,12 +62,18 @@ type DefinitionList = 'apis' | 'oauth_servers' | 'basic_auth_credentials' | 'key
 /**
  * A definition's canonical message differs from the wire's decoded form (wire.ts) where a member is
  * left out rather than null: an absent OAuth endpoint, the introspection settings of a strategy that
- * has none, and an upstreams' health check (or its active or passive part) when there is none (cast in
- * upstreamsToMessage). JSON.stringify drops what is absent, so the hash covers only what is there.
+ * has none, a strategy's unset issuer and audiences, and an upstreams' health check (or its active or
+ * passive part) when there is none (cast in upstreamsToMessage). JSON.stringify drops what is absent,
+ * so the hash covers only what is there.
  */
 export type OAuthServerMessage = Omit<wire.OAuthServer, 'oauth_endpoints' | 'token_strategy'> & {
   oauth_endpoints: Partial<wire.OAuthEndpoints>;
-  token_strategy: Omit<wire.TokenStrategy, 'introspection' | 'jwks'> & { introspection?: wire.IntrospectionSettings; jwks?: wire.JwksSettings };
+  token_strategy: Omit<wire.TokenStrategy, 'introspection' | 'jwks' | 'issuer' | 'audiences'> & {
+    introspection?: wire.IntrospectionSettings;
+    jwks?: wire.JwksSettings;
+    issuer?: string;
+    audiences?: string[];
+  };
 };
 
 function introspectionToMessage(s: IntrospectionSettings): wire.IntrospectionSettings {
@@ -220,6 +226,9 @@ function serverToMessage(s: OAuthServerDefinition): OAuthServerMessage {
       default_ttl: ts.name === 'storage' ? (ts.settings.default_ttl ?? 0) : 0,
       ...(ts.name === 'introspection' ? { introspection: introspectionToMessage(ts.settings) } : {}),
       ...(ts.name === 'jwt' && !Array.isArray(ts.settings) ? { jwks: jwksToMessage(ts.settings) } : {}),
+      // Only when set, so servers without them keep their hash.
+      ...(ts.name !== 'storage' && ts.issuer !== undefined && { issuer: ts.issuer }),
+      ...(ts.name !== 'storage' && ts.audiences !== undefined && { audiences: [...ts.audiences] }),
     },
   };
 }
@@ -439,7 +448,8 @@ function serverFromMessage(m: unknown): unknown {
   return {
     name: m.name,
     oauth_endpoints: Object.fromEntries(OAUTH_ENDPOINTS.map((n) => [n, proxyFromMessage(endpoints[n])])),
-    token_strategy: { name: ts.name, settings, leeway: ts.leeway },
+    // "" and [] (the wire's unset) are absent; the schema stores [] as absent.
+    token_strategy: { name: ts.name, settings, leeway: ts.leeway, issuer: ts.issuer || undefined, audiences: ts.audiences },
   };
 }
 

@@ -55,6 +55,8 @@ const apiArb = fc
       { balancing: 'hash', hash_on: { source: 'cookie', name: 'session' } },
     ),
     server: fc.option(fc.constantFrom(...SERVER_NAMES), { nil: undefined }),
+    // scopes and claims_to_headers need a jwt (or introspection) server: with a storage one the API is refused.
+    tokenChecks: fc.constantFrom<object>({}, {}, { scopes: ['orders:read'] }, { claims_to_headers: { sub: 'X-User-Id' } }),
     strip: fc.boolean(),
     // plugins whose wire messages have `optional` members
     answer: fc.constantFrom(
@@ -82,13 +84,18 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { ...r.balancing, targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl, ...r.mirror],
+      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server, ...r.tokenChecks } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl, ...r.mirror],
     }),
   );
 
-// A storage server, or a jwt one whose JWKS source (uri, algs) a change may alter.
+// A storage server (refused under an API with scopes or claims_to_headers), a jwt one with inline keys (issuer and
+// audiences travel), or a jwt one whose JWKS source (uri, algs) a change may alter.
 const strategyArb = fc.oneof(
-  fc.constant({ name: 'storage', settings: {} }),
+  fc.constantFrom<object>(
+    { name: 'storage', settings: {} },
+    { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }] },
+    { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }], issuer: 'https://idp.test', audiences: ['orders'] },
+  ),
   fc
     .record({ uri: fc.constantFrom('https://idp.test/jwks', 'https://idp.test/jwks?v=2'), algs: fc.constantFrom(undefined, ['RS256'], ['ES256', 'RS256']) })
     .map((j) => ({ name: 'jwt', settings: { jwks_uri: j.uri, ...(j.algs && { algs: j.algs }) } })),

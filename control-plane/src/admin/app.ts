@@ -28,7 +28,7 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export interface AdminAppOptions {
   store: DefinitionStore;
   /** What the data planes are served (Service targets expanded), for POST /explain; absent = the store's content. */
-  served?: Pick<DefinitionStore, 'current'>;
+  served?: Pick<DefinitionStore, 'current'> & { versionOf?(revision: number): number };
   snapshots: SnapshotSource;
   dataPlanes(): DataPlaneStatus[];
   auth: AdminAuth;
@@ -137,7 +137,7 @@ export function createAdminApp({ store, served = store, snapshots, dataPlanes, a
 
   app.use(requireAdmin, ...jsonBody);
   if (writeSpans) app.use(writeSpans);
-  const update = createRecordedUpdate(store, history, logger);
+  const update = createRecordedUpdate(store, history, logger, served.versionOf);
   app.use(createDefinitionRoutes(store, update));
   app.use(createConfigRoutes({ store, history, update }));
   app

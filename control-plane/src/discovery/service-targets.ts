@@ -24,6 +24,8 @@ export interface ServedDefinitions extends Pick<DefinitionStore, 'current' | 'su
   endpointsChanged(namespace: string, service: string): void;
   /** The store revision snapshot `version` was made from (the controller counts CR generations by it). */
   storeRevisionOf(version: number): number;
+  /** The first snapshot version holding store revision `revision` (an admin write's X-Snapshot-Version). */
+  versionOf(revision: number): number;
   close(): void;
 }
 
@@ -60,6 +62,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
   /** `namespace/service` → names of the APIs naming it. */
   const byService = new Map<string, Set<string>>();
   const versions = new Map<number, number>();
+  const firstVersions = new Map<number, number>();
   const pending = new Set<string>();
   let stored = store.current();
   let bumps = 0;
@@ -104,13 +107,16 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
     expanded.set(name, expand(api));
   }
 
-  function publish(): boolean {
+  /** `endpoints`: an endpoint change, which makes a version only when it changes what is served. */
+  function publish(endpoints = false): boolean {
     const defs = sources.size === 0 ? stored.defs : { ...stored.defs, apis: stored.defs.apis.map((a) => expanded.get(a.name) ?? a) };
     const hash = defs === stored.defs ? stored.hash : definitionsHash(defs);
-    if (hash === served.hash && stored.revision + bumps <= served.revision) return false;
-    served = { revision: stored.revision + bumps, defs, hash };
+    if (endpoints && hash === served.hash) return false;
+    if (endpoints) bumps++;
+    served = bumps === 0 && defs === stored.defs ? stored : { revision: stored.revision + bumps, defs, hash };
     versions.set(served.revision, stored.revision);
-    if (versions.size > VERSIONS_KEPT) versions.delete(versions.keys().next().value!);
+    if (!firstVersions.has(stored.revision)) firstVersions.set(stored.revision, served.revision);
+    for (const kept of [versions, firstVersions]) if (kept.size > VERSIONS_KEPT) kept.delete(kept.keys().next().value!);
     for (const listener of listeners) listener(served);
     return true;
   }
@@ -152,15 +158,13 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
           const apis = new Set([...pending].flatMap((key) => [...(byService.get(key) ?? [])]));
           pending.clear();
           for (const name of apis) expanded.set(name, expand(sources.get(name)!));
-          if (apis.size === 0) return;
-          bumps++;
-          if (publish()) logger.info({ apis: apis.size, version: served.revision }, 'service endpoints changed');
-          else bumps--;
+          if (apis.size > 0 && publish(true)) logger.info({ apis: apis.size, version: served.revision }, 'service endpoints changed');
         });
       }
       pending.add(`${namespace}/${service}`);
     },
     storeRevisionOf: (version) => versions.get(version) ?? version,
+    versionOf: (revision) => firstVersions.get(revision) ?? revision + bumps,
     close() {
       unsubscribe();
       listeners.clear();

@@ -198,5 +198,9 @@ test('without Kubernetes access (file store) a Service target is refused with 40
   const res = await fileClient.createApi(apiDefinition({ name: 'orders', listenPath: '/orders/*', targets: ['k8s://orders:8080'] }));
   expect(res.status).toBe(400);
   expect(res.body.error).toContain('proxy.upstreams.targets[0].target names a Kubernetes Service: service discovery needs the control plane to run with STORE=kubernetes');
+  // A whole-configuration write is refused alike, naming the item.
+  const put = await fileClient.request('PUT', '/config', { body: { apis: [apiDefinition({ name: 'orders', listenPath: '/orders/*', targets: ['k8s://orders:8080'] })] } });
+  expect(put.status).toBe(400);
+  expect(put.body.error).toContain('apis[0].proxy.upstreams.targets[0].target names a Kubernetes Service');
   expect((await fileClient.listApis()).body).toEqual([]);
 });

@@ -108,6 +108,9 @@ export function requireResolvableServices(check: (api: ApiDefinition) => void): 
   checkServices = check;
 }
 
+/** Throws when `api` names a Kubernetes Service this control plane cannot resolve (requireResolvableServices). */
+export const checkResolvableServices = (api: ApiDefinition): void => checkServices(api);
+
 function check<T>(current: Definitions, candidate: Definitions, kind: DefinitionKind<T>, name: string, written: T, before?: T): Definitions {
   if (kind.compileKind === 'api') checkServices(written as ApiDefinition);
   // The store's hash and the snapshot builder's delta of the candidate then cost what this write changes (codec.ts).

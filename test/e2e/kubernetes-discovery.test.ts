@@ -204,3 +204,18 @@ test('without Kubernetes access (file store) a Service target is refused with 40
   expect(put.body.error).toContain('apis[0].proxy.upstreams.targets[0].target names a Kubernetes Service');
   expect((await fileClient.listApis()).body).toEqual([]);
 });
+
+test('a restarted control plane serves a Service’s endpoints from its first snapshot, never the bare Service target', async () => {
+  await createObject(admin, service('restart'));
+  await putObject(slice('restart', 0, true));
+  await createApi('restart', 'k8s://restart:8080');
+  await rotation('/restart/x', [0]);
+  await cp.stop();
+  await cp.restart();
+  await client.login();
+  await rotation('/restart/x', [0]);
+  // The first snapshot already held the endpoints: no second one was built for them (nothing else was written).
+  expect(cp.recentLogs(500)).not.toContain('snapshot built');
+  const explained = await client.request('POST', '/explain', { body: { method: 'GET', path: '/restart/x' } });
+  expect(JSON.stringify(explained.body)).toContain(upstreams[0].url);
+});

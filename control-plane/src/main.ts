@@ -25,8 +25,7 @@ import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
 import { indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
-import { createEndpointWatch, type EndpointWatch } from './discovery/endpoint-watch.js';
-import { checkServiceTargets, serveServiceTargets, type ServedDefinitions } from './discovery/service-targets.js';
+import { startServiceDiscovery } from './discovery/index.js';
 
 /** Slow or idle clients must not hold the admin port open forever. */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
@@ -56,20 +55,15 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
   // Service discovery: k8s:// targets become their ready endpoints in what the data planes are served.
-  let served: ServedDefinitions | undefined;
-  const watch: EndpointWatch | null =
+  const discovery = await startServiceDiscovery(
+    store,
     opened.kind === 'kubernetes' && config.kubernetes
-      ? createEndpointWatch({
-          kubeConfig: opened.kubeConfig,
-          namespaces: [...new Set([opened.store.namespace, ...config.kubernetes.discoveryNamespaces])],
-          changed: (namespace, service) => served?.endpointsChanged(namespace, service),
-          logger,
-        })
-      : null;
-  requireResolvableServices((api) => checkServiceTargets(api, watch));
-  served = serveServiceTargets(store, watch, logger);
-  await watch?.ready(10_000);
-  await new Promise(setImmediate); // the first lists' endpoints, expanded on the next turn
+      ? { kubeConfig: opened.kubeConfig, namespaces: [...new Set([opened.store.namespace, ...config.kubernetes.discoveryNamespaces])] }
+      : null,
+    logger,
+  );
+  requireResolvableServices(discovery.check);
+  const served = discovery.served;
   const snapshots = createSnapshotBuilder({ store: served, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, logger });
 
   // The gRPC server needs the metrics callbacks and the metrics read the server: late-bound getter.
@@ -159,8 +153,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     await controller?.close();
     await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
     snapshots.close();
-    served.close();
-    watch?.close();
+    discovery.close();
     grpcCertificates?.close();
     adminCertificates?.close();
     await store.close();

@@ -71,14 +71,19 @@ export function createEndpointWatch(deps: { kubeConfig: KubeConfig; namespaces: 
       if (!port) return [];
       portName = port.name ?? '';
     }
+    const slices = w.slices.list(namespace).filter((slice) => slice.metadata?.labels?.[SERVICE_NAME_LABEL] === target.name);
+    // A dual-stack Service has a slice per family, each listing every pod: one family, IPv4 when there is one.
+    const family = slices.some((slice) => slice.addressType === 'IPv4') ? 'IPv4' : 'IPv6';
     const out = new Map<string, Endpoint>();
-    for (const slice of w.slices.list(namespace)) {
-      if (slice.metadata?.labels?.[SERVICE_NAME_LABEL] !== target.name || (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6')) continue;
+    for (const slice of slices) {
+      if (slice.addressType !== family) continue;
       const port = slice.ports?.find((p) => (p.name ?? '') === portName)?.port;
       if (!port) continue;
       for (const endpoint of slice.endpoints ?? []) {
         if (endpoint.conditions?.ready === false || endpoint.conditions?.terminating === true) continue;
-        for (const ip of endpoint.addresses ?? []) out.set(`${ip} ${port}`, { ip, port });
+        // The addresses of one endpoint are one pod's, "fungible" (the API's word): one target per pod.
+        const ip = endpoint.addresses?.[0];
+        if (ip) out.set(`${ip} ${port}`, { ip, port });
       }
     }
     return [...out.values()].sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : a.port - b.port));

@@ -46,12 +46,12 @@ describe('loadConfig', () => {
     [
       'kubernetes store defaults',
       { STORE: 'kubernetes', POD_NAME: 'cp-0' },
-      { store: 'kubernetes', kubernetes: { namespace: undefined, leaderElection: true, leaseName: 'gatehouse-control-plane', leaseDurationMs: 15_000, identity: 'cp-0' } },
+      { store: 'kubernetes', kubernetes: { namespace: undefined, leaderElection: true, leaseName: 'gatehouse-control-plane', leaseDurationMs: 15_000, identity: 'cp-0', discoveryNamespaces: [] } },
     ],
     [
       'kubernetes store settings',
-      { STORE: 'kubernetes', GATEHOUSE_NAMESPACE: 'gw', LEADER_ELECTION: 'false', LEASE_NAME: 'l', LEASE_DURATION: '3s' },
-      { kubernetes: { namespace: 'gw', leaderElection: false, leaseName: 'l', leaseDurationMs: 3000 } },
+      { STORE: 'kubernetes', GATEHOUSE_NAMESPACE: 'gw', LEADER_ELECTION: 'false', LEASE_NAME: 'l', LEASE_DURATION: '3s', DISCOVERY_NAMESPACES: 'shop, billing' },
+      { kubernetes: { namespace: 'gw', leaderElection: false, leaseName: 'l', leaseDurationMs: 3000, discoveryNamespaces: ['shop', 'billing'] } },
     ],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
     ['plaintext on loopback', { GRPC_HOST: '127.0.0.1' }, { grpcTls: null, grpcInsecure: false }],
@@ -78,6 +78,7 @@ describe('loadConfig', () => {
 
   test.each<[string, NodeJS.ProcessEnv, string]>([
     ['bad LEADER_ELECTION', { STORE: 'kubernetes', LEADER_ELECTION: 'yes' }, 'LEADER_ELECTION must be "true" or "false"'],
+    ['bad DISCOVERY_NAMESPACES', { STORE: 'kubernetes', DISCOVERY_NAMESPACES: 'shop,Billing' }, 'DISCOVERY_NAMESPACES holds "Billing", which is not a namespace name'],
     ['bad LEASE_DURATION', { STORE: 'kubernetes', LEASE_DURATION: 'long' }, 'LEASE_DURATION'],
     ['unknown store', { STORE: 'redis' }, 'STORE must be'],
     ['port out of range', { ADMIN_PORT: '70000' }, 'ADMIN_PORT'],

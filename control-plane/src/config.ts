@@ -63,6 +63,8 @@ export interface KubernetesConfig {
   leaseDurationMs: number;
   /** POD_NAME, else hostname-pid: the Lease holder identity. */
   identity: string;
+  /** DISCOVERY_NAMESPACES: namespaces besides its own where a `k8s://` target may name a Service. */
+  discoveryNamespaces: string[];
 }
 
 function invalid(name: string, message: string): GatehouseError {
@@ -146,6 +148,13 @@ function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
+function discoveryNamespaces(env: NodeJS.ProcessEnv): string[] {
+  const names = (env.DISCOVERY_NAMESPACES ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  const bad = names.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
+  if (bad !== undefined) throw invalid('DISCOVERY_NAMESPACES', `holds "${bad}", which is not a namespace name`);
+  return names;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
   const store = env.STORE || 'file';
   if (store !== 'file' && store !== 'kubernetes') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
@@ -159,6 +168,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
           leaseName: env.LEASE_NAME || 'gatehouse-control-plane',
           leaseDurationMs: duration(env, 'LEASE_DURATION', '15s'),
           identity: env.POD_NAME || `${hostname()}-${process.pid}`,
+          discoveryNamespaces: discoveryNamespaces(env),
         }
       : null;
 

@@ -24,7 +24,8 @@ import { createAdminAuth } from './admin/admin-auth.js';
 import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
-import { indexForWrites } from './admin/definition-writes.js';
+import { indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
+import { startServiceDiscovery } from './discovery/index.js';
 
 /** Slow or idle clients must not hold the admin port open forever. */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
@@ -53,7 +54,17 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const secrets = await resolveAdminSecrets(config, logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
-  const snapshots = createSnapshotBuilder({ store, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, logger });
+  // Service discovery: k8s:// targets become their ready endpoints in what the data planes are served.
+  const discovery = await startServiceDiscovery(
+    store,
+    opened.kind === 'kubernetes' && config.kubernetes
+      ? { kubeConfig: opened.kubeConfig, namespaces: [...new Set([opened.store.namespace, ...config.kubernetes.discoveryNamespaces])] }
+      : null,
+    logger,
+  );
+  requireResolvableServices(discovery.check);
+  const served = discovery.served;
+  const snapshots = createSnapshotBuilder({ store: served, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, logger });
 
   // The gRPC server needs the metrics callbacks and the metrics read the server: late-bound getter.
   const metrics = createControlPlaneMetrics({
@@ -70,9 +81,17 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     logger,
     callbacks: withDataPlaneChanges(metrics.streamCallbacks, () => controller?.dataPlanesChanged()),
   });
+  const storeVersion = <R extends { version: number } | null>(reply: R): R => (reply ? { ...reply, version: served.storeRevisionOf(reply.version) } : reply);
   const controller: Controller | null =
     opened.kind === 'kubernetes' && config.kubernetes
-      ? startController({ store: opened.store, kubeConfig: opened.kubeConfig, config: config.kubernetes, dataPlanes: () => grpcServer.dataPlanes(), logger })
+      ? startController({
+          store: opened.store,
+          kubeConfig: opened.kubeConfig,
+          config: config.kubernetes,
+          // The controller counts store revisions; a snapshot version also counts endpoint changes.
+          dataPlanes: () => grpcServer.dataPlanes().map((dp) => ({ ...dp, last_ack: storeVersion(dp.last_ack), last_nack: storeVersion(dp.last_nack) })),
+          logger,
+        })
       : null;
   const grpcSetting = { listener: 'grpc', portVariable: 'GRPC_PORT', hostVariable: 'GRPC_HOST', port: config.grpcPort, host: config.grpcHost };
   const grpcPort = await bindListener(grpcSetting, () => grpcServer.listen(config.grpcHost, config.grpcPort));
@@ -93,7 +112,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   // Tracing off: not even the OpenTelemetry API is loaded.
   const tracing = await startTracing('control-plane', process.env, logger);
   const writeSpans = tracing ? (await import('./admin/admin-write-spans.js')).traceAdminWrites(tracing.tracer) : undefined;
-  const app = createAdminApp({ store, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger, history, writeSpans });
+  const app = createAdminApp({ store, served, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger, history, writeSpans });
   const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
   let http: Server;
   if (adminCertificates) {
@@ -134,6 +153,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     await controller?.close();
     await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
     snapshots.close();
+    discovery.close();
     grpcCertificates?.close();
     adminCertificates?.close();
     await store.close();

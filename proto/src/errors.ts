@@ -90,6 +90,7 @@ export const ERROR_TABLE = {
   UPSTREAM_UNREACHABLE: { status: 502, gatewayBody: 'bad gateway', grpcStatus: UNAVAILABLE },
   UPSTREAM_TIMEOUT: { status: 504, gatewayBody: 'gateway timeout', grpcStatus: DEADLINE_EXCEEDED },
   CIRCUIT_OPEN: { status: 503, gatewayBody: 'upstream circuit open', grpcStatus: UNAVAILABLE },
+  NO_ENDPOINTS: { status: 503, gatewayBody: 'upstream service has no ready endpoints', grpcStatus: UNAVAILABLE },
   NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded', grpcStatus: UNAVAILABLE },
   UPGRADE_UNSUPPORTED: { status: 400, gatewayBody: 'only websocket upgrades are proxied', grpcStatus: UNIMPLEMENTED },
   BAD_REQUEST_HOST: { status: 400, gatewayBody: 'invalid host', grpcStatus: INVALID_ARGUMENT },

@@ -132,6 +132,23 @@ describe('defaults', () => {
     expect(dpSpec.automountServiceAccountToken).toBe(false);
   }, T);
 
+  test('controlPlane.discovery.namespaces: DISCOVERY_NAMESPACES, and in each namespace a Role reading only Services and EndpointSlices, bound to the CP', async () => {
+    expect(onlyContainer(cp(await render('defaults'))).env!.map((e) => e.name)).not.toContain('DISCOVERY_NAMESPACES');
+    const objects = await renderChart({ values: { controlPlane: { discovery: { namespaces: ['shop', 'billing'] } } } });
+    expect(onlyContainer(cp(objects)).env).toContainEqual({ name: 'DISCOVERY_NAMESPACES', value: 'shop,billing' });
+    const sa = podSpecOf(cp(objects)).serviceAccountName;
+    for (const namespace of ['shop', 'billing']) {
+      const role = ofKind(objects, 'Role').find((r) => r.metadata?.namespace === namespace)!;
+      expect(role.rules).toEqual([
+        { apiGroups: [''], resources: ['services'], verbs: ['list', 'watch'] },
+        { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list', 'watch'] },
+      ]);
+      const binding = ofKind(objects, 'RoleBinding').find((b) => b.metadata?.namespace === namespace)!;
+      expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata!.name });
+      expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: sa, namespace: NS }]);
+    }
+  }, T);
+
   test('control plane: 2 replicas, STORE=kubernetes, leader election, identity and namespace from the Downward API', async () => {
     const objects = await render('defaults');
     const deployment = cp(objects);
@@ -608,6 +625,7 @@ describe('wrong values are refused with a message naming them', () => {
     ['an unknown OTLP protocol', { tracing: { protocol: 'http' } }, ["'/tracing/protocol'", 'http/protobuf']],
     ['a collector address without scheme', { tracing: { endpoint: 'otel-collector:4318' } }, ["'/tracing/endpoint'", 'pattern']],
     ['a sampling ratio over 1', { tracing: { samplerArg: '10' } }, ["'/tracing/samplerArg'", 'pattern']],
+    ['a discovery namespace that is not a name', { controlPlane: { discovery: { namespaces: ['Shop'] } } }, ["'/controlPlane/discovery/namespaces/0'", 'pattern']],
     ['an unknown log level', { dataPlane: { logLevel: 'verbose' } }, ["'/dataPlane/logLevel'", 'info']],
     ['a proxy cache size that is not a size', { dataPlane: { proxyCacheSize: 'lots' } }, ["'/dataPlane/proxyCacheSize'", 'pattern']],
     ['HPA minimum above maximum', { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } }, ['dataPlane.autoscaling.minReplicas (5) must not be greater than dataPlane.autoscaling.maxReplicas (3)']],

@@ -55,6 +55,8 @@ export interface Upstream {
 export interface UpstreamOptions {
   /** Serve HTTPS with this PEM certificate and key (e.g. one the gateway does not trust). */
   tls?: { cert: string | Buffer; key: string | Buffer };
+  /** Listen on this address instead of 127.0.0.1 (e.g. an EndpointSlice's, which may not be loopback). */
+  host?: string;
 }
 
 export async function startUpstream(
@@ -131,13 +133,15 @@ export async function startUpstream(
   // Never let the upstream's own timeouts interfere with the gateway timeout tests.
   server.requestTimeout = 0;
   server.headersTimeout = 0;
-  const port = await listen(server, 0, '127.0.0.1');
+  const host = options.host ?? '127.0.0.1';
+  const port = await listen(server, 0, host);
+  const authority = `${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   return {
     name,
     port,
-    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
-    hostHeader: `127.0.0.1:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://${authority}`,
+    hostHeader: authority,
     requests,
     aborted,
     last: () => requests[requests.length - 1],

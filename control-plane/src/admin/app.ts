@@ -27,6 +27,8 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 
 export interface AdminAppOptions {
   store: DefinitionStore;
+  /** What the data planes are served (Service targets expanded), for POST /explain; absent = the store's content. */
+  served?: Pick<DefinitionStore, 'current'> & { versionOf?(revision: number): number };
   snapshots: SnapshotSource;
   dataPlanes(): DataPlaneStatus[];
   auth: AdminAuth;
@@ -60,7 +62,7 @@ const jsonBody: RequestHandler[] = [
   },
 ];
 
-export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger, history = createMemoryHistory({ logger }), writeSpans }: AdminAppOptions): Express {
+export function createAdminApp({ store, served = store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger, history = createMemoryHistory({ logger }), writeSpans }: AdminAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -135,7 +137,7 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrott
 
   app.use(requireAdmin, ...jsonBody);
   if (writeSpans) app.use(writeSpans);
-  const update = createRecordedUpdate(store, history, logger);
+  const update = createRecordedUpdate(store, history, logger, served.versionOf);
   app.use(createDefinitionRoutes(store, update));
   app.use(createConfigRoutes({ store, history, update }));
   app
@@ -144,7 +146,7 @@ export function createAdminApp({ store, snapshots, dataPlanes, auth, loginThrott
       res.json(dataPlanes());
     })
     .all(methodNotAllowed(['GET', 'HEAD']));
-  app.use(createExplainRoutes(store));
+  app.use(createExplainRoutes(served));
 
   app.use(notFound);
   app.use(createErrorHandler(logger));

@@ -10,7 +10,7 @@ import { GatehouseError } from '#proto/errors';
 import type { Definitions } from '#proto/definition/index';
 import { compileDefinitions } from '#proto/compile/index';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
-import { apiKind, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
+import { apiKind, checkResolvableServices, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
 import { compileCache } from '../store/compile-cache.js';
 import { basicAuthCredentialKind, keyAuthCredentialKind } from './credential-kinds.js';
 import { definitionJson } from '../store/journal.js';
@@ -90,6 +90,13 @@ async function resolvePassword(raw: unknown, current: Definitions): Promise<unkn
 
 /** Throws the first rejection of the whole candidate, naming the item by its index. */
 export function checkWholeConfig(defs: Definitions): void {
+  defs.apis.forEach((api, i) => {
+    try {
+      checkResolvableServices(api);
+    } catch (err) {
+      throw atItem('apis', i, err);
+    }
+  });
   const first = compileDefinitions(defs, { cache: compileCache }).rejected[0];
   if (!first) return;
   const section = SECTIONS.find((s) => s.kind.compileKind === first.kind)!;

@@ -101,7 +101,18 @@ export function indexForWrites(defs: Definitions): void {
  * test in proto/src/snapshot/delta.property.test.ts checks both ways agree). Other definitions'
  * verdicts are not this write's business (the Kubernetes store may hold CRs that were rejected before).
  */
+let checkServices: (api: ApiDefinition) => void = () => {};
+
+/** Set once at start (main.ts): refuses an API whose Kubernetes Service targets this control plane cannot resolve. */
+export function requireResolvableServices(check: (api: ApiDefinition) => void): void {
+  checkServices = check;
+}
+
+/** Throws when `api` names a Kubernetes Service this control plane cannot resolve (requireResolvableServices). */
+export const checkResolvableServices = (api: ApiDefinition): void => checkServices(api);
+
 function check<T>(current: Definitions, candidate: Definitions, kind: DefinitionKind<T>, name: string, written: T, before?: T): Definitions {
+  if (kind.compileKind === 'api') checkServices(written as ApiDefinition);
   // The store's hash and the snapshot builder's delta of the candidate then cost what this write changes (codec.ts).
   deriveDefinitions(current, candidate, [{ kind: kind.compileKind, before: before as object | undefined, after: written as object }]);
   const index = configIndexOf(current, compileCache);

@@ -18,11 +18,12 @@ export function identityOf(res: Response): AdminIdentity | undefined {
   return res.locals.identity as AdminIdentity | undefined;
 }
 
-export function createRecordedUpdate(store: DefinitionStore, history: ConfigHistory, logger: Logger): RecordedUpdate {
+/** `versionOf`: the snapshot version serving a store revision (they differ once Service endpoints changed). */
+export function createRecordedUpdate(store: DefinitionStore, history: ConfigHistory, logger: Logger, versionOf = (revision: number) => revision): RecordedUpdate {
   return async (req, res, mutation, action) => {
     let written!: Definitions;
     const result = await store.update(async (current) => (written = await mutation(current)));
-    res.set('X-Snapshot-Version', String(result.revision));
+    res.set('X-Snapshot-Version', String(versionOf(result.revision)));
     if (!result.changed) return result;
     const origin = { author: identityOf(res)?.user ?? 'unknown', action: action ?? `${req.method} ${req.path}`, user_agent: req.get('user-agent') };
     try {

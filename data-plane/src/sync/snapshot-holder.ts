@@ -161,7 +161,8 @@ export function createSnapshotHolder(deps: {
     const insecureSkipVerify = route.proxy.insecure_skip_verify;
     const http2 = route.proxy.upstreams.protocol === 'http2';
     const check = route.proxy.upstreams.health_check;
-    const checks = check && health ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
+    // A Service target left in a snapshot stands for "no ready endpoints": nothing to probe.
+    const checks = check && health && !route.targets.some((t) => t.plan.service) ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
     return {
       balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, checks),
       dialTimeoutMs,

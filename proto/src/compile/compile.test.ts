@@ -8,6 +8,7 @@ import {
   compileListenPath,
   compileOAuthServer,
   compileTarget,
+  resolveTarget,
   routeConflictKey,
 } from './index.js';
 import { parseApiDefinition, parseOAuthServer } from '../definition/index.js';
@@ -149,6 +150,36 @@ describe('target validation', () => {
     ['underscore host (compose service)', 'http://my_service:8080', []],
   ])('valid: %s', (_name, template, params) => {
     expect(() => compileTarget(template, params, 'proxy.upstreams.targets[0].target')).not.toThrow();
+  });
+
+  describe('Kubernetes Service targets', () => {
+    const field = 'proxy.upstreams.targets[0].target';
+    test.each<[string, string, object]>([
+      ['own namespace, port number', 'k8s://orders:8080', { scheme: 'http', path: '/', service: { name: 'orders', namespace: null, port: 8080 } }],
+      ['namespace, port name, path', 'k8s://orders.shop:http/base/v1', { scheme: 'http', path: '/base/v1', service: { name: 'orders', namespace: 'shop', port: 'http' } }],
+      ['https', 'k8s+https://Orders.Shop:443', { scheme: 'https', path: '/', service: { name: 'orders', namespace: 'shop', port: 443 } }],
+    ])('valid: %s', (_name, template, plan) => {
+      expect(compileTarget(template, [], field)).toMatchObject(plan);
+    });
+
+    test.each<[string, string, string[], string]>([
+      ['no port', 'k8s://orders', [], 'is not a valid Kubernetes Service target'],
+      ['a host name', 'k8s://orders.shop.svc.cluster.local:80', [], 'is not a valid Kubernetes Service target'],
+      ['a query', 'k8s://orders:80/x?y=1', [], 'is not a valid Kubernetes Service target'],
+      ['port 0', 'k8s://orders:0', [], 'names a port outside 1–65535'],
+      ['port 70000', 'k8s://orders:70000', [], 'names a port outside 1–65535'],
+      ['placeholder', 'k8s://orders:80/{id}', ['id'], 'names a Kubernetes Service and takes no placeholders'],
+    ])('refused: %s', (_name, template, params, message) => {
+      const err = gatehouseErrorOf(() => compileTarget(template, params, field));
+      expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field });
+      expect(err.message).toContain(`${field} ${message}`);
+    });
+
+    test('a data plane holding one (no ready endpoints) answers NO_ENDPOINTS, and a health check skips it', () => {
+      const plan = compileTarget('k8s://orders:8080', [], field);
+      expect(gatehouseErrorOf(() => resolveTarget(plan, {}))).toMatchObject({ code: 'NO_ENDPOINTS', status: 503 });
+      expect(() => compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'k8s://orders:8080' }], health_check: { passive: { unhealthy_threshold: 5, ejection: '30s' } } } as never } }))).not.toThrow();
+    });
   });
 
   test('routes with the same target URL share its frozen plan, each still checked against its own listen_path', () => {

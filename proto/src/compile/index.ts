@@ -36,8 +36,8 @@ export type { CompiledIntrospection } from './introspection.js';
 export type { CompiledJwks } from './jwks.js';
 export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
 export type { HostMatcher } from './host-match.js';
-export { compileTarget, fixedAuthority, resolveTarget } from './target.js';
-export type { ResolvedTarget, TargetPlan } from './target.js';
+export { compileTarget, fixedAuthority, isServiceTarget, resolveTarget } from './target.js';
+export type { ResolvedTarget, ServiceTarget, TargetPlan } from './target.js';
 export { normalizePath, normalizePercentEncoding } from './normalize-path.js';
 
 export interface ListenPathMatch {
@@ -253,7 +253,7 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
   });
   if (proxy.upstreams.health_check) {
     // A health check watches one host; a target whose host is a request's placeholder is a different one per request.
-    const unchecked = compiledTargets.find((t) => fixedAuthority(t.plan) === null);
+    const unchecked = compiledTargets.find((t) => !t.plan.service && fixedAuthority(t.plan) === null);
     if (unchecked) invalid(`${prefix}.upstreams.health_check`, `cannot check ${unchecked.template}: its host comes from the request`);
     // gRPC's health protocol is a gRPC call, which only an HTTP/2 upstream speaks.
     if (proxy.upstreams.health_check.active?.grpc && proxy.upstreams.protocol !== 'http2') {

@@ -25,12 +25,31 @@ export interface ResolvedTarget {
 
 export interface TargetPlan {
   scheme: 'http' | 'https';
+  /**
+   * A Kubernetes Service (`k8s://name[.namespace]:port/path`): the control plane replaces it by its ready
+   * endpoints in the snapshot, so a data plane holds one only while the Service has none (NO_ENDPOINTS).
+   */
+  service?: ServiceTarget;
   authority: string;
   path: string;
   query: string;
   /** Set when the template has no placeholders: resolved once at compile time. */
   resolved?: ResolvedTarget;
 }
+
+export interface ServiceTarget {
+  name: string;
+  /** null = the control plane's own namespace. */
+  namespace: string | null;
+  /** The Service port's number or name. */
+  port: number | string;
+}
+
+// DNS-1035 label (a Service name), DNS-1123 label (a namespace), IANA_SVC_NAME (a port name): what the apiserver allows.
+const SERVICE_TARGET = /^k8s(?:\+(https?))?:\/\/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)(?:\.([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?))?:([0-9]{1,5}|[a-z0-9](?:[-a-z0-9]{0,13}[a-z0-9])?)(\/[^?#]*)?$/i;
+
+/** `k8s://`, `k8s+http://`, `k8s+https://`: a target that names a Kubernetes Service. */
+export const isServiceTarget = (template: string): boolean => /^k8s(\+https?)?:\/\//i.test(template);
 
 function hasPlaceholder(s: string): boolean {
   return s.search(PLACEHOLDER) >= 0;
@@ -74,16 +93,17 @@ function hostValue(value: string): string {
 /** Substitute `params` into a compiled target. Throws GatehouseError BAD_UPSTREAM_HOST. */
 export function resolveTarget(plan: TargetPlan, params: Readonly<Record<string, string>>): ResolvedTarget {
   if (plan.resolved) return plan.resolved;
+  if (plan.service) throw new GatehouseError('NO_ENDPOINTS', `Service ${plan.authority} has no ready endpoints`);
   const { origin, host } = resolveAuthority(plan.scheme, substitute(plan.authority, params, hostValue));
   const path = substitute(plan.path, params, encodePathValue) || '/';
   const query = substitute(plan.query, params, encodeURIComponent);
   return { origin, host, path, query };
 }
 
-/** Origin and Host of a target whose authority has no placeholder (its path may have some); null when the request picks them. */
+/** Origin and Host of a target whose authority has no placeholder (its path may have some); null when the request picks them (or it is a Service). */
 export function fixedAuthority(plan: TargetPlan): Pick<ResolvedTarget, 'origin' | 'host'> | null {
   if (plan.resolved) return plan.resolved;
-  return hasPlaceholder(plan.authority) ? null : resolveAuthority(plan.scheme, plan.authority);
+  return hasPlaceholder(plan.authority) || plan.service ? null : resolveAuthority(plan.scheme, plan.authority);
 }
 
 /**
@@ -106,7 +126,7 @@ export function compileTarget(
   }
   let plan = plans.get(template);
   if (plan === undefined) {
-    plan = Object.freeze(parseTemplate(template, fail));
+    plan = Object.freeze(isServiceTarget(template) ? parseServiceTarget(template, fail) : parseTemplate(template, fail));
     if (plans.size >= MAX_PLANS) plans.delete(plans.keys().next().value!);
     plans.set(template, plan);
   }
@@ -122,6 +142,19 @@ export function compileTarget(
  */
 const plans = new Map<string, TargetPlan>();
 const MAX_PLANS = 10_000;
+
+function parseServiceTarget(template: string, fail: (message: string) => never): TargetPlan {
+  if (hasPlaceholder(template)) fail('names a Kubernetes Service and takes no placeholders');
+  const m = SERVICE_TARGET.exec(template);
+  if (!m) fail('is not a valid Kubernetes Service target: k8s://<service>[.<namespace>]:<port number or name>[/path] (k8s+https:// for TLS)');
+  const [, scheme = 'http', name, , namespace, , portText, rawPath = '/'] = m!;
+  const port = /^[0-9]+$/.test(portText) ? Number(portText) : portText.toLowerCase();
+  if (typeof port === 'number' && (port < 1 || port > 65535)) fail('names a port outside 1–65535');
+  if (typeof port === 'string' && !/[a-z]/.test(port)) fail('names a port that is neither a number nor a name');
+  const path = new URL(`http://x${rawPath}`).pathname;
+  const service = { name: name.toLowerCase(), namespace: namespace?.toLowerCase() ?? null, port };
+  return { scheme: scheme.toLowerCase() as 'http' | 'https', authority: `${service.name}${service.namespace ? `.${service.namespace}` : ''}:${port}`, path, query: '', service };
+}
 
 /** The plan of a template whose placeholders are known to be listen_path parameters; `fail` throws. */
 function parseTemplate(template: string, fail: (message: string) => never): TargetPlan {

@@ -5,9 +5,9 @@
  * a schema ajv refuses is a 400 naming the field and leaves the store unchanged.
  */
 import { createHash } from 'node:crypto';
-import { request } from 'node:http';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
+import { postChunked } from '../helpers/post-chunked.js';
 import { expectRefusedPluginConfig } from '../helpers/refused-plugin-config.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
@@ -100,32 +100,15 @@ test('a Content-Length over max_body_bytes is a 413 (body_limit\'s error) and th
   await expectRefused('/orders/big', res, 413, 'request body too large');
 });
 
-/** POST with Transfer-Encoding: chunked, one chunk per string, a few ms apart. */
-function postChunked(path: string, chunks: string[]): Promise<{ status: number; json: unknown }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: gw.dp.proxyPort, path, method: 'POST', agent: false, headers: { ...JSON_TYPE, 'transfer-encoding': 'chunked' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
-    });
-    let answered = false;
-    req.on('response', () => (answered = true));
-    req.on('error', (err) => {
-      if (!answered) reject(err);
-    });
-    const next = (i: number): void => {
-      if (answered || req.destroyed) return;
-      if (i === chunks.length) req.end();
-      else req.write(chunks[i], () => setTimeout(() => next(i + 1), 5));
-    };
-    next(0);
-  });
+/** A chunked JSON POST, answered with the JSON body it got. */
+async function postJsonChunks(path: string, chunks: string[]): Promise<{ status: number; json: unknown }> {
+  const res = await postChunked(gw.dp.proxyPort, path, chunks, JSON_TYPE);
+  return { status: res.status, json: JSON.parse(res.text) };
 }
 
 test('a valid chunked body passes whole, with a Content-Length instead of chunked framing', async () => {
   const chunks = ['{"items":[', '{"sku":"a",', '"qty":3}', ']}'];
-  const res = await postChunked('/orders/chunked', chunks);
+  const res = await postJsonChunks('/orders/chunked', chunks);
   expect(res.status).toBe(200);
   const seen = res.json as RecordedRequest;
   const body = chunks.join('');
@@ -137,7 +120,7 @@ test('a valid chunked body passes whole, with a Content-Length instead of chunke
 });
 
 test('a chunked body is counted while read: past max_body_bytes it is a 413 and the upstream sees nothing', async () => {
-  const res = await postChunked('/orders/chunked-big', ['{"items":[{"sku":"', ...Array.from({ length: 8 }, () => 'a'.repeat(200)), '","qty":1}]}']);
+  const res = await postJsonChunks('/orders/chunked-big', ['{"items":[{"sku":"', ...Array.from({ length: 8 }, () => 'a'.repeat(200)), '","qty":1}]}']);
   await expectRefused('/orders/chunked-big', res, 413, 'request body too large');
 });
 

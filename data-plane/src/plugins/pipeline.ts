@@ -36,7 +36,8 @@
  *   Host, X-Forwarded-*, X-Request-Id, are applied after it, so they always hold) and `ex.query`;
  *   add headers to whatever the client gets with `ex.addClientHeader` (the upstream's response, a
  *   PluginAnswer or a gateway error alike: CORS and rate-limit headers); and wrap the request body
- *   stream with `ex.wrapBody` (counting, limiting). May return a promise (oauth2's token store), but
+ *   stream with `ex.wrapBody` (counting, limiting), or read it whole and hand on the bytes with `ex.replaceBody`
+ *   (request_validator). May return a promise (oauth2's token store), but
  *   returns synchronously when the outcome is known at once (a cache hit): a promise costs the
  *   proxy a microtask turn.
  * - `response(ex, status, headers)`: runs when the upstream's status and headers are known, before

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
+import { ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
 
 const codes = Object.keys(ERROR_TABLE) as ErrorCode[];
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -34,6 +34,12 @@ describe('error table', () => {
   ] as const)('gateway error %s is %d with body %s', (code, status, body) => {
     expect(new GatehouseError(code, 'x').status).toBe(status);
     expect(gatewayBody(code)).toBe(body);
+  });
+
+  test("the proxy sends a detailed code's message (REQUEST_INVALID's) and every other code's fixed body", () => {
+    expect(gatewayBodyOf(new GatehouseError('REQUEST_INVALID', 'request body invalid: /a must be string'))).toBe('"request body invalid: /a must be string"');
+    expect(gatewayBodyOf(new GatehouseError('REQUEST_BODY_TOO_LARGE', 'request body over the limit of 16 bytes'))).toBe('"request body too large"');
+    expect(codes.filter((code) => (ERROR_TABLE[code] as { detailed?: true }).detailed)).toEqual(['REQUEST_INVALID']);
   });
 
   test('every error with a gateway body has a gRPC status, and only those', () => {

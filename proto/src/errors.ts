@@ -32,13 +32,19 @@ type GrpcStatus = (typeof GRPC_STATUS)[keyof typeof GRPC_STATUS];
 
 /** An error the proxy listener answers has both its body's text and its gRPC status; the others neither. */
 type ErrorRow =
-  | { status: number; gatewayBody?: never; grpcStatus?: never }
+  | { status: number; gatewayBody?: never; grpcStatus?: never; detailed?: never }
   | {
       status: number;
       /** Fixed body of the gateway's own responses (the proxy listener); admin errors use the message. */
       gatewayBody: string;
       /** The same refusal to a gRPC client (grpc-status). */
       grpcStatus: GrpcStatus;
+      /**
+       * The proxy sends the error's message instead of `gatewayBody` (request_validator's: which part of the body is
+       * wrong and why). Whoever throws one builds the message from the configuration and the body's shape (a JSON
+       * pointer), never from the values the client sent.
+       */
+      detailed?: true;
     };
 
 const { INVALID_ARGUMENT, DEADLINE_EXCEEDED, PERMISSION_DENIED, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, UNAUTHENTICATED } = GRPC_STATUS;
@@ -83,6 +89,8 @@ export const ERROR_TABLE = {
   KEY_REJECTED: { status: 401, gatewayBody: 'invalid API key', grpcStatus: UNAUTHENTICATED },
   BAD_UPSTREAM_HOST: { status: 400, gatewayBody: 'invalid upstream host', grpcStatus: INVALID_ARGUMENT },
   REQUEST_BODY_TOO_LARGE: { status: 413, gatewayBody: 'request body too large', grpcStatus: RESOURCE_EXHAUSTED },
+  REQUEST_INVALID: { status: 400, gatewayBody: 'request invalid', grpcStatus: INVALID_ARGUMENT, detailed: true },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, gatewayBody: 'unsupported request content type', grpcStatus: INVALID_ARGUMENT },
   IP_FORBIDDEN: { status: 403, gatewayBody: 'client address not allowed', grpcStatus: PERMISSION_DENIED },
   ACL_FORBIDDEN: { status: 403, gatewayBody: 'you cannot consume this service', grpcStatus: PERMISSION_DENIED },
   INSUFFICIENT_SCOPE: { status: 403, gatewayBody: 'insufficient scope', grpcStatus: PERMISSION_DENIED },
@@ -127,6 +135,12 @@ export function statusOf(code: ErrorCode): number {
 export function gatewayBody(code: ErrorCode): string {
   const row: ErrorRow = ERROR_TABLE[code];
   return JSON.stringify(row.gatewayBody ?? 'internal server error');
+}
+
+/** Body the proxy listener sends for `err`: its code's fixed text, or its message for a `detailed` code. */
+export function gatewayBodyOf(err: GatehouseError): string {
+  const row: ErrorRow = ERROR_TABLE[err.code];
+  return row.detailed ? JSON.stringify(err.message) : gatewayBody(err.code);
 }
 
 /** grpc-status and grpc-message of the proxy's own answer to a gRPC request: its code's status and body text. */

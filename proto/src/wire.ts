@@ -188,11 +188,21 @@ export interface Plugin {
   redirect?: RedirectPluginConfig;
   acl?: AclPluginConfig;
   request_mirror?: RequestMirrorPluginConfig;
+  request_validator?: RequestValidatorPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl' | 'request_mirror';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl' | 'request_mirror' | 'request_validator';
+}
+
+export interface RequestValidatorPluginConfig {
+  /** The JSON Schema (draft 2020-12) as JSON text: a schema has no shape proto could hold. */
+  body_schema: string;
+  /** Media ranges as stored (lower-case, "application/*+json" wildcards). */
+  allowed_content_types: string[];
+  max_body_bytes: number;
+  body_required: boolean;
 }
 
 export interface RequestMirrorPluginConfig {

@@ -4,9 +4,9 @@
  * upstream request is aborted once the limit is passed (the client gets the 413); bodies within
  * the limit pass whole; `enabled: false` does nothing; bad limits are refused naming the field.
  */
-import { request } from 'node:http';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { pollUntil } from '../helpers/poll-until.js';
+import { postChunked } from '../helpers/post-chunked.js';
 import { createApis } from '../helpers/create-apis.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
@@ -29,40 +29,9 @@ afterAll(async () => {
   expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  text: string;
-}
-
-/** POST with Transfer-Encoding: chunked, `chunks` of `size` bytes, a few ms apart; write errors after the answer are expected. */
-function postChunked(path: string, chunks: number, size: number): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: gw.dp.proxyPort, path, method: 'POST', agent: false, headers: { 'transfer-encoding': 'chunked' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
-    });
-    let answered = false;
-    req.on('response', () => (answered = true));
-    req.on('error', (err) => {
-      if (!answered) reject(err);
-    });
-    let sentChunks = 0;
-    const next = (): void => {
-      if (answered || req.destroyed) return;
-      if (sentChunks === chunks) {
-        req.end();
-        return;
-      }
-      sentChunks++;
-      req.write(Buffer.alloc(size, 0x61));
-      setTimeout(next, 5);
-    };
-    next();
-  });
-}
+/** `chunks` chunks of `size` bytes, chunked. */
+const postChunkedBytes = (path: string, chunks: number, size: number) =>
+  postChunked(gw.dp.proxyPort, path, Array.from({ length: chunks }, () => Buffer.alloc(size, 0x61)));
 
 const seenAt = (prefix: string) => ({
   completed: u.requests.filter((r) => r.url.startsWith(prefix)),
@@ -88,7 +57,7 @@ test('a body of exactly the limit passes whole', async () => {
 });
 
 test('a chunked body is counted while streaming: past the limit the upstream request is aborted and the client gets 413', async () => {
-  const res = await postChunked('/limited/chunked-big', 16, 256);
+  const res = await postChunkedBytes('/limited/chunked-big', 16, 256);
   expect(res.status).toBe(413);
   expect(JSON.parse(res.text)).toBe('request body too large');
   const aborted = await pollUntil(async () => (seenAt('/limited/chunked-big').aborted.length > 0 ? seenAt('/limited/chunked-big').aborted : undefined), {
@@ -100,7 +69,7 @@ test('a chunked body is counted while streaming: past the limit the upstream req
 });
 
 test('a chunked body within the limit passes whole', async () => {
-  const res = await postChunked('/limited/chunked-small', 4, 256);
+  const res = await postChunkedBytes('/limited/chunked-small', 4, 256);
   expect(res.status).toBe(200);
   expect(JSON.parse(res.text).bodyLength).toBe(1024);
 });
@@ -109,7 +78,7 @@ test('enabled: false does nothing: bodies over the limit pass, with Content-Leng
   const res = await gw.dp.request('POST', '/unlimited/x', { body: Buffer.alloc(4096, 0x61) });
   expect(res.status).toBe(200);
   expect((res.json as { bodyLength: number }).bodyLength).toBe(4096);
-  const chunked = await postChunked('/unlimited/y', 16, 256);
+  const chunked = await postChunkedBytes('/unlimited/y', 16, 256);
   expect(chunked.status).toBe(200);
   expect(JSON.parse(chunked.text).bodyLength).toBe(4096);
 });

@@ -11,7 +11,8 @@ import type { PluginExchange } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
 import { requestHasBody } from './request-framing.js';
 
-function tooLarge(ex: PluginExchange, limit: number): GatehouseError {
+/** The 413 of a body over `limit` (request_validator's too); the connection closes after it, the rest unread. */
+export function tooLarge(ex: PluginExchange, limit: number): GatehouseError {
   ex.addClientHeader('connection', 'close');
   return new GatehouseError('REQUEST_BODY_TOO_LARGE', `request body over the limit of ${limit} bytes`);
 }

@@ -22,6 +22,7 @@ import { rateLimitRuntime } from './rate-limit/index.js';
 import { requestMirrorRuntime } from './request-mirror.js';
 import { requestTerminationRuntime } from './request-termination.js';
 import { requestTransformerRuntime } from './request-transformer.js';
+import { requestValidatorRuntime } from './request-validator.js';
 import { responseTransformerRuntime } from './response-transformer.js';
 import { retryRuntime } from './retry.js';
 import type { PluginRuntime, StageDeps } from './runtime.js';
@@ -37,6 +38,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   body_limit: bodyLimitRuntime,
   request_termination: requestTerminationRuntime,
   redirect: redirectRuntime,
+  request_validator: requestValidatorRuntime,
   grpc_web: grpcWebRuntime,
   request_transformer: requestTransformerRuntime,
   request_mirror: requestMirrorRuntime,

@@ -13,7 +13,9 @@
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
  * | 4a| termination                   | request_termination,     | request   | answer with a fixed response;                     |
  * |   |                               | redirect                 |           | answer a redirect (Location)                      |
- * | 4b| protocol translation          | grpc_web                 | request,  | rewrite Content-Type, decode the body (gRPC-Web → |
+ * | 4b| request validation            | request_validator        | request   | refuse (400, 413, 415); buffer the body, replace  |
+ * |   |                               |                          |           | its stream and Content-Length                     |
+ * | 4c| protocol translation          | grpc_web                 | request,  | rewrite Content-Type, decode the body (gRPC-Web → |
  * |   |                               |                          | response  | gRPC); trailers into the response body            |
  * | 5 | request rewriting             | request_transformer      | request   | edit upstream headers and query                   |
  * | 5a| mirroring                     | request_mirror           | request   | copy the request (and its body) for a mirror      |
@@ -34,7 +36,8 @@
  *   Host, X-Forwarded-*, X-Request-Id, are applied after it, so they always hold) and `ex.query`;
  *   add headers to whatever the client gets with `ex.addClientHeader` (the upstream's response, a
  *   PluginAnswer or a gateway error alike: CORS and rate-limit headers); and wrap the request body
- *   stream with `ex.wrapBody` (counting, limiting). May return a promise (oauth2's token store), but
+ *   stream with `ex.wrapBody` (counting, limiting), or read it whole and hand on the bytes with `ex.replaceBody`
+ *   (request_validator). May return a promise (oauth2's token store), but
  *   returns synchronously when the outcome is known at once (a cache hit): a promise costs the
  *   proxy a microtask turn.
  * - `response(ex, status, headers)`: runs when the upstream's status and headers are known, before
@@ -50,7 +53,7 @@
  *   proxy/forward-hooks.ts runs them outermost first, and sets `ex.target` before each attempt.
  */
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
-import type { Readable, Transform } from 'node:stream';
+import { Readable, type Transform } from 'node:stream';
 import type { GatehouseError } from '#proto/errors';
 import type { CompiledRoute, CompiledTarget } from '#proto/compile/index';
 import type { RouteMatch } from '#proto/routing/index';
@@ -187,6 +190,14 @@ export class PluginExchange {
   /** The request body (when there is one) is piped through `wrap`'s stream on its way upstream. */
   wrapBody(wrap: (body: Readable) => Readable): void {
     (this.bodyWrappers ??= []).push(wrap);
+  }
+
+  /**
+   * request_validator: the body was read whole (through the wrappers so far, as `requestBody` gives it); the upstream
+   * gets these bytes, through the wrappers added from now on.
+   */
+  replaceBody(bytes: Buffer): void {
+    this.bodyWrappers = [() => Readable.from([bytes], { objectMode: false })];
   }
 
   /** forward.ts: the body stream to send upstream. */

@@ -5,7 +5,7 @@
  */
 import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import { GatehouseError, gatewayBody, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
+import { GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
 import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
@@ -171,7 +171,7 @@ export function createProxyServer(deps: {
       sendGrpcError(res, err, head, grpcType, routeId);
       return;
     }
-    const body = gatewayBody(err.code);
+    const body = gatewayBodyOf(err);
     res.writeHead(err.status, { ...head, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   }
@@ -473,7 +473,7 @@ export function createProxyServer(deps: {
       const error = recordFailure(req, requestId, err, routeId);
       status = error.status;
       const extra = error === err ? ex?.clientHeaders : null;
-      answerOnSocket(socket, error.status, { ...extra, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBody(error.code));
+      answerOnSocket(socket, error.status, { ...extra, 'content-type': 'application/json', 'x-request-id': requestId }, gatewayBodyOf(error));
     } finally {
       if (load) load.inFlight--;
     }

@@ -82,6 +82,9 @@ const VALID: Record<string, (string | number)[]> = {
   scheme: ['https', 'HTTP'],
   host: ['new.example.com', '[::1]'],
   port: [8443],
+  // request_validator: `default` is the one schema keyword that takes any JSON value (ajv's strict mode refuses the rest)
+  'body_schema keys': ['default'],
+  allowed_content_types: ['application/json', 'application/*+json'],
 };
 
 /**

@@ -24,6 +24,7 @@ import { rateLimitPlugin } from './rate-limit.js';
 import { requestMirrorPlugin } from './request-mirror.js';
 import { requestTerminationPlugin } from './request-termination.js';
 import { requestTransformerPlugin } from './request-transformer.js';
+import { requestValidatorPlugin } from './request-validator.js';
 import { responseTransformerPlugin } from './response-transformer.js';
 import { retryPlugin } from './retry.js';
 
@@ -41,6 +42,9 @@ export const PLUGINS = {
   // API still asks for its credentials, and before proxy_cache, so no stored response outlives the termination
   request_termination: requestTerminationPlugin,
   redirect: redirectPlugin,
+  // after body_limit and the answers that need no body (a terminated or moved API refuses nothing for its body);
+  // it skips gRPC and gRPC-Web calls, so grpc_web's rewrite may follow
+  request_validator: requestValidatorPlugin,
   // before request_transformer, which then sees the request as the gRPC upstream will
   grpc_web: grpcWebPlugin,
   request_transformer: requestTransformerPlugin,
@@ -120,4 +124,5 @@ export type { CompiledCb } from './cb.js';
 export type { CompiledRequestTermination } from './request-termination.js';
 export type { CompiledRedirect } from './redirect.js';
 export type { CompiledRequestMirror } from './request-mirror.js';
+export type { CompiledRequestValidator } from './request-validator.js';
 export { NO_GRPC_STATUS } from './status-predicate.js';

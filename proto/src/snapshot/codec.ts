@@ -179,21 +179,36 @@ function sortedKeys(value: unknown): unknown {
  */
 const NULLABLE_LISTS: Readonly<Record<string, readonly string[]>> = { proxy_cache: ['content_types', 'vary_query_params'] };
 
+/** Config members of any JSON shape (request_validator's JSON Schema), which travel as their JSON text, by plugin. */
+const JSON_MEMBERS: Readonly<Record<string, readonly string[]>> = { request_validator: ['body_schema'] };
+
 function pluginConfigToMessage(name: string, config: unknown): unknown {
   const lists = NULLABLE_LISTS[name];
-  if (!lists || !isPlainObject(config)) return sortedKeys(config);
+  const texts = JSON_MEMBERS[name];
+  if ((!lists && !texts) || !isPlainObject(config)) return sortedKeys(config);
   const out: Record<string, unknown> = { ...config };
-  for (const key of lists) out[key] = out[key] == null ? null : { values: out[key] };
+  for (const key of lists ?? []) out[key] = out[key] == null ? null : { values: out[key] };
+  // As written: the schema's key order is the order ajv checks (and so reports) its keywords in.
+  for (const key of texts ?? []) out[key] = JSON.stringify(out[key]);
   return sortedKeys(out);
 }
 
 function pluginConfigFromMessage(name: string, message: unknown): unknown {
   const lists = NULLABLE_LISTS[name];
-  if (!lists || !isPlainObject(message)) return message;
+  const texts = JSON_MEMBERS[name];
+  if ((!lists && !texts) || !isPlainObject(message)) return message;
   const out: Record<string, unknown> = { ...message };
-  for (const key of lists) {
+  for (const key of lists ?? []) {
     const wrapped = out[key];
     out[key] = isPlainObject(wrapped) ? wrapped.values : (wrapped ?? null);
+  }
+  // Text that is not JSON is left as it is, for the definition's parse to refuse by name.
+  for (const key of texts ?? []) {
+    try {
+      if (typeof out[key] === 'string') out[key] = JSON.parse(out[key]);
+    } catch {
+      // left as the string
+    }
   }
   return out;
 }

@@ -71,6 +71,12 @@ const apiArb = fc
     // request_mirror: a percentage of 0 is proto3's default and must come back as 0, a fraction as itself.
     mirror: fc.constantFrom([], [{ name: 'request_mirror', config: { target: 'http://m.test:8080', percentage: 0 } }], [{ name: 'request_mirror', config: { target: 'http://m.test', percentage: 12.5 } }]),
     acl: fc.constantFrom([], [{ name: 'acl', config: { allow: ['admins'] } }], [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['banned'] } }]),
+    // request_validator: its schema travels as JSON text; the same keys in another order are another schema text.
+    validator: fc.constantFrom(
+      [],
+      [{ name: 'request_validator', config: { body_schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } }],
+      [{ name: 'request_validator', config: { body_schema: { required: ['a'], type: 'object', properties: { a: { type: 'integer' } } }, body_required: true } }],
+    ),
   })
   .map((r) =>
     parseApiDefinition({
@@ -84,7 +90,7 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { ...r.balancing, targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server, ...r.tokenChecks } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl, ...r.mirror],
+      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server, ...r.tokenChecks } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl, ...r.mirror, ...r.validator],
     }),
   );
 

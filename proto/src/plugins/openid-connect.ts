@@ -21,17 +21,19 @@ import { claimsToHeadersSchema, emptyIsAbsent, MAX_SCOPES, scopeSchema } from '.
 import { deepFreeze, definePlugin } from './plugin.js';
 
 const PRINTABLE = /^[\x21-\x7e]+$/;
+const SECRET = /^[\x20-\x7e]+$/;
 /** RFC 6265 cookie-name: an RFC 7230 token. */
 const COOKIE_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/;
 /** A path of the gateway's own origin: no `//` or `/\` (a browser reads both as another host), nothing outside visible ASCII. */
 const LOCAL_PATH = /^\/(?![/\\])[\x21-\x7e]{0,255}$/;
 
-const text = (max: number, what: string) =>
+/** Secrets may hold spaces (as introspection's client_secret); names and URLs may not. */
+const text = (max: number, spaces = false) =>
   z
     .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
     .min(1, 'is required')
     .max(max, `must be at most ${max} characters`)
-    .regex(PRINTABLE, `must be ${what}printable ASCII without spaces`);
+    .regex(spaces ? SECRET : PRINTABLE, spaces ? 'must be printable ASCII' : 'must be printable ASCII without spaces');
 
 const localPath = (fallback: string, query: boolean) =>
   z
@@ -42,11 +44,11 @@ const localPath = (fallback: string, query: boolean) =>
 
 const schema = z
   .object({
-    issuer: text(2048, ''),
+    issuer: text(2048),
     allow_http: z.boolean({ error: 'must be a boolean' }).default(false),
-    client_id: text(256, ''),
-    client_secret: text(1024, ''),
-    cookie_secret: text(1024, '').refine((s) => s.length >= 32, 'must be at least 32 characters (the cookie key is derived from it)'),
+    client_id: text(256),
+    client_secret: text(1024, true),
+    cookie_secret: text(1024, true).refine((s) => s.length >= 32, 'must be at least 32 characters (the cookie key is derived from it)'),
     redirect_path: localPath('/callback', false),
     logout_path: localPath('/logout', false),
     post_logout_redirect: localPath('/', true),

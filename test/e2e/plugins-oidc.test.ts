@@ -176,6 +176,43 @@ test('PKCE: a code injected into another sign-in is refused by the IdP (its veri
   expect(res.headers['set-cookie']).toBeUndefined();
 });
 
+test.each<[string, Record<string, unknown>]>([
+  ['another audience', { aud: 'another-client' }],
+  ['another nonce', { nonce: 'not-the-flow-nonce' }],
+  ['another issuer', { iss: 'https://evil.example' }],
+  ['no exp', { exp: undefined }],
+  ['an exp passed', { exp: Math.floor(Date.now() / 1000) - 3600 }],
+])('an ID token with %s is refused: the callback is 400 and no session is set', async (_row, claims) => {
+  const { authorize, jar } = await startSignIn('/app/id-token');
+  const back = await authorizeAt(authorize);
+  idp.overrideIdToken(claims);
+  try {
+    const res = await gw.dp.request('GET', back, { headers: { ...HTML, cookie: cookieHeader(jar) } });
+    expect(idp.tokenRequests.at(-1)?.verdict).toBe('ok');
+    expect(res.status).toBe(400);
+    expect(res.json).toBe('invalid sign-in callback');
+    expect(res.headers['set-cookie']).toBeUndefined();
+  } finally {
+    idp.overrideIdToken({});
+  }
+});
+
+test('a provider that cannot be reached: a browser gets 503, logout still clears the cookies locally', async () => {
+  const down = await startOidcProvider();
+  const issuer = down.issuer;
+  await down.close();
+  const created = await gw.admin.createApi(apiDefinition({ name: 'app-down', listenPath: '/app-down/*', targets: [u.url], plugins: [{ name: 'openid_connect', config: config({ issuer, timeout: '1s' }) }] }));
+  expect(created.body).toMatchObject({ name: 'app-down' });
+  await gw.admin.waitForDataPlanes(created, gw.dps);
+  const res = await gw.dp.request('GET', '/app-down/page', { headers: HTML });
+  expect(res.status).toBe(503);
+  expect(res.json).toBe('identity provider unavailable');
+  const out = await gw.dp.request('GET', '/app-down/logout');
+  expect(out.status).toBe(302);
+  expect(out.headers.location).toBe(`${gw.dp.proxyUrl}/`);
+  expect(setCookies(out).get('gatehouse_oidc')).toBe('');
+});
+
 test('logout clears both cookies and goes to the IdP\'s end_session_endpoint', async () => {
   const jar = await signIn('/app/out');
   const res = await gw.dp.request('GET', '/app/logout', { headers: { cookie: cookieHeader(jar) } });

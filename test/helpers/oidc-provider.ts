@@ -25,6 +25,8 @@ export interface OidcProvider {
   readonly subject: string;
   readonly tokenRequests: readonly TokenRequestRecord[];
   readonly discoveryFetches: number;
+  /** Claims set on (or, undefined, taken off) the next ID tokens: a wrong `aud`, `nonce` or `iss`; {} for none. */
+  overrideIdToken(claims: Record<string, unknown>): void;
   close(): Promise<void>;
 }
 
@@ -48,6 +50,7 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
   const tokenRequests: TokenRequestRecord[] = [];
   let discoveryFetches = 0;
   let issuer = '';
+  let overrides: Record<string, unknown> = {};
 
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
@@ -59,15 +62,12 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
     return Buffer.concat(chunks).toString('utf8');
   };
 
-  const signIdToken = (grant: Grant, key: CryptoKey) =>
-    new SignJWT({ nonce: grant.nonce, email: options.email ?? 'ada@example.com' })
-      .setProtectedHeader({ alg: 'RS256', kid })
-      .setIssuer(issuer)
-      .setAudience(grant.clientId)
-      .setSubject(subject)
-      .setIssuedAt()
-      .setExpirationTime('5m')
-      .sign(key);
+  const signIdToken = (grant: Grant, key: CryptoKey) => {
+    const at = Math.floor(Date.now() / 1000);
+    const claims: Record<string, unknown> = { iss: issuer, aud: grant.clientId, sub: subject, iat: at, exp: at + 300, nonce: grant.nonce, email: options.email ?? 'ada@example.com', ...overrides };
+    for (const [k, v] of Object.entries(claims)) if (v === undefined) delete claims[k];
+    return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).sign(key);
+  };
 
   async function token(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const form = Object.fromEntries(new URLSearchParams(await readBody(req)));
@@ -132,6 +132,9 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
     tokenRequests,
     get discoveryFetches() {
       return discoveryFetches;
+    },
+    overrideIdToken(claims) {
+      overrides = claims;
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };

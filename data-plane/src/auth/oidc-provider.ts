@@ -15,7 +15,7 @@ import { JWKS_ALGS } from '#proto/definition/types';
 import { jwksUriProblem } from '#proto/definition/oauth-server-schema';
 import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import type { Logger } from '#proto/logger';
-import { callJson, type CallPools } from './json-call.js';
+import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
 import type { JwksCache } from './jwks-cache.js';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
 import type { TokenGrant } from './token-grant.js';
@@ -40,11 +40,9 @@ const DOCUMENT_TTL_MS = 3_600_000;
 const COOLDOWN_MS = 10_000;
 const LEEWAY_S = 30;
 
-interface Held {
+interface Held extends FetchState {
   endpoints?: ProviderEndpoints;
   fetchedAt: number;
-  attemptedAt: number;
-  inflight?: Promise<void>;
   lastError?: string;
   verifier?: JwtVerifier;
 }
@@ -111,15 +109,7 @@ export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache
     }
   }
 
-  function refresh(config: CompiledOpenidConnect, entry: Held, at: number): Promise<void> | undefined {
-    if (entry.inflight) return entry.inflight;
-    if (at - entry.attemptedAt < COOLDOWN_MS) return undefined;
-    entry.attemptedAt = at;
-    entry.inflight = load(config, entry).finally(() => {
-      entry.inflight = undefined;
-    });
-    return entry.inflight;
-  }
+  const refresh = (config: CompiledOpenidConnect, entry: Held, at: number) => fetchAtMostEvery(entry, COOLDOWN_MS, at, () => load(config, entry));
 
   const none = (config: CompiledOpenidConnect, entry: Held): never => {
     throw entry.lastError ? new GatehouseError('IDENTITY_PROVIDER_UNAVAILABLE', entry.lastError) : unavailable(config, 'no discovery document yet');

@@ -82,6 +82,15 @@ const VALID: Record<string, (string | number)[]> = {
   scheme: ['https', 'HTTP'],
   host: ['new.example.com', '[::1]'],
   port: [8443],
+  // openid_connect (client_id, client_secret and timeout above)
+  issuer: ['https://idp.example', 'http://127.0.0.1:8080/realm', 'http://idp.example'],
+  cookie_secret: ['c'.repeat(32)],
+  redirect_path: ['/callback'],
+  logout_path: ['/logout'],
+  post_logout_redirect: ['/', '/bye?x=1'],
+  cookie_name: ['sid'],
+  session_ttl: ['1h'],
+  user_header: ['X-User'],
 };
 
 /**

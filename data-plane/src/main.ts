@@ -13,6 +13,7 @@ import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { createIntrospector, createJwksCache, createTokenStore } from './auth/index.js';
+import { createOidcProviders } from './auth/oidc-provider.js';
 import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { watchUpstreamTls } from './proxy/upstream-tls.js';
@@ -64,9 +65,11 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const pools = createUpstreamPools({ tls: upstreamTls });
   const introspector = createIntrospector({ pools, logger });
   const jwks = createJwksCache({ pools, logger });
+  // Its own JWKS cache: the holder's `retain` keeps only the OAuth servers' sets.
+  const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools, logger }), logger });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
-  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, logger, registry, rateLimiter, health, responseCache });
+  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger);

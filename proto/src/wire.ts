@@ -189,11 +189,12 @@ export interface Plugin {
   acl?: AclPluginConfig;
   request_mirror?: RequestMirrorPluginConfig;
   request_validator?: RequestValidatorPluginConfig;
+  openid_connect?: OpenidConnectPluginConfig;
   /**
    * The normalised config (defaults filled) of the plugin `name` names, in the member of that
    * name; unknown plugins never reach a snapshot. Field names are those of the admin API.
    */
-  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl' | 'request_mirror' | 'request_validator';
+  config?: 'oauth2' | 'cors' | 'request_transformer' | 'response_transformer' | 'body_limit' | 'retry' | 'cb' | 'basic_auth' | 'rate_limit' | 'compression' | 'ip_restriction' | 'key_auth' | 'proxy_cache' | 'grpc_web' | 'request_termination' | 'redirect' | 'acl' | 'request_mirror' | 'request_validator' | 'openid_connect';
 }
 
 export interface RequestValidatorPluginConfig {
@@ -203,6 +204,26 @@ export interface RequestValidatorPluginConfig {
   allowed_content_types: string[];
   max_body_bytes: number;
   body_required: boolean;
+}
+
+/** Stored with defaults filled (plugins/openid-connect.ts); client_secret and cookie_secret travel as the definition holds them. */
+export interface OpenidConnectPluginConfig {
+  issuer: string;
+  allow_http: boolean;
+  client_id: string;
+  client_secret: string;
+  cookie_secret: string;
+  redirect_path: string;
+  logout_path: string;
+  post_logout_redirect: string;
+  scopes: string[];
+  cookie_name: string;
+  /** Go durations, as stored. */
+  session_ttl: string;
+  timeout: string;
+  user_header: string;
+  /** ID token claim name → upstream header name; empty = none. */
+  claims_to_headers: Record<string, string>;
 }
 
 export interface RequestMirrorPluginConfig {

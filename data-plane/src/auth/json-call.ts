@@ -1,5 +1,5 @@
 /**
- * One call of the gateway's own to an identity provider (token introspection, a JWKS fetch) through the
+ * One call of the gateway's own to an identity provider (token introspection, a JWKS or discovery fetch, a code exchange) through the
  * proxy's upstream pools: `timeout` bounds the whole call (connect, headers, body), only a 200 counts, and
  * the body is read up to `maxBytes` and must parse as a JSON object. Every failure is `fail(reason)`.
  */
@@ -77,4 +77,26 @@ export async function callJson(
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw fail('response is not a JSON object');
   return json as Record<string, unknown>;
+}
+
+/** What a cached document (a JWKS, a discovery document) remembers of its fetches. */
+export interface FetchState {
+  /** When the last fetch started (ms), whatever its outcome. */
+  attemptedAt: number;
+  inflight?: Promise<void>;
+}
+
+/**
+ * Starts `load` unless a fetch is in flight (its promise is shared) or `cooldownMs` has not passed since the last
+ * start (undefined): whatever asks, at most one call per cooldown reaches the identity provider. `load` must not reject.
+ */
+export function fetchAtMostEvery(state: FetchState, cooldownMs: number, at: number, load: () => Promise<void>): Promise<void> | undefined {
+  if (state.inflight) return state.inflight;
+  if (at - state.attemptedAt < cooldownMs) return undefined;
+  state.attemptedAt = at;
+  const pending = load().finally(() => {
+    state.inflight = undefined;
+  });
+  state.inflight = pending;
+  return pending;
 }

@@ -17,7 +17,7 @@ import { GatehouseError, isGatehouseError } from '#proto/errors';
 import { parseJwks } from '#proto/compile/jwks';
 import type { CompiledJwks, CompiledJwtKey } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
-import { callJson, type CallPools } from './json-call.js';
+import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
 
 export interface JwksCache {
   /**
@@ -40,13 +40,10 @@ export interface JwksCacheOptions {
 /** A JWKS is a few keys (~1.5 KiB per RSA-4096 key); more is not one. */
 export const MAX_JWKS_BYTES = 256 * 1024;
 
-interface KeySet {
+interface KeySet extends FetchState {
   keys?: CompiledJwtKey[];
   /** When `keys` was fetched (ms). */
   fetchedAt: number;
-  /** When the last fetch started (ms), whatever its outcome. */
-  attemptedAt: number;
-  inflight?: Promise<void>;
   lastError?: string;
 }
 
@@ -100,16 +97,7 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
   }
 
   /** Starts a fetch unless one is in flight or the cooldown since the last one has not passed; never rejects. */
-  function refresh(config: CompiledJwks, set: KeySet, at: number): Promise<void> | undefined {
-    if (set.inflight) return set.inflight;
-    if (at - set.attemptedAt < config.cooldownMs) return undefined;
-    set.attemptedAt = at;
-    const pending = load(config, set).finally(() => {
-      set.inflight = undefined;
-    });
-    set.inflight = pending;
-    return pending;
-  }
+  const refresh = (config: CompiledJwks, set: KeySet, at: number) => fetchAtMostEvery(set, config.cooldownMs, at, () => load(config, set));
 
   function held(config: CompiledJwks, set: KeySet, at: number): CompiledJwtKey[] | undefined {
     if (set.keys && at - set.fetchedAt > config.maxStaleMs) {

@@ -15,6 +15,7 @@ import { corsRuntime } from './cors.js';
 import { ipRestrictionRuntime } from './ip-restriction.js';
 import { keyAuthRuntime } from './key-auth.js';
 import { oauth2Runtime } from './oauth2.js';
+import { openidConnectRuntime } from './openid-connect.js';
 import { pipelineOf, type Pipeline, type PluginStage } from './pipeline.js';
 import { proxyCacheRuntime } from './proxy-cache/index.js';
 import { redirectRuntime } from './redirect.js';
@@ -34,6 +35,7 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
   oauth2: oauth2Runtime,
   basic_auth: basicAuthRuntime,
   key_auth: keyAuthRuntime,
+  openid_connect: openidConnectRuntime,
   acl: aclRuntime,
   body_limit: bodyLimitRuntime,
   request_termination: requestTerminationRuntime,

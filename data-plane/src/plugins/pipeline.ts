@@ -8,7 +8,7 @@
  * | 2 | admission                     | ip_restriction,          | request   | refuse (403);                                     |
  * |   |                               | rate_limit               |           | answer 429; add client headers                    |
  * | 3 | authentication                | oauth2, basic_auth,      | request   | refuse (400/401; oauth2 403 on scope)             |
- * |   |                               | key_auth                 |           |                                                   |
+ * |   |                               | key_auth, openid_connect |           | openid_connect: answer sign-in redirects          |
  * | 3b| authorization                 | acl                      | request   | refuse (403)                                      |
  * | 4 | request size                  | body_limit               | request   | refuse (413); wrap the request body               |
  * | 4a| termination                   | request_termination,     | request   | answer with a fixed response;                     |

@@ -1,6 +1,7 @@
 /** The runtime side of a plugin: once per route and snapshot, its hooks closed over its compiled config. */
 import type { CompiledRoute } from '#proto/compile/index';
 import type { Authorizer } from '../auth/index.js';
+import type { OidcProviders } from '../auth/oidc-provider.js';
 import type { BreakerGeneration } from './circuit-breaker.js';
 import type { PluginStage } from './pipeline.js';
 import type { ResponseCache } from './proxy-cache/index.js';
@@ -23,6 +24,8 @@ export interface StageDeps {
   keyAuthGroups: ReadonlyMap<string, readonly string[]>;
   /** proxy_cache's store: the process's one (PROXY_CACHE_SIZE), kept across snapshots. */
   responseCache: ResponseCache;
+  /** openid_connect's discovery, code exchange and ID token checks (main.ts passes the process's one); undefined: its routes answer 503. */
+  oidc?: OidcProviders;
 }
 
 export interface PluginRuntime<Compiled> {

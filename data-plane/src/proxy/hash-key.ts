@@ -6,17 +6,8 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { CompiledRoute } from '#proto/compile/index';
+import { cookieValue } from '../auth/sealed-cookie.js';
 import { clientIp } from '../plugins/client-ip.js';
-
-/** `name`'s value in a Cookie header (`a=1; b=2`; node joins several Cookie lines with "; "); null when absent or empty. */
-function cookieValue(header: string | undefined, name: string): string | null {
-  if (header === undefined) return null;
-  for (const pair of header.split(';')) {
-    const eq = pair.indexOf('=');
-    if (eq > 0 && pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim() || null;
-  }
-  return null;
-}
 
 /** The request's key for `route`; null for any balancing but hash (or one target: nothing to choose), or when the request has none. */
 export function hashKeyOf(req: IncomingMessage, route: CompiledRoute): string | null {

@@ -22,6 +22,7 @@ import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector, 
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
 import { apiKeyLookup } from '../auth/api-keys.js';
 import type { TokenStore } from '../auth/token-store.js';
+import type { OidcProviders } from '../auth/oidc-provider.js';
 import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
 import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, type StageDeps } from '../plugins/index.js';
@@ -101,6 +102,8 @@ export function createSnapshotHolder(deps: {
   health?: HealthRegistry;
   /** proxy_cache's store (main.ts passes the process's one, PROXY_CACHE_SIZE); a 64 MiB one of this holder's own when absent. */
   responseCache?: ResponseCache;
+  /** openid_connect's provider client (main.ts passes the process's one, on its upstream pools). */
+  oidc?: OidcProviders;
 }): SnapshotHolder {
   let applied: AppliedSnapshot | null = null;
   // No CompileCache here: a full snapshot brings new objects (nothing to reuse), and across deltas the
@@ -150,7 +153,7 @@ export function createSnapshotHolder(deps: {
 
   function pipelineDepsOf(authorizer: Authorizer, credentials: HeldCredentials, breakers: BreakerGeneration): Omit<StageDeps, 'route'> {
     const { basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups } = credentials;
-    return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache };
+    return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache, oidc: deps.oidc };
   }
 
   /** A route's forwarding state, parsed once. */

@@ -85,6 +85,15 @@ const VALID: Record<string, (string | number)[]> = {
   // request_validator: `default` is the one schema keyword that takes any JSON value (ajv's strict mode refuses the rest)
   'body_schema keys': ['default'],
   allowed_content_types: ['application/json', 'application/*+json'],
+  // openid_connect (client_id, client_secret and timeout above)
+  issuer: ['https://idp.example', 'http://127.0.0.1:8080/realm', 'http://idp.example'],
+  cookie_secret: ['c'.repeat(32)],
+  redirect_path: ['/callback'],
+  logout_path: ['/logout'],
+  post_logout_redirect: ['/', '/bye?x=1'],
+  cookie_name: ['sid'],
+  session_ttl: ['1h'],
+  user_header: ['X-User'],
 };
 
 /**

@@ -81,7 +81,7 @@ const MAX_JWKS_URI_LENGTH = 2048;
 const HOUR_MS = 3_600_000;
 
 /** A duration string from `minMs` to `maxMs` (the message names both as written). */
-const durationIn = (minMs: number, maxMs: number, range: string) =>
+export const durationIn = (minMs: number, maxMs: number, range: string) =>
   z.string({ error: `must be a duration from ${range}` }).refine((t) => (tryParseDurationUpTo(t, maxMs) ?? 0) >= minMs, `must be a duration from ${range}`);
 
 /**
@@ -113,7 +113,8 @@ export const jwksSettingsSchema = z
     if (ttl !== null && stale !== null && stale < ttl) ctx.addIssue({ code: 'custom', path: ['max_stale'], message: 'must not be shorter than cache_ttl' });
   });
 
-function jwksUriProblem(uri: string, allowHttp: boolean): string | undefined {
+/** Why `uri` cannot be fetched for keys (or an OIDC issuer's discovery), or undefined. */
+export function jwksUriProblem(uri: string, allowHttp: boolean): string | undefined {
   let url: URL;
   try {
     url = new URL(uri);

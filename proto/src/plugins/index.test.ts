@@ -6,7 +6,7 @@ const api = (plugins: unknown[]) =>
   parseApiDefinition({ name: 'p', proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins });
 
 test('execution order is the documented one', () => {
-  expect(PLUGIN_ORDER).toEqual(['cors', 'ip_restriction', 'rate_limit', 'oauth2', 'basic_auth', 'key_auth', 'acl', 'body_limit', 'request_termination', 'redirect', 'request_validator', 'grpc_web', 'request_transformer', 'request_mirror', 'retry', 'cb', 'response_transformer', 'compression', 'proxy_cache']);
+  expect(PLUGIN_ORDER).toEqual(['cors', 'ip_restriction', 'rate_limit', 'oauth2', 'basic_auth', 'key_auth', 'openid_connect', 'acl', 'body_limit', 'request_termination', 'redirect', 'request_validator', 'grpc_web', 'request_transformer', 'request_mirror', 'retry', 'cb', 'response_transformer', 'compression', 'proxy_cache']);
   expect(Object.keys(PLUGINS)).toEqual(PLUGIN_ORDER);
 });
 

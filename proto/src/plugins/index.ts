@@ -17,6 +17,7 @@ import { corsPlugin } from './cors.js';
 import { ipRestrictionPlugin } from './ip-restriction.js';
 import { keyAuthPlugin } from './key-auth.js';
 import { oauth2Plugin } from './oauth2.js';
+import { openidConnectPlugin } from './openid-connect.js';
 import type { PluginModule } from './plugin.js';
 import { proxyCachePlugin } from './proxy-cache.js';
 import { redirectPlugin } from './redirect.js';
@@ -35,6 +36,7 @@ export const PLUGINS = {
   oauth2: oauth2Plugin,
   basic_auth: basicAuthPlugin,
   key_auth: keyAuthPlugin,
+  openid_connect: openidConnectPlugin,
   // authorization: judges the consumer basic_auth or key_auth found
   acl: aclPlugin,
   body_limit: bodyLimitPlugin,
@@ -107,6 +109,7 @@ export type { CompiledIpRestriction } from './ip-restriction.js';
 export type { CompiledOAuth2 } from './oauth2.js';
 export type { CompiledBasicAuth } from './basic-auth.js';
 export type { CompiledKeyAuth } from './key-auth.js';
+export type { CompiledOpenidConnect } from './openid-connect.js';
 export type { CompiledAcl } from './acl.js';
 export type { CompiledBodyLimit } from './body-limit.js';
 export { parseSize } from './body-limit.js';

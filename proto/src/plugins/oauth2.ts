@@ -17,7 +17,7 @@ export const MAX_SCOPES = 32;
 export const MAX_CLAIM_HEADERS = 16;
 
 /** RFC 6749 §3.3 scope-token: no space, `"` or `\`, so it also goes into a challenge's quoted-string as is. */
-const scopeSchema = z
+export const scopeSchema = z
   .string()
   .max(256, 'must be at most 256 characters')
   .regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'must be a scope token (printable ASCII without space, " or \\)');
@@ -25,10 +25,11 @@ const scopeSchema = z
 /** A JSON member name of the token's claims (or of the introspection response), e.g. `sub` or a namespaced URI. */
 const CLAIM_NAME = /^[\x21-\x7e]{1,256}$/;
 
-const emptyIsAbsent = (v: unknown) =>
+export const emptyIsAbsent = (v: unknown) =>
   (Array.isArray(v) && v.length === 0) || (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0) ? undefined : v;
 
-const claimsToHeadersSchema = z
+/** Also openid_connect's (its ID token's claims). */
+export const claimsToHeadersSchema = z
   .record(z.string(), z.string({ error: 'must be a header name' }))
   .superRefine((map, ctx) => {
     const taken = new Map<string, string>();

@@ -728,7 +728,7 @@ describe('proxy_cache', () => {
   });
 });
 
-describe('request_termination, redirect and request_mirror', () => {
+describe('request_termination, redirect, request_mirror and openid_connect', () => {
   const answering = (name: string, plugin: string, config: unknown) =>
     parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, ...target('http://c:1') }, plugins: [{ name: plugin, config }] });
   // Their `optional` members: an empty body is not an unset one, nor is an empty message; an unset port is not 0.
@@ -742,6 +742,8 @@ describe('request_termination, redirect and request_mirror', () => {
       answering('rd-all', 'redirect', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }),
       answering('rm-none', 'request_mirror', { target: 'http://m:1', percentage: 0 }),
       answering('rm-part', 'request_mirror', { target: 'HTTPS://M.example', percentage: 0.5 }),
+      answering('oidc', 'openid_connect', { issuer: 'https://idp.example', client_id: 'app', client_secret: 's 1', cookie_secret: 'k'.repeat(32), scopes: ['email'], claims_to_headers: { email: 'X-Email' } }),
+      answering('oidc-min', 'openid_connect', { issuer: 'http://127.0.0.1:9', client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) }),
     ],
     oauthServers: [],
   };
@@ -750,6 +752,8 @@ describe('request_termination, redirect and request_mirror', () => {
     const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(4, ANSWERING))) as SnapshotMessage);
     expect(back.defs).toEqual(sortedByName(ANSWERING));
     expect(back.defs.apis.map((a) => [a.name, a.plugins[0].config])).toEqual([
+      ['oidc', expect.objectContaining({ scopes: ['openid', 'email'], claims_to_headers: { email: 'X-Email' }, client_secret: 's 1', allow_http: false })],
+      ['oidc-min', expect.not.objectContaining({ claims_to_headers: expect.anything() })],
       ['rd-all', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }],
       ['rd-scheme', { status_code: 302, scheme: 'https', strip_path: false }],
       ['rm-none', { target: 'http://m:1', percentage: 0 }],

@@ -66,6 +66,8 @@ const apiArb = fc
       { name: 'request_termination', config: { status_code: 204 } },
       { name: 'redirect', config: { scheme: 'https' } },
       { name: 'redirect', config: { host: 'n.test', port: 8443, path: '/v2', strip_path: true } },
+      { name: 'openid_connect', config: { issuer: 'https://idp.test', client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) } },
+      { name: 'openid_connect', config: { issuer: 'http://idp.test', allow_http: true, client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32), scopes: ['email'], claims_to_headers: { email: 'X-Email' } } },
     ),
     // acl alone is refused (no consumer to authorize); with key_auth it is accepted.
     // request_mirror: a percentage of 0 is proto3's default and must come back as 0, a fraction as itself.

@@ -10,6 +10,8 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { jest } from '@jest/globals';
 import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import { createAdminClient } from '../helpers/admin-client.js';
+import { apiDefinition } from '../helpers/api-definition.js';
 import { controlPlaneIdentity, createObject, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
 import { KUBE_TOOLS_BIN, startKubeApiServer, type KubeApiServer } from '../helpers/kube-apiserver.js';
 import { pollUntil } from '../helpers/poll-until.js';
@@ -28,6 +30,7 @@ let server: KubeApiServer;
 let admin: KubeClients;
 let cp: ControlPlane;
 let dp: DataPlane;
+let crdsAbsentLog: string;
 const upstreams: Upstream[] = [];
 
 const logs = () => `--- cp\n${cp.recentLogs(40)}\n--- dp\n${dp.recentLogs(20)}`;
@@ -88,7 +91,6 @@ beforeAll(async () => {
   admin = await kubeClients(await server.writeKubeconfig(server.adminToken));
   await installCrds(admin);
   const identity = await controlPlaneIdentity(server, admin, NAMESPACE);
-  await installGatewayCrds();
   // The Gateway API rules of deploy/rbac/gateway-api-role.yaml, bound to the CP's ServiceAccount.
   const subjects = [{ kind: 'ServiceAccount', name: 'gatehouse-control-plane', namespace: NAMESPACE }];
   for (const doc of loadAllYaml(await readFile(join(process.cwd(), 'deploy/rbac/gateway-api-role.yaml'), 'utf8')) as KubernetesObject[]) {
@@ -102,6 +104,14 @@ beforeAll(async () => {
       subjects,
     } as KubernetesObject);
   }
+  cp = await startControlPlane({
+    name: 'cp',
+    env: { STORE: 'kubernetes', GATEWAY_API: 'true', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+  });
+  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
+  // Started before the Gateway API CRDs exist: it must log that and keep serving our own CRDs.
+  crdsAbsentLog = await pollUntil(async () => cp.recentLogs(200).split('\n').find((l) => l.includes('are the Gateway API CRDs')), { what: 'the missing-CRD error', timeoutMs: 20_000, details: logs });
+  await installGatewayCrds();
   for (const i of [0, 1, 2]) upstreams.push(await startUpstream(`backend-${i}`, { kind: 'fixed' }, { host: ADDRESS }));
   await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'gatehouse' }, spec: { controllerName: 'gatehouse.dev/gateway-controller' } } as KubernetesObject);
   await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'other' }, spec: { controllerName: 'example.com/other' } } as KubernetesObject);
@@ -109,11 +119,6 @@ beforeAll(async () => {
     ({ apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name, namespace: NAMESPACE }, spec: { gatewayClassName: className, listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] } }) as KubernetesObject;
   await createObject(admin, gateway('gw', 'gatehouse'));
   await createObject(admin, gateway('foreign', 'other'));
-  cp = await startControlPlane({
-    name: 'cp',
-    env: { STORE: 'kubernetes', GATEWAY_API: 'true', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
-  });
-  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
 }, 180_000);
 
 afterAll(async () => {
@@ -121,6 +126,16 @@ afterAll(async () => {
   await cp?.dispose();
   await Promise.allSettled(upstreams.map((u) => u.close()));
   await server?.stop();
+});
+
+test('a CP started before the Gateway API CRDs exist logs an error, keeps serving its own CRDs, and serves routes once they are installed', async () => {
+  expect(crdsAbsentLog).toMatch(/"level":50|error/);
+  const client = await createAdminClient(cp);
+  await client.login();
+  await backend('own', [2]);
+  expect((await client.createApi(apiDefinition({ name: 'own', listenPath: '/own/*', targets: ['k8s://own:8080'] }))).status).toBe(201);
+  await answered('/own/x', 200);
+  // The routes of the other tests are served by this same CP, so it did pick the CRDs up.
 });
 
 test('PathPrefix + header match over two weighted backends serves traffic; Accepted and ResolvedRefs True; deleting the route stops it (404)', async () => {
@@ -172,7 +187,8 @@ test('a RequestRedirect answers the redirect without a backend', async () => {
 });
 
 test('a RegularExpression path is Accepted False UnsupportedValue; a missing Service is ResolvedRefs False BackendNotFound', async () => {
-  await createObject(admin, route('regex', { rules: [{ matches: [{ path: { type: 'RegularExpression', value: '/re/.*' } }], backendRefs: [ref('exact')] }] }));
+  await backend('regex', [2]);
+  await createObject(admin, route('regex', { rules: [{ matches: [{ path: { type: 'RegularExpression', value: '/re/.*' } }], backendRefs: [ref('regex')] }] }));
   expect(await condition('regex', 'Accepted')).toMatchObject({ status: 'False', reason: 'UnsupportedValue' });
   await createObject(admin, route('ghost', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/ghost' } }], backendRefs: [ref('no-such-service')] }] }));
   expect(await condition('ghost', 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'BackendNotFound' });
@@ -180,15 +196,19 @@ test('a RegularExpression path is Accepted False UnsupportedValue; a missing Ser
 });
 
 test("a route whose parentRef names another class's Gateway is ignored (no traffic, no status of ours)", async () => {
-  await createObject(admin, route('foreign', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/foreign' } }], backendRefs: [ref('exact')] }] }, 'foreign'));
+  await backend('marker', [2]);
+  await createObject(admin, route('foreign', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/foreign' } }], backendRefs: [ref('marker')] }] }, 'foreign'));
   // A route of ours written after it is served: by then the foreign one has been seen too.
-  await createObject(admin, route('marker', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/marker' } }], backendRefs: [ref('exact')] }] }));
+  await createObject(admin, route('marker', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/marker' } }], backendRefs: [ref('marker')] }] }));
   await answered('/marker', 200);
   expect((await dp.request('GET', '/foreign')).status).toBe(404);
   expect(await routeStatus('foreign')).toEqual([]);
 });
 
-test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes', async () => {
+test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes; status is not rewritten in a loop', async () => {
+  await backend('attached', [2]);
+  await createObject(admin, route('attached', { rules: [{ backendRefs: [ref('attached')] }], hostnames: ['attached.test'] }));
+  await answered('/anything', 200, { host: 'attached.test' });
   const gc = await pollUntil(
     async () => {
       const got = (await admin.custom.getClusterCustomObject({ group: GROUP, version: 'v1', plural: 'gatewayclasses', name: 'gatehouse' })) as { status?: { conditions?: Array<{ type: string; status: string }> } };
@@ -209,4 +229,10 @@ test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with sup
   expect(gw.conditions?.filter((c) => c.status === 'True').map((c) => c.type).sort()).toEqual(['Accepted', 'Programmed']);
   expect(gw.listeners?.[0]).toMatchObject({ name: 'http', supportedKinds: [{ group: GROUP, kind: 'HTTPRoute' }] });
   expect(gw.listeners?.[0].attachedRoutes).toBeGreaterThan(0);
+  // Each status write is an update event the controller sees: an unchanged status must not be written again.
+  const version = async () => ((await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes', name: 'attached' })) as KubernetesObject).metadata!.resourceVersion;
+  await condition('attached', 'Accepted');
+  const before = await version();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  expect(await version()).toBe(before);
 });

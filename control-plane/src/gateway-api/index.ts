@@ -18,7 +18,7 @@ import { translateRoute, type Condition, type GatewayObject, type HTTPRouteObjec
 const GROUP = 'gateway.networking.k8s.io';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
-const RETRY_MAX_MS = 30_000;
+const RETRY_MAX_MS = 10_000;
 /** Status is looked at again this often: a new leader writes what its predecessor had not. */
 const RESYNC_MS = 10_000;
 
@@ -62,7 +62,9 @@ export function startGatewayApi(deps: {
   function run(inf: Cached, what: string): Cached {
     let retryMs = RETRY_BASE_MS;
     for (const event of ['add', 'update', 'delete'] as const) inf.on(event, schedule);
-    const start = () => inf.start().then(() => (retryMs = RETRY_BASE_MS), retry);
+    // A failed list is reported as an error event, and start() still resolves: back to the base delay on a connect only.
+    inf.on('connect', () => (retryMs = RETRY_BASE_MS));
+    const start = () => inf.start().catch(retry);
     function retry(err: unknown) {
       if (closed) return;
       const message = String((err as Error)?.message ?? err).slice(0, 300);

@@ -173,6 +173,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
   if (store !== 'file' && store !== 'kubernetes') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
   const leaderElection = env.LEADER_ELECTION || 'true';
   if (leaderElection !== 'true' && leaderElection !== 'false') throw invalid('LEADER_ELECTION', 'must be "true" or "false"');
+  if (store !== 'kubernetes' && env.GATEWAY_API === 'true') throw invalid('GATEWAY_API', 'needs STORE=kubernetes (Gateway API objects are read from the cluster)');
   const kubernetes: KubernetesConfig | null =
     store === 'kubernetes'
       ? {

@@ -138,6 +138,27 @@ test('a CP started before the Gateway API CRDs exist logs an error, keeps servin
   // The routes of the other tests are served by this same CP, so it did pick the CRDs up.
 });
 
+test('a route whose match an API of the store already holds is refused (Accepted False, with the conflict) and the API keeps it; the data plane takes the snapshot', async () => {
+  const client = await createAdminClient(cp);
+  await client.login();
+  await backend('taken-api', [0]);
+  await backend('taken-route', [1]);
+  expect((await client.createApi(apiDefinition({ name: 'taken', listenPath: '/taken/*', targets: ['k8s://taken-api:8080'] }))).status).toBe(201);
+  await createObject(admin, route('taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/taken' } }], backendRefs: [ref('taken-route')] }] }));
+  const accepted = await pollUntil(async () => (await routeStatus('taken'))[0]?.conditions.find((c) => c.type === 'Accepted' && c.status === 'False') as { reason: string; message?: string } | undefined, {
+    what: 'taken Accepted False',
+    timeoutMs: 20_000,
+    details: logs,
+  });
+  expect(accepted).toMatchObject({ reason: 'UnsupportedValue', message: expect.stringContaining('already registered') });
+  const before = upstreams.map((u) => u.requests.length);
+  expect((await dp.request('GET', '/taken/x')).status).toBe(200);
+  expect(upstreams[0].requests.length).toBe(before[0] + 1);
+  // A later route proves the data plane still applies snapshots (nothing was NACKed).
+  await createObject(admin, route('after-taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/after-taken' } }], backendRefs: [ref('taken-route')] }] }));
+  await answered('/after-taken', 200);
+});
+
 test('PathPrefix + header match over two weighted backends serves traffic; Accepted and ResolvedRefs True; deleting the route stops it (404)', async () => {
   await backend('web-a', [0]);
   await backend('web-b', [1]);

@@ -146,15 +146,19 @@ export function startGatewayApi(deps: {
       }
     }
     // The data planes compile the whole snapshot: what would not compile with the store's content is left out here.
-    const stored = deps.store.current().defs;
-    const routeNames = new Set(candidates.map((c) => c.api.name));
-    const compiled = compileDefinitions(
-      { ...stored, apis: [...stored.apis.filter((a) => !routeNames.has(a.name)), ...candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True')).map((c) => c.api)] },
-      { cache, rank: (kind, name) => (routeNames.has(name) ? 1 + candidates.findIndex((c) => c.api.name === name) : 0) },
-    );
-    for (const rejection of compiled.rejected) {
-      const candidate = candidates.find((c) => c.api.name === rejection.name);
-      if (candidate) refuse(candidate.verdict, `definition ${rejection.name}: ${rejection.error.message}`);
+    const live = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
+    if (live.length > 0) {
+      const stored = deps.store.current().defs;
+      const order = new Map(live.map((c, i) => [c.api.name, i + 1]));
+      const compiled = compileDefinitions(
+        { ...stored, apis: [...stored.apis, ...live.map((c) => c.api)] },
+        // The store's definitions first, then the routes oldest first.
+        { cache, rank: (_kind, name) => order.get(name) ?? 0 },
+      );
+      for (const rejection of compiled.rejected) {
+        const candidate = order.has(rejection.name) ? live[order.get(rejection.name)! - 1] : undefined;
+        if (candidate) refuse(candidate.verdict, `definition ${rejection.name}: ${rejection.error.message}`);
+      }
     }
     const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
     deps.served.setRouteApis(served.map((c) => c.api));

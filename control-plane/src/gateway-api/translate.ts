@@ -176,6 +176,7 @@ export function translateRoute(route: HTTPRouteObject, listenerHosts: ReadonlyAr
         else if (filter.type === 'ResponseHeaderModifier' && filter.responseHeaderModifier) plugins.push({ name: 'response_transformer', config: transformer(filter.responseHeaderModifier) });
         else if (filter.type === 'RequestRedirect' && filter.requestRedirect) plugins.push({ name: 'redirect', config: redirectConfig(filter.requestRedirect) });
         else if (filter.type === 'URLRewrite' && filter.urlRewrite && !filter.urlRewrite.hostname && filter.urlRewrite.path) rewrite = filter.urlRewrite.path;
+        else if (filter.type === 'RequestMirror') throw new Unsupported('filter RequestMirror is not supported: request_mirror takes a URL, and Services are resolved for upstream targets only');
         else throw new Unsupported(`filter ${filter.type}${filter.type === 'URLRewrite' ? ' with hostname' : ''} is not supported`);
       }
       // A redirect answers without asking an upstream: its rule needs no backend.

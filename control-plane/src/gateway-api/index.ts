@@ -13,6 +13,7 @@ import { compileDefinitions, createCompileCache } from '#proto/compile/index';
 import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../store/index.js';
+import { runInformer } from '../store/kubernetes/run-informer.js';
 import { translateRoute, type Condition, type GatewayObject, type HTTPRouteObject } from './translate.js';
 
 const GROUP = 'gateway.networking.k8s.io';
@@ -60,26 +61,13 @@ export function startGatewayApi(deps: {
   }
 
   function run(inf: Cached, what: string): Cached {
-    let retryMs = RETRY_BASE_MS;
-    for (const event of ['add', 'update', 'delete'] as const) inf.on(event, schedule);
-    // A failed list is reported as an error event, and start() still resolves: back to the base delay on a connect only.
-    inf.on('connect', () => (retryMs = RETRY_BASE_MS));
-    const start = () => inf.start().catch(retry);
-    function retry(err: unknown) {
-      if (closed) return;
+    const failed = (err: unknown, retryMs: number) => {
       const message = String((err as Error)?.message ?? err).slice(0, 300);
-      const missing = (err as { code?: number }).code === 404 || /404|not found/i.test(message);
+      const missing = (err as { code?: number }).code === 404 || /HTTP-Code: 404|not found/i.test(message);
       // Our own CRDs keep being served: only the Gateway API part waits for its CRDs.
       logger.error({ err: message, resource: what, retryMs }, missing ? `Gateway API: ${what} cannot be listed: are the Gateway API CRDs (gateway.networking.k8s.io/v1) installed? Retrying` : `Gateway API: ${what} list/watch failed; retrying`);
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        void start();
-      }, retryMs);
-      timers.add(timer);
-      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
-    }
-    inf.on('error', retry);
-    void start();
+    };
+    void runInformer(inf, schedule, { baseMs: RETRY_BASE_MS, maxMs: RETRY_MAX_MS, timers, closed: () => closed, failed });
     return inf;
   }
 

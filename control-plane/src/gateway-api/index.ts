@@ -50,6 +50,7 @@ export function startGatewayApi(deps: {
   const cache = createCompileCache();
   let closed = false;
   let scheduled = false;
+  let running: Promise<void> | null = null;
 
   function informer(plural: string, clustered: boolean): Cached {
     const path = clustered ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${plural}`;
@@ -84,9 +85,12 @@ export function startGatewayApi(deps: {
   function schedule(): void {
     if (scheduled || closed) return;
     scheduled = true;
-    setImmediate(() => {
+    // One reconcile at a time: status writes of two would race on the same resourceVersions.
+    setImmediate(async () => {
+      await running;
       scheduled = false;
-      if (!closed) reconcile().catch((err: unknown) => logger.warn({ err: String((err as Error)?.message ?? err) }, 'Gateway API: reconcile failed'));
+      if (closed) return;
+      running = reconcile().catch((err: unknown) => logger.warn({ err: String((err as Error)?.message ?? err) }, 'Gateway API: reconcile failed'));
     });
   }
 
@@ -95,7 +99,7 @@ export function startGatewayApi(deps: {
     const classNames = new Set(ours.map((c) => c.metadata.name));
     const gws = (gateways.list(namespace) as unknown as GatewayObject[]).filter((g) => classNames.has(g.spec.gatewayClassName));
     const attached = new Map<string, number>(); // `gateway/listener` → routes
-    type Verdict = { route: HTTPRouteObject; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }>; apis: string[] };
+    type Verdict = { route: HTTPRouteObject; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> };
     const verdicts: Verdict[] = [];
     const candidates: Array<{ api: ApiDefinition; verdict: Verdict }> = [];
     const serviceExists = (ns: string, name: string) => services.get(name, ns) !== undefined;
@@ -108,7 +112,7 @@ export function startGatewayApi(deps: {
         (p) => (p.group ?? GROUP) === GROUP && (p.kind ?? 'Gateway') === 'Gateway' && (p.namespace ?? route.metadata.namespace) === namespace && gws.some((g) => g.metadata.name === p.name),
       );
       if (refs.length === 0) continue;
-      const verdict: Verdict = { route, parents: [], apis: [] };
+      const verdict: Verdict = { route, parents: [] };
       verdicts.push(verdict);
       const hosts: Array<string | undefined> = [];
       const listenersOf = refs.map((ref) => {

@@ -31,6 +31,8 @@ let admin: KubeClients;
 let cp: ControlPlane;
 let dp: DataPlane;
 let crdsAbsentLog: string;
+/** The CP's kubeconfig: a token bound to exactly the two Role files. */
+let cpKubeconfig: string;
 const upstreams: Upstream[] = [];
 
 const logs = () => `--- cp\n${cp.recentLogs(40)}\n--- dp\n${dp.recentLogs(20)}`;
@@ -104,6 +106,7 @@ beforeAll(async () => {
       subjects,
     } as KubernetesObject);
   }
+  cpKubeconfig = identity.kubeconfig;
   cp = await startControlPlane({
     name: 'cp',
     env: { STORE: 'kubernetes', GATEWAY_API: 'true', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
@@ -256,4 +259,33 @@ test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with sup
   const before = await version();
   await new Promise((resolve) => setTimeout(resolve, 1500));
   expect(await version()).toBe(before);
+});
+
+test('only the leader writes status: a replica waiting for the Lease writes none, and writes once it holds it', async () => {
+  const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'gw-second', namespace: NAMESPACE } };
+  await createObject(admin, { ...lease, spec: { holderIdentity: 'someone-else', leaseDurationSeconds: 3600, renewTime: new Date().toISOString().replace('Z', '000Z') } } as KubernetesObject);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'second' }, spec: { controllerName: 'gatehouse.dev/second' } } as KubernetesObject);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'second', namespace: NAMESPACE }, spec: { gatewayClassName: 'second', listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] } } as KubernetesObject);
+  await backend('second', [0]);
+  await createObject(admin, route('second', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/second' } }], backendRefs: [ref('second')] }] }, 'second'));
+  const follower = await startControlPlane({
+    name: 'follower',
+    env: { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'gatehouse.dev/second', KUBECONFIG: cpKubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'follower', LEASE_NAME: 'gw-second', LEASE_DURATION: '2s', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+  });
+  try {
+    // Started and listing (its admin API answers), then a few reconciles' time without the Lease.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(await routeStatus('second')).toEqual([]);
+    // The other holder lets go: the follower takes the Lease and writes.
+    const held = (await admin.objects.read(lease as never)) as KubernetesObject & { spec: Record<string, unknown> };
+    await admin.objects.replace({ ...held, spec: { ...held.spec, holderIdentity: null, leaseDurationSeconds: 1 } } as never);
+    const accepted = await pollUntil(async () => (await routeStatus('second')).find((p) => p.controllerName === 'gatehouse.dev/second')?.conditions.find((c) => c.type === 'Accepted'), {
+      what: 'status written by the new leader',
+      timeoutMs: 30_000,
+      details: () => follower.recentLogs(30),
+    });
+    expect(accepted).toMatchObject({ status: 'True' });
+  } finally {
+    await follower.dispose();
+  }
 });

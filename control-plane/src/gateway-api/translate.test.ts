@@ -1,4 +1,5 @@
 import { parseApiDefinition } from '#proto/definition/index';
+import { joinPaths, stripMatched } from '#proto/routing/rewrite';
 import { definitionName, hostsOf, translateRoute, type HTTPRouteObject } from './translate.js';
 
 const route = (spec: HTTPRouteObject['spec']): HTTPRouteObject => ({ metadata: { name: 'r', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], ...spec } });
@@ -115,4 +116,32 @@ test('definition names are deterministic and within the name rules, a long one s
   expect(long).toMatch(/^[A-Za-z0-9._-]+$/);
   expect(definitionName('ns', 'r'.repeat(200), 0, 0)).toBe(long);
   expect(definitionName('ns', 'r'.repeat(201), 0, 0)).not.toBe(long);
+});
+
+/**
+ * ReplacePrefixMatch against the Gateway API's own examples (HTTPPathModifier): the translated target path and
+ * strip_path, forwarded by the data plane's rule "T joined with R minus L" (rewrite.ts), L the matched prefix.
+ */
+test.each([
+  ['/foo', '/xyz', '/foo/bar', '/xyz/bar'],
+  ['/foo', '/xyz', '/foo', '/xyz'],
+  ['/foo', '/xyz', '/foo/', '/xyz/'],
+  ['/foo/', '/xyz', '/foo/bar', '/xyz/bar'],
+  ['/foo', '/xyz/', '/foo/bar', '/xyz/bar'],
+  ['/foo', '/', '/foo', '/'],
+  ['/foo', '/', '/foo/bar', '/bar'],
+  ['/foo/', '/', '/foo/bar', '/bar'],
+  ['/', '/xyz', '/bar', '/xyz/bar'],
+])('PathPrefix %s, ReplacePrefixMatch %s: %s → %s', (prefix, replace, request, upstream) => {
+  const t = translateRoute(
+    route({ rules: [{ matches: [{ path: { type: 'PathPrefix', value: prefix } }], backendRefs: [backend], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: replace } } }] }] }),
+    [undefined],
+    exists,
+  );
+  const proxy = t.apis[0].proxy as { listen_path: string; strip_path?: boolean; upstreams: { targets: Array<{ target: string }> } };
+  // What Service discovery makes of the target: an endpoint URL with the same path ('' → '/').
+  const targetPath = new URL(proxy.upstreams.targets[0].target.replace(/^k8s:\/\/[^/]+/, 'http://10.0.0.1:8080')).pathname;
+  const matched = proxy.listen_path.slice(0, -2); // before `/*`
+  const forwarded = proxy.strip_path ? joinPaths(targetPath, stripMatched(request, matched)) : targetPath === '/' ? request : targetPath;
+  expect(forwarded).toBe(upstream);
 });

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes tools the integration tests run against
 # (kube-apiserver, etcd, helm) from the Go module proxy, at pinned versions,
-# into a cache outside the repo:
+# into a cache outside the repo, and fetches the Gateway API's standard CRDs
+# (sigs.k8s.io/gateway-api's module zip holds them) next to them:
 #
 #   ${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}/bin/{kube-apiserver,etcd,helm}
+#   ${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}/gateway-api/*.yaml
 #
 # Why build instead of download: the only reachable sources are package
 # registries (the Go module proxy among them); release tarballs are not.
@@ -27,6 +29,9 @@ KUBERNETES_VERSION="v1.35.4"
 # patch carries the bug fixes.
 ETCD_VERSION="v3.6.16"
 HELM_VERSION="v3.19.5"
+# The Gateway API CRDs (standard channel) test/e2e/gateway-api.test.ts installs.
+# v1.5+ modules ask for a newer Go than the tools are built with.
+GATEWAY_API_VERSION="v1.4.1"
 # Bump when the way a tool is built changes, so cached binaries get rebuilt.
 RECIPE="1"
 
@@ -210,8 +215,29 @@ build_helm() {
   mv -f "$BIN_DIR/helm.tmp" "$BIN_DIR/helm"
 }
 
+# --- Gateway API CRDs -------------------------------------------------------
+GATEWAY_API_DIR="$TOOLS_DIR/gateway-api"
+fetch_gateway_api_crds() {
+  local json dir
+  json="$(cd "$WORK_DIR" && GOFLAGS= go mod download -json "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION")" ||
+    die "go mod download sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION failed: $json"
+  dir="$(echo "$json" | sed -n -E 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p')"
+  [[ -d "$dir/config/crd/standard" ]] || die "no config/crd/standard in $dir"
+  rm -rf "$GATEWAY_API_DIR.tmp" && mkdir -p "$GATEWAY_API_DIR.tmp"
+  cp "$dir"/config/crd/standard/*.yaml "$GATEWAY_API_DIR.tmp/"
+  rm -rf "$GATEWAY_API_DIR" && mv "$GATEWAY_API_DIR.tmp" "$GATEWAY_API_DIR"
+}
+
 # --- main -------------------------------------------------------------------
 total_t0=$(date +%s)
+gateway_stamp="$GATEWAY_API_DIR/.stamp"
+if [[ -z "${FORCE:-}" && -f "$gateway_stamp" && "$(cat "$gateway_stamp")" == "$(want_stamp "$GATEWAY_API_VERSION")" ]]; then
+  echo "test-tools: gateway-api CRDs $GATEWAY_API_VERSION cached ($GATEWAY_API_DIR)"
+else
+  echo "test-tools: fetching gateway-api CRDs $GATEWAY_API_VERSION into $GATEWAY_API_DIR"
+  fetch_gateway_api_crds
+  want_stamp "$GATEWAY_API_VERSION" >"$gateway_stamp"
+fi
 for spec in "etcd $ETCD_VERSION build_etcd" "kube-apiserver $KUBERNETES_VERSION build_kube_apiserver" "helm $HELM_VERSION build_helm"; do
   read -r tool version fn <<<"$spec"
   if is_cached "$tool" "$version"; then

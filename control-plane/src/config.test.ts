@@ -46,13 +46,15 @@ describe('loadConfig', () => {
     [
       'kubernetes store defaults',
       { STORE: 'kubernetes', POD_NAME: 'cp-0' },
-      { store: 'kubernetes', kubernetes: { namespace: undefined, leaderElection: true, leaseName: 'gatehouse-control-plane', leaseDurationMs: 15_000, identity: 'cp-0', discoveryNamespaces: [] } },
+      { store: 'kubernetes', kubernetes: { namespace: undefined, leaderElection: true, leaseName: 'gatehouse-control-plane', leaseDurationMs: 15_000, identity: 'cp-0', discoveryNamespaces: [], gatewayApi: null } },
     ],
     [
       'kubernetes store settings',
       { STORE: 'kubernetes', GATEHOUSE_NAMESPACE: 'gw', LEADER_ELECTION: 'false', LEASE_NAME: 'l', LEASE_DURATION: '3s', DISCOVERY_NAMESPACES: 'shop, billing' },
       { kubernetes: { namespace: 'gw', leaderElection: false, leaseName: 'l', leaseDurationMs: 3000, discoveryNamespaces: ['shop', 'billing'] } },
     ],
+    ['Gateway API on', { STORE: 'kubernetes', GATEWAY_API: 'true' }, { kubernetes: { gatewayApi: { controllerName: 'gatehouse.dev/gateway-controller' } } }],
+    ['Gateway API controller name', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'example.com/gw' }, { kubernetes: { gatewayApi: { controllerName: 'example.com/gw' } } }],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
     ['plaintext on loopback', { GRPC_HOST: '127.0.0.1' }, { grpcTls: null, grpcInsecure: false }],
     ['plaintext on ::1', { GRPC_HOST: '::1' }, { grpcTls: null }],
@@ -79,6 +81,9 @@ describe('loadConfig', () => {
   test.each<[string, NodeJS.ProcessEnv, string]>([
     ['bad LEADER_ELECTION', { STORE: 'kubernetes', LEADER_ELECTION: 'yes' }, 'LEADER_ELECTION must be "true" or "false"'],
     ['bad DISCOVERY_NAMESPACES', { STORE: 'kubernetes', DISCOVERY_NAMESPACES: 'shop,Billing' }, 'DISCOVERY_NAMESPACES holds "Billing", which is not a namespace name'],
+    ['bad GATEWAY_API', { STORE: 'kubernetes', GATEWAY_API: 'yes' }, 'GATEWAY_API must be "true" or "false"'],
+    ['GATEWAY_API without the Kubernetes store', { GATEWAY_API: 'true', GRPC_HOST: '127.0.0.1' }, 'GATEWAY_API needs STORE=kubernetes'],
+    ['bad GATEWAY_CONTROLLER_NAME', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'no-slash' }, 'GATEWAY_CONTROLLER_NAME must be a domain-prefixed path'],
     ['bad LEASE_DURATION', { STORE: 'kubernetes', LEASE_DURATION: 'long' }, 'LEASE_DURATION'],
     ['unknown store', { STORE: 'redis' }, 'STORE must be'],
     ['port out of range', { ADMIN_PORT: '70000' }, 'ADMIN_PORT'],

@@ -65,6 +65,8 @@ export interface KubernetesConfig {
   identity: string;
   /** DISCOVERY_NAMESPACES: namespaces besides its own where a `k8s://` target may name a Service. */
   discoveryNamespaces: string[];
+  /** GATEWAY_API=true: the controllerName (GATEWAY_CONTROLLER_NAME) of the GatewayClasses whose HTTPRoutes are served; null = off. */
+  gatewayApi: { controllerName: string } | null;
 }
 
 function invalid(name: string, message: string): GatehouseError {
@@ -155,11 +157,23 @@ function discoveryNamespaces(env: NodeJS.ProcessEnv): string[] {
   return names;
 }
 
+/** Gateway API's controllerName form: a domain-prefixed path. */
+const CONTROLLER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$/;
+
+function gatewayApi(env: NodeJS.ProcessEnv): KubernetesConfig['gatewayApi'] {
+  const on = env.GATEWAY_API || 'false';
+  if (on !== 'true' && on !== 'false') throw invalid('GATEWAY_API', 'must be "true" or "false"');
+  const controllerName = env.GATEWAY_CONTROLLER_NAME || 'gatehouse.dev/gateway-controller';
+  if (controllerName.length > 253 || !CONTROLLER_NAME.test(controllerName)) throw invalid('GATEWAY_CONTROLLER_NAME', `must be a domain-prefixed path (e.g. gatehouse.dev/gateway-controller), got "${controllerName}"`);
+  return on === 'true' ? { controllerName } : null;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
   const store = env.STORE || 'file';
   if (store !== 'file' && store !== 'kubernetes') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
   const leaderElection = env.LEADER_ELECTION || 'true';
   if (leaderElection !== 'true' && leaderElection !== 'false') throw invalid('LEADER_ELECTION', 'must be "true" or "false"');
+  if (store !== 'kubernetes' && env.GATEWAY_API === 'true') throw invalid('GATEWAY_API', 'needs STORE=kubernetes (Gateway API objects are read from the cluster)');
   const kubernetes: KubernetesConfig | null =
     store === 'kubernetes'
       ? {
@@ -169,6 +183,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
           leaseDurationMs: duration(env, 'LEASE_DURATION', '15s'),
           identity: env.POD_NAME || `${hostname()}-${process.pid}`,
           discoveryNamespaces: discoveryNamespaces(env),
+          gatewayApi: gatewayApi(env),
         }
       : null;
 

@@ -26,6 +26,7 @@ import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
 import { indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
 import { startServiceDiscovery } from './discovery/index.js';
+import { startGatewayApi } from './gateway-api/index.js';
 
 /** Slow or idle clients must not hold the admin port open forever. */
 const ADMIN_REQUEST_TIMEOUT_MS = 30_000;
@@ -93,6 +94,19 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
           logger,
         })
       : null;
+  // Gateway API: HTTPRoutes become definitions served in memory (never stored); the leader writes their status.
+  const gatewayApi =
+    opened.kind === 'kubernetes' && config.kubernetes?.gatewayApi
+      ? startGatewayApi({
+          kubeConfig: opened.kubeConfig,
+          namespace: opened.store.namespace,
+          controllerName: config.kubernetes.gatewayApi.controllerName,
+          store,
+          served,
+          isLeader: () => controller?.isLeader() ?? false,
+          logger,
+        })
+      : null;
   const grpcSetting = { listener: 'grpc', portVariable: 'GRPC_PORT', hostVariable: 'GRPC_HOST', port: config.grpcPort, host: config.grpcHost };
   const grpcPort = await bindListener(grpcSetting, () => grpcServer.listen(config.grpcHost, config.grpcPort));
   const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : config.grpcJoinTokens.length > 0 ? 'join-token' : 'none';
@@ -153,6 +167,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     await controller?.close();
     await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
     snapshots.close();
+    gatewayApi?.close();
     discovery.close();
     grpcCertificates?.close();
     adminCertificates?.close();

@@ -9,7 +9,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { loadYaml, type KubernetesObject, type V1Container } from '@kubernetes/client-node';
+import { loadAllYaml, loadYaml, type KubernetesObject, type V1Container } from '@kubernetes/client-node';
 import {
   containerPort,
   decodeSecretValue,
@@ -145,6 +145,25 @@ describe('defaults', () => {
       ]);
       const binding = ofKind(objects, 'RoleBinding').find((b) => b.metadata?.namespace === namespace)!;
       expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata!.name });
+      expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: sa, namespace: NS }]);
+    }
+  }, T);
+
+  test('controlPlane.gatewayApi.enabled: GATEWAY_API, GATEWAY_CONTROLLER_NAME, and exactly the rules of deploy/rbac/gateway-api-role.yaml bound to the CP; nothing when off', async () => {
+    const defaults = await render('defaults');
+    expect(onlyContainer(cp(defaults)).env!.map((e) => e.name)).not.toContain('GATEWAY_API');
+    expect(ofKind(defaults, 'ClusterRole')).toEqual([]);
+    const objects = await renderChart({ values: { controlPlane: { gatewayApi: { enabled: true, controllerName: 'example.com/gw' } } } });
+    const c = onlyContainer(cp(objects));
+    expect(envValue(c, 'GATEWAY_API')).toBe('true');
+    expect(envValue(c, 'GATEWAY_CONTROLLER_NAME')).toBe('example.com/gw');
+    const expected = loadAllYaml(await readFile(join(REPO_ROOT, 'deploy/rbac/gateway-api-role.yaml'), 'utf8')) as AnyObject[];
+    const sa = podSpecOf(cp(objects)).serviceAccountName;
+    for (const [kind, bindingKind] of [['ClusterRole', 'ClusterRoleBinding'], ['Role', 'RoleBinding']] as const) {
+      const role = ofKind(objects, kind).find((r) => String(r.metadata?.name).includes('gateway'))!;
+      expect(role.rules).toEqual(expected.find((e) => e.kind === kind)!.rules);
+      const binding = ofKind(objects, bindingKind).find((b) => b.roleRef?.name === role.metadata!.name)!;
+      expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind, name: role.metadata!.name });
       expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: sa, namespace: NS }]);
     }
   }, T);

@@ -7,6 +7,7 @@
 import { CoreV1Api, DiscoveryV1Api, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache, type V1EndpointSlice, type V1Service } from '@kubernetes/client-node';
 import type { ServiceTarget } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
+import { runInformer } from '../store/kubernetes/run-informer.js';
 
 const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 const RETRY_BASE_MS = 500;
@@ -40,25 +41,13 @@ export function createEndpointWatch(deps: { kubeConfig: KubeConfig; namespaces: 
   let closed = false;
 
   function run<T extends KubernetesObject>(informer: Cached<T>, namespace: string, kind: string, nameOf: (obj: T) => string | undefined): void {
-    let retryMs = RETRY_BASE_MS;
     const changed = (obj: T) => {
       const name = nameOf(obj);
       if (name) deps.changed(namespace, name);
     };
-    for (const event of ['add', 'update', 'delete'] as const) informer.on(event, changed);
-    const start = () => informer.start().then(() => (retryMs = RETRY_BASE_MS), retry);
-    function retry(err: unknown) {
-      if (closed) return;
+    const failed = (err: unknown, retryMs: number) =>
       deps.logger.warn({ err: String((err as Error)?.message ?? err), namespace, kind, retryMs }, 'service discovery list/watch failed; retrying');
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        void start();
-      }, retryMs);
-      timers.add(timer);
-      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
-    }
-    informer.on('error', retry);
-    firstLists.push(start());
+    firstLists.push(runInformer(informer, changed, { baseMs: RETRY_BASE_MS, maxMs: RETRY_MAX_MS, timers, closed: () => closed, failed }));
   }
 
   function endpoints(namespace: string, target: ServiceTarget): Endpoint[] {

@@ -119,3 +119,21 @@ test('the admin check: no Kubernetes client, or a namespace not discovered in, i
   );
   expect(() => checkServiceTargets(api('b', [{ target: 'k8s://orders.shop:80' }]), { namespaces: ['gatehouse', 'shop'] })).not.toThrow();
 });
+
+test('route APIs (Gateway API) are served after the store\'s, expanded, in a new version that maps back to the store revision; store writes keep them', () => {
+  const endpoints = new Map([['gatehouse/web/8080', [{ ip: '10.0.0.9', port: 3000 }]]]);
+  const store = fakeStore([api('own', [{ target: 'http://fixed:80' }])]);
+  const served = serveServiceTargets(store, fakeWatch(endpoints), logger);
+  served.setRouteApis([api('httproute.gatehouse.r.0.0', [{ target: 'k8s://web.gatehouse:8080', weight: 2 }]), api('own', [{ target: 'http://shadowed:80' }])]);
+  const state = served.current();
+  expect(state.defs.apis.map((a) => a.name)).toEqual(['own', 'httproute.gatehouse.r.0.0']);
+  expect(targetsOf(state, 'own')).toEqual([{ target: 'http://fixed:80', weight: 1 }]); // the store's name wins
+  expect(targetsOf(state, 'httproute.gatehouse.r.0.0')).toEqual([{ target: 'http://10.0.0.9:3000/', weight: 2 }]);
+  expect(state.revision).toBeGreaterThan(store.current().revision);
+  expect(served.storeRevisionOf(state.revision)).toBe(store.current().revision);
+  store.write([api('own', [{ target: 'http://fixed:81' }])]);
+  expect(served.current().defs.apis.map((a) => a.name)).toEqual(['own', 'httproute.gatehouse.r.0.0']);
+  served.setRouteApis([]);
+  expect(served.current().defs.apis.map((a) => a.name)).toEqual(['own']);
+  served.close();
+});

@@ -22,6 +22,8 @@ const VERSIONS_KEPT = 1000;
 export interface ServedDefinitions extends Pick<DefinitionStore, 'current' | 'subscribe'> {
   /** Called by the endpoint watch: `service` in `namespace` changed. */
   endpointsChanged(namespace: string, service: string): void;
+  /** The definitions translated from Gateway API routes (gateway-api/), served after the store's; a name the store holds is skipped. */
+  setRouteApis(apis: readonly ApiDefinition[]): void;
   /** The store revision snapshot `version` was made from (the controller counts CR generations by it). */
   storeRevisionOf(version: number): number;
   /** The first snapshot version holding store revision `revision` (an admin write's X-Snapshot-Version). */
@@ -65,6 +67,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
   const firstVersions = new Map<number, number>();
   const pending = new Set<string>();
   let stored = store.current();
+  let routeApis: readonly ApiDefinition[] = [];
   let bumps = 0;
   let served: StoreState = stored;
 
@@ -107,9 +110,12 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
     expanded.set(name, expand(api));
   }
 
-  /** `endpoints`: an endpoint change, which makes a version only when it changes what is served. */
+  /** `endpoints`: an endpoint or route change, which makes a version only when it changes what is served. */
   function publish(endpoints = false): boolean {
-    const defs = sources.size === 0 ? stored.defs : { ...stored.defs, apis: stored.defs.apis.map((a) => expanded.get(a.name) ?? a) };
+    const storeNames = routeApis.length === 0 ? null : new Set(stored.defs.apis.map((a) => a.name));
+    const routes = storeNames ? routeApis.filter((a) => !storeNames.has(a.name)) : [];
+    const defs =
+      sources.size === 0 && routes.length === 0 ? stored.defs : { ...stored.defs, apis: [...stored.defs.apis, ...routes].map((a) => expanded.get(a.name) ?? a) };
     const hash = defs === stored.defs ? stored.hash : definitionsHash(defs);
     if (endpoints && hash === served.hash) return false;
     if (endpoints) bumps++;
@@ -134,7 +140,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
     } else {
       // Compared whole (a config import, the Kubernetes store's full pass): only APIs that name or named a Service.
       const now = new Map(state.defs.apis.filter(hasServiceTarget).map((a) => [a.name, a]));
-      for (const name of sources.keys()) if (!now.has(name)) put(name, state.defs.apis.find((a) => a.name === name));
+      for (const name of sources.keys()) if (!now.has(name) && !routeApis.some((a) => a.name === name)) put(name, state.defs.apis.find((a) => a.name === name));
       for (const [name, api] of now) if (sources.get(name) !== api) put(name, api);
     }
     publish();
@@ -162,6 +168,12 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
         });
       }
       pending.add(`${namespace}/${service}`);
+    },
+    setRouteApis(apis) {
+      for (const api of routeApis) put(api.name, undefined);
+      routeApis = apis;
+      for (const api of apis) put(api.name, api);
+      publish(true);
     },
     storeRevisionOf: (version) => versions.get(version) ?? version,
     versionOf: (revision) => firstVersions.get(revision) ?? revision + bumps,

@@ -1,0 +1,255 @@
+/**
+ * Gateway API (README "Gateway API"): informers on the GatewayClasses whose controllerName is ours, their
+ * Gateways and the HTTPRoutes attached to them in the control plane's namespace; every change re-translates
+ * the routes (translate.ts) into definitions served in memory next to the store's (setRouteApis), never
+ * written into the store. The leader writes GatewayClass, Gateway and HTTPRoute status.
+ *
+ * A translated definition the data planes could not compile with the rest (a bad value, or a route the
+ * store's APIs or an older HTTPRoute already hold) is left out with its route's Accepted False, so one
+ * route never makes a data plane NACK the whole snapshot.
+ */
+import { CoreV1Api, CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
+import { compileDefinitions, createCompileCache } from '#proto/compile/index';
+import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
+import type { Logger } from '#proto/logger';
+import type { DefinitionStore } from '../store/index.js';
+import { runInformer } from '../store/kubernetes/run-informer.js';
+import { translateRoute, type Condition, type GatewayObject, type HTTPRouteObject } from './translate.js';
+
+const GROUP = 'gateway.networking.k8s.io';
+const VERSION = 'v1';
+const RETRY_BASE_MS = 1000;
+const RETRY_MAX_MS = 10_000;
+/** Status is looked at again this often: a new leader writes what its predecessor had not. */
+const RESYNC_MS = 10_000;
+
+interface GatewayClassObject {
+  metadata: { name: string; generation?: number };
+  spec: { controllerName: string };
+}
+type Obj = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
+type Cached = Informer<Obj> & ObjectCache<Obj>;
+
+export interface GatewayApi {
+  close(): void;
+}
+
+export function startGatewayApi(deps: {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  controllerName: string;
+  store: Pick<DefinitionStore, 'current' | 'subscribe'>;
+  served: { setRouteApis(apis: readonly ApiDefinition[]): void };
+  isLeader(): boolean;
+  logger: Logger;
+}): GatewayApi {
+  const { kubeConfig, namespace, controllerName, logger } = deps;
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const timers = new Set<NodeJS.Timeout>();
+  const cache = createCompileCache();
+  let closed = false;
+  let scheduled = false;
+  let running: Promise<void> | null = null;
+
+  function informer(plural: string, clustered: boolean): Cached {
+    const path = clustered ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${plural}`;
+    const list = () =>
+      (clustered
+        ? custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural })
+        : custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural })) as never;
+    return run(makeInformer<Obj>(kubeConfig, path, list), plural);
+  }
+
+  function run(inf: Cached, what: string): Cached {
+    const failed = (err: unknown, retryMs: number) => {
+      const message = String((err as Error)?.message ?? err).slice(0, 300);
+      const missing = (err as { code?: number }).code === 404 || /HTTP-Code: 404|not found/i.test(message);
+      // Our own CRDs keep being served: only the Gateway API part waits for its CRDs.
+      logger.error({ err: message, resource: what, retryMs }, missing ? `Gateway API: ${what} cannot be listed: are the Gateway API CRDs (gateway.networking.k8s.io/v1) installed? Retrying` : `Gateway API: ${what} list/watch failed; retrying`);
+    };
+    void runInformer(inf, schedule, { baseMs: RETRY_BASE_MS, maxMs: RETRY_MAX_MS, timers, closed: () => closed, failed });
+    return inf;
+  }
+
+  const classes = informer('gatewayclasses', true);
+  const gateways = informer('gateways', false);
+  const routes = informer('httproutes', false);
+  const services = run(
+    makeInformer<Obj>(kubeConfig, `/api/v1/namespaces/${namespace}/services`, () => core.listNamespacedService({ namespace }) as never),
+    'services',
+  ) as unknown as Informer<V1Service> & ObjectCache<V1Service>;
+  const unsubscribe = deps.store.subscribe(schedule);
+  const resync = setInterval(schedule, RESYNC_MS);
+
+  function schedule(): void {
+    if (scheduled || closed) return;
+    scheduled = true;
+    // One reconcile at a time: status writes of two would race on the same resourceVersions.
+    setImmediate(async () => {
+      await running;
+      scheduled = false;
+      if (closed) return;
+      running = reconcile().catch((err: unknown) => logger.warn({ err: String((err as Error)?.message ?? err) }, 'Gateway API: reconcile failed'));
+    });
+  }
+
+  async function reconcile(): Promise<void> {
+    const ours = (classes.list() as unknown as GatewayClassObject[]).filter((c) => c.spec?.controllerName === controllerName);
+    const classNames = new Set(ours.map((c) => c.metadata.name));
+    const gws = (gateways.list(namespace) as unknown as GatewayObject[]).filter((g) => classNames.has(g.spec.gatewayClassName));
+    const attached = new Map<string, number>(); // `gateway/listener` → routes
+    type Verdict = { route: HTTPRouteObject; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> };
+    const verdicts: Verdict[] = [];
+    const candidates: Array<{ api: ApiDefinition; verdict: Verdict }> = [];
+    const serviceExists = (ns: string, name: string) => services.get(name, ns) !== undefined;
+    // Oldest first: of two routes that want the same match, the older keeps it (Gateway API's tie rule).
+    const sorted = (routes.list(namespace) as unknown as HTTPRouteObject[]).sort(
+      (a, b) => String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || `${a.metadata.name}`.localeCompare(b.metadata.name),
+    );
+    for (const route of sorted) {
+      const refs = (route.spec.parentRefs ?? []).filter(
+        (p) => (p.group ?? GROUP) === GROUP && (p.kind ?? 'Gateway') === 'Gateway' && (p.namespace ?? route.metadata.namespace) === namespace && gws.some((g) => g.metadata.name === p.name),
+      );
+      if (refs.length === 0) continue;
+      const verdict: Verdict = { route, parents: [] };
+      verdicts.push(verdict);
+      const hosts: Array<string | undefined> = [];
+      const listenersOf = refs.map((ref) => {
+        const gw = gws.find((g) => g.metadata.name === ref.name)!;
+        const listeners = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && (l.protocol === 'HTTP' || l.protocol === 'HTTPS'));
+        hosts.push(...listeners.map((l) => l.hostname));
+        return { ref, gw, listeners };
+      });
+      const translated = translateRoute(route, hosts, serviceExists);
+      for (const { ref, gw, listeners } of listenersOf) {
+        const accepted: Condition =
+          listeners.length === 0
+            ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${ref.sectionName ? ` named ${ref.sectionName}` : ''} on Gateway ${gw.metadata.name}` }
+            : translated.accepted;
+        verdict.parents.push({ ref, accepted, resolvedRefs: translated.resolvedRefs });
+        if (accepted.status === 'True') for (const l of listeners) attached.set(`${gw.metadata.name}/${l.name}`, (attached.get(`${gw.metadata.name}/${l.name}`) ?? 0) + 1);
+      }
+      if (!verdict.parents.some((p) => p.accepted.status === 'True')) continue;
+      try {
+        for (const raw of translated.apis) candidates.push({ api: parseApiDefinition(raw), verdict });
+      } catch (err) {
+        refuse(verdict, `translated definition refused: ${(err as Error).message}`);
+      }
+    }
+    // The data planes compile the whole snapshot: what would not compile with the store's content is left out here.
+    const live = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
+    if (live.length > 0) {
+      const stored = deps.store.current().defs;
+      const order = new Map(live.map((c, i) => [c.api.name, i + 1]));
+      const compiled = compileDefinitions(
+        { ...stored, apis: [...stored.apis, ...live.map((c) => c.api)] },
+        // The store's definitions first, then the routes oldest first.
+        { cache, rank: (_kind, name) => order.get(name) ?? 0 },
+      );
+      for (const rejection of compiled.rejected) {
+        const candidate = order.has(rejection.name) ? live[order.get(rejection.name)! - 1] : undefined;
+        if (candidate) refuse(candidate.verdict, `definition ${rejection.name}: ${rejection.error.message}`);
+      }
+    }
+    const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
+    deps.served.setRouteApis(served.map((c) => c.api));
+    if (!deps.isLeader()) return;
+    await writeStatuses(ours, gws, verdicts, attached);
+  }
+
+  function refuse(verdict: { parents: Array<{ accepted: Condition }> }, message: string): void {
+    for (const p of verdict.parents) if (p.accepted.status === 'True') p.accepted = { type: 'Accepted', status: 'False', reason: 'UnsupportedValue', message: message.slice(0, 1000) };
+  }
+
+  async function writeStatuses(
+    ours: GatewayClassObject[],
+    gws: GatewayObject[],
+    verdicts: Array<{ route: HTTPRouteObject; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> }>,
+    attached: Map<string, number>,
+  ): Promise<void> {
+    const writes: Array<Promise<void>> = [];
+    for (const c of ours) {
+      const conditions = [cond(c.metadata.generation, { type: 'Accepted', status: 'True', reason: 'Accepted', message: `accepted by ${controllerName}` })];
+      writes.push(put('gatewayclasses', c as never, { conditions }, true));
+    }
+    for (const gw of gws) {
+      const listeners = (gw.spec.listeners ?? []).map((l) => {
+        const http = l.protocol === 'HTTP' || l.protocol === 'HTTPS';
+        return {
+          name: l.name,
+          supportedKinds: http ? [{ group: GROUP, kind: 'HTTPRoute' }] : [],
+          attachedRoutes: attached.get(`${gw.metadata.name}/${l.name}`) ?? 0,
+          conditions: [
+            cond(gw.metadata.generation, http ? ok('Accepted') : { type: 'Accepted', status: 'False', reason: 'UnsupportedProtocol', message: `protocol ${l.protocol} is not supported (HTTPRoute only)` }),
+            cond(gw.metadata.generation, http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' }),
+            cond(gw.metadata.generation, ok('ResolvedRefs')),
+          ],
+        };
+      });
+      const conditions = [cond(gw.metadata.generation, ok('Accepted')), cond(gw.metadata.generation, { ...ok('Programmed'), message: "served by the data planes' own listeners (a Gateway's addresses and ports do not configure them)" })];
+      writes.push(put('gateways', gw as never, { conditions, listeners }, false));
+    }
+    for (const { route, parents } of verdicts) {
+      const held = ((route as { status?: { parents?: Array<{ controllerName?: string }> } }).status?.parents ?? []).filter((p) => p.controllerName !== controllerName);
+      const mine = parents.map((p) => ({
+        parentRef: p.ref,
+        controllerName,
+        conditions: [cond(route.metadata.generation, p.accepted), cond(route.metadata.generation, p.resolvedRefs)],
+      }));
+      writes.push(put('httproutes', route as never, { parents: [...held, ...mine] }, false));
+    }
+    await Promise.all(writes);
+  }
+
+  const ok = (type: string): Condition => ({ type: type as Condition['type'], status: 'True', reason: type, message: type });
+  const cond = (generation: number | undefined, c: Condition) => ({ ...c, observedGeneration: generation ?? 0, lastTransitionTime: '' });
+
+  /** Writes `status` unless it already holds (lastTransitionTime kept from a condition that did not change). */
+  async function put(plural: string, obj: Obj & { status?: Record<string, unknown> }, status: Record<string, unknown>, clustered: boolean): Promise<void> {
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const before = canonical(obj.status ?? {});
+    const held = new Map<string, string>();
+    const collect = (value: unknown): void => {
+      if (Array.isArray(value)) value.forEach(collect);
+      else if (value && typeof value === 'object') {
+        const c = value as Record<string, unknown>;
+        if (typeof c.lastTransitionTime === 'string' && typeof c.type === 'string') held.set(`${c.type}|${c.status}|${c.reason}|${c.message}|${c.observedGeneration}`, c.lastTransitionTime);
+        Object.values(c).forEach(collect);
+      }
+    };
+    collect(obj.status);
+    const stamp = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(stamp);
+      if (!value || typeof value !== 'object') return value;
+      const c = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, stamp(v)]));
+      if (c.lastTransitionTime === '') c.lastTransitionTime = held.get(`${c.type}|${c.status}|${c.reason}|${c.message}|${c.observedGeneration}`) ?? now;
+      return c;
+    };
+    const next = stamp(status) as Record<string, unknown>;
+    if (canonical(next) === before) return;
+    const body = { ...obj, status: next };
+    const name = obj.metadata!.name!;
+    try {
+      if (clustered) await custom.replaceClusterCustomObjectStatus({ group: GROUP, version: VERSION, plural, name, body });
+      else await custom.replaceNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body });
+    } catch (err) {
+      // A conflict means a newer object, whose event reconciles again.
+      logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), resource: plural, name }, 'Gateway API: status write failed');
+    }
+  }
+
+  return {
+    close() {
+      closed = true;
+      clearInterval(resync);
+      unsubscribe();
+      for (const timer of timers) clearTimeout(timer);
+      for (const inf of [classes, gateways, routes, services]) void inf.stop();
+    },
+  };
+}
+
+/** JSON with sorted keys: the apiserver need not keep the order status was written in. */
+const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v));

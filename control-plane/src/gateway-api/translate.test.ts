@@ -1,0 +1,147 @@
+import { parseApiDefinition } from '#proto/definition/index';
+import { joinPaths, stripMatched } from '#proto/routing/rewrite';
+import { definitionName, hostsOf, translateRoute, type HTTPRouteObject } from './translate.js';
+
+const route = (spec: HTTPRouteObject['spec']): HTTPRouteObject => ({ metadata: { name: 'r', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], ...spec } });
+const exists = () => true;
+const backend = { name: 'svc', port: 8080 };
+
+describe('translateRoute', () => {
+  test('matches: PathPrefix (trailing slash or not), Exact, method, Exact headers; weights, weight 0 left out', () => {
+    const t = translateRoute(
+      route({
+        hostnames: ['shop.example.com'],
+        rules: [
+          {
+            matches: [{ path: { type: 'PathPrefix', value: '/api/' }, method: 'POST', headers: [{ name: 'X-Canary', value: 'true' }] }, { path: { type: 'Exact', value: '/health' } }],
+            backendRefs: [{ ...backend, weight: 3 }, { name: 'b', port: 80, weight: 0 }, { name: 'c', port: 81 }],
+          },
+        ],
+      }),
+      [undefined],
+      exists,
+    );
+    expect(t.accepted.status).toBe('True');
+    expect(t.apis).toEqual([
+      {
+        name: 'httproute.ns.r.0.0',
+        hosts: ['shop.example.com'],
+        proxy: {
+          listen_path: '/api/*',
+          methods: ['POST'],
+          match_headers: { 'X-Canary': ['true'] },
+          upstreams: { balancing: 'weight', targets: [{ target: 'k8s://svc.ns:8080', weight: 3 }, { target: 'k8s://c.ns:81', weight: 1 }] },
+        },
+      },
+      expect.objectContaining({ name: 'httproute.ns.r.0.1', proxy: expect.objectContaining({ listen_path: '/health' }) }),
+    ]);
+    for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
+  });
+
+  test('no match is PathPrefix /; a rule without a backend (and no redirect) gives nothing', () => {
+    const t = translateRoute(route({ rules: [{ backendRefs: [backend] }, { matches: [{ path: { type: 'Exact', value: '/x' } }] }] }), [undefined], exists);
+    expect(t.apis.map((a) => (a.proxy as { listen_path: string }).listen_path)).toEqual(['/*']);
+  });
+
+  test.each([
+    ['RegularExpression path', { matches: [{ path: { type: 'RegularExpression', value: '/a.*' } }] }, 'path match type RegularExpression is not supported'],
+    ['RegularExpression header', { matches: [{ headers: [{ type: 'RegularExpression', name: 'a', value: '.*' }] }] }, 'header match type RegularExpression is not supported'],
+    ['queryParams', { matches: [{ queryParams: [{ name: 'a', value: 'b' }] }] }, 'queryParams is not supported'],
+    ['RequestMirror', { filters: [{ type: 'RequestMirror' }] }, 'filter RequestMirror is not supported'],
+    ['URLRewrite hostname', { filters: [{ type: 'URLRewrite', urlRewrite: { hostname: 'x' } }] }, 'filter URLRewrite with hostname is not supported'],
+  ])('%s: Accepted False UnsupportedValue, nothing served', (_name, rule, message) => {
+    const t = translateRoute(route({ rules: [{ backendRefs: [backend], ...rule } as never] }), [undefined], exists);
+    expect(t.accepted).toMatchObject({ status: 'False', reason: 'UnsupportedValue' });
+    expect(t.accepted.message).toContain(message);
+    expect(t.apis).toEqual([]);
+  });
+
+  test.each([
+    ['another namespace', { name: 'x', namespace: 'other', port: 80 }, 'RefNotPermitted', 0],
+    ['another kind', { group: 'example.com', kind: 'Bucket', name: 'x', port: 80 }, 'InvalidKind', 0],
+    ['a missing Service (target kept: 503 until it exists)', { name: 'missing', port: 80 }, 'BackendNotFound', 1],
+  ])('a backendRef to %s: ResolvedRefs False', (_name, ref, reason, kept) => {
+    const t = translateRoute(route({ rules: [{ backendRefs: [backend, ref] }] }), [undefined], (_ns, name) => name !== 'missing');
+    expect(t.resolvedRefs).toMatchObject({ status: 'False', reason });
+    expect((t.apis[0].proxy as { upstreams: { targets: unknown[] } }).upstreams.targets).toHaveLength(1 + kept);
+  });
+
+  test('header modifiers: set = replace + add, add = append, remove; RequestRedirect; URLRewrite as strip_path + target path', () => {
+    const t = translateRoute(
+      route({
+        rules: [
+          {
+            matches: [{ path: { type: 'PathPrefix', value: '/foo' } }],
+            backendRefs: [backend],
+            filters: [
+              { type: 'RequestHeaderModifier', requestHeaderModifier: { set: [{ name: 'A', value: '1' }], add: [{ name: 'B', value: '2' }], remove: ['C'] } },
+              { type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/bar' } } },
+            ],
+          },
+          { matches: [{ path: { type: 'PathPrefix', value: '/old' } }], filters: [{ type: 'RequestRedirect', requestRedirect: { scheme: 'https', path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' } } }] },
+          { matches: [{ path: { type: 'PathPrefix', value: '/full' } }], backendRefs: [backend], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplaceFullPath', replaceFullPath: '/one' } } }] },
+        ],
+      }),
+      [undefined],
+      exists,
+    );
+    expect(t.apis[0]).toMatchObject({
+      proxy: { listen_path: '/foo/*', strip_path: true, upstreams: { targets: [{ target: 'k8s://svc.ns:8080/bar' }] } },
+      plugins: [{ name: 'request_transformer', config: { replace: { headers: { A: '1' } }, add: { headers: { A: '1' } }, append: { headers: { B: '2' } }, remove: { headers: ['C'] } } }],
+    });
+    expect(t.apis[1].plugins).toEqual([{ name: 'redirect', config: { status_code: 302, scheme: 'https', path: '/new', strip_path: true } }]);
+    expect(t.apis[2]).toMatchObject({ proxy: { listen_path: '/full/*', upstreams: { targets: [{ target: 'k8s://svc.ns:8080/one' }] } } });
+    expect(t.apis[2].proxy).not.toHaveProperty('strip_path');
+    for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
+  });
+});
+
+describe('hostsOf', () => {
+  test.each<[string[], Array<string | undefined>, string[] | null]>([
+    [[], [undefined], []],
+    [['a.example.com'], [undefined], ['a.example.com']],
+    [[], ['*.example.com'], ['*.example.com']],
+    [['a.example.com', 'other.test'], ['*.example.com'], ['a.example.com']],
+    [['*.example.com'], ['a.example.com'], ['a.example.com']],
+    [['other.test'], ['a.example.com'], null],
+  ])('route %j on listeners %j → %j', (route, listeners, expected) => {
+    expect(hostsOf(route, listeners)).toEqual(expected);
+  });
+});
+
+test('definition names are deterministic and within the name rules, a long one shortened with a hash', () => {
+  expect(definitionName('ns', 'r', 2, 1)).toBe('httproute.ns.r.2.1');
+  const long = definitionName('ns', 'r'.repeat(200), 0, 0);
+  expect(long).toHaveLength(128);
+  expect(long).toMatch(/^[A-Za-z0-9._-]+$/);
+  expect(definitionName('ns', 'r'.repeat(200), 0, 0)).toBe(long);
+  expect(definitionName('ns', 'r'.repeat(201), 0, 0)).not.toBe(long);
+});
+
+/**
+ * ReplacePrefixMatch against the Gateway API's own examples (HTTPPathModifier): the translated target path and
+ * strip_path, forwarded by the data plane's rule "T joined with R minus L" (rewrite.ts), L the matched prefix.
+ */
+test.each([
+  ['/foo', '/xyz', '/foo/bar', '/xyz/bar'],
+  ['/foo', '/xyz', '/foo', '/xyz'],
+  ['/foo', '/xyz', '/foo/', '/xyz/'],
+  ['/foo/', '/xyz', '/foo/bar', '/xyz/bar'],
+  ['/foo', '/xyz/', '/foo/bar', '/xyz/bar'],
+  ['/foo', '/', '/foo', '/'],
+  ['/foo', '/', '/foo/bar', '/bar'],
+  ['/foo/', '/', '/foo/bar', '/bar'],
+  ['/', '/xyz', '/bar', '/xyz/bar'],
+])('PathPrefix %s, ReplacePrefixMatch %s: %s → %s', (prefix, replace, request, upstream) => {
+  const t = translateRoute(
+    route({ rules: [{ matches: [{ path: { type: 'PathPrefix', value: prefix } }], backendRefs: [backend], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: replace } } }] }] }),
+    [undefined],
+    exists,
+  );
+  const proxy = t.apis[0].proxy as { listen_path: string; strip_path?: boolean; upstreams: { targets: Array<{ target: string }> } };
+  // What Service discovery makes of the target: an endpoint URL with the same path ('' → '/').
+  const targetPath = new URL(proxy.upstreams.targets[0].target.replace(/^k8s:\/\/[^/]+/, 'http://10.0.0.1:8080')).pathname;
+  const matched = proxy.listen_path.slice(0, -2); // before `/*`
+  const forwarded = proxy.strip_path ? joinPaths(targetPath, stripMatched(request, matched)) : targetPath === '/' ? request : targetPath;
+  expect(forwarded).toBe(upstream);
+});

@@ -1,0 +1,243 @@
+/**
+ * Gateway API HTTPRoute → API definitions (README "Gateway API"): one definition per rule × match, named
+ * `httproute.<namespace>.<name>.<rule>.<match>`, served in memory next to the store's. Pure: the caller
+ * (index.ts) gives the route, the Gateways it may attach to and which Services exist.
+ *
+ * | HTTPRoute                                    | API definition                                              |
+ * |----------------------------------------------|-------------------------------------------------------------|
+ * | `hostnames`                                  | `hosts` (those a listener's `hostname` admits; none = the listener's) |
+ * | `path` PathPrefix `/foo` (or `/foo/`)        | `listen_path: /foo/*` (`/` → `/*`)                          |
+ * | `path` Exact `/foo`                          | `listen_path: /foo`                                         |
+ * | `path` RegularExpression                     | refused: Accepted False UnsupportedValue                    |
+ * | `headers` Exact                              | `match_headers` (one value each)                            |
+ * | `headers` RegularExpression, `queryParams`   | refused: Accepted False UnsupportedValue                    |
+ * | `method`                                     | `methods: [method]`                                         |
+ * | `backendRefs` Service, port, weight          | `k8s://<svc>.<ns>:<port>` targets, balancing `weight`; weight 0 left out |
+ * | backendRef in another namespace              | refused: ResolvedRefs False RefNotPermitted (no ReferenceGrant support) |
+ * | backendRef of another kind                   | refused: ResolvedRefs False InvalidKind                     |
+ * | `RequestHeaderModifier` set/add/remove       | `request_transformer` replace+add / append / remove         |
+ * | `ResponseHeaderModifier` set/add/remove      | `response_transformer` replace+add / append / remove        |
+ * | `RequestRedirect`                            | `redirect` (scheme, hostname, port, statusCode, path ReplaceFullPath / ReplacePrefixMatch) |
+ * | `URLRewrite` ReplacePrefixMatch `/bar` on PathPrefix `/foo` | `strip_path` + target path `/bar`: `/foo/x` → `/bar/x`, `/foo` → `/bar` |
+ * | `URLRewrite` ReplaceFullPath `/bar`          | target path `/bar`, `strip_path` off: every path → `/bar` (a target path is the whole path) |
+ * | `URLRewrite` hostname, `RequestMirror`, `CORS`, `ExtensionRef` | refused: Accepted False UnsupportedValue |
+ *
+ * Set is "replace when present, else add": `request_transformer`'s `replace` + `add` of the same header.
+ */
+import { createHash } from 'node:crypto';
+
+/** The parts of Gateway API objects read here (gateway.networking.k8s.io/v1). */
+export interface GatewayObject {
+  metadata: { name: string; namespace: string; generation?: number };
+  spec: { gatewayClassName: string; listeners?: Array<{ name: string; hostname?: string; protocol: string; port: number; allowedRoutes?: { namespaces?: { from?: string } } }> };
+}
+export interface HTTPRouteObject {
+  metadata: { name: string; namespace: string; generation?: number; creationTimestamp?: string | Date };
+  spec: {
+    parentRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string; sectionName?: string }>;
+    hostnames?: string[];
+    rules?: HTTPRouteRule[];
+  };
+}
+interface HTTPRouteRule {
+  matches?: Array<{
+    path?: { type?: string; value?: string };
+    headers?: Array<{ type?: string; name: string; value: string }>;
+    queryParams?: unknown[];
+    method?: string;
+  }>;
+  filters?: Filter[];
+  backendRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string; port?: number; weight?: number; filters?: unknown[] }>;
+}
+interface HeaderModifier {
+  set?: Array<{ name: string; value: string }>;
+  add?: Array<{ name: string; value: string }>;
+  remove?: string[];
+}
+interface PathModifier {
+  type: string;
+  replaceFullPath?: string;
+  replacePrefixMatch?: string;
+}
+interface Filter {
+  type: string;
+  requestHeaderModifier?: HeaderModifier;
+  responseHeaderModifier?: HeaderModifier;
+  requestRedirect?: { scheme?: string; hostname?: string; path?: PathModifier; port?: number; statusCode?: number };
+  urlRewrite?: { hostname?: string; path?: PathModifier };
+}
+
+export interface Condition {
+  type: 'Accepted' | 'ResolvedRefs' | 'Programmed';
+  status: 'True' | 'False';
+  reason: string;
+  message: string;
+}
+
+export interface Translation {
+  /** Raw definitions, as the admin API would take them (the caller parses and compiles each). */
+  apis: Array<Record<string, unknown>>;
+  accepted: Condition;
+  resolvedRefs: Condition;
+}
+
+const MAX_NAME = 128;
+
+/** Deterministic and within our name rules (1-128 of A-Z a-z 0-9 . _ -): a long one keeps a hash of the whole. */
+export function definitionName(namespace: string, name: string, rule: number, match: number): string {
+  const full = `httproute.${namespace}.${name}.${rule}.${match}`;
+  if (full.length <= MAX_NAME) return full;
+  const hash = createHash('sha256').update(full).digest('hex').slice(0, 16);
+  return `${full.slice(0, MAX_NAME - hash.length - 1)}-${hash}`;
+}
+
+class Unsupported extends Error {}
+type BackendRef = NonNullable<HTTPRouteRule['backendRefs']>[number];
+
+/** Why a backendRef does not resolve (a ResolvedRefs reason), or null; throws what is not supported at all. */
+function refProblem(ref: BackendRef, namespace: string, serviceExists: (namespace: string, name: string) => boolean): { reason: string; message: string } | null {
+  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Service') !== 'Service') return { reason: 'InvalidKind', message: `backendRef ${ref.name}: only core Services are supported, not ${ref.group ?? ''}/${ref.kind}` };
+  if ((ref.namespace ?? namespace) !== namespace) return { reason: 'RefNotPermitted', message: `backendRef ${ref.name}: another namespace (${ref.namespace}) is not supported (no ReferenceGrant support)` };
+  if (ref.port === undefined) throw new Unsupported(`backendRef ${ref.name}: port is required`);
+  if (ref.filters?.length) throw new Unsupported(`backendRef ${ref.name}: backendRef filters are not supported`);
+  if (!serviceExists(namespace, ref.name)) return { reason: 'BackendNotFound', message: `Service ${namespace}/${ref.name} not found` };
+  return null;
+}
+
+/** A route hostname a listener hostname admits (Gateway API: exact, or under the listener's wildcard, or the route's wildcard covers it). */
+function admitted(routeHost: string, listenerHost: string | undefined): string | null {
+  if (!listenerHost) return routeHost;
+  if (routeHost === listenerHost) return routeHost;
+  const under = (host: string, wildcard: string) => wildcard.startsWith('*.') && host.endsWith(wildcard.slice(1)) && host.length > wildcard.length - 1;
+  if (under(routeHost, listenerHost)) return routeHost;
+  if (under(listenerHost, routeHost)) return listenerHost;
+  return null;
+}
+
+/** The hosts of a route on `listenerHosts` (undefined: a listener without hostname), or null when no hostname intersects. */
+export function hostsOf(routeHosts: readonly string[], listenerHosts: ReadonlyArray<string | undefined>): string[] | null {
+  if (listenerHosts.some((h) => h === undefined) && routeHosts.length === 0) return [];
+  const out = new Set<string>();
+  for (const listener of listenerHosts) {
+    if (routeHosts.length === 0) out.add(listener!);
+    for (const host of routeHosts) {
+      const got = admitted(host, listener);
+      if (got) out.add(got);
+    }
+  }
+  return out.size === 0 ? null : [...out].sort();
+}
+
+const trimSlash = (path: string) => (path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path);
+
+function transformer(mod: HeaderModifier): Record<string, unknown> {
+  const headers = (list: Array<{ name: string; value: string }> = []) => Object.fromEntries(list.map((h) => [h.name, h.value]));
+  const config: Record<string, unknown> = {};
+  if (mod.remove?.length) config.remove = { headers: mod.remove };
+  if (mod.set?.length) {
+    config.replace = { headers: headers(mod.set) };
+    config.add = { headers: headers(mod.set) };
+  }
+  if (mod.add?.length) config.append = { headers: headers(mod.add) };
+  return config;
+}
+
+/**
+ * Translates one route for the listener hostnames of the Gateways it attaches to. `serviceExists` says whether
+ * a Service is known (a missing one: ResolvedRefs False BackendNotFound, its target kept: the data plane answers 503).
+ */
+export function translateRoute(route: HTTPRouteObject, listenerHosts: ReadonlyArray<string | undefined>, serviceExists: (namespace: string, name: string) => boolean): Translation {
+  const { namespace, name } = route.metadata;
+  const ok = (type: Condition['type']): Condition => ({ type, status: 'True', reason: type, message: type === 'Accepted' ? 'Route is accepted' : 'All references are resolved' });
+  let resolvedRefs = ok('ResolvedRefs');
+  const hosts = hostsOf(route.spec.hostnames ?? [], listenerHosts);
+  if (!hosts) {
+    return { apis: [], accepted: { type: 'Accepted', status: 'False', reason: 'NoMatchingListenerHostname', message: 'no hostname of the route matches a listener of the Gateway' }, resolvedRefs };
+  }
+  const apis: Array<Record<string, unknown>> = [];
+  try {
+    (route.spec.rules ?? []).forEach((rule, r) => {
+      const targets: Array<{ target: string; weight: number }> = [];
+      for (const ref of rule.backendRefs ?? []) {
+        const problem = refProblem(ref, namespace, serviceExists);
+        if (problem) {
+          if (resolvedRefs.status === 'True') resolvedRefs = { type: 'ResolvedRefs', status: 'False', reason: problem.reason, message: problem.message };
+          // A missing Service keeps its target (503 NO_ENDPOINTS until it exists); a refused ref is left out.
+          if (problem.reason !== 'BackendNotFound') continue;
+        }
+        if ((ref.weight ?? 1) === 0) continue;
+        if ((ref.weight ?? 1) > 1000) throw new Unsupported(`backendRef ${ref.name}: weight above 1000 is not supported`);
+        targets.push({ target: `k8s://${ref.name}.${namespace}:${ref.port}`, weight: ref.weight ?? 1 });
+      }
+      const plugins: Array<Record<string, unknown>> = [];
+      let rewrite: PathModifier | undefined;
+      for (const filter of rule.filters ?? []) {
+        if (filter.type === 'RequestHeaderModifier' && filter.requestHeaderModifier) plugins.push({ name: 'request_transformer', config: transformer(filter.requestHeaderModifier) });
+        else if (filter.type === 'ResponseHeaderModifier' && filter.responseHeaderModifier) plugins.push({ name: 'response_transformer', config: transformer(filter.responseHeaderModifier) });
+        else if (filter.type === 'RequestRedirect' && filter.requestRedirect) plugins.push({ name: 'redirect', config: redirectConfig(filter.requestRedirect) });
+        else if (filter.type === 'URLRewrite' && filter.urlRewrite && !filter.urlRewrite.hostname && filter.urlRewrite.path) rewrite = filter.urlRewrite.path;
+        else if (filter.type === 'RequestMirror') throw new Unsupported('filter RequestMirror is not supported: request_mirror takes a URL, and Services are resolved for upstream targets only');
+        else throw new Unsupported(`filter ${filter.type}${filter.type === 'URLRewrite' ? ' with hostname' : ''} is not supported`);
+      }
+      // A redirect answers without asking an upstream: its rule needs no backend.
+      const redirects = plugins.some((p) => p.name === 'redirect');
+      if (targets.length === 0 && !redirects) return;
+      const matches = rule.matches?.length ? rule.matches : [{ path: { type: 'PathPrefix', value: '/' } }];
+      matches.forEach((match, m) => {
+        if (match.queryParams?.length) throw new Unsupported('matches[].queryParams is not supported');
+        const type = match.path?.type ?? 'PathPrefix';
+        const value = match.path?.value ?? '/';
+        if (type !== 'PathPrefix' && type !== 'Exact') throw new Unsupported(`path match type ${type} is not supported`);
+        const prefix = trimSlash(value);
+        const proxy: Record<string, unknown> = {
+          listen_path: type === 'Exact' ? value : prefix === '/' ? '/*' : `${prefix}/*`,
+          upstreams: { balancing: 'weight', targets: targets.length ? targets : [{ target: 'http://127.0.0.1:9', weight: 1 }] },
+        };
+        if (match.method) proxy.methods = [match.method];
+        for (const header of match.headers ?? []) {
+          if ((header.type ?? 'Exact') !== 'Exact') throw new Unsupported(`header match type ${header.type} is not supported`);
+          proxy.match_headers = { ...(proxy.match_headers as object), [header.name]: [header.value] };
+        }
+        if (rewrite) applyRewrite(proxy, rewrite, type, prefix);
+        const matchPlugins = plugins.map((p) => (p.name === 'redirect' && (p.config as { strip_path?: boolean }).strip_path && type !== 'PathPrefix' ? unsupportedPrefix() : p));
+        apis.push({ name: definitionName(namespace, name, r, m), ...(hosts.length && { hosts }), proxy, ...(matchPlugins.length && { plugins: matchPlugins }) });
+      });
+    });
+  } catch (err) {
+    if (!(err instanceof Unsupported)) throw err;
+    return { apis: [], accepted: { type: 'Accepted', status: 'False', reason: 'UnsupportedValue', message: err.message }, resolvedRefs };
+  }
+  return { apis, accepted: ok('Accepted'), resolvedRefs };
+}
+
+const unsupportedPrefix = (): never => {
+  throw new Unsupported('ReplacePrefixMatch needs a PathPrefix match');
+};
+
+function redirectConfig(spec: NonNullable<Filter['requestRedirect']>): Record<string, unknown> {
+  const config: Record<string, unknown> = { status_code: spec.statusCode ?? 302 };
+  if (spec.scheme) config.scheme = spec.scheme;
+  if (spec.hostname) config.host = spec.hostname;
+  if (spec.port) config.port = spec.port;
+  if (spec.path?.type === 'ReplaceFullPath') config.path = spec.path.replaceFullPath ?? '/';
+  if (spec.path?.type === 'ReplacePrefixMatch') {
+    config.path = spec.path.replacePrefixMatch ?? '/';
+    config.strip_path = true;
+  }
+  return config;
+}
+
+/** URLRewrite as "Forwarded path" in README "Proxy behaviour": the target's path, with strip_path for a prefix. */
+function applyRewrite(proxy: Record<string, unknown>, path: PathModifier, type: string, prefix: string): void {
+  const upstreams = proxy.upstreams as { targets: Array<{ target: string }> };
+  let targetPath: string;
+  if (path.type === 'ReplaceFullPath') targetPath = path.replaceFullPath ?? '/';
+  else if (path.type === 'ReplacePrefixMatch' && type === 'PathPrefix') {
+    targetPath = path.replacePrefixMatch ?? '/';
+    // strip_path: T joined with R minus L, so `/foo/x` → `/bar/x`; `/foo` → `/bar`.
+    proxy.strip_path = true;
+    if (prefix === '/' && targetPath === '/') delete proxy.strip_path;
+  } else throw new Unsupported(`URLRewrite path ${path.type} on a ${type} match is not supported`);
+  if (targetPath === '/' && path.type === 'ReplaceFullPath') throw new Unsupported('URLRewrite ReplaceFullPath "/" is not supported (a target path "/" forwards the client\'s path)');
+  upstreams.targets = upstreams.targets.map((t) => ({ ...t, target: `${t.target}${targetPath === '/' ? '' : targetPath}` }));
+}

@@ -1,0 +1,291 @@
+/**
+ * Gateway API HTTPRoutes on a real kube-apiserver + etcd with the Gateway API v1.4.1 standard CRDs (fetched by
+ * scripts/test-tools.sh; missing ones fail the run), a CP with GATEWAY_API=true and a token bound to exactly
+ * deploy/rbac/role.yaml + deploy/rbac/gateway-api-role.yaml, a real DP, and real upstreams reached through
+ * Services + EndpointSlices written as the endpoint controller would (as kubernetes-discovery.test.ts does).
+ */
+import { randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { jest } from '@jest/globals';
+import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import { createAdminClient } from '../helpers/admin-client.js';
+import { apiDefinition } from '../helpers/api-definition.js';
+import { controlPlaneIdentity, createObject, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
+import { KUBE_TOOLS_BIN, startKubeApiServer, type KubeApiServer } from '../helpers/kube-apiserver.js';
+import { pollUntil } from '../helpers/poll-until.js';
+import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
+import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
+import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+jest.setTimeout(120_000);
+
+const NAMESPACE = 'gatehouse';
+const GATEWAY_CRDS = join(KUBE_TOOLS_BIN, '..', 'gateway-api');
+const GROUP = 'gateway.networking.k8s.io';
+const ADDRESS = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+
+let server: KubeApiServer;
+let admin: KubeClients;
+let cp: ControlPlane;
+let dp: DataPlane;
+let crdsAbsentLog: string;
+/** The CP's kubeconfig: a token bound to exactly the two Role files. */
+let cpKubeconfig: string;
+const upstreams: Upstream[] = [];
+
+const logs = () => `--- cp\n${cp.recentLogs(40)}\n--- dp\n${dp.recentLogs(20)}`;
+
+async function installGatewayCrds(): Promise<void> {
+  let files: string[];
+  try {
+    files = (await readdir(GATEWAY_CRDS)).filter((f) => f.endsWith('.yaml'));
+  } catch {
+    throw new Error(`no Gateway API CRDs in ${GATEWAY_CRDS}: run \`bash scripts/test-tools.sh\``);
+  }
+  for (const file of files) for (const crd of loadAllYaml(await readFile(join(GATEWAY_CRDS, file), 'utf8')) as KubernetesObject[]) if (crd) await createObject(admin, crd);
+  await pollUntil(async () => ((await admin.custom.listNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes' }).catch(() => null)) ? true : undefined), {
+    what: 'Gateway API CRDs served',
+    timeoutMs: 30_000,
+  });
+}
+
+/** Service `name` (port 8080 "http") with one EndpointSlice per upstream index. */
+async function backend(name: string, indexes: number[]): Promise<void> {
+  await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: NAMESPACE }, spec: { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] } } as KubernetesObject);
+  for (const i of indexes) {
+    await createObject(admin, {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: `${name}-${i}`, namespace: NAMESPACE, labels: { 'kubernetes.io/service-name': name } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: upstreams[i].port, protocol: 'TCP' }],
+      endpoints: [{ addresses: [ADDRESS], conditions: { ready: true } }],
+    } as KubernetesObject);
+  }
+}
+
+const route = (name: string, spec: Record<string, unknown>, gateway = 'gw') =>
+  ({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name, namespace: NAMESPACE }, spec: { parentRefs: [{ name: gateway }], ...spec } }) as KubernetesObject;
+
+const ref = (name: string, weight?: number) => ({ name, port: 8080, ...(weight !== undefined && { weight }) });
+
+async function routeStatus(name: string): Promise<Array<{ controllerName: string; conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }> }>> {
+  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes', name })) as { status?: { parents?: [] } };
+  return got.status?.parents ?? [];
+}
+
+async function condition(name: string, type: string): Promise<{ status: string; reason: string }> {
+  return pollUntil(async () => (await routeStatus(name))[0]?.conditions.find((c) => c.type === type), { what: `${name} ${type}`, timeoutMs: 20_000, details: logs });
+}
+
+/** Polls until `path` is answered `status` (a request with `headers`). */
+const answered = (path: string, status: number, headers: Record<string, string> = {}) =>
+  pollUntil(async () => {
+    const res = await dp.request('GET', path, { headers });
+    return res.status === status ? res : undefined;
+  }, { what: `${path} answered ${status}`, timeoutMs: 20_000, details: logs });
+
+beforeAll(async () => {
+  if (!ADDRESS) throw new Error('gateway-api needs a non-loopback IPv4 address (EndpointSlices refuse loopback)');
+  server = await startKubeApiServer();
+  admin = await kubeClients(await server.writeKubeconfig(server.adminToken));
+  await installCrds(admin);
+  const identity = await controlPlaneIdentity(server, admin, NAMESPACE);
+  // The Gateway API rules of deploy/rbac/gateway-api-role.yaml, bound to the CP's ServiceAccount.
+  const subjects = [{ kind: 'ServiceAccount', name: 'gatehouse-control-plane', namespace: NAMESPACE }];
+  for (const doc of loadAllYaml(await readFile(join(process.cwd(), 'deploy/rbac/gateway-api-role.yaml'), 'utf8')) as KubernetesObject[]) {
+    const clustered = doc.kind === 'ClusterRole';
+    await createObject(admin, clustered ? doc : { ...doc, metadata: { ...doc.metadata, namespace: NAMESPACE } });
+    await createObject(admin, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: clustered ? 'ClusterRoleBinding' : 'RoleBinding',
+      metadata: { name: doc.metadata!.name, ...(!clustered && { namespace: NAMESPACE }) },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: doc.kind, name: doc.metadata!.name },
+      subjects,
+    } as KubernetesObject);
+  }
+  cpKubeconfig = identity.kubeconfig;
+  cp = await startControlPlane({
+    name: 'cp',
+    env: { STORE: 'kubernetes', GATEWAY_API: 'true', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+  });
+  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
+  // Started before the Gateway API CRDs exist: it must log that and keep serving our own CRDs.
+  crdsAbsentLog = await pollUntil(async () => cp.recentLogs(200).split('\n').find((l) => l.includes('are the Gateway API CRDs')), { what: 'the missing-CRD error', timeoutMs: 20_000, details: logs });
+  await installGatewayCrds();
+  for (const i of [0, 1, 2]) upstreams.push(await startUpstream(`backend-${i}`, { kind: 'fixed' }, { host: ADDRESS }));
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'gatehouse' }, spec: { controllerName: 'gatehouse.dev/gateway-controller' } } as KubernetesObject);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'other' }, spec: { controllerName: 'example.com/other' } } as KubernetesObject);
+  const gateway = (name: string, className: string) =>
+    ({ apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name, namespace: NAMESPACE }, spec: { gatewayClassName: className, listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] } }) as KubernetesObject;
+  await createObject(admin, gateway('gw', 'gatehouse'));
+  await createObject(admin, gateway('foreign', 'other'));
+}, 180_000);
+
+afterAll(async () => {
+  await dp?.stop();
+  await cp?.dispose();
+  await Promise.allSettled(upstreams.map((u) => u.close()));
+  await server?.stop();
+});
+
+test('a CP started before the Gateway API CRDs exist logs an error, keeps serving its own CRDs, and serves routes once they are installed', async () => {
+  expect(crdsAbsentLog).toMatch(/"level":50|error/);
+  const client = await createAdminClient(cp);
+  await client.login();
+  await backend('own', [2]);
+  expect((await client.createApi(apiDefinition({ name: 'own', listenPath: '/own/*', targets: ['k8s://own:8080'] }))).status).toBe(201);
+  await answered('/own/x', 200);
+  // The routes of the other tests are served by this same CP, so it did pick the CRDs up.
+});
+
+test('a route whose match an API of the store already holds is refused (Accepted False, with the conflict) and the API keeps it; the data plane takes the snapshot', async () => {
+  const client = await createAdminClient(cp);
+  await client.login();
+  await backend('taken-api', [0]);
+  await backend('taken-route', [1]);
+  expect((await client.createApi(apiDefinition({ name: 'taken', listenPath: '/taken/*', targets: ['k8s://taken-api:8080'] }))).status).toBe(201);
+  await createObject(admin, route('taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/taken' } }], backendRefs: [ref('taken-route')] }] }));
+  const accepted = await pollUntil(async () => (await routeStatus('taken'))[0]?.conditions.find((c) => c.type === 'Accepted' && c.status === 'False') as { reason: string; message?: string } | undefined, {
+    what: 'taken Accepted False',
+    timeoutMs: 20_000,
+    details: logs,
+  });
+  expect(accepted).toMatchObject({ reason: 'UnsupportedValue', message: expect.stringContaining('already registered') });
+  const before = upstreams.map((u) => u.requests.length);
+  expect((await dp.request('GET', '/taken/x')).status).toBe(200);
+  expect(upstreams[0].requests.length).toBe(before[0] + 1);
+  // A later route proves the data plane still applies snapshots (nothing was NACKed).
+  await createObject(admin, route('after-taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/after-taken' } }], backendRefs: [ref('taken-route')] }] }));
+  await answered('/after-taken', 200);
+});
+
+test('PathPrefix + header match over two weighted backends serves traffic; Accepted and ResolvedRefs True; deleting the route stops it (404)', async () => {
+  await backend('web-a', [0]);
+  await backend('web-b', [1]);
+  await backend('web-c', []); // weight 0: never sent anything
+  const shop = route('shop', {
+    rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/shop' }, headers: [{ name: 'X-Tenant', value: 'acme' }] }], backendRefs: [ref('web-a', 3), ref('web-b', 1), ref('web-c', 0)] }],
+  });
+  await createObject(admin, shop);
+  await answered('/shop/items', 200, { 'x-tenant': 'acme' });
+  const counts = [0, 0, 0];
+  for (let i = 0; i < 16; i++) {
+    const before = upstreams.map((u) => u.requests.length);
+    expect((await dp.request('GET', '/shop/items', { headers: { 'x-tenant': 'acme' } })).status).toBe(200);
+    counts[upstreams.findIndex((u, j) => u.requests.length > before[j])]++;
+  }
+  // Weights 3 and 1 (balancing "weight"): 12 and 4 of 16, give or take the rotation's start.
+  expect(counts[0]).toBeGreaterThanOrEqual(10);
+  expect(counts[1]).toBeGreaterThanOrEqual(2);
+  expect(counts[2]).toBe(0);
+  expect(upstreams[0].last()?.url ?? '').toMatch(/^\/shop\/items$/);
+  expect((await dp.request('GET', '/shop/items')).status).toBe(404); // without the header
+  expect((await dp.request('GET', '/shopping', { headers: { 'x-tenant': 'acme' } })).status).toBe(404);
+  expect(await condition('shop', 'Accepted')).toMatchObject({ status: 'True', reason: 'Accepted' });
+  expect(await condition('shop', 'ResolvedRefs')).toMatchObject({ status: 'True', reason: 'ResolvedRefs' });
+  expect((await routeStatus('shop'))[0]).toMatchObject({ controllerName: 'gatehouse.dev/gateway-controller', parentRef: { name: 'gw' } });
+  await admin.objects.delete(shop);
+  await answered('/shop/items', 404, { 'x-tenant': 'acme' });
+});
+
+test('an Exact path matches only itself; a RequestHeaderModifier sets a header; URLRewrite ReplacePrefixMatch rewrites the prefix', async () => {
+  await backend('exact', [2]);
+  await createObject(admin, route('exact', { rules: [{ matches: [{ path: { type: 'Exact', value: '/exact' } }], backendRefs: [ref('exact')], filters: [{ type: 'RequestHeaderModifier', requestHeaderModifier: { set: [{ name: 'X-Gw', value: 'yes' }] } }] }] }));
+  await answered('/exact', 200);
+  expect(upstreams[2].last()?.headers['x-gw']).toBe('yes');
+  expect((await dp.request('GET', '/exact/more')).status).toBe(404);
+  await createObject(admin, route('rewrite', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/old' } }], backendRefs: [ref('exact')], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' } } }] }] }));
+  await answered('/old/a/b?q=1', 200);
+  expect(upstreams[2].last()?.url).toBe('/new/a/b?q=1');
+  await answered('/old', 200);
+  expect(upstreams[2].last()?.url).toBe('/new');
+});
+
+test('a RequestRedirect answers the redirect without a backend', async () => {
+  await createObject(admin, route('moved', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/moved' } }], filters: [{ type: 'RequestRedirect', requestRedirect: { scheme: 'https', hostname: 'new.example.com', statusCode: 301 } }] }] }));
+  const res = await answered('/moved/x', 301);
+  expect(res.headers.location).toBe('https://new.example.com/moved/x');
+});
+
+test('a RegularExpression path is Accepted False UnsupportedValue; a missing Service is ResolvedRefs False BackendNotFound', async () => {
+  await backend('regex', [2]);
+  await createObject(admin, route('regex', { rules: [{ matches: [{ path: { type: 'RegularExpression', value: '/re/.*' } }], backendRefs: [ref('regex')] }] }));
+  expect(await condition('regex', 'Accepted')).toMatchObject({ status: 'False', reason: 'UnsupportedValue' });
+  await createObject(admin, route('ghost', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/ghost' } }], backendRefs: [ref('no-such-service')] }] }));
+  expect(await condition('ghost', 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'BackendNotFound' });
+  expect((await dp.request('GET', '/re/x')).status).toBe(404);
+});
+
+test("a route whose parentRef names another class's Gateway is ignored (no traffic, no status of ours)", async () => {
+  await backend('marker', [2]);
+  await createObject(admin, route('foreign', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/foreign' } }], backendRefs: [ref('marker')] }] }, 'foreign'));
+  // A route of ours written after it is served: by then the foreign one has been seen too.
+  await createObject(admin, route('marker', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/marker' } }], backendRefs: [ref('marker')] }] }));
+  await answered('/marker', 200);
+  expect((await dp.request('GET', '/foreign')).status).toBe(404);
+  expect(await routeStatus('foreign')).toEqual([]);
+});
+
+test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes; status is not rewritten in a loop', async () => {
+  await backend('attached', [2]);
+  await createObject(admin, route('attached', { rules: [{ backendRefs: [ref('attached')] }], hostnames: ['attached.test'] }));
+  await answered('/anything', 200, { host: 'attached.test' });
+  const gc = await pollUntil(
+    async () => {
+      const got = (await admin.custom.getClusterCustomObject({ group: GROUP, version: 'v1', plural: 'gatewayclasses', name: 'gatehouse' })) as { status?: { conditions?: Array<{ type: string; status: string }> } };
+      return got.status?.conditions?.find((c) => c.type === 'Accepted' && c.status === 'True');
+    },
+    { what: 'GatewayClass Accepted', timeoutMs: 20_000, details: logs },
+  );
+  expect(gc).toBeDefined();
+  const gw = await pollUntil(
+    async () => {
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {
+        status?: { conditions?: Array<{ type: string; status: string }>; listeners?: Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[] }> };
+      };
+      return got.status?.listeners?.length ? got.status : undefined;
+    },
+    { what: 'Gateway status', timeoutMs: 20_000, details: logs },
+  );
+  expect(gw.conditions?.filter((c) => c.status === 'True').map((c) => c.type).sort()).toEqual(['Accepted', 'Programmed']);
+  expect(gw.listeners?.[0]).toMatchObject({ name: 'http', supportedKinds: [{ group: GROUP, kind: 'HTTPRoute' }] });
+  expect(gw.listeners?.[0].attachedRoutes).toBeGreaterThan(0);
+  // Each status write is an update event the controller sees: an unchanged status must not be written again.
+  const version = async () => ((await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes', name: 'attached' })) as KubernetesObject).metadata!.resourceVersion;
+  await condition('attached', 'Accepted');
+  const before = await version();
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  expect(await version()).toBe(before);
+});
+
+test('only the leader writes status: a replica waiting for the Lease writes none, and writes once it holds it', async () => {
+  const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'gw-second', namespace: NAMESPACE } };
+  await createObject(admin, { ...lease, spec: { holderIdentity: 'someone-else', leaseDurationSeconds: 3600, renewTime: new Date().toISOString().replace('Z', '000Z') } } as KubernetesObject);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'second' }, spec: { controllerName: 'gatehouse.dev/second' } } as KubernetesObject);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'second', namespace: NAMESPACE }, spec: { gatewayClassName: 'second', listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] } } as KubernetesObject);
+  await backend('second', [0]);
+  await createObject(admin, route('second', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/second' } }], backendRefs: [ref('second')] }] }, 'second'));
+  const follower = await startControlPlane({
+    name: 'follower',
+    env: { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'gatehouse.dev/second', KUBECONFIG: cpKubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'follower', LEASE_NAME: 'gw-second', LEASE_DURATION: '2s', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+  });
+  try {
+    // Started and listing (its admin API answers), then a few reconciles' time without the Lease.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(await routeStatus('second')).toEqual([]);
+    // The other holder lets go: the follower takes the Lease and writes.
+    const held = (await admin.objects.read(lease as never)) as KubernetesObject & { spec: Record<string, unknown> };
+    await admin.objects.replace({ ...held, spec: { ...held.spec, holderIdentity: null, leaseDurationSeconds: 1 } } as never);
+    const accepted = await pollUntil(async () => (await routeStatus('second')).find((p) => p.controllerName === 'gatehouse.dev/second')?.conditions.find((c) => c.type === 'Accepted'), {
+      what: 'status written by the new leader',
+      timeoutMs: 30_000,
+      details: () => follower.recentLogs(30),
+    });
+    expect(accepted).toMatchObject({ status: 'True' });
+  } finally {
+    await follower.dispose();
+  }
+});

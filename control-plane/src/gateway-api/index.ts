@@ -1,8 +1,8 @@
 /**
  * Gateway API (README "Gateway API"): informers on the GatewayClasses whose controllerName is ours, their
- * Gateways and the HTTPRoutes attached to them in the control plane's namespace; every change re-translates
+ * Gateways and the HTTPRoutes and GRPCRoutes attached to them in the control plane's namespace; every change re-translates
  * the routes (translate.ts) into definitions served in memory next to the store's (setRouteApis), never
- * written into the store. The leader writes GatewayClass, Gateway and HTTPRoute status.
+ * written into the store. The leader writes GatewayClass, Gateway and route status.
  *
  * A translated definition the data planes could not compile with the rest (a bad value, or a route the
  * store's APIs or an older HTTPRoute already hold) is left out with its route's Accepted False, so one
@@ -14,9 +14,7 @@ import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index'
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../store/index.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
-import { translateRoute, type Condition, type GatewayObject, type HTTPRouteObject } from './translate.js';
-
-const GROUP = 'gateway.networking.k8s.io';
+import { allows, GROUP, listenerKinds, translateRoute, type Condition, type GatewayObject, type GRPCRouteObject, type HTTPRouteObject, type RouteKind } from './translate.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
@@ -75,6 +73,8 @@ export function startGatewayApi(deps: {
   const classes = informer('gatewayclasses', true);
   const gateways = informer('gateways', false);
   const routes = informer('httproutes', false);
+  const grpcRoutes = informer('grpcroutes', false);
+  const PLURAL: Record<RouteKind, string> = { HTTPRoute: 'httproutes', GRPCRoute: 'grpcroutes' };
   const services = run(
     makeInformer<Obj>(kubeConfig, `/api/v1/namespaces/${namespace}/services`, () => core.listNamespacedService({ namespace }) as never),
     'services',
@@ -99,33 +99,36 @@ export function startGatewayApi(deps: {
     const classNames = new Set(ours.map((c) => c.metadata.name));
     const gws = (gateways.list(namespace) as unknown as GatewayObject[]).filter((g) => classNames.has(g.spec.gatewayClassName));
     const attached = new Map<string, number>(); // `gateway/listener` → routes
-    type Verdict = { route: HTTPRouteObject; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> };
+    type Verdict = { route: HTTPRouteObject | GRPCRouteObject; kind: RouteKind; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> };
     const verdicts: Verdict[] = [];
     const candidates: Array<{ api: ApiDefinition; verdict: Verdict }> = [];
     const serviceExists = (ns: string, name: string) => services.get(name, ns) !== undefined;
     // Oldest first: of two routes that want the same match, the older keeps it (Gateway API's tie rule).
-    const sorted = (routes.list(namespace) as unknown as HTTPRouteObject[]).sort(
-      (a, b) => String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || `${a.metadata.name}`.localeCompare(b.metadata.name),
+    const sorted = [
+      ...(routes.list(namespace) as unknown as HTTPRouteObject[]).map((route) => ({ route, kind: 'HTTPRoute' as const })),
+      ...(grpcRoutes.list(namespace) as unknown as GRPCRouteObject[]).map((route) => ({ route, kind: 'GRPCRoute' as const })),
+    ].sort(
+      ({ route: a }, { route: b }) => String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || `${a.metadata.name}`.localeCompare(b.metadata.name),
     );
-    for (const route of sorted) {
+    for (const { route, kind } of sorted) {
       const refs = (route.spec.parentRefs ?? []).filter(
         (p) => (p.group ?? GROUP) === GROUP && (p.kind ?? 'Gateway') === 'Gateway' && (p.namespace ?? route.metadata.namespace) === namespace && gws.some((g) => g.metadata.name === p.name),
       );
       if (refs.length === 0) continue;
-      const verdict: Verdict = { route, parents: [] };
+      const verdict: Verdict = { route, kind, parents: [] };
       verdicts.push(verdict);
       const hosts: Array<string | undefined> = [];
       const listenersOf = refs.map((ref) => {
         const gw = gws.find((g) => g.metadata.name === ref.name)!;
-        const listeners = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && (l.protocol === 'HTTP' || l.protocol === 'HTTPS'));
+        const listeners = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && allows(l, kind));
         hosts.push(...listeners.map((l) => l.hostname));
         return { ref, gw, listeners };
       });
-      const translated = translateRoute(route, hosts, serviceExists);
+      const translated = translateRoute(route, hosts, serviceExists, kind);
       for (const { ref, gw, listeners } of listenersOf) {
         const accepted: Condition =
           listeners.length === 0
-            ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${ref.sectionName ? ` named ${ref.sectionName}` : ''} on Gateway ${gw.metadata.name}` }
+            ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${ref.sectionName ? ` named ${ref.sectionName}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace` }
             : translated.accepted;
         verdict.parents.push({ ref, accepted, resolvedRefs: translated.resolvedRefs });
         if (accepted.status === 'True') for (const l of listeners) attached.set(`${gw.metadata.name}/${l.name}`, (attached.get(`${gw.metadata.name}/${l.name}`) ?? 0) + 1);
@@ -165,7 +168,7 @@ export function startGatewayApi(deps: {
   async function writeStatuses(
     ours: GatewayClassObject[],
     gws: GatewayObject[],
-    verdicts: Array<{ route: HTTPRouteObject; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> }>,
+    verdicts: Array<{ route: HTTPRouteObject | GRPCRouteObject; kind: RouteKind; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> }>,
     attached: Map<string, number>,
   ): Promise<void> {
     const writes: Array<Promise<void>> = [];
@@ -176,28 +179,29 @@ export function startGatewayApi(deps: {
     for (const gw of gws) {
       const listeners = (gw.spec.listeners ?? []).map((l) => {
         const http = l.protocol === 'HTTP' || l.protocol === 'HTTPS';
+        const { kinds, invalid } = listenerKinds(l);
         return {
           name: l.name,
-          supportedKinds: http ? [{ group: GROUP, kind: 'HTTPRoute' }] : [],
+          supportedKinds: kinds.map((kind) => ({ group: GROUP, kind })),
           attachedRoutes: attached.get(`${gw.metadata.name}/${l.name}`) ?? 0,
           conditions: [
-            cond(gw.metadata.generation, http ? ok('Accepted') : { type: 'Accepted', status: 'False', reason: 'UnsupportedProtocol', message: `protocol ${l.protocol} is not supported (HTTPRoute only)` }),
+            cond(gw.metadata.generation, http ? ok('Accepted') : { type: 'Accepted', status: 'False', reason: 'UnsupportedProtocol', message: `protocol ${l.protocol} is not supported (HTTPRoute and GRPCRoute only)` }),
             cond(gw.metadata.generation, http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' }),
-            cond(gw.metadata.generation, ok('ResolvedRefs')),
+            cond(gw.metadata.generation, invalid.length ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` } : ok('ResolvedRefs')),
           ],
         };
       });
       const conditions = [cond(gw.metadata.generation, ok('Accepted')), cond(gw.metadata.generation, { ...ok('Programmed'), message: "served by the data planes' own listeners (a Gateway's addresses and ports do not configure them)" })];
       writes.push(put('gateways', gw as never, { conditions, listeners }, false));
     }
-    for (const { route, parents } of verdicts) {
+    for (const { route, kind, parents } of verdicts) {
       const held = ((route as { status?: { parents?: Array<{ controllerName?: string }> } }).status?.parents ?? []).filter((p) => p.controllerName !== controllerName);
       const mine = parents.map((p) => ({
         parentRef: p.ref,
         controllerName,
         conditions: [cond(route.metadata.generation, p.accepted), cond(route.metadata.generation, p.resolvedRefs)],
       }));
-      writes.push(put('httproutes', route as never, { parents: [...held, ...mine] }, false));
+      writes.push(put(PLURAL[kind], route as never, { parents: [...held, ...mine] }, false));
     }
     await Promise.all(writes);
   }
@@ -245,7 +249,7 @@ export function startGatewayApi(deps: {
       clearInterval(resync);
       unsubscribe();
       for (const timer of timers) clearTimeout(timer);
-      for (const inf of [classes, gateways, routes, services]) void inf.stop();
+      for (const inf of [classes, gateways, routes, grpcRoutes, services]) void inf.stop();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { parseApiDefinition } from '#proto/definition/index';
 import { joinPaths, stripMatched } from '#proto/routing/rewrite';
-import { definitionName, hostsOf, translateRoute, type HTTPRouteObject } from './translate.js';
+import { allows, definitionName, hostsOf, listenerKinds, translateRoute, type GRPCRouteObject, type HTTPRouteObject, type Listener } from './translate.js';
 
 const route = (spec: HTTPRouteObject['spec']): HTTPRouteObject => ({ metadata: { name: 'r', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], ...spec } });
 const exists = () => true;
@@ -144,4 +144,74 @@ test.each([
   const matched = proxy.listen_path.slice(0, -2); // before `/*`
   const forwarded = proxy.strip_path ? joinPaths(targetPath, stripMatched(request, matched)) : targetPath === '/' ? request : targetPath;
   expect(forwarded).toBe(upstream);
+});
+
+describe('translateRoute of a GRPCRoute', () => {
+  const grpcRoute = (rules: NonNullable<GRPCRouteObject['spec']['rules']>): GRPCRouteObject => ({ metadata: { name: 'g', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], hostnames: ['grpc.test'], rules } });
+
+  test('service + method → Exact /service/method, service only → /service/*, no match → /*; POST over http2; headers, header modifiers', () => {
+    const t = translateRoute(
+      grpcRoute([
+        {
+          matches: [{ method: { service: 'shop.v1.Cart', method: 'Add' }, headers: [{ name: 'x-tenant', value: 'acme' }] }, { method: { type: 'Exact', service: 'shop.v1.Stock' } }],
+          backendRefs: [backend],
+          filters: [{ type: 'ResponseHeaderModifier', responseHeaderModifier: { set: [{ name: 'X-Via', value: 'gw' }] } }],
+        },
+        { backendRefs: [backend] },
+      ]),
+      [undefined],
+      exists,
+      'GRPCRoute',
+    );
+    expect(t.accepted.status).toBe('True');
+    expect(t.apis).toEqual([
+      {
+        name: 'grpcroute.ns.g.0.0',
+        hosts: ['grpc.test'],
+        proxy: {
+          listen_path: '/shop.v1.Cart/Add',
+          methods: ['POST'],
+          match_headers: { 'x-tenant': ['acme'] },
+          upstreams: { balancing: 'weight', protocol: 'http2', targets: [{ target: 'k8s://svc.ns:8080', weight: 1 }] },
+        },
+        plugins: [{ name: 'response_transformer', config: { replace: { headers: { 'X-Via': 'gw' } }, add: { headers: { 'X-Via': 'gw' } } } }],
+      },
+      expect.objectContaining({ name: 'grpcroute.ns.g.0.1', proxy: expect.objectContaining({ listen_path: '/shop.v1.Stock/*', methods: ['POST'] }) }),
+      expect.objectContaining({ name: 'grpcroute.ns.g.1.0', proxy: expect.objectContaining({ listen_path: '/*', methods: ['POST'] }) }),
+    ]);
+    for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
+  });
+
+  test.each([
+    ['a method without service', { matches: [{ method: { method: 'Add' } }] }, 'a method match without service is not supported'],
+    ['a RegularExpression method', { matches: [{ method: { type: 'RegularExpression', service: 'shop\\..*' } }] }, 'method match type RegularExpression is not supported'],
+    ['RequestMirror', { filters: [{ type: 'RequestMirror' }] }, 'filter RequestMirror is not supported'],
+    ['ExtensionRef', { filters: [{ type: 'ExtensionRef' }] }, 'filter ExtensionRef is not supported'],
+  ])('%s: Accepted False UnsupportedValue, nothing served', (_name, rule, message) => {
+    const t = translateRoute(grpcRoute([{ backendRefs: [backend], ...rule } as never]), [undefined], exists, 'GRPCRoute');
+    expect(t.accepted).toMatchObject({ status: 'False', reason: 'UnsupportedValue', message: expect.stringContaining(message) });
+    expect(t.apis).toEqual([]);
+  });
+});
+
+describe('listener allowedRoutes', () => {
+  const listener = (allowedRoutes?: Listener['allowedRoutes'], protocol = 'HTTP'): Listener => ({ name: 'l', protocol, port: 80, ...(allowedRoutes && { allowedRoutes }) });
+
+  test.each<[string, Listener, string[], string[]]>([
+    ['HTTP without kinds: both', listener(), ['HTTPRoute', 'GRPCRoute'], []],
+    ['HTTPS without kinds: both', listener(undefined, 'HTTPS'), ['HTTPRoute', 'GRPCRoute'], []],
+    ['TCP: none', listener(undefined, 'TCP'), [], []],
+    ['kinds GRPCRoute', listener({ kinds: [{ kind: 'GRPCRoute' }] }), ['GRPCRoute'], []],
+    ['kinds HTTPRoute of the group, and a TCPRoute', listener({ kinds: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }, { kind: 'TCPRoute' }] }), ['HTTPRoute'], ['gateway.networking.k8s.io/TCPRoute']],
+    ['a kind of another group', listener({ kinds: [{ group: 'example.com', kind: 'HTTPRoute' }] }), [], ['example.com/HTTPRoute']],
+  ])('%s', (_name, l, kinds, invalid) => {
+    expect(listenerKinds(l)).toEqual({ kinds, invalid });
+    for (const kind of ['HTTPRoute', 'GRPCRoute'] as const) expect(allows(l, kind)).toBe(kinds.includes(kind));
+  });
+
+  test('namespaces.from Same and All admit (one namespace is watched); Selector admits none', () => {
+    expect(allows(listener({ namespaces: { from: 'Same' } }), 'HTTPRoute')).toBe(true);
+    expect(allows(listener({ namespaces: { from: 'All' } }), 'GRPCRoute')).toBe(true);
+    expect(allows(listener({ namespaces: { from: 'Selector' } }), 'HTTPRoute')).toBe(false);
+  });
 });

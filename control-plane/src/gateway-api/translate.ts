@@ -23,14 +23,58 @@
  * | `URLRewrite` hostname, `RequestMirror`, `CORS`, `ExtensionRef` | refused: Accepted False UnsupportedValue |
  *
  * Set is "replace when present, else add": `request_transformer`'s `replace` + `add` of the same header.
+ *
+ * A GRPCRoute (definitions `grpcroute.<namespace>.<name>.<rule>.<match>`) is read as the HTTPRoute it means, then
+ * every definition gets `methods: ["POST"]` and `upstreams.protocol: "http2"`:
+ *
+ * | GRPCRoute                                    | As the HTTPRoute                                            |
+ * |----------------------------------------------|-------------------------------------------------------------|
+ * | `method` Exact `{service, method}`           | path Exact `/<service>/<method>`                            |
+ * | `method` Exact `{service}`                   | path PathPrefix `/<service>` (`/<service>/*`)               |
+ * | no match                                     | path PathPrefix `/`                                         |
+ * | `method` Exact `{method}` without service    | refused: a listen_path has no "any segment, then this one" |
+ * | `method` RegularExpression                   | refused: Accepted False UnsupportedValue                    |
+ * | `headers`, `backendRefs`, `hostnames`        | as the HTTPRoute's                                          |
+ * | `RequestHeaderModifier`, `ResponseHeaderModifier` | as the HTTPRoute's                                     |
+ * | `RequestMirror`, `ExtensionRef`              | refused: Accepted False UnsupportedValue                    |
  */
 import { createHash } from 'node:crypto';
+
+export const GROUP = 'gateway.networking.k8s.io';
 
 /** The parts of Gateway API objects read here (gateway.networking.k8s.io/v1). */
 export interface GatewayObject {
   metadata: { name: string; namespace: string; generation?: number };
-  spec: { gatewayClassName: string; listeners?: Array<{ name: string; hostname?: string; protocol: string; port: number; allowedRoutes?: { namespaces?: { from?: string } } }> };
+  spec: { gatewayClassName: string; listeners?: Listener[] };
 }
+export interface Listener {
+  name: string;
+  hostname?: string;
+  protocol: string;
+  port: number;
+  allowedRoutes?: { namespaces?: { from?: string }; kinds?: Array<{ group?: string; kind: string }> };
+}
+export type RouteKind = 'HTTPRoute' | 'GRPCRoute';
+const ROUTE_KINDS: readonly RouteKind[] = ['HTTPRoute', 'GRPCRoute'];
+
+/**
+ * The route kinds a listener takes (`supportedKinds`) and those of its `allowedRoutes.kinds` no Gatehouse route is
+ * (ResolvedRefs False InvalidRouteKinds). HTTP and HTTPS listeners take both kinds unless `kinds` narrows them.
+ */
+export function listenerKinds(listener: Listener): { kinds: RouteKind[]; invalid: string[] } {
+  if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS') return { kinds: [], invalid: [] };
+  const asked = listener.allowedRoutes?.kinds;
+  if (!asked?.length) return { kinds: [...ROUTE_KINDS], invalid: [] };
+  const ours = (k: { group?: string; kind: string }) => (k.group ?? GROUP) === GROUP && ROUTE_KINDS.includes(k.kind as RouteKind);
+  return { kinds: ROUTE_KINDS.filter((kind) => asked.some((k) => ours(k) && k.kind === kind)), invalid: asked.filter((k) => !ours(k)).map((k) => `${k.group ?? GROUP}/${k.kind}`) };
+}
+
+/**
+ * Whether a listener admits a route of `kind` from the controller's own namespace. Only that namespace is watched,
+ * so `from: Same` and `All` admit alike; `Selector` (which needs the namespace's labels) admits none.
+ */
+export const allows = (listener: Listener, kind: RouteKind): boolean => listenerKinds(listener).kinds.includes(kind) && (listener.allowedRoutes?.namespaces?.from ?? 'Same') !== 'Selector';
+
 export interface HTTPRouteObject {
   metadata: { name: string; namespace: string; generation?: number; creationTimestamp?: string | Date };
   spec: {
@@ -38,6 +82,15 @@ export interface HTTPRouteObject {
     hostnames?: string[];
     rules?: HTTPRouteRule[];
   };
+}
+export interface GRPCRouteObject {
+  metadata: HTTPRouteObject['metadata'];
+  spec: Omit<HTTPRouteObject['spec'], 'rules'> & { rules?: GRPCRouteRule[] };
+}
+interface GRPCRouteRule {
+  matches?: Array<{ method?: { type?: string; service?: string; method?: string }; headers?: NonNullable<HTTPRouteRule['matches']>[number]['headers'] }>;
+  filters?: Filter[];
+  backendRefs?: HTTPRouteRule['backendRefs'];
 }
 interface HTTPRouteRule {
   matches?: Array<{
@@ -84,8 +137,8 @@ export interface Translation {
 const MAX_NAME = 128;
 
 /** Deterministic and within our name rules (1-128 of A-Z a-z 0-9 . _ -): a long one keeps a hash of the whole. */
-export function definitionName(namespace: string, name: string, rule: number, match: number): string {
-  const full = `httproute.${namespace}.${name}.${rule}.${match}`;
+export function definitionName(namespace: string, name: string, rule: number, match: number, kind: RouteKind = 'HTTPRoute'): string {
+  const full = `${kind.toLowerCase()}.${namespace}.${name}.${rule}.${match}`;
   if (full.length <= MAX_NAME) return full;
   const hash = createHash('sha256').update(full).digest('hex').slice(0, 16);
   return `${full.slice(0, MAX_NAME - hash.length - 1)}-${hash}`;
@@ -146,7 +199,12 @@ function transformer(mod: HeaderModifier): Record<string, unknown> {
  * Translates one route for the listener hostnames of the Gateways it attaches to. `serviceExists` says whether
  * a Service is known (a missing one: ResolvedRefs False BackendNotFound, its target kept: the data plane answers 503).
  */
-export function translateRoute(route: HTTPRouteObject, listenerHosts: ReadonlyArray<string | undefined>, serviceExists: (namespace: string, name: string) => boolean): Translation {
+export function translateRoute(
+  route: HTTPRouteObject | GRPCRouteObject,
+  listenerHosts: ReadonlyArray<string | undefined>,
+  serviceExists: (namespace: string, name: string) => boolean,
+  kind: RouteKind = 'HTTPRoute',
+): Translation {
   const { namespace, name } = route.metadata;
   const ok = (type: Condition['type']): Condition => ({ type, status: 'True', reason: type, message: type === 'Accepted' ? 'Route is accepted' : 'All references are resolved' });
   let resolvedRefs = ok('ResolvedRefs');
@@ -156,7 +214,9 @@ export function translateRoute(route: HTTPRouteObject, listenerHosts: ReadonlyAr
   }
   const apis: Array<Record<string, unknown>> = [];
   try {
-    (route.spec.rules ?? []).forEach((rule, r) => {
+    const grpc = kind === 'GRPCRoute';
+    const rules = grpc ? ((route as GRPCRouteObject).spec.rules ?? []).map(asHttpRule) : ((route as HTTPRouteObject).spec.rules ?? []);
+    rules.forEach((rule, r) => {
       const targets: Array<{ target: string; weight: number }> = [];
       for (const ref of rule.backendRefs ?? []) {
         const problem = refProblem(ref, namespace, serviceExists);
@@ -194,13 +254,17 @@ export function translateRoute(route: HTTPRouteObject, listenerHosts: ReadonlyAr
           upstreams: { balancing: 'weight', targets: targets.length ? targets : [{ target: 'http://127.0.0.1:9', weight: 1 }] },
         };
         if (match.method) proxy.methods = [match.method];
+        if (grpc) {
+          proxy.methods = ['POST'];
+          (proxy.upstreams as Record<string, unknown>).protocol = 'http2';
+        }
         for (const header of match.headers ?? []) {
           if ((header.type ?? 'Exact') !== 'Exact') throw new Unsupported(`header match type ${header.type} is not supported`);
           proxy.match_headers = { ...(proxy.match_headers as object), [header.name]: [header.value] };
         }
         if (rewrite) applyRewrite(proxy, rewrite, type, prefix);
         const matchPlugins = plugins.map((p) => (p.name === 'redirect' && (p.config as { strip_path?: boolean }).strip_path && type !== 'PathPrefix' ? unsupportedPrefix() : p));
-        apis.push({ name: definitionName(namespace, name, r, m), ...(hosts.length && { hosts }), proxy, ...(matchPlugins.length && { plugins: matchPlugins }) });
+        apis.push({ name: definitionName(namespace, name, r, m, kind), ...(hosts.length && { hosts }), proxy, ...(matchPlugins.length && { plugins: matchPlugins }) });
       });
     });
   } catch (err) {
@@ -208,6 +272,18 @@ export function translateRoute(route: HTTPRouteObject, listenerHosts: ReadonlyAr
     return { apis: [], accepted: { type: 'Accepted', status: 'False', reason: 'UnsupportedValue', message: err.message }, resolvedRefs };
   }
   return { apis, accepted: ok('Accepted'), resolvedRefs };
+}
+
+/** A GRPCRoute rule as the HTTPRoute rule it means (the table above). */
+function asHttpRule(rule: GRPCRouteRule): HTTPRouteRule {
+  for (const filter of rule.filters ?? []) if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier') throw new Unsupported(`filter ${filter.type} is not supported`);
+  const matches = (rule.matches ?? []).map(({ method, headers }) => {
+    if (!method) return { headers };
+    if ((method.type ?? 'Exact') !== 'Exact') throw new Unsupported(`method match type ${method.type} is not supported`);
+    if (!method.service) throw new Unsupported('a method match without service is not supported (no listen_path matches "any service, this method")');
+    return { path: method.method ? { type: 'Exact', value: `/${method.service}/${method.method}` } : { type: 'PathPrefix', value: `/${method.service}` }, headers };
+  });
+  return { ...rule, matches };
 }
 
 const unsupportedPrefix = (): never => {

@@ -1,9 +1,11 @@
 /**
- * Gateway API HTTPRoutes on a real kube-apiserver + etcd with the Gateway API v1.4.1 standard CRDs (fetched by
+ * Gateway API HTTPRoutes and GRPCRoutes on a real kube-apiserver + etcd with the Gateway API v1.4.1 standard CRDs (fetched by
  * scripts/test-tools.sh; missing ones fail the run), a CP with GATEWAY_API=true and a token bound to exactly
  * deploy/rbac/role.yaml + deploy/rbac/gateway-api-role.yaml, a real DP, and real upstreams reached through
- * Services + EndpointSlices written as the endpoint controller would (as kubernetes-discovery.test.ts does).
+ * Services + EndpointSlices written as the endpoint controller would (as kubernetes-discovery.test.ts does);
+ * a real @grpc/grpc-js server behind a GRPCRoute, called by a real grpc-js client over h2c.
  */
+import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
@@ -18,6 +20,7 @@ import { pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { rawMethod } from '../helpers/grpc-raw.js';
 
 jest.setTimeout(120_000);
 
@@ -34,6 +37,12 @@ let crdsAbsentLog: string;
 /** The CP's kubeconfig: a token bound to exactly the two Role files. */
 let cpKubeconfig: string;
 const upstreams: Upstream[] = [];
+/** test.Echo/Unary and test.Echo/Other, raw bytes; `grpcCalls` counts what reached it. */
+const ECHO = { Unary: rawMethod('Unary', false, false), Other: rawMethod('Other', false, false) } satisfies grpc.ServiceDefinition;
+const EchoClient = grpc.makeGenericClientConstructor(ECHO, 'Echo');
+let grpcServer: grpc.Server;
+let grpcPort: number;
+let grpcCalls = 0;
 
 const logs = () => `--- cp\n${cp.recentLogs(40)}\n--- dp\n${dp.recentLogs(20)}`;
 
@@ -52,7 +61,7 @@ async function installGatewayCrds(): Promise<void> {
 }
 
 /** Service `name` (port 8080 "http") with one EndpointSlice per upstream index. */
-async function backend(name: string, indexes: number[]): Promise<void> {
+async function backend(name: string, indexes: number[], portOf = (i: number) => upstreams[i].port): Promise<void> {
   await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: NAMESPACE }, spec: { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] } } as KubernetesObject);
   for (const i of indexes) {
     await createObject(admin, {
@@ -60,7 +69,7 @@ async function backend(name: string, indexes: number[]): Promise<void> {
       kind: 'EndpointSlice',
       metadata: { name: `${name}-${i}`, namespace: NAMESPACE, labels: { 'kubernetes.io/service-name': name } },
       addressType: 'IPv4',
-      ports: [{ name: 'http', port: upstreams[i].port, protocol: 'TCP' }],
+      ports: [{ name: 'http', port: portOf(i), protocol: 'TCP' }],
       endpoints: [{ addresses: [ADDRESS], conditions: { ready: true } }],
     } as KubernetesObject);
   }
@@ -71,13 +80,33 @@ const route = (name: string, spec: Record<string, unknown>, gateway = 'gw') =>
 
 const ref = (name: string, weight?: number) => ({ name, port: 8080, ...(weight !== undefined && { weight }) });
 
-async function routeStatus(name: string): Promise<Array<{ controllerName: string; conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }> }>> {
-  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes', name })) as { status?: { parents?: [] } };
+const grpcRoute = (name: string, spec: Record<string, unknown>, gateway = 'gw') =>
+  ({ apiVersion: `${GROUP}/v1`, kind: 'GRPCRoute', metadata: { name, namespace: NAMESPACE }, spec: { parentRefs: [{ name: gateway }], ...spec } }) as KubernetesObject;
+
+async function routeStatus(name: string, plural = 'httproutes'): Promise<Array<{ controllerName: string; conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }> }>> {
+  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural, name })) as { status?: { parents?: [] } };
   return got.status?.parents ?? [];
 }
 
-async function condition(name: string, type: string): Promise<{ status: string; reason: string }> {
-  return pollUntil(async () => (await routeStatus(name))[0]?.conditions.find((c) => c.type === type), { what: `${name} ${type}`, timeoutMs: 20_000, details: logs });
+async function condition(name: string, type: string, plural = 'httproutes'): Promise<{ status: string; reason: string; message: string }> {
+  return pollUntil(async () => (await routeStatus(name, plural))[0]?.conditions.find((c) => c.type === type) as { status: string; reason: string; message: string } | undefined, { what: `${name} ${type}`, timeoutMs: 20_000, details: logs });
+}
+
+async function gatewayListeners(name: string): Promise<Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[]; conditions: Array<{ type: string; status: string; reason: string }> }>> {
+  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name })) as { status?: { listeners?: [] } };
+  return got.status?.listeners ?? [];
+}
+
+/** One unary test.Echo call through the data plane's h2c listener, as `authority`. */
+function grpcCall(method: keyof typeof ECHO, authority: string): Promise<{ error: grpc.ServiceError | null; value?: Buffer }> {
+  const client = new EchoClient(`127.0.0.1:${dp.proxyPort}`, grpc.credentials.createInsecure(), { 'grpc.default_authority': authority });
+  const call = (client as unknown as Record<string, (req: Buffer, options: grpc.CallOptions, cb: (error: grpc.ServiceError | null, value?: Buffer) => void) => void>)[method].bind(client);
+  return new Promise((resolve) =>
+    call(Buffer.from('hi'), { deadline: Date.now() + 5000 }, (error, value) => {
+      client.close();
+      resolve({ error, value });
+    }),
+  );
 }
 
 /** Polls until `path` is answered `status` (a request with `headers`). */
@@ -116,6 +145,13 @@ beforeAll(async () => {
   crdsAbsentLog = await pollUntil(async () => cp.recentLogs(200).split('\n').find((l) => l.includes('are the Gateway API CRDs')), { what: 'the missing-CRD error', timeoutMs: 20_000, details: logs });
   await installGatewayCrds();
   for (const i of [0, 1, 2]) upstreams.push(await startUpstream(`backend-${i}`, { kind: 'fixed' }, { host: ADDRESS }));
+  grpcServer = new grpc.Server();
+  const answer = (prefix: string) => (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+    grpcCalls++;
+    callback(null, Buffer.concat([Buffer.from(prefix), call.request]));
+  };
+  grpcServer.addService(ECHO, { Unary: answer('echo:'), Other: answer('other:') });
+  grpcPort = await new Promise<number>((resolve, reject) => grpcServer.bindAsync(`${ADDRESS}:0`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
   await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'gatehouse' }, spec: { controllerName: 'gatehouse.dev/gateway-controller' } } as KubernetesObject);
   await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'other' }, spec: { controllerName: 'example.com/other' } } as KubernetesObject);
   const gateway = (name: string, className: string) =>
@@ -128,6 +164,7 @@ afterAll(async () => {
   await dp?.stop();
   await cp?.dispose();
   await Promise.allSettled(upstreams.map((u) => u.close()));
+  grpcServer?.forceShutdown();
   await server?.stop();
 });
 
@@ -251,7 +288,7 @@ test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with sup
     { what: 'Gateway status', timeoutMs: 20_000, details: logs },
   );
   expect(gw.conditions?.filter((c) => c.status === 'True').map((c) => c.type).sort()).toEqual(['Accepted', 'Programmed']);
-  expect(gw.listeners?.[0]).toMatchObject({ name: 'http', supportedKinds: [{ group: GROUP, kind: 'HTTPRoute' }] });
+  expect(gw.listeners?.[0]).toMatchObject({ name: 'http', supportedKinds: [{ group: GROUP, kind: 'HTTPRoute' }, { group: GROUP, kind: 'GRPCRoute' }] });
   expect(gw.listeners?.[0].attachedRoutes).toBeGreaterThan(0);
   // Each status write is an update event the controller sees: an unchanged status must not be written again.
   const version = async () => ((await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes', name: 'attached' })) as KubernetesObject).metadata!.resourceVersion;
@@ -288,4 +325,52 @@ test('only the leader writes status: a replica waiting for the Lease writes none
   } finally {
     await follower.dispose();
   }
+});
+
+test('a GRPCRoute serves a grpc-js client over h2c through a Service to a grpc-js server; a method it does not match is UNIMPLEMENTED from the gateway; Accepted and ResolvedRefs True', async () => {
+  await backend('grpc-echo', [0], () => grpcPort);
+  await createObject(admin, grpcRoute('echo', { hostnames: ['grpc.test'], rules: [{ matches: [{ method: { service: 'test.Echo', method: 'Unary' } }], backendRefs: [ref('grpc-echo')] }] }));
+  const served = await pollUntil(async () => {
+    const got = await grpcCall('Unary', 'grpc.test');
+    return got.error ? undefined : got;
+  }, { what: 'test.Echo/Unary through the GRPCRoute', timeoutMs: 20_000, details: logs });
+  expect(served.value?.toString()).toBe('echo:hi');
+  const before = grpcCalls;
+  const other = await grpcCall('Other', 'grpc.test');
+  expect(other.error?.code).toBe(grpc.status.UNIMPLEMENTED);
+  expect(other.error?.details).toBe('no API found with those values');
+  // Another host than the route's hostnames: no route either.
+  expect((await grpcCall('Unary', 'elsewhere.test')).error?.code).toBe(grpc.status.UNIMPLEMENTED);
+  expect(grpcCalls).toBe(before);
+  expect(await condition('echo', 'Accepted', 'grpcroutes')).toMatchObject({ status: 'True', reason: 'Accepted' });
+  expect(await condition('echo', 'ResolvedRefs', 'grpcroutes')).toMatchObject({ status: 'True', reason: 'ResolvedRefs' });
+  expect((await routeStatus('echo', 'grpcroutes'))[0]).toMatchObject({ controllerName: 'gatehouse.dev/gateway-controller', parentRef: { name: 'gw' } });
+});
+
+test('allowedRoutes.kinds GRPCRoute: an HTTPRoute on that listener is Accepted False NotAllowedByListeners and not served or counted; a GRPCRoute is', async () => {
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Gateway',
+    metadata: { name: 'grpc-only', namespace: NAMESPACE },
+    spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'grpc', protocol: 'HTTP', port: 80, allowedRoutes: { kinds: [{ kind: 'GRPCRoute' }] } }] },
+  } as KubernetesObject);
+  await backend('kinds', [1]);
+  await backend('kinds-grpc', [0], () => grpcPort);
+  await createObject(admin, route('kind-refused', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/kind-refused' } }], backendRefs: [ref('kinds')] }] }, 'grpc-only'));
+  await createObject(admin, grpcRoute('kind-allowed', { hostnames: ['only.test'], rules: [{ matches: [{ method: { service: 'test.Echo' } }], backendRefs: [ref('kinds-grpc')] }] }, 'grpc-only'));
+  const refused = await condition('kind-refused', 'Accepted');
+  expect(refused).toMatchObject({ status: 'False', reason: 'NotAllowedByListeners' });
+  expect(refused.message).toContain('allows a HTTPRoute');
+  expect(await condition('kind-allowed', 'Accepted', 'grpcroutes')).toMatchObject({ status: 'True' });
+  const other = await pollUntil(async () => {
+    const got = await grpcCall('Other', 'only.test');
+    return got.error ? undefined : got;
+  }, { what: 'test.Echo/* through kind-allowed', timeoutMs: 20_000, details: logs });
+  expect(other.value?.toString()).toBe('other:hi');
+  expect((await dp.request('GET', '/kind-refused')).status).toBe(404);
+  const listeners = await pollUntil(async () => {
+    const got = await gatewayListeners('grpc-only');
+    return got[0]?.attachedRoutes === 1 ? got : undefined;
+  }, { what: 'grpc-only listener status', timeoutMs: 20_000, details: logs });
+  expect(listeners[0].supportedKinds).toEqual([{ group: GROUP, kind: 'GRPCRoute' }]);
 });

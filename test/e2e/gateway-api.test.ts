@@ -347,12 +347,18 @@ test('a GRPCRoute serves a grpc-js client over h2c through a Service to a grpc-j
   expect((await routeStatus('echo', 'grpcroutes'))[0]).toMatchObject({ controllerName: 'gatehouse.dev/gateway-controller', parentRef: { name: 'gw' } });
 });
 
-test('allowedRoutes.kinds GRPCRoute: an HTTPRoute on that listener is Accepted False NotAllowedByListeners and not served or counted; a GRPCRoute is', async () => {
+test('allowedRoutes.kinds GRPCRoute: an HTTPRoute on that listener is Accepted False NotAllowedByListeners and not served or counted; a GRPCRoute is; a kind we do not serve is InvalidRouteKinds', async () => {
   await createObject(admin, {
     apiVersion: `${GROUP}/v1`,
     kind: 'Gateway',
     metadata: { name: 'grpc-only', namespace: NAMESPACE },
-    spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'grpc', protocol: 'HTTP', port: 80, allowedRoutes: { kinds: [{ kind: 'GRPCRoute' }] } }] },
+    spec: {
+      gatewayClassName: 'gatehouse',
+      listeners: [
+        { name: 'grpc', protocol: 'HTTP', port: 80, allowedRoutes: { kinds: [{ kind: 'GRPCRoute' }] } },
+        { name: 'tcp-kind', protocol: 'HTTP', port: 81, allowedRoutes: { kinds: [{ kind: 'TCPRoute' }] } },
+      ],
+    },
   } as KubernetesObject);
   await backend('kinds', [1]);
   await backend('kinds-grpc', [0], () => grpcPort);
@@ -373,4 +379,6 @@ test('allowedRoutes.kinds GRPCRoute: an HTTPRoute on that listener is Accepted F
     return got[0]?.attachedRoutes === 1 ? got : undefined;
   }, { what: 'grpc-only listener status', timeoutMs: 20_000, details: logs });
   expect(listeners[0].supportedKinds).toEqual([{ group: GROUP, kind: 'GRPCRoute' }]);
+  expect(listeners[1]).toMatchObject({ name: 'tcp-kind', supportedKinds: [], attachedRoutes: 0 });
+  expect(listeners[1].conditions.find((c) => c.type === 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'InvalidRouteKinds' });
 });

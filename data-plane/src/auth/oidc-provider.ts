@@ -32,6 +32,11 @@ export interface OidcProviders {
   endpoints(config: CompiledOpenidConnect): ProviderEndpoints | Promise<ProviderEndpoints>;
   /** Exchanges a code at the token endpoint (client_secret_basic, PKCE) and verifies the ID token: its claims. */
   signIn(config: CompiledOpenidConnect, code: string, verifier: string, redirectUri: string, nonce: string): Promise<TokenGrant>;
+  /**
+   * A new snapshot's openid_connect configs: the documents (and the JWKS sets) of issuers no longer configured are
+   * forgotten, so the process holds only what its configuration names, however many issuers came and went.
+   */
+  retain(configs: readonly CompiledOpenidConnect[]): void;
 }
 
 const MAX_DOCUMENT_BYTES = 64 * 1024;
@@ -151,6 +156,11 @@ export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache
 
   return {
     endpoints,
+    retain(configs) {
+      const wanted = new Set(configs.map((c) => c.discoveryKey));
+      for (const key of held.keys()) if (!wanted.has(key)) held.delete(key);
+      options.jwks.retain([...held.values()].flatMap((entry) => (entry.endpoints ? [entry.endpoints.jwks] : [])));
+    },
     async signIn(config, code, codeVerifier, redirectUri, nonce) {
       const found = await endpoints(config);
       const body = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, code_verifier: codeVerifier }).toString();

@@ -17,6 +17,7 @@ import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import type { Logger } from '#proto/logger';
 import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
 import type { JwksCache } from './jwks-cache.js';
+import type { FetchMetrics } from './fetch-metrics.js';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
 import type { TokenGrant } from './token-grant.js';
 
@@ -81,7 +82,13 @@ function endpointsOf(config: CompiledOpenidConnect, doc: Record<string, unknown>
   };
 }
 
-export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache; now?: () => number; logger?: Pick<Logger, 'warn' | 'info'> }): OidcProviders {
+export function createOidcProviders(options: {
+  pools: CallPools;
+  jwks: JwksCache;
+  now?: () => number;
+  logger?: Pick<Logger, 'warn' | 'info'>;
+  metrics?: Pick<FetchMetrics, 'discoveryFetch'>;
+}): OidcProviders {
   const now = options.now ?? Date.now;
   const held = new Map<string, Held>();
 
@@ -107,9 +114,11 @@ export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache
       entry.verifier = undefined;
       entry.fetchedAt = now();
       entry.lastError = undefined;
+      options.metrics?.discoveryFetch('ok');
       options.logger?.info({ issuer: config.issuer }, 'OpenID provider discovered');
     } catch (err) {
       entry.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;
+      options.metrics?.discoveryFetch('failed');
       options.logger?.warn({ issuer: config.issuer, err: entry.lastError, serving: entry.endpoints !== undefined }, 'OpenID discovery failed');
     }
   }

@@ -17,6 +17,7 @@ import { startControlPlane, type ControlPlane } from '../helpers/start-control-p
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 import { frame, rawMethod } from '../helpers/grpc-raw.js';
+import { metricValue } from '../helpers/metric-value.js';
 
 const same = (b: Buffer): Buffer => b;
 /** request_termination's message on the grpc-down route: `%`, `:` and non-ASCII travel percent-encoded in grpc-message. */
@@ -256,11 +257,8 @@ test('a unary call goes to an h2c upstream and back: message, metadata both ways
 });
 
 /** gatehouse_proxy_grpc_responses_total of `route` and `grpcStatus` on the data plane's status listener (0 when absent). */
-async function grpcCount(route: string, grpcStatus: number): Promise<number> {
-  const text = (await httpRequest(`${dp.statusUrl}/metrics`)).body.toString();
-  const line = text.split('\n').find((l) => l.startsWith(`gatehouse_proxy_grpc_responses_total{route="${route}",grpc_status="${grpcStatus}"}`));
-  return line ? Number(line.split(' ').at(-1)) : 0;
-}
+const grpcCount = (route: string, grpcStatus: number): Promise<number> =>
+  metricValue(dp.statusUrl, `gatehouse_proxy_grpc_responses_total{route="${route}",grpc_status="${grpcStatus}"}`);
 
 test("the access log and the metrics record each call's gRPC status: the trailers', a Trailers-Only head's, the gateway's own", async () => {
   const before = await Promise.all([grpcCount('api:grpc-h2c', 0), grpcCount('api:grpc-h2c', 5), grpcCount('(unmatched)', 12)]);
@@ -615,11 +613,14 @@ describe("a plugin's answer to a gRPC call is a Trailers-Only gRPC response (HTT
     }
   }
 
-  test("request_termination 503: UNAVAILABLE with the configured message, the gateway's request id as metadata", async () => {
+  test("request_termination 503: UNAVAILABLE with the configured message, the gateway's request id as metadata; counted under both statuses", async () => {
+    const before = await Promise.all([grpcCount('api:grpc-down', 14), metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}')]);
     const status = await call('/down.Svc/Call');
     expect(status.code).toBe(grpc.status.UNAVAILABLE);
     expect(status.details).toBe(DOWN_MESSAGE);
     expect(status.metadata.get('x-request-id')[0]).toEqual(expect.any(String));
+    const after = await Promise.all([grpcCount('api:grpc-down', 14), metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}')]);
+    expect(after.map((n, i) => n - before[i]!)).toEqual([1, 1]);
   });
 
   test('a 2xx answer (a body, no message) is no gRPC response: UNKNOWN with the reason phrase; a redirect too', async () => {

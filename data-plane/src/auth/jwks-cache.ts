@@ -61,7 +61,7 @@ const matching = (keys: readonly CompiledJwtKey[], alg: string, kid: string | un
 export function createJwksCache(options: JwksCacheOptions): JwksCache {
   const now = options.now ?? Date.now;
   const sets = new Map<string, KeySet>();
-  /** The configs of the last retain, by server name (several may share one set). */
+  /** The configs of the last retain, one per server (servers with the same settings share a set): the gauge reads them. */
   let servers: readonly CompiledJwks[] = [];
 
   const setOf = (config: CompiledJwks): KeySet => {

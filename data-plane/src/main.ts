@@ -14,6 +14,7 @@ import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, 
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { createIntrospector, createJwksCache, createTokenStore } from './auth/index.js';
 import { createOidcProviders } from './auth/oidc-provider.js';
+import { createFetchMetrics } from './auth/fetch-metrics.js';
 import { loadConfig, PROXY_TLS_NAMES, type DataPlaneConfig } from './config.js';
 import { createAccessLog, createProxyMetrics, createProxyServer, createUpstreamPools } from './proxy/index.js';
 import { watchUpstreamTls } from './proxy/upstream-tls.js';
@@ -64,9 +65,11 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const upstreamTls = config.upstreamTls && watchUpstreamTls(config.upstreamTls, config.tlsReloadIntervalMs, (result) => logCertificateReload(logger, 'upstream', result));
   const pools = createUpstreamPools({ tls: upstreamTls });
   const introspector = createIntrospector({ pools, logger });
-  const jwks = createJwksCache({ pools, logger });
+  const fetchMetrics = createFetchMetrics(registry);
+  const jwks = createJwksCache({ pools, logger, metrics: fetchMetrics });
+  fetchMetrics.reportKeysOf(jwks);
   // Its own JWKS cache: the holder's `retain` keeps only the OAuth servers' sets.
-  const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools, logger }), logger });
+  const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools, logger, metrics: fetchMetrics }), logger, metrics: fetchMetrics });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
   const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache });

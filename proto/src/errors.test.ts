@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
+import { answerGrpcStatus, ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
 
 const codes = Object.keys(ERROR_TABLE) as ErrorCode[];
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -61,6 +61,13 @@ describe('error table', () => {
 
   test('grpc-message is percent-encoded as gRPC asks: visible ASCII and space as they are, "%" and the rest as %XX of UTF-8', () => {
     expect(grpcMessage('100% naïve\r\n~')).toBe('100%25 na%C3%AFve%0D%0A~');
+  });
+
+  test.each([
+    [400, '13'], [401, '16'], [403, '7'], [404, '12'], [429, '14'], [502, '14'], [503, '14'], [504, '14'],
+    [200, '2'], [204, '2'], [301, '2'], [410, '2'], [500, '2'],
+  ] as const)("a plugin's %s answer to a gRPC client is grpc-status %s (gRPC's HTTP-to-gRPC mapping)", (status, grpcStatus) => {
+    expect(answerGrpcStatus(status, 'down: 100%')).toEqual({ 'grpc-status': grpcStatus, 'grpc-message': 'down: 100%25' });
   });
 
   test('admin body is {"error": message}', () => {

@@ -18,6 +18,7 @@
  * one code clients retry by default.
  */
 export const GRPC_STATUS = {
+  UNKNOWN: 2,
   INVALID_ARGUMENT: 3,
   DEADLINE_EXCEEDED: 4,
   PERMISSION_DENIED: 7,
@@ -151,6 +152,39 @@ export function gatewayGrpcStatus(code: ErrorCode): { 'grpc-status': string; 'gr
   const row: ErrorRow = ERROR_TABLE[code];
   return { 'grpc-status': String(row.grpcStatus ?? GRPC_STATUS.INTERNAL), 'grpc-message': grpcMessage(row.gatewayBody ?? 'internal server error') };
 }
+
+/**
+ * grpc-status and grpc-message of a plugin's answer (request_termination, redirect) to a gRPC request. The answer is
+ * an HTTP status the operator chose, not one of the gateway's refusals, so its code is gRPC's own HTTP-to-gRPC
+ * mapping (doc/http-grpc-status-mapping.md, what a client makes of a non-gRPC HTTP response):
+ *
+ * | HTTP              | gRPC              |
+ * |-------------------|-------------------|
+ * | 400               | INTERNAL          |
+ * | 401               | UNAUTHENTICATED   |
+ * | 403               | PERMISSION_DENIED |
+ * | 404               | UNIMPLEMENTED     |
+ * | 429, 502–504      | UNAVAILABLE       |
+ * | any other, 2xx too | UNKNOWN          |
+ *
+ * A 2xx is UNKNOWN as well: its body is no gRPC message, so the call cannot have succeeded (an OK without the
+ * response message would be a lie the client's stub fails on later, with less to go on).
+ */
+export function answerGrpcStatus(status: number, message: string): { 'grpc-status': string; 'grpc-message': string } {
+  const code = HTTP_GRPC_STATUS.get(status) ?? GRPC_STATUS.UNKNOWN;
+  return { 'grpc-status': String(code), 'grpc-message': grpcMessage(message) };
+}
+
+const HTTP_GRPC_STATUS = new Map<number, GrpcStatus>([
+  [400, INTERNAL],
+  [401, UNAUTHENTICATED],
+  [403, PERMISSION_DENIED],
+  [404, UNIMPLEMENTED],
+  [429, UNAVAILABLE],
+  [502, UNAVAILABLE],
+  [503, UNAVAILABLE],
+  [504, UNAVAILABLE],
+]);
 
 /** gRPC's Status-Message encoding (PROTOCOL-HTTP2.md): UTF-8, each byte outside %x20-%x7E, and `%` itself, as %XX. */
 export function grpcMessage(text: string): string {

@@ -17,8 +17,11 @@ import { startControlPlane, type ControlPlane } from '../helpers/start-control-p
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 import { frame, rawMethod } from '../helpers/grpc-raw.js';
+import { metricValue } from '../helpers/metric-value.js';
 
 const same = (b: Buffer): Buffer => b;
+/** request_termination's message on the grpc-down route: `%`, `:` and non-ASCII travel percent-encoded in grpc-message. */
+const DOWN_MESSAGE = 'down for maintenance: 100% ✓';
 /** A service without a .proto: messages are raw bytes. */
 const ECHO = {
   Unary: rawMethod('Unary', false, false),
@@ -175,6 +178,10 @@ beforeAll(async () => {
     apiDefinition({ name: 'dead-h2', listenPath: '/dead/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
     apiDefinition({ name: 'narrow', listenPath: '/narrow/*', targets: [`http://127.0.0.1:${(narrow.address() as { port: number }).port}`], protocol: 'http2' }),
     apiDefinition({ name: 'grpc-checked', hosts: ['checked.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`, `http://127.0.0.1:${sick.port}`], protocol: 'http2' }),
+    // Answered by the gateway: the upstream is never asked.
+    apiDefinition({ name: 'grpc-down', listenPath: '/down.Svc/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2', plugins: [{ name: 'request_termination', config: { status_code: 503, message: DOWN_MESSAGE } }] }),
+    apiDefinition({ name: 'grpc-pong', listenPath: '/pong.Svc/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2', plugins: [{ name: 'request_termination', config: { status_code: 200, body: 'pong', content_type: 'text/plain' } }] }),
+    apiDefinition({ name: 'grpc-moved', listenPath: '/moved.Svc/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2', plugins: [{ name: 'redirect', config: { status_code: 301, host: 'elsewhere.test' } }] }),
   ];
   // gRPC's health protocol: the sick target says NOT_SERVING for test.Echo, though it answers calls.
   (apis[6]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = {
@@ -250,11 +257,8 @@ test('a unary call goes to an h2c upstream and back: message, metadata both ways
 });
 
 /** gatehouse_proxy_grpc_responses_total of `route` and `grpcStatus` on the data plane's status listener (0 when absent). */
-async function grpcCount(route: string, grpcStatus: number): Promise<number> {
-  const text = (await httpRequest(`${dp.statusUrl}/metrics`)).body.toString();
-  const line = text.split('\n').find((l) => l.startsWith(`gatehouse_proxy_grpc_responses_total{route="${route}",grpc_status="${grpcStatus}"}`));
-  return line ? Number(line.split(' ').at(-1)) : 0;
-}
+const grpcCount = (route: string, grpcStatus: number): Promise<number> =>
+  metricValue(dp.statusUrl, `gatehouse_proxy_grpc_responses_total{route="${route}",grpc_status="${grpcStatus}"}`);
 
 test("the access log and the metrics record each call's gRPC status: the trailers', a Trailers-Only head's, the gateway's own", async () => {
   const before = await Promise.all([grpcCount('api:grpc-h2c', 0), grpcCount('api:grpc-h2c', 5), grpcCount('(unmatched)', 12)]);
@@ -592,5 +596,47 @@ describe('grpc_web', () => {
     const res = await admin.createApi({ ...apiDefinition({ name: 'grpc-web-h1', listenPath: '/web-h1/*', targets: ['http://127.0.0.1:1'] }), plugins: [{ name: 'grpc_web' }] });
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: expect.stringContaining('plugins[0] grpc_web needs proxy.upstreams.protocol "http2"') });
+  });
+});
+
+describe("a plugin's answer to a gRPC call is a Trailers-Only gRPC response (HTTP status mapped as gRPC does)", () => {
+  /** A unary call to `path` by a real grpc-js client: the status it ends with. */
+  async function call(path: string): Promise<grpc.StatusObject> {
+    const c = new EchoClient(`127.0.0.1:${dp.proxyPort}`, grpc.credentials.createSsl(ca)) as Echo;
+    try {
+      return await new Promise<grpc.StatusObject>((resolve) => {
+        const started = c.makeUnaryRequest(path, same, same, Buffer.from('a'), () => undefined);
+        started.on('status', resolve);
+      });
+    } finally {
+      c.close();
+    }
+  }
+
+  test("request_termination 503: UNAVAILABLE with the configured message, the gateway's request id as metadata; counted under both statuses", async () => {
+    const before = await Promise.all([grpcCount('api:grpc-down', 14), metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}')]);
+    const status = await call('/down.Svc/Call');
+    expect(status.code).toBe(grpc.status.UNAVAILABLE);
+    expect(status.details).toBe(DOWN_MESSAGE);
+    expect(status.metadata.get('x-request-id')[0]).toEqual(expect.any(String));
+    const after = await Promise.all([grpcCount('api:grpc-down', 14), metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}')]);
+    expect(after.map((n, i) => n - before[i]!)).toEqual([1, 1]);
+  });
+
+  test('a 2xx answer (a body, no message) is no gRPC response: UNKNOWN with the reason phrase; a redirect too', async () => {
+    expect(await call('/pong.Svc/Call')).toMatchObject({ code: grpc.status.UNKNOWN, details: 'OK' });
+    const moved = await call('/moved.Svc/Call');
+    expect(moved).toMatchObject({ code: grpc.status.UNKNOWN, details: 'Moved Permanently' });
+    expect(moved.metadata.get('location')).toEqual([]);
+  });
+
+  test('gRPC-Web gets it in the headers, percent-encoded; a plain HTTP request still gets the HTTP answer', async () => {
+    const res = await web('/down.Svc/Call', 'application/grpc-web+proto', frame('x'));
+    expect(res.status).toBe(200);
+    expect(res.headers).toMatchObject({ 'content-type': 'application/grpc-web', 'grpc-status': '14', 'grpc-message': 'down for maintenance: 100%25 %E2%9C%93' });
+    expect(res.body.length).toBe(0);
+    const plain = await https('/down.Svc/Call');
+    expect(plain.status).toBe(503);
+    expect(JSON.parse(plain.body.toString())).toBe(DOWN_MESSAGE);
   });
 });

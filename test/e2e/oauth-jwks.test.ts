@@ -8,11 +8,13 @@ import { createPublicKey, KeyObject, type JsonWebKey } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { apiDefinition } from '../helpers/api-definition.js';
-import type { HttpResponse } from '../helpers/http-request.js';
+import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { metricValue } from '../helpers/metric-value.js';
+import { pollUntil } from '../helpers/poll-until.js';
 
 let gw: Gateway;
 let certs: CertificateFiles;
@@ -128,6 +130,19 @@ test('IdP down after the first fetch: tokens keep passing on the last good set w
   await sleep(1200);
   expect((await callApi('down-later', await sign(k1))).status).toBe(200);
   expect(fetches(idp)).toBeGreaterThanOrEqual(2);
+});
+
+test('metrics: the fetches by outcome, and the keys each server holds under its name', async () => {
+  const fetched = (outcome: string) => metricValue(gw.dp.statusUrl, `gatehouse_jwks_fetches_total{outcome="${outcome}"}`);
+  const before = { ok: await fetched('ok'), failed: await fetched('failed') };
+  const [k1, k2] = [await makeKey('k1'), await makeKey('k2')];
+  await jwksServer('metered', [k1, k2]);
+  await jwksServer('metered-down', [], { cooldown: '1h' });
+  // Both sets are fetched when the snapshot names them; the one that failed holds no keys.
+  await pollUntil(async () => ((await fetched('ok')) > before.ok && (await fetched('failed')) > before.failed ? true : undefined), { what: 'both fetches counted', timeoutMs: 5_000 });
+  expect(await fetched('ok')).toBe(before.ok + 1);
+  const keys = (await httpRequest(`${gw.dp.statusUrl}/metrics`)).body.toString().split('\n').filter((l) => /^gatehouse_jwks_keys\{server="metered/.test(l));
+  expect(keys.sort()).toEqual(['gatehouse_jwks_keys{server="metered"} 2', 'gatehouse_jwks_keys{server="metered-down"} 0']);
 });
 
 test('IdP down from the start: 503 "token signing keys unavailable", never a pass, and no fetch per request', async () => {

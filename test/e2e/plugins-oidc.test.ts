@@ -11,6 +11,7 @@ import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 import { httpRequest } from '../helpers/http-request.js';
+import { metricValue } from '../helpers/metric-value.js';
 
 let gw: Gateway;
 let u: Upstream;
@@ -211,6 +212,25 @@ test('a provider that cannot be reached: a browser gets 503, logout still clears
   expect(out.status).toBe(302);
   expect(out.headers.location).toBe(`${gw.dp.proxyUrl}/`);
   expect(setCookies(out).get('gatehouse_oidc')).toBe('');
+});
+
+test('metrics: each discovery fetch counted by outcome, ok and failed', async () => {
+  const fetched = (outcome: string) => metricValue(gw.dp.statusUrl, `gatehouse_oidc_discovery_fetches_total{outcome="${outcome}"}`);
+  const before = { ok: await fetched('ok'), failed: await fetched('failed') };
+  const [up, down] = [await startOidcProvider(), await startOidcProvider()];
+  await down.close();
+  try {
+    for (const [name, issuer] of [['app-metered', up.issuer], ['app-metered-down', down.issuer]] as const) {
+      const created = await gw.admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: [u.url], plugins: [{ name: 'openid_connect', config: config({ issuer, timeout: '1s' }) }] }));
+      expect(created.body).toMatchObject({ name });
+      await gw.admin.waitForDataPlanes(created, gw.dps);
+    }
+    expect((await gw.dp.request('GET', '/app-metered/page', { headers: HTML })).status).toBe(302);
+    expect((await gw.dp.request('GET', '/app-metered-down/page', { headers: HTML })).status).toBe(503);
+    expect({ ok: await fetched('ok'), failed: await fetched('failed') }).toEqual({ ok: before.ok + 1, failed: before.failed + 1 });
+  } finally {
+    await up.close();
+  }
 });
 
 test('logout clears both cookies and goes to the IdP\'s end_session_endpoint', async () => {

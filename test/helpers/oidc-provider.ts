@@ -25,6 +25,7 @@ export interface OidcProvider {
   readonly subject: string;
   readonly tokenRequests: readonly TokenRequestRecord[];
   readonly discoveryFetches: number;
+  readonly jwksFetches: number;
   /** Claims set on (or, undefined, taken off) the next ID tokens: a wrong `aud`, `nonce` or `iss`; {} for none. */
   overrideIdToken(claims: Record<string, unknown>): void;
   close(): Promise<void>;
@@ -49,6 +50,7 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
   const grants = new Map<string, Grant>();
   const tokenRequests: TokenRequestRecord[] = [];
   let discoveryFetches = 0;
+  let jwksFetches = 0;
   let issuer = '';
   let overrides: Record<string, unknown> = {};
 
@@ -116,7 +118,10 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
         id_token_signing_alg_values_supported: ['RS256'],
       });
     }
-    if (url.pathname === '/jwks') return json(res, 200, { keys: [jwk] });
+    if (url.pathname === '/jwks') {
+      jwksFetches++;
+      return json(res, 200, { keys: [jwk] });
+    }
     if (url.pathname === '/authorize') return authorize(url, res);
     if (url.pathname === '/token' && req.method === 'POST') return void token(req, res).catch(() => json(res, 500, { error: 'server_error' }));
     json(res, 404, { error: 'not_found' });
@@ -132,6 +137,9 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
     tokenRequests,
     get discoveryFetches() {
       return discoveryFetches;
+    },
+    get jwksFetches() {
+      return jwksFetches;
     },
     overrideIdToken(claims) {
       overrides = claims;

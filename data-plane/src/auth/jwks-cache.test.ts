@@ -9,6 +9,9 @@ import { compileJwks } from '#proto/compile/jwks';
 import { isGatehouseError } from '#proto/errors';
 import { createUpstreamPools, type UpstreamPools } from '../proxy/upstream-pools.js';
 import { createJwksCache, MAX_JWKS_BYTES, type JwksCache } from './jwks-cache.js';
+import { Registry } from 'prom-client';
+import { createFetchMetrics } from './fetch-metrics.js';
+import { pollUntil } from '../../../test/helpers/poll-until.js';
 
 const jwk = (kid: string) => ({ ...generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' }), kid });
 const K1 = jwk('k1');
@@ -136,4 +139,24 @@ test('retain fetches the sets of a new snapshot at once and forgets the others',
   cache.retain([]);
   expect(await kids('k1')).toEqual(['k1']);
   expect(fetches).toBe(2);
+});
+
+test('metrics: each fetch counted by outcome, and the keys each server holds (0 once past max_stale)', async () => {
+  const registry = new Registry();
+  const metrics = createFetchMetrics(registry);
+  cache = createJwksCache({ pools, now: () => clock, metrics });
+  metrics.reportKeysOf(cache);
+  const scrape = async () => (await registry.metrics()).split('\n').filter((l) => /^gatehouse_jwks_/.test(l));
+  expect(await scrape()).toEqual(['gatehouse_jwks_fetches_total{outcome="ok"} 0', 'gatehouse_jwks_fetches_total{outcome="failed"} 0']);
+  serve([K1, K2]);
+  cache.retain([config()]);
+  await kids('k1');
+  expect(await scrape()).toEqual(['gatehouse_jwks_fetches_total{outcome="ok"} 1', 'gatehouse_jwks_fetches_total{outcome="failed"} 0', 'gatehouse_jwks_keys{server="idp"} 2']);
+  answer = { status: 500, body: '' };
+  clock += 60_000;
+  await kids('k1'); // past cache_ttl: the background refresh fails, the held set serves
+  await pollUntil(async () => ((await scrape()).includes('gatehouse_jwks_fetches_total{outcome="failed"} 1') ? true : undefined), { what: 'the failed fetch counted', timeoutMs: 5_000 });
+  expect(await scrape()).toContain('gatehouse_jwks_keys{server="idp"} 2');
+  clock += 61_000;
+  expect(await scrape()).toContain('gatehouse_jwks_keys{server="idp"} 0');
 });

@@ -18,6 +18,7 @@ import { parseJwks } from '#proto/compile/jwks';
 import type { CompiledJwks, CompiledJwtKey } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
+import type { FetchMetrics } from './fetch-metrics.js';
 
 export interface JwksCache {
   /**
@@ -28,6 +29,8 @@ export interface JwksCache {
   keysFor(config: CompiledJwks, alg: string, kid: string | undefined): CompiledJwtKey[] | Promise<CompiledJwtKey[]>;
   /** Fetches the sets of a new snapshot's servers not held yet; forgets those no longer configured. */
   retain(configs: readonly CompiledJwks[]): void;
+  /** Each server of the last `retain` and how many keys its set holds now (0 without one, or past max_stale). */
+  heldKeys(): Iterable<readonly [server: string, keys: number]>;
 }
 
 export interface JwksCacheOptions {
@@ -35,6 +38,7 @@ export interface JwksCacheOptions {
   /** Milliseconds since epoch; injectable so tests move time instead of sleeping. */
   now?: () => number;
   logger?: Pick<Logger, 'warn' | 'info'>;
+  metrics?: Pick<FetchMetrics, 'jwksFetch'>;
 }
 
 /** A JWKS is a few keys (~1.5 KiB per RSA-4096 key); more is not one. */
@@ -57,6 +61,8 @@ const matching = (keys: readonly CompiledJwtKey[], alg: string, kid: string | un
 export function createJwksCache(options: JwksCacheOptions): JwksCache {
   const now = options.now ?? Date.now;
   const sets = new Map<string, KeySet>();
+  /** The configs of the last retain, one per server (servers with the same settings share a set): the gauge reads them. */
+  let servers: readonly CompiledJwks[] = [];
 
   const setOf = (config: CompiledJwks): KeySet => {
     let set = sets.get(config.cacheKey);
@@ -88,10 +94,12 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
       set.keys = parsed.keys;
       set.fetchedAt = now();
       set.lastError = undefined;
+      options.metrics?.jwksFetch('ok');
       options.logger?.info({ server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored }, 'JWKS fetched');
     } catch (err) {
       // The whole message, prefixed once: a refused set's reason comes from parseJwks, a failed call's from callJson.
       set.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;
+      options.metrics?.jwksFetch('failed');
       options.logger?.warn({ server: config.serverName, uri: config.uri, err: set.lastError, serving: set.keys !== undefined }, 'JWKS fetch failed');
     }
   }
@@ -129,11 +137,19 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
       return pending ? pending.then(() => matching(set.keys ?? keys, alg, kid)) : found;
     },
     retain(configs) {
+      servers = configs;
       const wanted = new Set(configs.map((c) => c.cacheKey));
       for (const key of sets.keys()) if (!wanted.has(key)) sets.delete(key);
       for (const config of configs) {
         const set = setOf(config);
         if (!set.keys) void refresh(config, set, now());
+      }
+    },
+    *heldKeys() {
+      const at = now();
+      for (const config of servers) {
+        const set = sets.get(config.cacheKey);
+        yield [config.serverName, set?.keys && at - set.fetchedAt <= config.maxStaleMs ? set.keys.length : 0] as const;
       }
     },
   };

@@ -17,6 +17,7 @@ import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import type { Logger } from '#proto/logger';
 import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
 import type { JwksCache } from './jwks-cache.js';
+import type { FetchMetrics } from './fetch-metrics.js';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
 import type { TokenGrant } from './token-grant.js';
 
@@ -32,6 +33,11 @@ export interface OidcProviders {
   endpoints(config: CompiledOpenidConnect): ProviderEndpoints | Promise<ProviderEndpoints>;
   /** Exchanges a code at the token endpoint (client_secret_basic, PKCE) and verifies the ID token: its claims. */
   signIn(config: CompiledOpenidConnect, code: string, verifier: string, redirectUri: string, nonce: string): Promise<TokenGrant>;
+  /**
+   * A new snapshot's openid_connect configs: the documents (and the JWKS sets) of issuers no longer configured are
+   * forgotten, so the process holds only what its configuration names, however many issuers came and went.
+   */
+  retain(configs: readonly CompiledOpenidConnect[]): void;
 }
 
 const MAX_DOCUMENT_BYTES = 64 * 1024;
@@ -76,7 +82,13 @@ function endpointsOf(config: CompiledOpenidConnect, doc: Record<string, unknown>
   };
 }
 
-export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache; now?: () => number; logger?: Pick<Logger, 'warn' | 'info'> }): OidcProviders {
+export function createOidcProviders(options: {
+  pools: CallPools;
+  jwks: JwksCache;
+  now?: () => number;
+  logger?: Pick<Logger, 'warn' | 'info'>;
+  metrics?: Pick<FetchMetrics, 'discoveryFetch'>;
+}): OidcProviders {
   const now = options.now ?? Date.now;
   const held = new Map<string, Held>();
 
@@ -102,9 +114,11 @@ export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache
       entry.verifier = undefined;
       entry.fetchedAt = now();
       entry.lastError = undefined;
+      options.metrics?.discoveryFetch('ok');
       options.logger?.info({ issuer: config.issuer }, 'OpenID provider discovered');
     } catch (err) {
       entry.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;
+      options.metrics?.discoveryFetch('failed');
       options.logger?.warn({ issuer: config.issuer, err: entry.lastError, serving: entry.endpoints !== undefined }, 'OpenID discovery failed');
     }
   }
@@ -151,6 +165,11 @@ export function createOidcProviders(options: { pools: CallPools; jwks: JwksCache
 
   return {
     endpoints,
+    retain(configs) {
+      const wanted = new Set(configs.map((c) => c.discoveryKey));
+      for (const key of held.keys()) if (!wanted.has(key)) held.delete(key);
+      options.jwks.retain([...held.values()].flatMap((entry) => (entry.endpoints ? [entry.endpoints.jwks] : [])));
+    },
     async signIn(config, code, codeVerifier, redirectUri, nonce) {
       const found = await endpoints(config);
       const body = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, code_verifier: codeVerifier }).toString();

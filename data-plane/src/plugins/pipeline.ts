@@ -68,6 +68,8 @@ export interface PluginAnswer {
   headers?: OutgoingHttpHeaders;
   /** Sent as is; none when absent. */
   body?: string | Buffer;
+  /** The answer as text, for a gRPC client's grpc-message (proxy-server.ts sendAnswer); absent: the status's reason phrase. */
+  message?: string;
 }
 
 export type RequestHook = (ex: PluginExchange) => PluginAnswer | void | Promise<PluginAnswer | void>;

@@ -8,8 +8,8 @@ import type { PluginAnswer } from './pipeline.js';
 import type { PluginRuntime } from './runtime.js';
 
 export const requestTerminationRuntime: PluginRuntime<CompiledRequestTermination> = {
-  stage: ({ status, contentType, body }) => {
-    const answer: PluginAnswer = { status, headers: contentType === null ? {} : { 'content-type': contentType }, body: Buffer.from(body) };
+  stage: ({ status, contentType, body, message }) => {
+    const answer: PluginAnswer = { status, headers: contentType === null ? {} : { 'content-type': contentType }, body: Buffer.from(body), ...(message !== null && { message }) };
     return { request: () => answer };
   },
 };

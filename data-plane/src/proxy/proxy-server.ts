@@ -3,9 +3,9 @@
  * → authorize → pick target → rewrite → forward (streamed both ways) → respond. Every failure
  * becomes one GatehouseError rendered by one function, with the request id on every response.
  */
-import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import { GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
+import { answerGrpcStatus, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, rewrite } from '../routing/index.js';
 import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
@@ -152,6 +152,13 @@ export function createProxyServer(deps: {
     return err;
   }
 
+  /** The head of every answer the gateway makes itself: the plugins' client headers, the request id, a draining close. */
+  const gatewayHead = (extra: OutgoingHttpHeaders | null, requestId: string): OutgoingHttpHeaders => ({
+    ...extra,
+    'x-request-id': requestId,
+    ...(draining ? { connection: 'close' } : {}),
+  });
+
   /**
    * Answers a failed request (recordFailure's error): the JSON body of its code, or for a gRPC request gRPC's
    * Trailers-Only answer, or a cut connection once the head is out. `extra`: headers plugins added for the
@@ -165,10 +172,10 @@ export function createProxyServer(deps: {
     if (res.destroyed) return;
     // An h2 response keeps the headers of a writeHead node refused (an upstream's): the error's own replace them.
     if (isHttp2(res.req)) for (const name of res.getHeaderNames()) res.removeHeader(name);
-    const head = { ...extra, 'x-request-id': requestId, ...(draining ? { connection: 'close' } : {}) };
+    const head = gatewayHead(extra, requestId);
     const grpcType = grpcErrorType(res.req);
     if (grpcType) {
-      sendGrpcError(res, err, head, grpcType, routeId);
+      sendTrailersOnly(res, gatewayGrpcStatus(err.code), err.status, head, grpcType, routeId);
       return;
     }
     const body = gatewayBodyOf(err);
@@ -179,11 +186,18 @@ export function createProxyServer(deps: {
   /**
    * gRPC's Trailers-Only answer (PROTOCOL-HTTP2.md): 200 and the status in one HEADERS frame that ends the stream
    * (end() without writeHead sends it so; writeHead would send the head alone, and a gRPC client reads a stream
-   * that ends without trailers as a broken one). The error's HTTP status is then put back on the response for
-   * what reads it at 'close' (access log, span), as the metrics count it: the wire's 200 says nothing there.
+   * that ends without trailers as a broken one). The answer's HTTP status (an error's, a plugin answer's) is then put
+   * back on the response for what reads it at 'close' (access log, span), as the metrics count it: the wire's 200
+   * says nothing there.
    */
-  function sendGrpcError(res: ServerResponse, err: GatehouseError, head: OutgoingHttpHeaders, type: string, routeId: string): void {
-    const status = gatewayGrpcStatus(err.code);
+  function sendTrailersOnly(
+    res: ServerResponse,
+    status: { 'grpc-status': string; 'grpc-message': string },
+    httpStatus: number,
+    head: OutgoingHttpHeaders,
+    type: string,
+    routeId: string,
+  ): void {
     const headers = { ...head, 'content-type': type, ...status };
     recordGrpcStatus(res, metrics, routeId || UNMATCHED_ROUTE, status['grpc-status']);
     // node's h2 drops a Connection header with a warning: it is HTTP/1.1's alone.
@@ -191,15 +205,24 @@ export function createProxyServer(deps: {
     for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value);
     res.statusCode = 200;
     res.end();
-    res.statusCode = err.status;
+    res.statusCode = httpStatus;
   }
 
-  /** A response a plugin gave instead of forwarding (a CORS preflight, a proxy_cache hit). */
+  /**
+   * A response a plugin gave instead of forwarding (a CORS preflight, a proxy_cache hit). To a gRPC request it is a
+   * Trailers-Only answer with the client headers alone (an HTTP body or Location means nothing to a gRPC client).
+   */
   function sendAnswer(res: ServerResponse, requestId: string, answer: PluginAnswer, ex: PluginExchange, routeId: string): void {
     metrics?.request(routeId, answer.status);
     const access = (res as ProxyResponse).access;
     if (access && ex.consumer !== null) access.consumer = ex.consumer;
     if (res.destroyed) return;
+    const grpcType = grpcErrorType(res.req);
+    if (grpcType) {
+      const status = answerGrpcStatus(answer.status, answer.message ?? STATUS_CODES[answer.status] ?? '');
+      sendTrailersOnly(res, status, answer.status, gatewayHead(ex.clientHeaders, requestId), grpcType, routeId);
+      return;
+    }
     const body = answer.body ?? '';
     // A HEAD (or 304) answer has no body: the length it gives is the one a GET would have (a cached response's).
     // A 204 has none to give (RFC 9110 §8.6: a server must not send Content-Length in it), a 304 only a GET's.

@@ -8,6 +8,11 @@ import { hashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
 import { PluginExchange } from '../plugins/index.js';
 import { createSnapshotHolder } from './snapshot-holder.js';
+import { compilePlugins, type CompiledOpenidConnect } from '#proto/plugins/index';
+import { startOidcProvider } from '../../../test/helpers/oidc-provider.js';
+import { createJwksCache } from '../auth/jwks-cache.js';
+import { createOidcProviders } from '../auth/oidc-provider.js';
+import { createUpstreamPools } from '../proxy/upstream-pools.js';
 
 function apiDef(name: string, listenPath = `/${name}/*`): ApiDefinition {
   return parseApiDefinition({
@@ -223,5 +228,35 @@ describe('snapshot holder', () => {
     const v3 = content(3);
     expect(holder.applyDelta(toDeltaMessage(v2, v3)).ok).toBe(true);
     expect([verdict('ann-key-0123456789'), verdict('bob-key-0123456789')]).toEqual(['ACL_FORBIDDEN', 'admins']);
+  });
+
+  test.each(['a full snapshot', 'a delta'])("an issuer %s no longer names is forgotten by the process's OpenID provider client; a kept one is not fetched again", async (how) => {
+    const [kept, dropped] = await Promise.all([startOidcProvider(), startOidcProvider()]);
+    const pools = createUpstreamPools();
+    try {
+      const withOidc = (name: string, issuer: string) =>
+        parseApiDefinition({
+          name,
+          proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://127.0.0.1:9000' }] } },
+          plugins: [{ name: 'openid_connect', config: { issuer, client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) } }],
+        });
+      const [keptApi, droppedApi] = [withOidc('kept', kept.issuer), withOidc('dropped', dropped.issuer)];
+      const configOf = (api: ApiDefinition) => compilePlugins(api.plugins)[0]!.config as CompiledOpenidConnect;
+      const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools }) });
+      const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), oidc });
+      const content = (version: number, apis: ApiDefinition[]) => {
+        const defs: Definitions = { apis, oauthServers: [] };
+        return { version, hash: definitionsHash(defs), defs };
+      };
+      const [v1, v2] = [content(1, [keptApi, droppedApi, apiDef('plain')]), content(2, [keptApi, apiDef('plain')])];
+      expect(holder.apply(toSnapshotMessage(1, v1.defs)).ok).toBe(true);
+      await Promise.all([oidc.endpoints(configOf(keptApi)), oidc.endpoints(configOf(droppedApi))]);
+      expect((how === 'a delta' ? holder.applyDelta(toDeltaMessage(v1, v2)) : holder.apply(toSnapshotMessage(2, v2.defs))).ok).toBe(true);
+      await Promise.all([oidc.endpoints(configOf(keptApi)), oidc.endpoints(configOf(droppedApi))]);
+      expect([kept.discoveryFetches, dropped.discoveryFetches]).toEqual([1, 2]);
+    } finally {
+      await pools.close();
+      await Promise.all([kept.close(), dropped.close()]);
+    }
   });
 });

@@ -23,6 +23,7 @@ import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-cre
 import { apiKeyLookup } from '../auth/api-keys.js';
 import type { TokenStore } from '../auth/token-store.js';
 import type { OidcProviders } from '../auth/oidc-provider.js';
+import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
 import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, type StageDeps } from '../plugins/index.js';
@@ -176,8 +177,18 @@ export function createSnapshotHolder(deps: {
     };
   }
 
+  /** The openid_connect configs of `routes`: the issuers the process's provider client keeps (OidcProviders.retain). */
+  const oidcConfigsOf = (routes: readonly CompiledRoute[]): CompiledOpenidConnect[] =>
+    routes.flatMap((route) => route.plugins.flatMap((p) => (p.name === 'openid_connect' ? [p.config] : [])));
+
+  /**
+   * What a build made. `oidc`: the openid_connect configs to retain once it is applied, null when none can have gone
+   * (a delta that removed no openid_connect route: new issuers are fetched when first asked).
+   */
+  type Built = { next: AppliedSnapshot; held: Held; oidc: readonly CompiledOpenidConnect[] | null };
+
   /** Builds everything `content` needs from nothing (a full snapshot). */
-  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): { next: AppliedSnapshot; held: Held } {
+  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): Built {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
     const index = indexConfig(content.defs);
     const { routes, oauthServers, ...credentialMaps } = indexRoutes(index);
@@ -191,6 +202,7 @@ export function createSnapshotHolder(deps: {
     return {
       next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams },
       held: { content, index, oauthServers, credentials },
+      oidc: deps.oidc ? oidcConfigsOf(routes) : null,
     };
   }
 
@@ -205,7 +217,7 @@ export function createSnapshotHolder(deps: {
     previous: Held,
     current: AppliedSnapshot,
     changes: ContentChange[],
-  ): { next: AppliedSnapshot; held: Held } {
+  ): Built {
     const index = applyChanges(previous.index, changes);
     // What the changed definitions route (as indexRoutes counts them), before and after.
     const routesOf = (config: ConfigIndex, change: ContentChange): readonly CompiledRoute[] => {
@@ -272,11 +284,12 @@ export function createSnapshotHolder(deps: {
     return {
       next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },
       held: { content, index, oauthServers, credentials },
+      oidc: deps.oidc && oidcConfigsOf(removed).length > 0 ? oidcConfigsOf(indexRoutes(index).routes) : null,
     };
   }
 
   function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null): ApplyResult {
-    let built: ReturnType<typeof build>;
+    let built: Built;
     const breakers = breakerRegistry.begin();
     const health = deps.health?.begin() ?? null;
     try {
@@ -290,6 +303,7 @@ export function createSnapshotHolder(deps: {
     held = built.held;
     breakers.commit();
     health?.commit();
+    if (built.oidc) deps.oidc?.retain(built.oidc);
     applies?.inc({ result: 'applied' });
     return { ok: true, version: built.next.version, hash: built.next.hash, changed: true };
   }

@@ -16,20 +16,20 @@ test('defaults: 503 with the message "request terminated", stored as sent', () =
 
 test('message: the gateway error shape (a JSON string, application/json)', () => {
   expect(stored({ message: 'down for maintenance' })).toEqual({ status_code: 503, message: 'down for maintenance' });
-  expect(requestTerminationPlugin.compile({ status_code: 503, message: 'down "now"' })).toEqual({ status: 503, contentType: 'application/json', body: '"down \\"now\\""' });
+  expect(requestTerminationPlugin.compile({ status_code: 503, message: 'down "now"' })).toEqual({ status: 503, contentType: 'application/json', body: '"down \\"now\\""', message: 'down "now"' });
 });
 
 test('body: sent as written with its content_type', () => {
   const config = stored({ status_code: 200, body: 'ok\n', content_type: 'text/plain; charset=utf-8' });
   expect(config).toEqual({ status_code: 200, body: 'ok\n', content_type: 'text/plain; charset=utf-8' });
-  expect(requestTerminationPlugin.compile(config as never)).toEqual({ status: 200, contentType: 'text/plain; charset=utf-8', body: 'ok\n' });
+  expect(requestTerminationPlugin.compile(config as never)).toEqual({ status: 200, contentType: 'text/plain; charset=utf-8', body: 'ok\n', message: null });
   expect(stored({ status_code: 200, body: '', content_type: 'text/plain' })).toEqual({ status_code: 200, body: '', content_type: 'text/plain' });
 });
 
 test('a status without content (204, 205, 304) takes neither and gets no default message', () => {
   for (const status_code of [204, 205, 304]) {
     expect(stored({ status_code })).toEqual({ status_code });
-    expect(requestTerminationPlugin.compile({ status_code })).toEqual({ status: status_code, contentType: null, body: '' });
+    expect(requestTerminationPlugin.compile({ status_code })).toEqual({ status: status_code, contentType: null, body: '', message: null });
   }
 });
 

@@ -44,6 +44,8 @@ export interface CompiledRequestTermination {
   /** null when the answer has no content. */
   contentType: string | null;
   body: string;
+  /** The configured `message` as text (a gRPC client's grpc-message), null when the answer is a `body` or has none. */
+  message: string | null;
 }
 
 export const requestTerminationPlugin = definePlugin({
@@ -53,5 +55,6 @@ export const requestTerminationPlugin = definePlugin({
       status: c.status_code,
       contentType: c.body !== undefined ? c.content_type! : c.message !== undefined ? 'application/json' : null,
       body: sentBody(c),
+      message: c.message ?? null,
     }),
 });

@@ -9,3 +9,4 @@ export {
   type RouteUpstream,
   type SnapshotHolder,
 } from './snapshot-holder.js';
+export { youngGenerationHold, type YoungGenerationHold } from './young-generation.js';

@@ -30,6 +30,9 @@ import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, 
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
 import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index.js';
+import type { YoungGenerationHold } from './young-generation.js';
+
+const noop = (): void => {};
 
 /** Per-route forwarding state, built at apply time so the hot path parses nothing. */
 export interface RouteUpstream {
@@ -105,11 +108,18 @@ export function createSnapshotHolder(deps: {
   responseCache?: ResponseCache;
   /** openid_connect's provider client (main.ts passes the process's one, on its upstream pools). */
   oidc?: OidcProviders;
+  /**
+   * Keeps V8's young generation from growing from the holder's creation until its first snapshot is applied, and
+   * while each later full snapshot is (young-generation.ts; main.ts passes the process's). Tests leave it out.
+   */
+  holdYoungGeneration?: YoungGenerationHold;
 }): SnapshotHolder {
   let applied: AppliedSnapshot | null = null;
   // No CompileCache here: a full snapshot brings new objects (nothing to reuse), and across deltas the
   // index itself keeps every unchanged definition's compiled routes (a cache would only cost memory).
   let held: Held | null = null;
+  // The process's start-up and first sync: ended once the first snapshot is applied.
+  const endStartHold = deps.holdYoungGeneration?.() ?? noop;
   const rateLimiter = deps.rateLimiter ?? createRateLimiter({ logger: deps.logger });
   const basicAuthChecker = deps.basicAuthChecker ?? createBasicAuthChecker();
   const responseCache = deps.responseCache ?? createResponseCache({ maxBytes: 64 * 1024 ** 2 });
@@ -319,12 +329,19 @@ export function createSnapshotHolder(deps: {
         applies?.inc({ result: 'unchanged' });
         return { ok: true, version, hash: applied.hash, changed: false };
       }
+      const endHold = deps.holdYoungGeneration?.() ?? noop;
       const result = swap(version, () => fromSnapshotMessage(message), null);
-      if (result.ok) {
-        // Once this snapshot is served, not on the path of the first delta on it.
-        const { defs } = held!.content;
-        setImmediate(() => prepareForDeltas(defs));
+      if (!result.ok) {
+        endHold();
+        return result;
       }
+      // Once this snapshot is served, not on the path of the first delta on it.
+      const { defs } = held!.content;
+      setImmediate(() => {
+        prepareForDeltas(defs);
+        endHold();
+        endStartHold();
+      });
       return result;
     },
     applyDelta(delta) {

@@ -243,7 +243,7 @@ describe('defaults', () => {
     expect(containerPort(cpC, 'grpc')).toBe(Number(envValue(cpC, 'GRPC_PORT')));
     expect(containerPort(cpC, 'admin')).toBe(Number(envValue(cpC, 'ADMIN_PORT')));
     expect(containerPort(dpC, 'http')).toBe(Number(envValue(dpC, 'PROXY_PORT')));
-    // The DP's young generation is sized for memory (README "Benchmark", data plane memory); the CP keeps V8's default.
+    // The DP's young generation is sized for memory (dataPlane.maxSemiSpaceSizeMiB, README "Data plane memory"); the CP keeps V8's default.
     // The DP runs as one bundled file (scripts/bundle.mjs), which the image holds instead of data-plane/dist.
     expect(dpC.args).toEqual(['node', '--max-semi-space-size=8', 'data-plane/bundle/main.js']);
     expect(containerPort(dpC, 'status')).toBe(Number(envValue(dpC, 'STATUS_PORT')));
@@ -466,6 +466,11 @@ describe('scaling and exposure', () => {
     expect(onlyContainer(cp(objects)).env!.map((e) => e.name)).not.toContain('PROXY_CACHE_SIZE');
   }, T);
 
+  test('dataPlane.maxSemiSpaceSizeMiB is the data plane\'s --max-semi-space-size (8 by default, checked above)', async () => {
+    const objects = await renderChart({ extraArgs: ['--set', 'dataPlane.maxSemiSpaceSizeMiB=16'] });
+    expect(onlyContainer(dp(objects)).args).toEqual(['node', '--max-semi-space-size=16', 'data-plane/bundle/main.js']);
+  }, T);
+
   test('LoadBalancer: the DP Service only, with its options; the CP stays internal', async () => {
     const objects = await render('loadBalancer');
     const service = one(objects, 'Service', dp(objects).metadata!.name);
@@ -647,6 +652,9 @@ describe('wrong values are refused with a message naming them', () => {
     ['a discovery namespace that is not a name', { controlPlane: { discovery: { namespaces: ['Shop'] } } }, ["'/controlPlane/discovery/namespaces/0'", 'pattern']],
     ['an unknown log level', { dataPlane: { logLevel: 'verbose' } }, ["'/dataPlane/logLevel'", 'info']],
     ['a proxy cache size that is not a size', { dataPlane: { proxyCacheSize: 'lots' } }, ["'/dataPlane/proxyCacheSize'", 'pattern']],
+    ['no young generation', { dataPlane: { maxSemiSpaceSizeMiB: 0 } }, ["'/dataPlane/maxSemiSpaceSizeMiB'", 'minimum']],
+    ['a semi-space size over 64 MiB', { dataPlane: { maxSemiSpaceSizeMiB: 65 } }, ["'/dataPlane/maxSemiSpaceSizeMiB'", 'maximum']],
+    ['a semi-space size as a string', { dataPlane: { maxSemiSpaceSizeMiB: '16' } }, ["'/dataPlane/maxSemiSpaceSizeMiB'", 'want integer']],
     ['HPA minimum above maximum', { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } }, ['dataPlane.autoscaling.minReplicas (5) must not be greater than dataPlane.autoscaling.maxReplicas (3)']],
     ['a nodePort on a ClusterIP Service', { dataPlane: { service: { nodePort: 30080 } } }, ['dataPlane.service.nodePort needs dataPlane.service.type NodePort or LoadBalancer']],
     ['two replicas without leader election', { controlPlane: { leaderElection: { enabled: false } } }, ['controlPlane.leaderElection.enabled=false allows one control-plane replica only']],

@@ -4,6 +4,8 @@
  * WORKERS > 1: this file runs as the primary (workers/primary.ts) and as each worker, which is
  * the single process minus the status listener (the primary answers for all).
  */
+// First: its hold covers the loading of every module below (start-up-hold.ts).
+import { endStartUpHold, holdYoungGeneration } from './sync/start-up-hold.js';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
@@ -23,7 +25,7 @@ import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createResponseCache } from './plugins/index.js';
 import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
-import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, youngGenerationHold, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
+import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
 import { answerStateRequests, exposeWorkerMetrics, replacementProxyPort, runPrimary, until, workerNumber } from './workers/index.js';
 
 function softwareVersion(): string {
@@ -72,7 +74,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools, logger, metrics: fetchMetrics }), logger, metrics: fetchMetrics });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
-  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache, holdYoungGeneration: youngGenerationHold() });
+  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache, holdYoungGeneration, endStartUpHold });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger);

@@ -9,4 +9,3 @@ export {
   type RouteUpstream,
   type SnapshotHolder,
 } from './snapshot-holder.js';
-export { youngGenerationHold, type YoungGenerationHold } from './young-generation.js';

@@ -108,18 +108,15 @@ export function createSnapshotHolder(deps: {
   responseCache?: ResponseCache;
   /** openid_connect's provider client (main.ts passes the process's one, on its upstream pools). */
   oidc?: OidcProviders;
-  /**
-   * Keeps V8's young generation from growing from the holder's creation until its first snapshot is applied, and
-   * while each later full snapshot is (young-generation.ts; main.ts passes the process's). Tests leave it out.
-   */
+  /** Keeps V8's young generation from growing while a full snapshot is applied (young-generation.ts; main.ts passes the process's). Tests leave it out. */
   holdYoungGeneration?: YoungGenerationHold;
+  /** Ends the process's start-up hold (start-up-hold.ts) once the first snapshot is applied. */
+  endStartUpHold?: () => void;
 }): SnapshotHolder {
   let applied: AppliedSnapshot | null = null;
   // No CompileCache here: a full snapshot brings new objects (nothing to reuse), and across deltas the
   // index itself keeps every unchanged definition's compiled routes (a cache would only cost memory).
   let held: Held | null = null;
-  // The process's start-up and first sync: ended once the first snapshot is applied.
-  const endStartHold = deps.holdYoungGeneration?.() ?? noop;
   const rateLimiter = deps.rateLimiter ?? createRateLimiter({ logger: deps.logger });
   const basicAuthChecker = deps.basicAuthChecker ?? createBasicAuthChecker();
   const responseCache = deps.responseCache ?? createResponseCache({ maxBytes: 64 * 1024 ** 2 });
@@ -340,7 +337,7 @@ export function createSnapshotHolder(deps: {
       setImmediate(() => {
         prepareForDeltas(defs);
         endHold();
-        endStartHold();
+        deps.endStartUpHold?.();
       });
       return result;
     },

@@ -9,12 +9,12 @@
  * and 0.57 KB under wrk -c50, ~0.2 KB here) are below this test's bound; scripts/gc-per-request.sh shows
  * them (README "Benchmark"). Not a timing: V8 counts the bytes (`--trace-gc-nvp`, each scavenge's `promoted=`).
  */
-import { Pool } from 'undici';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { loadThrough } from '../helpers/proxy-load.js';
 
 /** Three times a healthy DP's figure here, far below a retained exchange. */
 const MAX_PROMOTED_PER_REQUEST = 400;
@@ -55,33 +55,15 @@ afterAll(async () => {
   await u?.close();
 });
 
-async function load(path: string, requests: number): Promise<void> {
-  const pool = new Pool(dp.proxyUrl, { connections: CONCURRENCY });
-  let sent = 0;
-  const worker = async (): Promise<void> => {
-    while (sent < requests) {
-      sent++;
-      const { statusCode, body } = await pool.request({ method: 'GET', path });
-      await body.dump();
-      expect(statusCode).toBe(200);
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  } finally {
-    await pool.close();
-  }
-}
-
 test.each([
   ['a plain route', '/plain/x'],
   ['a route with a forward hook (retry)', '/retried/x'],
   ['a route with a header wait under a second', '/short-wait/x'],
 ])('%s: requests are not kept past their end (bytes promoted per request under load)', async (_name, path) => {
-  await load(path, 2_000); // warm up: the JIT's own allocations are not the requests'
+  await loadThrough(dp.proxyUrl, path, 2_000, CONCURRENCY); // warm up: the JIT's own allocations are not the requests'
   u.reset();
   const before = scavenges.length;
-  await load(path, REQUESTS);
+  await loadThrough(dp.proxyUrl, path, REQUESTS, CONCURRENCY);
   const window = scavenges.slice(before);
   // 8,000 requests of ~16 KB fill the 8 MB young generation a dozen times.
   expect(window.length).toBeGreaterThanOrEqual(5);

@@ -4,11 +4,11 @@
  * until V8's memory reducer ran, if it did. Once the snapshot is served the hold ends, so request
  * traffic grows it again. Read from the DP's own heap-space metric, which V8 reports as committed.
  */
-import { Pool } from 'undici';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+import { loadThrough } from '../helpers/proxy-load.js';
 import { metricValue } from '../helpers/metric-value.js';
 
 const APIS = 3_000;
@@ -42,24 +42,6 @@ afterAll(async () => {
   await u?.close();
 });
 
-async function load(path: string, requests: number): Promise<void> {
-  const pool = new Pool(dp!.proxyUrl, { connections: 16 });
-  let sent = 0;
-  const worker = async (): Promise<void> => {
-    while (sent < requests) {
-      sent++;
-      const { statusCode, body } = await pool.request({ method: 'GET', path });
-      await body.dump();
-      expect(statusCode).toBe(200);
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: 16 }, worker));
-  } finally {
-    await pool.close();
-  }
-}
-
 test(`a sync of ${APIS} APIs leaves the young generation at its floor, and traffic grows it afterwards`, async () => {
   // The chart's young-generation maximum.
   dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, nodeFlags: ['--max-semi-space-size=8'] });
@@ -69,6 +51,6 @@ test(`a sync of ${APIS} APIs leaves the young generation at its floor, and traff
   expect(afterSync).toBeLessThanOrEqual(FLOOR_BOUND);
 
   // The hold ended with the sync: ~16 KB allocated per request, in-flight ones surviving, grow it.
-  await load('/svc-7/x', 20_000);
+  await loadThrough(dp.proxyUrl, '/svc-7/x', 20_000);
   expect(await metricValue(dp.statusUrl, NEW_SPACE)).toBeGreaterThan(FLOOR_BOUND);
 }, 120_000);

@@ -5,7 +5,7 @@
  * the single process minus the status listener (the primary answers for all).
  */
 // First: its hold covers the loading of every module below (start-up-hold.ts).
-import { endStartUpHold, holdYoungGeneration } from './sync/start-up-hold.js';
+import { endStartUpHold, holdYoungGeneration, youngGenerationAtHold } from './sync/start-up-hold.js';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
@@ -128,6 +128,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     coldStart: cache && { waitMs: CACHE_FALLBACK_WAIT_MS, fallback: () => applyCachedSnapshot(cache, holder, logger) },
   });
   client.start();
+  logger.debug({ youngGenerationBytes: youngGenerationAtHold }, 'young generation held until the first snapshot is applied');
   logger.info(
     { controlPlane: config.controlPlaneAddr, id: config.dataplaneId, ...(config.grpcTlsServerName ? { tlsServerName: config.grpcTlsServerName } : {}) },
     'connecting to control plane',

@@ -9,28 +9,17 @@ import { newRequestId } from '#proto/traceparent';
 // undici's own name lower-casing: known names (`Host`, `Content-Type`…) come back as interned
 // lower-case strings from a table, without a copy; others are lower-cased.
 import { headerNameToString } from './undici.js';
-import { HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
+import { GATEWAY_SET_HEADERS, HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
 
 const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
 /**
- * Set by the gateway itself, so the client's copies are dropped (X-Forwarded-* are appended to).
- * Expect is not forwarded: node:http has already answered 100-continue, and undici refuses it.
- * X-Consumer-Username (key_auth's and basic_auth's) and X-Consumer-Groups (acl's) are dropped on every route: an
- * upstream reached by routes with and without them could otherwise be told any name or group by a client of the
- * route without. X-Forwarded-Client-Cert likewise (the mutual-TLS listener's, client-certificate.ts).
+ * Set by the gateway itself, so the client's (and a plugin's) copies are dropped: GATEWAY_SET_HEADERS, which
+ * the plugin configs' checks refuse too. X-Consumer-Username (key_auth's and basic_auth's) and X-Consumer-Groups
+ * (acl's) are dropped on every route: an upstream reached by routes with and without them could otherwise be told
+ * any name or group by a client of the route without. X-Forwarded-Client-Cert likewise (the mutual-TLS
+ * listener's, client-certificate.ts). Expect: undici refuses it.
  */
-const REPLACED = new Set([
-  'host',
-  'x-request-id',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'expect',
-  'traceparent',
-  'x-consumer-username',
-  'x-consumer-groups',
-  'x-forwarded-client-cert',
-]);
+const REPLACED = GATEWAY_SET_HEADERS;
 
 /**
  * Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased;

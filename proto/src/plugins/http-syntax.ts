@@ -8,21 +8,29 @@ import { HOP_BY_HOP_HEADERS } from '../http-fields.js';
 export { HOP_BY_HOP_HEADERS, headerNameSchema, headerValueSchema } from '../http-fields.js';
 
 /**
- * Headers the gateway itself owns (README "Proxy behaviour"): the upstream Host, the X-Forwarded-* trail, the
- * request id, the authenticated consumer and client certificate, and the body framing (content-length: a transformer must not desynchronise it).
+ * Request headers the data plane replaces on the way upstream (data-plane proxy/headers.ts drops the copies it
+ * gets, the client's or a plugin's, and writes its own; X-Forwarded-* are appended to): the upstream Host, the
+ * X-Forwarded-* trail, the request id, the W3C traceparent, the authenticated consumer and its groups, the client
+ * certificate, and Expect (node:http has answered 100-continue already).
  */
-export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([
+export const GATEWAY_SET_HEADERS: ReadonlySet<string> = new Set([
   'host',
   'x-forwarded-for',
   'x-forwarded-proto',
   'x-forwarded-host',
   'x-request-id',
+  'traceparent',
   'x-consumer-username',
   'x-consumer-groups',
   'x-forwarded-client-cert',
-  'content-length',
   'expect',
 ]);
+
+/**
+ * Headers the gateway itself owns (README "Proxy behaviour"): those it sets, and the body framing
+ * (content-length: a transformer must not desynchronise it). A value configured for one of them would be dropped.
+ */
+export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([...GATEWAY_SET_HEADERS, 'content-length']);
 
 /** Why a header may not be set or removed by configuration, or null when it may. */
 export function reservedHeaderReason(name: string): string | null {

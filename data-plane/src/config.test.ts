@@ -63,6 +63,7 @@ describe('loadConfig', () => {
         UPSTREAM_TLS_KEY: '/upstream/tls.key',
         TLS_RELOAD_INTERVAL: '30s',
         PROXY_CACHE_SIZE: '256m',
+        IDLE_TRIM_AFTER: '30s',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -92,6 +93,7 @@ describe('loadConfig', () => {
       proxyH2c: false,
       tlsReloadIntervalMs: 30_000,
       proxyCacheBytes: 256 * 1024 ** 2,
+      idleTrimMs: 30_000,
     });
   });
 
@@ -115,6 +117,10 @@ describe('loadConfig', () => {
     ['h2c turned off', { PROXY_H2C: 'false' }, { proxyH2c: false }],
     ['no h2c with TLS', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k' }, { proxyH2c: false, proxyHttp2: true }],
     ['PROXY_H2C=false with TLS', { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k', PROXY_H2C: 'false' }, { proxyH2c: false }],
+    ['the heap trimmed after 10 s without requests by default', {}, { idleTrimMs: 10_000 }],
+    ['never trimmed', { IDLE_TRIM_AFTER: '0s' }, { idleTrimMs: 0 }],
+    ['never trimmed, without unit', { IDLE_TRIM_AFTER: '0' }, { idleTrimMs: 0 }],
+    ['trimmed at the shortest idle time', { IDLE_TRIM_AFTER: '5s' }, { idleTrimMs: 5_000 }],
   ])('%s', (_name, env, expected) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -165,6 +171,8 @@ describe('loadConfig', () => {
     ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "65"'],
     ['WORKERS not a whole number', { WORKERS: '1.5' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "1.5"'],
     ['WORKERS another word', { WORKERS: 'max' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "max"'],
+    ['an idle trim shorter than V8\'s 5 s window', { IDLE_TRIM_AFTER: '2s' }, 'IDLE_TRIM_AFTER must be 0 (never) or at least 5s (V8 judges its allocation rate over the last 5 s), got "2s"'],
+    ['an idle trim without unit', { IDLE_TRIM_AFTER: '30' }, 'IDLE_TRIM_AFTER must be a duration'],
   ])('%s is refused, naming the variable', (_name, env, variable) => {
     expect(() => loadConfig(env)).toThrow(variable);
   });

@@ -4,6 +4,7 @@
  */
 import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
+import { MIN_IDLE_TRIM_MS } from './memory/index.js';
 import { parseSize } from '#proto/plugins/body-limit';
 import { certificatePairFromEnv, type CertificatePaths } from '#proto/certificate-files';
 import { upstreamTlsFromEnv, type UpstreamTlsPaths } from './proxy/upstream-tls.js';
@@ -59,6 +60,8 @@ export interface DataPlaneConfig {
   tlsReloadIntervalMs: number;
   /** PROXY_CACHE_SIZE: bytes proxy_cache may hold in this process (each worker has its own). */
   proxyCacheBytes: number;
+  /** IDLE_TRIM_AFTER: no request for this long → the heap is trimmed (memory/idle-trim.ts); 0 = never. */
+  idleTrimMs: number;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -147,6 +150,16 @@ function workers(env: NodeJS.ProcessEnv, cores: number): number {
 }
 
 /** Throws with a message naming the variable when a value is malformed. */
+function idleTrim(env: NodeJS.ProcessEnv): number {
+  // parseDuration takes positive durations only; "0" or "0s" turns the trim off.
+  if (/^0(?:ms|s|m|h)?$/.test(env.IDLE_TRIM_AFTER ?? '')) return 0;
+  const ms = duration(env, 'IDLE_TRIM_AFTER', '10s');
+  if (ms !== 0 && ms < MIN_IDLE_TRIM_MS) {
+    throw new Error(`IDLE_TRIM_AFTER must be 0 (never) or at least ${MIN_IDLE_TRIM_MS / 1000}s (V8 judges its allocation rate over the last 5 s), got "${env.IDLE_TRIM_AFTER}"`);
+  }
+  return ms;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): DataPlaneConfig {
   const config: DataPlaneConfig = {
     proxyHost: env.PROXY_HOST || undefined,
@@ -161,6 +174,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     reconnectBackoffBaseMs: duration(env, 'RECONNECT_BACKOFF_BASE', '500ms'),
     reconnectBackoffMaxMs: duration(env, 'RECONNECT_BACKOFF_MAX', '30s'),
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
+    idleTrimMs: idleTrim(env),
     snapshotCache: env.SNAPSHOT_CACHE || undefined,
     grpcTlsServerName: env.GRPC_TLS_SERVER_NAME || undefined,
     grpcTls: grpcTls(env),

@@ -5,7 +5,7 @@
  * the single process minus the status listener (the primary answers for all).
  */
 // First: its hold covers the loading of every module below (start-up-hold.ts).
-import { endStartUpHold, holdYoungGeneration, youngGenerationAtHold } from './sync/start-up-hold.js';
+import { endStartUpHold, holdYoungGeneration, youngGenerationAtHold } from './memory/start-up-hold.js';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
@@ -25,6 +25,7 @@ import { createRateLimiter } from './plugins/rate-limit/index.js';
 import { createResponseCache } from './plugins/index.js';
 import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
+import { startIdleTrim } from './memory/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
 import { answerStateRequests, exposeWorkerMetrics, replacementProxyPort, runPrimary, until, workerNumber } from './workers/index.js';
 
@@ -82,7 +83,16 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const tracing = await startTracing('data-plane', process.env, logger);
   const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
   const certificates = config.proxyTls && watchListenerCertificates('proxy', config.proxyTls, PROXY_TLS_NAMES, config.tlsReloadIntervalMs, logger);
-  const proxy = createProxyServer({ holder, pools, logger, metrics: createProxyMetrics(registry), accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion });
+  const metrics = createProxyMetrics(registry);
+  const idleTrim =
+    config.idleTrimMs > 0
+      ? startIdleTrim({
+          idleMs: config.idleTrimMs,
+          requests: metrics.arrived,
+          trimmed: (pauseMs, youngGenerationBytes) => logger.debug({ pauseMs: Math.round(pauseMs), youngGenerationBytes }, 'heap trimmed after idle'),
+        })
+      : null;
+  const proxy = createProxyServer({ holder, pools, logger, metrics, accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion });
   const status = worker ? undefined : createStatusServer({ holder, registry, logger });
   const { proxyPort: port, proxyHost: host } = config;
   const bindProxy = async (): Promise<number> => {
@@ -145,6 +155,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
     health.stop();
+    idleTrim?.stop();
     if (redirect) {
       redirect.close();
       redirect.closeIdleConnections();

@@ -1,5 +1,5 @@
 /**
- * A data plane's sync leaves V8's young generation where start-up left it (data-plane/src/sync/young-generation.ts):
+ * A data plane's sync leaves V8's young generation where start-up left it (data-plane/src/memory/young-generation.ts):
  * without the hold, a sync of a few thousand APIs grew it to the chart's maximum (2 × 8 MiB), committed
  * until V8's memory reducer ran, if it did. Once the snapshot is served the hold ends, so request
  * traffic grows it again. Read from the DP's own heap-space metric, which V8 reports as committed.
@@ -19,6 +19,7 @@ const MAXIMUM = 16 * 2 ** 20;
 let cp: ControlPlane;
 let admin: AdminClient;
 let dp: DataPlane | undefined;
+let trimmed: DataPlane | undefined;
 let u: Upstream;
 
 beforeAll(async () => {
@@ -35,6 +36,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await dp?.kill();
+  await trimmed?.kill();
   await cp?.dispose();
   await u?.close();
 });
@@ -61,4 +63,26 @@ test(`a sync of ${APIS} APIs leaves the young generation as the hold found it, a
   // The hold ended with the sync: ~16 KB allocated per request, in-flight ones surviving, grow it.
   await loadThrough(dp.proxyUrl, '/svc-7/x', 20_000);
   expect(await metricValue(dp.statusUrl, NEW_SPACE)).toBeGreaterThan(afterSync);
+}, 120_000);
+
+test('after traffic, the heap is trimmed once the data plane has idled for IDLE_TRIM_AFTER: the young generation shrinks', async () => {
+  let trims = 0;
+  trimmed = await startDataPlane({
+    controlPlaneAddr: cp.grpcAddr,
+    nodeFlags: ['--max-semi-space-size=8'],
+    env: { LOG_LEVEL: 'debug', IDLE_TRIM_AFTER: '5s' },
+    onLine(raw) {
+      if (raw.includes('heap trimmed after idle')) trims++;
+    },
+  });
+  await loadThrough(trimmed.proxyUrl, '/svc-7/x', 20_000);
+  const grown = await metricValue(trimmed.statusUrl, NEW_SPACE);
+  // Traffic grew it to the maximum (or near it); nothing trimmed while requests came.
+  expect(grown).toBeGreaterThan(4 * 2 ** 20);
+  expect(trims).toBe(0);
+  // 5 s without a request, read every second.
+  const deadline = Date.now() + 20_000;
+  while (trims === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+  expect(trims).toBe(1);
+  expect(await metricValue(trimmed.statusUrl, NEW_SPACE)).toBeLessThanOrEqual(4 * 2 ** 20);
 }, 120_000);

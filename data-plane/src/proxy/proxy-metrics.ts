@@ -23,6 +23,8 @@ export interface ProxyMetrics {
   /** A request arrived at the proxy listener / its response closed (the in-flight gauge). */
   started(): void;
   ended(): void;
+  /** Requests that arrived so far (the idle trim waits for this to stand still). */
+  arrived(): number;
 }
 
 const UPSTREAM_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -57,6 +59,7 @@ interface HistogramSeries {
  */
 export function createProxyMetrics(registry: Registry): ProxyMetrics {
   let inFlight = 0;
+  let arrived = 0;
   /** Each (route, status) once, in first-seen order (prom-client's exposition order); indexed by route, then status. */
   const series: Counted[] = [];
   const requests = new Map<string, Map<number, Counted>>();
@@ -137,7 +140,11 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
     },
     grpc: (route, grpcStatus) => grpcCalls.inc({ route, grpc_status: grpcStatus }),
     mirror: (route, outcome) => mirrors.inc({ route, outcome }),
-    started: () => void inFlight++,
+    started() {
+      inFlight++;
+      arrived++;
+    },
     ended: () => void inFlight--,
+    arrived: () => arrived,
   };
 }

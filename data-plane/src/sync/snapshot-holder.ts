@@ -30,7 +30,7 @@ import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, 
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
 import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index.js';
-import type { YoungGenerationHold } from './young-generation.js';
+import type { YoungGenerationHold } from '../memory/index.js';
 
 const noop = (): void => {};
 

@@ -6,7 +6,7 @@
  * 10,000-API DP: 132.6 MiB RSS 20 s after 10 s of load, 128.5 after 60 s). A full GC shrinks the young generation
  * when V8's allocation rate over its last 5 s is low and not zero, so the trim is a scavenge (whose promotions are the
  * allocation V8 then sees; after an idle time with none, V8 takes the rate as unknown) and a full GC after it:
- * the same DP, trimmed, 112.2 MiB with the young generation at 2 MiB. Node has no API for a GC: `gc` is reached by
+ * the same DP, trimmed, 115.8 MiB with the young generation at 2 MiB. Node has no API for a GC: `gc` is reached by
  * setting V8's --expose-gc at run time and reading it in a context of its own.
  */
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';

@@ -25,10 +25,10 @@ for entry in "${entries[@]}"; do
   entry_dir "$entry"
   ALLOC_START="$out/start" ALLOC_STOP="$out/stop" ALLOC_OUT="$out/profile.json" \
     start_entry "$tree" "$out/process.log" node --import "$here/scripts/alloc-sampler.mjs"
-  wrk -t1 -c50 -d"${WARM:-5}s" "$url" >/dev/null
+  wrk -t1 -c50 -d"${WARM:-5}s" "${wrk_headers[@]}" "$url" >/dev/null
   touch "$out/start"
   for _ in $(seq 100); do [ -f "$out/profile.json.sampling" ] && break; sleep 0.1; done
-  wrk -t1 -c50 -d"${SECS:-10}s" "$url" | grep -oP '\d+(?= requests in)' >"$out/requests"
+  wrk -t1 -c50 -d"${SECS:-10}s" "${wrk_headers[@]}" "$url" | grep -oP '\d+(?= requests in)' >"$out/requests"
   touch "$out/stop"
   for _ in $(seq 300); do [ -s "$out/profile.json" ] && break; sleep 0.1; done
   kill "$pid"

@@ -25,10 +25,10 @@ for entry in "${entries[@]}"; do
   entry_dir "$entry"
   vg=(valgrind --tool=callgrind --separate-threads=yes --smc-check=all-non-file "--callgrind-out-file=$out/cg.%p")
   start_entry "$tree" "$out/process.log" "${vg[@]}" node
-  wrk -t1 -c10 -d"${WARM:-60}s" "$url" >/dev/null
+  wrk -t1 -c10 -d"${WARM:-60}s" "${wrk_headers[@]}" "$url" >/dev/null
   for round in $(seq "${ROUNDS:-3}"); do
     callgrind_control -z "$pid" >/dev/null 2>&1
-    requests=$(wrk -t1 -c10 -d"${SECS:-20}s" "$url" | grep -oP '\d+(?= requests in)')
+    requests=$(wrk -t1 -c10 -d"${SECS:-20}s" "${wrk_headers[@]}" "$url" | grep -oP '\d+(?= requests in)')
     callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 1
     # Dump files are cg.<pid>.<dump number>-<thread number>; thread 01 is the main thread.

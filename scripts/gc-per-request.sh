@@ -29,10 +29,10 @@ for entry in "${entries[@]}"; do
   label=${entry%%:*} tree=${entry#*:}
   log="$data/$label.gc.log"
   start_entry "$tree" "$log" node --trace-gc
-  wrk -t1 -c50 -d"${WARM:-10}s" "$url" >/dev/null
+  wrk -t1 -c50 -d"${WARM:-10}s" "${wrk_headers[@]}" "$url" >/dev/null
   before=$(ticks "$pid")
   from=$(wc -l <"$log")
-  requests=$(wrk -t1 -c50 -d"${SECS:-20}s" "$url" | grep -oP '\d+(?= requests in)')
+  requests=$(wrk -t1 -c50 -d"${SECS:-20}s" "${wrk_headers[@]}" "$url" | grep -oP '\d+(?= requests in)')
   after=$(ticks "$pid")
   kill "$pid"
   wait "$pid" 2>/dev/null || true

@@ -32,8 +32,20 @@ pids+=($!)
 for _ in $(seq 100); do curl -sf "localhost:$admin_port/readyz" >/dev/null && break; sleep 0.1; done
 token=$(curl -s -XPOST "localhost:$admin_port/login" -H 'content-type: application/json' -d "{\"username\":\"admin\",\"password\":\"$password\"}" |
   node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')
+# JWT=1: the route is the bench's jwt row (scripts/bench.mjs jwtRow): an oauth2 plugin whose server checks HS256
+# tokens, and every request carries the same signed token ($wrk_headers, $curl_headers), so the DP's cache answers.
+wrk_headers=() curl_headers=()
+plugins=${PLUGINS:-[]}
+if [ "${JWT:-0}" = 1 ]; then
+  secret=$(node -e "console.log(require('crypto').randomBytes(32).toString('hex'))")
+  curl -sf -XPOST "localhost:$admin_port/oauth/servers" -H "authorization: Bearer $token" -H 'content-type: application/json' \
+    -d "{\"name\":\"bench-auth\",\"oauth_endpoints\":{\"token\":{\"listen_path\":\"/bench-auth/token\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}}},\"token_strategy\":{\"name\":\"jwt\",\"settings\":[{\"alg\":\"HS256\",\"key\":\"$secret\"}]}}" >/dev/null
+  plugins=$(PLUGINS="$plugins" node -e 'console.log(JSON.stringify([{ name: "oauth2", enabled: true, config: { server_name: "bench-auth" } }, ...JSON.parse(process.env.PLUGINS)]))')
+  jwt=$(SECRET=$secret node --input-type=module -e "import { SignJWT } from 'jose'; console.log(await new SignJWT({ sub: 'bench' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(new TextEncoder().encode(process.env.SECRET)))")
+  wrk_headers=(-H "Authorization: Bearer $jwt") curl_headers=(-H "Authorization: Bearer $jwt")
+fi
 curl -sf -XPOST "localhost:$admin_port/apis" -H "authorization: Bearer $token" -H 'content-type: application/json' \
-  -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}},\"plugins\":${PLUGINS:-[]}}" >/dev/null
+  -d "{\"name\":\"bench\",\"proxy\":{\"listen_path\":\"/bench/*\",\"upstreams\":{\"targets\":[{\"target\":\"http://127.0.0.1:$upstream_port\"}]}},\"plugins\":$plugins}" >/dev/null
 url="http://127.0.0.1:$proxy_port/bench/x"
 
 # start_entry <tree> <log> <command...>: starts an entry of the measuring scripts under <command> (`node`
@@ -54,5 +66,5 @@ start_entry() {
       DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
   fi
   pid=$!
-  for _ in $(seq 300); do curl -sf "$url" >/dev/null && break; sleep 0.2; done
+  for _ in $(seq 300); do curl -sf "${curl_headers[@]}" "$url" >/dev/null && break; sleep 0.2; done
 }

@@ -25,8 +25,8 @@ for entry in "${entries[@]}"; do
   entry_dir "$entry"
   prof=(--cpu-prof "--cpu-prof-dir=$out" --cpu-prof-interval 50)
   start_entry "$tree" "$out/process.log" node "${prof[@]}"
-  warm=$(wrk -t1 -c50 -d"${WARM:-5}s" "$url" | grep -oP '\d+(?= requests in)')
-  measured=$(wrk -t1 -c50 -d"${SECS:-20}s" "$url" | grep -oP '\d+(?= requests in)')
+  warm=$(wrk -t1 -c50 -d"${WARM:-5}s" "${wrk_headers[@]}" "$url" | grep -oP '\d+(?= requests in)')
+  measured=$(wrk -t1 -c50 -d"${SECS:-20}s" "${wrk_headers[@]}" "$url" | grep -oP '\d+(?= requests in)')
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   # The profile covers the whole process, so every request it saw counts.

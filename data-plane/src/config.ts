@@ -4,7 +4,6 @@
  */
 import { availableParallelism, hostname } from 'node:os';
 import { parseDuration } from '#proto/duration';
-import { MIN_IDLE_TRIM_MS } from './memory/index.js';
 import { parseSize } from '#proto/plugins/body-limit';
 import { certificatePairFromEnv, type CertificatePaths } from '#proto/certificate-files';
 import { upstreamTlsFromEnv, type UpstreamTlsPaths } from './proxy/upstream-tls.js';
@@ -153,11 +152,7 @@ function workers(env: NodeJS.ProcessEnv, cores: number): number {
 function idleTrim(env: NodeJS.ProcessEnv): number {
   // parseDuration takes positive durations only; "0" or "0s" turns the trim off.
   if (/^0(?:ms|s|m|h)?$/.test(env.IDLE_TRIM_AFTER ?? '')) return 0;
-  const ms = duration(env, 'IDLE_TRIM_AFTER', '10s');
-  if (ms !== 0 && ms < MIN_IDLE_TRIM_MS) {
-    throw new Error(`IDLE_TRIM_AFTER must be 0 (never) or at least ${MIN_IDLE_TRIM_MS / 1000}s (V8 judges its allocation rate over the last 5 s), got "${env.IDLE_TRIM_AFTER}"`);
-  }
-  return ms;
+  return duration(env, 'IDLE_TRIM_AFTER', '10s');
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): DataPlaneConfig {

@@ -1,39 +1,40 @@
 import { idleTrimmer } from './idle-trim.js';
 
-function trimmer(idleMs = 10_000) {
-  const trims: number[] = [];
-  let now = 0;
-  const t = idleTrimmer(idleMs, () => trims.push(now), 0, 0);
-  return { trims, at: (ms: number, requests: number) => ((now = ms), t.check(ms, requests)) };
+/** Checks every second from 1 s to `to` s with `count(s)` requests so far; the steps taken, as [second, step]. */
+function run(idleMs: number, to: number, count: (s: number) => number): [number, string][] {
+  const t = idleTrimmer(idleMs, 0, 0);
+  const steps: [number, string][] = [];
+  for (let s = 1; s <= to; s++) {
+    const step = t.check(s * 1_000, count(s));
+    if (step) steps.push([s, step]);
+  }
+  return steps;
 }
 
-test('no trim before the first request, however long the data plane idles', () => {
-  const { trims, at } = trimmer();
-  for (let ms = 1_000; ms <= 60_000; ms += 1_000) at(ms, 0);
-  expect(trims).toEqual([]);
+test('nothing before the first request, however long the data plane idles', () => {
+  expect(run(10_000, 120, () => 0)).toEqual([]);
 });
 
-test('one trim once requests have stood still for the idle time, none while they keep coming', () => {
-  const { trims, at } = trimmer();
-  // A request every second for a minute: never idle for 10 s.
-  for (let s = 1; s <= 60; s++) at(s * 1_000, s);
-  expect(trims).toEqual([]);
-  // Then nothing: the count last changed at 60 s.
-  for (let s = 61; s <= 69; s++) at(s * 1_000, 60);
-  expect(trims).toEqual([]);
-  expect(at(70_000, 60)).toBe(true);
-  expect(trims).toEqual([70_000]);
-  // Still idle: not again.
-  for (let s = 71; s <= 200; s++) at(s * 1_000, 60);
-  expect(trims).toEqual([70_000]);
+test('nothing while requests keep coming', () => {
+  expect(run(10_000, 120, (s) => s)).toEqual([]);
 });
 
-test('a new idle time after more requests trims again', () => {
-  const { trims, at } = trimmer(5_000);
-  at(1_000, 3);
-  at(6_000, 3);
-  at(7_000, 4);
-  at(11_000, 4);
-  at(12_000, 4);
-  expect(trims).toEqual([6_000, 12_000]);
+test('a scavenge once requests stood still for the idle time, the full GC 6 s later, then nothing more in that idle time', () => {
+  // Requests until 60 s, then none.
+  expect(run(10_000, 200, (s) => Math.min(s, 60))).toEqual([
+    [70, 'scavenge'],
+    [76, 'full'],
+  ]);
+});
+
+test('a request between the two collections starts over; a new idle time after more requests trims again', () => {
+  // Requests until 10 s, one more at 18 s (after the scavenge at 15 s, before its full GC), one more at 60 s.
+  const count = (s: number) => (s <= 10 ? s : s < 18 ? 10 : s < 60 ? 11 : 12);
+  expect(run(5_000, 120, count)).toEqual([
+    [15, 'scavenge'],
+    [23, 'scavenge'],
+    [29, 'full'],
+    [65, 'scavenge'],
+    [71, 'full'],
+  ]);
 });

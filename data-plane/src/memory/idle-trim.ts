@@ -4,70 +4,92 @@
  * old generation less compact, and V8 shrinks them only in its memory reducer, which starts after a mark-compact
  * that grew the old generation by 10 MiB over the reducer's last run: after request traffic, in our runs never (a
  * 10,000-API DP: 132.6 MiB RSS 20 s after 10 s of load, 128.5 after 60 s). A full GC shrinks the young generation
- * when V8's allocation rate over its last 5 s is low and not zero, so the trim is a scavenge (whose promotions are the
- * allocation V8 then sees; after an idle time with none, V8 takes the rate as unknown) and a full GC after it:
- * the same DP, trimmed, 115.8 MiB with the young generation at 2 MiB. Node has no API for a GC: `gc` is reached by
- * setting V8's --expose-gc at run time and reading it in a context of its own.
+ * when V8's allocation rate, over the samples it took at its collections back to 5 s (kThroughputTimeFrameMs), is
+ * low (under 1,000 bytes per ms) and not zero. So the trim is two collections, WINDOW_MS apart:
+ * - a scavenge, once requests stood still for IDLE_TRIM_AFTER: it closes V8's sample of the traffic's last
+ *   allocation (up to a whole young generation since the last scavenge, 8 MiB: over 5 s of idling still 1,600 bytes
+ *   per ms, which kept a trim of both collections at once from shrinking anything in one CI run), and its promotions
+ *   are allocation after that sample, so the next one is not zero (an idle time without any counts as unknown);
+ * - a full GC WINDOW_MS later if no request came meanwhile, which then sees only the idle time.
+ * The same 10,000-API DP, trimmed: 115.8 MiB with the young generation at 2 MiB. Node has no API for a GC: `gc` is
+ * reached by setting V8's --expose-gc at run time and reading it in a context of its own.
  */
 import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
-/** V8 judges its allocation rate over the last 5 s (kThroughputTimeFrameMs): an idle time shorter than that still sees the traffic. */
-export const MIN_IDLE_TRIM_MS = 5_000;
+/** V8's allocation-rate window and then some: the full GC's sample must hold only the idle time. */
+const WINDOW_MS = 6_000;
 
 export interface IdleTrimOptions {
   idleMs: number;
   /** Requests started so far: the trim waits for this to stand still. */
   requests: () => number;
-  /** After each trim: its pause and the young generation's committed bytes. */
+  /** After each trim: its pause (both collections) and the young generation's committed bytes. */
   trimmed?: (pauseMs: number, youngGenerationBytes: number) => void;
-  /** The collections (tests count them); V8's own by default. */
-  collect?: () => void;
+  /** The collections; V8's own by default. */
+  collections?: Collections;
   /** How often the request count is read (default 1 s). */
   checkEveryMs?: number;
 }
 
-/** V8's own collections: a scavenge, then a full GC. */
-function v8Collect(): () => void {
+export interface Collections {
+  scavenge(): void;
+  full(): void;
+}
+
+function v8Collections(): Collections {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as (options?: { type: 'minor' | 'major' }) => void;
-  return () => {
-    gc({ type: 'minor' });
-    gc({ type: 'major' });
-  };
+  return { scavenge: () => gc({ type: 'minor' }), full: () => gc({ type: 'major' }) };
 }
 
 /**
- * The decision, apart from the clock: `check(now, requests)` trims (calls `collect`, returns true) once per idle
- * time of `idleMs` that follows requests, never before the first one, never twice in one idle time.
+ * The decision, apart from the clock: `check(now, requests)` answers what to collect now. Once per idle time that
+ * follows requests (never before the first one): 'scavenge' when they have stood still for `idleMs`, then 'full'
+ * WINDOW_MS later if they still have; a request in between starts over.
  */
-export function idleTrimmer(idleMs: number, collect: () => void, requests: number, now: number): { check(now: number, requests: number): boolean } {
+export function idleTrimmer(idleMs: number, requests: number, now: number): { check(now: number, requests: number): 'scavenge' | 'full' | null } {
   let seen = requests;
   let quietSince = now;
   let trimmedAt = requests;
+  /** When the scavenge of this idle time ran; null before it. */
+  let scavengedAt: number | null = null;
   return {
     check(now, count) {
       if (count !== seen) {
         seen = count;
         quietSince = now;
-        return false;
+        scavengedAt = null;
+        return null;
       }
-      if (count === trimmedAt || now - quietSince < idleMs) return false;
+      if (count === trimmedAt) return null;
+      if (scavengedAt === null) {
+        if (now - quietSince < idleMs) return null;
+        scavengedAt = now;
+        return 'scavenge';
+      }
+      if (now - scavengedAt < WINDOW_MS) return null;
       trimmedAt = count;
-      collect();
-      return true;
+      scavengedAt = null;
+      return 'full';
     },
   };
 }
 
-/** Reads the request count every `checkEveryMs` and trims as idleTrimmer decides. */
-export function startIdleTrim({ idleMs, requests, trimmed, collect = v8Collect(), checkEveryMs = 1_000 }: IdleTrimOptions): { stop(): void } {
-  const trimmer = idleTrimmer(idleMs, collect, requests(), performance.now());
+/** Reads the request count every `checkEveryMs` and collects as idleTrimmer decides. */
+export function startIdleTrim({ idleMs, requests, trimmed, collections = v8Collections(), checkEveryMs = 1_000 }: IdleTrimOptions): { stop(): void } {
+  const trimmer = idleTrimmer(idleMs, requests(), performance.now());
+  let paused = 0;
   const timer = setInterval(() => {
     const started = performance.now();
-    if (!trimmer.check(started, requests())) return;
+    const step = trimmer.check(started, requests());
+    if (step === null) return;
+    collections[step]();
+    paused += performance.now() - started;
+    if (step === 'scavenge') return;
     const youngGeneration = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
-    trimmed?.(performance.now() - started, youngGeneration);
+    trimmed?.(paused, youngGeneration);
+    paused = 0;
   }, checkEveryMs);
   timer.unref();
   return { stop: () => clearInterval(timer) };

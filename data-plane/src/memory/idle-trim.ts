@@ -14,8 +14,9 @@
  * The same 10,000-API DP, trimmed: 115.8 MiB with the young generation at 2 MiB. Node has no API for a GC: `gc` is
  * reached by setting V8's --expose-gc at run time and reading it in a context of its own.
  */
-import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { youngGenerationBytes } from './young-generation.js';
 
 /** V8's allocation-rate window and then some: the full GC's sample must hold only the idle time. */
 const WINDOW_MS = 6_000;
@@ -87,8 +88,7 @@ export function startIdleTrim({ idleMs, requests, trimmed, collections = v8Colle
     collections[step]();
     paused += performance.now() - started;
     if (step === 'scavenge') return;
-    const youngGeneration = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
-    trimmed?.(paused, youngGeneration);
+    trimmed?.(paused, youngGenerationBytes());
     paused = 0;
   }, checkEveryMs);
   timer.unref();

@@ -6,8 +6,7 @@
  * ends it once the first snapshot is applied. Only main.ts imports this module: a hold taken in a test
  * process would stay for its whole run.
  */
-import { getHeapSpaceStatistics } from 'node:v8';
-import { youngGenerationHold } from './young-generation.js';
+import { youngGenerationBytes, youngGenerationHold } from './young-generation.js';
 
 export const holdYoungGeneration = youngGenerationHold();
 export const endStartUpHold = holdYoungGeneration();
@@ -15,4 +14,4 @@ export const endStartUpHold = holdYoungGeneration();
  * The young generation's committed bytes as the hold found them: what loading the bundle left, 4 or 8 MiB
  * depending on when V8's background compile tasks finished (main.ts logs it at debug level).
  */
-export const youngGenerationAtHold = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
+export const youngGenerationAtHold = youngGenerationBytes();

@@ -14,7 +14,7 @@
  * configures the heap. The data plane's own tests check the effect through /metrics
  * (`nodejs_heap_space_size_total_bytes{space="new"}`), so a node release that drops the flag shows there.
  */
-import { setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 
 /** V8's default `--semi-space-growth-factor` (flag-definitions.h), restored when the last hold ends. */
 const V8_GROWTH_FACTOR = 2;
@@ -34,4 +34,9 @@ export function youngGenerationHold(setFlags: (flags: string) => void = setFlags
       if (--holds === 0) setFlags(`--semi-space-growth-factor=${V8_GROWTH_FACTOR}`);
     };
   };
+}
+
+/** The young generation's committed bytes now (V8's new space, as /metrics' nodejs_heap_space_size_total_bytes{space="new"}). */
+export function youngGenerationBytes(): number {
+  return getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
 }

@@ -148,13 +148,13 @@ function workers(env: NodeJS.ProcessEnv, cores: number): number {
   return value;
 }
 
-/** Throws with a message naming the variable when a value is malformed. */
+/** IDLE_TRIM_AFTER in ms; "0" (or "0s"…) turns the trim off, which parseDuration, taking positive durations only, would refuse. */
 function idleTrim(env: NodeJS.ProcessEnv): number {
-  // parseDuration takes positive durations only; "0" or "0s" turns the trim off.
   if (/^0(?:ms|s|m|h)?$/.test(env.IDLE_TRIM_AFTER ?? '')) return 0;
   return duration(env, 'IDLE_TRIM_AFTER', '10s');
 }
 
+/** Throws with a message naming the variable when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): DataPlaneConfig {
   const config: DataPlaneConfig = {
     proxyHost: env.PROXY_HOST || undefined,

@@ -38,3 +38,24 @@ test('a request between the two collections starts over; a new idle time after m
     [71, 'full'],
   ]);
 });
+
+test("V8's collections are what they are named: a scavenge and a mark-compact (node's gc performance entries)", async () => {
+  const { v8Collections } = await import('./idle-trim.js');
+  const { PerformanceObserver, constants } = await import('node:perf_hooks');
+  const kinds: number[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) kinds.push((entry.detail as { kind: number }).kind);
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const collections = v8Collections();
+  // Each collection alone, its entry delivered before the next one runs.
+  const kindOf = async (collect: () => void) => {
+    kinds.length = 0;
+    collect();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return [...kinds];
+  };
+  expect(await kindOf(() => collections.scavenge())).toEqual([constants.NODE_PERFORMANCE_GC_MINOR]);
+  expect(await kindOf(() => collections.full())).toEqual([constants.NODE_PERFORMANCE_GC_MAJOR]);
+  observer.disconnect();
+});

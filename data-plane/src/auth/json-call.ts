@@ -79,6 +79,19 @@ export async function callJson(
   return json as Record<string, unknown>;
 }
 
+/**
+ * A GET of a document an identity provider publishes (a JWKS, a discovery document): `timeoutMs` bounds the dial
+ * too, and the provider's certificate is always checked.
+ */
+export function getJsonDocument(
+  pools: CallPools,
+  doc: Pick<JsonCall, 'origin' | 'path' | 'timeoutMs' | 'maxBytes' | 'label'> & { accept: string },
+  fail: (reason: string, cause?: unknown) => GatehouseError,
+): Promise<Record<string, unknown>> {
+  const { accept, ...call } = doc;
+  return callJson(pools, { ...call, method: 'GET', headers: { accept }, dialTimeoutMs: doc.timeoutMs, insecureSkipVerify: false }, fail);
+}
+
 /** What a cached document (a JWKS, a discovery document) remembers of its fetches. */
 export interface FetchState {
   /** When the last fetch started (ms), whatever its outcome. */

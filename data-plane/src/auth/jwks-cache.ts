@@ -17,7 +17,7 @@ import { GatehouseError, isGatehouseError } from '#proto/errors';
 import { parseJwks } from '#proto/compile/jwks';
 import type { CompiledJwks, CompiledJwtKey } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
-import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
+import { getJsonDocument, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
 import type { FetchMetrics } from './fetch-metrics.js';
 
 export interface JwksCache {
@@ -75,19 +75,9 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
 
   async function load(config: CompiledJwks, set: KeySet): Promise<void> {
     try {
-      const body = await callJson(
+      const body = await getJsonDocument(
         options.pools,
-        {
-          origin: config.origin,
-          path: config.path,
-          method: 'GET',
-          headers: { accept: 'application/jwk-set+json, application/json' },
-          timeoutMs: config.timeoutMs,
-          dialTimeoutMs: config.timeoutMs,
-          insecureSkipVerify: false,
-          maxBytes: MAX_JWKS_BYTES,
-          label: 'JWKS URI',
-        },
+        { origin: config.origin, path: config.path, accept: 'application/jwk-set+json, application/json', timeoutMs: config.timeoutMs, maxBytes: MAX_JWKS_BYTES, label: 'JWKS URI' },
         (reason, cause) => unavailable(config, reason, cause),
       );
       const parsed = parseJwks(body, config.algs);
@@ -97,7 +87,7 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
       options.metrics?.jwksFetch('ok');
       options.logger?.info({ server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored }, 'JWKS fetched');
     } catch (err) {
-      // The whole message, prefixed once: a refused set's reason comes from parseJwks, a failed call's from callJson.
+      // The whole message, prefixed once: a refused set's reason comes from parseJwks, a failed call's from callJson (json-call.ts).
       set.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;
       options.metrics?.jwksFetch('failed');
       options.logger?.warn({ server: config.serverName, uri: config.uri, err: set.lastError, serving: set.keys !== undefined }, 'JWKS fetch failed');

@@ -15,7 +15,7 @@ import { JWKS_ALGS } from '#proto/definition/types';
 import { jwksUriProblem } from '#proto/definition/oauth-server-schema';
 import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import type { Logger } from '#proto/logger';
-import { callJson, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
+import { callJson, getJsonDocument, fetchAtMostEvery, type CallPools, type FetchState } from './json-call.js';
 import type { JwksCache } from './jwks-cache.js';
 import type { FetchMetrics } from './fetch-metrics.js';
 import { createJwtVerifier, type JwtVerifier } from './jwt-verifier.js';
@@ -95,19 +95,9 @@ export function createOidcProviders(options: {
   async function load(config: CompiledOpenidConnect, entry: Held): Promise<void> {
     try {
       const fail = (reason: string, cause?: unknown) => unavailable(config, reason, cause);
-      const doc = await callJson(
+      const doc = await getJsonDocument(
         options.pools,
-        {
-          origin: config.discoveryOrigin,
-          path: config.discoveryPath,
-          method: 'GET',
-          headers: { accept: 'application/json' },
-          timeoutMs: config.timeoutMs,
-          dialTimeoutMs: config.timeoutMs,
-          insecureSkipVerify: false,
-          maxBytes: MAX_DOCUMENT_BYTES,
-          label: 'discovery',
-        },
+        { origin: config.discoveryOrigin, path: config.discoveryPath, accept: 'application/json', timeoutMs: config.timeoutMs, maxBytes: MAX_DOCUMENT_BYTES, label: 'discovery' },
         fail,
       );
       entry.endpoints = endpointsOf(config, doc);

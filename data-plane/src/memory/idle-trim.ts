@@ -11,10 +11,11 @@
  *   per ms, which kept a trim of both collections at once from shrinking anything in one CI run), and its promotions
  *   are allocation after that sample, so the next one is not zero (an idle time without any counts as unknown);
  * - a full GC WINDOW_MS later if no request came meanwhile, which then sees only the idle time.
- * The same 10,000-API DP, trimmed: 115.0 MiB, young generation 1 MiB, old 41.2 MiB committed; the full GC's pause
- * 28–33 ms (`--trace-gc`). Node has no API for a GC: `gc` is reached by setting V8's --expose-gc at run time and
- * reading it in a context of its own. Not a compacting GC (`--compact-on-every-full-gc` for the trim alone): it gave
- * back 6 MiB more but paused 330–350 ms.
+ * The same 10,000-API DP, trimmed: 113.5 MiB, young generation 1 MiB, old 40.0 MiB committed. The full GC pauses
+ * 28–33 ms at 10,000 APIs, 124–145 ms at 50,000 (`--trace-gc`; V8's own under load mark incrementally and pause
+ * 8–12 ms at 10,000): a request arriving meanwhile waits. Node has no API for a GC: `gc` is reached by setting V8's
+ * --expose-gc at run time and reading it in a context of its own. Not a compacting GC (`--compact-on-every-full-gc`
+ * for the trim alone): it gave back 6 MiB more but paused 330–350 ms.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';

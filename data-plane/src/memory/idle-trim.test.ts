@@ -44,7 +44,7 @@ test("V8's collections are what they are named: a scavenge and a mark-compact (n
   const { PerformanceObserver, constants } = await import('node:perf_hooks');
   const kinds: number[] = [];
   const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) kinds.push((entry.detail as { kind: number }).kind);
+    for (const entry of list.getEntries()) kinds.push((entry as unknown as { detail: { kind: number } }).detail.kind);
   });
   observer.observe({ entryTypes: ['gc'] });
   const collections = v8Collections();

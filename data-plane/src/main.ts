@@ -89,7 +89,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
       ? startIdleTrim({
           idleMs: config.idleTrimMs,
           requests: metrics.arrived,
-          trimmed: (pauseMs, youngGenerationBytes) => logger.debug({ pauseMs: Math.round(pauseMs), youngGenerationBytes }, 'heap trimmed after idle'),
+          trimmed: (pauseMs, youngGenerationBytes, fullGc) => logger.debug({ pauseMs: Math.round(pauseMs), youngGenerationBytes, fullGc }, 'heap trimmed after idle'),
         })
       : null;
   const proxy = createProxyServer({ holder, pools, logger, metrics, accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion });

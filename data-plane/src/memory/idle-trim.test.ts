@@ -62,3 +62,44 @@ test("V8's collections are what they are named: a scavenge and a mark-compact (n
   expect(await kindOf(() => collections.full())).toBe(constants.NODE_PERFORMANCE_GC_MAJOR);
   observer.disconnect();
 });
+
+test('the full GC runs only once the old generation grew by FULL_GC_AFTER_GROWTH since the last one; else a second scavenge', async () => {
+  const { startIdleTrim, FULL_GC_AFTER_GROWTH } = await import('./idle-trim.js');
+  const ran: string[] = [];
+  let oldUsed = 50 * 2 ** 20;
+  let requests = 0;
+  const fullGcs: boolean[] = [];
+  const trim = startIdleTrim({
+    idleMs: 20,
+    windowMs: 20,
+    checkEveryMs: 5,
+    requests: () => requests,
+    collections: {
+      scavenge: () => ran.push('scavenge'),
+      // A full GC collects what was promoted: back to 50 MiB.
+      full: () => {
+        ran.push('full');
+        oldUsed = 50 * 2 ** 20;
+      },
+      oldGenerationUsed: () => oldUsed,
+    },
+    trimmed: (_pause, _young, fullGc) => fullGcs.push(fullGc),
+  });
+  /** Requests, the old generation grown by `growth`, then an idle time long enough for a whole trim. */
+  const burst = async (growth: number) => {
+    requests += 100;
+    oldUsed += growth;
+    const trims = fullGcs.length;
+    for (let waited = 0; fullGcs.length === trims && waited < 10_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+  try {
+    await burst(FULL_GC_AFTER_GROWTH - 1);
+    await burst(FULL_GC_AFTER_GROWTH);
+    // Grown from the full GC's 50 MiB, not from the start: below the bound again.
+    await burst(1024);
+    expect(fullGcs).toEqual([false, true, false]);
+    expect(ran).toEqual(['scavenge', 'scavenge', 'scavenge', 'full', 'scavenge', 'scavenge']);
+  } finally {
+    trim.stop();
+  }
+}, 40_000);

@@ -17,28 +17,40 @@
  * --expose-gc at run time and reading it in a context of its own. Not a compacting GC (`--compact-on-every-full-gc`
  * for the trim alone): it gave back 6 MiB more but paused 330–350 ms.
  */
-import { setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { youngGenerationBytes } from './young-generation.js';
 
 /** V8's allocation-rate window and then some: the full GC's sample must hold only the idle time. */
 const WINDOW_MS = 6_000;
 
+/**
+ * The old generation's growth since the trim's last full GC (or its start) below which the full GC is skipped: it
+ * would pause the process (28–33 ms at 10,000 APIs, 124–145 at 50,000) for little. Requests promote ~150–200 bytes
+ * each (`scripts/gc-per-request.sh`), so this is ~20,000 requests' worth; 10 s of load on a 10,000-API DP left 8–12
+ * MiB. A few requests between idle times then pay no pause; a burst still has its garbage collected.
+ */
+export const FULL_GC_AFTER_GROWTH = 4 * 2 ** 20;
+
 export interface IdleTrimOptions {
   idleMs: number;
   /** Requests started so far: the trim waits for this to stand still. */
   requests: () => number;
-  /** After each trim: its pause (both collections) and the young generation's committed bytes. */
-  trimmed?: (pauseMs: number, youngGenerationBytes: number) => void;
+  /** After each trim: its pause (both collections), the young generation's committed bytes, whether the full GC ran. */
+  trimmed?: (pauseMs: number, youngGenerationBytes: number, fullGc: boolean) => void;
   /** The collections; V8's own by default. */
   collections?: Collections;
   /** How often the request count is read (default 1 s). */
   checkEveryMs?: number;
+  /** From the scavenge to the full GC (default WINDOW_MS; tests shorten it). */
+  windowMs?: number;
 }
 
 export interface Collections {
   scavenge(): void;
   full(): void;
+  /** Bytes the old generation's objects take, dead ones not yet collected included. */
+  oldGenerationUsed(): number;
 }
 
 /**
@@ -50,7 +62,11 @@ export interface Collections {
 export function v8Collections(): Collections {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as (minor?: boolean) => void;
-  return { scavenge: () => gc(true), full: () => gc() };
+  return {
+    scavenge: () => gc(true),
+    full: () => gc(),
+    oldGenerationUsed: () => getHeapSpaceStatistics().find((space) => space.space_name === 'old_space')?.space_used_size ?? 0,
+  };
 }
 
 /**
@@ -58,7 +74,7 @@ export function v8Collections(): Collections {
  * follows requests (never before the first one): 'scavenge' when they have stood still for `idleMs`, then 'full'
  * WINDOW_MS later if they still have; a request in between starts over.
  */
-export function idleTrimmer(idleMs: number, requests: number, now: number): { check(now: number, requests: number): 'scavenge' | 'full' | null } {
+export function idleTrimmer(idleMs: number, requests: number, now: number, windowMs = WINDOW_MS): { check(now: number, requests: number): 'scavenge' | 'full' | null } {
   let seen = requests;
   let quietSince = now;
   let trimmedAt = requests;
@@ -78,7 +94,7 @@ export function idleTrimmer(idleMs: number, requests: number, now: number): { ch
         scavengedAt = now;
         return 'scavenge';
       }
-      if (now - scavengedAt < WINDOW_MS) return null;
+      if (now - scavengedAt < windowMs) return null;
       trimmedAt = count;
       scavengedAt = null;
       return 'full';
@@ -86,18 +102,29 @@ export function idleTrimmer(idleMs: number, requests: number, now: number): { ch
   };
 }
 
-/** Reads the request count every `checkEveryMs` and collects as idleTrimmer decides. */
-export function startIdleTrim({ idleMs, requests, trimmed, collections = v8Collections(), checkEveryMs = 1_000 }: IdleTrimOptions): { stop(): void } {
-  const trimmer = idleTrimmer(idleMs, requests(), performance.now());
+/**
+ * Reads the request count every `checkEveryMs` and collects as idleTrimmer decides; the full GC only once the old
+ * generation grew by FULL_GC_AFTER_GROWTH since the last one (a mark-compact of V8's own lowers it, and the growth
+ * with it), else a second scavenge in its place.
+ */
+export function startIdleTrim({ idleMs, requests, trimmed, collections = v8Collections(), checkEveryMs = 1_000, windowMs }: IdleTrimOptions): { stop(): void } {
+  const trimmer = idleTrimmer(idleMs, requests(), performance.now(), windowMs);
+  let afterFullGc = collections.oldGenerationUsed();
   let paused = 0;
   const timer = setInterval(() => {
     const started = performance.now();
     const step = trimmer.check(started, requests());
     if (step === null) return;
-    collections[step]();
+    // Skipped, the full GC is a scavenge still: V8 shrinks the young generation at the second collection too.
+    const fullGc = step === 'full' && collections.oldGenerationUsed() - afterFullGc >= FULL_GC_AFTER_GROWTH;
+    if (!fullGc) collections.scavenge();
+    else {
+      collections.full();
+      afterFullGc = collections.oldGenerationUsed();
+    }
     paused += performance.now() - started;
     if (step === 'scavenge') return;
-    trimmed?.(paused, youngGenerationBytes());
+    trimmed?.(paused, youngGenerationBytes(), fullGc);
     paused = 0;
   }, checkEveryMs);
   timer.unref();

@@ -17,9 +17,9 @@
  * --expose-gc at run time and reading it in a context of its own. Not a compacting GC (`--compact-on-every-full-gc`
  * for the trim alone): it gave back 6 MiB more but paused 330–350 ms.
  */
-import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { youngGenerationBytes } from './young-generation.js';
+import { heapSpace, youngGenerationBytes } from './young-generation.js';
 
 /** V8's allocation-rate window and then some: the full GC's sample must hold only the idle time. */
 const WINDOW_MS = 6_000;
@@ -65,7 +65,7 @@ export function v8Collections(): Collections {
   return {
     scavenge: () => gc(true),
     full: () => gc(),
-    oldGenerationUsed: () => getHeapSpaceStatistics().find((space) => space.space_name === 'old_space')?.space_used_size ?? 0,
+    oldGenerationUsed: () => heapSpace('old_space').used,
   };
 }
 
@@ -115,7 +115,7 @@ export function startIdleTrim({ idleMs, requests, trimmed, collections = v8Colle
     const started = performance.now();
     const step = trimmer.check(started, requests());
     if (step === null) return;
-    // Skipped, the full GC is a scavenge still: V8 shrinks the young generation at the second collection too.
+    // A skipped full GC leaves a second scavenge in its place: V8 shrinks the young generation at that one too.
     const fullGc = step === 'full' && collections.oldGenerationUsed() - afterFullGc >= FULL_GC_AFTER_GROWTH;
     if (!fullGc) collections.scavenge();
     else {

@@ -36,7 +36,11 @@ export function youngGenerationHold(setFlags: (flags: string) => void = setFlags
   };
 }
 
-/** The young generation's committed bytes now (V8's new space, as /metrics' nodejs_heap_space_size_total_bytes{space="new"}). */
-export function youngGenerationBytes(): number {
-  return getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
+/** One of V8's heap spaces now (`new_space`, `old_space`…), as /metrics' nodejs_heap_space_size_*_bytes read it. */
+export function heapSpace(name: string): { committed: number; used: number } {
+  const space = getHeapSpaceStatistics().find((s) => s.space_name === name);
+  return { committed: space?.space_size ?? 0, used: space?.space_used_size ?? 0 };
 }
+
+/** The young generation's committed bytes now (as nodejs_heap_space_size_total_bytes{space="new"}). */
+export const youngGenerationBytes = (): number => heapSpace('new_space').committed;

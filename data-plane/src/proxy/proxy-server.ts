@@ -376,16 +376,9 @@ export function createProxyServer(deps: {
         return;
       }
       const exchange = ex;
-      walk.then(
-        (answer) => {
-          try {
-            afterRequestHooks(answer, req, res, exchange, snapshot, match, upstream, pipeline, path, access, trace);
-          } catch (err) {
-            failed(res, requestId, err, routeId, exchange.clientHeaders);
-          }
-        },
-        (err: unknown) => failed(res, requestId, err, routeId, exchange.clientHeaders),
-      );
+      walk
+        .then((answer) => afterRequestHooks(answer, req, res, exchange, snapshot, match, upstream, pipeline, path, access, trace))
+        .then(undefined, (err: unknown) => failed(res, requestId, err, routeId, exchange.clientHeaders));
     } catch (err) {
       failed(res, requestId, err, routeId, ex?.clientHeaders ?? null);
     }

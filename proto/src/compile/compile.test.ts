@@ -193,6 +193,18 @@ describe('target validation', () => {
     expect(err.message).toBe('proxy.upstreams.targets[0].target uses {id} which is not defined in proxy.listen_path');
   });
 
+  test('routes listing the same methods share one Set; a route listing others has its own', () => {
+    const routeOf = (name: string, methods: string[]) => compileApi(api({ name, proxy: { listen_path: `/${name}/*`, methods } }));
+    const a = routeOf('a', ['GET', 'POST']);
+    const b = routeOf('b', ['get', 'POST']);
+    expect(b.methods).toBe(a.methods);
+    expect([...b.methods!]).toEqual(['GET', 'POST']);
+    const c = routeOf('c', ['GET', 'PUT']);
+    expect(c.methods).not.toBe(a.methods);
+    expect([...c.methods!]).toEqual(['GET', 'PUT']);
+    expect(a.methods!.has('PUT')).toBe(false);
+  });
+
   test('index and field of a later target', () => {
     const err = gatehouseErrorOf(() =>
       compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }, { target: 'nope' }] } } })),

@@ -27,6 +27,7 @@ import {
 } from './index.js';
 import type { PasswordHash } from '../password-hash.js';
 import { LayeredMap } from '../layered-map.js';
+import { EMPTY_LIST } from '../definition/proxy-schema.js';
 
 /** One definition of a kind, or its removal (`def` absent). */
 export interface DefinitionChange {
@@ -46,7 +47,7 @@ interface Entry {
   keyHash?: string;
   groups?: readonly string[];
   /** Servers named by this API's oauth2 plugins (enabled or not). */
-  refs: string[];
+  refs: readonly string[];
 }
 
 /** Persistent maps: a change makes new versions sharing the old ones' entries (layered-map.ts), never a copy of the whole. */
@@ -62,8 +63,11 @@ export interface ConfigIndex {
 const entryKey = (kind: DefinitionKindName, name: string) => `${kind}:${name}`;
 
 /** The OAuth servers an API's oauth2 plugins (enabled or not) name. */
-export const oauth2Refs = (def: object): string[] =>
-  ((def as ApiDefinition).plugins ?? []).flatMap((p) => (p.name === 'oauth2' ? [String(p.config?.server_name)] : []));
+export function oauth2Refs(def: object): readonly string[] {
+  const refs = ((def as ApiDefinition).plugins ?? []).flatMap((p) => (p.name === 'oauth2' ? [String(p.config?.server_name)] : []));
+  // The shared empty list when none (most APIs): a data plane keeps one per API.
+  return refs.length === 0 ? EMPTY_LIST : refs;
+}
 
 /** One definition compiled on its own (cached); throws its error. */
 function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entry {

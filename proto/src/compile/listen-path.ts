@@ -162,25 +162,42 @@ export function compileListenPath(source: string, field = 'proxy.listen_path'): 
     first === undefined ? '' : 'literal' in first ? first.literal : '',
   );
   const literals = segments.map((s) => (s.kind === 'literal' ? s.literal : null));
-  const match = paramNames.length === 0 ? literalMatcher(literalPrefix, wildcard, literals) : segmentMatcher(segments, wildcard);
-  return { source, literalPrefix, wildcard, paramNames: paramNames.length === 0 ? EMPTY_LIST : paramNames.slice(), segments: literals, match };
+  const names = paramNames.length === 0 ? EMPTY_LIST : paramNames.slice();
+  return new ListenPath(source, literalPrefix, wildcard, names, literals, paramNames.length === 0 ? null : segments);
 }
 
-// The matchers are built in functions of their own so that each closure's context holds only what it
-// reads: built inline, every literal listen path's matcher kept its parsed segments alive too (a
-// data plane holds every route; issue 9). For the same reason lists grown by push are kept as exact
-// copies (`slice`): a push-grown array has room for 17 items.
+/**
+ * A listen path's matcher as an object of its own, not a closure: a data plane holds one per route, and a
+ * closure with its context cost ~110 bytes an API more (issue 9). A literal path compares strings; one
+ * with parameters walks its parsed segments. Lists grown by push are kept as exact copies (`slice`): a
+ * push-grown array has room for 17 items.
+ */
+class ListenPath implements CompiledListenPath {
+  /** A literal path without `/*`: the one path it matches (literalPrefix itself when equal, so no second string); else unused. */
+  private readonly exact: string;
 
-function literalMatcher(literalPrefix: string, wildcard: boolean, literals: readonly (string | null)[]): CompiledListenPath['match'] {
-  const exact = '/' + literals.join('/');
-  if (!wildcard) return (path) => (path === exact ? { params: {}, matched: path } : null);
-  if (exact === '/') return () => ({ params: {}, matched: '' });
-  const prefixSlash = literalPrefix + '/';
-  return (path) => (path === literalPrefix || path.startsWith(prefixSlash) ? { params: {}, matched: literalPrefix } : null);
-}
+  constructor(
+    readonly source: string,
+    readonly literalPrefix: string,
+    readonly wildcard: boolean,
+    readonly paramNames: string[],
+    readonly segments: readonly (string | null)[],
+    /** null for a literal path. */
+    private readonly parsed: readonly Segment[] | null,
+  ) {
+    const exact = parsed === null && !wildcard ? '/' + segments.join('/') : literalPrefix;
+    this.exact = exact === literalPrefix ? literalPrefix : exact;
+  }
 
-function segmentMatcher(segments: readonly Segment[], wildcard: boolean): CompiledListenPath['match'] {
-  return (path) => matchSegments(segments, wildcard, path);
+  match(path: string): ListenPathMatch | null {
+    if (this.parsed !== null) return matchSegments(this.parsed, this.wildcard, path);
+    if (!this.wildcard) return path === this.exact ? { params: {}, matched: path } : null;
+    // `/foo/*`: `/foo` itself or `/foo/…`, never `/foobar`; `/*`: every path.
+    const prefix = this.literalPrefix;
+    if (prefix === '') return { params: {}, matched: '' };
+    const matches = path.length === prefix.length ? path === prefix : path.charCodeAt(prefix.length) === 0x2f && path.startsWith(prefix);
+    return matches ? { params: {}, matched: prefix } : null;
+  }
 }
 
 /**

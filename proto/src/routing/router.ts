@@ -320,17 +320,27 @@ function tryCandidates(candidates: Candidates, search: Search): void {
   }
 }
 
-/** Sorts every bucket (iterative: keys may be long). */
+const NO_CHILDREN: readonly Frozen[] = Object.freeze([]);
+
+/**
+ * Sorts every bucket (iterative: keys may be long). A leaf (most nodes: one per route prefix) shares one
+ * empty child list, and another node's list is made at its length, not grown by push (room for 17).
+ */
 function freeze(root: Node): Frozen {
-  const out = (node: Node) => ({ edge: node.edge, firsts: '', children: [] as Frozen[], bucket: node.bucket ? toBucket(node.bucket) : null });
+  const out = (node: Node) => ({
+    edge: node.edge,
+    firsts: [...node.children.keys()].join(''),
+    children: node.children.size === 0 ? NO_CHILDREN : new Array<Frozen>(node.children.size),
+    bucket: node.bucket ? toBucket(node.bucket) : null,
+  });
   const frozenRoot = out(root);
   const stack: Array<[Node, ReturnType<typeof out>]> = [[root, frozenRoot]];
   while (stack.length > 0) {
     const [node, frozen] = stack.pop()!;
-    for (const [first, child] of node.children) {
+    let k = 0;
+    for (const child of node.children.values()) {
       const frozenChild = out(child);
-      frozen.firsts += first;
-      frozen.children.push(frozenChild);
+      (frozen.children as Frozen[])[k++] = frozenChild;
       stack.push([child, frozenChild]);
     }
   }

@@ -19,6 +19,11 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { rawApi } from './bench-apis.mjs';
+import { imageEnv } from './image-env.mjs';
+
+// The CP and the DPs run with the image's environment (deploy/Dockerfile: malloc's fixed mmap threshold), as
+// deployed; a variable set for the bench overrides the image's (`GLIBC_TUNABLES= npm run bench`: glibc's defaults).
+const IMAGE_ENV = Object.fromEntries(Object.entries(imageEnv()).map(([name, value]) => [name, process.env[name] ?? value]));
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -142,6 +147,7 @@ async function startControlPlane(dataDir) {
   // BENCH_CP_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): node flags for every CP the bench starts.
   const flags = process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
   const proc = startProcess('control-plane', process.execPath, [...flags, 'control-plane/bundle/main.js'], {
+    ...IMAGE_ENV,
     ADMIN_HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',
     ADMIN_PORT: String(adminPort),
@@ -173,6 +179,7 @@ async function startDataPlane(cp, id, env = {}) {
   // The chart's script too: the bundle (scripts/bundle.mjs). BENCH_DP_SCRIPT=data-plane/dist/main.js measures tsc's output.
   const script = process.env.BENCH_DP_SCRIPT ?? 'data-plane/bundle/main.js';
   const proc = startProcess(`data-plane ${id}`, process.execPath, [...flags, script], {
+    ...IMAGE_ENV,
     PROXY_HOST: '127.0.0.1',
     STATUS_HOST: '127.0.0.1',
     PROXY_PORT: String(proxyPort),

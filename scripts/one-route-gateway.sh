@@ -62,7 +62,10 @@ start_entry() {
     # The chart's script, data-plane/bundle/main.js, in a tree that has one (older trees: tsc's files); DP_SCRIPT overrides.
     local script=${DP_SCRIPT:-data-plane/bundle/main.js}
     [ -n "${DP_SCRIPT:-}" ] || [ -f "$tree/$script" ] || script=data-plane/dist/main.js
-    (cd "$tree" && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
+    # With the image's environment (scripts/image-env.mjs; a variable already set keeps its value).
+    local image_env
+    image_env=$(node "$here/scripts/image-env.mjs" | while IFS='=' read -r name value; do [ -n "${!name+set}" ] || echo "$name=$value"; done)
+    (cd "$tree" && { [ -z "$image_env" ] || export $image_env; } && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
       DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
   fi
   pid=$!

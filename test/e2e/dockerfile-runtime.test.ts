@@ -59,7 +59,8 @@ async function start(name: string, argv: string[], env: Record<string, string>, 
   expect(argv.length).toBeGreaterThanOrEqual(2);
   expect(argv.slice(1, -1).every((flag) => flag.startsWith('--'))).toBe(true);
   const imageEnv = Object.fromEntries(
-    dockerfile.final.instructions.filter((i) => i.keyword === 'ENV').map((i) => i.args[0].split('=') as [string, string]),
+    // `name=value`, split at the first `=` (a value may hold more: GLIBC_TUNABLES).
+    dockerfile.final.instructions.filter((i) => i.keyword === 'ENV').map((i) => [i.args[0].slice(0, i.args[0].indexOf('=')), i.args[0].slice(i.args[0].indexOf('=') + 1)]),
   );
   // Same as `node <script>` with the image's WORKDIR as cwd: node resolves the script against the
   // cwd, and every import (node_modules, package.json "imports") from the script's own location.

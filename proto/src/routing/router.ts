@@ -481,7 +481,7 @@ function put(root: Frozen, key: string, bucket: Bucket | null): Frozen {
     const k = node.firsts.indexOf(key[i]);
     if (k < 0) {
       if (bucket === null) return root;
-      const leaf: Frozen = { edge: key.slice(i), firsts: '', children: [], bucket };
+      const leaf: Frozen = { edge: key.slice(i), firsts: '', children: NO_CHILDREN, bucket };
       replacement = { ...node, firsts: node.firsts + key[i], children: [...node.children, leaf] };
       break;
     }
@@ -497,7 +497,7 @@ function put(root: Frozen, key: string, bucket: Bucket | null): Frozen {
           : {
               edge: child.edge.slice(0, common),
               firsts: lower.edge[0] + key[i + common],
-              children: [lower, { edge: key.slice(i + common), firsts: '', children: [], bucket }],
+              children: [lower, { edge: key.slice(i + common), firsts: '', children: NO_CHILDREN, bucket }],
               bucket: null,
             };
       replacement = withChild(node, k, mid);

@@ -22,8 +22,8 @@ import { rawApi } from './bench-apis.mjs';
 import { imageEnv } from './image-env.mjs';
 
 // The CP and the DPs run with the image's environment (deploy/Dockerfile: malloc's fixed mmap threshold), as
-// deployed; a variable set for the bench overrides the image's (`GLIBC_TUNABLES= npm run bench`: glibc's defaults).
-const IMAGE_ENV = Object.fromEntries(Object.entries(imageEnv()).map(([name, value]) => [name, process.env[name] ?? value]));
+// deployed; a variable set for the bench keeps its value (scripts/image-env.mjs).
+const IMAGE_ENV = imageEnv();
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);

@@ -64,7 +64,7 @@ start_entry() {
     [ -n "${DP_SCRIPT:-}" ] || [ -f "$tree/$script" ] || script=data-plane/dist/main.js
     # With the image's environment (scripts/image-env.mjs; a variable already set keeps its value).
     local image_env
-    image_env=$(node "$here/scripts/image-env.mjs" | while IFS='=' read -r name value; do [ -n "${!name+set}" ] || echo "$name=$value"; done)
+    image_env=$(node "$here/scripts/image-env.mjs")
     (cd "$tree" && { [ -z "$image_env" ] || export $image_env; } && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
       DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
   fi

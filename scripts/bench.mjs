@@ -12,6 +12,7 @@
 // (comma-separated section names, e.g. load; default all), BENCH_PROPAGATION_SIZES (default 1000,10000,50000).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { Agent, request as httpRequest, createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -100,8 +101,11 @@ async function waitFor(what, probe, timeoutMs = 30_000, intervalMs = 20) {
 function startProcess(name, command, args, env = {}) {
   const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const tail = [];
+  // BENCH_LOG_DIR: every line a process prints also goes to <dir>/<name>.log (e.g. with BENCH_DP_NODE_FLAGS=--trace-gc).
+  const logFile = process.env.BENCH_LOG_DIR ? join(process.env.BENCH_LOG_DIR, `${name.replaceAll(' ', '-')}.log`) : null;
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {
+      if (logFile) appendFileSync(logFile, `${line}\n`);
       tail.push(line);
       if (tail.length > 30) tail.shift();
     });
@@ -146,7 +150,8 @@ async function startControlPlane(dataDir) {
   const password = randomBytes(12).toString('hex');
   // BENCH_CP_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): node flags for every CP the bench starts.
   const flags = process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
-  const proc = startProcess('control-plane', process.execPath, [...flags, 'control-plane/bundle/main.js'], {
+  // BENCH_CP_SCRIPT=control-plane/dist/main.js: tsc's output (a profile then names files and lines).
+  const proc = startProcess('control-plane', process.execPath, [...flags, process.env.BENCH_CP_SCRIPT ?? 'control-plane/bundle/main.js'], {
     ...IMAGE_ENV,
     ADMIN_HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { parseApiDefinition, parseOAuthServer, type Definitions } from '#proto/definition/index';
+import { collectGarbage } from '../../../test/helpers/collect-garbage.js';
 import { changesBetween, createReplay, encodeRecord, parseJournal } from './journal.js';
 
 const api = (name: string, version: number) =>
@@ -66,6 +67,21 @@ test('only what changed is recorded: an in-place replacement is one change, the 
   expect(changesBetween(before, applyEdit(before, { op: 'remove', at: 1 }))).toEqual({ changes: [{ kind: 'api', name: 'b' }] });
   const reordered = { ...before, apis: [...before.apis].reverse() };
   expect(changesBetween(before, reordered)).toEqual({ changes: [], order: { api: ['d', 'c', 'b', 'a'] } });
+});
+
+test('the memo of the last diff keeps no earlier configuration alive: a chain of writes frees all but the newest', async () => {
+  let defs: Definitions = { apis: ['a', 'b'].map((n) => api(n, 0)), oauthServers: [] };
+  const versions = [new WeakRef(defs)];
+  for (let version = 1; version <= 5; version++) {
+    const next = applyEdit(defs, { op: 'replace', at: version, version });
+    const changes = changesBetween(defs, next);
+    // The store and the history diff the same pair: the second gets the first's result.
+    expect(changesBetween(defs, next)).toBe(changes);
+    versions.push(new WeakRef(next));
+    defs = next;
+  }
+  await collectGarbage();
+  expect(versions.map((v) => v.deref() !== undefined)).toEqual([false, false, false, false, false, true]);
 });
 
 test('parseJournal: a torn or damaged last line is left out, a damaged line before it throws', () => {

@@ -38,8 +38,13 @@ export interface DefinitionChanges {
   order?: Partial<Record<DefinitionKindName, string[]>>;
 }
 
-/** The last diff per resulting Definitions (never mutated): the store and the history diff the same pair once. */
-const lastDiff = new WeakMap<Definitions, { before: Definitions; changes: DefinitionChanges }>();
+/**
+ * The last diff per resulting Definitions (never mutated): the store and the history diff the same pair once.
+ * `before` is weak: held strongly, each version's entry kept the one before it, whose entry kept the one
+ * before that, so the current configuration kept every version since the start (a heap snapshot of a
+ * 10,000-API CP after 1,300 writes: 725 copies of the API list, ~96 MiB).
+ */
+const lastDiff = new WeakMap<Definitions, { before: WeakRef<Definitions>; changes: DefinitionChanges }>();
 
 /**
  * What turns `before` into `after`, per name: identity tells unchanged definitions apart, and a new
@@ -47,7 +52,7 @@ const lastDiff = new WeakMap<Definitions, { before: Definitions; changes: Defini
  */
 export function changesBetween(before: Definitions, after: Definitions): DefinitionChanges {
   const known = lastDiff.get(after);
-  if (known?.before === before) return known.changes;
+  if (known?.before.deref() === before) return known.changes;
   const result: DefinitionChanges = { changes: [] };
   for (const kind of KINDS) {
     const old = kind.list(before);
@@ -87,7 +92,7 @@ export function changesBetween(before: Definitions, after: Definitions): Definit
     for (let i = from; i < old.length; i++) if (!kept[i - from]) result.changes.push({ kind: kind.compileKind, name: kind.nameOf(old[i]) });
     if (!inReplayOrder) (result.order ??= {})[kind.compileKind] = now.map((def) => kind.nameOf(def));
   }
-  lastDiff.set(after, { before, changes: result });
+  lastDiff.set(after, { before: new WeakRef(before), changes: result });
   return result;
 }
 

@@ -1,7 +1,7 @@
 // CP cost of one admin write in the file store, in process: store.update() (what the DPs wait for) plus
 // the config-history record (what the admin response waits for), as recorded-update.ts runs them.
-// A store of N APIs; each write replaces one API (preserve_host flipped), like the bench's propagation
-// section. Prints ms per write (median, p99) and CPU ms per write (user + system of this process).
+// A store of N APIs; each write replaces one API (preserve_host flipped) through the admin API's own
+// write function, like the bench's propagation section. Prints ms per write (median, p99) and CPU ms per write (user + system of this process).
 //   node scripts/bench-store-writes.mjs            (sizes: STORE_BENCH_SIZES=1000,10000,50000)
 //   STORE_BENCH_ROOT=/path/to/other/checkout node scripts/bench-store-writes.mjs   (that tree's dist)
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -13,9 +13,9 @@ const root = resolve(process.env.STORE_BENCH_ROOT ?? '.');
 const load = (path) => import(pathToFileURL(join(root, path)).href);
 const { openFileStore } = await load('control-plane/dist/store/file-store.js');
 const { openFileHistory } = await load('control-plane/dist/store/config-history.js');
-const { parseApiDefinition } = await load('proto/dist/definition/index.js');
 const { definitionsHash } = await load('proto/dist/snapshot/codec.js');
 const { createLogger } = await load('proto/dist/logger.js');
+const { apiKind, indexForWrites, updateDefinition } = await load('control-plane/dist/admin/definition-writes.js');
 
 const logger = createLogger('control-plane', 'silent');
 const sizes = (process.env.STORE_BENCH_SIZES ?? '1000,10000,50000').split(',').map(Number);
@@ -32,12 +32,13 @@ for (const size of sizes) {
     const store = await openFileStore({ dataDir, logger });
     const history = await openFileHistory({ dataDir, logger, limit: 20 });
     await history.seed(store.current());
+    indexForWrites(store.current().defs); // as main.ts does before it listens
     let flip = 0;
     const write = async () => {
       const started = performance.now();
       let written;
-      const bench = parseApiDefinition({ ...rawApi(7), proxy: { ...rawApi(7).proxy, preserve_host: flip++ % 2 === 0 } });
-      const result = await store.update((defs) => (written = { ...defs, apis: defs.apis.map((a) => (a.name === 'api-7' ? bench : a)) }));
+      // As PUT /apis/api-7 makes it (the index check, the derived hash and changes).
+      const result = await store.update((defs) => (written = updateDefinition(apiKind, defs, 'api-7', { proxy: { preserve_host: flip++ % 2 === 0 } }).defs));
       const stored = performance.now();
       await history.record({ revision: result.revision, defs: written, hash: definitionsHash(written) }, { author: 'bench', action: 'PUT /apis/api-7' });
       return { total: performance.now() - started, store: stored - started };

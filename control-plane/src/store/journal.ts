@@ -15,6 +15,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import type { DefinitionKindName } from '#proto/compile/index';
 import type { DefinitionChange } from '#proto/compile/incremental';
 import type { Definitions } from '#proto/definition/index';
+import { editsFrom } from '#proto/snapshot/codec';
 import { storedApis, storedBasicAuthCredentials, storedKeyAuthCredentials, storedOAuthServers, type StoredKind } from './definition-kinds.js';
 
 const KINDS = [storedApis, storedOAuthServers, storedBasicAuthCredentials, storedKeyAuthCredentials] as StoredKind<object>[];
@@ -53,6 +54,33 @@ const lastDiff = new WeakMap<Definitions, { before: WeakRef<Definitions>; change
 export function changesBetween(before: Definitions, after: Definitions): DefinitionChanges {
   const known = lastDiff.get(after);
   if (known?.before.deref() === before) return known.changes;
+  const result = changesFromEdits(before, after) ?? diffLists(before, after);
+  lastDiff.set(after, { before: new WeakRef(before), changes: result });
+  return result;
+}
+
+/**
+ * What an admin write told the codec it did (deriveDefinitions): replaced in place, appended or filtered
+ * out, each of which a replay repeats, so no pass over the lists (at 10,000 APIs the in-step walk below
+ * was ~0.13 ms of each write, 5× that at 50,000). null when `after` was not made so from `before`.
+ */
+function changesFromEdits(before: Definitions, after: Definitions): DefinitionChanges | null {
+  const edits = editsFrom(before, after);
+  if (!edits) return null;
+  const changes: DefinitionChange[] = [];
+  for (const edit of edits) {
+    const kind = KIND_BY_NAME.get(edit.kind);
+    if (!kind) return null;
+    const name = kind.nameOf(edit.after ?? edit.before!);
+    // A rename is not what these writes make: the whole diff tells it apart.
+    if (edit.before && edit.after && kind.nameOf(edit.before) !== name) return null;
+    if (!edit.after) changes.push({ kind: edit.kind, name });
+    else if (!edit.before || definitionJson(edit.before) !== definitionJson(edit.after)) changes.push({ kind: edit.kind, name, def: edit.after });
+  }
+  return { changes };
+}
+
+function diffLists(before: Definitions, after: Definitions): DefinitionChanges {
   const result: DefinitionChanges = { changes: [] };
   for (const kind of KINDS) {
     const old = kind.list(before);
@@ -92,7 +120,6 @@ export function changesBetween(before: Definitions, after: Definitions): Definit
     for (let i = from; i < old.length; i++) if (!kept[i - from]) result.changes.push({ kind: kind.compileKind, name: kind.nameOf(old[i]) });
     if (!inReplayOrder) (result.order ??= {})[kind.compileKind] = now.map((def) => kind.nameOf(def));
   }
-  lastDiff.set(after, { before: new WeakRef(before), changes: result });
   return result;
 }
 

@@ -11,6 +11,7 @@
  * reordered a kind, e.g. PUT /config) gives that kind's whole order, so a replay restores the lists
  * exactly as they were written.
  */
+import { constants, fstatSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import type { DefinitionKindName } from '#proto/compile/index';
 import type { DefinitionChange } from '#proto/compile/incremental';
@@ -203,7 +204,7 @@ export function createReplay(start: Definitions): Replay {
   };
 }
 
-/** A journal file open for appending: each append is on disk (fdatasync) when it resolves. */
+/** A journal file open for appending: each append is on disk (O_DSYNC) when it resolves. */
 export interface JournalFile {
   /** Bytes in the file. */
   readonly size: number;
@@ -215,7 +216,9 @@ export interface JournalFile {
 
 /** Opens (creating it when absent) `path`; `size` is the file's current length, e.g. after cutting a torn record. */
 export async function openJournal(path: string, size: number): Promise<JournalFile> {
-  const fh: FileHandle = await open(path, 'a', 0o600);
+  // O_DSYNC: a write returns once its data is on disk, as write + fdatasync did, in one trip through
+  // libuv's thread pool instead of two (each trip ~50 µs of CPU on the development VM).
+  const fh: FileHandle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_DSYNC, 0o600);
   await fh.truncate(size);
   let bytes = size;
   /** Set when a failed append could not be cut off again: appending after it would bury a damaged record. */
@@ -227,11 +230,11 @@ export async function openJournal(path: string, size: number): Promise<JournalFi
     async append(text) {
       if (broken) throw broken;
       // An open descriptor keeps writing to a file that was deleted: refuse instead of acknowledging a lost write.
-      if ((await fh.stat()).nlink === 0) throw new Error(`${path} was removed`);
+      // fstat of an open descriptor does not wait on the disk: called directly, not through the pool.
+      if (fstatSync(fh.fd).nlink === 0) throw new Error(`${path} was removed`);
       const data = Buffer.from(text);
       try {
-        await fh.appendFile(data);
-        await fh.datasync();
+        for (let written = 0; written < data.length; ) written += (await fh.write(data, written)).bytesWritten;
       } catch (err) {
         await fh.truncate(bytes).catch((cut: Error) => (broken = cut));
         throw err;

@@ -6,6 +6,7 @@
  * verdicts and routes as compiling fresh copies of everything.
  */
 import fc from 'fast-check';
+import { collectGarbage } from '../../../test/helpers/collect-garbage.js';
 import { loadGatehouseProto } from '../grpc.js';
 import { compileDefinitions, createCompileCache, routeConflictKey, type CompiledConfig, type DefinitionKindName } from '../compile/index.js';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex, type DefinitionChange } from '../compile/incremental.js';
@@ -17,6 +18,7 @@ import {
   definitionsHash,
   deriveDefinitions,
   fromSnapshotMessage,
+  prepareForDeltas,
   toDeltaMessage,
   toSnapshotMessage,
   type DefinitionEdit,
@@ -271,6 +273,27 @@ test('a long chain of deltas leaves every version whole: lists made only when re
     }),
     { numRuns: 5 },
   );
+});
+
+test('a data plane holding only the newest version keeps none of the earlier ones alive', async () => {
+  const api = (i: number, v: number) => parseApiDefinition({ name: `api-${i}`, proxy: { listen_path: `/api-${i}/v${v}/*`, upstreams: { targets: [{ target: 'http://up.test' }] } } });
+  let cp: SnapshotContent = (() => {
+    const defs = { apis: Array.from({ length: 100 }, (_, i) => api(i, 0)), oauthServers: [] };
+    return { version: 1, hash: definitionsHash(defs), defs };
+  })();
+  let dp: SnapshotContent = fromSnapshotMessage(structuredClone(toSnapshotMessage(1, cp.defs)));
+  prepareForDeltas(dp.defs);
+  const versions = [new WeakRef(dp.defs)];
+  for (let v = 1; v <= 5; v++) {
+    const apis = v % 2 ? upsert(cp.defs.apis, api(v, v), (a) => a.name) : cp.defs.apis.filter((a) => a.name !== `api-${v}`);
+    const next = { version: cp.version + 1, hash: definitionsHash({ ...cp.defs, apis }), defs: { ...cp.defs, apis } };
+    dp = applyDeltaMessage(dp, overTheWire(toDeltaMessage(cp, next)));
+    cp = next;
+    versions.push(new WeakRef(dp.defs));
+  }
+  await collectGarbage();
+  expect(versions.map((v) => v.deref() !== undefined)).toEqual([false, false, false, false, false, true]);
+  expect(dp.defs.apis.map((a) => a.name).sort()).toEqual(cp.defs.apis.map((a) => a.name).sort());
 });
 
 function changeOf(op: Op): DefinitionChange {

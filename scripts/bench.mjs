@@ -528,7 +528,8 @@ async function pluginCodeUs(row) {
   const checker = createBasicAuthChecker();
   const rateLimiter = createRateLimiter({});
   const route = compileApi(parseApiDefinition({ name: 'p', proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } }, plugins: [{ name: row.name, config: row.config }] }));
-  const pipeline = buildPipeline(route, { authorizer: null, rateLimiter, breakers: createBreakerRegistry().begin(), basicAuth: (a) => checker.check(users, a) });
+  const noGroups = new Map();
+  const pipeline = buildPipeline(route, { authorizer: null, rateLimiter, breakers: createBreakerRegistry().begin(), basicAuth: (a) => checker.check(users, a), basicAuthGroups: noGroups, keyAuthGroups: noGroups });
   const headers = { host: '127.0.0.1:8080', 'user-agent': 'autocannon', ...row.headers };
   const req = { method: 'GET', url: '/p/x', headers, rawHeaders: Object.entries(headers).flat(), socket: { remoteAddress: '127.0.0.1' } };
   const upstream = { 'content-type': 'text/plain', 'content-length': '2', date: new Date().toUTCString(), connection: 'keep-alive', 'keep-alive': 'timeout=5' };

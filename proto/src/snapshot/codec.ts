@@ -758,9 +758,8 @@ function patchList<D extends object>(codec: KindCodec<D>, from: ListVersion<D>, 
     }
     moved.set(name, undefined);
   }
-  const positions = from.positions.with(moved);
-  if (patch.size <= Math.max(64, Math.sqrt(length))) return new ListVersion(from.base, patch, length, positions);
-  return new ListVersion(Array.from({ length }, (_, i) => at(i)), NO_PATCH, length, positions);
+  const next = new ListVersion(from.base, patch, length, from.positions.with(moved));
+  return patch.size <= Math.max(64, Math.sqrt(length)) ? next : new ListVersion(next.toArray(), NO_PATCH, length, next.positions);
 }
 
 /** Definitions whose lists are `versions`' arrays, each made when first read. */

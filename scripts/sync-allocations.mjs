@@ -15,7 +15,7 @@ const load = (path) => import(pathToFileURL(join(root, path)).href);
 const [size = 50000, top = 25] = process.argv.slice(2).map(Number);
 
 const { parseApiDefinition } = await load('proto/dist/definition/index.js');
-const { toSnapshotMessage } = await load('proto/dist/snapshot/codec.js');
+const { keepDefinitionHashes, toSnapshotMessage } = await load('proto/dist/snapshot/codec.js');
 const { loadGatehouseProto } = await load('proto/dist/grpc.js');
 const { createSnapshotHolder } = await load('data-plane/dist/sync/snapshot-holder.js');
 const { createTokenStore } = await load('data-plane/dist/auth/index.js');
@@ -27,6 +27,7 @@ const bytes = (() => {
   return cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(1, defs)));
 })();
 const dp = loadGatehouseProto({ lazyDefinitions: true });
+keepDefinitionHashes(false); // as data-plane/src/main.ts
 const holder = createSnapshotHolder({ tokenStore: createTokenStore({}) });
 
 const session = new Session();

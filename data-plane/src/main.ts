@@ -11,6 +11,7 @@ import { hostname } from 'node:os';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
+import { keepDefinitionHashes } from '#proto/snapshot/codec';
 import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
@@ -75,6 +76,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools, logger, metrics: fetchMetrics }), logger, metrics: fetchMetrics });
   const health = createHealthRegistry({ probe: poolProbe(pools), logger, registry });
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
+  // Each definition is hashed when it arrives and once more when an edit replaces it: keeping the hashes cost more.
+  keepDefinitionHashes(false);
   const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache, holdYoungGeneration, endStartUpHold });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 

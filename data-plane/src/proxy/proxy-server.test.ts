@@ -548,7 +548,7 @@ describe('least_conn: every way an attempt ends takes its count back down', () =
   function counts(gw: Gateway, path: string): number[] {
     const snapshot = gw.holder.current()!;
     const match = snapshot.table.match({ method: 'GET', host: '127.0.0.1', path, headers: {} })!;
-    const balancer = snapshot.upstreams.get(match.route.id)!.balancer;
+    const balancer = snapshot.upstreams.get(match.route)!.balancer;
     return match.route.targets.map((t) => balancer.loadOf(t)!.inFlight);
   }
   const total = (gw: Gateway, path: string) => counts(gw, path).reduce((a, b) => a + b, 0);

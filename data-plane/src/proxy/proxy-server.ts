@@ -333,7 +333,7 @@ export function createProxyServer(deps: {
     if (access) access.route = route.id;
     trace.route(route.id);
     try {
-      const upstream = snapshot.upstreams.get(route.id);
+      const upstream = snapshot.upstreams.get(route);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${route.id} has no upstream state`);
       if (upstream.pipeline) {
         withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, query, access, trace);
@@ -486,7 +486,7 @@ export function createProxyServer(deps: {
       routeId = match.route.id;
       if (access) access.route = routeId;
       trace.route(routeId);
-      const upstream = snapshot.upstreams.get(routeId);
+      const upstream = snapshot.upstreams.get(match.route);
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
       if (upstream.pipeline) {
         ex = new PluginExchange(req, match, requestId, path, query, upstream.pipeline);

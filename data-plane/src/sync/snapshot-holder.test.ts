@@ -7,7 +7,7 @@ import { GatehouseError } from '#proto/errors';
 import { hashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
 import { PluginExchange } from '../plugins/index.js';
-import { createSnapshotHolder } from './snapshot-holder.js';
+import { createSnapshotHolder, type AppliedSnapshot } from './snapshot-holder.js';
 import { compilePlugins, type CompiledOpenidConnect } from '#proto/plugins/index';
 import { startOidcProvider } from '../../../test/helpers/oidc-provider.js';
 import { createJwksCache } from '../auth/jwks-cache.js';
@@ -27,6 +27,9 @@ function snapshot(version: number, ...apis: ApiDefinition[]): SnapshotMessage {
 
 const lookup = { method: 'GET', host: 'any.test' };
 
+/** The forwarding state of the route `snapshot` matches for GET `path`. */
+const upstreamAt = (snapshot: AppliedSnapshot, path: string) => snapshot.upstreams.get(snapshot.table.match({ ...lookup, path })!.route);
+
 describe('snapshot holder', () => {
   test('nothing is applied at first', () => {
     expect(createSnapshotHolder({ tokenStore: createMemoryTokenStore() }).current()).toBeNull();
@@ -40,7 +43,23 @@ describe('snapshot holder', () => {
     expect(current.version).toBe(3);
     expect(current.hash).toBe(message.hash);
     expect(current.table.match({ ...lookup, path: '/b/x' })?.route.name).toBe('b');
-    expect(current.upstreams.get('api:a')).toMatchObject({ dialTimeoutMs: 30_000, headersTimeoutMs: 60_000, insecureSkipVerify: false });
+    expect(upstreamAt(current, '/a/x')).toMatchObject({ dialTimeoutMs: 30_000, headersTimeoutMs: 60_000, insecureSkipVerify: false, pipeline: null });
+  });
+
+  test("a plain route's forwarding state is made at its first request and kept; a route with plugins has its own from the apply", () => {
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const withCors = parseApiDefinition({ ...apiDef('c'), plugins: [{ name: 'cors' }] });
+    holder.apply(snapshot(1, apiDef('a'), apiDef('b'), withCors));
+    const current = holder.current()!;
+    expect([...current.upstreams.built.entries()].map(([id]) => id)).toEqual(['api:c']);
+    expect(upstreamAt(current, '/c/x')!.pipeline).not.toBeNull();
+    const first = upstreamAt(current, '/a/x');
+    expect(first).toMatchObject({ pipeline: null });
+    expect(upstreamAt(current, '/a/x')).toBe(first);
+    expect(upstreamAt(current, '/b/x')).not.toBe(first);
+    // The same content applied whole again is new routes, so new state (as every route's was before).
+    holder.apply(snapshot(2, apiDef('a'), apiDef('b'), withCors, apiDef('d')));
+    expect(upstreamAt(holder.current()!, '/a/x')).not.toBe(first);
   });
 
   const good = snapshot(1, apiDef('a'));
@@ -109,11 +128,9 @@ describe('snapshot holder', () => {
     expect(names(after)).toEqual(['e', 'a', 'a', null, 'b', null, null]);
     expect(names(after)).toEqual(names(fresh.current()!));
     expect(after.table.size).toBe(fresh.current()!.table.size);
-    expect(after.upstreams.get('api:a')).toBe(before.upstreams.get('api:a'));
-    expect(after.upstreams.get('api:b')).not.toBe(before.upstreams.get('api:b'));
-    expect(after.upstreams.has('api:c')).toBe(false);
-    expect(after.upstreams.has('api:d')).toBe(false);
-    expect(after.upstreams.has('api:e')).toBe(true);
+    expect(upstreamAt(after, '/a/1')).toBe(upstreamAt(before, '/a/1'));
+    expect(upstreamAt(after, '/b2/1')).not.toBe(upstreamAt(before, '/b/1'));
+    expect(upstreamAt(after, '/a')).toBeDefined();
     expect(names(before)).toEqual(['a', 'a', 'c', 'b', null, 'd', null]);
   });
 
@@ -133,7 +150,7 @@ describe('snapshot holder', () => {
     holder.apply(toSnapshotMessage(1, v1.defs));
     const before = holder.current()!;
     // One failed attempt through the route's own passive stage takes its target out (unhealthy_threshold 1).
-    const route = before.upstreams.get('api:health')!;
+    const route = upstreamAt(before, '/health/x')!;
     const exchange = { target: route.balancer.next(), req: { socket: { destroyed: false } } } as unknown as PluginExchange;
     await route.pipeline!.forward[0]!(exchange, async () => ({ kind: 'error', error: new GatehouseError('UPSTREAM_UNREACHABLE', 'refused') }));
     expect(await gauge('gatehouse_upstream_target_healthy')).toEqual(['api:gone 1', 'api:health 0']);
@@ -141,9 +158,11 @@ describe('snapshot holder', () => {
     const v2 = content(2, [withCb('breaker'), checked('health', 'http://127.0.0.1:9001'), apiDef('plain', '/plain2/*')]);
     expect(holder.applyDelta(toDeltaMessage(v1, v2)).ok).toBe(true);
     const after = holder.current()!;
-    expect(after.upstreams.get('api:breaker')).toBe(before.upstreams.get('api:breaker'));
-    expect(after.upstreams.get('api:health')).toBe(before.upstreams.get('api:health'));
-    expect(after.upstreams.get('api:plain')).not.toBe(before.upstreams.get('api:plain'));
+    expect(upstreamAt(after, '/breaker/x')).toBe(upstreamAt(before, '/breaker/x'));
+    expect(upstreamAt(after, '/health/x')).toBe(upstreamAt(before, '/health/x'));
+    expect(upstreamAt(after, '/plain2/x')).not.toBe(upstreamAt(before, '/plain/x'));
+    // Routes with plugins or health checks are built with the snapshot, the removed one's dropped.
+    expect([...after.upstreams.built.entries()].map(([id]) => id).sort()).toEqual(['api:breaker', 'api:health']);
     expect(await gauge('gatehouse_upstream_target_healthy')).toEqual(['api:health 0']);
     expect(await gauge('gatehouse_circuit_breaker_state')).toEqual(['api:breaker 0']);
     health.stop();
@@ -170,7 +189,7 @@ describe('snapshot holder', () => {
     };
     /** Who the route's key_auth stage says the key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
     const owner = (key: string): string => {
-      const pipeline = holder.current()!.upstreams.get('api:keyed')!.pipeline!;
+      const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
       const exchange = { headers: ['apikey', key], query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
       try {
         pipeline.request[0]!(exchange);
@@ -202,7 +221,7 @@ describe('snapshot holder', () => {
     };
     /** The route's verdict on `key`: the X-Consumer-Groups acl sends, or the refusal's code. */
     const verdict = (key: string): string | null => {
-      const pipeline = holder.current()!.upstreams.get('api:guarded')!.pipeline!;
+      const pipeline = upstreamAt(holder.current()!, '/guarded/x')!.pipeline!;
       const exchange = {
         headers: ['apikey', key],
         query: '',

@@ -34,7 +34,11 @@ import type { YoungGenerationHold } from '../memory/index.js';
 
 const noop = (): void => {};
 
-/** Per-route forwarding state, built at apply time so the hot path parses nothing. */
+/**
+ * Per-route forwarding state, parsed once so the hot path parses nothing: at apply time for a route with plugins or
+ * a health check (their stages and probes belong to the snapshot being built), at its first request for a plain
+ * one (RouteUpstreams).
+ */
 export interface RouteUpstream {
   balancer: Balancer;
   dialTimeoutMs: number;
@@ -51,8 +55,49 @@ export interface AppliedSnapshot {
   readonly hash: string;
   readonly table: RoutingTable;
   readonly authorizer: Authorizer;
-  /** Keyed by CompiledRoute.id; a delta makes a new version sharing the held one's entries (layered-map.ts). */
-  readonly upstreams: ReadonlyMap<string, RouteUpstream> | LayeredMap<string, RouteUpstream>;
+  readonly upstreams: RouteUpstreams;
+}
+
+/**
+ * The forwarding state of the snapshot's routes. A route without plugins or health check depends on nothing but
+ * itself, so its state is made at its first request and kept as long as the route object (unchanged by deltas, new
+ * at a full snapshot), in a WeakMap of the holder's: a DP with 10,000 APIs of which a few get traffic holds a few
+ * of them, not 10,000 (~150 bytes each with their map entry). The others' are built with the snapshot, keyed by
+ * route id; a delta makes a new version sharing the held one's entries (layered-map.ts).
+ */
+export class RouteUpstreams {
+  constructor(
+    readonly built: LayeredMap<string, RouteUpstream>,
+    private readonly plain: WeakMap<CompiledRoute, RouteUpstream>,
+  ) {}
+
+  /** undefined for a route of another snapshot that has plugins or a health check. */
+  get(route: CompiledRoute): RouteUpstream | undefined {
+    if (!isPlain(route)) return this.built.get(route.id);
+    let upstream = this.plain.get(route);
+    if (upstream === undefined) this.plain.set(route, (upstream = plainUpstreamOf(route)));
+    return upstream;
+  }
+}
+
+/** A route whose forwarding state is its own alone: no plugin stages, no health checks. */
+const isPlain = (route: CompiledRoute): boolean => route.plugins.length === 0 && !route.proxy.upstreams.health_check;
+
+/** The parts of a route's forwarding state that come from its proxy settings alone. */
+function forwardingOf(route: CompiledRoute): Omit<RouteUpstream, 'balancer' | 'pipeline'> {
+  // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
+  const timeouts = route.proxy.forwarding_timeouts;
+  return {
+    dialTimeoutMs: parseDuration(timeouts.dial_timeout),
+    headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
+    insecureSkipVerify: route.proxy.insecure_skip_verify,
+    http2: route.proxy.upstreams.protocol === 'http2',
+  };
+}
+
+function plainUpstreamOf(route: CompiledRoute): RouteUpstream {
+  const { dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2 } = forwardingOf(route);
+  return { balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, null), dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2, pipeline: null };
 }
 
 export type ApplyResult =
@@ -164,24 +209,28 @@ export function createSnapshotHolder(deps: {
     return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache, oidc: deps.oidc };
   }
 
-  /** A route's forwarding state, parsed once. */
+  /** The routes' plain upstreams (RouteUpstreams), for as long as each route object lives. */
+  const plainUpstreams = new WeakMap<CompiledRoute, RouteUpstream>();
+
+  /** The forwarding state of a route with plugins or a health check, built with its snapshot. */
   function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>, health: HealthGeneration | null): RouteUpstream {
-    // fromSnapshotMessage / applyDeltaMessage re-parse every definition, so the timeouts are filled in and valid.
-    const timeouts = route.proxy.forwarding_timeouts;
-    const dialTimeoutMs = parseDuration(timeouts.dial_timeout);
-    const insecureSkipVerify = route.proxy.insecure_skip_verify;
-    const http2 = route.proxy.upstreams.protocol === 'http2';
+    const forwarding = forwardingOf(route);
     const check = route.proxy.upstreams.health_check;
     // A Service target left in a snapshot stands for "no ready endpoints": nothing to probe.
+    const { dialTimeoutMs, insecureSkipVerify, http2 } = forwarding;
     const checks = check && health && !route.targets.some((t) => t.plan.service) ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
     return {
+      ...forwarding,
       balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, checks),
-      dialTimeoutMs,
-      headersTimeoutMs: parseDuration(timeouts.response_header_timeout),
-      insecureSkipVerify,
-      http2,
       pipeline: buildPipeline(route, pipelineDeps, checks && check!.passive ? passiveStage(route.targets, checks) : undefined),
     };
+  }
+
+  /** The upstreams of `routes` that are built with the snapshot. */
+  function builtUpstreams(routes: Iterable<CompiledRoute>, pipelineDeps: Omit<StageDeps, 'route'>, health: HealthGeneration | null): RouteUpstreams {
+    const built = new Map<string, RouteUpstream>();
+    for (const route of routes) if (!isPlain(route)) built.set(route.id, upstreamOf(route, pipelineDeps, health));
+    return new RouteUpstreams(LayeredMap.of(built), plainUpstreams);
   }
 
   /** The openid_connect configs of `routes`: the issuers the process's provider client keeps (OidcProviders.retain). */
@@ -204,10 +253,8 @@ export function createSnapshotHolder(deps: {
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
     health?.releaseAll();
-    const upstreams = new Map<string, RouteUpstream>();
-    for (const route of routes) upstreams.set(route.id, upstreamOf(route, pipelineDeps, health));
     return {
-      next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams },
+      next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams: builtUpstreams(routes, pipelineDeps, health) },
       held: { content, index, oauthServers, credentials },
       oidc: deps.oidc ? oidcConfigsOf(routes) : null,
     };
@@ -274,19 +321,16 @@ export function createSnapshotHolder(deps: {
       breakers.release(route.id);
       health?.release(route.id);
     }
-    let upstreams: LayeredMap<string, RouteUpstream>;
+    let upstreams: RouteUpstreams;
     if (authReused && credentialsReused) {
       // Only the changed routes' entries are new; the rest are shared with the held map, not copied (5–15 ms per push at 50,000 APIs).
-      const held = current.upstreams instanceof LayeredMap ? current.upstreams : LayeredMap.of(current.upstreams);
       const updates = new Map<string, RouteUpstream | undefined>();
-      for (const route of removed) updates.set(route.id, undefined);
-      for (const route of added) updates.set(route.id, upstreamOf(route, pipelineDeps, health));
-      upstreams = held.with(updates);
+      for (const route of removed) if (!isPlain(route)) updates.set(route.id, undefined);
+      for (const route of added) if (!isPlain(route)) updates.set(route.id, upstreamOf(route, pipelineDeps, health));
+      upstreams = updates.size === 0 ? current.upstreams : new RouteUpstreams(current.upstreams.built.with(updates), plainUpstreams);
     } else {
-      // Every pipeline holds the authorizer or the credentials: all are built again.
-      const all = new Map<string, RouteUpstream>();
-      for (const route of indexRoutes(index).routes) all.set(route.id, upstreamOf(route, pipelineDeps, health));
-      upstreams = LayeredMap.of(all);
+      // Every pipeline holds the authorizer or the credentials: all are built again (plain routes have none).
+      upstreams = builtUpstreams(indexRoutes(index).routes, pipelineDeps, health);
     }
     return {
       next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },

@@ -252,9 +252,9 @@ const byName = <T extends { name: string }>(a: T, b: T) => (a.name < b.name ? -1
 
 /**
  * Memos of each definition's message and hash (see the file comment: definitions are immutable). The
- * message is kept only once asked for (the CP encodes it); a DP keeps just the hash. Two
- * maps, not one of {message, hash} records: a data plane would keep a record per definition for its
- * hash alone (56 bytes an API).
+ * message is kept only once asked for (the CP encodes it); a DP keeps neither (keepDefinitionHashes). Two
+ * maps, not one of {message, hash} records: a process that keeps hashes alone would keep a record per
+ * definition for each (56 bytes).
  */
 const messages = new WeakMap<object, object>();
 const hashes = new WeakMap<object, bigint>();
@@ -269,11 +269,26 @@ function memoMessage<D extends object, M extends object>(def: D, toMessage: (def
 export const apiMessage = (api: ApiDefinition): wire.ApiDefinition => memoMessage(api, apiToMessage);
 export const oauthServerMessage = (server: OAuthServerDefinition): OAuthServerMessage => memoMessage(server, serverToMessage);
 
+/**
+ * Whether definitionHash keeps each hash it computes (keepDefinitionHashes). A control plane hashes the same
+ * definition many times (the diff of a delta compares both sides' hashes, a configuration nobody derived is hashed
+ * whole); a data plane hashes each one when it arrives and once more when an edit replaces or removes it, ~5 µs
+ * then, so it keeps none: the hash and its WeakMap entry were ~100 bytes an API (1 MiB at 10,000 APIs).
+ */
+let keepHashes = true;
+
+/** Set once at start by a process that hashes each definition about twice (the data plane): see keepHashes. */
+export function keepDefinitionHashes(keep: boolean): void {
+  keepHashes = keep;
+}
+
 /** The definition's sha256 as a number (what the whole hash sums; 48 bytes held where its hex took 80). */
 function definitionHash<D extends object>(def: D, toMessage: (def: D) => object): bigint {
   let hash = hashes.get(def);
+  if (hash !== undefined) return hash;
   // One-shot crypto.hash: 50,000 definitions hash in ~70 ms where createHash().update().digest() took 120–250.
-  if (hash === undefined) hashes.set(def, (hash = BigInt(`0x${digest('sha256', JSON.stringify(messages.get(def) ?? toMessage(def)), 'hex')}`)));
+  hash = BigInt(`0x${digest('sha256', JSON.stringify(messages.get(def) ?? toMessage(def)), 'hex')}`);
+  if (keepHashes) hashes.set(def, hash);
   return hash;
 }
 

@@ -18,6 +18,7 @@ import {
   definitionsHash,
   deriveDefinitions,
   fromSnapshotMessage,
+  keepDefinitionHashes,
   prepareForDeltas,
   toDeltaMessage,
   toSnapshotMessage,
@@ -294,6 +295,30 @@ test('a data plane holding only the newest version keeps none of the earlier one
   await collectGarbage();
   expect(versions.map((v) => v.deref() !== undefined)).toEqual([false, false, false, false, false, true]);
   expect(dp.defs.apis.map((a) => a.name).sort()).toEqual(cp.defs.apis.map((a) => a.name).sort());
+});
+
+test('a data plane that keeps no definition hashes (keepDefinitionHashes(false)) derives the hashes the control plane computes', () => {
+  fc.assert(
+    fc.property(fc.array(opArb, { minLength: 1, maxLength: 25 }), (ops) => {
+      let cp: SnapshotContent = { version: 1, hash: definitionsHash({ apis: [], oauthServers: [] }), defs: { apis: [], oauthServers: [] } };
+      let dp: SnapshotContent = fromSnapshotMessage(structuredClone(toSnapshotMessage(1, cp.defs)));
+      for (const op of ops) {
+        const defs = step(cp.defs, op);
+        const next = { version: cp.version + 1, hash: definitionsHash(defs), defs };
+        const delta = overTheWire(toDeltaMessage(cp, next));
+        // The DP's side only: its definitions are its own objects, so every hash it sums is computed afresh.
+        keepDefinitionHashes(false);
+        try {
+          dp = applyDeltaMessage(dp, delta);
+        } finally {
+          keepDefinitionHashes(true);
+        }
+        cp = next;
+        expect(dp.hash).toBe(cp.hash);
+      }
+    }),
+    { numRuns: 100 },
+  );
 });
 
 function changeOf(op: Op): DefinitionChange {

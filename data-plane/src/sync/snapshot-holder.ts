@@ -95,10 +95,13 @@ function forwardingOf(route: CompiledRoute): Omit<RouteUpstream, 'balancer' | 'p
   };
 }
 
-function plainUpstreamOf(route: CompiledRoute): RouteUpstream {
-  const { dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2 } = forwardingOf(route);
-  return { balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, null), dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2, pipeline: null };
+/** One literal for every RouteUpstream (not a spread, which left the last members out of the object): one shape on the hot path. */
+function routeUpstream(forwarding: ReturnType<typeof forwardingOf>, balancer: Balancer, pipeline: Pipeline | null): RouteUpstream {
+  const { dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2 } = forwarding;
+  return { balancer, dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2, pipeline };
 }
+
+const plainUpstreamOf = (route: CompiledRoute): RouteUpstream => routeUpstream(forwardingOf(route), createBalancer(route.proxy.upstreams.balancing, route.targets, null), null);
 
 export type ApplyResult =
   | { ok: true; version: number; hash: string; changed: boolean }
@@ -215,15 +218,12 @@ export function createSnapshotHolder(deps: {
   /** The forwarding state of a route with plugins or a health check, built with its snapshot. */
   function upstreamOf(route: CompiledRoute, pipelineDeps: Omit<StageDeps, 'route'>, health: HealthGeneration | null): RouteUpstream {
     const forwarding = forwardingOf(route);
+    const { dialTimeoutMs, insecureSkipVerify, http2 } = forwarding;
     const check = route.proxy.upstreams.health_check;
     // A Service target left in a snapshot stands for "no ready endpoints": nothing to probe.
-    const { dialTimeoutMs, insecureSkipVerify, http2 } = forwarding;
     const checks = check && health && !route.targets.some((t) => t.plan.service) ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
-    return {
-      ...forwarding,
-      balancer: createBalancer(route.proxy.upstreams.balancing, route.targets, checks),
-      pipeline: buildPipeline(route, pipelineDeps, checks && check!.passive ? passiveStage(route.targets, checks) : undefined),
-    };
+    const balancer = createBalancer(route.proxy.upstreams.balancing, route.targets, checks);
+    return routeUpstream(forwarding, balancer, buildPipeline(route, pipelineDeps, checks && check!.passive ? passiveStage(route.targets, checks) : undefined));
   }
 
   /** The upstreams of `routes` that are built with the snapshot. */

@@ -13,6 +13,7 @@ import { startOidcProvider } from '../../../test/helpers/oidc-provider.js';
 import { createJwksCache } from '../auth/jwks-cache.js';
 import { createOidcProviders } from '../auth/oidc-provider.js';
 import { createUpstreamPools } from '../proxy/upstream-pools.js';
+import { collectGarbage } from '../../../test/helpers/collect-garbage.js';
 
 function apiDef(name: string, listenPath = `/${name}/*`): ApiDefinition {
   return parseApiDefinition({
@@ -60,6 +61,26 @@ describe('snapshot holder', () => {
     // The same content applied whole again is new routes, so new state (as every route's was before).
     holder.apply(snapshot(2, apiDef('a'), apiDef('b'), withCors, apiDef('d')));
     expect(upstreamAt(holder.current()!, '/a/x')).not.toBe(first);
+  });
+
+  test("a plain route's forwarding state goes with its route: once the held maps fold their changes, a replaced route keeps none alive", async () => {
+    const content = (version: number, apis: ApiDefinition[]) => {
+      const defs: Definitions = { apis, oauthServers: [] };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    const others = (v: number) => Array.from({ length: 70 }, (_, i) => apiDef(`o${i}`, `/o${i}/v${v}/*`));
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const v1 = content(1, [apiDef('a'), ...others(1)]);
+    holder.apply(toSnapshotMessage(1, v1.defs));
+    const served = new WeakRef(upstreamAt(holder.current()!, '/a/x')!);
+    // The index's persistent maps keep a replaced entry in their shared base until their changes outnumber
+    // max(64, √n) and are folded into a new base (layered-map.ts): these 71 are.
+    const v2 = content(2, [apiDef('a', '/a2/*'), ...others(2)]);
+    expect(holder.applyDelta(toDeltaMessage(v1, v2)).ok).toBe(true);
+    const kept = upstreamAt(holder.current()!, '/a2/x');
+    await collectGarbage();
+    expect(served.deref()).toBeUndefined();
+    expect(upstreamAt(holder.current()!, '/a2/x')).toBe(kept);
   });
 
   const good = snapshot(1, apiDef('a'));

@@ -273,7 +273,7 @@ export const oauthServerMessage = (server: OAuthServerDefinition): OAuthServerMe
  * Whether definitionHash keeps each hash it computes (keepDefinitionHashes). A control plane hashes the same
  * definition many times (the diff of a delta compares both sides' hashes, a configuration nobody derived is hashed
  * whole); a data plane hashes each one when it arrives and once more when an edit replaces or removes it, ~5 µs
- * then, so it keeps none: the hash and its WeakMap entry were ~100 bytes an API (1 MiB at 10,000 APIs).
+ * then, so it keeps none: the hash and its WeakMap entry were 78 bytes an API (a heap snapshot at 10,000 APIs).
  */
 let keepHashes = true;
 

@@ -17,6 +17,7 @@ import {
   checkPluginReferences,
   STORAGE_SEES_NO_CLAIMS,
   compileOne,
+  conflictKeysOf,
   definitionsOf,
   takenError,
   type CredentialMaps,
@@ -41,7 +42,6 @@ interface Entry {
   name: string;
   def: object;
   routes: CompiledRoute[];
-  keys: string[];
   server?: CompiledOAuthServer;
   passwordHash?: PasswordHash;
   keyHash?: string;
@@ -69,8 +69,8 @@ export function oauth2Refs(def: object): readonly string[] {
   return refs.length === 0 ? EMPTY_LIST : refs;
 }
 
-/** One definition compiled on its own (cached); throws its error. */
-function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entry {
+/** One definition compiled on its own (cached), and its conflict keys; throws its error. */
+function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): { entry: Entry; keys: readonly string[] } {
   const { kind, name, def } = change;
   const result = compileOne(kind, def, cache);
   if ('error' in result) {
@@ -78,7 +78,7 @@ function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): Entr
     throw named(change, result.error);
   }
   const { routes, keys, server, passwordHash, keyHash, groups } = result.built;
-  return { kind, name, def, routes, keys, server, passwordHash, keyHash, groups, refs: kind === 'api' ? oauth2Refs(def) : [] };
+  return { entry: { kind, name, def, routes, server, passwordHash, keyHash, groups, refs: kind === 'api' ? oauth2Refs(def) : [] }, keys };
 }
 
 const EMPTY: ConfigIndex = { entries: LayeredMap.of(), routeOwners: LayeredMap.of(), serverRefs: LayeredMap.of() };
@@ -170,7 +170,8 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
   for (const { kind, name } of index.entries.size === 0 ? [] : changes) {
     const old = entries.get(entryKey(kind, name));
     if (!old) continue;
-    for (const key of old.keys) routeOwners.set(key, undefined);
+    // Computed again (conflictKeysOf), not kept per entry: the same routes give the same keys.
+    for (const key of conflictKeysOf(old)) routeOwners.set(key, undefined);
     for (const server of old.refs) count(server, -1);
     entries.set(entryKey(kind, name), undefined);
   }
@@ -180,11 +181,11 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
     const key = entryKey(change.kind, change.name);
     // Taken out above when replaced, so only a second change of the same name finds one (indexConfig's lists).
     if (entries.has(key)) throw new GatehouseError('VALIDATION_FAILED', `${change.kind} "${change.name}" is defined more than once`);
-    const entry = entryOf(change as Required<DefinitionChange>, cache);
-    for (const routeKey of entry.keys) {
+    const { entry, keys } = entryOf(change as Required<DefinitionChange>, cache);
+    for (const routeKey of keys) {
       if (routeOwners.has(routeKey)) throw named(entry, takenError(entry.kind));
     }
-    for (const routeKey of entry.keys) routeOwners.set(routeKey, key);
+    for (const routeKey of keys) routeOwners.set(routeKey, key);
     for (const server of entry.refs) count(server, 1);
     entries.set(key, entry);
     added.push(entry);

@@ -192,19 +192,18 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
     let built: Built;
     if (kind === 'oauth-server') {
       const server = compileOAuthServer(def as OAuthServerDefinition);
-      built = { routes: server.routes, keys: conflictKeys(server.routes), server };
+      built = withKeys({ routes: server.routes, server });
     } else if (kind === 'api') {
       const routes = [compileApi(def as ApiDefinition)];
-      built = { routes, keys: conflictKeys(routes), api: def as ApiDefinition };
+      built = withKeys({ routes, api: def as ApiDefinition });
     } else if (kind === 'key-auth-credential') {
-      // Its key is a conflict key like a route's: no two credentials may hold the same key (a route's key always holds newlines, this one none).
       const { key_hash: keyHash, groups } = def as KeyAuthCredential;
-      built = { routes: [], keys: [`api-key ${keyHash}`], keyHash, groups };
+      built = withKeys({ routes: [], keyHash, groups });
     } else {
       const { password_hash, groups } = def as BasicAuthCredential;
       const passwordHash = parsePasswordHash(password_hash);
       if (!passwordHash) invalid('password_hash', 'has scrypt parameters out of bounds');
-      built = { routes: [], keys: [], passwordHash, groups };
+      built = withKeys({ routes: [], passwordHash, groups });
     }
     result = { built };
   } catch (error) {
@@ -214,7 +213,17 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
   return result;
 }
 
-const conflictKeys = (routes: CompiledRoute[]): string[] => (routes.length === 1 ? [routeConflictKey(routes[0])] : [...new Set(routes.map(routeConflictKey))]);
+/**
+ * The conflict keys of one definition's compile, each once: its routes' (routeConflictKey), and a key_auth
+ * credential's key, which no two credentials may hold (a route's key always holds newlines, this one none). Computed
+ * again from the same parts when asked (compile/incremental.ts keeps no copy per definition: 64 bytes an API).
+ */
+export function conflictKeysOf(built: Pick<Built, 'routes' | 'keyHash'>): string[] {
+  if (built.keyHash !== undefined) return [`api-key ${built.keyHash}`];
+  return built.routes.length === 1 ? [routeConflictKey(built.routes[0])] : [...new Set(built.routes.map(routeConflictKey))];
+}
+
+const withKeys = (built: Omit<Built, 'keys'>): Built => ({ ...built, keys: conflictKeysOf(built) });
 
 function invalid(field: string, message: string): never {
   throw fieldError(field, message);

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { collectGarbage } from '../../../test/helpers/collect-garbage.js';
 import { loadGatehouseProto } from '../grpc.js';
-import { compileDefinitions, createCompileCache, routeConflictKey, type CompiledConfig, type DefinitionKindName } from '../compile/index.js';
+import { compileDefinitions, conflictKeysOf, createCompileCache, routeConflictKey, type CompiledConfig, type DefinitionKindName } from '../compile/index.js';
 import { applyChanges, indexConfig, indexRoutes, type ConfigIndex, type DefinitionChange } from '../compile/incremental.js';
 import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, parseOAuthServer } from '../definition/index.js';
 import { hashApiKey } from '../api-key.js';
@@ -331,7 +331,7 @@ function changeOf(op: Op): DefinitionChange {
 
 /** Everything an index holds, as plain data: what a rejected change must leave as it was. */
 const contentsOf = (index: ConfigIndex) => ({
-  entries: [...index.entries].map(([key, e]) => [key, e.def, e.keys, e.refs]).sort(),
+  entries: [...index.entries].map(([key, e]) => [key, e.def, conflictKeysOf(e), e.refs]).sort(),
   routeOwners: [...index.routeOwners].sort(),
   serverRefs: [...index.serverRefs].sort(),
   size: [index.entries.size, index.routeOwners.size, index.serverRefs.size],

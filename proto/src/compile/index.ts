@@ -216,7 +216,7 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
 /**
  * The conflict keys of one definition's compile, each once: its routes' (routeConflictKey), and a key_auth
  * credential's key, which no two credentials may hold (a route's key always holds newlines, this one none). Computed
- * again from the same parts when asked (compile/incremental.ts keeps no copy per definition: 64 bytes an API).
+ * again from the same parts when asked (compile/incremental.ts keeps no copy per definition: 67 bytes an API).
  */
 export function conflictKeysOf(built: Pick<Built, 'routes' | 'keyHash'>): string[] {
   if (built.keyHash !== undefined) return [`api-key ${built.keyHash}`];

@@ -113,12 +113,20 @@ test('GET /dataplanes lists both with their version and last ACK', async () => {
   }
 });
 
-/** The CP's count of snapshots pushed to data planes (pushes are queued before a write's response). */
-async function pushesSent(): Promise<number> {
+/** The CP's count of snapshots pushed to data planes (pushes are queued before a write's response), whole ones and deltas. */
+async function pushesByContent(): Promise<{ snapshot: number; delta: number }> {
   const metrics = await gw.admin.request('GET', '/metrics');
-  const line = metrics.text.split('\n').find((l) => l.startsWith('gatehouse_snapshot_pushes_total '));
-  expect(line).toBeDefined();
-  return Number(line!.split(' ')[1]);
+  const count = (content: string) => {
+    const line = metrics.text.split('\n').find((l) => l.startsWith(`gatehouse_snapshot_pushes_total{content="${content}"} `));
+    expect(line).toBeDefined();
+    return Number(line!.split(' ')[1]);
+  };
+  return { snapshot: count('snapshot'), delta: count('delta') };
+}
+
+async function pushesSent(): Promise<number> {
+  const { snapshot, delta } = await pushesByContent();
+  return snapshot + delta;
 }
 
 test('an unchanged store pushes nothing: a no-op write keeps the version and sends no push', async () => {
@@ -185,6 +193,8 @@ describe('the shared CP taken down', () => {
     expect(ready.body.snapshot.version).toBe(versionBeforeRestart);
 
     await waitForListing(gw.dps, versionBeforeRestart);
+    // They hold what the restarted CP serves: each was sent an empty delta (a few bytes), not the whole again.
+    expect(await pushesByContent()).toEqual({ snapshot: 0, delta: gw.dps.length });
     const created = await gw.admin.createApi(apiDefinition({ name: 'after-restart', listenPath: '/after-restart/*', targets: [u.url] }));
     expect(created.status).toBe(201);
     expect(created.snapshotVersion).toBeGreaterThan(versionBeforeRestart);

@@ -141,7 +141,8 @@ describe('public endpoints', () => {
     expect(text).toMatch(/gatehouse_admin_http_requests_total\{method="GET",route="\/apis",status="200"\} 1/);
     expect(text).toContain('gatehouse_snapshot_version 1');
     expect(text).toContain('gatehouse_connected_dataplanes 0');
-    expect(text).toContain('gatehouse_snapshot_pushes_total 0');
+    expect(text).toContain('gatehouse_snapshot_pushes_total{content="snapshot"} 0');
+    expect(text).toContain('gatehouse_snapshot_pushes_total{content="delta"} 0');
   });
 });
 

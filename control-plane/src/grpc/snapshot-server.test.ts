@@ -264,7 +264,7 @@ describe('snapshot server', () => {
     await until(() => dp.ended());
   });
 
-  test('a data plane that takes deltas gets the full snapshot on connect, then one delta per version; one that does not, full snapshots', async () => {
+  test('a data plane that takes deltas and holds nothing gets the full snapshot on connect, then one delta per version; one that does not, full snapshots', async () => {
     const deltas = open();
     deltas.hello('dp-deltas', { accepts_deltas: true });
     const full = open();
@@ -280,6 +280,33 @@ describe('snapshot server', () => {
     const [f1, f2] = [await full.next(), await full.next()];
     expect([f1.content, f2.content]).toEqual(['snapshot', 'snapshot']);
     expect(f2.snapshot.apis.map((a) => a.name)).toEqual(['a', 'b']);
+  });
+
+  test('a data plane that reconnects holding a recent version gets a delta from it; holding the current content, an empty one; holding an unknown version, the full snapshot', async () => {
+    await store.update(withApi('a'));
+    const held = builder.current();
+    await store.update(withApi('b'));
+    await store.update(withApi('c'));
+    const { version, hash } = builder.current();
+
+    const behind = open();
+    behind.hello('dp-behind', { accepts_deltas: true, version: held.version, hash: held.hash });
+    const catchUp = await behind.next();
+    expect(catchUp).toMatchObject({ content: 'delta', delta: { base_version: held.version, base_hash: held.hash, version, hash, removed_apis: [] } });
+    expect(catchUp.delta!.apis.map((a) => a.name)).toEqual(['b', 'c']);
+    behind.send({ ack: { version, nonce: catchUp.nonce } });
+    expect(await until(() => dataPlane('dp-behind')?.last_ack)).toMatchObject({ version });
+
+    // Its CP's previous run numbered the same content 41.
+    const same = open();
+    same.hello('dp-same', { accepts_deltas: true, version: 41, hash });
+    expect(await same.next()).toMatchObject({ content: 'delta', delta: { base_version: 41, base_hash: hash, version, hash, apis: [], removed_apis: [] } });
+
+    for (const [id, holds] of [['dp-unknown', { version: 41, hash: held.hash }], ['dp-empty', {}], ['dp-no-deltas', { version: held.version, hash: held.hash, accepts_deltas: false }]] as const) {
+      const dp = open();
+      dp.hello(id, { accepts_deltas: true, ...holds });
+      expect(await dp.next()).toMatchObject({ content: 'snapshot', snapshot: { version, hash } });
+    }
   });
 
   test('a NACKed delta is followed at once by the full snapshot; a NACKed full snapshot is not resent, and the next version goes full', async () => {

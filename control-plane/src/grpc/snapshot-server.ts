@@ -1,6 +1,7 @@
 /**
- * gRPC SnapshotService server. Each data plane holds one StreamSnapshots stream: it says Hello,
- * receives the current snapshot, then every new version; it answers each push with an ACK or NACK
+ * gRPC SnapshotService server. Each data plane holds one StreamSnapshots stream: it says Hello (with
+ * the version it holds), receives the current snapshot (or the delta to it from what it holds), then every
+ * new version; it answers each push with an ACK or NACK
  * echoing the push's nonce. Only a reply to the last nonce sent on that stream counts
  * (go-control-plane's rule), so a late answer to an older push never overwrites newer state.
  * The server sees snapshots, never the store.
@@ -36,7 +37,7 @@ export interface DataPlaneStatus {
 export interface StreamCallbacks {
   onConnect?(dp: DataPlaneStatus): void;
   onDisconnect?(dp: DataPlaneStatus): void;
-  onPush?(dp: DataPlaneStatus, snapshot: EncodedSnapshot): void;
+  onPush?(dp: DataPlaneStatus, snapshot: EncodedSnapshot, content: 'snapshot' | 'delta'): void;
   onAck?(dp: DataPlaneStatus): void;
   onNack?(dp: DataPlaneStatus): void;
 }
@@ -65,13 +66,19 @@ export interface SnapshotServer {
 
 type Call = grpc.ServerDuplexStream<wire.DataPlaneMessage, Buffer>;
 
+/** A version as a data plane holds it. */
+interface Held {
+  version: number;
+  hash: string;
+}
+
 interface Stream {
   call: Call;
   auth: DataPlaneAuth;
   status: DataPlaneStatus | null;
   nonce: number;
   /** What the last push on this stream carried. */
-  sent: { nonce: string; version: number; hash: string; content: 'snapshot' | 'delta' } | null;
+  sent: (Held & { nonce: string; content: 'snapshot' | 'delta' }) | null;
   /** The DP said it applies deltas (Hello.accepts_deltas). */
   deltas: boolean;
   /** A full snapshot was NACKed: the DP holds something else, so the next push is full too. */
@@ -97,31 +104,30 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
   const streams = new Set<Stream>();
 
   /**
-   * A delta when the DP takes deltas and was last sent exactly the delta's base (pushes on a stream
-   * arrive in order, so it holds that base once it has applied what came before; if it has not, it
-   * NACKs and gets the full snapshot); a full snapshot on connect, after a gap (pushes skipped while
-   * the transport was full) and after a NACK.
+   * A delta when the DP takes deltas and holds a version the snapshot has a delta from (`deltaFrom`): by
+   * default the one last sent on this stream (pushes on a stream arrive in order, so it holds that once it
+   * has applied what came before; if it has not, it NACKs and gets the full snapshot), on connect the one
+   * its Hello names, after a gap (pushes skipped while the transport was full) the last one sent. A full
+   * snapshot when it holds nothing, a version no longer recent, and after a NACK (`base` null).
    */
-  function push(stream: Stream, snapshot: EncodedSnapshot, full = false): void {
-    if (stream.blocked && full) stream.fullOwed = true;
+  function push(stream: Stream, snapshot: EncodedSnapshot, base: Held | null = stream.sent): void {
+    if (stream.blocked && base === null) stream.fullOwed = true;
     if (stream.blocked || stream.call.cancelled || !stream.status) return;
     stream.fullOwed = false;
     const nonce = String(++stream.nonce);
-    const { delta } = snapshot;
-    const useDelta =
-      !full && stream.deltas && !stream.needsFull && delta !== null && stream.sent?.version === delta.baseVersion && stream.sent.hash === delta.baseHash;
-    const content = useDelta ? 'delta' : 'snapshot';
+    const delta = stream.deltas && !stream.needsFull && base ? snapshot.deltaFrom(base.version, base.hash) : null;
+    const content = delta ? 'delta' : 'snapshot';
     stream.sent = { nonce, version: snapshot.version, hash: snapshot.hash, content };
-    if (!useDelta) stream.needsFull = false;
-    const flushed = stream.call.write(wrapPush(nonce, useDelta ? delta.bytes : snapshot.bytes, content));
-    callbacks.onPush?.(stream.status, snapshot);
-    logger.debug({ dataplane: stream.status.id, version: snapshot.version, nonce, content }, 'snapshot pushed');
+    if (!delta) stream.needsFull = false;
+    const flushed = stream.call.write(wrapPush(nonce, delta ? delta.bytes : snapshot.bytes, content));
+    callbacks.onPush?.(stream.status, snapshot, content);
+    logger.debug({ dataplane: stream.status.id, version: snapshot.version, nonce, content, baseVersion: delta?.baseVersion }, 'snapshot pushed');
     if (!flushed) {
       stream.blocked = true;
       stream.call.once('drain', () => {
         stream.blocked = false;
         const latest = snapshots.current();
-        if (latest.hash !== stream.sent?.hash || stream.fullOwed) push(stream, latest, stream.fullOwed);
+        if (latest.hash !== stream.sent?.hash || stream.fullOwed) push(stream, latest, stream.fullOwed ? null : stream.sent);
       });
     }
   }
@@ -145,8 +151,8 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
     logger.info({ dataplane: stream.status.id, address, version: stream.status.version }, 'data plane connected');
     callbacks.onConnect?.(stream.status);
     stream.deltas = hello.accepts_deltas === true;
-    // Always push on connect, even when the DP holds the same hash: its ACK confirms the state.
-    push(stream, snapshots.current(), true);
+    // Always push on connect, even when the DP holds the same hash (an empty delta then): its ACK confirms the state.
+    push(stream, snapshots.current(), hello.version && hello.hash ? { version: Number(hello.version), hash: stream.status.hash! } : null);
   }
 
   /** The reply counts only when it echoes the last nonce sent on this stream. */
@@ -178,7 +184,7 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
       callbacks.onNack?.(stream.status);
       // A refused delta (the DP did not hold its base, or the result did not hash right): send the
       // whole now. A refused full snapshot is not resent (it would be refused again); the next version goes full.
-      if (sent.content === 'delta') push(stream, snapshots.current(), true);
+      if (sent.content === 'delta') push(stream, snapshots.current(), null);
       else stream.needsFull = true;
     }
   }

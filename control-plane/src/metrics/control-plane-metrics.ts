@@ -53,7 +53,13 @@ export function createControlPlaneMetrics(options: MetricsOptions): ControlPlane
       this.set(options.connectedDataPlanes());
     },
   });
-  const pushes = new Counter({ name: 'gatehouse_snapshot_pushes_total', help: 'Snapshots pushed to data planes', registers: [registry] });
+  const pushes = new Counter({
+    name: 'gatehouse_snapshot_pushes_total',
+    help: 'Snapshots pushed to data planes, by content: the whole snapshot or a delta',
+    labelNames: ['content'],
+    registers: [registry],
+  });
+  for (const content of ['snapshot', 'delta']) pushes.inc({ content }, 0);
   const acks = new Counter({ name: 'gatehouse_snapshot_acks_total', help: 'Snapshot ACKs from data planes', registers: [registry] });
   const nacks = new Counter({ name: 'gatehouse_snapshot_nacks_total', help: 'Snapshot NACKs from data planes', registers: [registry] });
 
@@ -65,7 +71,7 @@ export function createControlPlaneMetrics(options: MetricsOptions): ControlPlane
       duration.observe(labels, seconds);
     },
     streamCallbacks: {
-      onPush: () => pushes.inc(),
+      onPush: (_dp, _snapshot, content) => pushes.inc({ content }),
       onAck: () => acks.inc(),
       onNack: () => nacks.inc(),
     },

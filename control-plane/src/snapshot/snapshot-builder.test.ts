@@ -8,7 +8,7 @@ import { parseApiDefinition, type Definitions } from '#proto/definition/index';
 import { definitionsHash } from '#proto/snapshot/codec';
 import { openFileStore } from '../store/file-store.js';
 import type { DefinitionStore } from '../store/index.js';
-import { createSnapshotBuilder, type EncodedSnapshot, type SnapshotBuilder } from './snapshot-builder.js';
+import { createSnapshotBuilder, RECENT_VERSIONS, type EncodedSnapshot, type SnapshotBuilder } from './snapshot-builder.js';
 
 const logger = createLogger('control-plane', 'silent');
 const proto = loadGatehouseProto();
@@ -96,6 +96,36 @@ describe('snapshot builder', () => {
     const added = Delta.toObject(Delta.decode(current.delta!.bytes), { longs: Number, defaults: true, arrays: true }) as { apis: { name: string }[] };
     expect(added.apis.map((a) => a.name)).toEqual(['b']);
     expect(current.delta!.baseHash).toBe(definitionsHash(withApi('a')({ apis: [], oauthServers: [] })));
+  });
+
+  test('deltaFrom: a delta from any of the recent versions, an empty one from the current content under another version, none from an older one', async () => {
+    const decode = (bytes: Buffer) => Delta.toObject(Delta.decode(bytes), { longs: Number, defaults: true, arrays: true }) as { base_version: number; base_hash: string; version: number; hash: string; apis: { name: string }[]; removed_apis: string[] };
+    const first = builder.current();
+    await store.update(withApi('a'));
+    const second = builder.current();
+    await store.update(withApi('b'));
+    await store.update((defs) => ({ ...defs, apis: defs.apis.filter((a) => a.name !== 'a') }));
+    const current = builder.current();
+    expect(current.deltaFrom(3, current.delta!.baseHash)).toBe(current.delta);
+    // From version 2 (holding a): b added and a removed in one delta; from version 1 (empty): only b.
+    const fromSecond = current.deltaFrom(second.version, second.hash)!;
+    expect(fromSecond).toMatchObject({ baseVersion: 2, baseHash: second.hash, size: 2 });
+    expect(decode(fromSecond.bytes)).toMatchObject({ base_version: 2, version: 4, hash: current.hash, apis: [{ name: 'b' }], removed_apis: ['a'] });
+    expect(current.deltaFrom(second.version, second.hash)).toBe(fromSecond);
+    expect(decode(current.deltaFrom(first.version, first.hash)!.bytes)).toMatchObject({ base_version: 1, apis: [{ name: 'b' }], removed_apis: [] });
+    // The same content under a version this CP never built (a data plane of its previous run): an empty delta.
+    const rebase = current.deltaFrom(77, current.hash)!;
+    expect(rebase).toMatchObject({ baseVersion: 77, baseHash: current.hash, size: 0 });
+    expect(decode(rebase.bytes)).toMatchObject({ base_version: 77, version: 4, hash: current.hash, apis: [], removed_apis: [] });
+    // A version with another hash, or one this CP never built, is no base.
+    expect(current.deltaFrom(second.version, first.hash)).toBeNull();
+    expect(current.deltaFrom(77, second.hash)).toBeNull();
+    // The current version and the RECENT_VERSIONS - 1 before it are bases; the one before those is not.
+    for (let i = 1; i < RECENT_VERSIONS; i++) await store.update(withApi(`n${i}`));
+    expect(builder.current().deltaFrom(second.version, second.hash)).toBeNull();
+    expect(builder.current().deltaFrom(current.version, current.hash)).toMatchObject({ baseVersion: 4, size: RECENT_VERSIONS - 1 });
+    await store.update(withApi('last'));
+    expect(builder.current().deltaFrom(current.version, current.hash)).toBeNull();
   });
 
   test('after close no more versions are built', async () => {

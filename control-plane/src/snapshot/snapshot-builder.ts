@@ -1,8 +1,11 @@
 /**
  * Turns store states into snapshot versions: one Snapshot message per content hash, encoded at most
- * once (at start, and later when a data plane first needs the whole: on connect or after a gap), plus
- * the delta from the previous version, encoded once; the same bytes then go to every data plane (go-control-plane:
- * encode once, send many).
+ * once (at start, and later when a data plane first needs the whole), plus the delta from the previous
+ * version, encoded once; the same bytes then go to every data plane (go-control-plane: encode once, send
+ * many). A data plane that (re)connects holding one of the last RECENT_VERSIONS versions, or the current
+ * content under any version, or that fell behind while its stream was full, is sent a delta from what it
+ * holds (`deltaFrom`): a full snapshot of 10,000 APIs costs a serving data plane 200–400 ms of its request
+ * thread to apply where a delta of a few definitions costs ~1 ms.
  */
 import { deltaSize, toDeltaMessage, toSnapshotMessage } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
@@ -25,7 +28,19 @@ export interface EncodedSnapshot {
   readonly bytes: Buffer;
   /** From the previous snapshot to this one; null for the first (and without encodeDelta). */
   readonly delta: EncodedDelta | null;
+  /**
+   * The delta to this snapshot from what a data plane holds (`version` with content `hash`): `delta` when that
+   * is its base, else one encoded on first use; null when that version is not among the recent ones (and
+   * without encodeDelta). The same content under another version gets an empty delta.
+   */
+  deltaFrom(version: number, hash: string): EncodedDelta | null;
 }
+
+/**
+ * Versions a data plane may hold and still be sent a delta. Each kept version holds its definition lists
+ * (8 bytes a definition: 1.25 MB for all 16 at 10,000 APIs) and the definitions later versions replaced.
+ */
+export const RECENT_VERSIONS = 16;
 
 export type SnapshotListener = (snapshot: EncodedSnapshot) => void;
 
@@ -51,16 +66,20 @@ export interface SnapshotBuilderOptions {
 export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, logger }: SnapshotBuilderOptions): SnapshotBuilder {
   const listeners = new Set<SnapshotListener>();
 
+  /** The last RECENT_VERSIONS states built, oldest first: the bases `deltaFrom` knows. */
+  const recent: StoreState[] = [];
+
+  function encodedDelta(base: StoreState, state: StoreState): EncodedDelta | null {
+    if (!encodeDelta) return null;
+    const message = toDeltaMessage({ version: base.revision, hash: base.hash, defs: base.defs }, { version: state.revision, hash: state.hash, defs: state.defs });
+    return Object.freeze({ baseVersion: base.revision, baseHash: base.hash, bytes: encodeDelta(message), size: deltaSize(message) });
+  }
+
   function build(state: StoreState, previous: StoreState | null): EncodedSnapshot {
     let bytes: Buffer | undefined;
-    let delta: EncodedDelta | null = null;
-    if (previous && encodeDelta) {
-      const message = toDeltaMessage(
-        { version: previous.revision, hash: previous.hash, defs: previous.defs },
-        { version: state.revision, hash: state.hash, defs: state.defs },
-      );
-      delta = Object.freeze({ baseVersion: previous.revision, baseHash: previous.hash, bytes: encodeDelta(message), size: deltaSize(message) });
-    }
+    const delta = previous ? encodedDelta(previous, state) : null;
+    // Data planes reconnecting after a CP restart or a network break mostly hold the same base: encoded once for all.
+    const catchUps = new Map<string, EncodedDelta | null>();
     return Object.freeze({
       version: state.revision,
       hash: state.hash,
@@ -68,10 +87,24 @@ export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, logg
         return (bytes ??= encodeSnapshot(toSnapshotMessage(state.revision, state.defs, state.hash)));
       },
       delta,
+      deltaFrom(version: number, hash: string) {
+        if (delta && delta.baseVersion === version && delta.baseHash === hash) return delta;
+        const key = `${version} ${hash}`;
+        if (catchUps.has(key)) return catchUps.get(key)!;
+        const base = hash === state.hash ? { ...state, revision: version } : recent.find((s) => s.revision === version && s.hash === hash);
+        const made = base ? encodedDelta(base, state) : null;
+        if (catchUps.size < RECENT_VERSIONS) catchUps.set(key, made);
+        return made;
+      },
     });
   }
 
+  const remember = (state: StoreState) => {
+    recent.push(state);
+    if (recent.length > RECENT_VERSIONS) recent.shift();
+  };
   let built = store.current();
+  remember(built);
   let current = build(built, null);
   // Encoded now, not at the first connect: data planes (re)connect right after a CP start, and the
   // bench's cold sync at 50,000 APIs went from 3.9 s to 5.0 s when that encode waited for them.
@@ -82,6 +115,7 @@ export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, logg
     try {
       current = build(state, built);
       built = state;
+      remember(state);
     } catch (err) {
       // A failed build publishes nothing: data planes keep the last good snapshot.
       logger.error({ err, revision: state.revision }, 'snapshot build failed');

@@ -107,7 +107,7 @@ describe('snapshot holder', () => {
     expect(holder.current()!.table.match({ ...lookup, path: '/a/1' })?.route.name).toBe('a');
   });
 
-  test('a push with the hash already held is acknowledged without rebuilding', () => {
+  test('a push (full or an empty delta) with the hash already held is acknowledged without rebuilding', () => {
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     holder.apply(good);
     const before = holder.current()!;
@@ -117,6 +117,13 @@ describe('snapshot holder', () => {
     expect(holder.apply({ ...good, version: 7 })).toMatchObject({ ok: true, version: 7, changed: false });
     expect(holder.current()!.version).toBe(7);
     expect(holder.current()!.table).toBe(before.table);
+    // The CP's empty delta from the held version to the same content under its own (a Hello after its restart).
+    const held = { version: 7, hash: good.hash, defs: { apis: [apiDef('a')], oauthServers: [] } };
+    expect(holder.applyDelta(toDeltaMessage(held, { ...held, version: 9 }))).toEqual({ ok: true, version: 9, hash: good.hash, changed: false });
+    expect(holder.current()!.table).toBe(before.table);
+    // An empty delta from a version not held is refused as any delta is.
+    expect(holder.applyDelta(toDeltaMessage({ ...held, version: 8 }, { ...held, version: 10 }))).toMatchObject({ ok: false, version: 10 });
+    expect(holder.current()!.version).toBe(9);
   });
 
   test('requests holding the old snapshot keep it after a swap', () => {

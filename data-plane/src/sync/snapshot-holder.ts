@@ -359,17 +359,19 @@ export function createSnapshotHolder(deps: {
     return { ok: true, version: built.next.version, hash: built.next.hash, changed: true };
   }
 
+  /** Same content: nothing to rebuild. The CP's version is authoritative, so adopt it. */
+  function unchanged(version: number): ApplyResult {
+    if (version !== applied!.version) applied = { ...applied!, version };
+    applies?.inc({ result: 'unchanged' });
+    return { ok: true, version, hash: applied!.hash, changed: false };
+  }
+
   return {
     current: () => applied,
     content: () => (held && applied ? { ...held.content, version: applied.version } : null),
     apply(message) {
       const version = Number(message?.version ?? 0);
-      if (applied && message?.hash && message.hash === applied.hash) {
-        // Same content: nothing to rebuild. The CP's version is authoritative, so adopt it.
-        if (version !== applied.version) applied = { ...applied, version };
-        applies?.inc({ result: 'unchanged' });
-        return { ok: true, version, hash: applied.hash, changed: false };
-      }
+      if (applied && message?.hash && message.hash === applied.hash) return unchanged(version);
       const endHold = deps.holdYoungGeneration?.() ?? noop;
       const result = swap(version, () => fromSnapshotMessage(message), null);
       if (!result.ok) {
@@ -387,6 +389,8 @@ export function createSnapshotHolder(deps: {
     },
     applyDelta(delta) {
       const version = Number(delta?.version ?? 0);
+      // The CP's answer to a Hello naming the content it serves (after its restart, say): the held content under its version.
+      if (applied && delta?.hash === applied.hash && delta.base_hash === applied.hash && Number(delta.base_version) === applied.version) return unchanged(version);
       const base = held && applied ? { ...held.content, version: applied.version } : null;
       return swap(
         version,

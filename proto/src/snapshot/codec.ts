@@ -677,7 +677,8 @@ export function toDeltaMessage(base: SnapshotContent, next: SnapshotContent): De
   const edits = derivation?.base.deref() === base.defs ? derivation!.edits : null;
   for (const key of KIND_KEYS) {
     const codec = KIND_CODECS[key] as KindCodec<object>;
-    const { upserts, removed } = edits ? editsOfKind(codec, edits) : diffKind(codec, base.defs, next.defs);
+    // The same lists (a data plane holding the current content under another version): nothing to compare.
+    const { upserts, removed } = base.defs === next.defs ? { upserts: [], removed: [] } : edits ? editsOfKind(codec, edits) : diffKind(codec, base.defs, next.defs);
     delta[key] = upserts;
     delta[`removed_${key}`] = removed;
   }

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { createLogger } from '#proto/logger';
@@ -306,6 +307,55 @@ describe('snapshot server', () => {
       const dp = open();
       dp.hello(id, { accepts_deltas: true, ...holds });
       expect(await dp.next()).toMatchObject({ content: 'snapshot', snapshot: { version, hash } });
+    }
+  });
+
+  test('a data plane whose stream was full is sent, once it drains, the delta from the last version it was sent, not the whole', async () => {
+    // Deltas of ~40 KB each (every API's target changes), so that a stream that is not read fills within a few dozen versions.
+    const apis = Array.from({ length: 300 }, (_, i) => `api-${i}`);
+    const retarget = (port: number) => (defs: Definitions): Definitions => ({
+      ...defs,
+      apis: apis.map((name) => parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: `http://127.0.0.1:${port}` }] } } })),
+    });
+    await store.update(retarget(1000));
+    // A raw HTTP/2 client that reads nothing until told to: grpc-js's own client keeps reading into its buffers.
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    const stream = session.request({ ':method': 'POST', ':path': '/gatehouse.v1.SnapshotService/StreamSnapshots', 'content-type': 'application/grpc', te: 'trailers' });
+    stream.on('error', () => undefined);
+    try {
+      stream.pause();
+      const hello = proto.service.StreamSnapshots.requestSerialize({ hello: { id: 'dp-slow', accepts_deltas: true } });
+      const frame = Buffer.alloc(5 + hello.length);
+      frame.writeUInt32BE(hello.length, 1);
+      hello.copy(frame, 5);
+      stream.write(frame);
+      await until(() => dataPlane('dp-slow'));
+      // The stream fills after ~18 (16 writes queued in grpc-js, the HTTP/2 window's worth in flight); under 16 more follow.
+      for (let v = 1; v <= 30; v++) await store.update(retarget(1000 + v));
+      const { version, hash } = builder.current();
+      // Every gRPC message framed in what the stream gives once it is read.
+      const received: Push[] = [];
+      let pending = Buffer.alloc(0);
+      stream.on('data', (chunk: Buffer) => {
+        pending = Buffer.concat([pending, chunk]);
+        while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+          const length = pending.readUInt32BE(1);
+          received.push(proto.service.StreamSnapshots.responseDeserialize(pending.subarray(5, 5 + length)) as Push);
+          pending = pending.subarray(5 + length);
+        }
+      });
+      stream.resume();
+      await until(() => received.at(-1)?.delta?.version === version || received.at(-1)?.snapshot?.version === version);
+      const versions = received.map((p) => (p.content === 'delta' ? p.delta!.version : p.snapshot.version));
+      const gap = versions.findIndex((v, i) => i > 0 && v !== versions[i - 1] + 1);
+      // The stream filled (some versions were never sent) and what came after the gap is a delta from the last one sent.
+      expect(gap).toBeGreaterThan(0);
+      expect(received[0].content).toBe('snapshot');
+      expect(received.slice(1).map((p) => p.content)).toEqual(received.slice(1).map(() => 'delta'));
+      expect(received[gap].delta).toMatchObject({ base_version: versions[gap - 1], version, hash });
+    } finally {
+      stream.close();
+      session.close();
     }
   });
 

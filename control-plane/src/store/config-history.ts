@@ -25,7 +25,7 @@ import { removeAbandonedTemps, writeFileAtomic } from './atomic-file.js';
 import { deserialize, serialize } from './file-store.js';
 import type { StoreState } from './index.js';
 import { changesBetween, createReplay, encodeRecord, openJournal, parseJournal, type JournalFile } from './journal.js';
-import { createTurns, settled } from './turns.js';
+import { createTurns, settled } from '#proto/turns';
 
 export const DEFAULT_HISTORY_LIMIT = 20;
 export const HISTORY_DIR = 'history';

@@ -6,7 +6,7 @@
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import type { StoreListener, StoreState, UpdateResult } from './index.js';
-import { createTurns, settled } from './turns.js';
+import { createTurns, settled } from '#proto/turns';
 
 export interface UpdateQueue {
   /** Runs `apply` once every update queued before it has settled; rejects at once after close(). */

@@ -14,7 +14,7 @@ import { definitionsHash, toDeltaMessage, toSnapshotMessage, type DeltaMessage, 
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotCache, messageJsonPieces } from './snapshot-cache.js';
 import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
-import { createSnapshotHolder } from './snapshot-holder.js';
+import { APPLY_TURN, createSnapshotHolder } from './snapshot-holder.js';
 
 const proto = loadGatehouseProto();
 const logger = createLogger('data-plane', 'silent');
@@ -155,6 +155,38 @@ describe('snapshot client', () => {
     // The unchanged route keeps its forwarding state (balancer position, pipeline).
     const upstreamOfA = (snapshot: typeof served) => snapshot.upstreams.get(snapshot.table.match({ method: 'GET', host: 'x.test', path: '/a/1' })!.route);
     expect(upstreamOfA(holder.current()!)).toBe(upstreamOfA(served));
+  });
+
+  test('a full snapshot to a serving data plane is applied in turns; a delta pushed right behind it waits for it, and the answers keep their order', async () => {
+    const cp = await startFakeControlPlane();
+    cleanup.push(cp.close);
+    const { holder } = startClient(cp.address);
+    await until('hello', () => cp.messages.find((m) => m.hello));
+    cp.push(cp.streams[0]!, 'n1', snapshot(1, apiDef('a')));
+    await until('ack of the first snapshot', () => cp.messages.find((m) => m.ack?.nonce === 'n1'));
+    const served = holder.current()!;
+    const defs = { apis: Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`)), oauthServers: [] };
+    const v2 = { version: 2, hash: definitionsHash(defs), defs };
+    const v3defs = { ...defs, apis: [...defs.apis, apiDef('late')] };
+    const v3 = { version: 3, hash: definitionsHash(v3defs), defs: v3defs };
+    const applyInTurns = holder.applyInTurns;
+    let inTurns = 0;
+    holder.applyInTurns = (...args) => {
+      inTurns++;
+      return applyInTurns(...args);
+    };
+    cp.push(cp.streams[0]!, 'n2', toSnapshotMessage(2, defs));
+    cp.pushDelta(cp.streams[0]!, 'n3', toDeltaMessage(v2, v3));
+    await until('ack of the delta', () => cp.messages.find((m) => m.ack?.nonce === 'n3'));
+    expect(cp.messages.flatMap((m): object[] => (m.ack ? [m.ack] : m.nack ? [{ nack: m.nack.nonce }] : []))).toEqual([
+      { version: 1, nonce: 'n1' },
+      { version: 2, nonce: 'n2' },
+      { version: 3, nonce: 'n3' },
+    ]);
+    expect(inTurns).toBe(1);
+    expect(holder.current()).not.toBe(served);
+    expect(holder.current()).toMatchObject({ version: 3, hash: v3.hash });
+    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/late/1' })?.route.name).toBe('late');
   });
 
   test('after the stream ends it keeps serving, reconnects and says what it holds', async () => {

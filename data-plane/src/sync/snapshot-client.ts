@@ -11,7 +11,7 @@ import { toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#pro
 import type * as wire from '#proto/wire';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import type { SnapshotCache } from './snapshot-cache.js';
-import type { SnapshotHolder } from './snapshot-holder.js';
+import type { ApplyResult, SnapshotHolder } from './snapshot-holder.js';
 
 export interface DataPlaneIdentity {
   id: string;
@@ -33,6 +33,8 @@ export interface SnapshotClient {
   readonly connected: boolean;
   close(): Promise<void>;
 }
+
+const noop = (): void => undefined;
 
 /** A NACK carries the error for GET /dataplanes; keep it readable, not megabytes. */
 const MAX_NACK_ERROR_CHARS = 2000;
@@ -108,12 +110,22 @@ export function createSnapshotClient(deps: {
       retryLater(reason, err);
     };
 
+    // A full snapshot applied in turns (handlePush) lets later pushes arrive meanwhile: each waits for the one before.
+    let queue: Promise<void> | null = null;
+    const wanted = () => !down;
     stream.on('data', (push: SnapshotPush) => {
       if (down) return;
       connected = true;
       attempt = 0;
       endColdStart(false);
-      handlePush(stream, push);
+      const handle = () => (down ? null : handlePush(stream, push, wanted));
+      const pending: Promise<unknown> | null = queue ? queue.then(handle) : handle();
+      if (!pending) return;
+      const settled = pending.then(noop, (err: Error) => logger.error({ err: err.message }, 'snapshot push failed'));
+      queue = settled;
+      void settled.then(() => {
+        if (queue === settled) queue = null;
+      });
     });
     stream.on('error', (err: Error) => onDown('error', err));
     stream.on('end', () => onDown('end'));
@@ -148,9 +160,23 @@ export function createSnapshotClient(deps: {
     timer = setTimeout(connect, delay);
   }
 
-  function handlePush(stream: SnapshotCall, push: SnapshotPush): void {
+  /**
+   * Applies a push and answers it; a full snapshot that arrives while another one serves is applied in turns
+   * (holder.applyInTurns: the requests in flight keep being served between them) and its promise returned.
+   */
+  function handlePush(stream: SnapshotCall, push: SnapshotPush, wanted: () => boolean): Promise<void> | null {
+    if (push?.content !== 'delta' && holder.current() !== null) {
+      return holder.applyInTurns(push?.snapshot as SnapshotMessage, wanted).then((result) => {
+        // null: the stream went down meanwhile; the next one's Hello names what is still held.
+        if (result && wanted()) answer(stream, push, result);
+      });
+    }
+    answer(stream, push, push?.content === 'delta' && push.delta ? holder.applyDelta(push.delta) : holder.apply(push?.snapshot as SnapshotMessage));
+    return null;
+  }
+
+  function answer(stream: SnapshotCall, push: SnapshotPush, result: ApplyResult): void {
     const nonce = push?.nonce ?? '';
-    const result = push?.content === 'delta' && push.delta ? holder.applyDelta(push.delta) : holder.apply(push?.snapshot as SnapshotMessage);
     if (!result.ok) {
       logger.error({ version: result.version, err: result.error }, 'snapshot rejected, keeping the previous one');
       stream.write({ nack: { version: result.version, nonce, error: result.error.slice(0, MAX_NACK_ERROR_CHARS) } });

@@ -7,7 +7,7 @@ import { GatehouseError } from '#proto/errors';
 import { hashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
 import { PluginExchange } from '../plugins/index.js';
-import { createSnapshotHolder, type AppliedSnapshot } from './snapshot-holder.js';
+import { APPLY_TURN, createSnapshotHolder, type AppliedSnapshot } from './snapshot-holder.js';
 import { compilePlugins, type CompiledOpenidConnect } from '#proto/plugins/index';
 import { startOidcProvider } from '../../../test/helpers/oidc-provider.js';
 import { createJwksCache } from '../auth/jwks-cache.js';
@@ -124,6 +124,59 @@ describe('snapshot holder', () => {
     // An empty delta from a version not held is refused as any delta is.
     expect(holder.applyDelta(toDeltaMessage({ ...held, version: 8 }, { ...held, version: 10 }))).toMatchObject({ ok: false, version: 10 });
     expect(holder.current()!.version).toBe(9);
+  });
+
+  test('a full snapshot applied in turns serves the old one until it swaps, lets other work run between turns, and routes as one applied at once', async () => {
+    const many = (version: number, moved: string) =>
+      snapshot(version, ...Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`, i === 7 ? `/${moved}/*` : `/api-${i}/*`)));
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(many(1, 'first'));
+    const before = holder.current()!;
+    let turns = 0;
+    let servedOld = true;
+    const ticker = setInterval(() => {
+      turns++;
+      servedOld &&= holder.current() === before;
+    }, 0);
+    const applying = holder.applyInTurns(many(2, 'second'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(holder.current()).toBe(before);
+    const result = await applying;
+    clearInterval(ticker);
+    expect(result).toEqual({ ok: true, version: 2, hash: many(2, 'second').hash, changed: true });
+    // Timers ran while it applied (at least one per turn of decoding and one of indexing), all on the old snapshot.
+    expect(turns).toBeGreaterThanOrEqual(2);
+    expect(servedOld).toBe(true);
+    const atOnce = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    atOnce.apply(many(2, 'second'));
+    const names = (h: typeof holder) => ['/second/x', '/first/x', '/api-8/x', '/none/x'].map((path) => h.current()!.table.match({ ...lookup, path })?.route.name ?? null);
+    expect(names(holder)).toEqual(['api-7', null, 'api-8', null]);
+    expect(names(holder)).toEqual(names(atOnce));
+    // A delta then applies on top of it as on any full snapshot.
+    const content = holder.content()!;
+    const next = { version: 3, defs: { ...content.defs, apis: content.defs.apis.filter((a) => a.name !== 'api-8') } };
+    expect(holder.applyDelta(toDeltaMessage(content, { ...next, hash: definitionsHash(next.defs) }))).toMatchObject({ ok: true, version: 3 });
+    expect(names(holder)).toEqual(['api-7', null, null, null]);
+  });
+
+  test('a full snapshot applied in turns: a bad one is refused and the old one kept; one no longer wanted is dropped unapplied', async () => {
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(good);
+    const before = holder.current()!;
+    const lying = { ...snapshot(2, apiDef('x'), apiDef('y')), hash: good.hash.replace(/^./, (c) => (c === '0' ? '1' : '0')) };
+    const refused = await holder.applyInTurns(lying);
+    expect(refused).toMatchObject({ ok: false, version: 2 });
+    expect(refused?.ok === false && refused.error).toMatch(/hash mismatch/);
+    expect(holder.current()).toBe(before);
+    const big = snapshot(3, ...Array.from({ length: APPLY_TURN * 2 }, (_, i) => apiDef(`n-${i}`)));
+    let wanted = true;
+    const dropped = holder.applyInTurns(big, () => wanted);
+    wanted = false;
+    expect(await dropped).toBeNull();
+    expect(holder.current()).toBe(before);
+    // The same content as held: acknowledged without a rebuild, as apply() does.
+    expect(await holder.applyInTurns({ ...good, version: 4 })).toEqual({ ok: true, version: 4, hash: good.hash, changed: false });
+    expect(holder.current()!.table).toBe(before.table);
   });
 
   test('requests holding the old snapshot keep it after a swap', () => {

@@ -11,12 +11,12 @@
  * route-state registries: a delta releases its removed routes' and gets its added routes' only.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
-import { applyChanges, indexConfig, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
+import { applyChanges, indexConfig, indexConfigInTurns, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
 import type { PasswordHash } from '#proto/password-hash';
 import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
 import { LayeredMap } from '#proto/layered-map';
-import { applyDeltaMessage, fromSnapshotMessage, prepareForDeltas, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
+import { applyDeltaMessage, fromSnapshotMessage, fromSnapshotMessageInTurns, prepareForDeltas, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector, type JwksCache } from '../auth/index.js';
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
@@ -111,6 +111,13 @@ export interface SnapshotHolder {
   current(): AppliedSnapshot | null;
   /** Builds everything first, then swaps one reference; on error keeps the old snapshot. */
   apply(message: SnapshotMessage): ApplyResult;
+  /**
+   * apply() for a data plane that serves requests meanwhile: decoding, validating, hashing and compiling run in
+   * turns of APPLY_TURN definitions with the event loop's I/O between them, on the held snapshot; the rest and the
+   * swap as apply() does. Resolves null without applying when `wanted()` turns false between turns (its stream
+   * went down).
+   */
+  applyInTurns(message: SnapshotMessage, wanted?: () => boolean): Promise<ApplyResult | null>;
   /** Same, for a delta on top of the held content (refused unless that is exactly its base). */
   applyDelta(delta: DeltaMessage): ApplyResult;
   /** The held content (definitions), for the snapshot cache; null before the first snapshot. */
@@ -118,6 +125,23 @@ export interface SnapshotHolder {
 }
 
 type IndexEntry = NonNullable<ReturnType<ConfigIndex['entries']['get']>>;
+
+/**
+ * Definitions per turn of applyInTurns: ~2–3 ms of a turn's work on the development machine (decoding and
+ * validating a definition ~12 µs, compiling one ~10). A full snapshot of 10,000 APIs with one changed paused a
+ * serving data plane's requests for 215–335 ms applied at once (in-process, warm).
+ */
+export const APPLY_TURN = 200;
+
+/** Runs steps that yield between turns, letting the event loop's I/O (requests) run after each. */
+async function inTurns<T>(steps: Generator<void, T>, wanted: () => boolean): Promise<T | null> {
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (!wanted()) return null;
+  }
+}
 
 /** What a later delta builds on: the content and what was built from it. */
 interface Held {
@@ -244,9 +268,9 @@ export function createSnapshotHolder(deps: {
   type Built = { next: AppliedSnapshot; held: Held; oidc: readonly CompiledOpenidConnect[] | null };
 
   /** Builds everything `content` needs from nothing (a full snapshot). */
-  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null): Built {
+  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null, indexed?: ConfigIndex): Built {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
-    const index = indexConfig(content.defs);
+    const index = indexed ?? indexConfig(content.defs);
     const { routes, oauthServers, ...credentialMaps } = indexRoutes(index);
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
     const credentials = heldCredentials(credentialMaps);
@@ -339,13 +363,13 @@ export function createSnapshotHolder(deps: {
     };
   }
 
-  function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null): ApplyResult {
+  function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null, index?: ConfigIndex): ApplyResult {
     let built: Built;
     const breakers = breakerRegistry.begin();
     const health = deps.health?.begin() ?? null;
     try {
       const { changes, ...next } = content();
-      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes) : build(next, breakers, health);
+      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes) : build(next, breakers, health, index);
     } catch (err) {
       applies?.inc({ result: 'rejected' });
       return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
@@ -357,6 +381,21 @@ export function createSnapshotHolder(deps: {
     if (built.oidc) deps.oidc?.retain(built.oidc);
     applies?.inc({ result: 'applied' });
     return { ok: true, version: built.next.version, hash: built.next.hash, changed: true };
+  }
+
+  /** After a full snapshot's swap: what deltas on it need is prepared once it is served, not on the path of the first. */
+  function served(result: ApplyResult, endHold: () => void): ApplyResult {
+    if (!result.ok) {
+      endHold();
+      return result;
+    }
+    const { defs } = held!.content;
+    setImmediate(() => {
+      prepareForDeltas(defs);
+      endHold();
+      deps.endStartUpHold?.();
+    });
+    return result;
   }
 
   /** Same content: nothing to rebuild. The CP's version is authoritative, so adopt it. */
@@ -373,19 +412,28 @@ export function createSnapshotHolder(deps: {
       const version = Number(message?.version ?? 0);
       if (applied && message?.hash && message.hash === applied.hash) return unchanged(version);
       const endHold = deps.holdYoungGeneration?.() ?? noop;
-      const result = swap(version, () => fromSnapshotMessage(message), null);
-      if (!result.ok) {
+      return served(swap(version, () => fromSnapshotMessage(message), null), endHold);
+    },
+    async applyInTurns(message, wanted = () => true) {
+      const version = Number(message?.version ?? 0);
+      if (applied && message?.hash && message.hash === applied.hash) return unchanged(version);
+      const endHold = deps.holdYoungGeneration?.() ?? noop;
+      let content: SnapshotContent | null;
+      let index: ConfigIndex | null = null;
+      try {
+        content = await inTurns(fromSnapshotMessageInTurns(message, APPLY_TURN), wanted);
+        if (content) index = await inTurns(indexConfigInTurns(content.defs, APPLY_TURN), wanted);
+      } catch (err) {
         endHold();
-        return result;
+        applies?.inc({ result: 'rejected' });
+        return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
       }
-      // Once this snapshot is served, not on the path of the first delta on it.
-      const { defs } = held!.content;
-      setImmediate(() => {
-        prepareForDeltas(defs);
+      if (!content || !index) {
         endHold();
-        deps.endStartUpHold?.();
-      });
-      return result;
+        return null;
+      }
+      const decoded = content;
+      return served(swap(version, () => decoded, null, index), endHold);
     },
     applyDelta(delta) {
       const version = Number(delta?.version ?? 0);

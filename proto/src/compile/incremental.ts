@@ -27,6 +27,7 @@ import {
   type DefinitionKindName,
 } from './index.js';
 import type { PasswordHash } from '../password-hash.js';
+import { allTurns } from '../turns.js';
 import { LayeredMap } from '../layered-map.js';
 import { EMPTY_LIST } from '../definition/proxy-schema.js';
 
@@ -160,6 +161,19 @@ export function rememberConfigIndex(defs: Definitions, index: ConfigIndex): void
  * missing server, or a server removed while an API still names it. The index given is not modified.
  */
 export function applyChanges(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache): ConfigIndex {
+  return allTurns(applyChangesInTurns(index, changes, cache));
+}
+
+/**
+ * indexConfig in turns of `turn` definitions (applyChanges' passes yield between them, each definition compiled
+ * in the first): a serving data plane's full snapshot (snapshot-holder.ts applyInTurns).
+ */
+export function indexConfigInTurns(defs: Definitions, turn: number): Generator<void, ConfigIndex> {
+  return applyChangesInTurns(EMPTY, definitionsOf(defs), undefined, turn);
+}
+
+/** applyChanges, yielding after every `turn` changes of its passes over them. */
+function* applyChangesInTurns(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache, turn = Infinity): Generator<void, ConfigIndex> {
   // Read and written through drafts, so that a rejection (a throw below) leaves `index` as it was at no cost.
   const entries = new Draft(index.entries);
   const routeOwners = new Draft(index.routeOwners);
@@ -176,7 +190,9 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
     entries.set(entryKey(kind, name), undefined);
   }
   const added: Entry[] = [];
+  let done = 0;
   for (const change of changes) {
+    if (++done % turn === 0) yield;
     if (!change.def) continue;
     const key = entryKey(change.kind, change.name);
     // Taken out above when replaced, so only a second change of the same name finds one (indexConfig's lists).
@@ -192,6 +208,7 @@ export function applyChanges(index: ConfigIndex, changes: readonly DefinitionCha
   }
   const strategyOf = (name: string) => (entries.get(entryKey('oauth-server', name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name;
   for (const entry of added) {
+    if (++done % turn === 0) yield;
     try {
       if (entry.kind === 'api') checkPluginReferences(entry.def as ApiDefinition, strategyOf);
     } catch (err) {

@@ -30,6 +30,7 @@ import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, p
 import { isPlainObject } from '../definition/field-path.js';
 import { OAUTH_ENDPOINTS } from '../definition/types.js';
 import { LayeredMap } from '../layered-map.js';
+import { allTurns } from '../turns.js';
 import type * as wire from '../wire.js';
 import type {
   ApiDefinition,
@@ -485,17 +486,21 @@ function serverFromMessage(m: unknown): unknown {
   };
 }
 
-function decodeAll<T>(
+/** Decodes and validates each item, yielding after every `turn` of them. */
+function* decodeAll<T>(
   items: unknown,
   kind: DefinitionList,
   convert: (m: unknown) => unknown,
   parse: (raw: unknown) => T,
   nameOf: (def: T) => string = (def) => (def as { name: string }).name,
   decode?: SnapshotMessage['decodeDefinition'],
-): T[] {
+  turn = Infinity,
+): Generator<void, T[]> {
   if (!Array.isArray(items)) throw new GatehouseError('VALIDATION_FAILED', `snapshot ${kind} must be an array`);
   const names = new Set<string>();
-  return items.map((m, i) => {
+  const defs: T[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const m: unknown = items[i];
     let def: T;
     try {
       def = parse(convert(decode && m instanceof Uint8Array ? decode(kind, m) : m));
@@ -507,26 +512,48 @@ function decodeAll<T>(
       throw new GatehouseError('VALIDATION_FAILED', `snapshot ${kind}[${i}]: duplicate name ${JSON.stringify(nameOf(def))}`);
     }
     names.add(nameOf(def));
-    return def;
-  });
+    defs.push(def);
+    if ((i + 1) % turn === 0) yield;
+  }
+  return defs;
 }
 
 /**
  * Inverse of toSnapshotMessage; throws VALIDATION_FAILED on a message that does not describe valid
  * definitions (each one re-validated) or whose hash does not match its content.
  */
-export function fromSnapshotMessage(msg: SnapshotMessage): { version: number; hash: string; defs: Definitions } {
+export function fromSnapshotMessage(msg: SnapshotMessage): SnapshotContent {
+  return allTurns(fromSnapshotMessageInTurns(msg));
+}
+
+/**
+ * fromSnapshotMessage in turns of `turn` definitions (each decoded, validated and hashed), yielding between
+ * them: a data plane that serves requests while a full snapshot arrives lets them run between turns
+ * (snapshot-holder.ts applyInTurns) instead of pausing them all for the whole.
+ */
+export function* fromSnapshotMessageInTurns(msg: SnapshotMessage, turn = Infinity): Generator<void, SnapshotContent> {
   let defs: Definitions = { apis: [], oauthServers: [] };
+  const counts: number[] = [];
+  const sums: bigint[] = [];
   for (const key of KIND_KEYS) {
     const codec = KIND_CODECS[key] as KindCodec<object>;
     const items = codec.optional ? (msg[key] ?? []) : msg[key];
-    if (!codec.optional || !Array.isArray(items) || items.length > 0) defs = codec.withList(defs, codec.decode(items, msg.decodeDefinition));
+    const list = yield* codec.decode(items, msg.decodeDefinition, turn);
+    if (!codec.optional || list.length > 0) defs = codec.withList(defs, list);
+    let sum = 0n;
+    for (let i = 0; i < list.length; i++) {
+      sum += definitionHash(list[i], codec.toRawMessage);
+      if ((i + 1) % turn === 0) yield;
+    }
+    counts.push(list.length);
+    sums.push(sum);
   }
-  const hash = definitionsHash(defs);
-  if (hash !== msg.hash) {
-    throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${hash}`);
+  const whole = sealed(counts, sums);
+  if (whole.hash !== msg.hash) {
+    throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${whole.hash}`);
   }
-  return { version: Number(msg.version), hash, defs };
+  wholeHashes.set(defs, whole);
+  return { version: Number(msg.version), hash: whole.hash, defs };
 }
 
 /** A version's content as both sides hold it. */
@@ -566,8 +593,8 @@ interface KindCodec<D extends object> {
   toMessage(def: D): object;
   /** A fresh message (only hashed, not kept). */
   toRawMessage(def: D): object;
-  /** Message → validated definition; throws with the message's index. */
-  decode(items: unknown, decode?: SnapshotMessage['decodeDefinition']): D[];
+  /** Messages → validated definitions, yielding after every `turn` of them; throws with the message's index. */
+  decode(items: unknown, decode?: SnapshotMessage['decodeDefinition'], turn?: number): Generator<void, D[]>;
 }
 
 /**
@@ -596,7 +623,7 @@ function credentialCodec<D extends { username: string; groups?: string[] }>(
     nameOf: (c) => c.username,
     toMessage: (c) => memoMessage(c, toMessage),
     toRawMessage: toMessage,
-    decode: (items, decode) => decodeAll(items, list, fromMessage, parse, (c) => c.username, decode),
+    decode: (items, decode, turn) => decodeAll(items, list, fromMessage, parse, (c) => c.username, decode, turn),
   };
 }
 
@@ -609,7 +636,7 @@ const KIND_CODECS = {
     nameOf: (api) => api.name,
     toMessage: apiMessage,
     toRawMessage: apiToMessage,
-    decode: (items, decode) => decodeAll(items, 'apis', apiFromMessage, parseApiDefinition, undefined, decode),
+    decode: (items, decode, turn) => decodeAll(items, 'apis', apiFromMessage, parseApiDefinition, undefined, decode, turn),
   } satisfies KindCodec<ApiDefinition>,
   oauth_servers: {
     kind: 'oauth-server',
@@ -619,7 +646,7 @@ const KIND_CODECS = {
     nameOf: (server) => server.name,
     toMessage: oauthServerMessage,
     toRawMessage: serverToMessage,
-    decode: (items, decode) => decodeAll(items, 'oauth_servers', serverFromMessage, parseOAuthServer, undefined, decode),
+    decode: (items, decode, turn) => decodeAll(items, 'oauth_servers', serverFromMessage, parseOAuthServer, undefined, decode, turn),
   } satisfies KindCodec<OAuthServerDefinition>,
   basic_auth_credentials: credentialCodec<BasicAuthCredential>(
     'basic-auth-credential',
@@ -828,7 +855,7 @@ export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): S
     const codec = KIND_CODECS[key] as KindCodec<object>;
     const removed = delta[`removed_${key}`] ?? [];
     if (!Array.isArray(removed)) throw new GatehouseError('VALIDATION_FAILED', `delta removed_${key} must be an array`);
-    const upserts = codec.decode(delta[key] ?? []);
+    const upserts = allTurns(codec.decode(delta[key] ?? []));
     const removedNames = new Set(removed.map(String).filter((name) => !upserts.some((d) => codec.nameOf(d) === name)));
     for (const name of removedNames) changes.push({ kind: codec.kind, name });
     for (const def of upserts) changes.push({ kind: codec.kind, name: codec.nameOf(def), def });

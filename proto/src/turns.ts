@@ -12,3 +12,14 @@ export function createTurns(): Turns {
 
 /** Resolves once every task given to `turns` so far has settled. */
 export const settled = (turns: Turns): Promise<void> => turns(async () => undefined);
+
+/**
+ * Runs steps that yield between turns (the `…InTurns` generators: a long pass over a configuration cut into
+ * turns, so that a caller serving requests can let them run between) to their end at once.
+ */
+export function allTurns<T>(steps: Generator<void, T>): T {
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}

@@ -25,7 +25,7 @@ import type { TokenStore } from '../auth/token-store.js';
 import type { OidcProviders } from '../auth/oidc-provider.js';
 import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import { createBalancer, type Balancer } from '../routing/index.js';
-import { buildRoutingTable, updateRoutingTable, type RoutingTable } from '../routing/index.js';
+import { buildRoutingTable, buildRoutingTableInTurns, updateRoutingTable, type RoutingTable } from '../routing/index.js';
 import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, type StageDeps } from '../plugins/index.js';
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
@@ -132,6 +132,13 @@ type IndexEntry = NonNullable<ReturnType<ConfigIndex['entries']['get']>>;
  * serving data plane's requests for 215–335 ms applied at once (in-process, warm).
  */
 export const APPLY_TURN = 200;
+
+/** What applyInTurns builds in turns for build(): the index, its routes and their routing table. */
+interface Prepared {
+  index: ConfigIndex;
+  routed: ReturnType<typeof indexRoutes>;
+  table: RoutingTable;
+}
 
 /** Runs steps that yield between turns, letting the event loop's I/O (requests) run after each. */
 async function inTurns<T>(steps: Generator<void, T>, wanted: () => boolean): Promise<T | null> {
@@ -268,17 +275,17 @@ export function createSnapshotHolder(deps: {
   type Built = { next: AppliedSnapshot; held: Held; oidc: readonly CompiledOpenidConnect[] | null };
 
   /** Builds everything `content` needs from nothing (a full snapshot). */
-  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null, indexed?: ConfigIndex): Built {
+  function build(content: SnapshotContent, breakers: BreakerGeneration, health: HealthGeneration | null, prepared?: Prepared): Built {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
-    const index = indexed ?? indexConfig(content.defs);
-    const { routes, oauthServers, ...credentialMaps } = indexRoutes(index);
+    const index = prepared?.index ?? indexConfig(content.defs);
+    const { routes, oauthServers, ...credentialMaps } = prepared?.routed ?? indexRoutes(index);
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
     const credentials = heldCredentials(credentialMaps);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
     health?.releaseAll();
     return {
-      next: { version: content.version, hash: content.hash, table: buildRoutingTable(routes), authorizer, upstreams: builtUpstreams(routes, pipelineDeps, health) },
+      next: { version: content.version, hash: content.hash, table: prepared?.table ?? buildRoutingTable(routes), authorizer, upstreams: builtUpstreams(routes, pipelineDeps, health) },
       held: { content, index, oauthServers, credentials },
       oidc: deps.oidc ? oidcConfigsOf(routes) : null,
     };
@@ -363,13 +370,13 @@ export function createSnapshotHolder(deps: {
     };
   }
 
-  function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null, index?: ConfigIndex): ApplyResult {
+  function swap(version: number, content: () => SnapshotContent & { changes?: ContentChange[] }, previous: Held | null, prepared?: Prepared): ApplyResult {
     let built: Built;
     const breakers = breakerRegistry.begin();
     const health = deps.health?.begin() ?? null;
     try {
       const { changes, ...next } = content();
-      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes) : build(next, breakers, health, index);
+      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes) : build(next, breakers, health, prepared);
     } catch (err) {
       applies?.inc({ result: 'rejected' });
       return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
@@ -419,21 +426,26 @@ export function createSnapshotHolder(deps: {
       if (applied && message?.hash && message.hash === applied.hash) return unchanged(version);
       const endHold = deps.holdYoungGeneration?.() ?? noop;
       let content: SnapshotContent | null;
-      let index: ConfigIndex | null = null;
+      let prepared: Prepared | null = null;
       try {
         content = await inTurns(fromSnapshotMessageInTurns(message, APPLY_TURN), wanted);
-        if (content) index = await inTurns(indexConfigInTurns(content.defs, APPLY_TURN), wanted);
+        const index = content && (await inTurns(indexConfigInTurns(content.defs, APPLY_TURN), wanted));
+        if (index) {
+          const routed = indexRoutes(index);
+          const table = await inTurns(buildRoutingTableInTurns(routed.routes, APPLY_TURN), wanted);
+          if (table) prepared = { index, routed, table };
+        }
       } catch (err) {
         endHold();
         applies?.inc({ result: 'rejected' });
         return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
       }
-      if (!content || !index) {
+      if (!content || !prepared) {
         endHold();
         return null;
       }
       const decoded = content;
-      return served(swap(version, () => decoded, null, index), endHold);
+      return served(swap(version, () => decoded, null, prepared), endHold);
     },
     applyDelta(delta) {
       const version = Number(delta?.version ?? 0);

@@ -66,7 +66,7 @@ export interface UpstreamTarget {
  * Priority baked in at build: longest literal prefix, then more conditions, then name (see router.ts).
  * updateRoutingTable(previous, removed, added) rebuilds only the buckets of the changed routes' prefixes.
  */
-export { buildRoutingTable, updateRoutingTable, outrankedBecause } from './router.js';
+export { buildRoutingTable, buildRoutingTableInTurns, updateRoutingTable, outrankedBecause } from './router.js';
 /**
  * README "Proxy behaviour" rewrite table. `query` is the client's raw query string without '?', '' when none.
  * Throws GatehouseError('BAD_UPSTREAM_HOST') when substituted placeholders do not form a valid hostname.

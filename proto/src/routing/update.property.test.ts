@@ -2,12 +2,13 @@
  * updateRoutingTable agrees with buildRoutingTable: over random tables and random sequences of
  * deltas (routes removed, replaced, added, in prefixes that share, split and empty tree nodes), the
  * incrementally updated table answers every request, and `explain`, exactly as a table built from
- * scratch from the resulting route list; and the table it started from still answers as before.
+ * scratch from the resulting route list; and the table it started from still answers as before. A table
+ * built in turns (a serving data plane's full snapshot) answers as one built at once.
  */
 import fc from 'fast-check';
 import { compileApi, type CompiledRoute } from '../compile/index.js';
 import { parseApiDefinition } from '../definition/index.js';
-import { buildRoutingTable, updateRoutingTable, type RequestFacts, type RoutingTable } from './index.js';
+import { buildRoutingTable, buildRoutingTableInTurns, updateRoutingTable, type RequestFacts, type RoutingTable } from './index.js';
 
 const PARAMS = { seed: 20261124, numRuns: 300 };
 
@@ -108,6 +109,22 @@ describe('updateRoutingTable', () => {
           const first = table.explain(req).find((c) => c.failed.length === 0);
           expect(table.match(req)?.route.id).toBe(first?.route.id);
         }
+      }),
+      PARAMS,
+    );
+  });
+
+  test('a table built in turns (buildRoutingTableInTurns, any turn size) answers as one built at once, and yields between its turns', () => {
+    fc.assert(
+      fc.property(config, fc.integer({ min: 1, max: 4 }), requests, (specs, turn, reqs) => {
+        const routes = specs.flatMap((s, i) => (s ? [route(NAMES[i], s)] : []));
+        const steps = buildRoutingTableInTurns(routes, turn);
+        let turns = 0;
+        let step = steps.next();
+        for (; !step.done; step = steps.next()) turns++;
+        // At least one turn per `turn` routes put in the tree (the freezing of its nodes takes more).
+        expect(turns).toBeGreaterThanOrEqual(Math.floor(routes.length / turn));
+        expect(answers(step.value, reqs)).toEqual(answers(buildRoutingTable(routes), reqs));
       }),
       PARAMS,
     );

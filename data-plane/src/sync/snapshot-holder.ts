@@ -9,6 +9,9 @@
  * routing table is updated in the buckets of the changed routes only (updateRoutingTable) and swapped
  * in like a full snapshot. State that outlives snapshots (cb's breakers, health checks) is kept by
  * route-state registries: a delta releases its removed routes' and gets its added routes' only.
+ *
+ * A full snapshot that arrives while one serves (applyInTurns) is decoded, validated, hashed, indexed and given its
+ * routing table in turns, the requests in flight served between them, and then swapped in as apply() does.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
 import { applyChanges, indexConfig, indexConfigInTurns, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
@@ -112,9 +115,9 @@ export interface SnapshotHolder {
   /** Builds everything first, then swaps one reference; on error keeps the old snapshot. */
   apply(message: SnapshotMessage): ApplyResult;
   /**
-   * apply() for a data plane that serves requests meanwhile: decoding, validating, hashing and compiling run in
-   * turns of APPLY_TURN definitions with the event loop's I/O between them, on the held snapshot; the rest and the
-   * swap as apply() does. Resolves null without applying when `wanted()` turns false between turns (its stream
+   * apply() for a data plane that serves requests meanwhile: decoding, validating, hashing, compiling and the
+   * routing table run in turns of APPLY_TURN definitions (routes, tree nodes) with the event loop's I/O between
+   * them, the held snapshot serving; the rest and the swap as apply() does. Resolves null without applying when `wanted()` turns false between turns (its stream
    * went down).
    */
   applyInTurns(message: SnapshotMessage, wanted?: () => boolean): Promise<ApplyResult | null>;

@@ -7,7 +7,9 @@
 //   3. route match: ns per lookup at 10 / 1,000 / 10,000 APIs (mixed shapes, a parameter family,
 //      hosts-only tenants, canary pairs told apart by a header, and 10 hot APIs of 10,000), built in-process from the
 //      built modules (compileDefinitions + buildRoutingTable).
-//   4. data plane memory (VmRSS) and cold sync time at 10 / 1,000 / 10,000 / 50,000 APIs.
+//   4. full snapshot: a serving data plane's longest pause applying a full snapshot, at once vs in turns
+//      (scripts/bench-full-apply.mjs, in-process; BENCH_FULL_APPLY_SIZES, default 10000,50000).
+//   5. data plane memory (VmRSS) and cold sync time at 10 / 1,000 / 10,000 / 50,000 APIs.
 // Knobs: BENCH_DURATION (s per load run, default 10), BENCH_CONNECTIONS (default 50), BENCH_SECTIONS
 // (comma-separated section names, e.g. load; default all), BENCH_PROPAGATION_SIZES (default 1000,10000,50000).
 import { spawn, spawnSync } from 'node:child_process';
@@ -1161,6 +1163,22 @@ async function routeMatchSection() {
  * pick then breaks the tie over all targets, its most expensive case. hash keys on 64 user ids of 12 to 13
  * characters (a typical header or cookie value).
  */
+/** BENCH_FULL_APPLY_SIZES (default 10000,50000): the full snapshot section's sizes; 5 rounds up to 10,000, 3 above. */
+const FULL_APPLY_SIZES = (process.env.BENCH_FULL_APPLY_SIZES ?? '10000,50000').split(',').map(Number);
+
+async function fullApplySection() {
+  log('## full snapshot: the longest pause of a serving DP (a 1 ms timer\'s longest gap) applying a full snapshot of N APIs, one changed, in-process; at once vs in turns, alternated, medians');
+  const { measureFullApply } = await import('./bench-full-apply.mjs');
+  log(`${'APIs'.padStart(8)}${'rounds'.padStart(8)}${'pause at once'.padStart(15)}${'in turns'.padStart(10)}${'in turns/at once'.padStart(18)}${'wall at once'.padStart(13)}${'in turns'.padStart(10)}`);
+  for (const size of FULL_APPLY_SIZES) {
+    const rounds = size > 10_000 ? 3 : 5;
+    const { 'at once': once, 'in turns': turns } = await measureFullApply(size, rounds);
+    log(`${String(size).padStart(8)}${String(rounds).padStart(8)}${once.pause.toFixed(1).padStart(15)}${turns.pause.toFixed(1).padStart(10)}${(turns.pause / once.pause).toFixed(3).padStart(18)}${once.wall.toFixed(1).padStart(13)}${turns.wall.toFixed(1).padStart(10)}`);
+  }
+  log('   ms. A DP that serves applies a full snapshot (after a NACK, a reconnect from too far behind) in turns; its first one at once.');
+  log();
+}
+
 async function balancerSection() {
   log('## balancer: in-process Balancer.next(), ns per pick (health-checked targets, all healthy)');
   const { createBalancer } = await builtModule('data-plane/dist/routing/index.js');
@@ -1327,6 +1345,7 @@ async function main() {
   await section('propagation', () => propagationSection(upstream));
   await section('route match', routeMatchSection);
   await section('balancer', balancerSection);
+  await section('full snapshot', fullApplySection);
   await section('memory', () => memorySection(upstream));
   await upstream.stop();
   log(`bench done in ${((performance.now() - benchStarted) / 1000).toFixed(0)} s`);

@@ -1,10 +1,14 @@
 /**
  * Deltas on the wire between real processes (README "Control plane ↔ data plane"): after the full
  * snapshot on connect, each write reaches the data planes as a SnapshotDelta; a data plane that was
- * away (and so missed versions) gets the full snapshot again; both end on the CP's hash and route
+ * away (and so missed versions) gets the full snapshot again, and serving ones that hold a version a restarted CP
+ * never built get it too, applied in turns; both end on the CP's hash and route
  * by what the writes said. (A delta that does not hash right is refused: data-plane/src/sync
  * snapshot-client.test.ts, against a control plane reduced to the wire.)
  */
+import { createLogger } from '#proto/logger';
+import { parseApiDefinition } from '#proto/definition/index';
+import { openFileStore } from '../../control-plane/src/store/file-store.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
@@ -15,9 +19,13 @@ let gw: Gateway;
 let u: Upstream;
 
 /** The `content` of every "snapshot applied" line of a data plane, with its version, once the line for `upTo` is in (logs trail /readyz). */
-async function applied(dp: DataPlane, upTo: number): Promise<Array<{ version: number; content: string }>> {
+async function applied(dp: DataPlane, upTo: number, withTurns = false): Promise<Array<{ version: number; content: string; inTurns?: boolean }>> {
   const lines = () =>
-    dp.process.lines().flatMap((l) => (l.json?.msg === 'snapshot applied' ? [{ version: Number(l.json.version), content: String(l.json.content) }] : []));
+    dp.process
+      .lines()
+      .flatMap((l) =>
+        l.json?.msg === 'snapshot applied' ? [{ version: Number(l.json.version), content: String(l.json.content), ...(withTurns ? { inTurns: l.json.inTurns === true } : {}) }] : [],
+      );
   await pollUntil(async () => (lines().some((l) => l.version >= upTo) ? true : undefined), { what: `${dp.id} to log applying version ${upTo}`, details: () => dp.recentLogs() });
   return lines();
 }
@@ -60,6 +68,28 @@ test('writes after the first snapshot reach both data planes as deltas; they end
     expect((await dp.request('GET', '/d1-moved/x')).status).toBe(404);
   }
   await sameHashAsControlPlane(gw.dps);
+});
+
+test('a CP restarted on a configuration changed while it was down sends the serving DPs the whole, which they apply in turns', async () => {
+  const before = await gw.admin.createApi(apiDefinition({ name: 'd4', listenPath: '/d4/*', targets: [u.url] }));
+  expect(before.status).toBe(201);
+  await gw.admin.waitForDataPlanes(before, gw.dps);
+  await gw.cp.kill();
+  // Changed behind the CP's back (as another replica's or an operator's write): the DPs' version is then one it never built.
+  const store = await openFileStore({ dataDir: gw.cp.dataDir, logger: createLogger('control-plane', 'silent') });
+  await store.update((defs) => ({ ...defs, apis: [...defs.apis, parseApiDefinition(apiDefinition({ name: 'd5', listenPath: '/d5/*', targets: [u.url] }))] }));
+  const { revision } = store.current();
+  await store.close();
+  await gw.cp.restart();
+  await gw.admin.login();
+  await sameHashAsControlPlane(gw.dps);
+  for (const dp of gw.dps) {
+    expect((await applied(dp, revision, true)).at(-1)).toEqual({ version: revision, content: 'snapshot', inTurns: true });
+    expect((await dp.request('GET', '/d5/x')).status).toBe(200);
+    expect((await dp.request('GET', '/d4/x')).status).toBe(200);
+  }
+  const metrics = (await gw.admin.request('GET', '/metrics')).text;
+  expect(metrics).toContain(`gatehouse_snapshot_pushes_total{content="snapshot"} ${gw.dps.length}`);
 });
 
 test('a data plane that missed versions while away gets the full snapshot, then deltas again', async () => {

@@ -168,14 +168,14 @@ export function createSnapshotClient(deps: {
     if (push?.content !== 'delta' && holder.current() !== null) {
       return holder.applyInTurns(push?.snapshot as SnapshotMessage, wanted).then((result) => {
         // null: the stream went down meanwhile; the next one's Hello names what is still held.
-        if (result && wanted()) answer(stream, push, result);
+        if (result && wanted()) answer(stream, push, result, true);
       });
     }
-    answer(stream, push, push?.content === 'delta' && push.delta ? holder.applyDelta(push.delta) : holder.apply(push?.snapshot as SnapshotMessage));
+    answer(stream, push, push?.content === 'delta' && push.delta ? holder.applyDelta(push.delta) : holder.apply(push?.snapshot as SnapshotMessage), false);
     return null;
   }
 
-  function answer(stream: SnapshotCall, push: SnapshotPush, result: ApplyResult): void {
+  function answer(stream: SnapshotCall, push: SnapshotPush, result: ApplyResult, inTurns: boolean): void {
     const nonce = push?.nonce ?? '';
     if (!result.ok) {
       logger.error({ version: result.version, err: result.error }, 'snapshot rejected, keeping the previous one');
@@ -188,7 +188,7 @@ export function createSnapshotClient(deps: {
       return;
     }
     logger.info(
-      { version: result.version, hash: result.hash, routes: holder.current()?.table.size, content: push.content === 'delta' ? 'delta' : 'snapshot' },
+      { version: result.version, hash: result.hash, routes: holder.current()?.table.size, content: push.content === 'delta' ? 'delta' : 'snapshot', inTurns },
       'snapshot applied',
     );
     // The whole content, also after a delta; built when the cache writes (consecutive pushes coalesce).

@@ -14,7 +14,7 @@ import { definitionsHash, toDeltaMessage, toSnapshotMessage, type DeltaMessage, 
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotCache, messageJsonPieces } from './snapshot-cache.js';
 import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
-import { APPLY_TURN, createSnapshotHolder } from './snapshot-holder.js';
+import { APPLY_TURN, LARGE_DELTA, createSnapshotHolder } from './snapshot-holder.js';
 
 const proto = loadGatehouseProto();
 const logger = createLogger('data-plane', 'silent');
@@ -157,7 +157,7 @@ describe('snapshot client', () => {
     expect(upstreamOfA(holder.current()!)).toBe(upstreamOfA(served));
   });
 
-  test('a full snapshot to a serving data plane is applied in turns; a delta pushed right behind it waits for it, and the answers keep their order', async () => {
+  test('a full snapshot or a large delta to a serving data plane is applied in turns; a delta pushed right behind it waits for it, and the answers keep their order', async () => {
     const cp = await startFakeControlPlane();
     cleanup.push(cp.close);
     const { holder } = startClient(cp.address);
@@ -187,6 +187,29 @@ describe('snapshot client', () => {
     expect(holder.current()).not.toBe(served);
     expect(holder.current()).toMatchObject({ version: 3, hash: v3.hash });
     expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/late/1' })?.route.name).toBe('late');
+
+    // A delta of LARGE_DELTA definitions is applied in turns too; a small one right behind it waits for it.
+    const applyDeltaInTurns = holder.applyDeltaInTurns;
+    let deltasInTurns = 0;
+    holder.applyDeltaInTurns = (...args) => {
+      deltasInTurns++;
+      return applyDeltaInTurns(...args);
+    };
+    const v4defs = { ...v3defs, apis: [...v3defs.apis, ...Array.from({ length: LARGE_DELTA }, (_, i) => apiDef(`bulk-${i}`))] };
+    const v4 = { version: 4, hash: definitionsHash(v4defs), defs: v4defs };
+    const v5defs = { ...v4defs, apis: v4defs.apis.filter((a) => a.name !== 'late') };
+    const v5 = { version: 5, hash: definitionsHash(v5defs), defs: v5defs };
+    cp.pushDelta(cp.streams[0]!, 'n4', toDeltaMessage(v3, v4));
+    cp.pushDelta(cp.streams[0]!, 'n5', toDeltaMessage(v4, v5));
+    await until('ack of the small delta', () => cp.messages.find((m) => m.ack?.nonce === 'n5'));
+    expect(cp.messages.flatMap((m): object[] => (m.ack ? [m.ack] : m.nack ? [{ nack: m.nack.nonce }] : [])).slice(3)).toEqual([
+      { version: 4, nonce: 'n4' },
+      { version: 5, nonce: 'n5' },
+    ]);
+    expect(deltasInTurns).toBe(1);
+    expect(holder.current()).toMatchObject({ version: 5, hash: v5.hash });
+    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/bulk-7/1' })?.route.name).toBe('bulk-7');
+    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/late/1' })).toBeNull();
   });
 
   test('after the stream ends it keeps serving, reconnects and says what it holds', async () => {

@@ -7,11 +7,11 @@
 import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS, joinTokenMetadata, type GatehouseProto } from '#proto/grpc';
 import type { Logger } from '#proto/logger';
-import { toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { deltaSize, toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import type * as wire from '#proto/wire';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import type { SnapshotCache } from './snapshot-cache.js';
-import type { ApplyResult, SnapshotHolder } from './snapshot-holder.js';
+import { LARGE_DELTA, type ApplyResult, type SnapshotHolder } from './snapshot-holder.js';
 
 export interface DataPlaneIdentity {
   id: string;
@@ -161,17 +161,20 @@ export function createSnapshotClient(deps: {
   }
 
   /**
-   * Applies a push and answers it; a full snapshot that arrives while another one serves is applied in turns
-   * (holder.applyInTurns: the requests in flight keep being served between them) and its promise returned.
+   * Applies a push and answers it; a full snapshot or a large delta that arrives while a snapshot serves is applied
+   * in turns (holder.applyInTurns, applyDeltaInTurns: the requests in flight keep being served between them) and its
+   * promise returned.
    */
   function handlePush(stream: SnapshotCall, push: SnapshotPush, wanted: () => boolean): Promise<void> | null {
-    if (push?.content !== 'delta' && holder.current() !== null) {
-      return holder.applyInTurns(push?.snapshot as SnapshotMessage, wanted).then((result) => {
+    const delta = push?.content === 'delta' ? push.delta : null;
+    if (holder.current() !== null && (!delta || deltaSize(delta) >= LARGE_DELTA)) {
+      const applying = delta ? holder.applyDeltaInTurns(delta, wanted) : holder.applyInTurns(push?.snapshot as SnapshotMessage, wanted);
+      return applying.then((result) => {
         // null: the stream went down meanwhile; the next one's Hello names what is still held.
         if (result && wanted()) answer(stream, push, result, true);
       });
     }
-    answer(stream, push, push?.content === 'delta' && push.delta ? holder.applyDelta(push.delta) : holder.apply(push?.snapshot as SnapshotMessage), false);
+    answer(stream, push, delta ? holder.applyDelta(delta) : holder.apply(push?.snapshot as SnapshotMessage), false);
     return null;
   }
 

@@ -159,6 +159,34 @@ describe('snapshot holder', () => {
     expect(names(holder)).toEqual(['api-7', null, null, null]);
   });
 
+  test('a large delta applied in turns routes as the same delta applied at once; a wrong base or hash is refused and the old snapshot kept', async () => {
+    const content = (version: number, apis: ApiDefinition[]) => {
+      const defs: Definitions = { apis, oauthServers: [] };
+      return { version, hash: definitionsHash(defs), defs };
+    };
+    const base = content(1, Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`)));
+    // Every other API moved, one removed, one added.
+    const next = content(2, [...base.defs.apis.slice(1).map((a, i) => (i % 2 === 0 ? apiDef(a.name, `/moved/${a.name}/*`) : a)), apiDef('added')]);
+    const delta = toDeltaMessage(base, next);
+    const [inTurns, atOnce] = [createSnapshotHolder({ tokenStore: createMemoryTokenStore() }), createSnapshotHolder({ tokenStore: createMemoryTokenStore() })];
+    for (const holder of [inTurns, atOnce]) holder.apply(toSnapshotMessage(1, base.defs));
+    const before = inTurns.current()!;
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 0);
+    expect(await inTurns.applyDeltaInTurns({ ...delta, hash: 'f'.repeat(64) })).toMatchObject({ ok: false, version: 2 });
+    expect(await inTurns.applyDeltaInTurns({ ...delta, base_version: 7 })).toMatchObject({ ok: false, version: 2 });
+    expect(inTurns.current()).toBe(before);
+    const result = await inTurns.applyDeltaInTurns(delta);
+    clearInterval(ticker);
+    expect(result).toEqual(atOnce.applyDelta(delta));
+    expect(result).toEqual({ ok: true, version: 2, hash: next.hash, changed: true });
+    expect(ticks).toBeGreaterThanOrEqual(2);
+    const names = (h: typeof inTurns) => ['/moved/api-1/x', '/api-1/x', '/api-2/x', '/api-0/x', '/added/x'].map((path) => h.current()!.table.match({ ...lookup, path })?.route.name ?? null);
+    expect(names(inTurns)).toEqual(['api-1', null, 'api-2', null, 'added']);
+    expect(names(inTurns)).toEqual(names(atOnce));
+    expect(inTurns.content()).toMatchObject({ version: 2, hash: next.hash });
+  });
+
   test('a full snapshot applied in turns: a bad one is refused and the old one kept; one no longer wanted is dropped unapplied', async () => {
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     holder.apply(good);

@@ -347,10 +347,12 @@ function sealed(counts: number[], sums: bigint[]): HashSums {
   return { hash: digest('sha256', lines.join(''), 'hex'), counts, sums: wrapped };
 }
 
-function sumsOf(defs: Definitions): HashSums {
+/** Each kind's count and sum of definition hashes, yielding after every `turn` definitions hashed. */
+function* sumsOfInTurns(defs: Definitions, turn = Infinity): Generator<void, HashSums> {
   const derivation = derivations.get(defs);
   const base = derivation?.base.deref();
   const from = base && wholeHashes.get(base);
+  let done = 0;
   if (from) {
     const counts = [...from.counts];
     const sums = [...from.sums];
@@ -365,6 +367,7 @@ function sumsOf(defs: Definitions): HashSums {
         counts[i]++;
         sums[i] += definitionHash(after, codec.toRawMessage);
       }
+      if (++done % turn === 0) yield;
     }
     return sealed(counts, sums);
   }
@@ -374,7 +377,10 @@ function sumsOf(defs: Definitions): HashSums {
     const codec = KIND_CODECS[key] as KindCodec<object>;
     const list = codec.list(defs);
     let sum = 0n;
-    for (const def of list) sum += definitionHash(def, codec.toRawMessage);
+    for (const def of list) {
+      sum += definitionHash(def, codec.toRawMessage);
+      if (++done % turn === 0) yield;
+    }
     counts.push(list.length);
     sums.push(sum);
   }
@@ -383,8 +389,13 @@ function sumsOf(defs: Definitions): HashSums {
 
 /** sha256 hex over each kind's count and sum of definition hashes (see the file comment). */
 export function definitionsHash(defs: Definitions): string {
+  return allTurns(definitionsHashInTurns(defs));
+}
+
+/** definitionsHash, yielding after every `turn` definitions hashed (a serving data plane's large push). */
+function* definitionsHashInTurns(defs: Definitions, turn = Infinity): Generator<void, string> {
   let known = wholeHashes.get(defs);
-  if (!known) wholeHashes.set(defs, (known = sumsOf(defs)));
+  if (!known) wholeHashes.set(defs, (known = yield* sumsOfInTurns(defs, turn)));
   return known.hash;
 }
 
@@ -533,27 +544,17 @@ export function fromSnapshotMessage(msg: SnapshotMessage): SnapshotContent {
  */
 export function* fromSnapshotMessageInTurns(msg: SnapshotMessage, turn = Infinity): Generator<void, SnapshotContent> {
   let defs: Definitions = { apis: [], oauthServers: [] };
-  const counts: number[] = [];
-  const sums: bigint[] = [];
   for (const key of KIND_KEYS) {
     const codec = KIND_CODECS[key] as KindCodec<object>;
     const items = codec.optional ? (msg[key] ?? []) : msg[key];
     const list = yield* codec.decode(items, msg.decodeDefinition, turn);
     if (!codec.optional || list.length > 0) defs = codec.withList(defs, list);
-    let sum = 0n;
-    for (let i = 0; i < list.length; i++) {
-      sum += definitionHash(list[i], codec.toRawMessage);
-      if ((i + 1) % turn === 0) yield;
-    }
-    counts.push(list.length);
-    sums.push(sum);
   }
-  const whole = sealed(counts, sums);
-  if (whole.hash !== msg.hash) {
-    throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${whole.hash}`);
+  const hash = yield* definitionsHashInTurns(defs, turn);
+  if (hash !== msg.hash) {
+    throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${hash}`);
   }
-  wholeHashes.set(defs, whole);
-  return { version: Number(msg.version), hash: whole.hash, defs };
+  return { version: Number(msg.version), hash, defs };
 }
 
 /** A version's content as both sides hold it. */
@@ -841,6 +842,11 @@ export function prepareForDeltas(defs: Definitions): void {
  * delta's. Unchanged definitions keep their objects, so everything memoised on them still holds.
  */
 export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): SnapshotContent & { changes: ContentChange[] } {
+  return allTurns(applyDeltaMessageInTurns(base, delta));
+}
+
+/** applyDeltaMessage, yielding after every `turn` definitions decoded or hashed (a serving data plane's large delta). */
+export function* applyDeltaMessageInTurns(base: SnapshotContent, delta: DeltaMessage, turn = Infinity): Generator<void, SnapshotContent & { changes: ContentChange[] }> {
   const version = Number(delta.version);
   if (Number(delta.base_version) !== base.version || delta.base_hash !== base.hash) {
     throw new GatehouseError(
@@ -855,8 +861,9 @@ export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): S
     const codec = KIND_CODECS[key] as KindCodec<object>;
     const removed = delta[`removed_${key}`] ?? [];
     if (!Array.isArray(removed)) throw new GatehouseError('VALIDATION_FAILED', `delta removed_${key} must be an array`);
-    const upserts = allTurns(codec.decode(delta[key] ?? []));
-    const removedNames = new Set(removed.map(String).filter((name) => !upserts.some((d) => codec.nameOf(d) === name)));
+    const upserts = yield* codec.decode(delta[key] ?? [], undefined, turn);
+    const upserted = new Set(upserts.map((d) => codec.nameOf(d)));
+    const removedNames = new Set(removed.map(String).filter((name) => !upserted.has(name)));
     for (const name of removedNames) changes.push({ kind: codec.kind, name });
     for (const def of upserts) changes.push({ kind: codec.kind, name: codec.nameOf(def), def });
     const list = patchList(codec, versionOf(key, base.defs), removedNames, upserts, edits);
@@ -864,7 +871,7 @@ export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): S
   }
   const defs = definitionsOf(versions);
   deriveDefinitions(base.defs, defs, edits);
-  const hash = definitionsHash(defs);
+  const hash = yield* definitionsHashInTurns(defs, turn);
   if (hash !== delta.hash) {
     throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch after delta ${base.version} → ${version}: message says ${JSON.stringify(delta.hash)}, content is ${hash}`);
   }

@@ -6,6 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { CHANNEL_OPTIONS, joinTokenMetadata, type GatehouseProto } from '#proto/grpc';
+import { createTurns } from '#proto/turns';
 import type { Logger } from '#proto/logger';
 import { deltaSize, toSnapshotMessage, type DeltaMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import type * as wire from '#proto/wire';
@@ -33,8 +34,6 @@ export interface SnapshotClient {
   readonly connected: boolean;
   close(): Promise<void>;
 }
-
-const noop = (): void => undefined;
 
 /** A NACK carries the error for GET /dataplanes; keep it readable, not megabytes. */
 const MAX_NACK_ERROR_CHARS = 2000;
@@ -111,21 +110,16 @@ export function createSnapshotClient(deps: {
     };
 
     // A full snapshot applied in turns (handlePush) lets later pushes arrive meanwhile: each waits for the one before.
-    let queue: Promise<void> | null = null;
+    const pushes = createTurns();
     const wanted = () => !down;
     stream.on('data', (push: SnapshotPush) => {
       if (down) return;
       connected = true;
       attempt = 0;
       endColdStart(false);
-      const handle = () => (down ? null : handlePush(stream, push, wanted));
-      const pending: Promise<unknown> | null = queue ? queue.then(handle) : handle();
-      if (!pending) return;
-      const settled = pending.then(noop, (err: Error) => logger.error({ err: err.message }, 'snapshot push failed'));
-      queue = settled;
-      void settled.then(() => {
-        if (queue === settled) queue = null;
-      });
+      pushes(async () => {
+        if (!down) await handlePush(stream, push, wanted);
+      }).catch((err: Error) => logger.error({ err: err.message }, 'snapshot push failed'));
     });
     stream.on('error', (err: Error) => onDown('error', err));
     stream.on('end', () => onDown('end'));

@@ -117,8 +117,8 @@ export interface SnapshotHolder {
   /**
    * apply() for a data plane that serves requests meanwhile: decoding, validating, hashing, compiling and the
    * routing table run in turns of APPLY_TURN definitions (routes, tree nodes) with the event loop's I/O between
-   * them, the held snapshot serving; the rest and the swap as apply() does. Resolves null without applying when `wanted()` turns false between turns (its stream
-   * went down).
+   * them, the held snapshot serving; the rest and the swap as apply() does. Resolves null without applying when
+   * `wanted()` turns false between turns (its stream went down).
    */
   applyInTurns(message: SnapshotMessage, wanted?: () => boolean): Promise<ApplyResult | null>;
   /** Same, for a delta on top of the held content (refused unless that is exactly its base). */
@@ -138,14 +138,14 @@ type IndexEntry = NonNullable<ReturnType<ConfigIndex['entries']['get']>>;
 /**
  * Definitions per turn of applyInTurns: ~2–3 ms of a turn's work on the development machine (decoding and
  * validating a definition ~12 µs, compiling one ~10). A full snapshot of 10,000 APIs with one changed paused a
- * serving data plane's requests for 215–335 ms applied at once (in-process, warm).
+ * serving data plane's requests for 208–335 ms applied at once (in-process, warm; scripts/bench-full-apply.mjs).
  */
 export const APPLY_TURN = 200;
 
 /**
  * Definitions a delta adds, changes or removes from which a serving data plane applies it in turns as a whole
- * (applyDeltaInTurns): applied at once, a delta changing all of 10,000 APIs paused it 380–525 ms, one of 1,000 of
- * them 59–83 ms (in-process, warm).
+ * (applyDeltaInTurns): applied at once, a delta changing all of 10,000 APIs paused it 380–659 ms, one of 1,000 of
+ * them 47–83 ms (in-process, warm).
  */
 export const LARGE_DELTA = 1000;
 
@@ -451,8 +451,8 @@ export function createSnapshotHolder(deps: {
       endHold();
       return null;
     }
-    // Built as a full snapshot is (a delta's `changes` are not used).
-    const whole: SnapshotContent = { version: content.version, hash: content.hash, defs: content.defs };
+    // No previous Held: built as a full snapshot is (a delta's `changes` go unused).
+    const whole = content;
     return served(swap(version, () => whole, null, prepared), endHold);
   }
 
@@ -463,31 +463,37 @@ export function createSnapshotHolder(deps: {
     return { ok: true, version, hash: applied!.hash, changed: false };
   }
 
+  /** What a delta builds on: the held content under the applied version (the CP's, adopted by `unchanged`). */
+  const heldContent = (): SnapshotContent | null => (held && applied ? { ...held.content, version: applied.version } : null);
+
+  /** Whether a full snapshot names the content already applied. */
+  const holdsHash = (message: SnapshotMessage): boolean => applied !== null && !!message?.hash && message.hash === applied.hash;
+
   return {
     current: () => applied,
-    content: () => (held && applied ? { ...held.content, version: applied.version } : null),
+    content: heldContent,
     apply(message) {
       const version = Number(message?.version ?? 0);
-      if (applied && message?.hash && message.hash === applied.hash) return unchanged(version);
+      if (holdsHash(message)) return unchanged(version);
       const endHold = deps.holdYoungGeneration?.() ?? noop;
       return served(swap(version, () => fromSnapshotMessage(message), null), endHold);
     },
     async applyInTurns(message, wanted = () => true) {
       const version = Number(message?.version ?? 0);
-      if (applied && message?.hash && message.hash === applied.hash) return unchanged(version);
+      if (holdsHash(message)) return unchanged(version);
       return wholeInTurns(version, fromSnapshotMessageInTurns(message, APPLY_TURN), wanted);
     },
     async applyDeltaInTurns(delta, wanted = () => true) {
       const version = Number(delta?.version ?? 0);
       if (sameContent(delta)) return unchanged(version);
-      const base = held && applied ? { ...held.content, version: applied.version } : null;
+      const base = heldContent();
       if (!base) return { ok: false, version, error: 'delta without a held snapshot' };
       return wholeInTurns(version, applyDeltaMessageInTurns(base, delta, APPLY_TURN), wanted);
     },
     applyDelta(delta) {
       const version = Number(delta?.version ?? 0);
       if (sameContent(delta)) return unchanged(version);
-      const base = held && applied ? { ...held.content, version: applied.version } : null;
+      const base = heldContent();
       return swap(
         version,
         () => {

@@ -1,4 +1,4 @@
-import { formatTraceparent, newRequestId, newSpanId, newTraceId, parseTraceparent } from './traceparent.js';
+import { formatTraceparent, newRequestId, newSpanId, newTraceId, newTraceparent, parseTraceparent } from './traceparent.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
@@ -62,6 +62,26 @@ describe('newRequestId', () => {
     const first = newRequestId();
     const copy = `${first}`;
     newRequestId();
+    expect(first).toBe(copy);
+  });
+});
+
+describe('newTraceparent', () => {
+  test('a valid version 00 sampled traceparent with new trace and span ids each time, across pool refills', () => {
+    // 5,000 traceparents take 120,000 bytes of the 64 KiB pool: at least one refill happens in between.
+    const values = Array.from({ length: 5_000 }, () => newTraceparent());
+    const parsed = values.map((value) => parseTraceparent(value));
+    for (const [i, p] of parsed.entries()) {
+      expect(p).not.toBeNull();
+      expect(values[i]).toBe(formatTraceparent(p!.traceId, p!.parentId, '01'));
+    }
+    expect(new Set(parsed.map((p) => p!.traceId)).size).toBe(values.length);
+    expect(new Set(parsed.map((p) => p!.parentId)).size).toBe(values.length);
+  });
+  test('each value is its own string, not a view on the buffer the next one is written into', () => {
+    const first = newTraceparent();
+    const copy = `${first}`;
+    newTraceparent();
     expect(first).toBe(copy);
   });
 });

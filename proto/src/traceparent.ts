@@ -63,9 +63,14 @@ function take(bytes: number): number {
 function randomHex(bytes: number): string {
   for (;;) {
     const start = take(bytes);
-    for (let i = start; i < used; i++) if (pool[i] !== 0) return pool.toString('hex', start, used);
+    if (!allZero(start, used)) return pool.toString('hex', start, used);
   }
 }
+
+const allZero = (from: number, to: number): boolean => {
+  for (let i = from; i < to; i++) if (pool[i] !== 0) return false;
+  return true;
+};
 
 export function newTraceId(): string {
   return randomHex(16);
@@ -76,6 +81,35 @@ export function newSpanId(): string {
 }
 
 const HEX_DIGITS = Buffer.from('0123456789abcdef');
+
+/** Writes `count` pool bytes from `start` as lower-case hex into `out` at `at`; returns the offset after them. */
+function writeHex(out: Buffer, at: number, start: number, count: number): number {
+  for (let i = start; i < start + count; i++) {
+    const byte = pool[i]!;
+    out[at++] = HEX_DIGITS[byte >> 4]!;
+    out[at++] = HEX_DIGITS[byte & 15]!;
+  }
+  return at;
+}
+
+/** `00-<trace id>-<span id>-01`, the dashes and the version in place. */
+const traceparentLine = Buffer.from(`00-${'0'.repeat(32)}-${'0'.repeat(16)}-01`);
+
+/**
+ * The traceparent of a new, sampled trace: trace and span id written into one buffer and read out as one flat string
+ * (formatTraceparent(newTraceId(), newSpanId(), '01') reads two strings from the pool and joins them into a cons string
+ * of five pieces, flattened again when the header is written). Counted under load (scripts/count-instructions.sh,
+ * README "Benchmark", steady windows): the data plane's main thread ran 161,100-161,400 instructions per request
+ * against 162,300-162,700, about 1,200 (0.7 %) less.
+ */
+export function newTraceparent(): string {
+  let start: number;
+  do start = take(24);
+  while (allZero(start, start + 16) || allZero(start + 16, start + 24));
+  writeHex(traceparentLine, writeHex(traceparentLine, 3, start, 16) + 1, start + 16, 8);
+  return traceparentLine.toString('latin1');
+}
+
 const uuid = Buffer.alloc(36);
 
 /**

@@ -6,7 +6,7 @@
  * spans is otel-request-tracer.ts, loaded only when tracing is on.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { formatTraceparent, newSpanId, newTraceId, parseTraceparent } from '#proto/traceparent';
+import { formatTraceparent, newSpanId, newTraceparent, parseTraceparent } from '#proto/traceparent';
 
 /** The trace context of one proxied request. */
 export interface RequestTrace {
@@ -44,7 +44,7 @@ function notRecording(): void {}
 export function propagate(req: IncomingMessage): RequestTrace {
   const parent = parseTraceparent(req.headers.traceparent);
   return {
-    traceparent: parent ? formatTraceparent(parent.traceId, newSpanId(), parent.flags) : formatTraceparent(newTraceId(), newSpanId(), '01'),
+    traceparent: parent ? formatTraceparent(parent.traceId, newSpanId(), parent.flags) : newTraceparent(),
     keepTracestate: parent !== null,
     route: notRecording,
     upstream: notRecording,

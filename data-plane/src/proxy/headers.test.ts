@@ -142,3 +142,39 @@ describe('clientIpOf', () => {
     expect(clientIpOf(input)).toBe(expected);
   });
 });
+
+describe("undici's table of well-known header names", () => {
+  test("holds the names the gateway sets on every upstream request, so undici's request checks take them as they are", async () => {
+    const { GATEWAY_SET_HEADERS } = await import('#proto/plugins/http-syntax');
+    const { default: constants } = (await import('undici/lib/core/constants.js')) as { default: { headerNameLowerCasedRecord: Record<string, string> } };
+    for (const name of GATEWAY_SET_HEADERS) expect(constants.headerNameLowerCasedRecord[name]).toBe(name);
+  });
+  test('takes lower-case token names only', async () => {
+    const { addWellKnownHeaderNames } = await import('./undici.js');
+    const { default: constants } = (await import('undici/lib/core/constants.js')) as { default: { headerNameLowerCasedRecord: Record<string, string> } };
+    addWellKnownHeaderNames(['X-Mixed-Case', 'bad name', 'x-fine']);
+    expect(constants.headerNameLowerCasedRecord['X-Mixed-Case']).toBeUndefined();
+    expect(constants.headerNameLowerCasedRecord['bad name']).toBeUndefined();
+    expect(constants.headerNameLowerCasedRecord['x-fine']).toBe('x-fine');
+  });
+  test('a well-known name still has its value checked: a line break in it is refused before anything is sent', async () => {
+    const { createServer } = await import('node:http');
+    const { Pool } = await import('./undici.js');
+    let requests = 0;
+    const server = createServer((_req, res) => {
+      requests++;
+      res.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const pool = new Pool(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+    try {
+      await expect(pool.request({ method: 'GET', path: '/', headers: ['x-request-id', 'a\r\nx-injected: 1'] })).rejects.toThrow(/invalid x-request-id header/);
+      const ok = await pool.request({ method: 'GET', path: '/', headers: ['x-request-id', 'fine'] });
+      expect(await ok.body.text()).toBe('ok');
+      expect(requests).toBe(1);
+    } finally {
+      await pool.close();
+      server.close();
+    }
+  });
+});

@@ -8,7 +8,7 @@ import { isHttp2 } from '../plugins/request-framing.js';
 import { newRequestId } from '#proto/traceparent';
 // undici's own name lower-casing: known names (`Host`, `Content-Type`…) come back as interned
 // lower-case strings from a table, without a copy; others are lower-cased.
-import { headerNameToString } from './undici.js';
+import { addWellKnownHeaderNames, headerNameToString } from './undici.js';
 import { GATEWAY_SET_HEADERS, HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
 
 const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
@@ -20,6 +20,7 @@ const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
  * listener's, client-certificate.ts). Expect: undici refuses it.
  */
 const REPLACED = GATEWAY_SET_HEADERS;
+addWellKnownHeaderNames(GATEWAY_SET_HEADERS);
 
 /**
  * Header names listed in Connection values (e.g. `Connection: close, X-Secret`), lower-cased;

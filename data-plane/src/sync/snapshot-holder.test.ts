@@ -187,6 +187,29 @@ describe('snapshot holder', () => {
     expect(inTurns.content()).toMatchObject({ version: 2, hash: next.hash });
   });
 
+  test("a large delta applied in turns keeps what was built for the definitions it leaves alone: their upstreams and, with no server changed, the authorizer", async () => {
+    const withCors = (name: string) => parseApiDefinition({ ...apiDef(name), plugins: [{ name: 'cors' }] });
+    const base = { apis: [withCors('kept-cors'), apiDef('kept-plain'), ...Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`))], oauthServers: [] };
+    const next = { apis: [withCors('kept-cors'), apiDef('kept-plain'), ...base.apis.slice(2).map((a) => apiDef(a.name, `/moved/${a.name}/*`))], oauthServers: [] };
+    const delta = toDeltaMessage({ version: 1, hash: definitionsHash(base), defs: base }, { version: 2, hash: definitionsHash(next), defs: next });
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    holder.apply(toSnapshotMessage(1, base));
+    const before = holder.current()!;
+    const [cors, plain, changed] = ['/kept-cors/x', '/kept-plain/x', '/api-0/x'].map((path) => upstreamAt(before, path));
+    expect(await holder.applyDeltaInTurns(delta)).toEqual({ ok: true, version: 2, hash: delta.hash, changed: true });
+    const after = holder.current()!;
+    expect(upstreamAt(after, '/kept-cors/x')).toBe(cors);
+    expect(upstreamAt(after, '/kept-plain/x')).toBe(plain);
+    expect(upstreamAt(after, '/moved/api-0/x')).not.toBe(changed);
+    expect(after.table.match({ ...lookup, path: '/api-0/x' })).toBeNull();
+    expect(after.authorizer).toBe(before.authorizer);
+    // What a later small delta builds on is the large one's result.
+    const last = { ...next, apis: next.apis.filter((a) => a.name !== 'kept-plain') };
+    expect(holder.applyDelta(toDeltaMessage({ version: 2, hash: definitionsHash(next), defs: next }, { version: 3, hash: definitionsHash(last), defs: last }))).toMatchObject({ ok: true, version: 3 });
+    expect(holder.current()!.table.match({ ...lookup, path: '/kept-plain/x' })).toBeNull();
+    expect(upstreamAt(holder.current()!, '/kept-cors/x')).toBe(cors);
+  });
+
   test('a full snapshot applied in turns: a bad one is refused and the old one kept; one no longer wanted is dropped unapplied', async () => {
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     holder.apply(good);

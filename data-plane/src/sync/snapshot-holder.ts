@@ -14,7 +14,7 @@
  * routing table in turns, the requests in flight served between them, and then swapped in as apply() does.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
-import { applyChanges, indexConfig, indexConfigInTurns, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
+import { applyChanges, applyChangesInTurns, indexConfig, indexConfigInTurns, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
 import type { PasswordHash } from '#proto/password-hash';
 import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
@@ -310,6 +310,7 @@ export function createSnapshotHolder(deps: {
   /**
    * Builds what a delta's `content` needs on top of `previous` (what `applied` was built from): only
    * the `changes` are compiled and checked, and only their routes get new upstreams and table buckets.
+   * `prepared`: a large delta's index (the changes made in turns) and its whole routing table, built in turns.
    */
   function buildDelta(
     content: SnapshotContent,
@@ -318,8 +319,9 @@ export function createSnapshotHolder(deps: {
     previous: Held,
     current: AppliedSnapshot,
     changes: ContentChange[],
+    prepared?: Prepared,
   ): Built {
-    const index = applyChanges(previous.index, changes);
+    const index = prepared?.index ?? applyChanges(previous.index, changes);
     // What the changed definitions route (as indexRoutes counts them), before and after.
     const routesOf = (config: ConfigIndex, change: ContentChange): readonly CompiledRoute[] => {
       const entry = config.entries.get(`${change.kind}:${change.name}`);
@@ -377,12 +379,12 @@ export function createSnapshotHolder(deps: {
       upstreams = updates.size === 0 ? current.upstreams : new RouteUpstreams(current.upstreams.built.with(updates), plainUpstreams);
     } else {
       // Every pipeline holds the authorizer or the credentials: all are built again (plain routes have none).
-      upstreams = builtUpstreams(indexRoutes(index).routes, pipelineDeps, health);
+      upstreams = builtUpstreams((prepared?.routed ?? indexRoutes(index)).routes, pipelineDeps, health);
     }
     return {
-      next: { version: content.version, hash: content.hash, table: updateRoutingTable(current.table, removed, added), authorizer, upstreams },
+      next: { version: content.version, hash: content.hash, table: prepared?.table ?? updateRoutingTable(current.table, removed, added), authorizer, upstreams },
       held: { content, index, oauthServers, credentials },
-      oidc: deps.oidc && oidcConfigsOf(removed).length > 0 ? oidcConfigsOf(indexRoutes(index).routes) : null,
+      oidc: deps.oidc && oidcConfigsOf(removed).length > 0 ? oidcConfigsOf((prepared?.routed ?? indexRoutes(index)).routes) : null,
     };
   }
 
@@ -392,7 +394,7 @@ export function createSnapshotHolder(deps: {
     const health = deps.health?.begin() ?? null;
     try {
       const { changes, ...next } = content();
-      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes) : build(next, breakers, health, prepared);
+      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes, prepared) : build(next, breakers, health, prepared);
     } catch (err) {
       applies?.inc({ result: 'rejected' });
       return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
@@ -429,14 +431,18 @@ export function createSnapshotHolder(deps: {
   /**
    * The content `steps` give (a full snapshot's, or a large delta's on the held content), then its index and routing
    * table, all in turns (requests served between them), then the swap; null when `wanted()` turned false meanwhile.
+   * A large delta's index is `previous`'s with the changes made (applyChangesInTurns), so its unchanged definitions keep
+   * their compiled routes and, when still held at the swap, what was built for them (buildDelta: upstreams with their
+   * balancer positions, the authorizer with its verification caches, when no server changed).
    */
-  async function wholeInTurns(version: number, steps: Generator<void, SnapshotContent>, wanted: () => boolean): Promise<ApplyResult | null> {
+  async function wholeInTurns(version: number, steps: Generator<void, SnapshotContent & { changes?: ContentChange[] }>, wanted: () => boolean, previous: Held | null = null): Promise<ApplyResult | null> {
     const endHold = deps.holdYoungGeneration?.() ?? noop;
-    let content: SnapshotContent | null;
+    let content: (SnapshotContent & { changes?: ContentChange[] }) | null;
     let prepared: Prepared | null = null;
     try {
       content = await inTurns(steps, wanted);
-      const index = content && (await inTurns(indexConfigInTurns(content.defs, APPLY_TURN), wanted));
+      const changes = previous && content?.changes;
+      const index = content && (await inTurns(changes ? applyChangesInTurns(previous!.index, changes, undefined, APPLY_TURN) : indexConfigInTurns(content.defs, APPLY_TURN), wanted));
       if (index) {
         const routed = indexRoutes(index);
         const table = await inTurns(buildRoutingTableInTurns(routed.routes, APPLY_TURN), wanted);
@@ -451,9 +457,9 @@ export function createSnapshotHolder(deps: {
       endHold();
       return null;
     }
-    // No previous Held: built as a full snapshot is (a delta's `changes` go unused).
     const whole = content;
-    return served(swap(version, () => whole, null, prepared), endHold);
+    // Built on `previous` only while it is what is applied; otherwise as a full snapshot is (the index is whole either way).
+    return served(swap(version, () => whole, previous !== null && held === previous ? previous : null, prepared), endHold);
   }
 
   /** Same content: nothing to rebuild. The CP's version is authoritative, so adopt it. */
@@ -488,7 +494,7 @@ export function createSnapshotHolder(deps: {
       if (sameContent(delta)) return unchanged(version);
       const base = heldContent();
       if (!base) return { ok: false, version, error: 'delta without a held snapshot' };
-      return wholeInTurns(version, applyDeltaMessageInTurns(base, delta, APPLY_TURN), wanted);
+      return wholeInTurns(version, applyDeltaMessageInTurns(base, delta, APPLY_TURN), wanted, held);
     },
     applyDelta(delta) {
       const version = Number(delta?.version ?? 0);

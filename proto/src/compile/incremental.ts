@@ -172,8 +172,8 @@ export function indexConfigInTurns(defs: Definitions, turn: number): Generator<v
   return applyChangesInTurns(EMPTY, definitionsOf(defs), undefined, turn);
 }
 
-/** applyChanges, yielding after every `turn` changes of its passes over them. */
-function* applyChangesInTurns(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache, turn = Infinity): Generator<void, ConfigIndex> {
+/** applyChanges, yielding after every `turn` changes of its passes over them (a serving data plane's large delta, snapshot-holder.ts). */
+export function* applyChangesInTurns(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache, turn = Infinity): Generator<void, ConfigIndex> {
   // Read and written through drafts, so that a rejection (a throw below) leaves `index` as it was at no cost.
   const entries = new Draft(index.entries);
   const routeOwners = new Draft(index.routeOwners);

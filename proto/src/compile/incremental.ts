@@ -181,7 +181,9 @@ export function* applyChangesInTurns(index: ConfigIndex, changes: readonly Defin
   const count = (server: string, by: number) => serverRefs.set(server, (serverRefs.get(server) ?? 0) + by);
   // First take out what is replaced or removed, so that changes may swap route keys among themselves
   // (nothing to take out of an empty index: a full snapshot's or a store's first).
+  let done = 0;
   for (const { kind, name } of index.entries.size === 0 ? [] : changes) {
+    if (++done % turn === 0) yield;
     const old = entries.get(entryKey(kind, name));
     if (!old) continue;
     // Computed again (conflictKeysOf), not kept per entry: the same routes give the same keys.
@@ -190,7 +192,6 @@ export function* applyChangesInTurns(index: ConfigIndex, changes: readonly Defin
     entries.set(entryKey(kind, name), undefined);
   }
   const added: Entry[] = [];
-  let done = 0;
   for (const change of changes) {
     if (++done % turn === 0) yield;
     if (!change.def) continue;

@@ -7,6 +7,7 @@
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { rawApi } from './bench-apis.mjs';
+import { withLongestPause } from './event-loop-pause.mjs';
 
 const root = resolve(import.meta.dirname, '..');
 const load = (path) => import(pathToFileURL(join(root, path)).href);
@@ -36,20 +37,7 @@ export async function measureFullApply(size, rounds) {
   let version = 0;
   const apply = async (how) => {
     const message = dp.Client.service.StreamSnapshots.responseDeserialize(push(++version)).snapshot;
-    let last = performance.now();
-    let pause = 0;
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      pause = Math.max(pause, now - last);
-      last = now;
-    }, 1);
-    const started = performance.now();
-    const result = how === 'in turns' ? await holder.applyInTurns(message) : holder.apply(message);
-    const wall = performance.now() - started;
-    // What the holder does right after the swap (the positions deltas need, on the next turn of the loop) pauses too.
-    await new Promise((r) => setTimeout(r, 100));
-    pause = Math.max(pause, performance.now() - last);
-    clearInterval(ticker);
+    const { result, wall, pause } = await withLongestPause(() => (how === 'in turns' ? holder.applyInTurns(message) : holder.apply(message)));
     if (!result?.ok) throw new Error(result?.error ?? 'not applied');
     return { wall, pause };
   };

@@ -7,6 +7,7 @@
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { rawApi } from './bench-apis.mjs';
+import { withLongestPause } from './event-loop-pause.mjs';
 
 const root = resolve(process.env.ROOT ?? join(import.meta.dirname, '..'));
 const load = (path) => import(pathToFileURL(join(root, path)).href);
@@ -39,19 +40,7 @@ for (let version = 1; version <= rounds; version++) {
   const next = content(version);
   const delta = toDeltaMessage(held, next);
   await new Promise((r) => setTimeout(r, 200));
-  let last = performance.now();
-  let pause = 0;
-  const ticker = setInterval(() => {
-    const now = performance.now();
-    pause = Math.max(pause, now - last);
-    last = now;
-  }, 1);
-  const started = performance.now();
-  const result = await holder.applyDeltaInTurns(delta);
-  const wall = performance.now() - started;
-  await new Promise((r) => setTimeout(r, 100));
-  pause = Math.max(pause, performance.now() - last);
-  clearInterval(ticker);
+  const { result, wall, pause } = await withLongestPause(() => holder.applyDeltaInTurns(delta));
   if (!result?.ok) throw new Error(result?.error ?? 'not applied');
   console.log(`delta ${version}: ${changed} of ${size} APIs changed, longest pause ${pause.toFixed(1)} ms, apply ${wall.toFixed(0)} ms wall`);
   held = next;

@@ -14,7 +14,7 @@
  * routing table in turns, the requests in flight served between them, and then swapped in as apply() does.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
-import { applyChanges, applyChangesInTurns, indexConfig, indexConfigInTurns, indexRoutes, type ConfigIndex } from '#proto/compile/incremental';
+import { applyChanges, applyChangesInTurns, indexConfig, indexConfigInTurns, indexRoutes, indexRoutesInTurns, type ConfigIndex } from '#proto/compile/incremental';
 import type { PasswordHash } from '#proto/password-hash';
 import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
@@ -467,11 +467,9 @@ export function createSnapshotHolder(deps: {
       const changes = previous && content?.changes;
       const index = content && (await inTurns(changes ? applyChangesInTurns(previous!.index, changes, undefined, APPLY_TURN) : indexConfigInTurns(content.defs, APPLY_TURN), wanted));
       const moved = index && changes ? await inTurns(changedRoutesInTurns(previous!.index, index, changes, APPLY_TURN), wanted) : undefined;
-      if (index && moved !== null) {
-        const routed = indexRoutes(index);
-        const table = await inTurns(buildRoutingTableInTurns(routed.routes, APPLY_TURN), wanted);
-        if (table) prepared = { index, routed, table, moved };
-      }
+      const routed = index && moved !== null ? await inTurns(indexRoutesInTurns(index, APPLY_TURN), wanted) : null;
+      const table = routed && (await inTurns(buildRoutingTableInTurns(routed.routes, APPLY_TURN), wanted));
+      if (index && routed && table) prepared = { index, routed, table, moved: moved ?? undefined };
     } catch (err) {
       endHold();
       applies?.inc({ result: 'rejected' });

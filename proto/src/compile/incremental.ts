@@ -259,12 +259,21 @@ function named(entry: Pick<Entry, 'kind' | 'name'>, error: GatehouseError): Chan
 }
 
 /** What the data plane routes: active API routes, then the servers' endpoint routes; and the credentials. */
-export function indexRoutes(index: ConfigIndex): { routes: CompiledRoute[]; oauthServers: Map<string, CompiledOAuthServer> } & CredentialMaps {
+export function indexRoutes(index: ConfigIndex): IndexedRoutes {
+  return allTurns(indexRoutesInTurns(index));
+}
+
+export type IndexedRoutes = { routes: CompiledRoute[]; oauthServers: Map<string, CompiledOAuthServer> } & CredentialMaps;
+
+/** indexRoutes, yielding after every `turn` entries (~0.3 µs an entry: 15 ms at 50,000 APIs; snapshot-holder.ts applies a full snapshot in turns). */
+export function* indexRoutesInTurns(index: ConfigIndex, turn = Infinity): Generator<void, IndexedRoutes> {
   const routes: CompiledRoute[] = [];
   const serverRoutes: CompiledRoute[] = [];
   const oauthServers = new Map<string, CompiledOAuthServer>();
   const credentials = emptyCredentialMaps();
+  let done = 0;
   for (const entry of index.entries.values()) {
+    if (++done % turn === 0) yield;
     if (entry.kind === 'api') {
       if ((entry.def as ApiDefinition).active) routes.push(...entry.routes);
     } else if (entry.server) {

@@ -35,5 +35,5 @@ export const wrapHandler = (wrapHandlerModule as { wrap(handler: Undici.Dispatch
  */
 export function addWellKnownHeaderNames(names: Iterable<string>): void {
   const table = (constantsModule as { headerNameLowerCasedRecord: Record<string, string> }).headerNameLowerCasedRecord;
-  for (const name of names) if (name === name.toLowerCase() && /^[a-z0-9-]+$/.test(name)) table[name] ??= name;
+  for (const name of names) if (/^[a-z0-9-]+$/.test(name)) table[name] ??= name;
 }

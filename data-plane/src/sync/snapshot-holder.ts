@@ -125,9 +125,9 @@ export interface SnapshotHolder {
   /** Same, for a delta on top of the held content (refused unless that is exactly its base). */
   applyDelta(delta: DeltaMessage): ApplyResult;
   /**
-   * A large delta (LARGE_DELTA definitions or more) as applyInTurns applies a full snapshot: its definitions decoded,
-   * validated and the result hashed in turns, then the whole built in turns (its unchanged routes' state is not
-   * carried over, as after a full snapshot).
+   * A large delta (LARGE_DELTA definitions or more) in turns as applyInTurns applies a full snapshot: its definitions
+   * decoded, validated and the result hashed, its changes made to the held index, its changed routes found and the
+   * routing table built, then swapped in as applyDelta does (the unchanged routes keep their state).
    */
   applyDeltaInTurns(delta: DeltaMessage, wanted?: () => boolean): Promise<ApplyResult | null>;
   /** The held content (definitions), for the snapshot cache; null before the first snapshot. */
@@ -144,13 +144,13 @@ type IndexEntry = NonNullable<ReturnType<ConfigIndex['entries']['get']>>;
 export const APPLY_TURN = 200;
 
 /**
- * Definitions a delta adds, changes or removes from which a serving data plane applies it in turns as a whole
+ * Definitions a delta adds, changes or removes from which a serving data plane applies it in turns
  * (applyDeltaInTurns): applied at once, a delta changing all of 10,000 APIs paused it 380–659 ms, one of 1,000 of
  * them 47–83 ms (in-process, warm).
  */
 export const LARGE_DELTA = 1000;
 
-/** What applyInTurns builds in turns for build(): the index, its routes and their routing table. */
+/** What applyInTurns and applyDeltaInTurns build in turns for build() and buildDelta(): the index, its routes and their routing table. */
 interface Prepared {
   index: ConfigIndex;
   routed: ReturnType<typeof indexRoutes>;
@@ -461,15 +461,10 @@ export function createSnapshotHolder(deps: {
   async function wholeInTurns(version: number, steps: Generator<void, SnapshotContent & { changes?: ContentChange[] }>, wanted: () => boolean, previous: Held | null = null): Promise<ApplyResult | null> {
     const endHold = deps.holdYoungGeneration?.() ?? noop;
     let content: (SnapshotContent & { changes?: ContentChange[] }) | null;
-    let prepared: Prepared | null = null;
+    let prepared: Prepared | null;
     try {
       content = await inTurns(steps, wanted);
-      const changes = previous && content?.changes;
-      const index = content && (await inTurns(changes ? applyChangesInTurns(previous!.index, changes, undefined, APPLY_TURN) : indexConfigInTurns(content.defs, APPLY_TURN), wanted));
-      const moved = index && changes ? await inTurns(changedRoutesInTurns(previous!.index, index, changes, APPLY_TURN), wanted) : undefined;
-      const routed = index && moved !== null ? await inTurns(indexRoutesInTurns(index, APPLY_TURN), wanted) : null;
-      const table = routed && (await inTurns(buildRoutingTableInTurns(routed.routes, APPLY_TURN), wanted));
-      if (index && routed && table) prepared = { index, routed, table, moved: moved ?? undefined };
+      prepared = content && (await prepareInTurns(content, previous, wanted));
     } catch (err) {
       endHold();
       applies?.inc({ result: 'rejected' });
@@ -482,6 +477,18 @@ export function createSnapshotHolder(deps: {
     const whole = content;
     // Built on `previous` only while it is what is applied; otherwise as a full snapshot is (the index is whole either way).
     return served(swap(version, () => whole, previous !== null && held === previous ? previous : null, prepared), endHold);
+  }
+
+  /** wholeInTurns' index, changed routes (a delta's on `previous`), route list and routing table; null when no longer wanted. */
+  async function prepareInTurns(content: SnapshotContent & { changes?: ContentChange[] }, previous: Held | null, wanted: () => boolean): Promise<Prepared | null> {
+    const delta = previous && content.changes ? { previous, changes: content.changes } : null;
+    const index = await inTurns(delta ? applyChangesInTurns(delta.previous.index, delta.changes, undefined, APPLY_TURN) : indexConfigInTurns(content.defs, APPLY_TURN), wanted);
+    if (!index) return null;
+    const moved = delta ? await inTurns(changedRoutesInTurns(delta.previous.index, index, delta.changes, APPLY_TURN), wanted) : undefined;
+    if (moved === null) return null;
+    const routed = await inTurns(indexRoutesInTurns(index, APPLY_TURN), wanted);
+    const table = routed && (await inTurns(buildRoutingTableInTurns(routed.routes, APPLY_TURN), wanted));
+    return routed && table ? { index, routed, table, moved } : null;
   }
 
   /** Same content: nothing to rebuild. The CP's version is authoritative, so adopt it. */

@@ -2,18 +2,52 @@
 // request, with no gateway feature at all: no routing, no header rules, no X-Forwarded-*, no
 // request id, no traceparent, no metrics, no log. One undici Pool to one upstream, the request
 // streamed up and the response streamed back with pool.stream. Not part of the product.
-//   node scripts/bare-undici-proxy.mjs <port> <upstream origin>   (prints "ready" once listening)
+//   node scripts/bare-undici-proxy.mjs <port> <upstream origin> [spec]   (prints "ready" once listening)
+//
+// With `spec`, it also does what SPEC's "Proxy behaviour" asks of every proxied request, as a hand-written
+// proxy would and nothing more: hop-by-hop headers dropped both ways, the upstream's Host, X-Forwarded-For,
+// -Proto and -Host appended, an X-Request-Id (randomUUID) added when absent and returned to the client. No
+// routing, rewrite, normalisation, timer, traceparent, metrics or log: the floor of SPEC's headers alone.
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
 
-const [port, origin] = process.argv.slice(2);
+const [port, origin, mode] = process.argv.slice(2);
 const pool = new Pool(origin);
+const spec = mode === 'spec';
+const upstreamHost = new URL(origin).host;
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
+
+/** `headers` without hop-by-hop fields and those its Connection names. */
+function endToEnd(headers) {
+  const named = headers.connection ? String(headers.connection).toLowerCase().split(/\s*,\s*/) : [];
+  const out = {};
+  for (const name in headers) if (!HOP_BY_HOP.has(name) && !named.includes(name)) out[name] = headers[name];
+  return out;
+}
+
+const appended = (previous, value) => (previous === undefined ? value : `${previous}, ${value}`);
+
+function upstreamHeaders(req, requestId) {
+  const headers = endToEnd(req.headers);
+  headers.host = upstreamHost;
+  headers['x-forwarded-for'] = appended(headers['x-forwarded-for'], req.socket.remoteAddress);
+  headers['x-forwarded-proto'] = appended(headers['x-forwarded-proto'], 'http');
+  if (req.headers.host !== undefined) headers['x-forwarded-host'] = appended(headers['x-forwarded-host'], req.headers.host);
+  headers['x-request-id'] = requestId;
+  return headers;
+}
 
 createServer((req, res) => {
   const hasBody = req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+  const requestId = spec ? (req.headers['x-request-id'] ?? randomUUID()) : undefined;
   pool.stream(
-    { method: req.method, path: req.url, headers: req.headers, body: hasBody ? req : null },
+    { method: req.method, path: req.url, headers: spec ? upstreamHeaders(req, requestId) : req.headers, body: hasBody ? req : null },
     ({ statusCode, headers }) => {
+      if (spec) {
+        headers = endToEnd(headers);
+        headers['x-request-id'] = requestId;
+      }
       res.writeHead(statusCode, headers);
       return res;
     },

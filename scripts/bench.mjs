@@ -1,6 +1,6 @@
 // npm run bench: performance of the built services, printed side by side (README "Benchmark"). Not a test.
 //   1. load: wrk -t1, or autocannon without wrk (separate process) direct to a node:http upstream, through the data
-//      plane (plain and with jwt), through a bare undici proxy, through nginx when installed;
+//      plane (plain and with jwt), through a bare undici proxy (alone and sending SPEC's headers), through nginx when installed;
 //      requests/s, p50, p99, CPU µs per request of the serving process, the issue 9 target ratios.
 //   2. propagation: admin write → every data plane's /readyz at the new version, CP holding
 //      1,000 / 10,000 / 50,000 APIs; p99 under load during pushes at 10,000.
@@ -407,11 +407,13 @@ async function builtModule(path) {
 
 // ---------------------------------------------------------------- sections
 
-/** scripts/bare-undici-proxy.mjs in front of the upstream: the per-request floor of a Node.js proxy on undici. */
-/** The bare undici proxy (scripts/bare-undici-proxy.mjs) in front of the upstream; stop it when done. */
-async function startBareProxy(upstream) {
+/**
+ * The bare undici proxy (scripts/bare-undici-proxy.mjs) in front of the upstream, the per-request floor of a Node.js
+ * proxy on undici; with `spec`, the same sending SPEC's headers (its `spec` mode). Stop it when done.
+ */
+async function startBareProxy(upstream, mode = '') {
   const port = await freePort();
-  const proc = startProcess('bare undici proxy', process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), upstream.url]);
+  const proc = startProcess('bare undici proxy', process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), upstream.url, mode]);
   await waitFor(`bare undici proxy\n${proc.tail()}`, async () => ((await http('GET', `http://127.0.0.1:${port}/bench/x`)).status === 200 ? true : undefined));
   return { ...proc, url: `http://127.0.0.1:${port}/bench/x` };
 }
@@ -428,6 +430,7 @@ async function loadSection(upstream, cp, dps) {
   const direct = { name: 'direct to upstream', ...(await load(`${upstream.url}/bench/x`, {}, upstream.child.pid)) };
   const jwtSetup = await jwtRow(upstream, cp, dps);
   const bareProxy = await startBareProxy(upstream);
+  const specProxy = await startBareProxy(upstream, 'spec');
   const rounds = [];
   for (let round = 0; round < LOAD_ROUNDS; round++) {
     const options = { warmup: round === 0 ? 2 : 1 };
@@ -435,16 +438,23 @@ async function loadSection(upstream, cp, dps) {
       dp: await load(`${dps[0].proxyUrl}/bench/x`, {}, dps[0].child.pid, options),
       jwt: await load(jwtSetup.url, jwtSetup.headers, dps[0].child.pid, options),
       bare: await load(bareProxy.url, {}, bareProxy.child.pid, options),
+      spec: await load(specProxy.url, {}, specProxy.child.pid, options),
     });
   }
   await bareProxy.stop();
+  await specProxy.stop();
   const nginx = await nginxRow(upstream.port);
   const usPerRequest = (row) => (row.cpu / row.requests) * 1e6;
   // Each row: its median round by CPU per request (rows are compared on the same round below).
   const medianRow = (name, key) => ({ name, ...[...rounds.map((r) => r[key])].sort((a, b) => usPerRequest(a) - usPerRequest(b))[Math.floor((rounds.length - 1) / 2)] });
-  const [dp, jwt, bare] = [medianRow('through the data plane', 'dp'), medianRow('DP + jwt validation', 'jwt'), medianRow('bare undici proxy', 'bare')];
+  const [dp, jwt, bare, spec] = [
+    medianRow('through the data plane', 'dp'),
+    medianRow('DP + jwt validation', 'jwt'),
+    medianRow('bare undici proxy', 'bare'),
+    medianRow("bare + SPEC's headers", 'spec'),
+  ];
   log(`${'path'.padEnd(26)}${'req/s'.padStart(10)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'µs CPU/req'.padStart(12)}${'errors'.padStart(9)}${'vs direct'.padStart(11)}`);
-  for (const row of [direct, dp, jwt, bare, nginx]) {
+  for (const row of [direct, dp, jwt, bare, spec, nginx]) {
     if (row.line) {
       log(row.line);
       continue;
@@ -461,8 +471,12 @@ async function loadSection(upstream, cp, dps) {
   const jwtRatios = perRound((r) => r.jwt.rps / r.dp.rps);
   // Not a target, but steadier than req/s on a shared machine: what the jwt route costs the DP over a plain one.
   const jwtCpuRatios = perRound((r) => usPerRequest(r.jwt) / usPerRequest(r.dp));
+  // Not a target either: the DP against a proxy that sends what SPEC requires of every request and does nothing else.
+  const specRatios = perRound((r) => usPerRequest(r.dp) / usPerRequest(r.spec));
   const list = (ratios) => ratios.map((x) => x.toFixed(2)).join(' ');
-  log(`   per round (${LOAD_ROUNDS} rounds of DP, DP + jwt, bare in turn): DP/bare CPU ${list(cpuRatios)}; jwt/DP req/s ${list(jwtRatios)}; jwt/DP CPU ${list(jwtCpuRatios)}`);
+  log(
+    `   per round (${LOAD_ROUNDS} rounds of DP, DP + jwt, bare, bare + SPEC's headers in turn): DP/bare CPU ${list(cpuRatios)}; DP/bare + SPEC's headers CPU ${list(specRatios)} (median ${median(specRatios).toFixed(2)}); jwt/DP req/s ${list(jwtRatios)}; jwt/DP CPU ${list(jwtCpuRatios)}`,
+  );
   target('DP CPU/req / bare undici CPU/req', median(cpuRatios), median(cpuRatios) <= 1, '≤ 1, median of rounds');
   target('DP + jwt req/s / DP req/s', median(jwtRatios), median(jwtRatios) >= 0.95, '≥ 0.95, median of rounds');
   if (!nginx.line) {

@@ -50,14 +50,14 @@ url="http://127.0.0.1:$proxy_port/bench/x"
 
 # start_entry <tree> <log> <command...>: starts an entry of the measuring scripts under <command> (`node`
 # and its flags, after valgrind when counting), output to <log>, and waits until it serves $url; sets
-# $pid. <tree> `bare` is scripts/bare-undici-proxy.mjs; anything else a built tree whose data plane is
+# $pid. <tree> `bare` is scripts/bare-undici-proxy.mjs, `bare-spec` the same with SPEC's headers (its `spec` mode); anything else a built tree whose data plane is
 # started as the Helm chart runs it. NODE_FLAGS adds node flags to every entry; DP_SCRIPT (e.g.
 # data-plane/dist/main.js) picks the data plane's script in every tree.
 start_entry() {
   local tree=$1 log=$2
   shift 2
-  if [ "$tree" = bare ]; then
-    "$@" ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" >"$log" 2>&1 &
+  if [ "$tree" = bare ] || [ "$tree" = bare-spec ]; then
+    "$@" ${NODE_FLAGS:-} scripts/bare-undici-proxy.mjs "$proxy_port" "http://127.0.0.1:$upstream_port" "$([ "$tree" = bare-spec ] && echo spec)" >"$log" 2>&1 &
   else
     # The chart's script, data-plane/bundle/main.js, in a tree that has one (older trees: tsc's files); DP_SCRIPT overrides.
     local script=${DP_SCRIPT:-data-plane/bundle/main.js}

@@ -10,6 +10,7 @@
 //   4. full snapshot: a serving data plane's longest pause applying a full snapshot, at once vs in turns
 //      (scripts/bench-full-apply.mjs, in-process; BENCH_FULL_APPLY_SIZES, default 10000,50000).
 //   5. data plane memory (VmRSS) and cold sync time at 10 / 1,000 / 10,000 / 50,000 APIs.
+//   6. instructions: target 1 by callgrind's count (bare proxy, bare + SPEC's headers, DP), with valgrind and wrk.
 // Knobs: BENCH_DURATION (s per load run, default 10), BENCH_CONNECTIONS (default 50), BENCH_SECTIONS
 // (comma-separated section names, e.g. load; default all), BENCH_PROPAGATION_SIZES (default 1000,10000,50000).
 import { spawn, spawnSync } from 'node:child_process';
@@ -1320,6 +1321,57 @@ async function memorySection(upstream) {
   log();
 }
 
+/**
+ * Target 1 read by count rather than by CPU time, which moves by ±20 % between identical runs here: user-space
+ * instructions per request of the bare proxy, the bare proxy sending SPEC's headers and the DP, each under callgrind
+ * in turn (scripts/count-instructions.sh, README "Instructions per request"). Only steady windows count (all threads
+ * within 1 % of the main thread's: no compiler or GC helper thread ran); an entry without one is reported, not
+ * judged. Kernel time, about half the CPU per request, is the same for all three. Needs valgrind and wrk; takes
+ * ~3 minutes an entry (BENCH_INSTRUCTION_ROUNDS windows of 20 s, default 5, after 60 s of warm-up).
+ */
+async function instructionsSection() {
+  const rounds = Number(process.env.BENCH_INSTRUCTION_ROUNDS ?? 5);
+  log(`## instructions: user-space instructions per request under callgrind (wrk -c10, ${rounds} windows of 20 s an entry, steady windows only)`);
+  if (['valgrind', 'wrk'].some((tool) => spawnSync('which', [tool]).status !== 0)) {
+    log('instructions: needs valgrind and wrk (apt-get install valgrind wrk)');
+    log();
+    return;
+  }
+  const entries = [
+    ['bare', 'bare undici proxy', 'bare'],
+    ['spec', "bare + SPEC's headers", 'bare-spec'],
+    ['dp', 'the data plane', root],
+  ];
+  const run = spawnSync('bash', ['scripts/count-instructions.sh', ...entries.map(([key, , tree]) => `${key}:${tree}`)], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, ROUNDS: String(rounds) },
+  });
+  if (run.status !== 0) throw new Error(`count-instructions.sh exited ${run.status}: ${run.stderr.slice(-500)}`);
+  const WINDOW = /^(\w+) window \d+: \d+ requests, instructions\/request main thread (\d+), all threads (\d+)$/;
+  const steady = new Map(entries.map(([key]) => [key, []]));
+  for (const line of run.stdout.split('\n')) {
+    const m = WINDOW.exec(line);
+    if (m && Number(m[3]) <= Number(m[2]) * 1.01) steady.get(m[1]).push(Number(m[2]));
+  }
+  const counts = new Map();
+  for (const [key, name] of entries) {
+    const windows = steady.get(key);
+    if (windows.length === 0) {
+      log(`${name.padEnd(26)}no steady window in ${rounds}`);
+      continue;
+    }
+    counts.set(key, median(windows));
+    log(`${name.padEnd(26)}${String(median(windows)).padStart(9)} instructions/request (${windows.length} steady: ${Math.min(...windows)}–${Math.max(...windows)})`);
+  }
+  if (counts.has('dp') && counts.has('spec')) log(`   ${"DP / bare + SPEC's headers".padEnd(36)}${(counts.get('dp') / counts.get('spec')).toFixed(3)}  (not a target)`);
+  if (counts.has('dp') && counts.has('bare')) {
+    const ratio = counts.get('dp') / counts.get('bare');
+    log(`   ${"DP instructions/req / bare undici's".padEnd(36)}${ratio.toFixed(3)}  ${ratio <= 1 ? 'pass' : 'MISS'} (target 1 by count: ≤ 1)`);
+  }
+  log();
+}
+
 // ---------------------------------------------------------------- main
 
 /** BENCH_SECTIONS=load,plugins runs only those sections (names as printed on failure); unset runs all. */
@@ -1361,6 +1413,7 @@ async function main() {
   await section('balancer', balancerSection);
   await section('full snapshot', fullApplySection);
   await section('memory', () => memorySection(upstream));
+  await section('instructions', instructionsSection);
   await upstream.stop();
   log(`bench done in ${((performance.now() - benchStarted) / 1000).toFixed(0)} s`);
 }

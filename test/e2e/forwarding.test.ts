@@ -4,11 +4,15 @@
  * hop-by-hop removal, 5 MB bodies both ways, insecure_skip_verify towards an HTTPS upstream the
  * gateway does not trust, and the gateway's own 404/502/504 responses.
  */
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { apiDefinition } from '../helpers/api-definition.js';
 import type { RecordedRequest } from '../helpers/upstream-server.js';
 import { freePort } from '../helpers/free-port.js';
+import { httpRequest } from '../helpers/http-request.js';
+import { REPO_ROOT } from '../helpers/service-process.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { createTestCertificates, type CertificateFiles } from '../helpers/test-certificates.js';
@@ -269,5 +273,31 @@ describe("the gateway's own errors", () => {
   test('an upstream answering within response_header_timeout is served', async () => {
     const res = await gw.dp.request('GET', '/slow/quick');
     expect(res.status).toBe(200);
+  });
+});
+
+describe("the bench's bare proxy sending SPEC's headers (scripts/bare-undici-proxy.mjs spec)", () => {
+  // README "Against a proxy that sends SPEC's headers": the DP's instructions per request are compared with this
+  // proxy's, which is a fair floor only while it sends what the DP sends. A header the DP comes to add (or drop) fails here.
+  test('the upstream gets the header names and forwarding values the DP sends (traceparent apart), and the client its X-Request-Id', async () => {
+    const port = await freePort();
+    const bare = spawn(process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), u.url, 'spec'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const [line] = (await once(bare.stdout, 'data')) as [Buffer];
+      expect(line.toString()).toBe('ready\n');
+      const headers = { host: 'front.example.test', 'x-forwarded-for': '203.0.113.7', connection: 'keep-alive, x-secret', 'x-secret': 'hop', 'keep-alive': 'timeout=5' };
+      const viaDp = await forwarded('GET', '/plain/spec', headers);
+      const before = u.requests.length;
+      const res = await httpRequest(`http://127.0.0.1:${port}/plain/spec`, { headers });
+      expect(res.status).toBe(200);
+      const viaBare = u.requests[before]!;
+      const names = (r: RecordedRequest): string[] => Object.keys(r.headers).filter((name) => name !== 'traceparent').sort();
+      expect(names(viaBare)).toEqual(names(viaDp));
+      expect(names(viaBare)).not.toContain('x-secret');
+      for (const name of ['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']) expect({ name, value: viaBare.headers[name] }).toEqual({ name, value: viaDp.headers[name] });
+      expect(res.headers['x-request-id']).toBe(viaBare.headers['x-request-id']);
+    } finally {
+      bare.kill();
+    }
   });
 });

@@ -6,7 +6,7 @@
 #
 #   scripts/count-instructions.sh [label:tree ...]    (default: bare:bare dp:.)
 #
-# Each entry runs under callgrind in turn: `bare` is scripts/bare-undici-proxy.mjs, anything else a built
+# Each entry runs under callgrind in turn: `bare` is scripts/bare-undici-proxy.mjs, `bare-spec` the same sending SPEC's headers, anything else a built
 # tree (`npm run build`) whose data plane (data-plane/bundle/main.js, DP_SCRIPT to pick another) is started against this tree's control plane with
 # one plain route. wrk -c10 warms it up (WARM s, default 60: the JIT must have settled at valgrind's
 # speed), then ROUNDS windows (default 3) of SECS s (default 20) are counted between callgrind_control

@@ -13,7 +13,7 @@
 #
 #   scripts/gc-per-request.sh [label:tree ...]    (default: bare:bare dp:.)
 #
-# `bare` is scripts/bare-undici-proxy.mjs; anything else a built tree (`npm run build`) whose
+# `bare` is scripts/bare-undici-proxy.mjs (`bare-spec`: sending SPEC's headers); anything else a built tree (`npm run build`) whose
 # data plane is started as the chart runs it (data-plane/bundle/main.js; DP_SCRIPT: scripts/one-route-gateway.sh), against this tree's control plane with one
 # route (PLUGINS, a JSON list, gives it plugins: scripts/one-route-gateway.sh). Needs wrk. NODE_FLAGS adds
 # node flags to every entry (e.g. --max-semi-space-size=16).

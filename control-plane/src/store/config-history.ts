@@ -233,9 +233,17 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
   // Left by a conversion that a crash cut short: it starts again.
   if (legacy) for (const path of [basePath, journalPath]) await rm(path, { force: true });
 
-  /** Lines the base holds (`seq` ≤ baseSeq) are listed only from baseSeq on: older ones' content is gone. */
+  /**
+   * Lines the base holds (`seq` ≤ baseSeq) are listed only from baseSeq on: older ones' content is gone. Their `seq`s
+   * run without a gap (a load refuses a journal with one), so line `seq` is `lines[seq - lines[0].seq]`.
+   */
   let baseSeq = 0;
   let lines: Line[] = [];
+  /**
+   * The lines that hold their `defs`, a few (kept entries written by this process): a write visits these, not every
+   * line since the last compaction, which at 10,000 APIs (~500-byte lines, a ~3 MB base) can be ~6,000 of them.
+   */
+  let holding: Line[] = [];
   let validBytes = 0;
   try {
     baseSeq = await readBaseSeq(basePath);
@@ -279,6 +287,10 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
   }
 
   const lastSeqOf = (version: number) => lines.findLast((l) => l.entry.version === version)?.seq;
+  /** Where line `seq` is in `lines`. */
+  const indexOf = (seq: number): number => seq - (lines[0]?.seq ?? 0);
+  /** Where line `i` starts in the journal. */
+  const startOf = (i: number): number => lines[i]!.end - lines[i]!.bytes;
 
   /** Appends and a compaction's swap of the journal, one at a time. */
   const turn = createTurns();
@@ -291,12 +303,11 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
    * large write (PUT /config) does not cost a whole rewrite per later write until it is dropped.
    * Started here, it runs on after the write that called it; a write meanwhile starts none.
    */
-  function startCompaction(kept: HistoryEntry[]): void {
+  function startCompaction(keptSeqs: Set<number | undefined>): void {
     if (compacting) return;
-    const keptSeqs = new Set(kept.map((e) => lastSeqOf(e.version)));
-    const first = lines.findIndex((l) => keptSeqs.has(l.seq));
-    const dropped = lines.slice(0, first).reduce((n, l) => n + l.bytes, 0);
-    if (first === -1 || lines[first].seq === baseSeq || dropped <= Math.max(baseBytes, COMPACT_MIN_BYTES)) return;
+    let first = -1;
+    for (const seq of keptSeqs) if (seq !== undefined && (first === -1 || indexOf(seq) < first)) first = indexOf(seq);
+    if (first === -1 || lines[first].seq === baseSeq || startOf(first) - startOf(0) <= Math.max(baseBytes, COMPACT_MIN_BYTES)) return;
     compacting = compact(lines[first])
       .catch((err) => logger.warn({ err: String(err), path: basePath }, 'config history compaction failed; the journal still holds every entry'))
       .finally(() => (compacting = undefined));
@@ -320,6 +331,7 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
       baseSeq = seq;
       const shift = headBytes - start;
       lines = lines.slice(from).map((l, i) => ({ ...l, bytes: i === 0 ? headBytes : l.bytes, end: l.end + shift }));
+      holding = lines.filter((l) => l.defs);
       await journal.close();
       journal = await openJournal(journalPath, headBytes + after.length);
     });
@@ -332,12 +344,18 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
       const line = encodeRecord({ seq, ...entry }, changesBetween(previous, defs));
       await turn(async () => {
         await journal.append(line);
-        lines.push({ seq, entry, bytes: Buffer.byteLength(line), end: journal.size, defs });
+        const added: Line = { seq, entry, bytes: Buffer.byteLength(line), end: journal.size, defs };
+        lines.push(added);
+        holding.push(added);
       });
       tip = defs;
       const keptSeqs = new Set(kept.map((e) => lastSeqOf(e.version)));
-      for (const l of lines) if (l.defs && !keptSeqs.has(l.seq)) l.defs = undefined;
-      startCompaction(kept);
+      holding = holding.filter((l) => {
+        if (keptSeqs.has(l.seq)) return true;
+        l.defs = undefined;
+        return false;
+      });
+      startCompaction(keptSeqs);
     },
     async load(version) {
       const line = lines.findLast((l) => l.entry.version === version);

@@ -91,6 +91,28 @@ describe('file config history', () => {
     expect(names(await third.definitions(8))).toEqual(names(contents[3]));
   });
 
+  test('a compaction never drops a kept version: after every write, each listed version rebuilds from the files alone', async () => {
+    const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };
+    const contents = new Map<number, Definitions>();
+    let history = await openHistory(3);
+    let defs: Definitions = wide;
+    for (let v = 2; v <= 8; v++) {
+      if (v > 2) defs = { ...defs, apis: [...defs.apis, api(`v${v}`)] };
+      contents.set(v, defs);
+      await history.record(state(v, defs), origin);
+      // Reopened, the history holds no content in memory: every version comes from base.json and the journal.
+      await history.close();
+      history = await openHistory(3);
+      const listed = history.list().map((e) => e.version);
+      expect(listed).toEqual([v, v - 1, v - 2].filter((x) => x >= 2));
+      for (const version of listed) {
+        expect({ version, hash: definitionsHash((await history.definitions(version)) ?? { apis: [], oauthServers: [] }) }).toEqual({ version, hash: definitionsHash(contents.get(version)!) });
+      }
+    }
+    // The ~100 KiB first version did drop out, and the base moved past it.
+    expect(JSON.parse(await readFile(join(dir, HISTORY_DIR, HISTORY_BASE), 'utf8')).revision).toBeGreaterThan(2);
+  });
+
   test('a crash between writing the new base and replacing the journal: the old journal on the new base loads the same', async () => {
     const history = await openHistory(2);
     const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };

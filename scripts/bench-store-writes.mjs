@@ -4,6 +4,7 @@
 // write function, like the bench's propagation section. Prints ms per write (median, p99) and CPU ms per write (user + system of this process).
 //   node scripts/bench-store-writes.mjs            (sizes: STORE_BENCH_SIZES=1000,10000,50000)
 //   STORE_BENCH_ROOT=/path/to/other/checkout node scripts/bench-store-writes.mjs   (that tree's dist)
+//   STORE_BENCH_WRITES=3000: that many measured writes at every size (the config history's journal grows by one line a write)
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -44,7 +45,7 @@ for (const size of sizes) {
       return { total: performance.now() - started, store: stored - started };
     };
     for (let i = 0; i < 5; i++) await write(); // warm-up
-    const writes = size >= 50_000 ? 40 : size >= 10_000 ? 100 : 200;
+    const writes = Number(process.env.STORE_BENCH_WRITES ?? (size >= 50_000 ? 40 : size >= 10_000 ? 100 : 200));
     const cpu = process.cpuUsage();
     const runs = [];
     for (let i = 0; i < writes; i++) runs.push(await write());

@@ -1327,10 +1327,10 @@ async function memorySection(upstream) {
  * in turn (scripts/count-instructions.sh, README "Instructions per request"). Only steady windows count (all threads
  * within 1 % of the main thread's: no compiler or GC helper thread ran); an entry without one is reported, not
  * judged. Kernel time, about half the CPU per request, is the same for all three. Needs valgrind and wrk; takes
- * ~3 minutes an entry (BENCH_INSTRUCTION_ROUNDS windows of 20 s, default 5, after 60 s of warm-up).
+ * ~3 minutes an entry (BENCH_INSTRUCTION_ROUNDS windows of 20 s, default 6, after 60 s of warm-up).
  */
 async function instructionsSection() {
-  const rounds = Number(process.env.BENCH_INSTRUCTION_ROUNDS ?? 5);
+  const rounds = Number(process.env.BENCH_INSTRUCTION_ROUNDS ?? 6);
   log(`## instructions: user-space instructions per request under callgrind (wrk -c10, ${rounds} windows of 20 s an entry, steady windows only)`);
   if (['valgrind', 'wrk'].some((tool) => spawnSync('which', [tool]).status !== 0)) {
     log('instructions: needs valgrind and wrk (apt-get install valgrind wrk)');

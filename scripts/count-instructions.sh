@@ -14,12 +14,16 @@
 # of all threads (GC helpers and compiler threads included, which vary more). NODE_FLAGS adds node flags
 # to every entry, as in gc-per-request.sh. Needs valgrind and wrk
 # (`apt-get install valgrind wrk`); dumps go to $OUT (default /tmp/gatehouse-callgrind) for
-# callgrind_annotate.
+# callgrind_annotate. FUNCTIONS=1 also names the JIT-compiled JavaScript (node's --perf-basic-prof) and ends with
+# the instructions per request of each function in every entry's last window (scripts/callgrind-functions.mjs; with
+# DP_SCRIPT=data-plane/dist/main.js the DP's undici functions keep the names they have in the bare proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gatehouse-callgrind}
 base=${PORT_BASE:-38180}
 source scripts/one-route-gateway.sh "$@"
+functions=()
+[ "${FUNCTIONS:-0}" = 1 ] && NODE_FLAGS="${NODE_FLAGS:-} --perf-basic-prof"
 
 for entry in "${entries[@]}"; do
   entry_dir "$entry"
@@ -38,4 +42,10 @@ for entry in "${entries[@]}"; do
   done
   kill "$pid"
   wait "$pid" 2>/dev/null || true
+  if [ "${FUNCTIONS:-0}" = 1 ]; then
+    # valgrind runs node in its own process: the map is named after the pid started.
+    mv "/tmp/perf-$pid.map" "$out/perf.map"
+    functions+=("$label:$(ls "$out"/cg.*."${ROUNDS:-3}"-01):$out/perf.map:$requests")
+  fi
 done
+if [ ${#functions[@]} -gt 0 ]; then node scripts/callgrind-functions.mjs "${functions[@]}"; fi

@@ -65,7 +65,8 @@ function functionsOf(dump, perfMap, requests) {
     let name = m[2].replace(/^(\?\?\?|[^\s:]*\.(?:c|cc|cpp|h|S|s)):(?!:)/, '');
     const address = /^0x([0-9a-f]+)$/.exec(name);
     if (address && m[3] === '???') name = nameAt(ranges, parseInt(address[1], 16)) ?? '(code without a name: wasm, stubs)';
-    const k = key(name);
+    // callgrind marks a recursive call's frame `name'2`: the same function.
+    const k = key(name.replace(/'\d+$/, ''));
     byKey.set(k, (byKey.get(k) ?? 0) + instructions / requests);
   }
   return byKey;

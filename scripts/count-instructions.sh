@@ -23,10 +23,12 @@ OUT=${OUT:-/tmp/gatehouse-callgrind}
 base=${PORT_BASE:-38180}
 source scripts/one-route-gateway.sh "$@"
 functions=()
-[ "${FUNCTIONS:-0}" = 1 ] && NODE_FLAGS="${NODE_FLAGS:-} --perf-basic-prof"
+flags=${NODE_FLAGS:-}
 
 for entry in "${entries[@]}"; do
   entry_dir "$entry"
+  # --perf-basic-prof also starts V8's log, which would land in the working directory.
+  [ "${FUNCTIONS:-0}" = 1 ] && NODE_FLAGS="$flags --perf-basic-prof --logfile=$out/v8.log --no-logfile-per-isolate"
   vg=(valgrind --tool=callgrind --separate-threads=yes --smc-check=all-non-file "--callgrind-out-file=$out/cg.%p")
   start_entry "$tree" "$out/process.log" "${vg[@]}" node
   wrk -t1 -c10 -d"${WARM:-60}s" "${wrk_headers[@]}" "$url" >/dev/null

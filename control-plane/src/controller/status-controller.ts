@@ -148,7 +148,7 @@ export function statusUpdate(current: Record<string, unknown> | undefined, desir
     return prev && prev.status === c.status ? { ...c, lastTransitionTime: prev.lastTransitionTime } : c;
   });
   const next = { ...desired, conditions };
-  // Compared whole, so a field no longer written (status.dataPlanes, before 2026-11) goes with the next write;
+  // Compared whole, so a field no longer written (status.dataPlanes, from an earlier release) goes with the next write;
   // and not as JSON text: the apiserver returns an object's keys sorted, so every status read back
   // differed from the one written, and each status write was followed by a second one changing nothing.
   return isDeepStrictEqual({ ...current, conditions: old }, next) ? null : next;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Bytes allocated per proxied request, by the function that allocated them (README "Benchmark"): each
+# Bytes allocated per proxied request, by the function that allocated them (docs/benchmarks.md): each
 # entry runs in turn under `wrk -t1 -c50`, WARM s (default 5) unmeasured, then SECS s (default 10)
 # under V8's sampling heap profiler with collected objects included (scripts/alloc-sampler.mjs, one
 # sample per ALLOC_INTERVAL bytes, default 256), and scripts/allocation-per-request.mjs prints each

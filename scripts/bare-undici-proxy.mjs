@@ -1,4 +1,4 @@
-// The bench's "bare undici proxy" (README "Benchmark"): the floor a Node.js proxy on undici costs per
+// The bench's "bare undici proxy" (docs/benchmarks.md): the floor a Node.js proxy on undici costs per
 // request, with no gateway feature at all: no routing, no header rules, no X-Forwarded-*, no
 // request id, no traceparent, no metrics, no log. One undici Pool to one upstream, the request
 // streamed up and the response streamed back with pool.stream. Not part of the product.

@@ -1,4 +1,4 @@
-// How long a data plane takes to apply a one-API delta while it holds N APIs, in-process (README
+// How long a data plane takes to apply a one-API delta while it holds N APIs, in-process (docs/operations.md
 // "Propagation"): plain APIs, every API with a passive health check, every API with a cb plugin. Not part of
 // the product or the tests. The holder, codec and registries are the DP's own (tsc's files); 30 deltas,
 // each changing one API, are built as the CP builds them and applied as the stream client applies them.

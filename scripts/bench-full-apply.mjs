@@ -1,5 +1,5 @@
 // How long a data plane that holds N APIs pauses its event loop (its requests) to apply a full snapshot of N APIs
-// with one changed, at once (holder.apply) and in turns (holder.applyInTurns), in-process (README "Propagation";
+// with one changed, at once (holder.apply) and in turns (holder.applyInTurns), in-process (docs/operations.md "Propagation";
 // `npm run bench`'s `full snapshot` section runs it at 10,000 and 50,000). The holder and codec are the DP's own
 // (tsc's files); the snapshots are encoded as the CP encodes them and decoded as the DP's stream does; the pause is
 // the longest gap between the callbacks of a 1 ms interval timer while the apply runs and for 100 ms after it.

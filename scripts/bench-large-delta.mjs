@@ -1,6 +1,6 @@
 // How long a data plane that holds N APIs pauses its event loop (its requests) to apply a large delta in turns
 // (holder.applyDeltaInTurns, as the stream client applies a delta of LARGE_DELTA definitions or more), in-process
-// (README "A full snapshot to a DP that serves"). Each of ROUNDS deltas changes the first CHANGED APIs (default: all
+// (docs/operations.md "Propagation"). Each of ROUNDS deltas changes the first CHANGED APIs (default: all
 // N); the pause is the longest gap between the callbacks of a 1 ms interval timer while the apply runs and for 100 ms
 // after it. The holder and codec are the DP's own (tsc's files). ROOT picks another built tree to compare with.
 //   npm run build && node --max-semi-space-size=8 scripts/bench-large-delta.mjs [N=10000] [CHANGED=N] [ROUNDS=4]

@@ -1,7 +1,7 @@
-// npm run bench: performance of the built services, printed side by side (README "Benchmark"). Not a test.
+// npm run bench: performance of the built services, printed side by side (docs/benchmarks.md). Not a test.
 //   1. load: wrk -t1, or autocannon without wrk (separate process) direct to a node:http upstream, through the data
 //      plane (plain and with jwt), through a bare undici proxy (alone and sending SPEC's headers), through nginx when installed;
-//      requests/s, p50, p99, CPU µs per request of the serving process, the issue 9 target ratios.
+//      requests/s, p50, p99, CPU µs per request of the serving process, the target ratios (docs/benchmarks.md).
 //   2. propagation: admin write → every data plane's /readyz at the new version, CP holding
 //      1,000 / 10,000 / 50,000 APIs; p99 under load during pushes at 10,000.
 //   3. route match: ns per lookup at 10 / 1,000 / 10,000 APIs (mixed shapes, a parameter family,
@@ -1302,7 +1302,7 @@ async function memorySection(upstream) {
         const range = (values) => `${median(values).toFixed(0)} (${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})`;
         log(`${''.padStart(8)}  cold sync over ${starts.length} starts: median ${range(starts.map((s) => s.syncMs))} ms, DP CPU ${range(starts.map((s) => s.syncCpuMs))} ms`);
       }
-      // Issue 9's target 5, judged as the load section judges target 1.
+      // The memory target (docs/benchmarks.md), judged as the load section judges the CPU target.
       if (size === 10_000) {
         targets.push([`RSS at 10,000 APIs, ${SETTLE_SECONDS} s idle (MiB)`, settled, settled <= 120, '≤ 120']);
         targets.push([`RSS at 10,000 APIs during load`, underLoad, underLoad <= 120, '≤ 120']);
@@ -1324,7 +1324,7 @@ async function memorySection(upstream) {
 /**
  * Target 1 read by count rather than by CPU time, which moves by ±20 % between identical runs here: user-space
  * instructions per request of the bare proxy, the bare proxy sending SPEC's headers and the DP, each under callgrind
- * in turn (scripts/count-instructions.sh, README "Instructions per request"). Only steady windows count (all threads
+ * in turn (scripts/count-instructions.sh, docs/benchmarks.md "Instructions per request"). Only steady windows count (all threads
  * within 1 % of the main thread's: no compiler or GC helper thread ran); an entry without one is reported, not
  * judged. Kernel time, about half the CPU per request, is the same for all three. Needs valgrind and wrk; takes
  * ~3 minutes an entry (BENCH_INSTRUCTION_ROUNDS windows of 20 s, default 6, after 60 s of warm-up).

@@ -1,8 +1,6 @@
-// Each service as one file, <service>/bundle/main.js: what the image and the Helm chart run (README "Data plane
-// memory"). Started from dist/, node resolves, reads and compiles each of ~1,000 files (the DP's bare imports:
-// undici ~110 ms, zod ~85, prom-client ~65, grpc-js ~60); one file of the same code starts sooner: the DP by ~200
-// ms with ~350 ms less CPU (bench `memory` section, alternated runs), the CP (express, the Kubernetes client) by
-// ~1 s, 1.4–1.6 s → 0.5–0.6 s until /healthz answers with a file store (4 alternated runs).
+// Each service as one file, <service>/bundle/main.js: what the image and the Helm chart run (docs/operations.md
+// "Data plane memory"). Started from dist/, node resolves, reads and compiles each of ~1,000 files; one file of the
+// same code starts sooner, with less CPU (docs/benchmarks.md has the figures).
 // Input is tsc's output (run `npm run build`, which runs this after tsc), so a bundle is the code the tests
 // run, only joined.
 //   node scripts/bundle.mjs [control-plane] [data-plane]      (default: both)

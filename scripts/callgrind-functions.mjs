@@ -1,5 +1,5 @@
 // Instructions per request by function, from the callgrind dumps of scripts/count-instructions.sh run with
-// FUNCTIONS=1 (README "Benchmark", "By function"): callgrind names node's own C++ and V8's
+// FUNCTIONS=1 (docs/benchmarks.md, "By function"): callgrind names node's own C++ and V8's
 // builtins, but JIT-compiled JavaScript is only an address to it; node's --perf-basic-prof writes the address range of
 // each compiled function to /tmp/perf-<pid>.map, which names it here. Functions are keyed by name alone (an undici
 // function is the same row in the bare proxy, which loads node_modules, and in the DP's bundle), tier markers (`*`

@@ -1,5 +1,5 @@
 #!/bin/bash
-# User-space instructions per proxied request, counted by valgrind's callgrind (README "Benchmark"):
+# User-space instructions per proxied request, counted by valgrind's callgrind (docs/benchmarks.md):
 # unlike CPU time on a shared 2-core box (±20 % between identical runs), the count of a steady window
 # hardly moves, so it can tell a 2 % change. Kernel time (the socket syscalls, about half of the CPU per
 # request) is not counted; it is the same for the DP and the bare proxy (`strace -c`).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Garbage-collector work and CPU per proxied request, by thread (README "Benchmark"): what the bench's
+# Garbage-collector work and CPU per proxied request, by thread (docs/benchmarks.md): what the bench's
 # "µs CPU/req" is made of besides the proxy's own code. Each entry runs in turn under `wrk -t1 -c50`
 # with node's --trace-gc: after WARM s (default 10), a SECS s window (default 20) prints
 #   - CPU µs per request of the main thread and of all other threads (GC helpers, compiler threads),

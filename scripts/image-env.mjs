@@ -1,5 +1,5 @@
 // The environment the image gives every process (deploy/Dockerfile's final stage, its `ENV name=value`
-// lines), so that what the benchmarks start runs as the image runs it (README "Benchmark"). A variable already
+// lines), so that what the benchmarks start runs as the image runs it (docs/benchmarks.md). A variable already
 // set in this process's environment keeps its value (`GLIBC_TUNABLES= npm run bench`: glibc's defaults).
 //   node scripts/image-env.mjs      prints name=value lines (for the shell scripts: `export $(node scripts/image-env.mjs)`)
 import { readFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Where the main thread's time per proxied request goes (README "Benchmark"): each entry runs in turn
+# Where the main thread's time per proxied request goes (docs/benchmarks.md): each entry runs in turn
 # under `wrk -t1 -c50` with node's --cpu-prof (50 µs sampling), WARM s (default 5) then SECS s (default
 # 20), and scripts/cpuprofile-per-request.mjs prints the sampled µs per request by group (socket
 # writes, GC, gatehouse, undici, node.js, ...; module loading at start-up apart) and the functions

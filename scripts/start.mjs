@@ -168,7 +168,7 @@ run(
       dataPlaneStarted = true;
       run(
         'data-plane',
-        // As the Helm chart runs it (README "Benchmark", data plane memory).
+        // As the Helm chart runs it (docs/benchmarks.md, data plane memory).
         ['--max-semi-space-size=8', 'data-plane/dist/main.js'],
         {
           PROXY_HOST: env.PROXY_HOST ?? '127.0.0.1',

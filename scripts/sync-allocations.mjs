@@ -1,4 +1,4 @@
-// What a data plane allocates to apply a full snapshot of N APIs (README "Benchmark", data plane memory).
+// What a data plane allocates to apply a full snapshot of N APIs (docs/benchmarks.md, data plane memory).
 // Not part of the product. Counted with V8's sampling heap profiler, collected objects included, so garbage
 // counts too: unlike wall or CPU time on a shared machine, the total moves by about 1 % between runs, so
 // it can tell a change of a few percent. The snapshot is encoded as the CP sends it and applied as the DP's

@@ -1,5 +1,6 @@
 /**
- * Dependencies point one way (STYLE.md point 5): this scans import specifiers per folder.
+ * Dependencies point one way (docs/development.md, "Dependencies between folders"): this scans import specifiers
+ * per folder.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, resolve, dirname } from 'node:path';
@@ -63,7 +64,7 @@ describe('import direction', () => {
 
 describe('packages the data plane loads only when its configuration needs them', () => {
   // Each is loaded with import() (or createRequire) where first needed, so a DP that does not need it
-  // starts without it: jose (~65 ms of a ~0.5 s start) only with a jwt OAuth server, ioredis only with
+  // starts without it: jose only with a jwt OAuth server, ioredis only with
   // REDIS_URL, pino-pretty only with LOG_FORMAT=pretty. A static import anywhere in the DP's sources
   // would load it at every start.
   const lazy = ['jose', 'ioredis', 'pino-pretty'];

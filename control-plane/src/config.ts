@@ -1,5 +1,5 @@
 /**
- * Control-plane configuration from environment variables (README "Configuration" + process contract).
+ * Control-plane configuration from environment variables (docs/configuration.md "Configuration" + process contract).
  * Read once by main.ts; everything else receives the resulting object.
  */
 import { hostname } from 'node:os';

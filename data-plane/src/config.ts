@@ -1,5 +1,5 @@
 /**
- * Data-plane configuration from environment variables (README "Configuration" plus the process contract).
+ * Data-plane configuration from environment variables (docs/configuration.md "Configuration" plus the process contract).
  * Read once by main.ts; everything else receives the values it needs.
  */
 import { availableParallelism, hostname } from 'node:os';

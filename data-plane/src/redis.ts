@@ -1,7 +1,7 @@
 /**
  * ioredis, loaded when a Redis client is first made (REDIS_URL set): a data plane without Redis
- * never loads it. Importing it cost ~2 MB of heap and ~100–230 ms of every cold start (measured,
- * issue 9); a synchronous require keeps the token store and rate limiter constructors synchronous.
+ * never loads it (importing it costs heap and start-up time); a synchronous require keeps the token store and
+ * rate limiter constructors synchronous.
  */
 import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';

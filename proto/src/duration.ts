@@ -11,8 +11,8 @@ const PARTS = /(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)/g; // only used through matchAll,
 export const MAX_DURATION_MS = 3_600_000;
 
 /**
- * Strings parsed so far: a configuration repeats a few durations ("30s") in every definition, and a
- * data plane's cold sync at 50,000 APIs parsed them ~400,000 times (~150 ms of matchAll). Bounded,
+ * Strings parsed so far: a configuration repeats a few durations ("30s") in every definition, which a
+ * data plane's cold sync would otherwise parse several times per API. Bounded,
  * since the strings come from admin input: past the bound, strings are parsed uncached.
  */
 const parsed = new Map<string, number | null>();

@@ -2,24 +2,24 @@ import { readFileSync } from 'node:fs';
 import { answerGrpcStatus, ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
 
 const codes = Object.keys(ERROR_TABLE) as ErrorCode[];
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const errorsDoc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
 
 describe('error table', () => {
-  test.each(codes)('%s is documented in the README with its status', (code) => {
-    const row = readme.split('\n').find((line) => line.startsWith(`| \`${code}\` |`));
+  test.each(codes)('%s is documented in docs/errors.md with its status', (code) => {
+    const row = errorsDoc.split('\n').find((line) => line.startsWith(`| \`${code}\` |`));
     expect(row).toBeDefined();
     expect(row).toContain(`| ${ERROR_TABLE[code].status} |`);
   });
 
-  test.each(codes)('%s has its gRPC status in the README, by number and name, when the proxy answers it', (code) => {
-    const row = readme.split('\n').find((line) => line.startsWith(`| \`${code}\` |`))!;
+  test.each(codes)('%s has its gRPC status in docs/errors.md, by number and name, when the proxy answers it', (code) => {
+    const row = errorsDoc.split('\n').find((line) => line.startsWith(`| \`${code}\` |`))!;
     const grpc: number | undefined = (ERROR_TABLE[code] as { grpcStatus?: number }).grpcStatus;
     const name = Object.entries(GRPC_STATUS).find(([, value]) => value === grpc)?.[0];
     expect(row.split(' | ')[2]).toBe(grpc === undefined ? '' : `${grpc} \`${name}\``);
   });
 
-  test('the README documents no code that does not exist', () => {
-    const documented = [...readme.matchAll(/^\| `([A-Z_]+)` \| \d{3} \|/gm)].map((m) => m[1]);
+  test('docs/errors.md documents no code that does not exist', () => {
+    const documented = [...errorsDoc.matchAll(/^\| `([A-Z_]+)` \| \d{3} \|/gm)].map((m) => m[1]);
     expect(documented.sort()).toEqual([...codes].sort());
   });
 

@@ -110,9 +110,8 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
 /**
  * A service of the .proto as grpc-js takes it, every method converting as @grpc/proto-loader's
  * loadSync would (fromObject + encode, decode + toObject with CONVERSION), from the protobufjs root
- * this module parses anyway. proto-loader parsed the file a second time and converted it to
- * descriptor protos for reflection nobody asks for: ~40 ms of every start of either service (its
- * module and protobufjs's descriptor extension ~30, the conversion ~20; CPU profile of the bundle).
+ * this module parses anyway. proto-loader would parse the file a second time and convert it to
+ * descriptor protos for reflection nobody asks for, at every start of either service.
  */
 function serviceDefinition(root: protobuf.Root, name: string): grpc.ServiceDefinition {
   const service = root.lookupService(name);
@@ -142,10 +141,9 @@ function serviceDefinition(root: protobuf.Root, name: string): grpc.ServiceDefin
 /**
  * The data plane's deserializer of SnapshotPush: a full snapshot's definitions stay protobuf bytes
  * (views of the received buffer) until codec.ts fromSnapshotMessage decodes each just before parsing
- * it, so each decoded object is garbage at once. Decoded whole first, the message (~1 KB an API, plus
- * protobufjs's own objects it is converted from) outlived the young generation and was promoted,
- * and the old space it filled was still the data plane's after the sync (issue 9). Anything else (a
- * delta, an empty push) is decoded as before. Same wire semantics: unknown fields are skipped, a
+ * it, so each decoded object is garbage at once. Decoded whole first, the message (plus protobufjs's own
+ * objects it is converted from) would outlive the young generation and be promoted, and the old space it
+ * filled would stay the data plane's after the sync. Anything else (a delta, an empty push) is decoded whole. Same wire semantics: unknown fields are skipped, a
  * field given twice merges (the last scalar wins, lists append), the last oneof member wins.
  */
 function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => unknown): (bytes: Buffer) => unknown {
@@ -201,8 +199,8 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
 /**
  * Encodes a Snapshot or SnapshotDelta whose definition lists hold codec.ts's memoised messages: each
  * definition message is encoded once (kept per message object) and the repeated fields are written
- * from those bytes, the rest of the message encoded as usual (protobuf concatenation = merge). At
- * 10,000 APIs encoding everything was ~100 ms of every write; a full snapshot now costs a copy.
+ * from those bytes, the rest of the message encoded as usual (protobuf concatenation = merge), so a write
+ * does not encode everything again: a full snapshot costs a copy.
  */
 function memoisedDefinitionEncoder(root: protobuf.Root) {
   const lists = ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const;

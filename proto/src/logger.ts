@@ -26,7 +26,7 @@ export function logLevelOf(env: NodeJS.ProcessEnv): string {
  * before process.exit() is never lost. `service` is left out: `npm start` prefixes each line with it.
  */
 export function prettyLogLine(colorize?: boolean): (line: string) => string {
-  // Required here, not imported with this module: json logs (the default) never load it (~25 ms of every start).
+  // Required here, not imported with this module: json logs (the default) never load it, nor pay for it at start.
   const pinoPretty = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');
   return pinoPretty.prettyFactory({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true, colorize });
 }

@@ -38,13 +38,11 @@ export function formatTraceparent(traceId: string, spanId: string, flags: string
 }
 
 /*
- * Ids are hex cut from a pool of random bytes refilled 64 KiB at a time. Measured (micro-benchmark,
- * node 20, a new traceparent made and written out as header bytes): 1.0-1.6 µs with each id cut
- * from its own randomUUID() (sliced and joined: a cons string flattened again when written),
- * 0.46-0.73 µs this way; the data plane makes one per proxied request. The pool was 4 KiB: under
- * load each refill cost far more than its bytes (randomFillSync sampled at 0.19-0.20 µs per request
- * in two DP profiles, i.e. ~19 µs per call, where a quiet loop fills 4 KiB in 2 µs); at 64 KiB it
- * is 0.02 µs (scripts/profile-per-request.sh). An all-zero id (invalid; chance 2^-64 or less) is drawn again.
+ * Ids are hex cut from a pool of random bytes refilled 64 KiB at a time: about half the cost of cutting
+ * each id from its own randomUUID() (sliced and joined: a cons string flattened again when written), and
+ * the data plane makes one per proxied request. Under load each refill costs far more than its bytes,
+ * so the pool is large enough for refills to be rare. An all-zero id (invalid; chance 2^-64 or less) is
+ * drawn again.
  */
 const pool = Buffer.alloc(65536);
 let used = pool.length;
@@ -98,9 +96,8 @@ const traceparentLine = Buffer.from(`00-${'0'.repeat(32)}-${'0'.repeat(16)}-01`)
 /**
  * The traceparent of a new, sampled trace: trace and span id written into one buffer and read out as one flat string
  * (formatTraceparent(newTraceId(), newSpanId(), '01') reads two strings from the pool and joins them into a cons string
- * of five pieces, flattened again when the header is written). Counted under load (scripts/count-instructions.sh,
- * README "Benchmark", steady windows): the data plane's main thread ran 161,100-161,400 instructions per request
- * against 162,300-162,700, about 1,200 (0.7 %) less.
+ * of five pieces, flattened again when the header is written): fewer instructions per request
+ * (scripts/count-instructions.sh).
  */
 export function newTraceparent(): string {
   let start: number;
@@ -115,8 +112,7 @@ const uuid = Buffer.alloc(36);
 /**
  * A version 4 UUID (RFC 9562 §5.4) from the pool, written as ASCII into one buffer and read out as
  * one flat string. randomUUID() builds its string from 20 concatenated pieces (a cons string of
- * ~600 bytes per id, flattened again when the header is written): measured (micro-benchmark, each
- * id written out as a header line, same run) 326-375 ns for randomUUID(), 213-273 ns this way.
+ * ~600 bytes per id, flattened again when the header is written); this costs about two thirds of that.
  */
 export function newRequestId(): string {
   const start = take(16);

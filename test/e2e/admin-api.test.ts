@@ -1,5 +1,5 @@
 /**
- * The administration API of a real control plane process (README "Administration API"): admin authentication,
+ * The administration API of a real control plane process (docs/admin-api.md "Administration API"): admin authentication,
  * validation (400 naming the field, nothing stored), conflicts, not-found, merge-patch PUT,
  * defaults on read, Location, body limits, X-Snapshot-Version, unauthenticated probes.
  */

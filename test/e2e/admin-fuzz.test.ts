@@ -1,5 +1,5 @@
 /**
- * Generated admin bodies against a real CP process (issue 11 §4): 10,000 seeded bodies, valid ones
+ * Generated admin bodies against a real CP process: 10,000 seeded bodies, valid ones
  * and hostile ones (deep nesting, huge strings, wrong types, `__proto__`/`constructor` keys, 1e309,
  * broken JSON), sent as creates, merge-patches and OAuth-server writes. Properties: every answer is
  * 2xx or 4xx, a refused write leaves DATA_DIR/store.json byte for byte as it was, the CP stays

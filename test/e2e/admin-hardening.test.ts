@@ -1,5 +1,5 @@
 /**
- * Issue 11, part 2: the admin API hardened, on the built CP process over real sockets: login
+ * The admin API hardened, on the built CP process over real sockets: login
  * throttling (429 + Retry-After, success after the wait), the read-only viewer role, tokens
  * invalidated by a password or token-secret change (CP restarted on the same DATA_DIR), and the
  * admin listener over HTTPS (ADMIN_TLS_CERT / ADMIN_TLS_KEY).

@@ -1,6 +1,6 @@
 /**
  * balancing "least_conn" and "hash" through a real control plane and two real data planes, in front of real
- * upstream servers (README "Proxy behaviour", Balancing). least_conn: new requests go to the target that holds
+ * upstream servers (docs/proxy.md "Proxy behaviour", Balancing). least_conn: new requests go to the target that holds
  * fewer in flight (a slow request, an open WebSocket), and what ended (answered, aborted by the client, a
  * closed WebSocket) no longer counts. hash: one header value, cookie or client address stays on one target
  * on both data planes, different ones spread, a request without a key is balanced round robin. The admin API

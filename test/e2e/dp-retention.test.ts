@@ -2,12 +2,11 @@
  * A proxied request must not outlive itself in the data plane's heap. Under sustained load, what the
  * young generation's collections (scavenges) promote to the old generation per request stays a small
  * part of what a request allocates (~16 KB): only requests in flight across two scavenges get promoted.
- * An object literal with a getter closing over the exchange, made per request (the header wait under a
- * second did so), kept every request alive past its end at no visible cost in any other test: 7.2 KB
- * promoted per request here, against 0.12-0.13 KB now. Smaller retentions (a per-request undici header
- * timeout differing from the body timeout, access lines through pino's asynchronous destination: 0.24
- * and 0.57 KB under wrk -c50, ~0.2 KB here) are below this test's bound; scripts/gc-per-request.sh shows
- * them (README "Benchmark"). Not a timing: V8 counts the bytes (`--trace-gc-nvp`, each scavenge's `promoted=`).
+ * An object literal with a getter closing over the exchange, made per request, keeps every request alive
+ * past its end at no visible cost in any other test: this test catches that kind (kilobytes promoted per
+ * request). Smaller retentions (a per-request undici header timeout differing from the body timeout, access
+ * lines through pino's asynchronous destination) are below its bound; scripts/gc-per-request.sh shows them
+ * (docs/benchmarks.md). Not a timing: V8 counts the bytes (`--trace-gc-nvp`, each scavenge's `promoted=`).
  */
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';

@@ -1,5 +1,5 @@
 /**
- * WORKERS=2 (README "Workers"): one data plane process whose primary forks two proxy workers on
+ * WORKERS=2 (docs/operations.md "Workers"): one data plane process whose primary forks two proxy workers on
  * the same PROXY_PORT. Which worker served a request is read from what the gateway documents:
  * the `worker` label of /metrics (aggregated by the primary) and the `worker` field of the access log.
  */

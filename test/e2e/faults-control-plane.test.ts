@@ -1,5 +1,5 @@
 /**
- * Control-plane faults with figures (issue 11 §5): a CP SIGKILLed in the middle of concurrent
+ * Control-plane faults with figures: a CP SIGKILLed in the middle of concurrent
  * admin writes loses no acknowledged write; a damaged store file stops the CP with a message
  * naming the file and is left as it was; a CP killed and restarted under constant proxied load
  * costs the data plane no request. Each test starts its own processes and prints its figures.

@@ -1,5 +1,5 @@
 /**
- * What the upstream actually receives through a real data plane (README "Proxy behaviour" "Forwarded request"):
+ * What the upstream actually receives through a real data plane (docs/proxy.md "Proxy behaviour" "Forwarded request"):
  * every row of the rewrite table, query merge, Host and X-Forwarded-* headers, X-Request-Id,
  * hop-by-hop removal, 5 MB bodies both ways, insecure_skip_verify towards an HTTPS upstream the
  * gateway does not trust, and the gateway's own 404/502/504 responses.
@@ -25,7 +25,7 @@ let u: Upstream;
 let untrusted: Upstream;
 let certs: CertificateFiles;
 
-/** One API per rewrite row, told apart by Host so that the README table's own listen paths can repeat. */
+/** One API per rewrite row, told apart by Host so that the docs/proxy.md table's own listen paths can repeat. */
 interface RewriteRow {
   row: string;
   listenPath: string;
@@ -277,7 +277,7 @@ describe("the gateway's own errors", () => {
 });
 
 describe("the bench's bare proxy sending SPEC's headers (scripts/bare-undici-proxy.mjs spec)", () => {
-  // README "Against a proxy that sends SPEC's headers": the DP's instructions per request are compared with this
+  // docs/benchmarks.md "Instructions per request": the DP's instructions per request are compared with this
   // proxy's, which is a fair floor only while it sends what the DP sends. A header the DP comes to add (or drop) fails here.
   test('the upstream gets the header names and forwarding values the DP sends (traceparent apart), and the client its X-Request-Id', async () => {
     const port = await freePort();

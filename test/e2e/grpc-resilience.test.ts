@@ -1,5 +1,5 @@
 /**
- * gRPC-aware resilience (README "gRPC and HTTP/2 upstreams", "retry", "cb", "Upstream health checks"): real
+ * gRPC-aware resilience (docs/proxy.md "gRPC and HTTP/2 upstreams", "retry", "cb", "Upstream health checks"): real
  * @grpc/grpc-js clients and servers through a real data plane (h2c) whose retry, cb and passive health checks see
  * a Trailers-Only answer's grpc-status, and whose exchange is bounded by the call's grpc-timeout. The deadline's
  * exact wire effects (the gateway's own DEADLINE_EXCEEDED, the grpc-timeout the upstream is given, its stream

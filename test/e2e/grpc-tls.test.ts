@@ -1,5 +1,5 @@
 /**
- * Control plane ↔ data plane over mutual TLS (README "Control plane ↔ data plane", GRPC_TLS_CERT/KEY/CA on both sides):
+ * Control plane ↔ data plane over mutual TLS (docs/operations.md "Control plane ↔ data plane", GRPC_TLS_CERT/KEY/CA on both sides):
  * a DP holding a certificate from the shared CA syncs and serves; a plaintext DP and a DP whose
  * certificate comes from another CA never get a snapshot nor appear in GET /dataplanes.
  */

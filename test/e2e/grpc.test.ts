@@ -1,5 +1,5 @@
 /**
- * gRPC and HTTP/2 upstreams (`proxy.upstreams.protocol: "http2"`, README "gRPC and HTTP/2 upstreams"): a real
+ * gRPC and HTTP/2 upstreams (`proxy.upstreams.protocol: "http2"`, docs/proxy.md "gRPC and HTTP/2 upstreams"): a real
  * @grpc/grpc-js client calls a real @grpc/grpc-js server through a real data plane (h2 on its TLS listener), in
  * all four call shapes, with metadata, trailers, status codes and cancellation carried end to end; h2c and h2 by
  * ALPN to the upstream; HTTP/1.1 clients and node:http2 upstreams on the same routes; health probes over h2.

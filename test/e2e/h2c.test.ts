@@ -1,7 +1,6 @@
 /**
- * h2c and gRPC at the plain-text proxy listener of a real data plane (PROXY_H2C, README "HTTP/2" and "Error
- * codes"): a connection that opens with the HTTP/2 preface is served h2 and forwarded to HTTP/1.1 upstreams,
- * HTTP/1.1 clients share the port as before, PROXY_H2C=false refuses the preface as HTTP/1.1 did, a drain sends
+ * h2c and gRPC at the plain-text proxy listener of a real data plane (PROXY_H2C, docs/proxy.md "HTTP/2" and docs/errors.md): a connection that opens with the HTTP/2 preface is served h2 and forwarded to HTTP/1.1 upstreams,
+ * HTTP/1.1 clients share the port, PROXY_H2C=false refuses the preface as HTTP/1.1 does, a drain sends
  * GOAWAY; and a real gRPC client (grpc-js, over h2c) is told the gateway's own errors as gRPC statuses.
  */
 import { Agent, request as http1Request } from 'node:http';

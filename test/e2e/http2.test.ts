@@ -1,5 +1,5 @@
 /**
- * HTTP/2 on the TLS proxy listener (PROXY_HTTP2, README "HTTP/2"): a real data plane offers h2 by ALPN beside
+ * HTTP/2 on the TLS proxy listener (PROXY_HTTP2, docs/proxy.md "HTTP/2"): a real data plane offers h2 by ALPN beside
  * HTTP/1.1 on one port and forwards h2 requests to HTTP/1.1 upstreams as RFC 9113 asks (Host from :authority,
  * no pseudo-headers, one Cookie, bodies without Content-Length), with many streams on one connection, the
  * plugins as over HTTP/1.1, GOAWAY on drain, and connection-specific headers never sent to an h2 client.

@@ -1,5 +1,5 @@
 /**
- * OAuth 2.0 token policy end to end (README "OAuth 2.0"): a server's issuer and audiences, an API's required scopes,
+ * OAuth 2.0 token policy end to end (docs/oauth2.md "OAuth 2.0"): a server's issuer and audiences, an API's required scopes,
  * the RFC 6750 challenges, and claims_to_headers, through a real CP and DP, a real upstream that records what
  * reaches it, JWTs signed with jose, and a real RFC 7662 introspection endpoint (an HTTP server of this file).
  */

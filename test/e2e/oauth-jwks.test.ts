@@ -1,5 +1,5 @@
 /**
- * jwt strategy with a JWKS source (README "OAuth 2.0"), end to end: a real JWKS server on loopback serves keys
+ * jwt strategy with a JWKS source (docs/oauth2.md "OAuth 2.0"), end to end: a real JWKS server on loopback serves keys
  * made with jose (generateKeyPair, exportJWK), tokens signed with them go through a real data plane configured by
  * a real control plane, and the JWKS server counts every fetch the data plane makes. Each test has its own
  * JWKS server, OAuth server and API, so none depends on another's fetches.

@@ -1,5 +1,5 @@
 /**
- * OAuth 2.0 storage token strategy (README "OAuth 2.0"), end to end: two real data planes share one real
+ * OAuth 2.0 storage token strategy (docs/oauth2.md "OAuth 2.0"), end to end: two real data planes share one real
  * redis-server (REDIS_URL); a real authorization service issues opaque tokens through the proxied
  * token endpoint; refresh and revoke go through the gateway as well. Plus the in-process store
  * (REDIS_URL unset) and a Redis outage, during which the data plane fails closed and stays up.

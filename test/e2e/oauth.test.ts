@@ -1,5 +1,5 @@
 /**
- * OAuth 2.0 bearer enforcement, jwt strategy (README "Proxy behaviour" errors, §5), end to end: a real authorization
+ * OAuth 2.0 bearer enforcement, jwt strategy (docs/proxy.md "Proxy behaviour" errors, §5), end to end: a real authorization
  * service on loopback issues JWTs signed with jose, its token endpoint is proxied by a real data plane
  * configured through a real control plane, and a real upstream records what passes.
  */
@@ -189,7 +189,7 @@ describe('gateway errors: exact status, JSON-string body, application/json', () 
   test.each<[string, string | undefined, number, string]>([
     ['no Authorization header', undefined, 400, 'authorization field missing'],
     ['not <scheme> <token>', 'justonevalue', 400, 'authorization field missing'],
-    ['Bearer with no token (Janus: 400, issue 11)', 'Bearer ', 400, 'authorization field missing'],
+    ['Bearer with no token (Janus: 400)', 'Bearer ', 400, 'authorization field missing'],
     ['bare Bearer', 'Bearer', 400, 'authorization field missing'],
     ['Basic scheme', 'Basic Z2F0ZWhvdXNlOnB3', 400, 'bearer token malformed'],
     ['Token scheme', 'Token abc', 400, 'bearer token malformed'],

@@ -1,5 +1,5 @@
 /**
- * Mutual TLS on the proxy listener (PROXY_TLS_CLIENT_CA, README "Proxy behaviour"): a real data plane lets in
+ * Mutual TLS on the proxy listener (PROXY_TLS_CLIENT_CA, docs/proxy.md "Proxy behaviour"): a real data plane lets in
  * only clients with a certificate its CA signed, over HTTP/1.1 and h2, tells the upstream who they are in
  * X-Forwarded-Client-Cert (a client's own copy never goes upstream, mutual TLS or not), takes a new CA on
  * SIGHUP; PROXY_TLS_MIN_VERSION=TLSv1.3 refuses TLS 1.2 clients; bad settings stop the start, named.

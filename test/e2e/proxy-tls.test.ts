@@ -1,5 +1,5 @@
 /**
- * HTTPS on the proxy listener (PROXY_TLS_CERT / PROXY_TLS_KEY, README "Proxy behaviour"): a real data
+ * HTTPS on the proxy listener (PROXY_TLS_CERT / PROXY_TLS_KEY, docs/proxy.md "Proxy behaviour"): a real data
  * plane serves its routes over TLS with the given certificate, tells the upstream the client's scheme in
  * X-Forwarded-Proto, serves no plaintext on that port, takes a renewed certificate on SIGHUP (and in a
  * WORKERS=2 data plane, every worker does), and refuses to start, naming the variable, on an unusable file.

@@ -1,5 +1,5 @@
 /**
- * Matching through a real control plane + data plane (README "Proxy behaviour"):
+ * Matching through a real control plane + data plane (docs/proxy.md "Proxy behaviour"):
  * which API gets a request, priorities, header conditions, round-robin, and the API life cycle
  * (inactive, reactivated, listen_path changed, deleted).
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 11, part 1: the snapshot stream is authenticated. Real CP and DP processes over real
+ * The snapshot stream is authenticated. Real CP and DP processes over real
  * sockets: plaintext only on loopback unless GRPC_INSECURE=true; a join token over server-side
  * TLS; a refused DP gets UNAUTHENTICATED and not one snapshot byte; GET /dataplanes says how each
  * DP authenticated; the CP's certificate is reloaded (SIGHUP) and served to new connections.

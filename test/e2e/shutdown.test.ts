@@ -1,6 +1,6 @@
 /**
- * Graceful shutdown of both services (README "Configuration"): on SIGTERM a data plane stops accepting,
- * finishes every request in flight within SHUTDOWN_TIMEOUT (issue 11 §5: the figure is printed),
+ * Graceful shutdown of both services (docs/configuration.md "Configuration"): on SIGTERM a data plane stops accepting,
+ * finishes every request in flight within SHUTDOWN_TIMEOUT (the figure is printed),
  * and both services exit with code 0.
  */
 import { apiDefinition } from '../helpers/api-definition.js';

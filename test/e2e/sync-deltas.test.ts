@@ -1,5 +1,5 @@
 /**
- * Deltas on the wire between real processes (README "Control plane ↔ data plane"): after the full
+ * Deltas on the wire between real processes (docs/operations.md "Control plane ↔ data plane"): after the full
  * snapshot on connect, each write reaches the data planes as a SnapshotDelta; a data plane that was
  * away (and so missed versions) gets the full snapshot again, and serving ones that hold a version a restarted CP
  * never built get it too, applied in turns; both end on the CP's hash and route

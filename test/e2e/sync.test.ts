@@ -1,5 +1,5 @@
 /**
- * Control plane ↔ data planes as processes (README "Control plane ↔ data plane"): two DPs converge on one snapshot version,
+ * Control plane ↔ data planes as processes (docs/operations.md "Control plane ↔ data plane"): two DPs converge on one snapshot version,
  * GET /dataplanes reports them, a killed CP leaves the DPs serving, a CP restarted on the same
  * ports and DATA_DIR is rejoined without restarting the DPs, and definitions survive the restart.
  * Also SNAPSHOT_CACHE at cold start (served only while no CP answers), and a DP that never reached a CP answering 503.

@@ -1,5 +1,5 @@
 /**
- * Tracing end to end (README "Tracing"): W3C traceparent propagation through a real data plane,
+ * Tracing end to end (docs/operations.md "Tracing"): W3C traceparent propagation through a real data plane,
  * and the OpenTelemetry spans of the proxy hop and of admin writes as a real OTLP/HTTP receiver,
  * started here, gets them. A second gateway without OTEL_EXPORTER_OTLP_ENDPOINT still propagates
  * traceparent and sends nothing, not even to the default OTLP port.

@@ -1,6 +1,6 @@
 /**
- * TLS to HTTPS upstreams (UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY; README "Proxy
- * behaviour"): real data planes forward to real HTTPS upstreams whose certificates a private CA issued.
+ * TLS to HTTPS upstreams (UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY; docs/proxy.md
+ * "Proxy behaviour"): real data planes forward to real HTTPS upstreams whose certificates a private CA issued.
  * Without the CA the upstream is not trusted (502); with it, it is; an upstream asking for a client certificate gets the configured one; health probes go the same
  * way; a replaced CA file is taken on SIGHUP for new connections, a half-written one refused; bad
  * settings stop the start, naming the variable.

@@ -1,5 +1,5 @@
 /**
- * WebSocket through a real data plane (README "Proxy behaviour"): a real `ws` server behind it, real
+ * WebSocket through a real data plane (docs/proxy.md "Proxy behaviour"): a real `ws` server behind it, real
  * WebSocket clients (undici's) in front. The handshake is matched and rewritten as any request and carries
  * the gateway's headers; messages flow both ways, text and binary, until either side closes; the route's
  * request plugins run on the handshake (basic_auth refuses, rate_limit counts); a target that refuses the

@@ -1,7 +1,7 @@
 /**
  * The Helm chart against a real kube-apiserver + etcd (scripts/test-tools.sh), one per file:
  * server-side dry-run of every object several value sets render (and of the plain manifests with
- * the Secrets their README commands create), then a real `helm install` (all objects created, CRDs
+ * the Secrets their docs/kubernetes.md commands create), then a real `helm install` (all objects created, CRDs
  * Established), `helm upgrade` keeping the generated secrets (admin password, token secret, CA and
  * certificates) and `helm uninstall` removing the release's objects while CRDs and CRs stay.
  */
@@ -96,7 +96,7 @@ describe('server-side dry-run (dryRun=All) of every rendered object', () => {
     expect(refusals[0]).toContain('containerPort');
   }, T);
 
-  test('plain manifests + the Secrets of the README commands', async () => {
+  test('plain manifests + the Secrets of the docs/kubernetes.md commands', async () => {
     await createNamespace('gatehouse-plain');
     const manifests = parseObjects((await readFile(join(REPO_ROOT, 'deploy/manifests/gatehouse.yaml'), 'utf8')).replaceAll('namespace: gatehouse\n', 'namespace: gatehouse-plain\n'));
     const secrets = await tlsSecretsFromScript('gatehouse-plain');

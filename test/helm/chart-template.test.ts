@@ -243,7 +243,7 @@ describe('defaults', () => {
     expect(containerPort(cpC, 'grpc')).toBe(Number(envValue(cpC, 'GRPC_PORT')));
     expect(containerPort(cpC, 'admin')).toBe(Number(envValue(cpC, 'ADMIN_PORT')));
     expect(containerPort(dpC, 'http')).toBe(Number(envValue(dpC, 'PROXY_PORT')));
-    // The DP's young generation is sized for memory (dataPlane.maxSemiSpaceSizeMiB, README "Data plane memory"); the CP keeps V8's default.
+    // The DP's young generation is sized for memory (dataPlane.maxSemiSpaceSizeMiB, docs/operations.md "Data plane memory"); the CP keeps V8's default.
     // The DP runs as one bundled file (scripts/bundle.mjs), which the image holds instead of data-plane/dist.
     expect(dpC.args).toEqual(['node', '--max-semi-space-size=8', 'data-plane/bundle/main.js']);
     expect(containerPort(dpC, 'status')).toBe(Number(envValue(dpC, 'STATUS_PORT')));
@@ -487,7 +487,7 @@ describe('scaling and exposure', () => {
       expect(c.env!.filter((e) => e.name.startsWith('GRPC_TLS'))).toEqual([]);
       expect(referencedConfig(podSpecOf(d)).secrets.filter((s) => s.where.startsWith('volume'))).toEqual([]);
     }
-    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true (issue 11).
+    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true.
     expect(envValue(onlyContainer(cp(objects)), 'GRPC_INSECURE')).toBe('true');
     expect(envValue(onlyContainer(cp(objects)), 'GRPC_TLS_CERT')).toBeUndefined();
   }, T);

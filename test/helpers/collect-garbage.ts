@@ -10,8 +10,8 @@ export async function collectGarbage(): Promise<void> {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
   // Twice, each after a macrotask: what the first collection's clean-up (a finalizer, a callback queued meanwhile) lets go
-  // of is collected by the second. One round once left a replaced route's state alive in 1 of ~10 CI runs
-  // (snapshot-holder.test.ts, 2026-11-27); the cause was not found.
+  // of is collected by the second. One round can leave a replaced route's state alive (snapshot-holder.test.ts
+  // saw it in a few CI runs); the cause is not known.
   for (let round = 0; round < 2; round++) {
     await new Promise((resolve) => setImmediate(resolve));
     gc();

@@ -1,5 +1,5 @@
 /**
- * The README "Administration API" defaults of a proxy object, written out once the way the tests expect them to be
+ * The docs/admin-api.md "Administration API" defaults of a proxy object, written out once the way the tests expect them to be
  * shown on read. Kept apart from the product's schema on purpose: tests compare against this.
  */
 export function proxyDefaults() {

@@ -71,8 +71,7 @@ export function createAdminAuth({ user, password, viewer, jwtSecret, tokenTtlSec
     return { identity: { user: name, role }, userDigest: secretDigest(name), passwordDigest: secretDigest(secret), fingerprint, fingerprintDigest: secretDigest(fingerprint) };
   };
   const accounts = [account('admin', user, password), ...(viewer ? [account('viewer', viewer.user, viewer.password)] : [])];
-  // Imported once: given the secret's bytes, jose imports them through WebCrypto on every call, ~0.1 ms
-  // of CPU per admin request (a CPU profile of the CP under the bench's back-to-back writes).
+  // Imported once: given the secret's bytes, jose would import them through WebCrypto on every admin request.
   const key = webcrypto.subtle.importKey('raw', new TextEncoder().encode(jwtSecret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
 
   return {

@@ -1,5 +1,5 @@
 /**
- * The admin REST API (README "Administration API"). Request flow: metrics timer → public routes (/healthz, /readyz,
+ * The admin REST API (docs/admin-api.md "Administration API"). Request flow: metrics timer → public routes (/healthz, /readyz,
  * /metrics, POST /login (throttled per client address and user name)) → bearer-token check (a viewer
  * token may only read) → JSON body (≤ 1 MiB) → definition routes and /dataplanes → 404 → the one
  * error handler.

@@ -51,7 +51,7 @@ function apiDefinitionSchema(io: Io): JsonSchema {
   const properties = schema.properties as Record<string, JsonSchema>;
   properties.plugins = { ...properties.plugins, items: pluginItems(io) };
   if (io === 'output') {
-    // Shown with defaults filled (README "Administration API"): hosts folded from proxy.hosts, methods ["ALL"] when absent.
+    // Shown with defaults filled (docs/admin-api.md "Administration API"): hosts folded from proxy.hosts, methods ["ALL"] when absent.
     schema.required = [...(schema.required as string[]), 'hosts'];
     const proxy = properties.proxy.properties as Record<string, JsonSchema>;
     delete proxy.hosts;

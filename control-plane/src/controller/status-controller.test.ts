@@ -97,7 +97,7 @@ describe('statusUpdate', () => {
     expect(statusUpdate(desired, desiredStatus(verdict({ status: desired }), [], AT))).toBeNull();
   });
 
-  test('a status written before 2026-11 loses its dataPlanes counts with the next write', () => {
+  test('a status an earlier release wrote loses its dataPlanes counts with the next write', () => {
     const update = statusUpdate({ ...desired, dataPlanes: { acked: 1, nacked: 0, connected: 1 } }, desired);
     expect(update).toEqual(desired);
     expect(update).not.toHaveProperty('dataPlanes');

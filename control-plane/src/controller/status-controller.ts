@@ -19,7 +19,7 @@
  * data plane receives. A NACK of a later snapshot does not touch a CR its sender still serves (the
  * data plane keeps its last good snapshot). Nothing in a status names the fleet's size, so a data
  * plane connecting, syncing or leaving rewrites no status; only a CR whose own verdict or programming
- * changes is written (at 10,000 CRs, a data-plane restart used to cost up to 30,000 status writes).
+ * changes is written (otherwise every data-plane restart would rewrite every CR's status).
  * The fleet is in `GET /dataplanes` and the metrics.
  *
  * A round looks only at what can have changed (at 10,000 CRs a pass over all of them took tens of ms,
@@ -148,7 +148,7 @@ export function statusUpdate(current: Record<string, unknown> | undefined, desir
     return prev && prev.status === c.status ? { ...c, lastTransitionTime: prev.lastTransitionTime } : c;
   });
   const next = { ...desired, conditions };
-  // Compared whole, so a field no longer written (status.dataPlanes, before 2026-11) goes with the next write;
+  // Compared whole, so a field no longer written (status.dataPlanes, from an earlier release) goes with the next write;
   // and not as JSON text: the apiserver returns an object's keys sorted, so every status read back
   // differed from the one written, and each status write was followed by a second one changing nothing.
   return isDeepStrictEqual({ ...current, conditions: old }, next) ? null : next;

@@ -1,5 +1,5 @@
 /**
- * Kubernetes service discovery (README "Service discovery"): the endpoint watch (endpoint-watch.ts)
+ * Kubernetes service discovery (docs/kubernetes.md "Service discovery"): the endpoint watch (endpoint-watch.ts)
  * and what the data planes are served (service-targets.ts), started together by main.ts.
  */
 import type { KubeConfig } from '@kubernetes/client-node';

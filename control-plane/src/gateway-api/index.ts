@@ -1,5 +1,5 @@
 /**
- * Gateway API (README "Gateway API"): informers on the GatewayClasses whose controllerName is ours, their
+ * Gateway API (docs/kubernetes.md "Gateway API"): informers on the GatewayClasses whose controllerName is ours, their
  * Gateways and the HTTPRoutes and GRPCRoutes attached to them in the control plane's namespace; every change re-translates
  * the routes (translate.ts) into definitions served in memory next to the store's (setRouteApis), never
  * written into the store. The leader writes GatewayClass, Gateway and route status.

@@ -1,5 +1,5 @@
 /**
- * Gateway API HTTPRoute → API definitions (README "Gateway API"): one definition per rule × match, named
+ * Gateway API HTTPRoute → API definitions (docs/kubernetes.md "Gateway API"): one definition per rule × match, named
  * `httproute.<namespace>.<name>.<rule>.<match>`, served in memory next to the store's. Pure: the caller
  * (index.ts) gives the route, the Gateways it may attach to and which Services exist.
  *
@@ -303,7 +303,7 @@ function redirectConfig(spec: NonNullable<Filter['requestRedirect']>): Record<st
   return config;
 }
 
-/** URLRewrite as "Forwarded path" in README "Proxy behaviour": the target's path, with strip_path for a prefix. */
+/** URLRewrite as "Forwarded path" in docs/proxy.md "Proxy behaviour": the target's path, with strip_path for a prefix. */
 function applyRewrite(proxy: Record<string, unknown>, path: PathModifier, type: string, prefix: string): void {
   const upstreams = proxy.upstreams as { targets: Array<{ target: string }> };
   let targetPath: string;

@@ -4,8 +4,8 @@
  * version, encoded once; the same bytes then go to every data plane (go-control-plane: encode once, send
  * many). A data plane that (re)connects holding one of the last RECENT_VERSIONS versions, or the current
  * content under any version, or that fell behind while its stream was full, is sent a delta from what it
- * holds (`deltaFrom`): a full snapshot of 10,000 APIs costs a serving data plane 200–400 ms of its request
- * thread to apply where a delta of a few definitions costs ~1 ms.
+ * holds (`deltaFrom`): applying a full snapshot takes a serving data plane's request thread for time that grows
+ * with the configuration, a delta of a few definitions about a millisecond.
  */
 import { deltaSize, toDeltaMessage, toSnapshotMessage } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
@@ -38,7 +38,7 @@ export interface EncodedSnapshot {
 
 /**
  * Versions a data plane may hold and still be sent a delta. Each kept version holds its definition lists
- * (8 bytes a definition: 1.25 MB for all 16 at 10,000 APIs) and the definitions later versions replaced.
+ * (8 bytes a definition) and the definitions later versions replaced.
  */
 export const RECENT_VERSIONS = 16;
 
@@ -106,8 +106,8 @@ export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, logg
   let built = store.current();
   remember(built);
   let current = build(built, null);
-  // Encoded now, not at the first connect: data planes (re)connect right after a CP start, and the
-  // bench's cold sync at 50,000 APIs went from 3.9 s to 5.0 s when that encode waited for them.
+  // Encoded now, not at the first connect: data planes (re)connect right after a CP start, and their cold
+  // sync would otherwise wait for this encode.
   void current.bytes;
 
   const unsubscribe = store.subscribe((state) => {

@@ -11,11 +11,10 @@
  *   it changes. When the journal outgrows the base, the oldest kept entry's content becomes the new
  *   base (written atomically), then the journal is replaced by its lines from that entry on (atomically):
  *   a crash between the two leaves lines the base already holds, which a load skips by `seq`. The
- *   compaction runs beside the writes, not on one's path: at 50,000 APIs it rewrites a ~15 MB base,
- *   which made the write that dropped the start-up entry take 0.4–1.0 s (the others ~10 ms). Only its
- *   swap of the journal, which carries over the lines appended meanwhile, takes a turn between appends.
+ *   compaction runs beside the writes, not on one's path: it rewrites a base as large as the whole
+ *   configuration, which no write should wait for. Only its swap of the journal, which carries over the lines appended meanwhile, takes a turn between appends.
  *   A previous release's history/<version>.json + index.json are converted at the first start.
- * - memory (STORE=kubernetes): per control-plane replica, lost on restart (see README).
+ * - memory (STORE=kubernetes): per control-plane replica, lost on restart (docs/kubernetes.md).
  */
 import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -241,9 +240,8 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
   let lines: Line[] = [];
   /**
    * The lines that hold their `defs`, a few (kept entries written by this process): a write visits these, not every
-   * line since the last compaction, which at 10,000 APIs (~500-byte lines, a ~3 MB base) can be ~6,000 of them. Those
-   * visits were ~0.1 ms of a write's CPU in a CP profile under the bench's back-to-back writes (~5,000 of them);
-   * scripts/bench-store-writes.mjs, 10,000 writes at 50,000 APIs: 1.28 → 1.24 ms of CPU per write.
+   * line since the last compaction, which at 10,000 APIs can be thousands of them: a write's cost stays what it
+   * changes (scripts/bench-store-writes.mjs measures it).
    */
   let holding: Line[] = [];
   let validBytes = 0;

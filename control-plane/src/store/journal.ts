@@ -2,8 +2,7 @@
  * Append-only journals of definition changes, shared by the file store (DATA_DIR/store.journal) and
  * the file config history (DATA_DIR/history/journal): one JSON line per write, holding the record's
  * own members (revision and hash; a history entry) plus what the write changed per definition, so a
- * write costs what it changes instead of a whole copy (10,000 APIs: 3 MB and ~20 ms per write,
- * 50,000: 15 MB and ~110 ms, up to 800 ms on the development disk).
+ * write costs what it changes instead of a whole copy of the configuration.
  *
  * Line: `{...head, "changes": [{"kind": "api", "name": "a", "def": {...}}, {"kind": "api", "name": "b"}], "order"?: {"api": [names]}}`,
  * `def` absent = removed. Replaying changes onto a Definitions keeps the order of unchanged
@@ -24,7 +23,7 @@ const KIND_BY_NAME = new Map(KINDS.map((kind) => [kind.compileKind, kind]));
 
 /**
  * Each definition's JSON, kept per (never mutated) definition object: a write then stringifies only
- * what it changed (10,000 APIs: JSON.stringify of all of them was ~65 ms of every write).
+ * what it changed, not the whole configuration.
  */
 const jsonOf = new WeakMap<object, string>();
 
@@ -42,9 +41,8 @@ export interface DefinitionChanges {
 
 /**
  * The last diff per resulting Definitions (never mutated): the store and the history diff the same pair once.
- * `before` is weak: held strongly, each version's entry kept the one before it, whose entry kept the one
- * before that, so the current configuration kept every version since the start (a heap snapshot of a
- * 10,000-API CP after 1,300 writes: 725 copies of the API list, ~96 MiB).
+ * `before` is weak: held strongly, each version's entry would keep the one before it, whose entry keeps the one
+ * before that, so the current configuration would keep every version since the start.
  */
 const lastDiff = new WeakMap<Definitions, { before: WeakRef<Definitions>; changes: DefinitionChanges }>();
 
@@ -62,8 +60,8 @@ export function changesBetween(before: Definitions, after: Definitions): Definit
 
 /**
  * What an admin write told the codec it did (deriveDefinitions): replaced in place, appended or filtered
- * out, each of which a replay repeats, so no pass over the lists (at 10,000 APIs the in-step walk below
- * was ~0.13 ms of each write, 5× that at 50,000). null when `after` was not made so from `before`.
+ * out, each of which a replay repeats, so no pass over the lists (the in-step walk below grows with the
+ * configuration). null when `after` was not made so from `before`.
  */
 function changesFromEdits(before: Definitions, after: Definitions): DefinitionChanges | null {
   const edits = editsFrom(before, after);
@@ -87,8 +85,8 @@ function diffLists(before: Definitions, after: Definitions): DefinitionChanges {
     const old = kind.list(before);
     const now = kind.list(after);
     if (old === now) continue;
-    // In step while the names line up (the usual write replaces one in place or appends): 50,000 APIs
-    // cost ~0.2 ms this way against ~30 ms for the map of names below.
+    // In step while the names line up (the usual write replaces one in place or appends): far cheaper than
+    // the map of names below.
     let from = 0;
     for (; from < old.length && from < now.length; from++) {
       if (old[from] === now[from]) continue;
@@ -216,8 +214,8 @@ export interface JournalFile {
 
 /** Opens (creating it when absent) `path`; `size` is the file's current length, e.g. after cutting a torn record. */
 export async function openJournal(path: string, size: number): Promise<JournalFile> {
-  // O_DSYNC: a write returns once its data is on disk, as write + fdatasync did, in one trip through
-  // libuv's thread pool instead of two (each trip ~50 µs of CPU on the development VM).
+  // O_DSYNC: a write returns once its data is on disk, as write + fdatasync would, in one trip through
+  // libuv's thread pool instead of two.
   const fh: FileHandle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_DSYNC, 0o600);
   await fh.truncate(size);
   let bytes = size;

@@ -12,8 +12,7 @@ import { LRUCache } from 'lru-cache';
 
 export class DeadlineCache<V extends {}> {
   /**
-   * Created by the first `set`: lru-cache allocates its arrays for `max` entries up front (2.8 MB
-   * for 100,000), and a data plane holds several of these that most deployments never fill or use.
+   * Created by the first `set`: lru-cache allocates its arrays for `max` entries up front, and a data plane holds several of these that most deployments never fill or use.
    * Stays undefined when max ≤ 0: nothing is remembered (lru-cache refuses a zero bound without a ttl).
    */
   #lru: LRUCache<string, { value: V; until: number }> | undefined;

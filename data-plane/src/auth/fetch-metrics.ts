@@ -1,5 +1,5 @@
 /**
- * Metrics of the fetches the data plane makes to identity providers (README "Observability"): JWKS sets (oauth2's
+ * Metrics of the fetches the data plane makes to identity providers (docs/operations.md "Observability"): JWKS sets (oauth2's
  * and openid_connect's) and OpenID discovery documents by outcome, and the keys each OAuth server's set holds. Labels
  * stay bounded by configuration: an outcome, or an OAuth server's name; never a URI (openid_connect's sets are known
  * by their issuer URL alone, so they are counted in the fetches only).

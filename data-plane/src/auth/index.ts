@@ -1,5 +1,5 @@
 /**
- * Bearer-token enforcement (README "OAuth 2.0") for one applied snapshot.
+ * Bearer-token enforcement (docs/oauth2.md "OAuth 2.0") for one applied snapshot.
  */
 import { pino } from 'pino';
 import { GatehouseError } from '#proto/errors';
@@ -48,14 +48,14 @@ export type AuthLogger = Pick<Logger, 'info' | 'warn' | 'debug'>;
 const BEARER_ONE_SPACE = /^bearer \S+$/i;
 
 /**
- * The bearer token of an Authorization header value, or the error its shape calls for (README "Proxy behaviour" order):
+ * The bearer token of an Authorization header value, or the error its shape calls for (docs/proxy.md "Proxy behaviour" order):
  * absent or not `<scheme> <token>` → AUTH_HEADER_MISSING; scheme other than Bearer → BEARER_MALFORMED.
  * `Bearer` with no token (Node trims `Bearer ` to `Bearer`) is not `<scheme> <token>` either: a 400
- * AUTH_HEADER_MISSING, as Janus answers it (issue 11), never a token lookup.
+ * AUTH_HEADER_MISSING, as Janus answers it, never a token lookup.
  */
 export function parseAuthorization(value: string | undefined): string {
   // The usual shape, `Bearer <token>` with one space, is decided by one regex test without trim or captures (whatever
-  // it accepts, the general parse below accepts with the same token): 130 → 83 ns per header (in-process, 150-character token).
+  // it accepts, the general parse below accepts with the same token; a property test holds the two equal).
   if (value !== undefined && BEARER_ONE_SPACE.test(value)) return value.slice(7);
   const m = value === undefined ? null : /^(\S+) +(\S+)$/.exec(value.trim());
   if (!m) throw new GatehouseError('AUTH_HEADER_MISSING', 'authorization field missing');

@@ -1,5 +1,5 @@
 /**
- * JWKS key sets of jwt servers with a `jwks_uri` (README "OAuth 2.0"), fetched by this data plane itself
+ * JWKS key sets of jwt servers with a `jwks_uri` (docs/oauth2.md "OAuth 2.0"), fetched by this data plane itself
  * through the proxy's upstream pools. One instance per process (main.ts): a set outlives snapshots, shared
  * by every server (and snapshot) with the same compiled settings (CompiledJwks.cacheKey).
  *

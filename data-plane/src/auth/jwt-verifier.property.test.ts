@@ -1,5 +1,5 @@
 /**
- * The JWT parser and verifier on generated input (issue 11 §4): whatever the bearer token holds,
+ * The JWT parser and verifier on generated input: whatever the bearer token holds,
  * verify() settles with TOKEN_REJECTED (never another error, never a crash) unless the token was
  * signed with the server's key; a signed token altered in any one character is refused.
  */

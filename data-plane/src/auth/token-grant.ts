@@ -1,5 +1,5 @@
 /**
- * What a verified token grants (README "OAuth 2.0"): its scopes, and the claims the oauth2 plugin may send upstream
+ * What a verified token grants (docs/oauth2.md "OAuth 2.0"): its scopes, and the claims the oauth2 plugin may send upstream
  * (claims_to_headers). Made once per verification from a JWT's claims or an RFC 7662 response, and cached with the
  * verdict: the route's plugin judges scopes and picks claims per request, so a changed plugin config never reuses
  * a verdict made under the old one (the caches hold no route's decision).

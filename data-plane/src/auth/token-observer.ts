@@ -1,5 +1,5 @@
 /**
- * storage token strategy (README "OAuth 2.0"): watch a server's token and revoke endpoints while the proxy streams them,
+ * storage token strategy (docs/oauth2.md "OAuth 2.0"): watch a server's token and revoke endpoints while the proxy streams them,
  * and keep the token store in step. Bodies are copied up to a bound; the client sees the bytes unchanged.
  */
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';

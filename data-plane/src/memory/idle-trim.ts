@@ -1,21 +1,20 @@
 /**
- * Gives V8's heap back its idle size once the data plane has served no request for IDLE_TRIM_AFTER (README "Data
- * plane memory"). Requests grow the young generation to its maximum (2 × 8 MiB at the chart's setting) and leave the
- * old generation less compact, and V8 shrinks them only in its memory reducer, which starts after a mark-compact
- * that grew the old generation by 10 MiB over the reducer's last run: after request traffic, in our runs never (a
- * 10,000-API DP: 132.6 MiB RSS 20 s after 10 s of load, 128.5 after 60 s). A full GC shrinks the young generation
+ * Gives V8's heap back its idle size once the data plane has served no request for IDLE_TRIM_AFTER (docs/operations.md
+ * "Data plane memory"). Requests grow the young generation to its maximum (2 × 8 MiB at the chart's setting) and leave
+ * the old generation less compact, and V8 shrinks them only in its memory reducer, which starts after a mark-compact
+ * that grew the old generation by 10 MiB over the reducer's last run: request traffic alone does not start it. A
+ * full GC shrinks the young generation
  * when V8's allocation rate, over the samples it took at its collections back to 5 s (kThroughputTimeFrameMs), is
  * low (under 1,000 bytes per ms) and not zero. So the trim is two collections, WINDOW_MS apart:
  * - a scavenge, once requests stood still for IDLE_TRIM_AFTER: it closes V8's sample of the traffic's last
- *   allocation (up to a whole young generation since the last scavenge, 8 MiB: over 5 s of idling still 1,600 bytes
- *   per ms, which kept a trim of both collections at once from shrinking anything in one CI run), and its promotions
+ *   allocation (up to a whole young generation since the last scavenge, 8 MiB: over 5 s of idling still above
+ *   V8's threshold, so both collections at once may shrink nothing), and its promotions
  *   are allocation after that sample, so the next one is not zero (an idle time without any counts as unknown);
  * - a full GC WINDOW_MS later if no request came meanwhile, which then sees only the idle time.
- * The same 10,000-API DP, trimmed: 113.5 MiB, young generation 1 MiB, old 40.0 MiB committed. The full GC pauses
- * 28–33 ms at 10,000 APIs, 124–145 ms at 50,000 (`--trace-gc`; V8's own under load mark incrementally and pause
- * 8–12 ms at 10,000): a request arriving meanwhile waits. Node has no API for a GC: `gc` is reached by setting V8's
- * --expose-gc at run time and reading it in a context of its own. Not a compacting GC (`--compact-on-every-full-gc`
- * for the trim alone): it gave back 6 MiB more but paused 330–350 ms.
+ * The full GC pauses the process for longer than V8's own, which mark incrementally under load: a request arriving
+ * meanwhile waits. Node has no API for a GC: `gc` is reached by setting V8's --expose-gc at run time and reading it
+ * in a context of its own. Not a compacting GC (`--compact-on-every-full-gc` for the trim alone): it gives back a
+ * little more for a pause many times as long.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -26,9 +25,9 @@ const WINDOW_MS = 6_000;
 
 /**
  * The old generation's growth since the trim's last full GC (or its start) below which the full GC is skipped: it
- * would pause the process (28–33 ms at 10,000 APIs, 124–145 at 50,000) for little. Requests promote ~150–200 bytes
- * each (`scripts/gc-per-request.sh`), so this is ~20,000 requests' worth; 10 s of load on a 10,000-API DP left 8–12
- * MiB. A few requests between idle times then pay no pause; a burst still has its garbage collected.
+ * would pause the process (longer the larger the configuration) for little. Requests promote ~150–200 bytes each
+ * (`scripts/gc-per-request.sh`), so this is ~20,000 requests' worth. A few requests between idle times then pay no
+ * pause; a burst still has its garbage collected.
  */
 export const FULL_GC_AFTER_GROWTH = 4 * 2 ** 20;
 
@@ -55,9 +54,8 @@ export interface Collections {
 
 /**
  * V8's own collections through its `gc` extension. In node 20's V8 (11.3) any argument makes `gc` a scavenge:
- * `gc({ type: 'major' })` ran one too (`--trace-gc`: "Scavenge … testing"), so the trim's full GC was a scavenge until
- * this was found, and the old generation a load leaves behind (a 10,000-API DP: +8 MiB used) stayed. Only `gc()` with
- * no argument is a mark-compact.
+ * `gc({ type: 'major' })` runs one too (`--trace-gc`: "Scavenge … testing") and leaves the old generation a load
+ * leaves behind. Only `gc()` with no argument is a mark-compact (idle-trim.test.ts checks it).
  */
 export function v8Collections(): Collections {
   setFlagsFromString('--expose-gc');

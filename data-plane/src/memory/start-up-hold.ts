@@ -1,8 +1,7 @@
 /**
  * The data plane's start-up hold on V8's young generation (young-generation.ts), taken when this module is
  * evaluated: main.ts imports it first, so that the other modules' loading is held too (taken later, when the
- * snapshot holder was created, start-up had grown the young generation to 8 MiB; here it finds what node's
- * loading of the bundle's one file left, where V8 starts at 1 MiB). The snapshot holder
+ * snapshot holder is created, start-up would already have grown the young generation). The snapshot holder
  * ends it once the first snapshot is applied. Only main.ts imports this module: a hold taken in a test
  * process would stay for its whole run.
  */

@@ -1,13 +1,12 @@
 /**
  * Keeps V8's young generation from growing while the data plane starts and applies a full snapshot
- * (README "Data plane memory"). V8 doubles the young generation whenever more bytes survived its
- * scavenges than it holds; a sync's definitions all survive, so a 10,000-API sync grew it from 1 MiB
- * to its maximum (2 × 8 MiB at the chart's `--max-semi-space-size=8`, 2 × 16 at node's default), and
- * the pages stayed committed until V8's memory reducer ran, which after 20 s idle it had in some runs
- * and not in others (settled RSS 100.6 and 128.4 MiB, same tree). Held, the sync runs in a 1 MiB
- * young generation and leaves it there: the definitions are promoted sooner (cold syncs were not
- * slower: at 50,000 APIs 1.55–1.80 s held against 1.56–2.38 s), and once released, request traffic
- * grows it as before, where its size is what the scavenges per request depend on.
+ * (docs/operations.md "Data plane memory"). V8 doubles the young generation whenever more bytes survived its
+ * scavenges than it holds; a sync's definitions all survive, so a large sync would grow it to its maximum
+ * (2 × 8 MiB at the chart's `--max-semi-space-size=8`, 2 × 16 at node's default), and the pages would stay
+ * committed until V8's memory reducer runs, which it does late and not reliably. Held, the sync runs in a
+ * small young generation and leaves it there: the definitions are promoted sooner (a cold sync is not slower
+ * for it), and once released, request traffic grows it, where its size is what the scavenges per request
+ * depend on.
  *
  * The hold sets V8's `--semi-space-growth-factor` to 1 (Grow then keeps the capacity) and back to V8's
  * default of 2. Set at run time on purpose: V8 raises a command-line value below 2 to 2 when it

@@ -1,5 +1,5 @@
 /**
- * oauth2 (README "OAuth 2.0"): the snapshot's authorizer checks the bearer token (see data-plane/src/auth), then this
+ * oauth2 (docs/oauth2.md "OAuth 2.0"): the snapshot's authorizer checks the bearer token (see data-plane/src/auth), then this
  * route's `scopes` are judged against the token's grant and its `claims_to_headers` sent upstream. Refusals carry the
  * RFC 6750 §3 challenge, realm the API's name (nameSchema's alphabet: safe in a quoted-string as is):
  *

@@ -1,5 +1,5 @@
 /**
- * openid_connect (config: proto/src/plugins/openid-connect.ts; README "openid_connect"): browser sign-in with the
+ * openid_connect (config: proto/src/plugins/openid-connect.ts; docs/plugins.md "openid_connect"): browser sign-in with the
  * authorization code flow and PKCE S256; the provider's side is auth/oidc-provider.ts, the cookies auth/sealed-cookie.ts.
  * Paths are the route's matched prefix joined with the configured ones (P = prefix + redirect_path, L = prefix + logout_path):
  *

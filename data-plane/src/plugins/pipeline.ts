@@ -157,7 +157,7 @@ export class PluginExchange {
    */
   trailersTo: ((trailers: OutgoingHttpHeaders) => void) | null = null;
   readonly route: CompiledRoute;
-  /** The part of `path` the route's listen_path matched (L of README "Proxy behaviour"). */
+  /** The part of `path` the route's listen_path matched (L of docs/proxy.md "Proxy behaviour"). */
   readonly matched: string;
   private bodyWrappers: ((body: Readable) => Readable)[] | null = null;
 
@@ -241,9 +241,6 @@ export function isPromise<T>(value: unknown): value is Promise<T> {
  * itself while every hook returns synchronously (all but oauth2's and basic_auth's on a cache miss,
  * and rate_limit with Redis): the walk then allocates no promise and the proxy goes on in the same
  * tick, without a microtask. Only from the first promise on does it continue asynchronously.
- * Measured in-process (exchange, oauth2 walk on a cached jwt, the proxy's continuation; 1e6
- * requests): 1.03 µs per request when the walk returned a promise the proxy awaited, 0.79 µs
- * with the synchronous return.
  */
 export function runRequestHooks(pipeline: Pipeline, ex: PluginExchange): PluginAnswer | null | Promise<PluginAnswer | null> {
   try {

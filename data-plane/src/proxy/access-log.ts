@@ -106,14 +106,10 @@ export function accessLine(record: AccessRecord, time: number, bindings: string)
 
 /**
  * Access lines gathered in one reused buffer and written with one synchronous write per 4 KB (or per
- * 100 ms when quiet; at exit), as pino's default stdout destination writes synchronously. Through
- * pino's batching destination (sonic-boom, asynchronous writes on libuv's pool) the access log cost
- * 14-16 µs of DP CPU per request under wrk, lines to a file, against 6-11 µs this way (two alternated
- * runs, no log / this writer / sonic-boom: 49.2 / 60.6 / 65.6 and 48.0 / 54.3 / 62.6 µs): sonic-boom
- * concatenates the lines into strings it measures with Buffer.byteLength on every write, and the
- * lines waiting for the pool's write outlived two scavenges (567-570 bytes promoted per request
- * against 182-243, scripts/gc-per-request.sh method). Into a pipe the bench drains, the two could
- * not be told apart (README "Benchmark").
+ * 100 ms when quiet; at exit), as pino's default stdout destination writes synchronously. Not pino's
+ * batching destination (sonic-boom, asynchronous writes on libuv's pool): it concatenates the lines into
+ * strings it measures with Buffer.byteLength on every write, and the lines waiting for the pool's write
+ * outlive two scavenges (docs/benchmarks.md has the figures).
  */
 export class AccessLineWriter {
   private readonly buffer = Buffer.allocUnsafe(BATCH_BYTES);
@@ -167,9 +163,8 @@ function writeAll(fd: number, data: Buffer): void {
 type WriteRecord = (record: AccessRecord) => void;
 
 /**
- * The bench measured the access log at 31.7 µs of DP CPU per request when its lines went through the
- * service logger like any other: pino's redaction paths walked every record (an access record holds no
- * secret by construction: path without query, no headers). So when the logger writes JSON to stdout
+ * Not through the service logger like any other line: pino's redaction paths would walk every record, and an
+ * access record holds no secret by construction (path without query, no headers). So when the logger writes JSON to stdout
  * (the default), access lines go to an AccessLineWriter on the same fd, with the logger's level and
  * bindings. Otherwise (pretty output, a test's stream) a child without redaction on the logger's stream.
  */

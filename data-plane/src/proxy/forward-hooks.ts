@@ -1,6 +1,6 @@
 /**
  * The forward hooks (retry, cb) around the upstream exchange, for routes that have any; a route
- * without them never comes here (forward.ts alone, as before). Hooks run outermost first, the
+ * without them never comes here (forward.ts alone). Hooks run outermost first, the
  * last one's `next()` dispatching one attempt (forwardAttempt). The first attempt goes to the
  * target picked before the hooks run (`ex.target`); each further call of the outermost hook's
  * `next` picks the balancer's next target, so a retry moves on (round-robin, or least_conn and hash

@@ -3,10 +3,9 @@
  * streamed back. Driven through undici's dispatch handler rather than `request()`: body chunks go
  * from undici's parser straight to the client's socket (pausing undici while the client is
  * behind), without a Readable per response, a stream.pipeline per response and an AbortController
- * per request. Measured under load, dropping those more than halved the proxy's CPU time per
- * request (stream.pipeline alone aborts an internal AbortController per call, and every abort
- * builds a DOMException with a stack trace). Semantics are those of the request()-based version:
- * the proxy-server tests pin them. Routes with forward hooks (retry, cb) use forwardAttempt
+ * per request, which would be most of the proxy's CPU time per request (stream.pipeline alone aborts an
+ * internal AbortController per call, and every abort builds a DOMException with a stack trace). Semantics
+ * are those of undici's request(): the proxy-server tests pin them. Routes with forward hooks (retry, cb) use forwardAttempt
  * (forward-hooks.ts): the same exchange, its response parked at its start until a hook delivers it.
  */
 import { IncomingMessage, ServerResponse, type OutgoingHttpHeaders } from 'node:http';
@@ -47,8 +46,8 @@ export interface ForwardPlan {
 /**
  * The proxy listener's responses (createServer's ServerResponse option): the listener's one 'close'
  * listener runs `onClientClose` for the plain exchange, which so needs no listener of its own.
- * Two `once('close')` per request measured 0.41 µs against 0.23 µs for one (EventEmitter
- * micro-benchmark, same run: each once() binds a wrapper and the second turns the slot into an array).
+ * A second `once('close')` per request would cost nearly as much again (each once() binds a wrapper and the
+ * second turns the slot into an array).
  */
 export class ProxyResponse extends ServerResponse {
   onClientClose: (() => void) | null = null;
@@ -85,18 +84,16 @@ function tap(see: (chunk: Buffer) => void): Transform {
  * The route's response_header_timeout runs on a native timer of the exchange, armed once the
  * request body has been handed over (at dispatch when there is none), so upload time never
  * counts; connect time of a new connection does. Not undici's per-request headersTimeout, for two
- * measured reasons: undici runs it on a coarse timer (about 1 s resolution, so "250ms" fired after
- * about a second), and a per-request value that differs from the body timeout makes undici's
- * parser replace its timer (an object and a WeakRef, kept about a second by undici's timer wheel)
- * twice per request instead of refreshing one: under wrk that promoted 243 bytes per request to
- * the old generation against 149 with equal values, and doubled the major GCs (--trace-gc, 20 s
- * runs). The pools keep undici's header and body timeouts equal (upstream-pools.ts).
+ * reasons: undici runs it on a coarse timer (about 1 s resolution, so "250ms" fires after about a
+ * second), and a per-request value that differs from the body timeout makes undici's parser replace
+ * its timer (an object and a WeakRef, kept about a second by undici's timer wheel) twice per request
+ * instead of refreshing one, which promotes garbage to the old generation. The pools keep undici's
+ * header and body timeouts equal (upstream-pools.ts).
  *
- * A class, not an object literal with a `get fired()` closing over the exchange: with one such
- * literal per request the data plane promoted 6.3 KB per request to the old generation instead of
- * 0.15 KB (--trace-gc under wrk), as if every exchange outlived two scavenges; a micro-benchmark of
- * 1,000,000 such literals ran 61 mark-compacts against none with a plain method instead of the getter.
- * V8 builds a literal's getter at run time; no per-request object literal on the proxy path has one.
+ * A class, not an object literal with a `get fired()` closing over the exchange: with one such literal
+ * per request the data plane promotes the whole exchange to the old generation, as if every exchange
+ * outlived two scavenges (V8 builds a literal's getter at run time). No per-request object literal on
+ * the proxy path has a getter.
  *
  * A gRPC call's deadline (its grpc-timeout, proxy-server.ts) runs on the same timer: from dispatch, whatever the
  * upload, the timer fires at the sooner of the deadline and the header wait, and once the headers came it stays
@@ -218,8 +215,7 @@ function dropUpload(body: Readable, err: Error): void {
  * (UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE) while nothing was written yet, or with what the exchange
  * threw; nothing when the headers are written (the body keeps streaming) or the client is gone.
  * A failure after the headers can only cut the connection. A callback rather than a promise: the
- * proxy's async function awaiting this promise measured 0.49 µs per request against 0.32 µs with a
- * callback (in-process micro-benchmark, same run; the harness's own cost included in both).
+ * proxy's async function awaiting a promise costs a promise and a microtask per request.
  */
 export function forward(req: IncomingMessage, res: ProxyResponse, plan: ForwardPlan, deps: ForwardDeps, failed: (err: unknown) => void): void {
   if (res.destroyed) return; // the client left while the request was being authorized

@@ -1,5 +1,5 @@
 /**
- * What `balancing: "hash"` hashes for a request (README "Proxy behaviour", Balancing): the client's address
+ * What `balancing: "hash"` hashes for a request (docs/proxy.md "Proxy behaviour", Balancing): the client's address
  * (client-ip.ts: the TCP peer, or with trust_forward_headers the one the proxy in front saw, as rate_limit's
  * `key: ip`), or the value of a request header or cookie as the client sent it. null when the request has
  * none: the balancer then goes round robin.

@@ -1,5 +1,5 @@
 /**
- * Header rules of the forwarded request and response (README "Proxy behaviour", RFC 9110 §7.6.1): hop-by-hop
+ * Header rules of the forwarded request and response (docs/proxy.md "Proxy behaviour", RFC 9110 §7.6.1): hop-by-hop
  * headers (and any named in Connection) stop at the gateway in both directions; the upstream
  * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
  */

@@ -1,5 +1,5 @@
 /**
- * HTTP/2 to an upstream (`proxy.upstreams.protocol: "http2"`, README "gRPC and HTTP/2 upstreams"): h2c with prior
+ * HTTP/2 to an upstream (`proxy.upstreams.protocol: "http2"`, docs/proxy.md "gRPC and HTTP/2 upstreams"): h2c with prior
  * knowledge for an http:// target, h2 by ALPN for an https:// one; each request is a stream on a connection to
  * the origin (more than one when the server's stream limit is reached). A Dispatcher keeping undici's handler
  * contract, so forward.ts, the forward hooks and the health probes drive it as they drive an undici Pool.

@@ -1,5 +1,5 @@
 /**
- * HTTP/2 on the proxy listener (README "Proxy behaviour", HTTP/2): over TLS offered by ALPN beside HTTP/1.1 on the same
+ * HTTP/2 on the proxy listener (docs/proxy.md "Proxy behaviour", HTTP/2): over TLS offered by ALPN beside HTTP/1.1 on the same
  * port, so a client that speaks both gets h2 and any other gets the HTTP/1.1 listener of old; in plain text (h2c) to a
  * client that opens with the HTTP/2 preface (acceptH2c). Upstreams are still
  * spoken to over HTTP/1.1: an h2 request is turned into an HTTP/1.1 one here, once, and the proxy's request
@@ -278,7 +278,7 @@ const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 /**
  * h2c with prior knowledge (RFC 9113 §3.3) on the plain-text listener `http`, beside its HTTP/1.1: each new
  * connection's first bytes are read once, and a connection that opens with the HTTP/2 preface goes to an h2
- * server (the TLS listener's sessions: same classes, limits, drain and cut), any other to node:http as before.
+ * server (the TLS listener's sessions: same classes, limits, drain and cut), any other to node:http.
  * The bytes read are put back (`unshift`) before either takes the socket: node:http's parser reads them from the
  * socket's buffer on resume, an Http2Session on its first tick (node's own path for a socket already read from).
  * Until it is told apart a connection is bounded by http's headersTimeout, and a drain closes it as an idle one.

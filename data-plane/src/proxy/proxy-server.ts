@@ -1,5 +1,5 @@
 /**
- * The proxy listener (README "Proxy behaviour"). Per request, in fixed stages: snapshot → normalise path → match
+ * The proxy listener (docs/proxy.md "Proxy behaviour"). Per request, in fixed stages: snapshot → normalise path → match
  * → authorize → pick target → rewrite → forward (streamed both ways) → respond. Every failure
  * becomes one GatehouseError rendered by one function, with the request id on every response.
  */
@@ -243,8 +243,7 @@ export function createProxyServer(deps: {
   /**
    * Pools of the targets whose origin is fixed (no placeholder), by target: a CompiledTarget belongs
    * to one compiled route (one dial timeout and TLS mode) and is replaced when its route changes.
-   * pools.get (key string + lru-cache get) measured 0.17 µs per request against 0.01 µs for this
-   * (in-process micro-benchmark, same run). Targets whose host comes from the request keep the
+   * A WeakMap lookup costs a fraction of pools.get's key string + lru-cache get. Targets whose host comes from the request keep the
    * bounded LRU; a pool it evicted is closed, so a closed one is looked up again.
    */
   const fixedPools = new WeakMap<CompiledTarget, UpstreamPool>();
@@ -350,8 +349,8 @@ export function createProxyServer(deps: {
    * The rest of proxy() for a route with plugins (only those get an exchange); failures are answered, never thrown.
    * Waits for the request hooks only when they returned a promise, so a route whose hooks all answered at once (a
    * cached jwt) dispatches in the same tick. Not an async function: one makes and settles its promise even when it
-   * never awaits, 410 of the 1,580 bytes a cached-jwt request allocated more than a plain one (alloc-per-request.sh
-   * with JWT=1; CPU: 0.03 µs per request in-process, the previous session's figure).
+   * never awaits, a large share of what a cached-jwt request allocates more than a plain one (alloc-per-request.sh
+   * with JWT=1).
    */
   function withPlugins(
     req: IncomingMessage,
@@ -422,8 +421,7 @@ export function createProxyServer(deps: {
 
   /**
    * The one 'close' listener of every response, shared (`this` is the response): the request's
-   * state it needs is on the ProxyResponse. A closure with res.once() per request measured
-   * 0.2 µs and ~350 bytes more (the closure, its context and once()'s wrapper).
+   * state it needs is on the ProxyResponse, so no closure, context and once() wrapper are made per request.
    */
   function onResponseClose(this: ProxyResponse): void {
     metrics?.ended();

@@ -1,8 +1,7 @@
 /**
  * The parts of undici a data plane uses, loaded from undici's own files. Its index also loads fetch,
- * WebSocket, cookies, caches, mocks and, through them, Node's bundled undici: ~60 ms of every data
- * plane start, a tenth of a 10-API cold sync (CPU profile of the bundle), for none of which a data
- * plane has a use. The package has no exports map, so these paths are importable; each is cast here
+ * WebSocket, cookies, caches, mocks and, through them, Node's bundled undici: a noticeable share of every
+ * data plane start, for none of which a data plane has a use. The package has no exports map, so these paths are importable; each is cast here
  * to the public type of what it exports (undici-parts.d.ts declares the files), and a moved file
  * fails the build (the bundle cannot resolve it).
  */

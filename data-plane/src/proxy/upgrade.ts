@@ -1,5 +1,5 @@
 /**
- * WebSocket through the proxy listener (README "Proxy behaviour"): after the request has been matched,
+ * WebSocket through the proxy listener (docs/proxy.md "Proxy behaviour"): after the request has been matched,
  * authorised and rewritten as any other (proxy-server.ts), the handshake goes to the target with undici's
  * upgrade, and on the target's `101` the two connections are joined byte for byte until either side
  * closes. Any other answer of the target is relayed as it is (a 401 stays a 401). Here: the raw-socket

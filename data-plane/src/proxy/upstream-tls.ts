@@ -6,8 +6,8 @@
  * (their requests in flight finish) so that every new connection uses it.
  *
  * One secure context for every pool rather than `ca` / `cert` / `key` in each pool's connect options:
- * given those, node builds a context per connection, and one holding the 144 bundled roots took 45 ms of
- * CPU to build on the development machine (0.3 ms without a CA list).
+ * given those, node builds a context per connection, and one holding the bundled roots takes tens of ms of CPU
+ * to build.
  */
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { certificatePairFromEnv, readCaFile, readCertificateSet, watchFileSet, type FileSetWatcher } from '#proto/certificate-files';

@@ -23,10 +23,9 @@ export interface SnapshotCache {
 }
 
 /**
- * The whole content is written (the file is one snapshot message), which at 10,000 APIs costs the DP's
- * thread ~20 ms per write (building and stringifying 3.75 MB): written after every push, the bench's
- * proxy p99 under one push per 100 ms went from 8.8 to 41.8 ms (×4.7) with the cache on against ×0.95
- * without. A cold start without a CP serves a configuration at most this much older instead.
+ * The whole content is written (the file is one snapshot message), which takes the DP's thread for time
+ * that grows with the configuration: written after every push, it would slow the requests of a DP under
+ * frequent pushes. A cold start without a CP serves a configuration at most this much older instead.
  */
 export const DEFAULT_MIN_INTERVAL_MS = 5_000;
 
@@ -36,9 +35,8 @@ const ITEMS_PER_PIECE = 100;
 /**
  * JSON.stringify(message) in pieces (their concatenation is that text): the lists ITEMS_PER_PIECE
  * items at a time, each piece written to the file before the next is made, so the DP's thread is
- * never held for long and the whole text never exists at once. In one piece, 10,000 APIs held the
- * thread ~12–20 ms (and encoding the 3.75 MB string for the file ~4 ms more), which requests arriving
- * meanwhile waited out (proxy p99 ×2.7 under one push per 100 ms, a write per 5 s).
+ * never held for long and the whole text never exists at once: in one piece, the requests arriving
+ * meanwhile would wait out building, stringifying and encoding the whole configuration.
  */
 export async function* messageJsonPieces(message: SnapshotMessage): AsyncGenerator<string> {
   let first = true;

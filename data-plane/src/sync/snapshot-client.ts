@@ -1,5 +1,5 @@
 /**
- * The data plane's side of the snapshot stream (README "Control plane ↔ data plane"): one bidirectional StreamSnapshots
+ * The data plane's side of the snapshot stream (docs/operations.md "Control plane ↔ data plane"): one bidirectional StreamSnapshots
  * call; Hello first, then an ACK or NACK for every push, echoing its nonce. When the stream
  * fails or ends, the applied snapshot keeps serving and the client reconnects after a capped,
  * fully jittered exponential backoff (reset by the next push received).

@@ -137,16 +137,15 @@ export interface SnapshotHolder {
 type IndexEntry = NonNullable<ReturnType<ConfigIndex['entries']['get']>>;
 
 /**
- * Definitions per turn of applyInTurns: ~2–3 ms of a turn's work on the development machine (decoding and
- * validating a definition ~12 µs, compiling one ~10). A full snapshot of 10,000 APIs with one changed paused a
- * serving data plane's requests for 208–335 ms applied at once (in-process, warm; scripts/bench-full-apply.mjs).
+ * Definitions per turn of applyInTurns: a few ms of work per turn, so a serving data plane's requests wait at most
+ * that long, where a full snapshot applied at once would hold them for the whole apply (scripts/bench-full-apply.mjs).
  */
 export const APPLY_TURN = 200;
 
 /**
  * Definitions a delta adds, changes or removes from which a serving data plane applies it in turns
- * (applyDeltaInTurns): applied at once, a delta changing all of 10,000 APIs paused it 380–659 ms, one of 1,000 of
- * them 47–83 ms (in-process, warm).
+ * (applyDeltaInTurns): applied at once, a delta that large would pause its requests for tens of ms or more
+ * (scripts/bench-large-delta.mjs).
  */
 export const LARGE_DELTA = 1000;
 
@@ -166,7 +165,7 @@ interface ChangedRoutes {
 
 /**
  * What the changed definitions route (as indexRoutes counts them) in the index before and after `changes`, yielding
- * after every `turn` changes: ~1 µs a change (a key made and looked up in each index), 20 ms for a delta of 10,000.
+ * after every `turn` changes (each change makes a key and looks it up in each index).
  */
 function* changedRoutesInTurns(before: ConfigIndex, after: ConfigIndex, changes: readonly ContentChange[], turn = Infinity): Generator<void, ChangedRoutes> {
   const routesOf = (config: ConfigIndex, key: string): readonly CompiledRoute[] => {
@@ -395,7 +394,7 @@ export function createSnapshotHolder(deps: {
     }
     let upstreams: RouteUpstreams;
     if (authReused && credentialsReused) {
-      // Only the changed routes' entries are new; the rest are shared with the held map, not copied (5–15 ms per push at 50,000 APIs).
+      // Only the changed routes' entries are new; the rest are shared with the held map, not copied (a copy grows with the APIs).
       const updates = new Map<string, RouteUpstream | undefined>();
       for (const route of removed) if (!isPlain(route)) updates.set(route.id, undefined);
       for (const route of added) if (!isPlain(route)) updates.set(route.id, upstreamOf(route, pipelineDeps, health));

@@ -1,5 +1,5 @@
 /**
- * The primary of WORKERS > 1 (README "Workers"): forks the workers, which share PROXY_PORT through
+ * The primary of WORKERS > 1 (docs/operations.md "Workers"): forks the workers, which share PROXY_PORT through
  * node:cluster's round-robin hand-off and each hold their own control-plane stream; re-forks a
  * worker that dies, with backoff; answers STATUS_PORT for the whole process; turns SIGTERM/SIGINT
  * into a graceful shutdown of every worker. It serves no proxy traffic itself.

@@ -1,5 +1,5 @@
 /**
- * Host conditions (README "Proxy behaviour"): exact names, `*.example.com` (any deeper name, never `example.com`
+ * Host conditions (docs/proxy.md "Proxy behaviour"): exact names, `*.example.com` (any deeper name, never `example.com`
  * itself) and `example.*` (any name under `example.`). Case-insensitive, the request's port ignored.
  */
 import { fieldError } from '../definition/field-path.js';

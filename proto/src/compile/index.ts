@@ -43,7 +43,7 @@ export { normalizePath, normalizePercentEncoding } from './normalize-path.js';
 export interface ListenPathMatch {
   /** Captured `{name}` values. */
   params: Record<string, string>;
-  /** L of README "Proxy behaviour": the part of the request path matched by listen_path before `/*`. */
+  /** L of docs/proxy.md "Proxy behaviour": the part of the request path matched by listen_path before `/*`. */
   matched: string;
 }
 
@@ -173,8 +173,8 @@ type Built = Omit<Candidate, 'kind' | 'name' | 'rank'>;
 /**
  * Each definition's own compile (or its error) and its routes' conflict keys, kept per definition
  * object: definitions are never mutated (every change builds a new object), so an unchanged
- * definition is never compiled again. Compiling 10,000 APIs was ~220 ms of every admin write
- * (--cpu-prof of the CP, issue 9); what remains of a whole pass is names and route keys.
+ * definition is never compiled again, and an admin write does not recompile the configuration; what remains of
+ * a whole pass is names and route keys.
  */
 export interface CompileCache {
   readonly built: WeakMap<object, { built: Built } | { error: unknown }>;
@@ -529,7 +529,7 @@ export function routeConflictKey(route: CompiledRoute): string {
   // One line per part, host patterns and methods space-separated: neither contains whitespace
   // (hostSchema, HTTP tokens), so the last two newlines split the key however a listen_path reads, and
   // the key names exactly one triple. A template, not JSON.stringify of sorted copies: every definition
-  // of a data plane's full snapshot gets one (~40 ms of a 50,000-API cold sync).
+  // of a data plane's full snapshot gets one.
   const hosts = route.hosts.length === 0 ? '' : route.hosts.length === 1 ? route.hosts[0] : [...route.hosts].sort().join(' ');
   const methods = route.methods ? [...route.methods].sort().join(' ') : 'ALL';
   // Joined, not a template: a template of five parts is a tree of cons strings (~100 bytes an API more on a

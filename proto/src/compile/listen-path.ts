@@ -1,5 +1,5 @@
 /**
- * Compile a `listen_path` (README "Proxy behaviour") into a matcher over normalised request paths.
+ * Compile a `listen_path` (docs/proxy.md "Proxy behaviour") into a matcher over normalised request paths.
  *
  * Forms: `/foo/*` matches `/foo`, `/foo/` and `/foo/<anything>` (never `/foobar`); without `/*`
  * the path must match exactly. `{name}` matches one segment (`[^/]+`), `{name:<regex>}` matches a
@@ -34,7 +34,7 @@ function fail(field: string, message: string): never {
 function tokenize(body: string, field: string): Token[] {
   const tokens: Token[] = [];
   // The literal text since the last parameter is sliced once (body.slice(literalStart, i)), not grown a
-  // character at a time: that was 28 MB of the 1 GB a 50,000-API snapshot allocated on a data plane.
+  // character at a time, which would allocate a string per character of every listen path.
   let literalStart = 0;
   for (let i = 0; i < body.length; i++) {
     const c = body[i];
@@ -168,7 +168,7 @@ export function compileListenPath(source: string, field = 'proxy.listen_path'): 
 
 /**
  * A listen path's matcher as an object of its own, not a closure: a data plane holds one per route, and a
- * closure with its context cost ~110 bytes an API more (issue 9). A literal path compares strings; one
+ * closure with its context would cost more memory per API. A literal path compares strings; one
  * with parameters walks its parsed segments. Lists grown by push are kept as exact copies (`slice`): a
  * push-grown array has room for 17 items.
  */

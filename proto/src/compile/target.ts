@@ -135,8 +135,8 @@ export function compileTarget(
 
 /**
  * Plans by template. Many APIs usually share an upstream URL, and a plan depends on its template
- * only (the placeholder check above is per route): at 10,000 APIs a plan of its own per route was
- * ~2 MB of a data plane's heap, and its four URL parses ~4% of a cold sync's CPU profile (issue 9).
+ * only (the placeholder check above is per route): a plan of its own per route would cost a data plane heap
+ * and URL parses for every API.
  * Plans are frozen, so sharing one is safe; bounded (oldest out first), so a stream of distinct
  * templates on the control plane cannot grow it without end.
  */

@@ -134,7 +134,7 @@ const healthCheckSchema = z
 export type HealthCheckDefinition = z.output<typeof healthCheckSchema>;
 
 /**
- * What `balancing: "hash"` hashes (README "Proxy behaviour", Balancing). One object rather than a union per
+ * What `balancing: "hash"` hashes (docs/proxy.md "Proxy behaviour", Balancing). One object rather than a union per
  * source, so the CRD's schema stays structural; the rules per source are the refinement's. A header name is
  * stored lower-cased (node's spelling, one stored form); a cookie name as written (cookie names are case-sensitive).
  */
@@ -184,7 +184,7 @@ const matchHeaderValueSchema = z
   .regex(/^[!-~](?:[ !-~]*[!-~])?$/, 'must be visible ASCII characters, with spaces only between them');
 
 /**
- * Conditions on request headers (README "Proxy behaviour", Matching): header name → accepted values.
+ * Conditions on request headers (docs/proxy.md "Proxy behaviour", Matching): header name → accepted values.
  * Stored in one form (names lower-cased and sorted, values deduplicated and sorted; none at all when
  * empty), so equal conditions have one hash and one route conflict key.
  */
@@ -253,8 +253,8 @@ export function dedupe(values: string[]): string[] {
 
 /**
  * Values most definitions share, as one frozen object each instead of one copy per definition
- * (definitions are never mutated): a data plane holds every definition of the configuration, and at
- * 10,000 APIs the default timeouts object and the `["ALL"]` array were ~2 MB of its heap (issue 9).
+ * (definitions are never mutated): a data plane holds every definition of the configuration, and a copy
+ * of the default timeouts object and the `["ALL"]` array per definition would add up.
  */
 const ALL_METHODS: string[] = Object.freeze(['ALL']) as string[];
 const DEFAULT_TIMEOUTS = Object.freeze({ dial_timeout: DEFAULT_DIAL_TIMEOUT, response_header_timeout: DEFAULT_RESPONSE_HEADER_TIMEOUT });

@@ -27,7 +27,7 @@ export const GATEWAY_SET_HEADERS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Headers the gateway itself owns (README "Proxy behaviour"): those it sets, and the body framing
+ * Headers the gateway itself owns (docs/proxy.md "Proxy behaviour"): those it sets, and the body framing
  * (content-length: a transformer must not desynchronise it). A value configured for one of them would be dropped.
  */
 export const GATEWAY_HEADERS: ReadonlySet<string> = new Set([...GATEWAY_SET_HEADERS, 'content-length']);

@@ -1,9 +1,9 @@
 /**
- * oauth2: the API requires a bearer token valid for the named OAuth server (README "OAuth 2.0"). That the
+ * oauth2: the API requires a bearer token valid for the named OAuth server (docs/oauth2.md "OAuth 2.0"). That the
  * server exists, and that its strategy can tell scopes and claims (not `storage`), is checked by
  * compileDefinitions, which sees the whole configuration.
  *
- * - `scopes`: every one must be among the token's (README "OAuth 2.0" for where they are read from).
+ * - `scopes`: every one must be among the token's (docs/oauth2.md "OAuth 2.0" for where they are read from).
  * - `claims_to_headers`: claim name → upstream header (Envoy's claim_to_headers). The header names are
  *   refused when the gateway owns them (the transformers' rule) or when they are the token's own
  *   Authorization; the client's copies of them are dropped on the route.

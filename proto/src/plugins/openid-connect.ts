@@ -1,6 +1,6 @@
 /**
  * openid_connect: the API signs browsers in with an OpenID Connect provider (authorization code flow with PKCE)
- * and lets through requests that carry the gateway's encrypted session cookie (README "openid_connect"; the flow
+ * and lets through requests that carry the gateway's encrypted session cookie (docs/plugins.md "openid_connect"; the flow
  * is data-plane/src/plugins/openid-connect.ts's).
  *
  * - `issuer`: https (http only for a loopback host, or with `allow_http`); its discovery document is

@@ -1,5 +1,5 @@
 /**
- * Header conditions (proxy.match_headers, README "Proxy behaviour" Matching). The request's headers are
+ * Header conditions (proxy.match_headers, docs/proxy.md "Proxy behaviour" Matching). The request's headers are
  * node's object: names lower-cased, a header sent several times as its values joined with ", " (RFC 9110
  * §5.3; Cookie with "; ", a few such as User-Agent reduced to the first one, Set-Cookie an array). A
  * condition holds when a listed value equals the whole field value or one of its comma-separated

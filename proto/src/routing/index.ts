@@ -22,7 +22,7 @@ export interface RequestFacts {
 export interface RouteMatch {
   route: CompiledRoute;
   params: Record<string, string>;
-  /** L of README "Proxy behaviour". */
+  /** L of docs/proxy.md "Proxy behaviour". */
   matched: string;
 }
 
@@ -68,7 +68,7 @@ export interface UpstreamTarget {
  */
 export { buildRoutingTable, buildRoutingTableInTurns, updateRoutingTable, outrankedBecause } from './router.js';
 /**
- * README "Proxy behaviour" rewrite table. `query` is the client's raw query string without '?', '' when none.
+ * docs/proxy.md "Proxy behaviour" rewrite table. `query` is the client's raw query string without '?', '' when none.
  * Throws GatehouseError('BAD_UPSTREAM_HOST') when substituted placeholders do not form a valid hostname.
  */
 export { rewrite, joinPaths, stripMatched } from './rewrite.js';

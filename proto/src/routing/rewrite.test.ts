@@ -46,7 +46,7 @@ function forward(c: Case): UpstreamTarget {
   return rewrite(m, route.targets[0], { path, query, host: c.host });
 }
 
-/** origin + path, for comparing with the upstream column of the README rewrite table. */
+/** origin + path, for comparing with the upstream column of the docs/proxy.md rewrite table. */
 const url = (u: UpstreamTarget): string => u.origin + u.path;
 
 describe('SPEC §4 rewrite table', () => {

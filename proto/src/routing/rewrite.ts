@@ -1,5 +1,5 @@
 /**
- * The forwarded request of README "Proxy behaviour": which origin, which path and query, which Host header.
+ * The forwarded request of docs/proxy.md "Proxy behaviour": which origin, which path and query, which Host header.
  * Pure; the only error is GatehouseError BAD_UPSTREAM_HOST from target substitution.
  *
  * | strip | append | upstream path                                   |

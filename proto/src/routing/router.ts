@@ -4,8 +4,8 @@
  * short prefix never shadows a longer one and the cost follows the path's length, not the number
  * of routes. Everything is decided at build time; lookup is pure and allocates little beyond its result.
  * A snapshot delta does not rebuild the table: updateRoutingTable rebuilds only the buckets of the
- * changed routes' prefixes and copies the nodes on the way to them, sharing the rest (0.1 ms for one
- * changed route at 10,000 or 50,000 routes, against 14 ms and 84 ms for buildRoutingTable).
+ * changed routes' prefixes and copies the nodes on the way to them, sharing the rest, so a one-route
+ * delta costs the same whatever the number of routes.
  *
  * Order inside one bucket (equal literal prefix), fixed at build time:
  *   1. more configured conditions (hosts, methods, each header of match_headers) first;
@@ -24,10 +24,8 @@
  *     so on; entries fixing none (`/api/{id}`, regex-only differences) are tried in order.
  * Header conditions are not indexed: entries differing only by them share their lists (a canary and
  * its stable route, a few API versions), tried in order, the one with more conditions first. An entry
- * without any holds null, so a lookup that meets none reads no header. Measured (2026-11-26, the
- * previous router and this one alternated in one process): tables without header conditions within
- * the noise (±6 %) of before; a stable route behind its canary +13 ns a lookup at 10 routes, the
- * canary +2 ns, +38 ns when the header is a comma list (header-match.ts splits it).
+ * without any holds null, so a lookup that meets none reads no header: tables without header conditions
+ * pay nothing for them (docs/benchmarks.md has the canary's cost).
  * Each list keeps bucket order, and a list is read only while its ranks can still beat the best
  * match found so far, so the winner is exactly the one a scan of the whole bucket would pick.
  *
@@ -226,7 +224,7 @@ function slashCount(s: string): number {
 
 function toBucket(unsorted: Entry[]): Bucket {
   // A copy of the exact length: the list was grown by push (room for 17 entries where most buckets
-  // hold one), and a data plane keeps a bucket per route prefix (1.7 MB at 10,000 APIs; issue 9).
+  // hold one), and a data plane keeps a bucket per route prefix.
   const entries = unsorted.slice().sort(compareEntries);
   entries.forEach((entry, rank) => (entry.rank = rank));
   // Entries of a bucket share its key, the literal prefix: its `/`s end the segments it fixes for all.
@@ -405,7 +403,7 @@ export function buildRoutingTable(routes: readonly CompiledRoute[]): RoutingTabl
 
 /**
  * buildRoutingTable, yielding after every `turn` routes put in the tree and every `turn` nodes frozen: a serving
- * data plane's full snapshot (snapshot-holder.ts applyInTurns; 140–180 ms in one piece at 50,000 APIs).
+ * data plane's full snapshot (snapshot-holder.ts applyInTurns; in one piece it grows with the routes).
  */
 export function* buildRoutingTableInTurns(routes: readonly CompiledRoute[], turn = Infinity): Generator<void, RoutingTable> {
   const building = newNode('');

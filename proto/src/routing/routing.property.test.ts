@@ -1,5 +1,5 @@
 /**
- * Properties of the path normaliser, the listen-path router and the README "Proxy behaviour" rewrite (issue 11 §4),
+ * Properties of the path normaliser, the listen-path router and the docs/proxy.md "Proxy behaviour" rewrite,
  * over seeded generated paths built from the characters that cause trouble: `/`, `.`, `%`, the
  * encodings of dot and slash, and letters. The table tests pin the rows; these check the rules hold
  * between the rows too.

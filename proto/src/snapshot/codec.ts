@@ -11,7 +11,7 @@
  * and data planes of both releases agree on it during an upgrade), where sum is the sum of that kind's definition hashes as
  * 256-bit numbers modulo 2^256 (64 hex digits): it names the whole content whatever the list order,
  * is the same on every replica, and a change of k definitions updates it in O(k) from the previous
- * one (deriveDefinitions) where re-hashing every definition's hash cost 27 ms per push at 50,000 APIs.
+ * one (deriveDefinitions) instead of re-hashing every definition's hash per push.
  * Why a sum is enough: the hash is compared to detect that two sides hold different content (a lost
  * or misapplied delta, a stale cache file), not to resist someone choosing definitions to collide on
  * purpose (anyone who can write definitions controls the content anyway). Names are unique per kind,
@@ -273,8 +273,8 @@ export const oauthServerMessage = (server: OAuthServerDefinition): OAuthServerMe
 /**
  * Whether definitionHash keeps each hash it computes (keepDefinitionHashes). A control plane hashes the same
  * definition many times (the diff of a delta compares both sides' hashes, a configuration nobody derived is hashed
- * whole); a data plane hashes each one when it arrives and once more when an edit replaces or removes it, ~5 µs
- * then, so it keeps none: the hash and its WeakMap entry were 78 bytes an API (a heap snapshot at 10,000 APIs).
+ * whole); a data plane hashes each one when it arrives and once more when an edit replaces or removes it, a few µs
+ * then, so it keeps none and saves the hash and its WeakMap entry per API.
  */
 let keepHashes = true;
 
@@ -287,7 +287,7 @@ export function keepDefinitionHashes(keep: boolean): void {
 function definitionHash<D extends object>(def: D, toMessage: (def: D) => object): bigint {
   let hash = hashes.get(def);
   if (hash !== undefined) return hash;
-  // One-shot crypto.hash: 50,000 definitions hash in ~70 ms where createHash().update().digest() took 120–250.
+  // One-shot crypto.hash: about half the time of createHash().update().digest().
   hash = BigInt(`0x${digest('sha256', JSON.stringify(messages.get(def) ?? toMessage(def)), 'hex')}`);
   if (keepHashes) hashes.set(def, hash);
   return hash;
@@ -405,8 +405,8 @@ export function toSnapshotMessage(version: number, defs: Definitions, hash?: str
 }
 
 // proxyFromMessage and apiFromMessage return `m` itself when no wire convention applies to it (the
-// common case, so a data plane's full snapshot copies nothing here: ~40 MB of the ~1 GB allocated at
-// 50,000 APIs, scripts/sync-allocations.mjs); the schemas that parse the result build their own objects.
+// common case, so a data plane's full snapshot copies nothing here); the schemas that parse the result build
+// their own objects.
 const weightUnset = (t: unknown): boolean => isPlainObject(t) && t.weight === 0;
 
 /** A member the wire gives its default ("", [], {}) back to absent. */
@@ -721,10 +721,9 @@ export function deltaSize(delta: DeltaMessage): number {
 /**
  * A kind's list as deltas leave it, made without copying it: `base` with `patch` over it (position →
  * definition; positions from base.length on are additions), `length` long, and `positions` (name →
- * position) to find what a delta replaces or removes without a pass over the list (3 ms per push at
- * 50,000 APIs). A copy of the list per delta (pointers only) was 80 KB per push at 10,000 APIs, 400 KB
- * at 50,000, and most of what a data plane's old generation grew by under back-to-back pushes (a
- * mark-compact every ~200 pushes at 10,000, `--trace-gc`). The array is made when first read (the
+ * position) to find what a delta replaces or removes without a pass over the list. A copy of the list
+ * per delta (pointers only) would grow with the configuration and be most of what a data plane's old
+ * generation grows by under back-to-back pushes. The array is made when first read (the
  * snapshot cache's save) and kept; the patch is folded into a new base once it outgrows √length, so
  * a delta costs O(√n) amortised.
  */
@@ -830,7 +829,7 @@ function definitionsOf(versions: Partial<Record<KindKey, ListVersion<object>>>):
 
 /**
  * Builds now what the first delta on `defs` would otherwise build on its path: each list's positions
- * (at 50,000 APIs ~30 ms of the data plane's first delta after a full snapshot, ~5 ms at 10,000).
+ * (a pass over every list).
  */
 export function prepareForDeltas(defs: Definitions): void {
   for (const key of KIND_KEYS) versionOf(key, defs);

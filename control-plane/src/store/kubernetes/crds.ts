@@ -128,7 +128,7 @@ const STATUS_SCHEMA = {
 
 export function customResourceDefinition(resource: ResourceKind): JsonSchema {
   const spec = structural(z.toJSONSchema(resource.schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema);
-  // spec.name (spec.username) may be left out: the CP then uses metadata.name (README "Run on Kubernetes").
+  // spec.name (spec.username) may be left out: the CP then uses metadata.name (docs/kubernetes.md "Run on Kubernetes").
   spec.required = (spec.required as string[]).filter((k) => k !== resource.nameField);
   const condition = (type: string) => `.status.conditions[?(@.type=="${type}")].status`;
   return {

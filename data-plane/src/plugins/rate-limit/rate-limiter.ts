@@ -74,8 +74,8 @@ export function createRateLimiter(deps: {
 }): RateLimiter {
   const { logger } = deps;
   const nowUs = deps.nowUs ?? (() => Date.now() * 1000);
-  // Created at the first in-process decision: lru-cache allocates for all its keys up front (2.8 MB
-  // for 100,000), most data planes have no rate_limit plugin at all.
+  // Created at the first in-process decision: lru-cache allocates for all its keys up front, and most data
+  // planes have no rate_limit plugin at all.
   let tats: LRUCache<string, number> | undefined;
   const degraded = deps.registry
     ? new Counter({

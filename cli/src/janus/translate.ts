@@ -33,6 +33,7 @@ export interface ItemReport {
  * (README/docs list the same table: docs/migrating-from-janus.md).
  */
 export const DIFFERING_DEFAULTS: ReadonlyArray<{ field: string; janus: string; gatehouse: string; imported: string }> = [
+  { field: 'plugins[].enabled (absent)', janus: 'false (Go zero value)', gatehouse: 'true', imported: 'false' },
   { field: 'proxy.methods (absent)', janus: '["GET"]', gatehouse: '["ALL"]', imported: '["GET"]' },
   { field: 'proxy.methods null or []', janus: 'no route: the API is not served', gatehouse: 'refused / ALL', imported: 'active: false, methods ["GET"]' },
   { field: 'proxy.upstreams.balancing absent or not roundrobin/rr/weight', janus: 'route not registered ("unsupported balancing algorithm")', gatehouse: 'roundrobin', imported: 'active: false, balancing "roundrobin"' },
@@ -231,13 +232,18 @@ function translateProxy(raw: unknown): ProxyOutcome {
 
 // ---- Plugins.
 
+const JANUS_PLUGINS = new Set(['basic_auth', 'body_limit', 'cb', 'compression', 'cors', 'oauth2', 'organization_auth', 'rate_limit', 'request_transformer', 'response_transformer', 'retry']);
+
 const HYSTRIX_DEFAULTS = { timeout: 1000, max_concurrent_requests: 10 } as const;
 
 function translatePlugins(raw: unknown, routeMethods: unknown): { plugins: unknown[]; changes: string[]; differences: string[]; refusal?: string } {
   const changes: string[] = [];
   const differences: string[] = [];
   let refusal: string | undefined;
-  const plugins = (Array.isArray(raw) ? raw : []).filter(isObject).map((p) => {
+  const given = (Array.isArray(raw) ? raw : []).filter(isObject);
+  // Janus skips a plugin it does not know (and serves the API without it).
+  for (const p of given.filter((p) => !JANUS_PLUGINS.has(String(p.name)))) changes.push(`plugin ${JSON.stringify(p.name)} left out: Janus does not know it and ignores it`);
+  const plugins = given.filter((p) => JANUS_PLUGINS.has(String(p.name))).map((p) => {
     const plugin = clone(p);
     // Go's zero value: `enabled` absent is false in Janus (Gatehouse's default is true).
     if (plugin.enabled === undefined) {
@@ -275,6 +281,12 @@ function translatePlugins(raw: unknown, routeMethods: unknown): { plugins: unkno
       case 'rate_limit':
         differences.push('rate_limit: a JSON 429 with Retry-After instead of Janus\'s plain-text "Limit exceeded"');
         if (config.trust_forward_headers === true) differences.push('rate_limit: the right-most X-Forwarded-For address is counted, not the left-most (a client cannot choose it)');
+        if (config.policy !== 'local' && config.policy !== 'redis') {
+          // Janus's setup fails ("policy is not supported") and the API is served without the plugin.
+          plugin.enabled = false;
+          changes.push(`rate_limit: enabled: false: Janus does not apply it (policy ${JSON.stringify(config.policy ?? null)} is neither "local" nor "redis")`);
+          break;
+        }
         if (config.policy === 'redis') changes.push('rate_limit: redis.dsn/prefix dropped: counters go to the data plane\'s REDIS_URL');
         break;
       case 'response_transformer':
@@ -286,8 +298,8 @@ function translatePlugins(raw: unknown, routeMethods: unknown): { plugins: unkno
           differences.push('request_transformer: body actions are not supported and are dropped');
         }
         break;
-      case 'organization':
-        refusal = 'plugin organization has no Gatehouse equivalent: use basic_auth or key_auth with acl groups, remove the plugin in Janus, then import again';
+      case 'organization_auth':
+        refusal = 'plugin organization_auth has no Gatehouse equivalent: use basic_auth or key_auth with acl groups, remove the plugin in Janus, then import again';
         break;
     }
     return plugin;
@@ -392,6 +404,15 @@ export interface JanusConfig {
   basicAuthUsers: unknown[];
 }
 
+/** Janus keeps the last definition read of a name (a map by name); an earlier one is not served. */
+function lastOfEachName(items: ItemReport[]): ItemReport[] {
+  return items.map((item, i) =>
+    items.some((later, j) => j > i && later.kind === item.kind && later.name === item.name)
+      ? { kind: item.kind, name: item.name, status: 'changed', changes: ['not imported: a later definition of the same name replaces it, as in Janus (it keeps the last one read)'], differences: [] }
+      : item,
+  );
+}
+
 export function translateAll(config: JanusConfig): ItemReport[] {
-  return [...config.apis.map(translateApi), ...config.oauthServers.map(translateOAuthServer), ...config.basicAuthUsers.map(translateBasicAuthUser)];
+  return lastOfEachName([...config.apis.map(translateApi), ...config.oauthServers.map(translateOAuthServer), ...config.basicAuthUsers.map(translateBasicAuthUser)]);
 }

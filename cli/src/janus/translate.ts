@@ -44,6 +44,8 @@ export const DIFFERING_DEFAULTS: ReadonlyArray<{ field: string; janus: string; g
   { field: 'plugins cb.timeout', janus: '1000 (hystrix)', gatehouse: '0 (off)', imported: '1000' },
   { field: 'plugins cb.max_concurrent_requests', janus: '10 (hystrix)', gatehouse: '0 (off)', imported: '10' },
   { field: 'plugins retry.methods', janus: 'every method', gatehouse: 'the idempotent ones', imported: "the route's methods" },
+  { field: 'plugins rate_limit.policy absent or not local/redis', janus: 'plugin not applied ("policy is not supported")', gatehouse: 'local', imported: 'enabled: false' },
+  { field: 'plugins[].name unknown to Janus', janus: 'ignored', gatehouse: 'refused', imported: 'left out' },
   { field: 'plugins response_transformer', janus: 'no effect (headers changed after they were sent)', gatehouse: 'applied', imported: 'enabled: false' },
 ];
 

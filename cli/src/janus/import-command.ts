@@ -7,7 +7,7 @@
  */
 import { CliError, request, type Connection } from '../admin-http.js';
 import type { CliContext } from '../context.js';
-import { formatTable } from '../output.js';
+import { formatData, formatTable } from '../output.js';
 import { readJanus, type JanusAdminCredentials } from './sources.js';
 import { translateAll, type ItemReport } from './translate.js';
 
@@ -94,7 +94,8 @@ export async function importFromJanus(ctx: CliContext, sources: string[], option
   const items = translateAll(janus);
   const blocking = items.filter((i) => i.status === 'refused' && !i.submitted);
   const code = exitCodeOf(items);
-  const json = ctx.output === 'json';
+  // json and yaml: one document at the end, for scripts.
+  const json = ctx.output !== 'table';
   const out: Record<string, unknown> = { items, exit_code: code };
   if (!json) console.log(reportTable(items));
 
@@ -109,13 +110,13 @@ export async function importFromJanus(ctx: CliContext, sources: string[], option
     }
   } else {
     if (blocking.length > 0 && !options.skipRefused) {
-      if (json) console.log(JSON.stringify({ ...out, written: false }, null, 2));
+      if (json) console.log(formatData({ ...out, written: false }, ctx.output === 'yaml' ? 'yaml' : 'json'));
       throw new CliError(`nothing written: ${blocking.length} item(s) refused (${blocking.map((i) => `${i.kind} ${i.name}`).join(', ')}); fix them in Janus, or pass --skip-refused to import the rest`, EXIT_ACTION_NEEDED);
     }
     const result = await write(conn, items, false);
     out.written = result;
     if (!json) console.log(`\n${result.changed ? `imported: now version ${result.version} (${diffLine(result)}); \`gatehouse rollback ${result.version - 1}\` undoes it` : `nothing to change (version ${result.version})`}`);
   }
-  if (json) console.log(JSON.stringify(out, null, 2));
+  if (json) console.log(formatData(out, ctx.output === 'yaml' ? 'yaml' : 'json'));
   return code;
 }

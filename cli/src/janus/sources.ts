@@ -13,6 +13,8 @@ import { CliError } from '../admin-http.js';
 import type { JanusConfig } from './translate.js';
 
 const TIMEOUT_MS = 60_000;
+/** A Janus admin answer larger than this is refused rather than held in memory (50,000 APIs are ~40 MiB). */
+const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Mongo extended JSON (canonical and relaxed) to plain values; `_id` dropped at the top level. */
@@ -103,6 +105,22 @@ async function janusRequest(url: string, init: RequestInit): Promise<Response> {
   }
 }
 
+/** The answer's JSON, read up to MAX_ANSWER_BYTES; null when it is not JSON. */
+async function jsonOf(res: Response, what: string): Promise<unknown> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body ?? []) {
+    size += chunk.byteLength;
+    if (size > MAX_ANSWER_BYTES) throw new CliError(`Janus ${what} answered more than ${MAX_ANSWER_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return null;
+  }
+}
+
 async function readAdminApi(base: string, credentials: JanusAdminCredentials, into: JanusConfig): Promise<void> {
   const root = base.replace(/\/+$/, '');
   if (!credentials.username || !credentials.password) throw new CliError('a Janus admin API needs --janus-user and --janus-password (or JANUS_USER / JANUS_PASSWORD)', 2);
@@ -111,14 +129,14 @@ async function readAdminApi(base: string, credentials: JanusAdminCredentials, in
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ username: credentials.username, password: credentials.password }),
   });
-  const loginBody = (await login.json().catch(() => null)) as { access_token?: unknown } | null;
+  const loginBody = (await jsonOf(login, 'POST /login')) as { access_token?: unknown } | null;
   if (!login.ok || typeof loginBody?.access_token !== 'string') throw new CliError(`Janus login at ${root}/login failed (HTTP ${login.status})`);
   const headers = { authorization: `Bearer ${loginBody.access_token}`, accept: 'application/json' };
   const list = async (path: string, optional: boolean): Promise<unknown[]> => {
     const res = await janusRequest(`${root}${path}`, { headers });
     if (optional && res.status === 404) return [];
     if (!res.ok) throw new CliError(`Janus GET ${path} answered HTTP ${res.status}`);
-    const body = await res.json().catch(() => null);
+    const body = await jsonOf(res, `GET ${path}`);
     if (!Array.isArray(body)) throw new CliError(`Janus GET ${path} did not answer a JSON array`);
     return body.map(withoutId);
   };

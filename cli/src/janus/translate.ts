@@ -217,7 +217,7 @@ function translateProxy(raw: unknown): ProxyOutcome {
   if (zero(timeouts.dial_timeout)) delete timeouts.dial_timeout;
   if (zero(timeouts.response_header_timeout)) {
     timeouts.response_header_timeout = '60s';
-    differences.push('response_header_timeout "60s": Janus waits for response headers without limit; Gatehouse has no unlimited wait (raise it if an upstream takes longer)');
+    differences.push('response_header_timeout "60s": Janus waits for response headers without limit, Gatehouse has no unlimited wait (raise it for slower upstreams)');
   }
   proxy.forwarding_timeouts = timeouts;
 

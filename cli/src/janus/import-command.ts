@@ -115,6 +115,9 @@ export async function importFromJanus(ctx: CliContext, sources: string[], option
     }
     const result = await write(conn, items, false);
     out.written = result;
+    // The import removes nothing it read: a removal is a write made between its GET and its PUT, now undone.
+    const removed = Object.entries(result.diff).flatMap(([kind, d]) => d.removed.map((n) => `${kind} ${n}`));
+    if (removed.length > 0) console.error(`warning: written over a change made during the import (removed: ${removed.join(', ')}); \`gatehouse rollback ${result.before}\` undoes the import`);
     if (!json) console.log(`\n${result.changed ? `imported: now version ${result.version} (${diffLine(result)}); \`gatehouse rollback ${result.version - 1}\` undoes it` : `nothing to change (version ${result.version})`}`);
   }
   if (json) console.log(formatData(out, ctx.output === 'yaml' ? 'yaml' : 'json'));

@@ -134,6 +134,13 @@ describe('OAuth servers', () => {
     });
   });
 
+  test("introspection without use_auth_header: Janus's GET is reported", () => {
+    const custom = { ...server([]), token_strategy: { name: 'introspection', settings: { use_custom_header: true, header_name: 'X-Token' } } };
+    expect(translateOAuthServer(custom).differences.join()).toContain('Janus sends a GET with the token in header X-Token');
+    const auth = { ...server([]), token_strategy: { name: 'introspection', settings: { use_auth_header: true, auth_header_type: 'Bearer' } } };
+    expect(translateOAuthServer(auth).status).toBe('unchanged');
+  });
+
   test('a 32-byte key is unchanged; an endpoint without listen_path (Janus serves none) is left out', () => {
     const report = translateOAuthServer(server([{ alg: 'HS256', key: 'k'.repeat(32) }]));
     expect(report.status).toBe('unchanged');

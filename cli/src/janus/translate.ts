@@ -371,6 +371,13 @@ export function translateOAuthServer(raw: unknown): ItemReport {
   }
   input.oauth_endpoints = endpoints;
   const strategy = isObject(input.token_strategy) ? input.token_strategy : {};
+  const introspection = isObject(strategy.settings) ? strategy.settings : {};
+  if (strategy.name === 'introspection' && introspection.use_auth_header !== true) {
+    // Janus GETs the endpoint with the token in `header_name`, or in a form net/http never sends for a client request.
+    differences.push(
+      `introspection: Janus sends a GET with the token ${introspection.use_custom_header === true ? `in header ${String(introspection.header_name)}` : 'nowhere (its form is not sent)'}; Gatehouse POSTs RFC 7662's form (token=…): check the endpoint accepts it, or set use_auth_header`,
+    );
+  }
   const short = hsKeyBytes(strategy);
   let submitted = false;
   if (short !== undefined && !reason) {

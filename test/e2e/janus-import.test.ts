@@ -227,6 +227,14 @@ describe('a Janus file store', () => {
     expect((await admin.getApi('janus-cb')).body.plugins[0].config).toMatchObject({ timeout: 1000, max_concurrent_requests: 10 });
   });
 
+  test("cb: hystrix's 10 concurrent requests: the 11th is refused, as in Janus", async () => {
+    const slow = () => upstream.requests.filter((r) => r.url.startsWith('/slow')).length;
+    const before = slow();
+    const answers = await Promise.all(Array.from({ length: 11 }, () => dp.request('GET', '/cb/x', { timeoutMs: 10_000 })));
+    expect(answers.filter((a) => a.status === 503 && a.json === 'upstream circuit open')).toHaveLength(1);
+    expect(slow() - before).toBe(10);
+  });
+
   test('retry: a POST is retried, as Janus retries every method', async () => {
     const before = upstream.requests.filter((r) => r.url.startsWith('/failing')).length;
     expect((await dp.request('POST', '/retry/x')).status).toBe(500);

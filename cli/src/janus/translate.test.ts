@@ -82,6 +82,13 @@ describe('API definitions', () => {
     expect(params.status).toBe('unchanged');
   });
 
+  test("hosts: a top-level one (ignored by Janus) is left out; a port is reported, since Gatehouse ignores it", () => {
+    const report = translateApi(api({ hosts: ['api.example.com:8080', '*.example.com'] }, { hosts: ['other.example.com'] }));
+    expect(report.definition!.hosts).toBeUndefined();
+    expect(report.definition!.proxy).toMatchObject({ hosts: ['api.example.com', '*.example.com'] });
+    expect(report.differences.join()).toContain('hosts api.example.com:8080: Gatehouse matches the host without its port');
+  });
+
   test('plugins: enabled absent is off; cors credentials; cb hystrix defaults; retry methods; response_transformer off; unknown dropped; organization_auth refused', () => {
     const report = translateApi(
       api({ methods: ['GET', 'POST'] }, {

@@ -329,6 +329,18 @@ export function translateApi(raw: unknown): ItemReport {
   const plugins = translatePlugins(input.plugins, proxy.proxy.methods);
   const changes = [...proxy.changes, ...plugins.changes];
   const differences = [...proxy.differences, ...plugins.differences];
+  // Janus's definition has no top-level hosts (only proxy.hosts): it ignores one.
+  if ('hosts' in input) {
+    delete input.hosts;
+    changes.push('top-level hosts left out: Janus ignores it (it matches proxy.hosts only)');
+  }
+  // Janus compares the whole Host header, port included; Gatehouse compares it without the port.
+  const hosts = Array.isArray(proxy.proxy.hosts) ? (proxy.proxy.hosts as unknown[]) : [];
+  const withPort = hosts.filter((h): h is string => typeof h === 'string' && /:\d+$/.test(h));
+  if (withPort.length > 0) {
+    proxy.proxy.hosts = hosts.map((h) => (typeof h === 'string' ? h.replace(/:\d+$/, '') : h));
+    differences.push(`hosts ${withPort.join(', ')}: Gatehouse matches the host without its port, so any port now matches`);
+  }
   const def: Record<string, unknown> = { ...input, proxy: proxy.proxy, plugins: plugins.plugins };
   if (def.active === undefined) def.active = true;
   if (proxy.notServed && def.active !== false) {

@@ -68,6 +68,10 @@ describe('API definitions', () => {
     const report = translateApi(api({ forwarding_timeouts: { dial_timeout: '0s', response_header_timeout: '0s' } }));
     expect((report.definition!.proxy as any).forwarding_timeouts).toEqual({ response_header_timeout: '60s' });
     expect(report.differences.join()).toContain('without limit');
+    // What Go's time.ParseDuration refuses is 0 in Janus too; a valid one is kept.
+    for (const dial_timeout of [30, '30', '0.0s', '0m0s']) {
+      expect((translateApi(api({ forwarding_timeouts: { dial_timeout, response_header_timeout: '1m0s' } })).definition!.proxy as any).forwarding_timeouts).toEqual({ response_header_timeout: '1m0s' });
+    }
   });
 
   test('rewrite: an exact listen_path with a pathless target gets strip_path; a /* one is refused; an overlapping target path is refused', () => {

@@ -213,7 +213,8 @@ function translateProxy(raw: unknown): ProxyOutcome {
 
   // Janus's net/http transport: a dial timeout of 0 is 30s (ours too); a response header timeout of 0 is none.
   const timeouts = isObject(proxy.forwarding_timeouts) ? proxy.forwarding_timeouts : {};
-  const zero = (v: unknown) => v === undefined || v === null || v === '' || v === 0 || (typeof v === 'string' && /^0+(\.0+)?(ns|us|µs|ms|s|m|h)?$/.test(v));
+  // Janus keeps 0 for what time.ParseDuration refuses (a number, "30"), as for "0s".
+  const zero = (v: unknown) => typeof v !== 'string' || !/^(\d*\.?\d*(ns|us|µs|μs|ms|s|m|h))+$/.test(v) || !/[1-9]/.test(v);
   if (zero(timeouts.dial_timeout)) delete timeouts.dial_timeout;
   if (zero(timeouts.response_header_timeout)) {
     timeouts.response_header_timeout = '60s';

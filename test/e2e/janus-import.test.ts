@@ -281,7 +281,8 @@ describe('a mongoexport', () => {
     const items = byName(JSON.parse(dry.stdout).items);
     expect(Object.keys(items)).toEqual(['api/mongo-users', 'api/mongo-orders', 'oauth_server/mongo-auth', 'basic_auth_user/janus-bcrypt', 'basic_auth_user/scrypt-user']);
     expect(items['api/mongo-users'].definition._id).toBeUndefined();
-    expect(items['oauth_server/mongo-auth']).toMatchObject({ status: 'unchanged', definition: { token_strategy: { leeway: 30 } } });
+    expect(items['oauth_server/mongo-auth']).toMatchObject({ status: 'changed', definition: { token_strategy: { leeway: 30 } } });
+    expect(items['oauth_server/mongo-auth'].reason).toBeUndefined();
     expect(items['basic_auth_user/janus-bcrypt'].status).toBe('reset');
     expect(items['basic_auth_user/janus-bcrypt'].reason).toContain('bcrypt, which Gatehouse cannot verify');
     expect(items['basic_auth_user/scrypt-user'].status).toBe('unchanged');

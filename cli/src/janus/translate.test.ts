@@ -149,13 +149,25 @@ describe('OAuth servers', () => {
     const custom = { ...server([]), token_strategy: { name: 'introspection', settings: { use_custom_header: true, header_name: 'X-Token' } } };
     expect(translateOAuthServer(custom).differences.join()).toContain('Janus sends a GET with the token in header X-Token');
     const auth = { ...server([]), token_strategy: { name: 'introspection', settings: { use_auth_header: true, auth_header_type: 'Bearer' } } };
-    expect(translateOAuthServer(auth).status).toBe('unchanged');
+    expect(translateOAuthServer(auth).differences.join()).not.toContain('introspection');
   });
 
-  test('a 32-byte key is unchanged; an endpoint without listen_path (Janus serves none) is left out', () => {
+  test("a 32-byte key is kept; an endpoint without listen_path (Janus serves none) is left out; Janus's CORS on the endpoints is reported", () => {
     const report = translateOAuthServer(server([{ alg: 'HS256', key: 'k'.repeat(32) }]));
-    expect(report.status).toBe('unchanged');
+    expect(report.status).toBe('changed');
+    expect(report.reason).toBeUndefined();
     expect(Object.keys(report.definition!.oauth_endpoints as object)).toEqual(['token']);
+    expect(report.differences).toEqual(["CORS: Janus answers CORS on every OAuth endpoint (any origin, with credentials); Gatehouse's OAuth endpoints answer none"]);
+  });
+
+  test('access_rules are refused (dropping them would let tokens through); secrets and client endpoints are reported', () => {
+    const key = [{ alg: 'HS256', key: 'k'.repeat(32) }];
+    const rules = translateOAuthServer({ ...server(key), access_rules: [{ predicate: "country == 'de'", action: 'deny' }] });
+    expect(rules.status).toBe('refused');
+    expect(rules.definition).toBeUndefined();
+    const extras = translateOAuthServer({ ...server(key), secrets: { client: 'secret' }, oauth_client_endpoints: { create: { listen_path: '/clients' } } });
+    expect(extras.differences.join('\n')).toMatch(/secrets: Janus adds[^]*oauth_client_endpoints \(create\)/);
+    expect(extras.definition!.secrets).toBeUndefined();
   });
 });
 

@@ -383,6 +383,19 @@ export function translateOAuthServer(raw: unknown): ItemReport {
     reason ??= p.refusal && `${which}: ${p.refusal}`;
   }
   input.oauth_endpoints = endpoints;
+  // Members of Janus's server that Gatehouse's has not (dropped by the control plane anyway).
+  const corsMeta = isObject(input.cors_meta) ? input.cors_meta : {};
+  const origins = Array.isArray(corsMeta.domains) && corsMeta.domains.length > 0 ? corsMeta.domains.join(', ') : 'any origin';
+  differences.push(`CORS: Janus answers CORS on every OAuth endpoint (${origins}, with credentials); Gatehouse's OAuth endpoints answer none`);
+  if (isObject(input.rate_limit) && input.rate_limit.enabled === true) differences.push(`rate_limit ${String(input.rate_limit.limit)} on the endpoints: Gatehouse's OAuth endpoints have no rate limit`);
+  if (isObject(input.secrets) && Object.keys(input.secrets).length > 0) differences.push("secrets: Janus adds a client's secret to token requests; Gatehouse does not (clients must send their own)");
+  const clientEndpoints = isObject(input.oauth_client_endpoints) ? Object.entries(input.oauth_client_endpoints).filter(([, e]) => isObject(e) && e.listen_path) : [];
+  if (clientEndpoints.length > 0) differences.push(`oauth_client_endpoints (${clientEndpoints.map(([k]) => k).join(', ')}) are not served by Gatehouse: define them as APIs`);
+  if (Array.isArray(input.access_rules) && input.access_rules.length > 0) {
+    // Dropping them would let tokens through that Janus denies.
+    reason ??= 'access_rules have no Gatehouse equivalent, and without them tokens Janus denies would pass: express them with the token policy (issuer, audiences, scopes) or remove them in Janus, then import again';
+  }
+  for (const member of ['cors_meta', 'rate_limit', 'secrets', 'oauth_client_endpoints', 'access_rules', 'allowed_access_types', 'allowed_authorize_types', 'auth_login_redirect']) delete input[member];
   const strategy = isObject(input.token_strategy) ? input.token_strategy : {};
   const introspection = isObject(strategy.settings) ? strategy.settings : {};
   if (strategy.name === 'introspection' && introspection.use_auth_header !== true) {

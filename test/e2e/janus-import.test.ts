@@ -6,7 +6,7 @@
  * Each default that differs is shown to behave, once imported, as Janus's code makes it behave.
  */
 import { execFile } from 'node:child_process';
-import { cp as copy, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp as copy, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -270,6 +270,25 @@ describe('a Janus file store', () => {
     expect(upstream.last()?.url).toBe('/token');
   });
 
+});
+
+test('a definition the control plane refuses: the error names it, and --apply writes nothing', async () => {
+  const dir = join(work, 'refused-store');
+  await mkdir(join(dir, 'apis'), { recursive: true });
+  const bad = {
+    name: 'janus-bad-limit',
+    proxy: { listen_path: '/bad-limit/*', methods: ['GET'], upstreams: { balancing: 'roundrobin', targets: [{ target: `${upstream.url}/x` }] } },
+    plugins: [{ name: 'rate_limit', enabled: true, config: { limit: 'lots', policy: 'local' } }],
+  };
+  await writeFile(join(dir, 'apis', 'bad.json'), JSON.stringify(bad));
+  const before = await currentVersion();
+  for (const args of [[], ['--apply']]) {
+    const run = await cli(['import', '--from-janus', dir, ...args]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^error: the control plane refused the import, nothing written: janus-bad-limit: apis\[\d+\]\.plugins\[0\]\.config\.limit /);
+  }
+  expect(await currentVersion()).toBe(before);
+  expect((await admin.getApi('janus-bad-limit')).status).toBe(404);
 });
 
 describe('a mongoexport', () => {

@@ -75,8 +75,17 @@ export function exitCodeOf(items: ItemReport[]): number {
 
 async function write(conn: Connection, items: ItemReport[], dryRun: boolean): Promise<WriteResult & { before: string }> {
   const got = await request(conn, 'GET', '/config');
-  const result = (await request(conn, 'PUT', dryRun ? '/config?dry_run=true' : '/config', merged(got.body as ConfigDocument, items))).body as WriteResult;
-  return { ...result, before: got.headers.get('x-snapshot-version') ?? '?' };
+  const doc = merged(got.body as ConfigDocument, items);
+  try {
+    const result = (await request(conn, 'PUT', dryRun ? '/config?dry_run=true' : '/config', doc)).body as WriteResult;
+    return { ...result, before: got.headers.get('x-snapshot-version') ?? '?' };
+  } catch (err) {
+    // The control plane names the item by its place in the whole document: add its name.
+    const at = err instanceof CliError ? /^(apis|oauth_servers|basic_auth_credentials)\[(\d+)\]/.exec(err.message) : null;
+    const item = at && (doc[at[1] as keyof ConfigDocument] as Record<string, unknown>[])[Number(at[2])];
+    if (!item) throw err;
+    throw new CliError(`the control plane refused the import, nothing written: ${String(item.name ?? item.username)}: ${err instanceof Error ? err.message : ''}`, (err as CliError).exitCode);
+  }
 }
 
 function diffLine(result: WriteResult): string {

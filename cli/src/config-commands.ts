@@ -1,5 +1,5 @@
 /**
- * The whole configuration: `export`, `import -f [--dry-run]`, `history`, `rollback <version>`
+ * The whole configuration: `export`, `import -f [--dry-run]` (or `--from-janus`: janus/), `history`, `rollback <version>`
  * (GET/PUT /config, GET /config/history, POST /config/rollback/{version}).
  */
 import { writeFile } from 'node:fs/promises';
@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { CliError, request } from './admin-http.js';
 import { withContext } from './context.js';
 import { readDocument } from './documents.js';
+import { importFromJanus } from './janus/import-command.js';
 import { formatData, formatTable, print } from './output.js';
 
 interface KindDiff {
@@ -74,11 +75,33 @@ export function addConfigCommands(program: Command): void {
 
   program
     .command('import')
-    .description('replace the whole configuration with a file (as `export` writes it); validated as a whole first')
-    .requiredOption('-f, --file <file>', 'YAML or JSON configuration (- = stdin)')
+    .description('replace the whole configuration with a file (as `export` writes it); validated as a whole first. With --from-janus: import a Janus configuration (a dry run unless --apply)')
+    .option('-f, --file <file>', 'YAML or JSON configuration (- = stdin)')
     .option('--dry-run', 'only show what would change')
+    .option('--from-janus <source...>', 'Janus file-store directory, mongoexport file(s) or admin API URL')
+    .option('--apply', 'with --from-janus: write the import (one version in the history)')
+    .option('--skip-refused', 'with --apply: import the rest when items are refused')
+    .option('--janus-user <username>', 'Janus admin API user (default: JANUS_USER)')
+    .option('--janus-password <password>', 'Janus admin API password (default: JANUS_PASSWORD)')
+    .addHelpText(
+      'after',
+      '\nExit codes with --from-janus: 0 nothing needs action, 3 changes to review, 4 refused items or users to reset, 1 error, 2 usage.',
+    )
     .action(
-      withContext(async (ctx, options: { file: string; dryRun?: boolean }) => {
+      withContext(async (ctx, options: { file?: string; dryRun?: boolean; fromJanus?: string[]; apply?: boolean; skipRefused?: boolean; janusUser?: string; janusPassword?: string }) => {
+        if (options.fromJanus) {
+          if (options.file) throw new CliError('--file and --from-janus cannot be given together', 2);
+          if (options.dryRun && options.apply) throw new CliError('--dry-run and --apply cannot be given together', 2);
+          process.exitCode = await importFromJanus(ctx, options.fromJanus, {
+            apply: options.apply,
+            skipRefused: options.skipRefused,
+            username: options.janusUser,
+            password: options.janusPassword,
+          });
+          return;
+        }
+        if (!options.file) throw new CliError('import needs --file (or --from-janus)', 2);
+        if (options.apply || options.skipRefused) throw new CliError('--apply and --skip-refused go with --from-janus (a file import writes unless --dry-run)', 2);
         const doc = await readDocument(options.file);
         const path = options.dryRun ? '/config?dry_run=true' : '/config';
         const result = (await request(await ctx.connection(), 'PUT', path, doc)).body as WriteResult;

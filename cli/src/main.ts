@@ -38,7 +38,8 @@ function buildProgram(): Command {
 async function main(argv: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(argv);
-    return 0;
+    // A command may set its own exit code (import --from-janus: what needs action).
+    return Number(process.exitCode ?? 0);
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : USAGE_EXIT;
     if (err instanceof CliError) {

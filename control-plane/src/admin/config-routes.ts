@@ -103,8 +103,9 @@ export function createConfigRoutes({ store, history, update, logger }: ConfigRou
   router
     .route('/config/history/:version')
     .get(async (req, res) => {
-      const { version, defs } = await kept(req);
-      res.json(toConfigDocument(defs, secretsShown(req, res, version)));
+      // Who may see secrets is settled before whether the version is kept.
+      const shown = secretsShown(req, res, versionOf(req));
+      res.json(toConfigDocument((await kept(req)).defs, shown));
     })
     .all(methodNotAllowed(['GET', 'HEAD']));
 

@@ -7,6 +7,8 @@
  * secrets pass (so the probe would catch a leak). A definition read, edited and written back keeps its
  * secrets (PUT, PATCH, PUT /config); `?secrets=include` is an admin's alone, and logged without the secret.
  */
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import { openidConnectPlugin } from '#proto/plugins/openid-connect';
 import { seal } from '../../data-plane/src/auth/sealed-cookie.js';
@@ -168,6 +170,17 @@ test('PUT /config of the redacted export changes nothing; a marker with no store
   });
   expect(created).toMatchObject({ status: 400, body: { error: expect.stringMatching(/^token_strategy\.settings\[0\]\.key is <redacted>/) } });
   expect((await gw.admin.request('GET', '/config')).snapshotVersion).toBe(exported.snapshotVersion);
+});
+
+test('the store, its journal and the history keep the real secrets (data planes need them); the marker is never stored', async () => {
+  // After the redacted round trips of the other tests (whatever their order): write one here too.
+  const shown = (await gw.admin.getOAuthServer('intro')).body;
+  expect((await gw.admin.updateOAuthServer('intro', { ...shown, token_strategy: { ...shown.token_strategy, leeway: 2 } })).status).toBe(200);
+  const files = async (dir: string): Promise<string[]> =>
+    (await Promise.all((await readdir(dir, { withFileTypes: true })).map((e) => (e.isDirectory() ? files(join(dir, e.name)) : [join(dir, e.name)])))).flat();
+  const stored = (await Promise.all((await files(gw.cp.dataDir)).map((f) => readFile(f, 'utf8')))).join('\n');
+  for (const secret of [HS_KEY, INTROSPECTION_SECRET, COOKIE_SECRET, idp.clientSecret]) expect(stored).toContain(secret);
+  expect(stored).not.toContain('<redacted>');
 });
 
 test('?secrets=include: 403 for a viewer, the secrets for an admin, logged with who and never what', async () => {

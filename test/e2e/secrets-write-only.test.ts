@@ -195,5 +195,6 @@ test('?secrets=include: 403 for a viewer, the secrets for an admin, logged with 
   const exports = logs.split('\n').filter((l) => l.includes('configuration exported with secrets'));
   expect(exports.length).toBeGreaterThan(0);
   expect(exports.at(-1)).toContain(`"user":"${gw.cp.username}"`);
+  expect(exports.at(-1)).toMatch(/"time":\d+/);
   for (const secret of secrets) expect(logs).not.toContain(secret);
 });

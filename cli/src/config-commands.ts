@@ -57,17 +57,18 @@ function printWrite(output: string, result: WriteResult, headline: string): void
 export function addConfigCommands(program: Command): void {
   program
     .command('export')
-    .description('print the whole configuration (YAML; --output json for JSON); basic_auth users as scrypt hashes, key_auth keys as SHA-256 digests')
+    .description('print the whole configuration (YAML; --output json for JSON); secrets shown as "<redacted>" (importing the file back keeps them)')
     .option('-f, --file <file>', 'write it to this file (mode 0600) instead of stdout')
+    .option('--include-secrets', 'include the secrets and hashes as stored (admin only; the control plane logs it)')
     .action(
-      withContext(async (ctx, options: { file?: string }) => {
-        const { body } = await request(await ctx.connection(), 'GET', '/config');
+      withContext(async (ctx, options: { file?: string; includeSecrets?: boolean }) => {
+        const { body } = await request(await ctx.connection(), 'GET', options.includeSecrets ? '/config?secrets=include' : '/config');
         const text = `${formatData(body, ctx.output === 'json' ? 'json' : 'yaml')}\n`;
         if (!options.file) {
           process.stdout.write(text);
           return;
         }
-        // It holds upstream addresses, JWT keys and password hashes.
+        // It holds upstream addresses (and, with --include-secrets, keys and password hashes).
         await writeFile(options.file, text, { mode: 0o600 });
         console.error(`configuration written to ${options.file}`);
       }),

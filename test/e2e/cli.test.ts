@@ -130,6 +130,10 @@ test('oauth-servers: apply -f JSON, list, get, delete', async () => {
   expect(JSON.parse(await ok(['-o', 'json', 'oauth-servers', 'apply', '-f', path]))).toEqual([{ kind: 'oauth-server', name: 'cli-auth', result: 'created' }]);
   expect(await ok(['oauth-servers', 'list'])).toMatch(/cli-auth\s+jwt\s+\/cli-auth\/token/);
   expect(JSON.parse(await ok(['-o', 'json', 'oauth-servers', 'get', 'cli-auth'])).token_strategy.name).toBe('jwt');
+  // The key is write-only: `get` and `export` show the marker, `export --include-secrets` the key.
+  expect(JSON.parse(await ok(['-o', 'json', 'oauth-servers', 'get', 'cli-auth'])).token_strategy.settings).toEqual([{ alg: 'HS256', key: '<redacted>' }]);
+  expect(await ok(['export'])).not.toContain('a-shared-secret-of-some-length');
+  expect(await ok(['export', '--include-secrets'])).toContain('a-shared-secret-of-some-length');
   expect(await ok(['oauth-servers', 'delete', 'cli-auth'])).toBe('oauth-server/cli-auth deleted\n');
 });
 

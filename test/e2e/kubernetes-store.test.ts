@@ -8,6 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { jest } from '@jest/globals';
 import { Watch, type KubernetesObject } from '@kubernetes/client-node';
+import { SignJWT } from 'jose';
 import { createAdminClient, type AdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
@@ -87,6 +88,16 @@ async function editSpec(resource: { plural: string }, name: string, edit: (spec:
 function crFor(metadataName: string, spec: Record<string, unknown>): KubernetesObject & { spec: unknown } {
   return { apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: metadataName, namespace: NAMESPACE }, spec };
 }
+
+/** The Secret the store keeps a CR's secrets in, checked to be owned by that CR (garbage-collected with it). */
+async function readOwnedSecret(cr: any): Promise<any> {
+  const name = `gatehouse-${String(cr.kind).toLowerCase()}-${cr.metadata.name}`;
+  const secret = (await admin.objects.read({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NAMESPACE } })) as any;
+  expect(secret.metadata.ownerReferences).toEqual([expect.objectContaining({ apiVersion: 'gatehouse.dev/v1alpha1', kind: cr.kind, name: cr.metadata.name, uid: cr.metadata.uid })]);
+  return secret;
+}
+
+const secretValue = (secret: any, key: string): string => Buffer.from(secret.data[key], 'base64').toString('utf8');
 
 function condition(cr: any, type: string): any {
   return (cr?.status?.conditions ?? []).find((c: any) => c.type === type);
@@ -213,7 +224,7 @@ test('admin write on one replica → a CR exists → every DP serves it', async 
   await pollUntil(async () => ((await clients[1].getApi('Orders_V1')).status === 200 ? true : undefined), { what: 'cp-b shows Orders_V1' });
 });
 
-test('a basic_auth user created through the admin API is a BasicAuthCredential CR holding only the hash, and authenticates on every DP', async () => {
+test('a basic_auth user created through the admin API is a BasicAuthCredential CR referencing its hash in a Secret it owns, and authenticates on every DP', async () => {
   const basic = (secret: string) => ({ headers: { authorization: `Basic ${Buffer.from(`Ops@Example.com:${secret}`).toString('base64')}` } });
   const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-basic', listenPath: '/k8s-basic/*', targets: [upstream.url] }), plugins: [{ name: 'basic_auth' }] });
   expect(api.status).toBe(201);
@@ -221,8 +232,9 @@ test('a basic_auth user created through the admin API is a BasicAuthCredential C
   expect(user.status).toBe(201);
   const cr = ((await admin.custom.listNamespacedCustomObject({ ...GROUP, plural: 'basicauthcredentials' })) as any).items.find((i: any) => i.spec.username === 'Ops@Example.com');
   expect(cr.metadata.name).toMatch(/^ops-example.com-[0-9a-f]{8}$/);
-  expect(Object.keys(cr.spec).sort()).toEqual(['password_hash', 'username']);
-  expect(cr.spec.password_hash).toMatch(/^scrypt\$/);
+  expect(cr.spec).toEqual({ username: 'Ops@Example.com', password_hash_secret_ref: { name: `gatehouse-basicauthcredential-${cr.metadata.name}`, key: 'password_hash' } });
+  const hashOf = async () => secretValue(await readOwnedSecret(cr), 'password_hash');
+  expect(await hashOf()).toMatch(/^scrypt\$/);
   expect(JSON.stringify(cr)).not.toContain('k8s password 1');
   for (const dp of dps) {
     await pollUntil(async () => ((await dp.request('GET', '/k8s-basic/x', basic('k8s password 1'))).status === 200 ? true : undefined), {
@@ -247,6 +259,9 @@ test('a basic_auth user created through the admin API is a BasicAuthCredential C
     });
     expect((await dp.request('GET', '/k8s-basic/x', basic('k8s password 2'))).status).toBe(200);
   }
+  // The new hash is in the same Secret; the spec did not change.
+  expect(await hashOf()).toMatch(/^scrypt\$/);
+  expect(((await admin.custom.getNamespacedCustomObject({ ...GROUP, plural: 'basicauthcredentials', name: cr.metadata.name })) as any).spec).toEqual(cr.spec);
   // The controller reports on it like on the other kinds.
   const credential = { ...GROUP, plural: 'basicauthcredentials', name: cr.metadata.name };
   await pollUntil(async () => (condition(await admin.custom.getNamespacedCustomObject(credential), 'Accepted')?.status === 'True' ? true : undefined), {
@@ -256,7 +271,7 @@ test('a basic_auth user created through the admin API is a BasicAuthCredential C
   });
 });
 
-test('a key_auth credential created through the admin API is a KeyAuthCredential CR holding only the digest; a CR with the same key is Conflicted', async () => {
+test('a key_auth credential created through the admin API is a KeyAuthCredential CR referencing its digest in a Secret; a CR with the same key is Conflicted', async () => {
   const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-key', listenPath: '/k8s-key/*', targets: [upstream.url] }), plugins: [{ name: 'key_auth' }] });
   expect(api.status).toBe(201);
   const created = await clients[0].request('POST', '/credentials/key_auth', { body: { username: 'Svc@Example.com' } });
@@ -266,8 +281,9 @@ test('a key_auth credential created through the admin API is a KeyAuthCredential
   const keys = { ...GROUP, plural: 'keyauthcredentials' };
   const cr = ((await admin.custom.listNamespacedCustomObject(keys)) as any).items.find((i: any) => i.spec.username === 'Svc@Example.com');
   expect(cr.metadata.name).toMatch(/^svc-example.com-[0-9a-f]{8}$/);
-  expect(Object.keys(cr.spec).sort()).toEqual(['key_hash', 'username']);
-  expect(cr.spec.key_hash).toMatch(/^sha256\$[A-Za-z0-9_-]{43}$/);
+  expect(Object.keys(cr.spec).sort()).toEqual(['key_hash_secret_ref', 'username']);
+  const keyHash = secretValue(await readOwnedSecret(cr), 'key_hash');
+  expect(keyHash).toMatch(/^sha256\$[A-Za-z0-9_-]{43}$/);
   expect(JSON.stringify(cr)).not.toContain(key);
   for (const dp of dps) {
     await pollUntil(async () => ((await dp.request('GET', '/k8s-key/x', { headers: { apikey: key } })).status === 200 ? true : undefined), {
@@ -289,7 +305,7 @@ test('a key_auth credential created through the admin API is a KeyAuthCredential
     kind: 'KeyAuthCredential',
     // Named to sort after the first: created within the same second, creation time ties and the name decides.
     metadata: { name: 'zz-key-copy', namespace: NAMESPACE },
-    spec: { username: 'copycat', key_hash: cr.spec.key_hash },
+    spec: { username: 'copycat', key_hash: keyHash },
   } as KubernetesObject);
   const copy = { ...keys, name: 'zz-key-copy' };
   const accepted = await pollUntil(
@@ -334,6 +350,91 @@ test("a KeyAuthCredential CR's groups (kubectl apply) are the consumer's: the ad
   await editSpec(keys, 'k8s-acl-user', (spec) => ({ ...spec, groups: ['ops'] }));
   for (const dp of dps) await judged(dp, 403);
   await admin.custom.deleteNamespacedCustomObject({ ...keys, name: 'k8s-acl-user' });
+});
+
+test('an HS key written through the admin API is in a Secret the OAuthServer CR owns, never in its spec or status; both replicas show the marker; a PUT of what they show keeps the key', async () => {
+  const HS = 'k8s-hs-key-0123456789-abcdefghijklmnop';
+  const endpoint = { listen_path: '/k8s-idp/token', upstreams: { targets: [{ target: `${upstream.url}/token` }] }, methods: ['POST'] };
+  const created = await clients[0].createOAuthServer({ name: 'k8s-idp', oauth_endpoints: { token: endpoint }, token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: HS }] } });
+  expect(created.status).toBe(201);
+  expect(created.body.token_strategy.settings).toEqual([{ alg: 'HS256', key: '<redacted>' }]);
+  const api = await clients[0].createApi(apiDefinition({ name: 'k8s-jwt', listenPath: '/k8s-jwt/*', targets: [upstream.url], plugins: [{ name: 'oauth2', config: { server_name: 'k8s-idp' } }] }));
+  expect(api.status).toBe(201);
+  const servers = { ...GROUP, plural: 'oauthservers' };
+  const cr = (await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' })) as any;
+  expect(cr.spec.token_strategy.settings).toEqual([{ alg: 'HS256', key_secret_ref: { name: 'gatehouse-oauthserver-k8s-idp', key: 'token_strategy.settings.0.key' } }]);
+  expect(secretValue(await readOwnedSecret(cr), 'token_strategy.settings.0.key')).toBe(HS);
+  const token = await new SignJWT({ sub: 'k8s-user' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(HS));
+  const admitted = async (dp: DataPlane) =>
+    pollUntil(async () => ((await dp.request('GET', '/k8s-jwt/x', { headers: { authorization: `Bearer ${token}` } })).status === 200 ? true : undefined), {
+      what: `${dp.id} admits the JWT`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+  for (const dp of dps) await admitted(dp);
+
+  const shown = await pollUntil(async () => ((r) => (r.status === 200 ? r : undefined))(await clients[1].getOAuthServer('k8s-idp')), { what: 'cp-b shows k8s-idp', details: logs });
+  expect(shown.body.token_strategy.settings).toEqual([{ alg: 'HS256', key: '<redacted>' }]);
+  const updated = await clients[1].updateOAuthServer('k8s-idp', { ...shown.body, token_strategy: { ...shown.body.token_strategy, leeway: 3 } });
+  expect(updated.status).toBe(200);
+  const after = (await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' })) as any;
+  expect(after.spec.token_strategy).toMatchObject({ leeway: 3, settings: cr.spec.token_strategy.settings });
+  expect(secretValue(await readOwnedSecret(after), 'token_strategy.settings.0.key')).toBe(HS);
+  for (const dp of dps) await admitted(dp);
+  await pollUntil(async () => (condition(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' }), 'Accepted')?.status === 'True' ? true : undefined), {
+    what: 'k8s-idp Accepted=True',
+    timeoutMs: 30_000,
+    details: logs,
+  });
+  expect(JSON.stringify(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' }))).not.toContain(HS);
+  expect((await clients[0].deleteApi('k8s-jwt')).status).toBe(204);
+  expect((await clients[0].deleteOAuthServer('k8s-idp')).status).toBe(204);
+});
+
+test('a CR written with kubectl may reference its own Secret: missing, it is Accepted=False SecretNotFound; created, served; updated, every DP follows; an admin edit keeps the reference', async () => {
+  const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-ref', listenPath: '/k8s-ref/*', targets: [upstream.url] }), plugins: [{ name: 'key_auth' }] });
+  expect(api.status).toBe(201);
+  const digest = (key: string) => Buffer.from(`sha256$${createHash('sha256').update(key).digest('base64url')}`).toString('base64');
+  const [first, second] = ['k8s-ref-key-one-0123456789', 'k8s-ref-key-two-0123456789'];
+  const keys = { ...GROUP, plural: 'keyauthcredentials' };
+  await admin.objects.create({
+    apiVersion: 'gatehouse.dev/v1alpha1',
+    kind: 'KeyAuthCredential',
+    metadata: { name: 'ref-user', namespace: NAMESPACE },
+    spec: { username: 'ref-user', key_hash_secret_ref: { name: 'ref-user-key', key: 'digest' } },
+  } as KubernetesObject);
+  const missing = await pollUntil(
+    async () => {
+      const c = condition(await admin.custom.getNamespacedCustomObject({ ...keys, name: 'ref-user' }), 'Accepted');
+      return c?.status === 'False' ? c : undefined;
+    },
+    { what: 'ref-user Accepted=False', timeoutMs: 30_000, details: logs },
+  );
+  expect(missing).toMatchObject({ reason: 'SecretNotFound', message: 'key_hash_secret_ref: Secret "ref-user-key" does not exist in this namespace' });
+  for (const cp of cps) expect(cp.process.running()).toBe(true);
+
+  const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'ref-user-key', namespace: NAMESPACE }, data: { digest: digest(first) } };
+  await admin.objects.create(secret as KubernetesObject);
+  const answers = async (dp: DataPlane, key: string, status: number) =>
+    pollUntil(async () => ((await dp.request('GET', '/k8s-ref/x', { headers: { apikey: key } })).status === status ? true : undefined), {
+      what: `${dp.id} answers ${status} to ${key}`,
+      timeoutMs: 20_000,
+      details: logs,
+    });
+  for (const dp of dps) await answers(dp, first, 200);
+  await admin.objects.replace({ ...secret, data: { digest: digest(second) } } as KubernetesObject);
+  for (const dp of dps) {
+    await answers(dp, second, 200);
+    await answers(dp, first, 401);
+  }
+  // The admin API edits the groups; the CR still takes its digest from the user's Secret.
+  expect((await clients[1].request('PUT', '/credentials/key_auth/ref-user', { body: { groups: ['ops'] } })).status).toBe(200);
+  const cr = (await admin.custom.getNamespacedCustomObject({ ...keys, name: 'ref-user' })) as any;
+  expect(cr.spec).toEqual({ username: 'ref-user', groups: ['ops'], key_hash_secret_ref: { name: 'ref-user-key', key: 'digest' } });
+  for (const dp of dps) await answers(dp, second, 200);
+  await admin.custom.deleteNamespacedCustomObject({ ...keys, name: 'ref-user' });
+  await admin.objects.delete(secret as KubernetesObject);
+  expect((await clients[0].deleteApi('k8s-ref')).status).toBe(204);
 });
 
 test('a CR written with the Kubernetes API (kubectl apply) → every DP serves it, the admin API lists it', async () => {
@@ -589,7 +690,12 @@ test('the CP with its restricted token can do its job and nothing else', async (
   const refused = async (fn: () => Promise<unknown>) => {
     await expect(fn()).rejects.toMatchObject({ code: 403 });
   };
-  await refused(() => identity.objects.list('v1', 'Secret', NAMESPACE));
+  // Secrets: read and written in its own namespace only (the CRs' secrets), never deleted (their owner's garbage collection does).
+  await expect(identity.objects.list('v1', 'Secret', NAMESPACE)).resolves.toBeDefined();
+  await refused(() => identity.objects.list('v1', 'Secret', 'default'));
+  await admin.objects.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE }, data: {} } as KubernetesObject);
+  await refused(() => identity.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE } } as KubernetesObject));
+  await admin.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE } } as KubernetesObject);
   await refused(() => identity.objects.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: NAMESPACE } } as KubernetesObject));
   await refused(() => identity.custom.listNamespacedCustomObject({ ...APIS, namespace: 'default' }));
   await refused(() =>

@@ -70,8 +70,8 @@ test('groups are stored lower-cased, deduplicated and sorted, shown by the admin
   expect((await gw.admin.request('GET', `${KEYS}/bob-show`)).body).toEqual({ username: 'bob-show' });
   const exported = (await gw.admin.request('GET', '/config')).body;
   expect(exported.key_auth_credentials).toEqual([
-    { username: 'ann-show', key_hash: expect.stringMatching(/^sha256\$/), groups: ['admins', 'partners'] },
-    { username: 'bob-show', key_hash: expect.stringMatching(/^sha256\$/) },
+    { username: 'ann-show', key_hash: '<redacted>', groups: ['admins', 'partners'] },
+    { username: 'bob-show', key_hash: '<redacted>' },
   ]);
 });
 

@@ -159,9 +159,11 @@ test('no GET shows the key or its hash, and the store files hold only the SHA-25
   const written: Written[] = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'key-auth-credential'));
   const stored: Written[] = (JSON.parse(base).key_auth_credentials ?? []).map((def: { username: string }) => ({ name: def.username, def }));
   expect([...stored, ...written].filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([{ username: 'alice-store', key_hash: digest(key) }]);
-  // The configuration export shows the digest, never the key.
+  // The configuration export shows the digest only when an admin asks for secrets, never the key.
   const exported = await gw.admin.request('GET', '/config');
-  expect(exported.body.key_auth_credentials).toEqual([{ username: 'alice-store', key_hash: digest(key) }]);
+  expect(exported.body.key_auth_credentials).toEqual([{ username: 'alice-store', key_hash: '<redacted>' }]);
+  const withSecrets = await gw.admin.request('GET', '/config?secrets=include');
+  expect(withSecrets.body.key_auth_credentials).toEqual([{ username: 'alice-store', key_hash: digest(key) }]);
 });
 
 test('a second credential with the same name is 409; with the same key is 409, the store unchanged', async () => {
@@ -258,7 +260,7 @@ test('PUT /config takes a key in clear once and stores its digest; importing the
   await gw.admin.waitForDataPlanes(imported, gw.dps);
   expect((await get('/ka/x', { apikey: 'alice-config-key-0123456789' })).status).toBe(200);
   const exported = (await gw.admin.request('GET', '/config')).body;
-  expect(exported.key_auth_credentials).toEqual([{ username: 'alice-config', key_hash: digest('alice-config-key-0123456789') }]);
+  expect(exported.key_auth_credentials).toEqual([{ username: 'alice-config', key_hash: '<redacted>' }]);
   const again = await gw.admin.request('PUT', '/config', { body: exported });
   expect(again.status).toBe(200);
   expect(again.body.changed).toBe(false);

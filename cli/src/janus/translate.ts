@@ -97,7 +97,7 @@ export function janusUpstreamPath(p: Rewrite, targetPath: string, requestPath: s
   return path === '' ? '/' : path;
 }
 
-/** Gatehouse's rule (README "Proxy behaviour", Forwarded path). */
+/** Gatehouse's rule (docs/proxy.md "Proxy behaviour", Forwarded path). */
 export function gatehouseUpstreamPath(p: Rewrite, targetPath: string, requestPath: string): string {
   const join = (a: string, b: string) => {
     let j: string;

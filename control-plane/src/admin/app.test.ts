@@ -538,13 +538,15 @@ describe('/oauth/servers', () => {
     expect(created.body).toMatchObject({
       name: 'auth',
       oauth_endpoints: { token: { listen_path: '/auth/token', methods: ['POST'], strip_path: false } },
-      token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'k'.repeat(32) }], leeway: 0 },
+      // The HS key is write-only: shown as the marker, stored as written.
+      token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: '<redacted>' }], leeway: 0 },
     });
     expect((await call('GET', '/oauth/servers')).body).toEqual([created.body]);
     expect((await call('GET', '/oauth/servers/auth')).body).toEqual(created.body);
     const updated = await call('PUT', '/oauth/servers/auth', { token_strategy: { leeway: 30 } });
     expect(updated.status).toBe(200);
     expect(updated.body.token_strategy).toEqual({ ...created.body.token_strategy, leeway: 30 });
+    expect(store.current().defs.oauthServers[0].token_strategy.settings).toEqual([{ alg: 'HS256', key: 'k'.repeat(32) }]);
     expect((await call('DELETE', '/oauth/servers/auth')).status).toBe(204);
     expect((await call('GET', '/oauth/servers')).body).toEqual([]);
   });

@@ -139,7 +139,7 @@ export function createAdminApp({ store, served = store, snapshots, dataPlanes, a
   if (writeSpans) app.use(writeSpans);
   const update = createRecordedUpdate(store, history, logger, served.versionOf);
   app.use(createDefinitionRoutes(store, update));
-  app.use(createConfigRoutes({ store, history, update }));
+  app.use(createConfigRoutes({ store, history, update, logger }));
   app
     .route('/dataplanes')
     .get((_req, res) => {

@@ -2,18 +2,21 @@
  * The whole configuration as one document (`GET`/`PUT /config`):
  *   {"apis": [...], "oauth_servers": [...], "basic_auth_credentials": [{"username", "password_hash", "groups"?}],
  *    "key_auth_credentials": [{"username", "key_hash", "groups"?}]}
- * What GET returns, PUT accepts unchanged. Every item is parsed by its kind's own parser, then the
+ * What GET returns, PUT accepts unchanged: secrets are shown REDACTED (proto/src/definition/secret-fields.ts)
+ * unless asked for, and a REDACTED secret keeps the current definition's of the same name. Every item is parsed by its kind's own parser, then the
  * whole is compiled as a data plane will compile it; the first problem is one VALIDATION_FAILED
  * naming the item (`apis[3].proxy.listen_path is required`).
  */
 import { GatehouseError } from '#proto/errors';
 import type { Definitions } from '#proto/definition/index';
 import { compileDefinitions } from '#proto/compile/index';
+import { isPlainObject } from '#proto/definition/field-path';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
 import { apiKind, checkResolvableServices, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
 import { compileCache } from '../store/compile-cache.js';
 import { basicAuthCredentialKind, keyAuthCredentialKind } from './credential-kinds.js';
 import { definitionJson } from '../store/journal.js';
+import { keepRedactedSecrets, redactSecrets } from '#proto/definition/secret-fields';
 
 export interface ConfigDocument {
   apis: unknown[];
@@ -51,14 +54,17 @@ export interface KindDiff {
 
 export type ConfigDiff = Record<Member, KindDiff>;
 
-/** Credentials as stored: username and hash (never a password or key: there is none to show). */
-export function toConfigDocument(defs: Definitions): ConfigDocument {
-  return {
-    apis: defs.apis,
-    oauth_servers: defs.oauthServers,
-    basic_auth_credentials: defs.basicAuthCredentials ?? [],
-    key_auth_credentials: defs.keyAuthCredentials ?? [],
-  };
+/** `include`: as stored, secrets and hashes too (an admin's explicit export); `redact`: every secret REDACTED. */
+export type SecretsShown = 'include' | 'redact';
+
+/** Credentials as stored: username and hash (never a password or key: there is none to show), the hash REDACTED unless included. */
+export function toConfigDocument(defs: Definitions, secrets: SecretsShown): ConfigDocument {
+  const doc = {} as ConfigDocument;
+  for (const { member, kind } of SECTIONS) {
+    const items = kind.list(defs) as unknown[];
+    doc[member] = secrets === 'include' ? items : items.map((item) => redactSecrets(kind.compileKind, item));
+  }
+  return doc;
 }
 
 /** Re-words an item's error so that it names the item: `apis[3].proxy.listen_path ...` or `apis[3]: ...`. */
@@ -121,8 +127,11 @@ export async function parseConfigDocument(body: unknown, current: Definitions): 
     const items = doc[member] ?? [];
     if (!Array.isArray(items)) throw new GatehouseError('VALIDATION_FAILED', `${member} must be an array`, { field: member });
     const parsed: unknown[] = [];
-    for (const [index, raw] of items.entries()) {
+    const stored = new Map((kind.list(current) as unknown[]).map((d) => [kind.nameOf(d), d]));
+    for (const [index, item] of items.entries()) {
       try {
+        const name = isPlainObject(item) ? item[kind.nameField] : undefined;
+        const raw = typeof name === 'string' ? keepRedactedSecrets(kind.compileKind, item, stored.get(name)) : item;
         parsed.push(kind.parse(resolve ? await resolve(raw, current) : raw));
       } catch (err) {
         throw atItem(member, index, err);

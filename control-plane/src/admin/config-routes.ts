@@ -1,9 +1,10 @@
 /**
  * Declarative configuration with history:
- *   GET  /config                      the whole configuration (config-document.ts)
+ *   GET  /config[?secrets=include]    the whole configuration (config-document.ts), secrets redacted
+ *                                     unless an admin asks for them (logged: who, when; never what)
  *   PUT  /config[?dry_run=true]       replace it after validating the whole; dry run = the diff only
  *   GET  /config/history              the kept versions, newest first
- *   GET  /config/history/{version}    one kept version's configuration
+ *   GET  /config/history/{version}    one kept version's configuration (secrets as GET /config)
  *   POST /config/rollback/{version}   restore one (a new version itself)
  */
 import { Router, type Request, type Response } from 'express';
@@ -11,7 +12,9 @@ import { GatehouseError } from '#proto/errors';
 import type { Definitions } from '#proto/definition/index';
 import type { DefinitionStore } from '../store/index.js';
 import type { ConfigHistory } from '../store/config-history.js';
-import { checkWholeConfig, diffDefinitions, parseConfigDocument, toConfigDocument, type ConfigDiff } from './config-document.js';
+import type { Logger } from '#proto/logger';
+import { checkWholeConfig, diffDefinitions, parseConfigDocument, toConfigDocument, type ConfigDiff, type SecretsShown } from './config-document.js';
+import type { AdminIdentity } from './admin-auth.js';
 import { methodNotAllowed } from './error-handler.js';
 import type { RecordedUpdate } from './recorded-update.js';
 
@@ -19,6 +22,7 @@ export interface ConfigRoutesOptions {
   store: DefinitionStore;
   history: ConfigHistory;
   update: RecordedUpdate;
+  logger: Logger;
 }
 
 function dryRunOf(req: Request): boolean {
@@ -35,8 +39,19 @@ function versionOf(req: Request): number {
   return version;
 }
 
-export function createConfigRoutes({ store, history, update }: ConfigRoutesOptions): Router {
+export function createConfigRoutes({ store, history, update, logger }: ConfigRoutesOptions): Router {
   const router = Router();
+
+  /** `?secrets=include` (admins only, logged) or nothing: secrets are write-only unless an admin exports them on purpose. */
+  function secretsShown(req: Request, res: Response, version: number): SecretsShown {
+    const raw = req.query.secrets;
+    if (raw === undefined) return 'redact';
+    if (raw !== 'include') throw new GatehouseError('VALIDATION_FAILED', 'secrets must be "include" (or left out: secrets redacted)', { field: 'secrets' });
+    const identity = res.locals.identity as AdminIdentity;
+    if (identity.role !== 'admin') throw new GatehouseError('ADMIN_FORBIDDEN', 'only an admin may export secrets (secrets=include)');
+    logger.warn({ user: identity.user, role: identity.role, path: req.path, version }, 'configuration exported with secrets');
+    return 'include';
+  }
 
   /** Replaces everything with `defs`; the diff is taken inside the write, against what it replaces. */
   async function replace(req: Request, res: Response, defs: Definitions, action?: string): Promise<{ version: number; changed: boolean; diff: ConfigDiff }> {
@@ -55,9 +70,9 @@ export function createConfigRoutes({ store, history, update }: ConfigRoutesOptio
 
   router
     .route('/config')
-    .get((_req, res) => {
+    .get((req, res) => {
       const { revision, defs } = store.current();
-      res.set('X-Snapshot-Version', String(revision)).json(toConfigDocument(defs));
+      res.set('X-Snapshot-Version', String(revision)).json(toConfigDocument(defs, secretsShown(req, res, revision)));
     })
     .put(async (req, res) => {
       const dryRun = dryRunOf(req);
@@ -88,7 +103,9 @@ export function createConfigRoutes({ store, history, update }: ConfigRoutesOptio
   router
     .route('/config/history/:version')
     .get(async (req, res) => {
-      res.json(toConfigDocument((await kept(req)).defs));
+      // Who may see secrets is settled before whether the version is kept.
+      const shown = secretsShown(req, res, versionOf(req));
+      res.json(toConfigDocument((await kept(req)).defs, shown));
     })
     .all(methodNotAllowed(['GET', 'HEAD']));
 

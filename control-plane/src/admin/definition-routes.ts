@@ -5,6 +5,7 @@
  */
 import { Router, type Request, type Response } from 'express';
 import type { Definitions } from '#proto/definition/index';
+import { redactSecrets } from '#proto/definition/secret-fields';
 import type { DefinitionStore } from '../store/index.js';
 import {
   apiKind,
@@ -23,9 +24,9 @@ import type { RecordedUpdate } from './recorded-update.js';
 import { nextLink, pageOf, pageRequestOf } from './pagination.js';
 
 function resourceRoutes<T>(router: Router, store: DefinitionStore, update: RecordedUpdate, path: string, kind: DefinitionKind<T>): void {
-  /** What the response shows: the kind's view of the stored definition, and what the write reveals once. */
+  /** What the response shows: the kind's view of the stored definition, secrets redacted, and what the write reveals once. */
   const present = (item: T, reveal?: Record<string, unknown>) => {
-    const shown = kind.present ? kind.present(item) : item;
+    const shown = redactSecrets(kind.compileKind, kind.present ? kind.present(item) : item);
     return reveal ? { ...(shown as object), ...reveal } : shown;
   };
   const prepared = async (body: unknown, op: 'create' | 'update'): Promise<{ body: unknown; reveal?: Record<string, unknown> }> =>

@@ -8,6 +8,7 @@
 import { GatehouseError } from '#proto/errors';
 import { mergePatch, type ApiDefinition, type Definitions, type OAuthServerDefinition } from '#proto/definition/index';
 import { isPlainObject } from '#proto/definition/field-path';
+import { keepRedactedSecrets } from '#proto/definition/secret-fields';
 import { compileDefinitions, type DefinitionKindName } from '#proto/compile/index';
 import { applyChanges, ChangeRejected, configIndexOf, definitionIn, knownConfigIndex, rememberConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
 import { deriveDefinitions } from '#proto/snapshot/codec';
@@ -165,7 +166,7 @@ export function createDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, 
   return { defs: check(defs, kind.withList(defs, [...list, created]), kind, name, created), value: created };
 }
 
-/** PUT and PATCH: RFC 7396 merge patch onto the stored definition, then full validation. */
+/** PUT and PATCH: RFC 7396 merge patch onto the stored definition (a REDACTED secret keeps the stored one), then full validation. */
 export function updateDefinition<T>(
   kind: DefinitionKind<T>,
   defs: Definitions,
@@ -175,7 +176,7 @@ export function updateDefinition<T>(
   const stored = findDefinition(kind, defs, name);
   const patch = requireObject(body);
   requireSameName(patch, name, kind.nameField);
-  const updated = kind.parse(mergePatch(stored, patch));
+  const updated = kind.parse(keepRedactedSecrets(kind.compileKind, mergePatch(stored, patch), stored));
   // A copy of the pointers with one replaced (indexOf compares pointers: ~50 times cheaper than comparing names).
   const list = kind.list(defs).slice();
   const at = list.indexOf(stored);

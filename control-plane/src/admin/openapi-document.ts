@@ -7,6 +7,7 @@
  * 400 and 413). openapi.test.ts checks the document with an OpenAPI validator, and
  * test/e2e/openapi.e2e.test.ts drives a real control plane through every (operation, status) pair.
  */
+import { REDACTED, SECRET_FIELDS, type SecretKind } from '#proto/definition/secret-fields';
 import { z } from 'zod';
 import { apiSchema } from '#proto/definition/api-schema';
 import { serverSchema } from '#proto/definition/oauth-server-schema';
@@ -121,6 +122,12 @@ const explainResponse = z.object({
 const kindDiff = z.object({ added: z.array(z.string()), changed: z.array(z.string()), removed: z.array(z.string()) });
 const configDiff = z.object({ apis: kindDiff, oauth_servers: kindDiff, basic_auth_credentials: kindDiff, key_auth_credentials: kindDiff });
 
+/** Which members are write-only (secret-fields.ts): shown as the marker, and the marker written back keeps them. */
+function secretsNote(kinds: SecretKind[]): string {
+  const fields = SECRET_FIELDS.filter((f) => kinds.includes(f.kind)).map((f) => `${f.field} (${f.what})`);
+  return `Write-only secrets, shown as "${REDACTED}": ${fields.join('; ')}. A write carrying "${REDACTED}" in their place keeps the stored secret.`;
+}
+
 /** A credential as the configuration document holds it: username, the named hash and the groups, if any. */
 const storedCredential = (hashField: string): JsonSchema => ({
   type: 'array',
@@ -142,10 +149,10 @@ function schemas(): Record<string, JsonSchema> {
     LoginResponse: jsonSchema(loginResponse, 'output'),
     ApiDefinitionInput: apiDefinitionSchema('input'),
     ApiDefinitionPatch: patchOf(apiDefinitionSchema('input')),
-    ApiDefinition: apiDefinitionSchema('output'),
+    ApiDefinition: { ...apiDefinitionSchema('output'), description: secretsNote(['api']) },
     OAuthServerInput: jsonSchema(serverSchema, 'input'),
     OAuthServerPatch: patchOf(jsonSchema(serverSchema, 'input')),
-    OAuthServer: jsonSchema(serverSchema, 'output'),
+    OAuthServer: { ...jsonSchema(serverSchema, 'output'), description: secretsNote(['oauth-server']) },
     BasicAuthUserInput: jsonSchema(credentialView.extend({ password: passwordSchema }), 'input'),
     BasicAuthUserPatch: patchOf(jsonSchema(credentialView.extend({ password: passwordSchema }), 'input')),
     BasicAuthUser: jsonSchema(credentialView, 'output'),
@@ -161,7 +168,7 @@ function schemas(): Record<string, JsonSchema> {
     ExplainResponse: jsonSchema(explainResponse, 'output'),
     ConfigDocument: {
       type: 'object',
-      description: 'The whole configuration; what GET /config returns, PUT /config accepts unchanged.',
+      description: `The whole configuration; what GET /config returns, PUT /config accepts unchanged. ${secretsNote(['api', 'oauth-server', 'basic-auth-credential', 'key-auth-credential'])}`,
       required: ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'],
       properties: {
         apis: { type: 'array', items: ref('ApiDefinition') },
@@ -215,6 +222,13 @@ const pageParameters: JsonSchema[] = [
   { name: 'after', in: 'query', required: false, schema: { type: 'string' }, description: 'the items whose names sort after this one (the last name of the previous page)' },
 ];
 const nameParam = (description: string): JsonSchema => ({ name: 'name', in: 'path', required: true, schema: { type: 'string' }, description });
+const secretsParam: JsonSchema = {
+  name: 'secrets',
+  in: 'query',
+  required: false,
+  schema: { type: 'string', enum: ['include'] },
+  description: `include: the secrets as stored (admin only; logged), else each is shown as "${REDACTED}"`,
+};
 const versionParam: JsonSchema = { name: 'version', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9]+$' }, description: 'a version listed by GET /config/history' };
 
 /** CRUD of one definition kind (definition-routes.ts). */
@@ -352,7 +366,14 @@ export const OPERATIONS: readonly OperationSpec[] = [
     body: 'ExplainRequest',
     success: { status: 200, description: 'the explanation', schema: ref('ExplainResponse') },
   },
-  { method: 'get', path: '/config', summary: 'Export the whole configuration', success: { status: 200, description: 'the configuration', schema: ref('ConfigDocument') } },
+  {
+    method: 'get',
+    path: '/config',
+    summary: `Export the whole configuration (secrets shown as "${REDACTED}" unless ?secrets=include)`,
+    parameters: [secretsParam],
+    success: { status: 200, description: 'the configuration', schema: ref('ConfigDocument') },
+    errors: { 400: 'secrets is not "include"', 403: 'secrets=include with a viewer token' },
+  },
   {
     method: 'put',
     path: '/config',
@@ -366,10 +387,10 @@ export const OPERATIONS: readonly OperationSpec[] = [
   {
     method: 'get',
     path: '/config/history/{version}',
-    summary: 'One kept version',
-    parameters: [versionParam],
+    summary: 'One kept version (secrets as GET /config)',
+    parameters: [versionParam, secretsParam],
     success: { status: 200, description: 'its configuration', schema: ref('ConfigDocument') },
-    errors: { 404: 'version not kept' },
+    errors: { 400: 'secrets is not "include"', 403: 'secrets=include with a viewer token', 404: 'version not kept' },
   },
   {
     method: 'post',

@@ -7,6 +7,7 @@
  * | Accepted   | False  | Invalid      | validation or compile failed (message names the field)              |
  * | Accepted   | False  | NameTaken    | an older CR of the same kind has the same spec.name                 |
  * | Accepted   | False  | Conflicted   | an older definition has the same listen_path + hosts + methods      |
+ * | Accepted   | False  | SecretNotFound | a `<field>_secret_ref` names a Secret or key that does not exist  |
  * | Programmed | True   | Programmed   | every synced data plane serves a snapshot with this generation     |
  * | Programmed | False  | Pending      | some synced data planes do not serve it yet                         |
  * | Programmed | False  | Rejected     | a data plane that does not serve it NACKed a snapshot with it       |
@@ -70,6 +71,7 @@ const REJECTION_REASON: Partial<Record<ErrorCode, string>> = {
   KEY_AUTH_CREDENTIAL_TAKEN: 'NameTaken',
   API_LISTEN_PATH_TAKEN: 'Conflicted',
   API_KEY_TAKEN: 'Conflicted',
+  SECRET_REF_NOT_FOUND: 'SecretNotFound',
 };
 
 const MAX_MESSAGE = 1024;

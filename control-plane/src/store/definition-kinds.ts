@@ -16,6 +16,7 @@ import {
   type OAuthServerDefinition,
 } from '#proto/definition/index';
 import type { DefinitionKindName } from '#proto/compile/index';
+import { refuseRedacted } from '#proto/definition/secret-fields';
 
 export interface ErrorReply {
   code: ErrorCode;
@@ -25,6 +26,7 @@ export interface ErrorReply {
 export interface StoredKind<T> {
   list(defs: Definitions): T[];
   withList(defs: Definitions, items: T[]): Definitions;
+  /** Parses and normalises; a REDACTED secret (secret-fields.ts) is refused here, wherever the definition comes from. */
   parse(raw: unknown): T;
   /** The member that names a definition (unique, in the admin path, never renamed): `name`, or `username`. */
   nameField: string;
@@ -38,7 +40,7 @@ export interface StoredKind<T> {
 export const storedApis: StoredKind<ApiDefinition> = {
   list: (defs) => defs.apis,
   withList: (defs, apis) => ({ ...defs, apis }),
-  parse: parseApiDefinition,
+  parse: (raw) => refuseRedacted('api', parseApiDefinition(raw)),
   nameField: 'name',
   nameOf: (api) => api.name,
   notFound: { code: 'API_NOT_FOUND', message: 'api definition not found' },
@@ -49,7 +51,7 @@ export const storedApis: StoredKind<ApiDefinition> = {
 export const storedOAuthServers: StoredKind<OAuthServerDefinition> = {
   list: (defs) => defs.oauthServers,
   withList: (defs, oauthServers) => ({ ...defs, oauthServers }),
-  parse: parseOAuthServer,
+  parse: (raw) => refuseRedacted('oauth-server', parseOAuthServer(raw)),
   nameField: 'name',
   nameOf: (server) => server.name,
   notFound: { code: 'OAUTH_SERVER_NOT_FOUND', message: 'oauth server not found' },
@@ -66,7 +68,7 @@ function storedCredentials<T extends { username: string }>(
   return {
     list: (defs) => (defs[member] ?? []) as unknown as T[],
     withList: (defs, items) => ({ ...defs, [member]: items }),
-    parse,
+    parse: (raw) => refuseRedacted(errors.compileKind, parse(raw)),
     nameField: 'username',
     nameOf: (credential) => credential.username,
     ...errors,

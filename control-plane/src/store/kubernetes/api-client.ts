@@ -16,7 +16,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent as HttpsAgent } from 'node:https';
-import { createConfiguration, CustomObjectsApi, KubeConfig, ServerConfiguration, type SecurityAuthentication } from '@kubernetes/client-node';
+import { createConfiguration, CustomObjectsApi, KubeConfig, ServerConfiguration, type Configuration, type SecurityAuthentication } from '@kubernetes/client-node';
 
 /** `kubeConfig` with its TLS files (CA, client certificate and key) read into data; the rest shared, token sources included. */
 function withTlsFilesRead(kubeConfig: KubeConfig): KubeConfig {
@@ -34,6 +34,11 @@ function withTlsFilesRead(kubeConfig: KubeConfig): KubeConfig {
 }
 
 export function customObjectsApi(kubeConfig: KubeConfig, timeoutMs: number): CustomObjectsApi {
+  return kubernetesApi(kubeConfig, timeoutMs, CustomObjectsApi);
+}
+
+/** Any client-node API class (CoreV1Api for Secrets), with the same timeout and one pool of its own. */
+export function kubernetesApi<T>(kubeConfig: KubeConfig, timeoutMs: number, Api: new (configuration: Configuration) => T): T {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig names no current cluster');
   const config = withTlsFilesRead(kubeConfig);
@@ -49,7 +54,7 @@ export function customObjectsApi(kubeConfig: KubeConfig, timeoutMs: number): Cus
       context.setAgent(pool);
     },
   };
-  return new CustomObjectsApi(
+  return new Api(
     createConfiguration({
       baseServer: new ServerConfiguration(cluster.server, {}),
       authMethods: { default: auth },

@@ -18,6 +18,8 @@ import { apiSchema } from '#proto/definition/api-schema';
 import { serverSchema } from '#proto/definition/oauth-server-schema';
 import { credentialSchema } from '#proto/definition/basic-auth-credential-schema';
 import { keyAuthCredentialSchema } from '#proto/definition/key-auth-credential-schema';
+import { SECRET_FIELDS, type SecretKind } from '#proto/definition/secret-fields';
+import { SECRET_REF_SCHEMA, SECRET_REF_SUFFIX } from './secret-refs.js';
 
 export const GROUP = 'gatehouse.dev';
 export const VERSION = 'v1alpha1';
@@ -33,6 +35,8 @@ export interface ResourceKind {
   schema: z.ZodType;
   /** The spec member holding the Janus name; optional in the CRD (metadata.name stands in). */
   nameField: 'name' | 'username';
+  /** The definition kind of its spec (the rows of the secret-field table that apply to it). */
+  definitionKind: SecretKind;
 }
 
 export const API_DEFINITION: ResourceKind = {
@@ -46,6 +50,7 @@ export const API_DEFINITION: ResourceKind = {
   ],
   schema: apiSchema,
   nameField: 'name',
+  definitionKind: 'api',
 };
 
 export const OAUTH_SERVER: ResourceKind = {
@@ -59,19 +64,20 @@ export const OAUTH_SERVER: ResourceKind = {
   ],
   schema: serverSchema,
   nameField: 'name',
+  definitionKind: 'oauth-server',
 };
 
 /** A global credential kind: spec `{username, <hash>}`, named by its username. */
-function credentialResource(kind: 'BasicAuthCredential' | 'KeyAuthCredential', shortName: string, schema: z.ZodType): ResourceKind {
+function credentialResource(kind: 'BasicAuthCredential' | 'KeyAuthCredential', shortName: string, schema: z.ZodType, definitionKind: SecretKind): ResourceKind {
   const singular = kind.toLowerCase();
-  return { kind, plural: `${singular}s`, singular, shortNames: [shortName], columns: [{ name: 'Username', jsonPath: '.spec.username' }], schema, nameField: 'username' };
+  return { kind, plural: `${singular}s`, singular, shortNames: [shortName], columns: [{ name: 'Username', jsonPath: '.spec.username' }], schema, nameField: 'username', definitionKind };
 }
 
 /** A basic_auth user: spec `{username, password_hash}` (an scrypt hash; the admin API makes them). */
-export const BASIC_AUTH_CREDENTIAL = credentialResource('BasicAuthCredential', 'ghbasic', credentialSchema);
+export const BASIC_AUTH_CREDENTIAL = credentialResource('BasicAuthCredential', 'ghbasic', credentialSchema, 'basic-auth-credential');
 
 /** A key_auth credential: spec `{username, key_hash}` (a SHA-256 digest of the key; the admin API makes them). */
-export const KEY_AUTH_CREDENTIAL = credentialResource('KeyAuthCredential', 'ghkey', keyAuthCredentialSchema);
+export const KEY_AUTH_CREDENTIAL = credentialResource('KeyAuthCredential', 'ghkey', keyAuthCredentialSchema, 'key-auth-credential');
 
 export const RESOURCE_KINDS = [API_DEFINITION, OAUTH_SERVER, BASIC_AUTH_CREDENTIAL, KEY_AUTH_CREDENTIAL] as const;
 
@@ -97,6 +103,27 @@ export function structural(schema: JsonSchema): JsonSchema {
     }
   }
   return out;
+}
+
+/**
+ * Each secret field of the kind (secret-fields.ts) may be given as `<field>_secret_ref` instead
+ * (control-plane/src/store/kubernetes/secret-refs.ts): the ref is declared beside the field, which is
+ * then no longer required. Under a member kept whole (preserve-unknown-fields) both pass as they are.
+ */
+function withSecretRefs(spec: JsonSchema, kind: SecretKind): JsonSchema {
+  for (const row of SECRET_FIELDS) {
+    if (row.kind !== kind) continue;
+    let node: JsonSchema | undefined = spec;
+    for (const step of row.holder) {
+      if (!node || node['x-kubernetes-preserve-unknown-fields']) break;
+      node = (typeof step === 'string' ? (node.properties as Record<string, JsonSchema> | undefined)?.[step] : node.items) as JsonSchema | undefined;
+    }
+    const properties = node?.properties as Record<string, JsonSchema> | undefined;
+    if (!node || node['x-kubernetes-preserve-unknown-fields'] || !properties?.[row.field]) continue;
+    properties[row.field + SECRET_REF_SUFFIX] = { ...SECRET_REF_SCHEMA, description: `${row.what}: from a Secret (instead of ${row.field})` };
+    if (Array.isArray(node.required)) node.required = (node.required as string[]).filter((k) => k !== row.field);
+  }
+  return spec;
 }
 
 /** metav1.Condition, as Gateway API resources declare it. */
@@ -127,9 +154,11 @@ const STATUS_SCHEMA = {
 };
 
 export function customResourceDefinition(resource: ResourceKind): JsonSchema {
-  const spec = structural(z.toJSONSchema(resource.schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema);
+  const spec = withSecretRefs(structural(z.toJSONSchema(resource.schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema), resource.definitionKind);
   // spec.name (spec.username) may be left out: the CP then uses metadata.name (docs/kubernetes.md "Run on Kubernetes").
-  spec.required = (spec.required as string[]).filter((k) => k !== resource.nameField);
+  spec.required = ((spec.required ?? []) as string[]).filter((k) => k !== resource.nameField);
+  // An empty list is not a valid `required` (JSON Schema: at least one item).
+  if ((spec.required as string[]).length === 0) delete spec.required;
   const condition = (type: string) => `.status.conditions[?(@.type=="${type}")].status`;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',

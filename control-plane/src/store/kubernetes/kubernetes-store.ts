@@ -9,10 +9,13 @@
  * preconditions (a lost race is a 409, never a silent overwrite), and resolve once this replica's
  * informer has seen them (read-your-writes). A CR that fails validation is left out of the
  * snapshot with its reason (the controller writes it to status); it never blocks the others.
+ * Secrets are kept in Kubernetes Secrets the CRs reference (secret-refs.ts), watched like the CRs.
  * The revision is this replica's counter; the hash is the same on every replica for the same CRs.
  */
-import { KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
-import { customObjectsApi } from './api-client.js';
+import { isDeepStrictEqual } from 'node:util';
+import { CoreV1Api, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache, type V1Secret } from '@kubernetes/client-node';
+import { customObjectsApi, kubernetesApi } from './api-client.js';
+import { extractSecrets, managedSecretName, resolveSecretRefs, type SecretLookup } from './secret-refs.js';
 import { compileCache } from '../compile-cache.js';
 import { GatehouseError } from '#proto/errors';
 import type { ApiDefinition, BasicAuthCredential, Definitions, KeyAuthCredential, OAuthServerDefinition } from '#proto/definition/index';
@@ -84,6 +87,10 @@ const KINDS = [
 
 type AnyKind = (typeof KINDS)[number];
 
+/** The Secrets of the namespace, watched beside the CRs (secret-refs.ts). */
+const SECRETS = { resource: { kind: 'Secret' } } as const;
+type Watched = AnyKind | typeof SECRETS;
+
 const FIRST_REVISION = 1;
 const HISTORY = 1024;
 /** Watches are cheap to retry; a long cap would only delay recovery after an apiserver restart. */
@@ -114,6 +121,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   const observeTimeoutMs = options.observeTimeoutMs ?? 10_000;
   const retryBaseMs = options.retryBaseMs ?? 500;
   const api = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS);
+  const core = kubernetesApi(kubeConfig, REQUEST_TIMEOUT_MS, CoreV1Api);
   const path = (kind: AnyKind) => `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`;
   const target = (kind: AnyKind) => ({ group: GROUP, version: VERSION, namespace, plural: kind.resource.plural });
 
@@ -123,8 +131,8 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   let acceptedByName = new Map<string, ResourceVerdict>();
   /** Per CR uid: the generation last accepted and the revision that first carried it. */
   const since = new Map<string, { generation: number; revision: number }>();
-  /** Parsed specs, per uid and generation (status writes change neither). */
-  const parsed = new Map<string, { generation: number; value: unknown; error: GatehouseError | null }>();
+  /** Parsed specs, per uid and generation (status writes change neither) and the Secrets they read (`name@resourceVersion`). */
+  const parsed = new Map<string, { generation: number; refs: string[]; value: unknown; error: GatehouseError | null }>();
   const hashes = new Map<number, string>([[state.revision, state.hash]]);
   const queue = createUpdateQueue(logger);
   const resourceListeners = new Set<(changed: ReadonlySet<string> | null) => void>();
@@ -147,14 +155,14 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 
   // ---- informers ---------------------------------------------------------------------------
   const informers = new Map<AnyKind, Informer<CustomResource> & ObjectCache<CustomResource>>();
-  const health = new Map<AnyKind, { synced: boolean; failing: boolean; errors: number; retryMs: number; timer?: NodeJS.Timeout }>();
+  const health = new Map<Watched, { synced: boolean; failing: boolean; errors: number; retryMs: number; timer?: NodeJS.Timeout }>();
 
   /** (Re)starts one informer: a list when it has no resourceVersion (first start, 410 Gone), else a watch from it. */
-  async function run(kind: AnyKind): Promise<void> {
+  async function run(kind: Watched): Promise<void> {
     const h = health.get(kind)!;
     const errorsBefore = h.errors;
     try {
-      await informers.get(kind)!.start();
+      await ('list' in kind ? informers.get(kind)! : secretInformer).start();
     } catch (err) {
       onError(kind, err);
       return;
@@ -165,7 +173,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     }
   }
 
-  function onError(kind: AnyKind, err: unknown): void {
+  function onError(kind: Watched, err: unknown): void {
     const h = health.get(kind)!;
     h.errors++;
     h.failing = true;
@@ -203,6 +211,31 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     informers.set(kind, informer);
   }
 
+  health.set(SECRETS, { synced: false, failing: false, errors: 0, retryMs: retryBaseMs });
+  const secretInformer = makeInformer<V1Secret>(kubeConfig, `/api/v1/namespaces/${namespace}/secrets`, async () => {
+    const list = await core.listNamespacedSecret({ namespace });
+    setImmediate(() => {
+      health.get(SECRETS)!.synced = true;
+      fullPassNeeded = true;
+      queuePass();
+    });
+    return list as never;
+  });
+  const lookupSecret: SecretLookup = (name) => secretInformer.get(name, namespace);
+  /** A Secret a CR reads changed: the full pass parses that CR again (its generation did not move). Any other: a pass, for writes waiting on it. */
+  const secretChanged = (secret: V1Secret) => {
+    const at = `${secret.metadata?.name ?? ''}@`;
+    for (const entry of parsed.values()) {
+      if (entry.refs.some((r) => r.startsWith(at))) {
+        fullPassNeeded = true;
+        break;
+      }
+    }
+    queuePass();
+  };
+  for (const event of ['add', 'update', 'delete'] as const) secretInformer.on(event, secretChanged);
+  secretInformer.on('error', (err: unknown) => onError(SECRETS, err));
+
   /**
    * One pass over what the informers delivered since the last: what the changed CRs change (pass()),
    * else a recompile of the whole cache (rebuild()), which grows with the CRs: every admin write causes three
@@ -234,15 +267,17 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     const uid = obj.metadata?.uid ?? '';
     const generation = obj.metadata?.generation ?? 0;
     const hit = parsed.get(uid);
-    if (hit && hit.generation === generation) return hit;
-    let entry: { generation: number; value: unknown; error: GatehouseError | null };
+    const sameSecrets = (refs: string[]) => refs.every((r) => r === `${r.slice(0, r.lastIndexOf('@'))}@${lookupSecret(r.slice(0, r.lastIndexOf('@')))?.metadata?.resourceVersion ?? ''}`);
+    if (hit && hit.generation === generation && sameSecrets(hit.refs)) return hit;
+    let entry: { generation: number; refs: string[]; value: unknown; error: GatehouseError | null };
+    const refs: string[] = [];
     try {
-      const spec = obj.spec ?? {};
+      const spec = resolveSecretRefs(kind.compileKind, obj.spec ?? {}, lookupSecret, refs);
       const field = kind.resource.nameField;
-      entry = { generation, value: kind.parse({ ...spec, [field]: spec[field] ?? obj.metadata?.name }), error: null };
+      entry = { generation, refs, value: kind.parse({ ...spec, [field]: spec[field] ?? obj.metadata?.name }), error: null };
     } catch (err) {
       if (!(err instanceof GatehouseError)) throw err;
-      entry = { generation, value: null, error: err };
+      entry = { generation, refs, value: null, error: err };
     }
     parsed.set(uid, entry);
     return entry;
@@ -504,7 +539,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 
   // ---- start: wait for the first full list of both kinds -----------------------------------
   // A CP that cannot list must not serve an empty snapshot (data planes would drop every route).
-  for (const kind of KINDS) void run(kind);
+  for (const kind of [...KINDS, SECRETS]) void run(kind);
   await new Promise<void>((resolve) => {
     const check = () => ([...health.values()].every((h) => h.synced) || queue.closed ? resolve() : setTimeout(check, 10));
     check();
@@ -567,15 +602,48 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     }
   }
 
+  /**
+   * Writes the Secret holding a CR's secrets (secret-refs.ts), owned by the CR, unless it already holds
+   * exactly that; resolves once this replica has seen it and parsed the CRs that read it again.
+   */
+  async function putSecret(kind: AnyKind, owner: CustomResource, data: Record<string, string>): Promise<void> {
+    const name = managedSecretName(kind.resource.singular, owner.metadata!.name!);
+    const existing = lookupSecret(name);
+    if (!existing && Object.keys(data).length === 0) return;
+    if (existing && existing.metadata?.labels?.[MANAGED_BY] !== 'gatehouse') {
+      throw new GatehouseError('STORE_CONFLICT', `Secret "${name}" exists and is not managed by gatehouse; rename or remove it`);
+    }
+    const ownerReferences = [{ apiVersion: API_VERSION, kind: kind.resource.kind, name: owner.metadata!.name!, uid: owner.metadata!.uid! }];
+    if (existing && isDeepStrictEqual(existing.data ?? {}, data) && isDeepStrictEqual(existing.metadata?.ownerReferences, ownerReferences)) return;
+    const metadata = { name, namespace, labels: { [MANAGED_BY]: 'gatehouse' }, ownerReferences, resourceVersion: existing?.metadata?.resourceVersion };
+    const body = { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data };
+    const written = existing ? await core.replaceNamespacedSecret({ name, namespace, body }) : await core.createNamespacedSecret({ namespace, body });
+    const rv = written.metadata?.resourceVersion;
+    await observed(() => lookupSecret(name)?.metadata?.resourceVersion === rv);
+  }
+
+  /** The spec of `def` with its secrets as references, and the data of the CR's own Secret. */
+  function specAndSecrets(kind: AnyKind, def: object, metadataName: string, current?: CustomResource) {
+    return extractSecrets(kind.compileKind, def, current?.spec, lookupSecret, managedSecretName(kind.resource.singular, metadataName));
+  }
+
   async function write<T>(kind: AnyKind, before: T | undefined, after: T | undefined): Promise<void> {
     const nameOf = kind.nameOf as (def: T) => string;
     const informer = informers.get(kind)!;
-    const body = (metadata: Record<string, unknown>, spec: T) => ({ apiVersion: API_VERSION, kind: kind.resource.kind, metadata, spec });
+    const body = (metadata: Record<string, unknown>, spec: object) => ({ apiVersion: API_VERSION, kind: kind.resource.kind, metadata, spec });
     try {
       if (!before && after) {
         const metadataName = metadataNameFor(nameOf(after));
-        const created = (await api.createNamespacedCustomObject({ ...target(kind), body: body({ name: metadataName, namespace }, after) })) as CustomResource;
+        const { spec, data } = specAndSecrets(kind, after, metadataName);
+        // The CR first: creating it claims the name (a Secret written first could be another replica's, losing the race).
+        const created = (await api.createNamespacedCustomObject({ ...target(kind), body: body({ name: metadataName, namespace }, spec) })) as CustomResource;
         const rv = created.metadata?.resourceVersion;
+        try {
+          await putSecret(kind, created, data);
+        } catch (err) {
+          await api.deleteNamespacedCustomObject({ ...target(kind), name: metadataName, body: { preconditions: { uid: created.metadata!.uid } } }).catch(() => {});
+          throw err;
+        }
         await observed(() => {
           // Not in the cache yet is not done: the informer has not seen the create.
           const seen = informer.get(metadataName, namespace);
@@ -585,16 +653,21 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
         const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
         const metadataName = current.metadata!.name!;
+        const { spec, data } = specAndSecrets(kind, after, metadataName, current);
+        // Keys the CR reads now stay until it no longer does: the old spec never names a key the Secret lacks.
+        const held = lookupSecret(managedSecretName(kind.resource.singular, metadataName))?.data ?? {};
+        await putSecret(kind, current, { ...held, ...data });
         const replace = (metadata: CustomResource['metadata']) =>
           api.replaceNamespacedCustomObject({
             ...target(kind),
             name: metadataName,
             // resourceVersion = what this replica read: a change made meanwhile anywhere makes this a 409.
-            body: body({ ...metadata }, after),
+            body: body({ ...metadata }, spec),
           }) as Promise<CustomResource>;
         const replaced = await unlessSpecMoved(kind, current, replace);
         const rv = replaced.metadata?.resourceVersion;
         await observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), replaced));
+        await putSecret(kind, replaced, data);
       } else if (before && !after) {
         const current = cached(kind, nameOf(before));
         if (!current) throw new GatehouseError(kind.notFound.code, kind.notFound.message);
@@ -703,7 +776,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     async close() {
       await queue.close();
       for (const h of health.values()) clearTimeout(h.timer);
-      for (const informer of informers.values()) await informer.stop();
+      for (const informer of [...informers.values(), secretInformer]) await informer.stop();
       resourceListeners.clear();
       for (const w of waiters) w.resolve();
       waiters.clear();
@@ -712,6 +785,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
 }
 
 const LISTED_CHANGES = 20;
+const MANAGED_BY = 'app.kubernetes.io/managed-by';
 
 /** The failed change's error, with what a multi-change write had applied before it and what it had not. */
 function partiallyApplied(err: GatehouseError, applied: string[], notApplied: string[]): GatehouseError {

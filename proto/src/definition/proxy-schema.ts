@@ -40,8 +40,9 @@ const weightError = `must be an integer from 1 to ${MAX_TARGET_WEIGHT}`;
 const targetSchema = z.object({
   target: z.string().min(1, 'is required'),
   weight: z.int({ error: weightError }).min(1, weightError).max(MAX_TARGET_WEIGHT, weightError).default(1),
-  // Widens what placeholders in the target's host may form (proto/src/compile/target.ts); compiled there.
-  host_pattern: z.string('must be a string').min(1, 'must not be empty').max(256, 'must be at most 256 characters').optional(),
+  // Widens what placeholders in the target's host may form (proto/src/compile/target.ts); compiled there. "" (the
+  // wire's default) is stored as absent.
+  host_pattern: z.string('must be a string').max(256, 'must be at most 256 characters').optional(),
 });
 
 /** A duration from `min` to `max` (both in ms, written as `minText` / `maxText` in the message). */

@@ -409,10 +409,8 @@ export function toSnapshotMessage(version: number, defs: Definitions, hash?: str
 // proxyFromMessage and apiFromMessage return `m` itself when no wire convention applies to it (the
 // common case, so a data plane's full snapshot copies nothing here: ~40 MB of the ~1 GB allocated at
 // 50,000 APIs, scripts/sync-allocations.mjs); the schemas that parse the result build their own objects.
-const weightUnset = (t: unknown): boolean => isPlainObject(t) && (t.weight === 0 || t.host_pattern === '');
-
-/** A target's wire defaults (weight 0, host_pattern "") back to absent. */
-const targetFromMessage = (t: Record<string, unknown>) => ({ ...t, weight: t.weight === 0 ? undefined : t.weight, host_pattern: t.host_pattern === '' ? undefined : t.host_pattern });
+// A target's wire host_pattern "" is left to the schema, which stores it as absent: converting it here would copy every target.
+const weightUnset = (t: unknown): boolean => isPlainObject(t) && t.weight === 0;
 
 /** A member the wire gives its default ("", [], {}) back to absent. */
 const unsetMember = (v: unknown) => v === '' || (Array.isArray(v) && v.length === 0) || (isPlainObject(v) && Object.keys(v).length === 0);
@@ -464,7 +462,7 @@ function proxyFromMessage(m: unknown): unknown {
     ...m,
     listen_path: m.listen_path === '' ? undefined : m.listen_path,
     match_headers: matchHeaders,
-    upstreams: weightsUnset ? { ...upstreams, targets: targets!.map((t) => (weightUnset(t) ? targetFromMessage(t as Record<string, unknown>) : t)) } : upstreams,
+    upstreams: weightsUnset ? { ...upstreams, targets: targets!.map((t) => (weightUnset(t) ? { ...(t as object), weight: undefined } : t)) } : upstreams,
   };
 }
 

@@ -2,7 +2,8 @@
  * A response cut by its upstream (README "Proxy behaviour", Security / reliability): a real upstream declares a body
  * (Content-Length, or chunked), sends half of it and destroys its socket. Every client must see the truncation: an
  * HTTP/2 client (node:http2, h2c) gets its stream reset with INTERNAL_ERROR and the upstream's Content-Length, never
- * a clean end; an HTTP/1.1 client gets its connection cut before the response is complete.
+ * a clean end (the access log marks the request aborted); an HTTP/1.1 client gets its connection cut before the
+ * response is complete.
  */
 import { get as httpGet, type IncomingMessage } from 'node:http';
 import { constants, type IncomingHttpHeaders } from 'node:http2';
@@ -41,11 +42,11 @@ interface H2Outcome {
 }
 
 /** One h2c GET, followed to the stream's close: whether it ended cleanly, the error it raised, its reset code. */
-async function h2Get(path: string): Promise<H2Outcome> {
+async function h2Get(path: string, requestId: string): Promise<H2Outcome> {
   const s = await h2Session(`http://127.0.0.1:${gw.dp.proxyPort}`);
   try {
     return await new Promise<H2Outcome>((resolve) => {
-      const stream = s.request({ ':path': path, ':method': 'GET' });
+      const stream = s.request({ ':path': path, ':method': 'GET', 'x-request-id': requestId });
       const outcome: H2Outcome = { headers: {}, received: 0, ended: false, error: null, rstCode: -1 };
       stream.on('response', (h) => (outcome.headers = h));
       stream.on('data', (chunk: Buffer) => (outcome.received += chunk.length));
@@ -64,7 +65,8 @@ test.each([
 ])('an HTTP/2 client sees an upstream response (%s) cut mid-body as a reset stream, not a complete body', async (_framing, path) => {
   const logged = () => gw.dp.process.lines().filter((l) => l.json?.msg === 'response stream failed').length;
   const before = logged();
-  const got = await h2Get(path);
+  const requestId = `cut-h2-${path.slice(5)}-${Date.now()}`;
+  const got = await h2Get(path, requestId);
   expect(got.headers[':status']).toBe(200);
   expect(got.received).toBeGreaterThan(0);
   expect(got.received).toBeLessThan(DECLARED);
@@ -76,6 +78,11 @@ test.each([
   else expect(got.headers['content-length']).toBeUndefined();
   // The gateway's log names the cut response.
   await pollUntil(async () => logged() > before || undefined, { what: "the cut response's log line", timeoutMs: 5_000 });
+  const access = await pollUntil(async () => gw.dp.process.lines().find((l) => l.json?.msg === 'access' && l.json?.requestId === requestId), {
+    what: `the access line of ${requestId}`,
+    timeoutMs: 5_000,
+  });
+  expect(access.json).toMatchObject({ protocol: 'HTTP/2', status: 200, aborted: true });
 });
 
 test.each([

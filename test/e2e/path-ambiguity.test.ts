@@ -132,3 +132,13 @@ test('proxy.allow_encoded_slashes is stored only when true, and refused when not
   expect(refused.status).toBe(400);
   expect(JSON.stringify(refused.body)).toContain('proxy.allow_encoded_slashes');
 });
+
+test('POST /explain tells the same refusal the proxy answers', async () => {
+  const explain = (path: string) => gw.admin.request('POST', '/explain', { body: { method: 'GET', path } });
+  expect((await explain('/plain/..;/jwt/x')).body).toMatchObject({
+    route: { name: 'plain' },
+    refused: { code: 'AMBIGUOUS_PATH', message: 'request path holds a dot segment with parameters' },
+  });
+  expect((await explain('/plain/a%2Fb')).body).toMatchObject({ refused: { code: 'AMBIGUOUS_PATH' } });
+  expect((await explain('/files/a%2Fb')).body).not.toHaveProperty('refused');
+});

@@ -7,7 +7,7 @@ import { createServer, STATUS_CODES, type IncomingMessage, type OutgoingHttpHead
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { answerGrpcStatus, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
-import { ambiguousPathForm, hasEncodedSlash, normalizePath, rewrite } from '../routing/index.js';
+import { normalizePath, refusedBeforeRouting, refusedForApi, rewrite } from '../routing/index.js';
 import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
 import { isPromise, PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
@@ -322,13 +322,12 @@ export function createProxyServer(deps: {
     if (!snapshot) throw new GatehouseError('NO_SNAPSHOT', 'no snapshot applied yet');
     const target = splitTarget(req.url);
     const path = target ? normalizePath(target.path) : null;
-    const ambiguous = path && ambiguousPathForm(path);
-    if (ambiguous) throw new GatehouseError('AMBIGUOUS_PATH', `request path holds ${ambiguous}`);
+    const early = path && refusedBeforeRouting(path);
+    if (early) throw new GatehouseError('AMBIGUOUS_PATH', early);
     const match = path ? matchRequest(snapshot, req, path) : null;
     if (!match || !path) throw new GatehouseError('NO_ROUTE', 'no API found with those values');
-    if (!match.route.proxy.allow_encoded_slashes && hasEncodedSlash(path)) {
-      throw new GatehouseError('AMBIGUOUS_PATH', 'request path holds an encoded slash (%2F, %5C) and its API does not allow them');
-    }
+    const late = refusedForApi(path, match.route.proxy.allow_encoded_slashes);
+    if (late) throw new GatehouseError('AMBIGUOUS_PATH', late);
     return { snapshot, match, path, query: target!.query };
   }
 

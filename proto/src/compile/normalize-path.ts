@@ -100,3 +100,14 @@ export function ambiguousPathForm(path: string): string | null {
 export function hasEncodedSlash(path: string): boolean {
   return path.includes('%') && ENCODED_SLASH.test(path);
 }
+
+/** The proxy's AMBIGUOUS_PATH message for a normalised path before routing (a form no API allows), or null. */
+export function refusedBeforeRouting(path: string): string | null {
+  const form = ambiguousPathForm(path);
+  return form && `request path holds ${form}`;
+}
+
+/** The proxy's AMBIGUOUS_PATH message once the route matched: encoded slashes on an API that does not allow them, or null. */
+export function refusedForApi(path: string, allowEncodedSlashes: boolean | undefined): string | null {
+  return !allowEncodedSlashes && hasEncodedSlash(path) ? 'request path holds an encoded slash (%2F, %5C) and its API does not allow them' : null;
+}

@@ -107,6 +107,7 @@ export const ERROR_TABLE = {
   NO_SNAPSHOT: { status: 503, gatewayBody: 'no configuration loaded', grpcStatus: UNAVAILABLE },
   UPGRADE_UNSUPPORTED: { status: 400, gatewayBody: 'only websocket upgrades are proxied', grpcStatus: UNIMPLEMENTED },
   BAD_REQUEST_HOST: { status: 400, gatewayBody: 'invalid host', grpcStatus: INVALID_ARGUMENT },
+  AMBIGUOUS_PATH: { status: 400, gatewayBody: 'ambiguous request path', grpcStatus: INVALID_ARGUMENT },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

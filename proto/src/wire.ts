@@ -100,6 +100,8 @@ export interface Proxy {
   forwarding_timeouts: ForwardingTimeouts | null;
   /** Header conditions: lower-cased name → accepted values (sorted); empty when the route has none. */
   match_headers: Record<string, StringList>;
+  /** Request paths holding %2F or %5C are forwarded (refused with AMBIGUOUS_PATH otherwise). */
+  allow_encoded_slashes: boolean;
 }
 
 export interface ForwardingTimeouts {
@@ -165,6 +167,8 @@ export interface PassiveHealthCheck {
 export interface Target {
   target: string;
   weight: number;
+  /** What a host filled in from placeholders must match (anchored, case-insensitive); "" = one DNS label per placeholder. */
+  host_pattern: string;
 }
 
 export interface Plugin {

@@ -15,6 +15,8 @@ export interface ApiDefinitionInput {
   appendPath?: boolean;
   preserveHost?: boolean;
   insecureSkipVerify?: boolean;
+  /** proxy.allow_encoded_slashes. */
+  allowEncodedSlashes?: boolean;
   active?: boolean;
   responseHeaderTimeout?: string;
   plugins?: unknown[];
@@ -37,6 +39,7 @@ export function apiDefinition(input: ApiDefinitionInput): Record<string, unknown
   if (input.appendPath !== undefined) proxy.append_path = input.appendPath;
   if (input.preserveHost !== undefined) proxy.preserve_host = input.preserveHost;
   if (input.insecureSkipVerify !== undefined) proxy.insecure_skip_verify = input.insecureSkipVerify;
+  if (input.allowEncodedSlashes !== undefined) proxy.allow_encoded_slashes = input.allowEncodedSlashes;
   if (input.responseHeaderTimeout !== undefined) {
     proxy.forwarding_timeouts = { response_header_timeout: input.responseHeaderTimeout };
   }

@@ -29,7 +29,12 @@ export type UpstreamBehaviour =
   /** Answers like `then` (default fixed) after `ms`. */
   | { kind: 'delay'; ms: number; then?: UpstreamBehaviour }
   /** Reads the request and never answers. */
-  | { kind: 'hang' };
+  | { kind: 'hang' }
+  /**
+   * Declares a body of `declared` bytes (Content-Length, or chunked with `chunked`), sends `sent` of them,
+   * then destroys its socket: an upstream that dies mid-body.
+   */
+  | { kind: 'cut'; declared: number; sent: number; chunked?: boolean };
 
 export interface Upstream {
   readonly name: string;
@@ -102,6 +107,13 @@ export async function startUpstream(
       }
       case 'hang':
         return;
+      case 'cut': {
+        const framing = behaviour.chunked ? {} : { 'content-length': String(behaviour.declared) };
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'x-upstream': name, ...framing });
+        res.flushHeaders();
+        res.write(Buffer.alloc(behaviour.sent, 0x61), () => setTimeout(() => res.socket?.destroy(), 50));
+        return;
+      }
     }
   };
 

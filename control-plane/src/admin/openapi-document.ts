@@ -117,6 +117,7 @@ const explainResponse = z.object({
         .optional(),
     }),
   ),
+  refused: z.object({ code: z.literal('AMBIGUOUS_PATH'), message: z.string() }).optional(),
 });
 
 const kindDiff = z.object({ added: z.array(z.string()), changed: z.array(z.string()), removed: z.array(z.string()) });

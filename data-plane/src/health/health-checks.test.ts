@@ -19,7 +19,7 @@ const POOL: PoolOptions = { dialTimeoutMs: 1000, insecureSkipVerify: false };
 const active = (o: Partial<Active> = {}): Active => ({ path: '/healthz', interval: '100ms', timeout: '50ms', healthy_threshold: 2, unhealthy_threshold: 3, ...o });
 const passive = (o: Partial<Passive> = {}): Passive => ({ unhealthy_threshold: 3, ejection: '100ms', ...o });
 
-const target = (template: string, params: string[] = []): CompiledTarget => ({ template, weight: 1, plan: compileTarget(template, params, 'target') });
+const target = (template: string, params: string[] = []): CompiledTarget => ({ template, weight: 1, hostPattern: null, plan: compileTarget(template, params, 'target') });
 
 /** A probe that never answers (for checks whose probes the test does not look at). */
 const neverAnswers: Probe = () => new Promise<never>(() => undefined);

@@ -17,6 +17,7 @@
  * | no connection-specific response headers (§8.2.2)   | hop-by-hop ones are never set (no `Connection: close`)   |
  * | graceful close is GOAWAY                            | drain sends GOAWAY; streams in flight finish             |
  * | answering before the upload ends                    | node resets the stream with NO_ERROR after the answer   |
+ * | a response cut mid-body (the upstream died)         | RST_STREAM INTERNAL_ERROR, never NO_ERROR (§6.4)        |
  */
 import { Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import {
@@ -106,6 +107,16 @@ export class ProxyHttp2Response extends Http2ServerResponse<ProxyHttp2Request> {
   override end(chunk?: unknown, encoding?: unknown, callback?: unknown): this {
     this.count(chunk, encoding);
     (super.end as (...args: unknown[]) => void)(chunk, encoding, callback);
+    return this;
+  }
+
+  /**
+   * A response cut before its end (an upstream that died mid-body) resets the stream with INTERNAL_ERROR: node's own
+   * destroy() resets it with NO_ERROR, which a client reads as a complete, truncated body (RFC 9113 §6.4).
+   */
+  override destroy(err?: Error): this {
+    if (!this.stream.destroyed && !this.writableFinished) this.stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+    super.destroy(err);
     return this;
   }
 

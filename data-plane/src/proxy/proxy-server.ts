@@ -7,7 +7,7 @@ import { createServer, STATUS_CODES, type IncomingMessage, type OutgoingHttpHead
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { answerGrpcStatus, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
-import { normalizePath, rewrite } from '../routing/index.js';
+import { normalizePath, refusedBeforeRouting, refusedForApi, rewrite } from '../routing/index.js';
 import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
 import { isPromise, PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
@@ -310,15 +310,23 @@ export function createProxyServer(deps: {
     sendError(res, requestId, error, error === err ? routeId : '', error === err ? extra : null);
   }
 
-  /** The snapshot, route and normalised path of a request; throws NO_SNAPSHOT / NO_ROUTE. */
+  /**
+   * The snapshot, route and normalised path of a request (HTTP/1.1, h2 and WebSocket handshakes alike); throws
+   * NO_SNAPSHOT / AMBIGUOUS_PATH / NO_ROUTE. A path an upstream could read otherwise than the router did is refused
+   * before matching; encoded slashes after it, unless the matched API allows them (proxy.allow_encoded_slashes).
+   */
   function routeOf(req: IncomingMessage): { snapshot: AppliedSnapshot; match: RouteMatch; path: string; query: string } {
     // Read the reference once: this request uses this snapshot to the end, whatever is applied meanwhile.
     const snapshot = holder.current();
     if (!snapshot) throw new GatehouseError('NO_SNAPSHOT', 'no snapshot applied yet');
     const target = splitTarget(req.url);
     const path = target ? normalizePath(target.path) : null;
+    const early = path && refusedBeforeRouting(path);
+    if (early) throw new GatehouseError('AMBIGUOUS_PATH', early);
     const match = path ? matchRequest(snapshot, req, path) : null;
     if (!match || !path) throw new GatehouseError('NO_ROUTE', 'no API found with those values');
+    const late = refusedForApi(path, match.route.proxy.allow_encoded_slashes);
+    if (late) throw new GatehouseError('AMBIGUOUS_PATH', late);
     return { snapshot, match, path, query: target!.query };
   }
 

@@ -26,7 +26,7 @@ import { compileIntrospection, type CompiledIntrospection } from './introspectio
 import { compileJwtKeys } from './jwt-keys.js';
 import { compileJwks, type CompiledJwks } from './jwks.js';
 import { compileListenPath } from './listen-path.js';
-import { compileTarget, fixedAuthority } from './target.js';
+import { compileTarget, compileTargetHostPattern, fixedAuthority, hostHasPlaceholder } from './target.js';
 import type { TargetPlan } from './target.js';
 import { compilePlugins, type CompiledPlugin } from '../plugins/index.js';
 import { parsePasswordHash, type PasswordHash } from '../password-hash.js';
@@ -67,6 +67,8 @@ export interface CompiledTarget {
   /** The target URL template as defined, e.g. `http://{service}:9000/x`. */
   template: string;
   weight: number;
+  /** The target's host_pattern, anchored; null without one (a placeholder in the host then fills one DNS label). */
+  hostPattern: RegExp | null;
   /** The template parsed and validated once; `rewrite` resolves it per request. */
   plan: TargetPlan;
 }
@@ -275,7 +277,10 @@ function compileProxy(proxy: ProxyDefinition, prefix: string): CompiledProxy {
     const weight = t.weight ?? 1;
     const field = `${prefix}.upstreams.targets[${i}]`;
     if (!Number.isInteger(weight) || weight < 0) invalid(`${field}.weight`, 'must be a non-negative integer');
-    return { template: t.target, weight, plan: compileTarget(t.target, paramNames, `${field}.target`, lpField) };
+    const plan = compileTarget(t.target, paramNames, `${field}.target`, lpField);
+    if (t.host_pattern !== undefined && !hostHasPlaceholder(plan)) invalid(`${field}.host_pattern`, 'applies only to a target whose host has a placeholder');
+    const hostPattern = t.host_pattern === undefined ? null : compileTargetHostPattern(t.host_pattern, `${field}.host_pattern`);
+    return { template: t.target, weight, hostPattern, plan };
   });
   if (proxy.upstreams.health_check) {
     // A health check watches one host; a target whose host is a request's placeholder is a different one per request.

@@ -73,3 +73,41 @@ export function normalizePath(rawPath: string): string {
   p = p.replace(/\/{2,}/g, '/');
   return removeDotSegments(p);
 }
+
+/** A segment that is `.` or `..` followed by path parameters (`..;x`): Tomcat and Jetty drop the parameters, then climb. */
+const DOT_WITH_PARAMETERS = /(?:^|\/)\.\.?(?:;|%3B)/i;
+/** `%2F` and `%5C` (the normalised form upper-cases escapes; the flag keeps this right on any input). */
+const ENCODED_SLASH = /%2F|%5C/i;
+/** A `.`/`..` segment that appears once an upstream decodes the slashes around it (`/a%2F..%2Fb`). */
+const DOT_BETWEEN_ENCODED_SLASHES = /(?:^|\/|%2F|%5C)\.\.?(?=$|\/|%2F|%5C)/i;
+
+/**
+ * Why a normalised path would be read differently by some upstream than the routing decision read it, or
+ * null: a raw `\` (a separator to IIS, Windows servers and WHATWG URL parsers), a dot segment with parameters
+ * (`/a/..;/b`, a climb to Tomcat and Jetty), or a dot segment that an upstream decoding `%2F`/`%5C` would see
+ * (`/a%2F..%2Fb`). These are refused on every route: no client needs them (a backslash or semicolon that is data
+ * can be sent encoded). Encoded slashes alone are the caller's to judge (hasEncodedSlash), per API.
+ */
+export function ambiguousPathForm(path: string): string | null {
+  if (path.includes('\\')) return 'a backslash';
+  if (!path.includes(';') && !path.includes('%')) return null;
+  if (DOT_WITH_PARAMETERS.test(path)) return 'a dot segment with parameters';
+  if (DOT_BETWEEN_ENCODED_SLASHES.test(path) && ENCODED_SLASH.test(path)) return 'a dot segment between encoded slashes';
+  return null;
+}
+
+/** Whether a path holds `%2F` or `%5C`, which upstreams that decode them before routing read as separators. */
+export function hasEncodedSlash(path: string): boolean {
+  return path.includes('%') && ENCODED_SLASH.test(path);
+}
+
+/** The proxy's AMBIGUOUS_PATH message for a normalised path before routing (a form no API allows), or null. */
+export function refusedBeforeRouting(path: string): string | null {
+  const form = ambiguousPathForm(path);
+  return form && `request path holds ${form}`;
+}
+
+/** The proxy's AMBIGUOUS_PATH message once the route matched: encoded slashes on an API that does not allow them, or null. */
+export function refusedForApi(path: string, allowEncodedSlashes: boolean | undefined): string | null {
+  return !allowEncodedSlashes && hasEncodedSlash(path) ? 'request path holds an encoded slash (%2F, %5C) and its API does not allow them' : null;
+}

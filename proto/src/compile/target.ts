@@ -1,8 +1,10 @@
 /**
  * Upstream target templates: `http://{service}:9000/recipes/{id}?v=1`. Validated at compile time,
- * resolved per request by substituting the listen_path parameters. A value substituted into the
- * authority must be made of hostname characters, so a client can never pick the authority
- * (`evil.com@x`, `a:1`, `a/b`); values in the path or query are percent-encoded.
+ * resolved per request by substituting the listen_path parameters. The request picks at most what the
+ * operator left open: a placeholder in the host fills one DNS label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, no dot, so
+ * no other domain) unless the target's `host_pattern` widens it, one in the port a port number; the host they form
+ * is never an IP literal or `localhost` (loopback, link-local metadata addresses and the like are not the client's
+ * to choose). Values in the path or query are percent-encoded.
  */
 import { GatehouseError } from '../errors.js';
 import { fieldError } from '../definition/field-path.js';
@@ -10,7 +12,13 @@ import { HOSTNAME } from './host-match.js';
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 const TEMPLATE = /^(https?):\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?(?:#.*)?$/i;
-const HOST_VALUE = /^[A-Za-z0-9.-]+$/;
+/** What one placeholder may fill in a target's host by default: one DNS label (RFC 1123). */
+const HOST_LABEL = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/i;
+/** With a host_pattern: host name characters only (the pattern then judges the whole host). */
+const HOST_CHARS = /^[A-Za-z0-9.-]{1,253}$/;
+const PORT_VALUE = /^[0-9]{1,5}$/;
+/** A WHATWG URL's host that is an IP literal: IPv4 in its dotted form (`2130706433`, `0x7f.1` parse to it), IPv6 in brackets. */
+const IP_HOST = /^(?:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|\[.*\])$/;
 
 export interface ResolvedTarget {
   /** `http://host[:port]`: the undici pool key. */
@@ -63,7 +71,7 @@ function badHost(message: string): never {
   throw new GatehouseError('BAD_UPSTREAM_HOST', message);
 }
 
-function resolveAuthority(scheme: string, authority: string): Pick<ResolvedTarget, 'origin' | 'host'> {
+function resolveAuthority(scheme: string, authority: string): Pick<ResolvedTarget, 'origin' | 'host'> & { hostname: string } {
   let url: URL;
   try {
     url = new URL(`${scheme}://${authority}/`);
@@ -75,7 +83,7 @@ function resolveAuthority(scheme: string, authority: string): Pick<ResolvedTarge
   if (!HOSTNAME.test(hostname) && !hostname.startsWith('[')) {
     badHost(`upstream host "${url.hostname}" is not a valid host name`);
   }
-  return { origin: url.origin, host: url.host };
+  return { origin: url.origin, host: url.host, hostname };
 }
 
 function encodePathValue(value: string): string {
@@ -85,19 +93,51 @@ function encodePathValue(value: string): string {
   return encodeURIComponent(value);
 }
 
-function hostValue(value: string): string {
-  if (!HOST_VALUE.test(value)) badHost(`placeholder value "${value}" is not a valid host name part`);
-  return value;
+const labelValue = (value: string): string => (HOST_LABEL.test(value) ? value : badHost(`placeholder value "${value}" is not one DNS label`));
+const hostCharsValue = (value: string): string => (HOST_CHARS.test(value) ? value : badHost(`placeholder value "${value}" is not a valid host name part`));
+const portValue = (value: string): string => (PORT_VALUE.test(value) ? value : badHost(`placeholder value "${value}" is not a port number`));
+
+/** Where an authority template's host ends: its `]` (an IPv6 literal), else its first `:` (a host name has none). */
+function hostEnd(authority: string): number {
+  const end = authority.startsWith('[') ? authority.indexOf(']') + 1 : authority.indexOf(':');
+  return end <= 0 ? authority.length : end;
 }
 
-/** Substitute `params` into a compiled target. Throws GatehouseError BAD_UPSTREAM_HOST. */
-export function resolveTarget(plan: TargetPlan, params: Readonly<Record<string, string>>): ResolvedTarget {
+/**
+ * Substitute `params` into a compiled target; `hostPattern` is the target's compiled host_pattern (null: one DNS
+ * label per host placeholder). Throws GatehouseError BAD_UPSTREAM_HOST.
+ */
+export function resolveTarget(plan: TargetPlan, params: Readonly<Record<string, string>>, hostPattern: RegExp | null = null): ResolvedTarget {
   if (plan.resolved) return plan.resolved;
   if (plan.service) throw new GatehouseError('NO_ENDPOINTS', `Service ${plan.authority} has no ready endpoints`);
-  const { origin, host } = resolveAuthority(plan.scheme, substitute(plan.authority, params, hostValue));
+  const split = hostEnd(plan.authority);
+  const hostTemplate = plan.authority.slice(0, split);
+  const authority = substitute(hostTemplate, params, hostPattern ? hostCharsValue : labelValue) + substitute(plan.authority.slice(split), params, portValue);
+  const { origin, host, hostname } = resolveAuthority(plan.scheme, authority);
+  if (hasPlaceholder(hostTemplate)) {
+    if (IP_HOST.test(hostname) || hostname === 'localhost' || hostname.endsWith('.localhost')) badHost(`upstream host "${hostname}" is not one a request may choose`);
+    if (hostPattern && !hostPattern.test(hostname)) badHost(`upstream host "${hostname}" does not match the target's host_pattern`);
+  }
   const path = substitute(plan.path, params, encodePathValue) || '/';
   const query = substitute(plan.query, params, encodeURIComponent);
   return { origin, host, path, query };
+}
+
+/** Whether placeholders fill part of the template's host (not only its port): what host_pattern applies to. */
+export function hostHasPlaceholder(plan: TargetPlan): boolean {
+  return !plan.resolved && !plan.service && hasPlaceholder(plan.authority.slice(0, hostEnd(plan.authority)));
+}
+
+/**
+ * A target's host_pattern as it runs: anchored and case-insensitive. `field` names it in the error.
+ * Throws GatehouseError VALIDATION_FAILED.
+ */
+export function compileTargetHostPattern(pattern: string, field: string): RegExp {
+  try {
+    return new RegExp(`^(?:${pattern})$`, 'i');
+  } catch (err) {
+    throw fieldError(field, `is not a valid regex: ${(err as Error).message}`);
+  }
 }
 
 /** Origin and Host of a target whose authority has no placeholder (its path may have some); null when the request picks them (or it is a Service). */

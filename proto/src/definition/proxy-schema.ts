@@ -40,6 +40,9 @@ const weightError = `must be an integer from 1 to ${MAX_TARGET_WEIGHT}`;
 const targetSchema = z.object({
   target: z.string().min(1, 'is required'),
   weight: z.int({ error: weightError }).min(1, weightError).max(MAX_TARGET_WEIGHT, weightError).default(1),
+  // Widens what placeholders in the target's host may form (proto/src/compile/target.ts); compiled there. "" (the
+  // wire's default) is stored as absent.
+  host_pattern: z.string('must be a string').max(256, 'must be at most 256 characters').optional(),
 });
 
 /** A duration from `min` to `max` (both in ms, written as `minText` / `maxText` in the message). */
@@ -229,6 +232,8 @@ export const proxySchema = z.object({
   append_path: z.boolean().default(false),
   preserve_host: z.boolean().default(false),
   insecure_skip_verify: z.boolean().default(false),
+  // Optional without a default (absent: refused), so definitions stored before it keep their form and hash.
+  allow_encoded_slashes: z.boolean().optional(),
   forwarding_timeouts: z
     .object({
       dial_timeout: durationSchema(DEFAULT_DIAL_TIMEOUT),
@@ -266,7 +271,7 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
   const proxy: ProxyDefinition = {
     upstreams: {
       balancing: raw.upstreams.balancing,
-      targets: raw.upstreams.targets.map((t) => ({ target: t.target, weight: t.weight })),
+      targets: raw.upstreams.targets.map((t) => (t.host_pattern ? { target: t.target, weight: t.weight, host_pattern: t.host_pattern } : { target: t.target, weight: t.weight })),
       ...(raw.upstreams.health_check && { health_check: raw.upstreams.health_check }),
       ...(raw.upstreams.protocol && { protocol: raw.upstreams.protocol }),
       ...(raw.upstreams.hash_on && { hash_on: raw.upstreams.hash_on }),
@@ -278,6 +283,8 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
     append_path: raw.append_path,
     preserve_host: raw.preserve_host,
     insecure_skip_verify: raw.insecure_skip_verify,
+    // Stored only when true: false is the default, and absent keeps older definitions' hashes.
+    ...(raw.allow_encoded_slashes && { allow_encoded_slashes: true }),
     forwarding_timeouts:
       dial_timeout === DEFAULT_DIAL_TIMEOUT && response_header_timeout === DEFAULT_RESPONSE_HEADER_TIMEOUT ? DEFAULT_TIMEOUTS : { dial_timeout, response_header_timeout },
   };

@@ -12,6 +12,11 @@ export interface TargetDefinition {
   target: string;
   /** Meaningful with `balancing` "weight", "least_conn" and "hash" (not "roundrobin"); defaults to 1. */
   weight?: number;
+  /**
+   * With placeholders in the target's host only: a regex (anchored, case-insensitive) the host they form must match,
+   * instead of the default of one DNS label per placeholder. An IP literal or `localhost` is refused all the same.
+   */
+  host_pattern?: string;
 }
 
 export interface UpstreamsDefinition {
@@ -46,6 +51,8 @@ export interface ProxyDefinition {
   append_path: boolean;
   preserve_host: boolean;
   insecure_skip_verify: boolean;
+  /** Request paths holding `%2F` / `%5C` are forwarded; absent (false): refused with AMBIGUOUS_PATH. */
+  allow_encoded_slashes?: boolean;
   forwarding_timeouts: ForwardingTimeouts;
 }
 

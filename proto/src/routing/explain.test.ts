@@ -16,6 +16,7 @@ interface ApiOpts {
   match_headers?: Record<string, string[]>;
   targets?: string[];
   strip_path?: boolean;
+  allow_encoded_slashes?: boolean;
   plugins?: unknown[];
 }
 
@@ -33,6 +34,7 @@ function explain(apis: ApiOpts[], req: Req): RequestExplanation {
         methods: o.methods,
         match_headers: o.match_headers,
         strip_path: o.strip_path,
+        allow_encoded_slashes: o.allow_encoded_slashes,
         upstreams: { targets: (o.targets ?? ['http://u']).map((target) => ({ target })) },
       },
     }),
@@ -171,5 +173,23 @@ describe('explain: candidate reasons', () => {
   test('no route: empty upstreams and plugins', () => {
     const e = explain([], { path: '/nothing' });
     expect(e).toMatchObject({ route: null, upstreams: [], plugins: [], candidates: [] });
+    expect(e).not.toHaveProperty('refused');
+  });
+
+  test('a path the proxy refuses as ambiguous says so, with the route it would otherwise match', () => {
+    const apis = [
+      { name: 'plain', listen_path: '/plain/*' },
+      { name: 'files', listen_path: '/files/*', allow_encoded_slashes: true },
+    ];
+    expect(explain(apis, { path: '/plain/..;/jwt/x' })).toMatchObject({
+      route: { name: 'plain' },
+      refused: { code: 'AMBIGUOUS_PATH', message: 'request path holds a dot segment with parameters' },
+    });
+    expect(explain(apis, { path: '/plain/a%2Fb' }).refused).toEqual({
+      code: 'AMBIGUOUS_PATH',
+      message: 'request path holds an encoded slash (%2F, %5C) and its API does not allow them',
+    });
+    expect(explain(apis, { path: '/files/a%2Fb' })).not.toHaveProperty('refused');
+    expect(explain(apis, { path: '/nowhere/a\\b' })).toMatchObject({ route: null, refused: { message: 'request path holds a backslash' } });
   });
 });

@@ -5,7 +5,7 @@
  * (the enabled ones are listed in pipeline order), no balancer state is touched.
  */
 import { isGatehouseError } from '../errors.js';
-import { normalizePath } from '../compile/normalize-path.js';
+import { normalizePath, refusedBeforeRouting, refusedForApi } from '../compile/normalize-path.js';
 import type { CompiledRoute } from '../compile/index.js';
 import type { PluginName } from '../plugins/index.js';
 import { rewrite } from './rewrite.js';
@@ -71,6 +71,8 @@ export interface RequestExplanation {
   plugins: PluginName[];
   /** The other routes the lookup considered (active ones in lookup order, then inactive ones), and why each lost. */
   candidates: ExplainedCandidate[];
+  /** Set when the proxy refuses this path with a 400 whatever the route (README "Proxy behaviour", path normalisation). */
+  refused?: { code: 'AMBIGUOUS_PATH'; message: string };
 }
 
 /** The two tables of one snapshot: the routed one, and one of inactive APIs (never routed; explained only). */
@@ -167,12 +169,15 @@ export function explainRequest(tables: ExplainTables, input: ExplainInput): Requ
       .map((c) => loser(c, true, winner, request, input.headers)),
     ...tables.inactive.explain(facts).map((c) => loser(c, false, winner, request, input.headers)),
   ];
-  if (!winner) return { request, route: null, upstreams: [], plugins: [], candidates };
+  const message = refusedBeforeRouting(path) ?? (winner && refusedForApi(path, winner.route.proxy.allow_encoded_slashes));
+  const refused = message ? { refused: { code: 'AMBIGUOUS_PATH' as const, message } } : null;
+  if (!winner) return { request, route: null, upstreams: [], plugins: [], candidates, ...refused };
   return {
     request,
     route: { ...describe(winner.route), params: winner.params, matched_path: winner.matched },
     upstreams: winner.route.targets.map((t) => upstreamOf(winner, t, { path, query, host: input.host })),
     plugins: winner.route.plugins.map((p) => p.name),
     candidates,
+    ...refused,
   };
 }

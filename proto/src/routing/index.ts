@@ -73,6 +73,6 @@ export { buildRoutingTable, buildRoutingTableInTurns, updateRoutingTable, outran
  */
 export { rewrite, joinPaths, stripMatched } from './rewrite.js';
 /** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
-export { normalizePath } from '../compile/normalize-path.js';
+export { ambiguousPathForm, hasEncodedSlash, normalizePath, refusedBeforeRouting, refusedForApi } from '../compile/normalize-path.js';
 /** POST /explain: a request's route, the candidates that lost and why, its upstream URLs. */
 export { explainRequest, LOSS_REASONS, type ExplainInput, type ExplainTables, type ExplainedCandidate, type LossReason, type RequestExplanation } from './explain.js';

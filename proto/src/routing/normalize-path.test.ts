@@ -1,4 +1,4 @@
-import { normalizePath } from './index.js';
+import { ambiguousPathForm, hasEncodedSlash, normalizePath } from './index.js';
 
 describe('normalizePath', () => {
   test.each([
@@ -58,5 +58,45 @@ describe('normalizePath', () => {
 
   test.each([['/public/../private/x'], ['//a/./b/../c/'], ['/%2e%2e/%2E/x'], ['/a%2fb'], ['/%%32%65%%32%65/x']])('idempotent on %s', (p) => {
     expect(normalizePath(normalizePath(p))).toBe(normalizePath(p));
+  });
+});
+
+describe('ambiguousPathForm (refused on every route) and hasEncodedSlash (refused unless the API allows it)', () => {
+  test.each([
+    ['a raw backslash', '/plain/..\\jwt/x', 'a backslash'],
+    ['a lone backslash', '/a\\b', 'a backslash'],
+    ['..; climbs on Tomcat and Jetty', '/plain/..;/jwt/x', 'a dot segment with parameters'],
+    ['.; with parameters', '/plain/.;x=1/jwt', 'a dot segment with parameters'],
+    ['..%3B', '/plain/..%3B/jwt', 'a dot segment with parameters'],
+    ['%2e%2e; decoded to ..;', '/plain/%2e%2e;/jwt', 'a dot segment with parameters'],
+    ['..; at the start', '/..;/jwt', 'a dot segment with parameters'],
+    ['.. between encoded slashes', '/plain/a%2F..%2Fjwt', 'a dot segment between encoded slashes'],
+    ['.. after an encoded backslash', '/plain/a%5C..%5Cjwt', 'a dot segment between encoded slashes'],
+    ['..%2F at a segment start', '/plain/..%2Fjwt', 'a dot segment between encoded slashes'],
+    ['%2e%2e%2f in lower case', '/plain/%2e%2e%2fjwt', 'a dot segment between encoded slashes'],
+  ])('refuses %s: %s', (_name, raw, why) => {
+    expect(ambiguousPathForm(normalizePath(raw))).toBe(why);
+  });
+
+  test.each([
+    ['a plain path', '/a/b'],
+    ['matrix parameters on an ordinary segment', '/a;jsessionid=1/b'],
+    ['dots inside a segment before ;', '/a/..b;x/c'],
+    ['an encoded slash alone', '/files/a%2Fb'],
+    ['an encoded semicolon in a name', '/a%3Bb'],
+    ['dot-prefixed names beside encoded slashes', '/a%2F.well-known%2F..b'],
+  ])('lets %s through: %s', (_name, raw) => {
+    expect(ambiguousPathForm(normalizePath(raw))).toBeNull();
+  });
+
+  test.each([
+    ['/files/a%2Fb', true],
+    ['/files/a%2fb', true],
+    ['/files/a%5Cb', true],
+    ['/files/a%5cb', true],
+    ['/files/a%252Fb', false],
+    ['/files/a/b', false],
+  ])('hasEncodedSlash(normalizePath(%s)) is %s', (raw, expected) => {
+    expect(hasEncodedSlash(normalizePath(raw))).toBe(expected);
   });
 });

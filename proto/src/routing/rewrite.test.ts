@@ -8,6 +8,8 @@ interface Case {
   listen_path?: string;
   hosts?: string[];
   target: string;
+  /** The target's host_pattern. */
+  host_pattern?: string;
   strip?: boolean;
   append?: boolean;
   preserve_host?: boolean;
@@ -24,7 +26,7 @@ function api(c: Case): ApiDefinition {
     hosts: c.hosts ?? [],
     proxy: {
       ...(c.listen_path === undefined ? {} : { listen_path: c.listen_path }),
-      upstreams: { balancing: 'roundrobin', targets: [{ target: c.target }] },
+      upstreams: { balancing: 'roundrobin', targets: [{ target: c.target, ...(c.host_pattern !== undefined && { host_pattern: c.host_pattern }) }] },
       methods: ['ALL'],
       strip_path: c.strip ?? false,
       append_path: c.append ?? false,
@@ -54,7 +56,7 @@ describe('SPEC §4 rewrite table', () => {
     ['row 1: /foo/* no strip, target without path → client URI with query', { listen_path: '/foo/*', target: 'http://u', request: '/foo/bar?x=1' }, 'http://u/foo/bar?x=1'],
     ['row 2: /service/* strip → /a/b', { listen_path: '/service/*', target: 'http://u', strip: true, request: '/service/a/b' }, 'http://u/a/b'],
     ['row 3: /service/* append, target /example → /example/service/a', { listen_path: '/service/*', target: 'http://u/example', append: true, request: '/service/a' }, 'http://u/example/service/a'],
-    ['row 4: /prepath/{service}/* strip, target {service}:9000 → localhost:9000/a', { listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/localhost/a' }, 'http://localhost:9000/a'],
+    ['row 4: /prepath/{service}/* strip, target {service}:9000 → orders:9000/a', { listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/orders/a' }, 'http://orders:9000/a'],
     ['row 5: regex id substituted into target path', { listen_path: '/api/recipes/{id:[\\da-f]{24}}', target: 'http://u/recipes/{id}', request: '/api/recipes/5252b1b5301bbf46038b473f' }, 'http://u/recipes/5252b1b5301bbf46038b473f'],
     ['row 6: exact /auth/token strip, target /token → /token', { listen_path: '/auth/token', target: 'http://auth/token', strip: true, method: 'POST', request: '/auth/token' }, 'http://auth/token'],
   ])('%s', (_name, c, expected) => {
@@ -164,9 +166,66 @@ describe('BAD_UPSTREAM_HOST: the client never picks the authority', () => {
     expect(m?.params.service ?? null).toBe(captured);
   });
 
-  test('a valid value passes', () => {
-    expect(url(forward({ listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/my-svc.ns/a' }))).toBe(
-      'http://my-svc.ns:9000/a',
+  test('a one-label value passes, in any case', () => {
+    expect(url(forward({ listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/My-Svc/a' }))).toBe('http://my-svc:9000/a');
+    expect(url(forward({ listen_path: '/p/{service}/*', target: 'http://{service}.ns.svc:9000', strip: true, request: '/p/orders/a' }))).toBe('http://orders.ns.svc:9000/a');
+  });
+
+  const refused = (c: Case): unknown => {
+    try {
+      forward(c);
+    } catch (e) {
+      return e;
+    }
+    return null;
+  };
+
+  test.each<[string, string]>([
+    ['localhost', 'localhost'],
+    ['localhost in capitals', 'LOCALHOST'],
+    ['an IPv4 literal', '127.0.0.1'],
+    ['the link-local metadata address', '169.254.169.254'],
+    ['an IPv4 address as one number', '2130706433'],
+    ['an IPv4 address in hex', '0x7f000001'],
+    ['a one-digit label the URL parser reads as an address', '1'],
+    ['a name of two labels', 'evil.com'],
+    ['a label that starts with a hyphen', '-a'],
+    ['a label longer than 63 characters', 'a'.repeat(64)],
+  ])('by default a host placeholder refuses %s (%s)', (_name, value) => {
+    const err = refused({ listen_path: '/prepath/{service:.+}/*', target: 'http://{service}:9000', strip: true, request: `/prepath/${value}/a` });
+    expect(err).toMatchObject({ code: 'BAD_UPSTREAM_HOST', status: 400 });
+  });
+
+  test('a placeholder in the last label cannot complete an IP literal', () => {
+    expect(refused({ listen_path: '/p/{n}/*', target: 'http://10.0.0.{n}:9000', request: '/p/5/a' })).toMatchObject({ code: 'BAD_UPSTREAM_HOST' });
+  });
+
+  test('a port placeholder takes a port number only', () => {
+    expect(url(forward({ listen_path: '/p/{port}/*', target: 'http://orders:{port}', strip: true, request: '/p/8081/a' }))).toBe('http://orders:8081/a');
+    expect(refused({ listen_path: '/p/{port}/*', target: 'http://orders:{port}', request: '/p/80a/a' })).toMatchObject({ code: 'BAD_UPSTREAM_HOST' });
+  });
+
+  test('host_pattern widens what the host may be, and still never allows an IP literal or localhost', () => {
+    const c = (value: string): Case => ({
+      listen_path: '/p/{service:.+}/*',
+      target: 'http://{service}:9000',
+      host_pattern: '[a-z0-9-]+\\.[a-z0-9-]+\\.svc|localhost|[0-9.]+',
+      strip: true,
+      request: `/p/${value}/a`,
+    });
+    expect(url(forward(c('my-svc.ns.svc')))).toBe('http://my-svc.ns.svc:9000/a');
+    expect(refused(c('my-svc.ns'))).toMatchObject({ code: 'BAD_UPSTREAM_HOST' });
+    expect(refused(c('a.b.svc.evil.com'))).toMatchObject({ code: 'BAD_UPSTREAM_HOST' });
+    expect(refused(c('localhost'))).toMatchObject({ code: 'BAD_UPSTREAM_HOST' });
+    expect(refused(c('127.0.0.1'))).toMatchObject({ code: 'BAD_UPSTREAM_HOST' });
+  });
+
+  test('host_pattern is refused on a target whose host has no placeholder, and must be a valid regex', () => {
+    expect(() => compileApi(api({ listen_path: '/p/{port}/*', target: 'http://orders:{port}', host_pattern: 'a', request: '/' }))).toThrow(
+      expect.objectContaining({ code: 'VALIDATION_FAILED', field: 'proxy.upstreams.targets[0].host_pattern' }),
+    );
+    expect(() => compileApi(api({ listen_path: '/p/{s}/*', target: 'http://{s}:9000', host_pattern: '(', request: '/' }))).toThrow(
+      expect.objectContaining({ code: 'VALIDATION_FAILED', field: 'proxy.upstreams.targets[0].host_pattern' }),
     );
   });
 

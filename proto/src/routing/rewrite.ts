@@ -38,7 +38,7 @@ export function rewrite(
   request: { path: string; query: string; host: string | undefined },
 ): UpstreamTarget {
   const { proxy } = match.route;
-  const t = resolveTarget(target.plan, match.params);
+  const t = resolveTarget(target.plan, match.params, target.hostPattern);
   const r = request.path || '/';
 
   let path: string;

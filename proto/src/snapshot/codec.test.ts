@@ -402,6 +402,43 @@ describe('upstream protocol', () => {
   });
 });
 
+describe('encoded slashes and target host patterns', () => {
+  const api = (name: string, extra: { allow?: boolean; pattern?: string } = {}) =>
+    parseApiDefinition({
+      name,
+      proxy: {
+        listen_path: `/${name}/{svc}/*`,
+        ...(extra.allow !== undefined && { allow_encoded_slashes: extra.allow }),
+        upstreams: { targets: [{ target: 'http://{svc}:8080', ...(extra.pattern !== undefined && { host_pattern: extra.pattern }) }] },
+      },
+    });
+  const DEFS_WITH: Definitions = { apis: [api('both', { allow: true, pattern: '[a-z]+\\.ns' }), api('refused', { allow: false, pattern: '' }), api('plain')], oauthServers: [] };
+
+  test.each(decoders)('round-trips through encodeSnapshot and %s; false and "" are stored as absent', (_name, decode) => {
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(3, DEFS_WITH))) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(DEFS_WITH));
+    expect(back.defs).toEqual(sortedByName(DEFS_WITH));
+    const both = back.defs.apis.find((a) => a.name === 'both')!.proxy;
+    expect(both.allow_encoded_slashes).toBe(true);
+    expect(both.upstreams.targets[0]!.host_pattern).toBe('[a-z]+\\.ns');
+    for (const name of ['refused', 'plain']) {
+      const proxy = back.defs.apis.find((a) => a.name === name)!.proxy;
+      expect(proxy).not.toHaveProperty('allow_encoded_slashes');
+      expect(proxy.upstreams.targets[0]).not.toHaveProperty('host_pattern');
+    }
+  });
+
+  test('a definition without them has neither member in its message, so its hash is the one before they existed', () => {
+    const message = apiMessage(api('plain')).proxy!;
+    expect(message).not.toHaveProperty('allow_encoded_slashes');
+    expect(Object.keys(message.upstreams!.targets[0]!)).toEqual(['target', 'weight']);
+    const hash = (a: ApiDefinition) => definitionsHash({ apis: [a], oauthServers: [] });
+    expect(hash(api('x', { allow: false, pattern: '' }))).toBe(hash(api('x')));
+    expect(hash(api('x', { allow: true }))).not.toBe(hash(api('x')));
+    expect(hash(api('x', { pattern: 'a' }))).not.toBe(hash(api('x')));
+  });
+});
+
 describe('jwt strategy with a JWKS source', () => {
   const server = (name: string, settings: object) =>
     parseOAuthServer({ name, oauth_endpoints: { token: { listen_path: `/${name}/token`, ...target('http://idp') } }, token_strategy: { name: 'jwt', settings } });

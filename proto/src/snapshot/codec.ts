@@ -122,7 +122,7 @@ function hashOnToMessage(h: HashOn): wire.HashOn {
 function upstreamsToMessage(u: ProxyDefinition['upstreams']): wire.Upstreams {
   const message = {
     balancing: u.balancing,
-    targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1 })),
+    targets: u.targets.map((t) => ({ target: t.target, weight: t.weight ?? 1, ...(t.host_pattern && { host_pattern: t.host_pattern }) })),
     ...(u.protocol && { protocol: u.protocol }),
     ...(u.hash_on && { hash_on: hashOnToMessage(u.hash_on) }),
   };
@@ -160,9 +160,11 @@ function proxyToMessage(p: ProxyDefinition): wire.Proxy {
     },
   };
   // Only when set, last, names sorted: a proxy without header conditions keeps the message (and hash) it had before them.
-  if (!p.match_headers) return message as wire.Proxy;
+  // allow_encoded_slashes likewise, only when true.
+  const slashes = p.allow_encoded_slashes ? { allow_encoded_slashes: true } : null;
+  if (!p.match_headers) return (slashes ? { ...message, ...slashes } : message) as wire.Proxy;
   const names = Object.keys(p.match_headers).sort();
-  return { ...message, match_headers: Object.fromEntries(names.map((name) => [name, { values: [...p.match_headers![name]] }])) };
+  return { ...message, match_headers: Object.fromEntries(names.map((name) => [name, { values: [...p.match_headers![name]] }])), ...slashes } as wire.Proxy;
 }
 
 /** JSON value with object keys sorted at every level: a plugin config's canonical form (maps have no order). */
@@ -407,6 +409,7 @@ export function toSnapshotMessage(version: number, defs: Definitions, hash?: str
 // proxyFromMessage and apiFromMessage return `m` itself when no wire convention applies to it (the
 // common case, so a data plane's full snapshot copies nothing here); the schemas that parse the result build
 // their own objects.
+// A target's wire host_pattern "" is left to the schema, which stores it as absent: converting it here would copy every target.
 const weightUnset = (t: unknown): boolean => isPlainObject(t) && t.weight === 0;
 
 /** A member the wire gives its default ("", [], {}) back to absent. */

@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
-/** The text outside fenced code blocks and inline code spans. */
+/** The text outside fenced code blocks. */
 function prose(markdown: string): string {
-  return markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
+  return markdown.replace(/^```[\s\S]*?^```/gm, '');
 }
 
 function anchorsOf(markdown: string): Set<string> {
@@ -30,7 +30,7 @@ function anchorsOf(markdown: string): Set<string> {
 test.each(pages)('the links of %s resolve', (page) => {
   const text = readFileSync(join(root, page), 'utf8');
   const broken: string[] = [];
-  for (const [, link] of prose(text).matchAll(/\]\(([^)\s]+)\)/g)) {
+  for (const [, link] of prose(text).replace(/`[^`\n]*`/g, '').matchAll(/\]\(([^)\s]+)\)/g)) {
     if (/^[a-z][a-z0-9+.-]*:/i.test(link)) continue;
     const [path, anchor] = link.split('#', 2);
     const target = path === '' ? join(root, page) : resolve(dirname(join(root, page)), path);

@@ -5,7 +5,6 @@
 // Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
 // Kubernetes-store CPs' --cpu-prof profiles.
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +16,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
 import { apiDefinition } from '../test/helpers/api-definition.js';
 import { controlPlaneIdentity, installCrds, kubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
+import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
 import { startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
 import { startControlPlane, type ControlPlane } from '../test/helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane.js';
@@ -25,11 +25,6 @@ const NAMESPACE = 'bench';
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
 const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
 const password = randomBytes(12).toString('hex');
-
-function rssMiB(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
-  return Math.round(Number(line.split(/\s+/)[1]) / 1024);
-}
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 
@@ -66,12 +61,6 @@ async function existingCrs(custom: CustomObjectsApi): Promise<number> {
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
-}
-
-/** CPU seconds (user + system, all threads) a process has used so far: /proc/<pid>/stat fields 14 and 15. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /**
@@ -120,7 +109,7 @@ async function propagation(client: AdminClient, dps: WatchedDataPlane[], prefix:
   // As npm run bench: the first write after start (code not yet optimised on either side) is reported apart.
   const firstFrom = monotonicUs();
   const firstMs = await write(`${prefix}-first`);
-  const cpuBefore = cpuSeconds(cpPid);
+  const cpuBefore = await cpuSeconds(cpPid);
   const windowFrom = monotonicUs();
   for (let i = 0; i < WRITES; i++) {
     const startedUs = monotonicUs();
@@ -131,7 +120,7 @@ async function propagation(client: AdminClient, dps: WatchedDataPlane[], prefix:
   if (process.env.BENCH_CP_PROFILE) {
     console.error(`bench: ${prefix} writes between monotonic ${windowFrom} and ${monotonicUs()} µs; the slowest (write ${slowest + 1}) between ${windows[slowest].join(' and ')}; the first after start between ${firstFrom} and ${windowFrom}`);
   }
-  return { times: times.sort((a, b) => a - b), cpuMs: ((cpuSeconds(cpPid) - cpuBefore) * 1000) / WRITES, slowest, firstMs };
+  return { times: times.sort((a, b) => a - b), cpuMs: (((await cpuSeconds(cpPid)) - cpuBefore) * 1000) / WRITES, slowest, firstMs };
 }
 
 interface Writes {
@@ -212,7 +201,7 @@ try {
     await createCrs(admin.custom, have, size);
     console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);
     const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`, PROFILE_FLAGS);
-    row(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${rssMiB(cp.process.pid)} MiB`);
+    row(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`);
 
     const dps = [await startWatchedDataPlane(cp.grpcAddr), await startWatchedDataPlane(cp.grpcAddr)];
     // The writes are timed once the controller has written every new CR's first status (10,000 status writes at 10,000 CRs).

@@ -1,4 +1,5 @@
 // npm run bench: performance of the built services, printed side by side (docs/benchmarks.md). Not a test.
+// Run under tsx (`npm run bench`): it imports the test helpers it shares with the tests (free ports, polling, processes, /proc readings).
 //   1. load: wrk -t1, or autocannon without wrk (separate process) direct to a node:http upstream, through the data
 //      plane (plain and with jwt), through a bare undici proxy (alone and sending SPEC's headers), through nginx when installed;
 //      requests/s, p50, p99, CPU µs per request of the serving process, the target ratios (docs/benchmarks.md).
@@ -20,8 +21,11 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { Agent, request as httpRequest, createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { freePort } from '../test/helpers/free-port.js';
+import { pollUntil } from '../test/helpers/poll-until.js';
+import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
+import { spawnService } from '../test/helpers/service-process.js';
 import { rawApi } from './bench-apis.mjs';
 import { imageEnv } from './image-env.mjs';
 
@@ -40,14 +44,6 @@ const cleanups = [];
 
 function log(line = '') {
   process.stdout.write(`${line}\n`);
-}
-
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 function http(method, url, { body, headers = {}, agent = keepAlive } = {}) {
@@ -85,56 +81,25 @@ function http(method, url, { body, headers = {}, agent = keepAlive } = {}) {
   });
 }
 
-async function waitFor(what, probe, timeoutMs = 30_000, intervalMs = 20) {
-  const deadline = Date.now() + timeoutMs;
-  let lastError;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-  throw new Error(`timed out waiting for ${what}${lastError ? ` (${lastError.message})` : ''}`);
-}
+/** Polls as fast as the bench needs (a start-up is timed by it): every 20 ms, for 30 s unless told. */
+const waitFor = (what, probe, proc, timeoutMs = 30_000, intervalMs = 20) =>
+  pollUntil(probe, { what, timeoutMs, intervalMs, details: proc ? () => proc.recentLogs() : undefined });
 
-/** A child process whose output is kept (last lines) for error messages. */
-function startProcess(name, command, args, env = {}) {
-  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const tail = [];
-  // BENCH_LOG_DIR: every line a process prints also goes to <dir>/<name>.log (e.g. with BENCH_DP_NODE_FLAGS=--trace-gc).
+/**
+ * A child process, stopped at the end of the bench; its last lines go into error messages. BENCH_LOG_DIR: every
+ * line a process prints also goes to <dir>/<name>.log (e.g. with BENCH_DP_NODE_FLAGS=--trace-gc).
+ */
+async function startProcess(name, file, args, env = {}) {
   const logFile = process.env.BENCH_LOG_DIR ? join(process.env.BENCH_LOG_DIR, `${name.replaceAll(' ', '-')}.log`) : null;
-  for (const stream of [child.stdout, child.stderr]) {
-    createInterface({ input: stream }).on('line', (line) => {
-      if (logFile) appendFileSync(logFile, `${line}\n`);
-      tail.push(line);
-      if (tail.length > 30) tail.shift();
-    });
-  }
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const proc = {
+  const proc = await spawnService({
     name,
-    child,
-    exited,
-    tail: () => `--- ${name} ---\n${tail.join('\n')}`,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
+    command: { file, args },
+    env: { ...process.env, ...env },
+    listeners: [],
+    onLine: logFile ? (line) => appendFileSync(logFile, `${line}\n`) : undefined,
+  });
   cleanups.push(() => proc.stop());
   return proc;
-}
-
-function rssMiB(pid) {
-  return readFile(`/proc/${pid}/status`, 'utf8').then((status) => {
-    const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1]);
-    return kb / 1024;
-  });
 }
 
 // ---------------------------------------------------------------- components
@@ -143,8 +108,8 @@ function rssMiB(pid) {
 async function startUpstream() {
   const port = await freePort();
   const source = `require('node:http').createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 }); res.end('ok'); }); }).listen(${port}, '127.0.0.1', () => console.log('ready'));`;
-  const proc = startProcess('upstream', process.execPath, ['-e', source]);
-  await waitFor('upstream', async () => ((await http('GET', `http://127.0.0.1:${port}/`)).status === 200 ? true : undefined));
+  const proc = await startProcess('upstream', process.execPath, ['-e', source]);
+  await waitFor('upstream', async () => ((await http('GET', `http://127.0.0.1:${port}/`)).status === 200 ? true : undefined), proc);
   return { ...proc, port, url: `http://127.0.0.1:${port}` };
 }
 
@@ -154,7 +119,7 @@ async function startControlPlane(dataDir) {
   // BENCH_CP_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): node flags for every CP the bench starts.
   const flags = process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
   // BENCH_CP_SCRIPT=control-plane/dist/main.js: tsc's output (a profile then names files and lines).
-  const proc = startProcess('control-plane', process.execPath, [...flags, process.env.BENCH_CP_SCRIPT ?? 'control-plane/bundle/main.js'], {
+  const proc = await startProcess('control-plane', process.execPath, [...flags, process.env.BENCH_CP_SCRIPT ?? 'control-plane/bundle/main.js'], {
     ...IMAGE_ENV,
     ADMIN_HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',
@@ -165,7 +130,7 @@ async function startControlPlane(dataDir) {
     LOG_LEVEL: 'warn',
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
-  await waitFor(`control plane /readyz\n${proc.tail()}`, async () => ((await http('GET', `${adminUrl}/readyz`)).status === 200 ? true : undefined));
+  await waitFor('control plane /readyz', async () => ((await http('GET', `${adminUrl}/readyz`)).status === 200 ? true : undefined), proc);
   const login = await http('POST', `${adminUrl}/login`, { body: { username: 'admin', password } });
   if (login.status !== 200) throw new Error(`admin login failed: ${login.status} ${login.text}`);
   const auth = { authorization: `Bearer ${login.json.access_token}` };
@@ -186,7 +151,7 @@ async function startDataPlane(cp, id, env = {}) {
   const flags = ['--max-semi-space-size=8', ...(process.env.BENCH_DP_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
   // The chart's script too: the bundle (scripts/bundle.mjs). BENCH_DP_SCRIPT=data-plane/dist/main.js measures tsc's output.
   const script = process.env.BENCH_DP_SCRIPT ?? 'data-plane/bundle/main.js';
-  const proc = startProcess(`data-plane ${id}`, process.execPath, [...flags, script], {
+  const proc = await startProcess(`data-plane ${id}`, process.execPath, [...flags, script], {
     ...IMAGE_ENV,
     PROXY_HOST: '127.0.0.1',
     STATUS_HOST: '127.0.0.1',
@@ -204,11 +169,11 @@ async function startDataPlane(cp, id, env = {}) {
     const res = await http('GET', `${statusUrl}/readyz`);
     return res.status === 200 ? res.json.version : undefined;
   };
-  await waitFor(`data plane ${id} /readyz\n${proc.tail()}`, version, 120_000, 10);
+  await waitFor(`data plane ${id} /readyz`, version, proc, 120_000, 10);
   const syncMs = performance.now() - started;
   // The DP's own CPU until it served (all its threads): unlike the wall time, not stretched by time the
   // shared machine gave to others.
-  const syncCpuMs = (await cpuSeconds(proc.child.pid)) * 1000;
+  const syncCpuMs = (await cpuSeconds(proc.pid)) * 1000;
   return { ...proc, statusUrl, proxyUrl: `http://127.0.0.1:${proxyPort}`, version, syncMs, syncCpuMs };
 }
 
@@ -219,16 +184,8 @@ async function waitForVersion(dp, version, timeoutMs = 60_000) {
     const seen = await dp.version();
     if (seen !== undefined && seen >= version) return;
   }
-  throw new Error(`${dp.name} did not reach version ${version} within ${timeoutMs} ms\n${dp.tail()}`);
+  throw new Error(`${dp.name} did not reach version ${version} within ${timeoutMs} ms\n${dp.recentLogs()}`);
 }
-
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (fields 14 and 15). */
-async function cpuSeconds(pid) {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-}
-const CLOCK_TICKS = 100; // USER_HZ on Linux
 
 /** wrk (C, one thread) when installed: it takes a fraction of the CPU autocannon (Node.js) takes, which on a 2-core box is CPU the measured process gets back. BENCH_LOADGEN=autocannon forces autocannon. */
 const LOADGEN = process.env.BENCH_LOADGEN ?? (spawnSync('which', ['wrk']).status === 0 ? 'wrk' : 'autocannon');
@@ -350,7 +307,7 @@ async function nginxRow(upstreamPort) {
     '/bench/x',
   );
   // The worker does the proxying (the master only supervises): its CPU is what compares with a DP's.
-  const worker = Number((await readFile(`/proc/${proc.child.pid}/task/${proc.child.pid}/children`, 'utf8')).trim().split(/\s+/)[0]);
+  const worker = Number((await readFile(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8')).trim().split(/\s+/)[0]);
   const result = await load(`${url}/bench/x`, {}, worker);
   await proc.stop();
   return { name: 'nginx (1 worker)', ...result };
@@ -414,8 +371,8 @@ async function builtModule(path) {
  */
 async function startBareProxy(upstream, mode = '') {
   const port = await freePort();
-  const proc = startProcess('bare undici proxy', process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), upstream.url, mode]);
-  await waitFor(`bare undici proxy\n${proc.tail()}`, async () => ((await http('GET', `http://127.0.0.1:${port}/bench/x`)).status === 200 ? true : undefined));
+  const proc = await startProcess('bare undici proxy', process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), upstream.url, mode]);
+  await waitFor('bare undici proxy', async () => ((await http('GET', `http://127.0.0.1:${port}/bench/x`)).status === 200 ? true : undefined), proc);
   return { ...proc, url: `http://127.0.0.1:${port}/bench/x` };
 }
 
@@ -428,7 +385,7 @@ async function loadSection(upstream, cp, dps) {
   if (created.status !== 201) throw new Error(`creating the bench API failed: ${created.status} ${created.text}`);
   for (const dp of dps) await waitForVersion(dp, Number(created.headers['x-snapshot-version']));
 
-  const direct = { name: 'direct to upstream', ...(await load(`${upstream.url}/bench/x`, {}, upstream.child.pid)) };
+  const direct = { name: 'direct to upstream', ...(await load(`${upstream.url}/bench/x`, {}, upstream.pid)) };
   const jwtSetup = await jwtRow(upstream, cp, dps);
   const bareProxy = await startBareProxy(upstream);
   const specProxy = await startBareProxy(upstream, 'spec');
@@ -436,10 +393,10 @@ async function loadSection(upstream, cp, dps) {
   for (let round = 0; round < LOAD_ROUNDS; round++) {
     const options = { warmup: round === 0 ? 2 : 1 };
     rounds.push({
-      dp: await load(`${dps[0].proxyUrl}/bench/x`, {}, dps[0].child.pid, options),
-      jwt: await load(jwtSetup.url, jwtSetup.headers, dps[0].child.pid, options),
-      bare: await load(bareProxy.url, {}, bareProxy.child.pid, options),
-      spec: await load(specProxy.url, {}, specProxy.child.pid, options),
+      dp: await load(`${dps[0].proxyUrl}/bench/x`, {}, dps[0].pid, options),
+      jwt: await load(jwtSetup.url, jwtSetup.headers, dps[0].pid, options),
+      bare: await load(bareProxy.url, {}, bareProxy.pid, options),
+      spec: await load(specProxy.url, {}, specProxy.pid, options),
     });
   }
   await bareProxy.stop();
@@ -598,7 +555,7 @@ async function pluginSection(upstream, cp, dps) {
   const dp = dps[0];
   await waitForVersion(dp, version);
   const perRequest = async (name, headers, warmup = 0) => {
-    const result = await load(`${dp.proxyUrl}/bench-plugin-${name}/x`, headers, dp.child.pid, { warmup, seconds: PLUGIN_RUN_SECONDS });
+    const result = await load(`${dp.proxyUrl}/bench-plugin-${name}/x`, headers, dp.pid, { warmup, seconds: PLUGIN_RUN_SECONDS });
     return { ...result, us: (result.cpu / result.requests) * 1e6 };
   };
   log(`${'plugin'.padEnd(22)}${'on µs'.padStart(8)}${'off µs'.padStart(8)}${'delta µs'.padStart(10)}${'pair deltas'.padStart(15)}${'code µs'.padStart(9)}${'on req/s'.padStart(10)}${'off req/s'.padStart(10)}${'errors'.padStart(8)}`);
@@ -638,7 +595,7 @@ async function pluginSection(upstream, cp, dps) {
 async function ownDataPlaneLoad(cp, id, env, version, path, { headers = {}, https = false, h2 = null } = {}) {
   const dp = await startDataPlane(cp, id, env);
   await waitForVersion(dp, version);
-  const result = await load(`${https ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}${path}`, headers, dp.child.pid, { h2 });
+  const result = await load(`${https ? dp.proxyUrl.replace(/^http:/, 'https:') : dp.proxyUrl}${path}`, headers, dp.pid, { h2 });
   await dp.stop();
   return { ...result, us: (result.cpu / result.requests) * 1e6 };
 }
@@ -771,8 +728,8 @@ async function upstreamH2Section(upstream, cp) {
   log(`## upstream protocol: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? ', h2load' : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), h2c upstream vs HTTP/1.1`);
   const port = await freePort();
   const source = `require('node:http2').createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 }); res.end('ok'); }); }).listen(${port}, '127.0.0.1', () => console.log('ready'));`;
-  const h2c = startProcess('h2c upstream', process.execPath, ['-e', source]);
-  await waitFor('h2c upstream', async () => (h2c.tail().includes('ready') ? true : undefined));
+  const h2c = await startProcess('h2c upstream', process.execPath, ['-e', source]);
+  await waitFor('h2c upstream', async () => (h2c.recentLogs().includes('ready') ? true : undefined), h2c);
   const apis = [
     { name: 'bench-up-h1', proxy: { listen_path: '/bench-up-h1/*', upstreams: { targets: [{ target: upstream.url }] } } },
     { name: 'bench-up-h2', proxy: { listen_path: '/bench-up-h2/*', upstreams: { protocol: 'http2', targets: [{ target: `http://127.0.0.1:${port}` }] } } },
@@ -836,9 +793,9 @@ http {
 `,
   );
   // -e: nginx opens its default error log before reading the config; keep it in the temp dir too.
-  const proc = startProcess(name, 'nginx', ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')]);
+  const proc = await startProcess(name, 'nginx', ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')]);
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(`${name}\n${proc.tail()}`, async () => ((await http('GET', `${url}${probePath}`)).status === 200 ? true : undefined));
+  await waitFor(name, async () => ((await http('GET', `${url}${probePath}`)).status === 200 ? true : undefined), proc);
   return { proc, url };
 }
 
@@ -876,7 +833,7 @@ async function workersSection(upstream, cp) {
   const res = await cp.admin('POST', '/apis', { name: 'bench-workers', proxy: { listen_path: '/bench-workers/*', upstreams: { targets: [{ target: target.url }] } } });
   if (res.status !== 201) throw new Error(`creating the workers bench API failed: ${res.status} ${res.text}`);
   // The primary's children are its workers (a worker forked again mid-run would lose its CPU: none is, errors would show it).
-  const workerPids = async (dp) => (await readFile(`/proc/${dp.child.pid}/task/${dp.child.pid}/children`, 'utf8')).trim().split(/\s+/).filter(Boolean).map(Number);
+  const workerPids = async (dp) => (await readFile(`/proc/${dp.pid}/task/${dp.pid}/children`, 'utf8')).trim().split(/\s+/).filter(Boolean).map(Number);
   const cpuOf = (pids) => Promise.all(pids.map(cpuSeconds));
   const sum = (values) => values.reduce((a, b) => a + b, 0);
   const run = async (workers, env = {}) => {
@@ -885,7 +842,7 @@ async function workersSection(upstream, cp) {
       await waitForVersion(dp, Number(res.headers['x-snapshot-version']));
       const url = `${dp.proxyUrl}/bench-workers/x`;
       await measure(url, 2);
-      const pids = [dp.child.pid, ...(await workerPids(dp))];
+      const pids = [dp.pid, ...(await workerPids(dp))];
       const [cpuBefore, wallBefore] = [await cpuOf(pids), performance.now()];
       const result = await measure(url);
       const used = (await cpuOf(pids)).map((seconds, i) => seconds - cpuBefore[i]);
@@ -988,7 +945,7 @@ async function propagationSection(upstream) {
     try {
       await write(); // warm-up (JIT on both sides)
       const writes = size >= 50_000 ? 20 : size >= 10_000 ? 50 : 100;
-      const cpu = async () => Promise.all([cpuSeconds(cp.child.pid), cpuSeconds(dps[0].child.pid)]);
+      const cpu = async () => Promise.all([cpuSeconds(cp.pid), cpuSeconds(dps[0].pid)]);
       const [cpBefore, dpBefore] = await cpu();
       const runs = [];
       for (let i = 0; i < writes; i++) runs.push(await write());
@@ -1016,7 +973,7 @@ async function propagationSection(upstream) {
             }
           })();
           // Whose CPU the pushes take from the DP under load and the load generator on a shared machine.
-          const pushers = { CP: cp.child.pid, 'DP 2': dps[1].child.pid, bench: process.pid };
+          const pushers = { CP: cp.pid, 'DP 2': dps[1].pid, bench: process.pid };
           const cpuBefore = await Promise.all(Object.values(pushers).map(cpuSeconds));
           const result = await load(url);
           const cpuAfter = await Promise.all(Object.values(pushers).map(cpuSeconds));
@@ -1263,10 +1220,10 @@ async function memorySection(upstream) {
     try {
       const cp = await startControlPlane(dataDir);
       const dp = await startDataPlane(cp, `bench-mem-${size}`);
-      const rss = await rssMiB(dp.child.pid);
+      const rss = await rssMiB(dp.pid);
       // What a serving DP holds: the sync's garbage collected and the heap shrunk by V8 once allocation is quiet.
       await new Promise((resolve) => setTimeout(resolve, SETTLE_SECONDS * 1000));
-      const settled = await rssMiB(dp.child.pid);
+      const settled = await rssMiB(dp.pid);
       const spaces = await heapSpacesMiB(dp);
       const started = performance.now();
       const res = await cp.admin('PUT', '/apis/api-0', { active: false });
@@ -1281,10 +1238,10 @@ async function memorySection(upstream) {
         // Sampled while a last second of load runs: what a DP serving traffic holds.
         const last = load(url, {}, undefined, { warmup: 0, seconds: 2 });
         await new Promise((resolve) => setTimeout(resolve, 1000));
-        underLoad = await rssMiB(dp.child.pid);
+        underLoad = await rssMiB(dp.pid);
         await last;
         await new Promise((resolve) => setTimeout(resolve, SETTLE_SECONDS * 1000));
-        loaded = { rss: await rssMiB(dp.child.pid), spaces: await heapSpacesMiB(dp) };
+        loaded = { rss: await rssMiB(dp.pid), spaces: await heapSpacesMiB(dp) };
       }
       log(
         `${String(size).padStart(8)}${rss.toFixed(1).padStart(12)}${settled.toFixed(1).padStart(13)}${`${spaces.new}/${spaces.old}`.padStart(13)}${dp.syncMs.toFixed(0).padStart(14)}${dp.syncCpuMs.toFixed(0).padStart(13)}${propagation.toFixed(0).padStart(13)}` +

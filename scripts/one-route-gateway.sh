@@ -1,4 +1,4 @@
-# Sourced by scripts/count-instructions.sh, gc-per-request.sh, profile-per-request.sh and alloc-per-request.sh (not run on its own): from the
+# Sourced by scripts/count-instructions.sh, gc-per-request.sh and alloc-per-request.sh (not run on its own): from the
 # repository root, with $base set, starts a node upstream answering "ok" on $upstream_port and this
 # tree's control plane (a fresh data dir, a random admin password) holding one API, /bench/*, plain or
 # with the plugins in $PLUGINS (a JSON list, e.g. '[{"name":"retry","config":{"attempts":3}}]').

@@ -51,7 +51,7 @@ function applyCachedSnapshot(cache: SnapshotCache, holder: SnapshotHolder, logge
     if (result.ok) logger.info({ path: cache.path, version: result.version, hash: result.hash }, 'serving cached snapshot');
     else logger.warn({ path: cache.path, err: result.error }, 'cached snapshot rejected');
   } catch (err) {
-    logger.warn({ path: cache.path, err: err instanceof Error ? err.message : String(err) }, 'could not read the snapshot cache');
+    logger.warn({ path: cache.path, err }, 'could not read the snapshot cache');
   }
 }
 

@@ -148,7 +148,7 @@ export function watchFileSet<T extends object>(read: () => T, options: Pick<Watc
 export function logCertificateReload(logger: Pick<Logger, 'info' | 'warn'>, listener: string, result: 'reloaded' | 'unchanged' | Error): void {
   if (result === 'reloaded') logger.info({ listener }, 'certificates reloaded');
   else if (result === 'unchanged') logger.info({ listener }, 'certificates unchanged');
-  else logger.warn({ listener, err: result.message }, 'certificate reload refused; keeping the previous certificate');
+  else logger.warn({ listener, err: result }, 'certificate reload refused; keeping the previous certificate');
 }
 
 /** A listener's certificate files, re-read every `intervalMs` (TLS_RELOAD_INTERVAL) and on SIGHUP (the caller's reload()); each periodic reload is logged. */

@@ -4,12 +4,12 @@
  * does not grow beyond 10 % over 100,000 proxied requests after a 50,000-request warm-up. Each test starts its own
  * processes and prints its figures; none asserts a tight timing.
  */
-import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { startLoad } from '../helpers/load-generator.js';
 import { delay } from '../helpers/poll-until.js';
+import { rssMiB } from '../helpers/process-stats.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
@@ -42,12 +42,6 @@ async function openSockets(count: number, batch: number, open: () => Promise<Soc
   const sockets: Socket[] = [];
   for (let i = 0; i < count; i += batch) sockets.push(...(await Promise.all(Array.from({ length: Math.min(batch, count - i) }, open))));
   return sockets;
-}
-
-async function vmRssMiB(pid: number): Promise<number> {
-  const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]);
-  if (!Number.isFinite(kb)) throw new Error(`no VmRSS for pid ${pid}`);
-  return kb / 1024;
 }
 
 test('1,000 idle keep-alive connections and 200 slowloris clients do not starve a normal client', async () => {
@@ -109,12 +103,12 @@ test('DP resident memory does not grow beyond 10 % over 100,000 proxied requests
       await delay(50);
       const answered = load.progress().ok + load.progress().failed;
       if (answered < next) continue;
-      samples.push({ answered, rss: await vmRssMiB(pid) });
+      samples.push({ answered, rss: await rssMiB(pid) });
       upstream.reset(); // the test's own upstream keeps records; the DP's memory is what is measured
       next += SAMPLE_EVERY;
     }
     const result = await load.done;
-    samples.push({ answered: result.ok + result.failed, rss: await vmRssMiB(pid) });
+    samples.push({ answered: result.ok + result.failed, rss: await rssMiB(pid) });
     // One sample lands anywhere on V8's GC sawtooth: the old space grows ~150 bytes per request until
     // a full collection, whose timing moves from run to run (a reading may be 20 MiB above the last
     // one, then fall back). The lowest reading of a window is the closest it came to live memory, so the

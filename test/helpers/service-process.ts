@@ -42,8 +42,10 @@ export interface ServiceProcess {
 
 export interface SpawnServiceOptions {
   name: string;
-  /** Path relative to the repository root, e.g. `control-plane/bundle/main.js`. */
-  script: string;
+  /** Path relative to the repository root, e.g. `control-plane/bundle/main.js`, run by this node. */
+  script?: string;
+  /** Instead of `script`: any program and its arguments (the benchmarks' nginx, `node -e …`); `nodeFlags` do not apply. */
+  command?: { file: string; args: readonly string[] };
   /** node's own flags, before the script (e.g. the chart's `--max-semi-space-size=8`). */
   nodeFlags?: readonly string[];
   env: Record<string, string>;
@@ -55,8 +57,10 @@ export interface SpawnServiceOptions {
 }
 
 export async function spawnService(options: SpawnServiceOptions): Promise<ServiceProcess> {
-  const { name, script, nodeFlags = [], env, listeners, startTimeoutMs = 15_000 } = options;
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, script], {
+  const { name, script, command, nodeFlags = [], env, listeners, startTimeoutMs = 15_000 } = options;
+  if ((script === undefined) === (command === undefined)) throw new Error(`${name}: give either script or command`);
+  const [file, args] = command ? [command.file, command.args] : [process.execPath, [...nodeFlags, script!]];
+  const child: ChildProcess = spawn(file, args, {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

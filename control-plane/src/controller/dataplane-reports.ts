@@ -82,7 +82,7 @@ export function startDataPlaneReports(deps: {
     timer = setTimeout(() => {
       publishing = publishing
         .then(() => publish(deps.own()))
-        .catch((err: unknown) => logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300) }, 'data-plane report failed'))
+        .catch((err: unknown) => logger.warn({ err }, 'data-plane report failed'))
         .finally(() => {
           // Heartbeat: a report not renewed for three lease durations is ignored by the leader.
           if (!closed) schedule(deps.leaseDurationMs);

@@ -51,7 +51,7 @@ export function startController(deps: {
     try {
       remote = await reports.others();
     } catch (err) {
-      logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300) }, 'cannot read data-plane reports; status waits');
+      logger.warn({ err }, 'cannot read data-plane reports; status waits');
       return null;
     }
     const ids = new Set(own.map((dp) => dp.id));

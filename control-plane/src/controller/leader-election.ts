@@ -123,7 +123,7 @@ export function startLeaderElection(options: LeaderElectionOptions): LeaderElect
       await tryAcquireOrRenew();
     } catch (err) {
       const code = (err as { code?: number }).code;
-      if (code !== 409) logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), lease: leaseName }, 'lease renewal failed');
+      if (code !== 409) logger.warn({ err, lease: leaseName }, 'lease renewal failed');
       if (leading && (code === 409 || now() - lastRenewedAt > renewDeadlineMs)) setLeading(false);
     }
     if (!closed) timer = setTimeout(() => void loop(), retryMs);
@@ -148,7 +148,7 @@ export function startLeaderElection(options: LeaderElectionOptions): LeaderElect
           body: { ...lease, spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(now()) } },
         });
       } catch (err) {
-        logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300) }, 'lease release failed');
+        logger.warn({ err }, 'lease release failed');
       }
     },
   };

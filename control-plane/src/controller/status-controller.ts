@@ -208,7 +208,7 @@ export function createStatusController(deps: {
       // 409/404: the CR changed or went meanwhile; its watch event triggers the next round.
       const code = (err as { code?: number }).code;
       if (code !== 409 && code !== 404) {
-        logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), resource: verdict.metadataName }, 'status write failed');
+        logger.warn({ err, resource: verdict.metadataName }, 'status write failed');
         retryLater();
       }
     }

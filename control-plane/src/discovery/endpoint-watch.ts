@@ -46,7 +46,7 @@ export function createEndpointWatch(deps: { kubeConfig: KubeConfig; namespaces: 
       if (name) deps.changed(namespace, name);
     };
     const failed = (err: unknown, retryMs: number) =>
-      deps.logger.warn({ err: String((err as Error)?.message ?? err), namespace, kind, retryMs }, 'service discovery list/watch failed; retrying');
+      deps.logger.warn({ err, namespace, kind, retryMs }, 'service discovery list/watch failed; retrying');
     firstLists.push(runInformer(informer, changed, { baseMs: RETRY_BASE_MS, maxMs: RETRY_MAX_MS, timers, closed: () => closed, failed }));
   }
 

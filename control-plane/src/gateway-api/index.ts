@@ -90,7 +90,7 @@ export function startGatewayApi(deps: {
       await running;
       scheduled = false;
       if (closed) return;
-      running = reconcile().catch((err: unknown) => logger.warn({ err: String((err as Error)?.message ?? err) }, 'Gateway API: reconcile failed'));
+      running = reconcile().catch((err: unknown) => logger.warn({ err }, 'Gateway API: reconcile failed'));
     });
   }
 
@@ -239,7 +239,7 @@ export function startGatewayApi(deps: {
       else await custom.replaceNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body });
     } catch (err) {
       // A conflict means a newer object, whose event reconciles again.
-      logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), resource: plural, name }, 'Gateway API: status write failed');
+      logger.warn({ err, resource: plural, name }, 'Gateway API: status write failed');
     }
   }
 

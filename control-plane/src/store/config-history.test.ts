@@ -181,6 +181,27 @@ describe('file config history', () => {
     expect(names(await fresh.definitions(9))).toEqual(['y']);
   });
 
+  test('a history file the file system cannot read is an error, never "no history"; nothing is dropped', async () => {
+    // A directory in a file's place: reading it fails as EACCES would for a process not running as root.
+    const journal = join(dir, HISTORY_DIR, HISTORY_JOURNAL);
+    const history = await openHistory();
+    await writeVersions(history, 2);
+    await history.close();
+    const lines = await readFile(journal, 'utf8');
+
+    const reopened = await openHistory();
+    await rm(journal);
+    await mkdir(journal);
+    await expect(reopened.definitions(2)).rejects.toMatchObject({ code: 'EISDIR' });
+    await expect(openFileHistory({ dataDir: dir, logger, limit: 3 })).rejects.toMatchObject({ code: 'EISDIR' });
+    await rm(journal, { recursive: true });
+    await writeFile(journal, lines);
+
+    await mkdir(join(dir, HISTORY_DIR, 'index.json'));
+    await expect(openFileHistory({ dataDir: dir, logger, limit: 3 })).rejects.toMatchObject({ code: 'EISDIR' });
+    expect(await readFile(journal, 'utf8')).toBe(lines);
+  });
+
   test('a previous release\'s history (a complete copy per version + index.json) is converted at the first start', async () => {
     await mkdir(join(dir, HISTORY_DIR), { recursive: true });
     const v2 = { apis: [api('a')], oauthServers: [] };

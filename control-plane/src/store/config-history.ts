@@ -198,6 +198,11 @@ async function readBaseSeq(path: string): Promise<number> {
   return head === undefined ? 0 : baseSeqOf(path, head.toString('utf8'));
 }
 
+/** An error of the file system itself (EACCES, EISDIR, EIO…), not of a file's content: never read as "no history". */
+function isFileSystemError(err: unknown): boolean {
+  return typeof (err as NodeJS.ErrnoException)?.errno === 'number' && typeof (err as NodeJS.ErrnoException).syscall === 'string';
+}
+
 async function readIfExists(path: string): Promise<Buffer | undefined> {
   try {
     return await readFile(path);
@@ -208,7 +213,7 @@ async function readIfExists(path: string): Promise<Buffer | undefined> {
 }
 
 async function readLegacyIndex(dir: string, logger: Logger): Promise<HistoryEntry[] | undefined> {
-  const text = await readIfExists(join(dir, LEGACY_INDEX)).catch(() => Buffer.from('[]'));
+  const text = await readIfExists(join(dir, LEGACY_INDEX));
   if (text === undefined) return undefined;
   try {
     const parsed: unknown = JSON.parse(text.toString('utf8'));
@@ -220,7 +225,10 @@ async function readLegacyIndex(dir: string, logger: Logger): Promise<HistoryEntr
   return [];
 }
 
-/** STORE=file: DATA_DIR/history/ (see the file comment). An unreadable journal or base starts a new history, with a warning. */
+/**
+ * STORE=file: DATA_DIR/history/ (see the file comment). A damaged journal or base starts a new history, with a
+ * warning; one the file system cannot read (EACCES, EIO…) is an error: only a missing file means no history.
+ */
 export async function openFileHistory(options: HistoryOptions & { dataDir: string }): Promise<ConfigHistory> {
   const { logger } = options;
   const dir = join(options.dataDir, HISTORY_DIR);
@@ -258,7 +266,8 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
     }
     validBytes = valid;
   } catch (err) {
-    logger.warn({ err: String(err), path: journalPath }, 'config history unreadable; starting a new history');
+    if (isFileSystemError(err)) throw err;
+    logger.warn({ err, path: journalPath }, 'config history unreadable; starting a new history');
     for (const path of [basePath, journalPath]) await rm(path, { force: true });
     [baseSeq, lines, validBytes] = [0, [], 0];
   }
@@ -309,7 +318,7 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
     for (const seq of keptSeqs) if (seq !== undefined && (first === -1 || indexOf(seq) < first)) first = indexOf(seq);
     if (first === -1 || lines[first].seq === baseSeq || startOf(first) - startOf(0) <= Math.max(baseBytes, COMPACT_MIN_BYTES)) return;
     compacting = compact(lines[first])
-      .catch((err) => logger.warn({ err: String(err), path: basePath }, 'config history compaction failed; the journal still holds every entry'))
+      .catch((err) => logger.warn({ err, path: basePath }, 'config history compaction failed; the journal still holds every entry'))
       .finally(() => (compacting = undefined));
   }
 
@@ -363,7 +372,8 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
       try {
         return line.defs ?? (await contentAt(line.seq));
       } catch (err) {
-        logger.warn({ err: String(err), path: journalPath, version }, 'config history entry unreadable');
+        if (isFileSystemError(err)) throw err;
+        logger.warn({ err, path: journalPath, version }, 'config history entry unreadable');
         return undefined;
       }
     },
@@ -380,7 +390,8 @@ export async function openFileHistory(options: HistoryOptions & { dataDir: strin
       try {
         await backing.save(entry, deserialize(path, await readFile(path, 'utf8')).defs, []);
       } catch (err) {
-        logger.warn({ err: String(err), path }, 'previous config history entry unreadable; not converted');
+        if (isFileSystemError(err)) throw err;
+        logger.warn({ err, path }, 'previous config history entry unreadable; not converted');
       }
     }
     await rm(join(dir, LEGACY_INDEX), { force: true });

@@ -172,7 +172,7 @@ describe('storage strategy when the store fails', () => {
       logger: { info: () => undefined, debug: () => undefined, warn: (o: unknown) => void warnings.push(o) } as never,
     });
     expect(await codeOf(() => authorizer.check(apiRoute('store-auth'), 'Bearer x'))).toBe('TOKEN_REJECTED');
-    expect(warnings).toEqual([expect.objectContaining({ server: 'store-auth', err: 'boom' })]);
+    expect(warnings).toEqual([expect.objectContaining({ server: 'store-auth', err: expect.objectContaining({ message: 'boom' }) })]);
   });
 
   test('unreachable Redis → TOKEN_REJECTED without hanging', async () => {

@@ -104,7 +104,7 @@ export function createAuthorizer(deps: {
     try {
       stored = await tokenStore.has(serverName, token);
     } catch (err) {
-      logger.warn({ server: serverName, err: err instanceof Error ? err.message : String(err) }, 'token store unavailable, request refused');
+      logger.warn({ server: serverName, err }, 'token store unavailable, request refused');
       throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: token store unavailable', { cause: err });
     }
     if (!stored) throw new GatehouseError('TOKEN_REJECTED', 'access token not authorized: unknown or expired token');

@@ -109,7 +109,7 @@ export function createIntrospector(options: IntrospectorOptions): Introspector {
       try {
         verdict = await pending;
       } catch (err) {
-        options.logger?.warn({ server: config.serverName, err: (err as Error).message }, 'token introspection unavailable, request refused');
+        options.logger?.warn({ server: config.serverName, err }, 'token introspection unavailable, request refused');
         throw err;
       }
       const at = now();

@@ -5,6 +5,8 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { compileJwks } from '#proto/compile/jwks';
 import { isGatehouseError } from '#proto/errors';
 import { createUpstreamPools, type UpstreamPools } from '../proxy/upstream-pools.js';
@@ -67,6 +69,27 @@ test('the first lookup waits for the fetch; concurrent lookups share it; later o
   expect(await Promise.all([kids('k1'), kids('k1'), kids(undefined)])).toEqual([['k1'], ['k1'], ['k1']]);
   expect(await kids('k1')).toEqual(['k1']);
   expect(fetches).toBe(1);
+});
+
+test('a JWK the set cannot use is logged with its reason, as a warning when it is broken', async () => {
+  const lines: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString('utf8')));
+      done();
+    },
+  });
+  cache = createJwksCache({ pools, now: () => clock, logger: pino({ level: 'info' }, sink) });
+  serve([K1, { kty: 'EC', crv: 'P-256', x: 'AAAA', y: 'AAAA', kid: 'bad' }, { ...K2, use: 'enc' }]);
+  expect(await kids(undefined)).toEqual(['k1']);
+  expect(lines.find((l) => l.msg === 'JWKS fetched')).toMatchObject({
+    level: 40,
+    keys: 1,
+    ignored: [
+      { key: 'keys[1]', kid: 'bad', reason: expect.stringMatching(/^key material not importable: /), broken: true },
+      { key: 'keys[2]', kid: 'k2', reason: 'use is "enc", not "sig"', broken: false },
+    ],
+  });
 });
 
 test('an unknown kid refetches once per cooldown, however many ask', async () => {

@@ -85,7 +85,7 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
       set.fetchedAt = now();
       set.lastError = undefined;
       options.metrics?.jwksFetch('ok');
-      options.logger?.info({ server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored }, 'JWKS fetched');
+      options.logger?.[parsed.ignored.some((j) => j.broken) ? 'warn' : 'info']({ server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored }, 'JWKS fetched');
     } catch (err) {
       // The whole message, prefixed once: a refused set's reason comes from parseJwks, a failed call's from callJson (json-call.ts).
       set.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;

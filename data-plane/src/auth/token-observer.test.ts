@@ -144,7 +144,7 @@ describe('failures never escape finish()', () => {
     };
     const { logger, warnings } = silentLogger();
     await expect(exchange(broken, 'token', { response: tokenResponse({ access_token: 'A' }) }, logger)).resolves.toBeUndefined();
-    expect(warnings).toEqual([expect.objectContaining({ server: 'auth', err: 'redis down' })]);
+    expect(warnings).toEqual([expect.objectContaining({ server: 'auth', err: expect.objectContaining({ message: 'redis down' }) })]);
   });
 
   test('an unsupported content-encoding is logged, not thrown', async () => {

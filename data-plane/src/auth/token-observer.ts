@@ -160,7 +160,7 @@ export function createTokenObserver(options: TokenObserverOptions): EndpointObse
         else await onRevokeResponse();
       } catch (err) {
         logger.warn(
-          { server, endpoint: options.endpoint, err: err instanceof Error ? err.message : String(err) },
+          { server, endpoint: options.endpoint, err },
           'token store not updated',
         );
       }

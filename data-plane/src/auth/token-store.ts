@@ -122,7 +122,7 @@ export function createRedisTokenStore(options: RedisStoreOptions): TokenStore {
   });
   redis.on('error', (err: Error) => {
     if (up || !reportedDown) {
-      logger.warn({ store: 'redis', err: err.message }, 'token store unreachable');
+      logger.warn({ store: 'redis', err }, 'token store unreachable');
       reportedDown = true;
     }
     up = false;

@@ -27,6 +27,7 @@ export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
             if (username === null) return refuse(ex);
             ex.authenticate(username, basicAuthGroups);
           });
+        return;
       },
     };
   },

@@ -53,6 +53,7 @@ export const corsRuntime: PluginRuntime<CompiledCors> = {
       ex.addClientHeader('access-control-allow-origin', allowOrigin);
       if (cors.credentials) ex.addClientHeader('access-control-allow-credentials', 'true');
       if (cors.exposeHeaders) ex.addClientHeader('access-control-expose-headers', cors.exposeHeaders);
+      return;
     },
   }),
 };

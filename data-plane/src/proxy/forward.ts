@@ -331,7 +331,7 @@ function exchange(
     /** Headers are gone: the only honest signal left is a cut connection. */
     const streamFailed = (err: NodeJS.ErrnoException): void => {
       if (!clientGone) {
-        logger.warn({ requestId: plan.requestId, route: plan.routeId, err: err.code ?? err.message }, 'response stream failed');
+        logger.warn({ requestId: plan.requestId, route: plan.routeId, err }, 'response stream failed');
       }
       res.destroy();
     };

@@ -59,7 +59,7 @@ export function createMirrorSender(deps: { pools: UpstreamPools; logger: Logger;
       return answer.statusCode >= 500 ? 'server_error' : 'responded';
     } catch (err) {
       const outcome = (err as Error).name === 'TimeoutError' || upstreamError(err).code === 'UPSTREAM_TIMEOUT' ? 'timeout' : 'error';
-      logger.debug({ requestId: plan.requestId, route: plan.routeId, mirror: copy.origin, err: (err as Error).message }, 'mirror request failed');
+      logger.debug({ requestId: plan.requestId, route: plan.routeId, mirror: copy.origin, err }, 'mirror request failed');
       return outcome;
     }
   }

@@ -119,7 +119,7 @@ export function createSnapshotClient(deps: {
       endColdStart(false);
       pushes(async () => {
         if (!down) await handlePush(stream, push, wanted);
-      }).catch((err: Error) => logger.error({ err: err.message }, 'snapshot push failed'));
+      }).catch((err: Error) => logger.error({ err }, 'snapshot push failed'));
     });
     stream.on('error', (err: Error) => onDown('error', err));
     stream.on('end', () => onDown('end'));
@@ -193,7 +193,7 @@ export function createSnapshotClient(deps: {
       const held = holder.content()!;
       return toSnapshotMessage(held.version, held.defs, held.hash);
     }).catch((err: Error) => {
-      logger.warn({ path: deps.cache?.path, err: err.message }, 'could not write the snapshot cache');
+      logger.warn({ path: deps.cache?.path, err }, 'could not write the snapshot cache');
     });
   }
 

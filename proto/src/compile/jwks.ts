@@ -58,10 +58,22 @@ export function compileJwks(serverName: string, s: JwksSettings): CompiledJwks {
   return Object.freeze({ ...compiled, cacheKey });
 }
 
+/** A JWK left out of a set, and why (see the table above). */
+export interface IgnoredJwk {
+  /** `keys[i]`, its place in the set. */
+  key: string;
+  kid?: string;
+  reason: string;
+  /**
+   * True when the key is meant for verifying one of the allowed algs but cannot be used (material not
+   * importable, RSA too short, wrong curve): the IdP or the settings are wrong, not merely the key another's.
+   */
+  broken: boolean;
+}
+
 export interface ParsedJwks {
   keys: CompiledJwtKey[];
-  /** JWKs left out (other uses, kty, algs; see the table above). */
-  ignored: number;
+  ignored: IgnoredJwk[];
 }
 
 /** A JWK Set's verification keys for `algs`; throws an Error whose message says why the whole set is refused. */
@@ -72,7 +84,7 @@ export function parseJwks(body: unknown, algs: readonly JwtAlg[]): ParsedJwks {
   }
   if (set.keys.length > MAX_JWKS_KEYS) throw new Error(`JWKS holds more than ${MAX_JWKS_KEYS} keys`);
   const keys: CompiledJwtKey[] = [];
-  let ignored = 0;
+  const ignored: IgnoredJwk[] = [];
   set.keys.forEach((jwk: unknown, i) => {
     if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) throw new Error(`JWKS keys[${i}] is not a JSON object`);
     const k = jwk as Record<string, unknown>;
@@ -80,28 +92,34 @@ export function parseJwks(body: unknown, algs: readonly JwtAlg[]): ParsedJwks {
     const secret = PRIVATE_MEMBERS.find((m) => Object.hasOwn(k, m));
     if (secret) throw new Error(`JWKS keys[${i}] holds private key material ("${secret}"): a JWKS carries public keys only`);
     const usable = verificationKeys(k, algs);
-    if (usable.length === 0) ignored++;
-    keys.push(...usable);
+    if (Array.isArray(usable)) keys.push(...usable);
+    else ignored.push({ key: `keys[${i}]`, ...(typeof k.kid === 'string' ? { kid: k.kid } : {}), ...usable });
   });
   return { keys, ignored };
 }
 
-function verificationKeys(k: Record<string, unknown>, allowed: readonly JwtAlg[]): CompiledJwtKey[] {
-  if (k.use !== undefined && k.use !== 'sig') return [];
-  if (k.key_ops !== undefined && !(Array.isArray(k.key_ops) && k.key_ops.includes('verify'))) return [];
+type Refusal = Pick<IgnoredJwk, 'reason' | 'broken'>;
+
+/** The JWK's verification keys, or why it has none. */
+function verificationKeys(k: Record<string, unknown>, allowed: readonly JwtAlg[]): CompiledJwtKey[] | Refusal {
+  const skip = (reason: string): Refusal => ({ reason, broken: false });
+  if (k.use !== undefined && k.use !== 'sig') return skip(`use is ${JSON.stringify(k.use)}, not "sig"`);
+  if (k.key_ops !== undefined && !(Array.isArray(k.key_ops) && k.key_ops.includes('verify'))) return skip('key_ops lacks "verify"');
   const forKty: JwtAlg[] =
     k.kty === 'RSA' ? ['RS256', 'RS384', 'RS512'] : k.kty === 'EC' && typeof k.crv === 'string' && EC_ALG[k.crv] ? [EC_ALG[k.crv]!] : [];
+  if (forKty.length === 0) return skip(k.kty === 'EC' ? `EC curve ${JSON.stringify(k.crv)} is not P-256 or P-384` : `kty ${JSON.stringify(k.kty)} is not RSA or EC`);
   const algs = forKty.filter((a) => allowed.includes(a) && (k.alg === undefined || k.alg === a));
-  if (algs.length === 0) return [];
+  if (algs.length === 0) return skip(k.alg === undefined ? `none of its algs (${forKty.join(', ')}) is allowed` : `alg ${JSON.stringify(k.alg)} is not allowed for this key`);
   let key: KeyObject;
   try {
     // Only the public members: nothing else of the JWK reaches the import.
     const jwk = k.kty === 'RSA' ? { kty: 'RSA', n: k.n, e: k.e } : { kty: 'EC', crv: k.crv, x: k.x, y: k.y };
     key = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' });
-  } catch {
-    return [];
+  } catch (err) {
+    return { reason: `key material not importable: ${(err as Error).message}`, broken: true };
   }
-  if (publicKeyProblem(key, algs[0]!) !== undefined) return [];
+  const problem = publicKeyProblem(key, algs[0]!);
+  if (problem !== undefined) return { reason: problem, broken: true };
   const kid = typeof k.kid === 'string' ? k.kid : undefined;
   return algs.map((alg) => ({ alg, key, ...(kid === undefined ? {} : { kid }) }));
 }

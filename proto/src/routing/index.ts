@@ -1,6 +1,7 @@
 /**
  * Match and rewrite: pure functions over an immutable RoutingTable built from a snapshot.
- * No I/O, no clock, no module state; lookup never throws (find-my-way's `find`).
+ * No I/O, no clock, no module state. No request makes a lookup throw (a malformed path matches
+ * nothing): a throw is a bug, which the caller answers as an internal error, not as "no route".
  * Shared by the data plane (which routes with it) and the control plane (POST /explain answers
  * with the very same code), hence in proto/.
  */

@@ -403,3 +403,24 @@ describe('header conditions (proxy.match_headers)', () => {
     ]);
   });
 });
+
+describe('a throwing route matcher is a bug, not "no route"', () => {
+  /** A compiled route whose listen_path matcher fails as a bug in it would. */
+  function broken(): RoutingTable {
+    const route = compileApi(api({ name: 'broken', listen_path: '/b/{id}' }));
+    const listenPath = Object.assign(Object.create(Object.getPrototypeOf(route.listenPath)), route.listenPath, {
+      match: () => {
+        throw new TypeError('listen path matcher bug');
+      },
+    });
+    return buildRoutingTable([{ ...route, listenPath }]);
+  }
+
+  test('match throws the error instead of answering null', () => {
+    expect(() => broken().match({ method: 'GET', host: undefined, path: '/b/1' })).toThrow('listen path matcher bug');
+  });
+
+  test('explain throws it too, instead of answering no candidates', () => {
+    expect(() => broken().explain({ method: 'GET', host: undefined, path: '/b/1' })).toThrow('listen path matcher bug');
+  });
+});

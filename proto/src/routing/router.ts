@@ -537,34 +537,27 @@ function tableOf(root: Frozen, size: number): RoutingTable {
   const passed: Bucket[] = [];
   const table: RoutingTable = {
     size,
+    // No catch-all: any request input matches or not (percent-decoding is safe), so a throw here is a bug,
+    // which the caller answers as a logged 500 rather than a 404 that would hide it.
     match(req: RequestFacts): RouteMatch | null {
-      try {
-        const path = req.path;
-        const search = searchOf(req);
-        for (let n = walk(root, path, passed) - 1; n >= 0; n--) {
-          const bucket = passed[n];
-          const hosted = bucket.byHost?.get(hostOf(search));
-          if (hosted !== undefined) tryCandidates(hosted, search);
-          tryCandidates(bucket.rest, search);
-          if (search.found !== null) return search.found;
-        }
-        return null;
-      } catch {
-        // Lookup never throws (find-my-way's `find`): a malformed request simply matches nothing.
-        return null;
+      const path = req.path;
+      const search = searchOf(req);
+      for (let n = walk(root, path, passed) - 1; n >= 0; n--) {
+        const bucket = passed[n];
+        const hosted = bucket.byHost?.get(hostOf(search));
+        if (hosted !== undefined) tryCandidates(hosted, search);
+        tryCandidates(bucket.rest, search);
+        if (search.found !== null) return search.found;
       }
+      return null;
     },
     explain(req: RequestFacts): ConsideredRoute[] {
-      try {
-        const search = searchOf(req);
-        const considered: ConsideredRoute[] = [];
-        for (let n = walk(root, req.path, passed) - 1; n >= 0; n--) {
-          for (const entry of passed[n].entries) considered.push(consider(entry, search));
-        }
-        return considered;
-      } catch {
-        return [];
+      const search = searchOf(req);
+      const considered: ConsideredRoute[] = [];
+      for (let n = walk(root, req.path, passed) - 1; n >= 0; n--) {
+        for (const entry of passed[n].entries) considered.push(consider(entry, search));
       }
+      return considered;
     },
   };
   roots.set(table, root);

@@ -178,7 +178,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
     h.errors++;
     h.failing = true;
     if (queue.closed || h.timer) return;
-    logger.warn({ err: String((err as Error)?.message ?? err), kind: kind.resource.kind, retryMs: h.retryMs }, 'kubernetes list/watch failed; retrying');
+    logger.warn({ err, kind: kind.resource.kind, retryMs: h.retryMs }, 'kubernetes list/watch failed; retrying');
     // The cache, and so the served snapshot, is kept while the apiserver is away.
     h.timer = setTimeout(() => {
       h.timer = undefined;

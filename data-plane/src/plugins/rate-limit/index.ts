@@ -31,6 +31,7 @@ export const rateLimitRuntime: PluginRuntime<CompiledRateLimit> = {
         const decision = decide(prefix + clientKey(ex.req, limit.key, limit.trustForwardHeaders));
         if (decision instanceof Promise) return decision.then((d) => answer(ex, limit, d));
         answer(ex, limit, decision);
+        return;
       },
     };
   },

@@ -129,7 +129,7 @@ export function createRateLimiter(deps: {
       if (!outage) {
         outage = true;
         logger?.warn(
-          { store: 'redis', err: err instanceof Error ? err.message : String(err) },
+          { store: 'redis', err },
           'rate limit store unreachable: limits with policy redis are counted per data plane until it is back',
         );
       }

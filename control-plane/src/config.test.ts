@@ -20,7 +20,7 @@ describe('loadConfig', () => {
       adminTokenTtlSeconds: 3600,
       adminViewer: null,
       adminTls: null,
-      loginThrottle: { freeFailures: 5, baseDelayMs: 1000, maxDelayMs: 900_000 },
+      loginThrottle: { freeFailures: 5, baseDelayMs: 1000, maxDelayMs: 900_000, userBurst: 20, userRefillMs: 60_000 },
       logLevel: 'info',
       shutdownTimeoutMs: 10_000,
       grpcTls: null,
@@ -70,8 +70,8 @@ describe('loadConfig', () => {
     ['admin TLS', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_CERT: 'c', ADMIN_TLS_KEY: 'k' }, { adminTls: { cert: 'c', key: 'k' } }],
     [
       'login throttle',
-      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '2', ADMIN_LOGIN_BACKOFF_BASE: '100ms', ADMIN_LOGIN_BACKOFF_MAX: '2s' },
-      { loginThrottle: { freeFailures: 2, baseDelayMs: 100, maxDelayMs: 2000 } },
+      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '2', ADMIN_LOGIN_BACKOFF_BASE: '100ms', ADMIN_LOGIN_BACKOFF_MAX: '2s', ADMIN_LOGIN_USER_BURST: '7', ADMIN_LOGIN_USER_REFILL: '30s' },
+      { loginThrottle: { freeFailures: 2, baseDelayMs: 100, maxDelayMs: 2000, userBurst: 7, userRefillMs: 30_000 } },
     ],
   ])('%s', (_name, env, expected) => {
     // Loopback unless the row says otherwise: plaintext gRPC elsewhere needs GRPC_INSECURE (tested above).
@@ -103,6 +103,8 @@ describe('loadConfig', () => {
     ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE'],
     ['backoff max below base', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' }, 'ADMIN_LOGIN_BACKOFF_MAX'],
     ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES'],
+    ['user burst zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_BURST: '0' }, 'ADMIN_LOGIN_USER_BURST'],
+    ['user refill zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_REFILL: '0s' }, 'ADMIN_LOGIN_USER_REFILL must be a duration'],
     ['unknown OTLP protocol', { GRPC_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"'],
   ])('rejects %s', (_name, env, message) => {
     expect(() => loadConfig(env)).toThrow(message);

@@ -52,6 +52,10 @@ export interface LoginThrottleConfig {
   /** ADMIN_LOGIN_BACKOFF_BASE / _MAX: the first wait, doubled on every further failure up to the max. */
   baseDelayMs: number;
   maxDelayMs: number;
+  /** ADMIN_LOGIN_USER_BURST: failed logins per user name (from any address) before ADMIN_LOGIN_USER_REFILL applies. */
+  userBurst: number;
+  /** ADMIN_LOGIN_USER_REFILL: past its burst, a user name gets one more failed login per this interval. */
+  userRefillMs: number;
 }
 
 export interface KubernetesConfig {
@@ -202,6 +206,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     freeFailures: positiveInteger(env, 'ADMIN_LOGIN_FREE_FAILURES', 5),
     baseDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_BASE', '1s'),
     maxDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_MAX', '15m'),
+    userBurst: positiveInteger(env, 'ADMIN_LOGIN_USER_BURST', 20),
+    userRefillMs: duration(env, 'ADMIN_LOGIN_USER_REFILL', '1m'),
   };
   if (loginThrottle.maxDelayMs < loginThrottle.baseDelayMs) throw invalid('ADMIN_LOGIN_BACKOFF_MAX', 'must not be smaller than ADMIN_LOGIN_BACKOFF_BASE');
 

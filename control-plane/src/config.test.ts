@@ -1,12 +1,12 @@
 import { join, resolve } from 'node:path';
-import { loadConfig } from './config.js';
+import { generatesJoinToken, loadConfig } from './config.js';
 
 describe('loadConfig', () => {
-  test('defaults per SPEC §1 and the process contract (plaintext gRPC on 0.0.0.0 allowed explicitly)', () => {
+  test('defaults per SPEC §1 and the process contract (no data-plane credential allowed explicitly)', () => {
     expect(loadConfig({ GRPC_INSECURE: 'true' })).toEqual({
       adminHost: '0.0.0.0',
       adminPort: 8081,
-      grpcHost: '0.0.0.0',
+      grpcHost: '127.0.0.1',
       grpcPort: 8082,
       store: 'file',
       kubernetes: null,
@@ -25,13 +25,29 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 10_000,
       grpcTls: null,
       grpcJoinTokens: [],
+      grpcJoinTokenFile: join(resolve('./data'), 'grpc-join-token'),
       grpcInsecure: true,
       tlsReloadIntervalMs: 60_000,
     });
   });
 
   test('plaintext gRPC on a non-loopback GRPC_HOST is refused, naming GRPC_INSECURE', () => {
-    expect(() => loadConfig({})).toThrow(/GRPC_HOST 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
+    expect(() => loadConfig({ GRPC_HOST: '0.0.0.0' })).toThrow(/GRPC_HOST 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
+  });
+
+  test('no environment at all: gRPC binds loopback and the control plane generates a join token', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ grpcHost: '127.0.0.1', grpcTls: null, grpcJoinTokens: [], grpcInsecure: false });
+    expect(generatesJoinToken(config)).toBe(true);
+  });
+
+  test.each<[string, NodeJS.ProcessEnv, boolean]>([
+    ['a join token given', { GRPC_JOIN_TOKEN: 'a'.repeat(16) }, false],
+    ['GRPC_INSECURE=true (no credential, explicitly)', { GRPC_INSECURE: 'true' }, false],
+    ['mutual TLS', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, false],
+    ['plaintext on loopback, nothing else', { GRPC_HOST: '::1' }, true],
+  ])('generates a join token: %s → %s', (_name, env, generates) => {
+    expect(generatesJoinToken(loadConfig(env))).toBe(generates);
   });
 
   test.each<[string, NodeJS.ProcessEnv, Record<string, unknown>]>([
@@ -56,6 +72,7 @@ describe('loadConfig', () => {
     ['Gateway API on', { STORE: 'kubernetes', GATEWAY_API: 'true' }, { kubernetes: { gatewayApi: { controllerName: 'gatehouse.dev/gateway-controller' } } }],
     ['Gateway API controller name', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'example.com/gw' }, { kubernetes: { gatewayApi: { controllerName: 'example.com/gw' } } }],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
+    ['with TLS the default bind is every address', { GRPC_HOST: '', GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcHost: '0.0.0.0' }],
     ['plaintext on loopback', { GRPC_HOST: '127.0.0.1' }, { grpcTls: null, grpcInsecure: false }],
     ['plaintext on ::1', { GRPC_HOST: '::1' }, { grpcTls: null }],
     ['plaintext on localhost', { GRPC_HOST: 'localhost' }, { grpcTls: null }],

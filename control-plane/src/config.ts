@@ -38,9 +38,16 @@ export interface ControlPlaneConfig {
   shutdownTimeoutMs: number;
   /** GRPC_TLS_CERT/KEY (+ GRPC_TLS_CA = client certificates required). */
   grpcTls: ServerTlsFiles | null;
-  /** GRPC_JOIN_TOKEN (comma-separated: several during a rotation); empty = no join token. */
+  /**
+   * GRPC_JOIN_TOKEN (comma-separated: several during a rotation). Empty with neither GRPC_TLS_CA nor
+   * GRPC_INSECURE: one is generated once into `grpcJoinTokenFile` (see `generatesJoinToken`).
+   */
   grpcJoinTokens: string[];
-  /** GRPC_INSECURE=true: plaintext gRPC allowed on a non-loopback GRPC_HOST. */
+  grpcJoinTokenFile: string;
+  /**
+   * GRPC_INSECURE=true: plaintext gRPC allowed on a non-loopback GRPC_HOST, and data planes may
+   * connect with no credential when neither GRPC_JOIN_TOKEN nor GRPC_TLS_CA is set.
+   */
   grpcInsecure: boolean;
   /** TLS_RELOAD_INTERVAL: how often certificate files are re-read (SIGHUP re-reads at once). */
   tlsReloadIntervalMs: number;
@@ -119,9 +126,10 @@ const MIN_JOIN_TOKEN_CHARS = 16;
 
 /**
  * The snapshot stream carries every upstream address and JWT secret: plaintext only on loopback
- * unless GRPC_INSECURE=true; TLS without client certificates only with a join token.
+ * (the default bind without TLS) unless GRPC_INSECURE=true; TLS without client certificates only
+ * with a join token.
  */
-function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
+function grpcSecurity(env: NodeJS.ProcessEnv) {
   const grpcInsecure = bool(env, 'GRPC_INSECURE', false);
   let grpcTls: ServerTlsFiles | null;
   try {
@@ -129,6 +137,7 @@ function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
   } catch (err) {
     throw invalid('GRPC_TLS_CERT', `is incomplete: ${(err as Error).message}`);
   }
+  const grpcHost = env.GRPC_HOST || (grpcTls ? '0.0.0.0' : '127.0.0.1');
   const grpcJoinTokens = (env.GRPC_JOIN_TOKEN ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   if (grpcJoinTokens.some((t) => t.length < MIN_JOIN_TOKEN_CHARS)) {
     throw invalid('GRPC_JOIN_TOKEN', `must hold tokens of at least ${MIN_JOIN_TOKEN_CHARS} characters (use e.g. openssl rand -hex 32)`);
@@ -146,7 +155,15 @@ function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
       'or GRPC_JOIN_TOKEN is required with GRPC_TLS_CERT: otherwise any client could subscribe to the snapshots (or set GRPC_INSECURE=true)',
     );
   }
-  return { grpcTls, grpcJoinTokens, grpcInsecure };
+  return { grpcHost, grpcTls, grpcJoinTokens, grpcInsecure };
+}
+
+/**
+ * Plaintext on loopback with no credential named: any local process could read every secret of the
+ * snapshots, so the control plane makes a join token of its own (GRPC_INSECURE=true opts out).
+ */
+export function generatesJoinToken(config: Pick<ControlPlaneConfig, 'grpcTls' | 'grpcJoinTokens' | 'grpcInsecure'>): boolean {
+  return config.grpcJoinTokens.length === 0 && !config.grpcTls?.ca && !config.grpcInsecure;
 }
 
 function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
@@ -197,7 +214,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
 
   const adminUser = env.ADMIN_USER || 'admin';
   const dataDir = resolve(env.DATA_DIR || './data');
-  const grpcHost = env.GRPC_HOST || '0.0.0.0';
 
   const viewer = pair(env, 'ADMIN_VIEWER_USER', 'ADMIN_VIEWER_PASSWORD');
   if (viewer && viewer[0] === adminUser) throw invalid('ADMIN_VIEWER_USER', 'must differ from ADMIN_USER');
@@ -214,7 +230,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
   return {
     adminHost: env.ADMIN_HOST || '0.0.0.0',
     adminPort: port(env, 'ADMIN_PORT', 8081),
-    grpcHost,
     grpcPort: port(env, 'GRPC_PORT', 8082),
     store,
     kubernetes,
@@ -231,7 +246,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     loginThrottle,
     logLevel,
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
-    ...grpcSecurity(env, grpcHost),
+    ...grpcSecurity(env),
+    grpcJoinTokenFile: join(dataDir, 'grpc-join-token'),
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
 }

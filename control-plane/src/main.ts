@@ -11,7 +11,7 @@ import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serv
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
-import { loadConfig, type ControlPlaneConfig } from './config.js';
+import { generatesJoinToken, loadConfig, type ControlPlaneConfig } from './config.js';
 import { openStore } from './store/open-store.js';
 import { createMemoryHistory, openFileHistory } from './store/config-history.js';
 import { startController, type Controller } from './controller/index.js';
@@ -19,7 +19,7 @@ import type { StreamCallbacks } from './grpc/snapshot-server.js';
 import { createSnapshotBuilder } from './snapshot/snapshot-builder.js';
 import { createSnapshotServer } from './grpc/snapshot-server.js';
 import { createControlPlaneMetrics } from './metrics/control-plane-metrics.js';
-import { resolveAdminSecrets } from './admin/admin-credentials.js';
+import { readOrCreateSecret, resolveAdminSecrets, strongSecret } from './admin/admin-credentials.js';
 import { createAdminAuth } from './admin/admin-auth.js';
 import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
@@ -53,6 +53,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   indexForWrites(defs);
   logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
+  const joinTokens = await resolveJoinTokens(config, logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
   // Service discovery: k8s:// targets become their ready endpoints in what the data planes are served.
@@ -78,7 +79,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     service: proto.service,
     wrapPush: proto.wrapPush,
     credentials: serverCredentials(grpcCertificates, Boolean(config.grpcTls?.ca)),
-    authenticate: createStreamAuthenticator({ joinTokens: config.grpcJoinTokens, clientCertificates: Boolean(config.grpcTls?.ca) }),
+    authenticate: createStreamAuthenticator({ joinTokens, clientCertificates: Boolean(config.grpcTls?.ca) }),
     logger,
     callbacks: withDataPlaneChanges(metrics.streamCallbacks, () => controller?.dataPlanesChanged()),
   });
@@ -109,10 +110,15 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       : null;
   const grpcSetting = { listener: 'grpc', portVariable: 'GRPC_PORT', hostVariable: 'GRPC_HOST', port: config.grpcPort, host: config.grpcHost };
   const grpcPort = await bindListener(grpcSetting, () => grpcServer.listen(config.grpcHost, config.grpcPort));
-  const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : config.grpcJoinTokens.length > 0 ? 'join-token' : 'none';
-  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth }, 'listening');
+  const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : joinTokens.length > 0 ? 'join-token' : 'none';
+  // joinTokenFile: where `npm start` reads the generated token for its data plane.
+  const joinTokenFile = generatesJoinToken(config) ? config.grpcJoinTokenFile : undefined;
+  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth, joinTokenFile }, 'listening');
   if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
     logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port');
+  }
+  if (dataPlaneAuth === 'none') {
+    logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true without GRPC_JOIN_TOKEN: any process that reaches the gRPC port reads every snapshot (upstreams, secrets)');
   }
 
   const auth = createAdminAuth({
@@ -187,6 +193,19 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   process.off('SIGINT', stopEarly);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/**
+ * GRPC_JOIN_TOKEN when set; with no data-plane credential configured, one generated once into
+ * DATA_DIR (mode 0600) and reused on every restart. Only the file's path is logged.
+ */
+async function resolveJoinTokens(config: ControlPlaneConfig, logger: Logger): Promise<string[]> {
+  if (!generatesJoinToken(config)) return config.grpcJoinTokens;
+  const { value, created } = await readOrCreateSecret(config.grpcJoinTokenFile, strongSecret);
+  const path = config.grpcJoinTokenFile;
+  if (created) logger.warn({ path }, 'generated gRPC join token written to file: data planes present it as GRPC_JOIN_TOKEN');
+  else logger.info({ path }, 'gRPC join token read from file: data planes present it as GRPC_JOIN_TOKEN');
+  return [value];
 }
 
 /** Every data-plane event also tells the controller (Programmed counts ACKs and NACKs). */

@@ -21,7 +21,7 @@ import type {
   ProxyDefinition,
   TokenStrategy,
 } from '../definition/types.js';
-import { compileHostPattern } from './host-match.js';
+import { compileHostPattern, exactHosts } from './host-match.js';
 import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
 import { compileJwtKeys } from './jwt-keys.js';
 import { compileJwks, type CompiledJwks } from './jwks.js';
@@ -34,7 +34,7 @@ import { parsePasswordHash, type PasswordHash } from '../password-hash.js';
 export { compileListenPath } from './listen-path.js';
 export type { CompiledIntrospection } from './introspection.js';
 export type { CompiledJwks } from './jwks.js';
-export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
+export { compileHostPattern, exactHosts, hostMatcher, normalizeHost } from './host-match.js';
 export type { HostMatcher } from './host-match.js';
 export { compileTarget, fixedAuthority, isServiceTarget, resolveTarget } from './target.js';
 export type { ResolvedTarget, ServiceTarget, TargetPlan } from './target.js';
@@ -308,6 +308,11 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
   const acl = api.plugins?.findIndex((p) => p.name === 'acl' && p.enabled) ?? -1;
   if (acl !== -1 && !api.plugins!.some((p) => (p.name === 'key_auth' || p.name === 'basic_auth') && p.enabled)) {
     invalid(`plugins[${acl}]`, 'acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)');
+  }
+  // Without a host of its own, redirect names one of the API's exact hosts, never a Host only the client chose.
+  const redirect = api.plugins?.findIndex((p) => p.name === 'redirect' && p.enabled && (p.config as { host?: string } | undefined)?.host === undefined) ?? -1;
+  if (redirect !== -1 && exactHosts(hosts).length === 0) {
+    invalid(`plugins[${redirect}].config.host`, 'is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)');
   }
   return {
     id: `api:${api.name}`,

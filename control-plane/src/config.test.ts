@@ -27,6 +27,7 @@ describe('loadConfig', () => {
       grpcJoinTokens: [],
       grpcJoinTokenFile: join(resolve('./data'), 'grpc-join-token'),
       grpcInsecure: true,
+      allowShortHmacKeys: false,
       tlsReloadIntervalMs: 60_000,
     });
   });
@@ -82,6 +83,7 @@ describe('loadConfig', () => {
       { grpcTls: { cert: 'c', key: 'k' }, grpcJoinTokens: ['a'.repeat(16), 'b'.repeat(20)] },
     ],
     ['GRPC_INSECURE=false with loopback', { GRPC_HOST: '127.0.0.1', GRPC_INSECURE: 'false' }, { grpcInsecure: false }],
+    ['short HMAC keys allowed', { ALLOW_SHORT_HMAC_KEYS: 'true' }, { allowShortHmacKeys: true }],
     ['TLS reload interval', { GRPC_HOST: '127.0.0.1', TLS_RELOAD_INTERVAL: '5s' }, { tlsReloadIntervalMs: 5000 }],
     ['viewer account', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro', ADMIN_VIEWER_PASSWORD: 'pw' }, { adminViewer: { user: 'ro', password: 'pw' } }],
     ['admin TLS', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_CERT: 'c', ADMIN_TLS_KEY: 'k' }, { adminTls: { cert: 'c', key: 'k' } }],
@@ -113,6 +115,7 @@ describe('loadConfig', () => {
     ['CA without cert', { GRPC_TLS_CA: 'a', GRPC_HOST: '127.0.0.1' }, 'GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
     ['server TLS that authenticates nobody', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA or GRPC_JOIN_TOKEN is required'],
     ['short join token', { GRPC_HOST: '127.0.0.1', GRPC_JOIN_TOKEN: 'short' }, 'GRPC_JOIN_TOKEN must hold tokens of at least 16 characters'],
+    ['bad ALLOW_SHORT_HMAC_KEYS', { GRPC_HOST: '127.0.0.1', ALLOW_SHORT_HMAC_KEYS: 'yes' }, 'ALLOW_SHORT_HMAC_KEYS must be "true" or "false"'],
     ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE must be "true" or "false"'],
     ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER and ADMIN_VIEWER_PASSWORD must be set together'],
     ['viewer named like the admin', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' }, 'ADMIN_VIEWER_USER must differ from ADMIN_USER'],

@@ -49,6 +49,8 @@ export interface ControlPlaneConfig {
    * connect with no credential when neither GRPC_JOIN_TOKEN nor GRPC_TLS_CA is set.
    */
   grpcInsecure: boolean;
+  /** ALLOW_SHORT_HMAC_KEYS=true: admin writes accept HS keys shorter than 32 bytes (a migration; warned at every start). */
+  allowShortHmacKeys: boolean;
   /** TLS_RELOAD_INTERVAL: how often certificate files are re-read (SIGHUP re-reads at once). */
   tlsReloadIntervalMs: number;
 }
@@ -248,6 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
     ...grpcSecurity(env),
     grpcJoinTokenFile: join(dataDir, 'grpc-join-token'),
+    allowShortHmacKeys: bool(env, 'ALLOW_SHORT_HMAC_KEYS', false),
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
 }

@@ -7,6 +7,8 @@
 import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
+import { shortHmacKeysOf } from '#proto/compile/index';
+import type { OAuthServerDefinition } from '#proto/definition/index';
 import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
@@ -24,7 +26,7 @@ import { createAdminAuth } from './admin/admin-auth.js';
 import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
-import { indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
+import { acceptShortHmacKeys, indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
 import { startServiceDiscovery } from './discovery/index.js';
 import { startGatewayApi } from './gateway-api/index.js';
 
@@ -51,6 +53,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const indexing = performance.now();
   const { defs } = store.current();
   indexForWrites(defs);
+  acceptShortHmacKeys(config.allowShortHmacKeys);
+  warnOfShortHmacKeys(config.allowShortHmacKeys, defs.oauthServers, logger);
   logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
   const joinTokens = await resolveJoinTokens(config, logger);
@@ -132,7 +136,19 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   // Tracing off: not even the OpenTelemetry API is loaded.
   const tracing = await startTracing('control-plane', process.env, logger);
   const writeSpans = tracing ? (await import('./admin/admin-write-spans.js')).traceAdminWrites(tracing.tracer) : undefined;
-  const app = createAdminApp({ store, served, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger, history, writeSpans });
+  const app = createAdminApp({
+    store,
+    served,
+    snapshots,
+    dataPlanes: () => grpcServer.dataPlanes(),
+    auth,
+    loginThrottle,
+    metrics,
+    logger,
+    history,
+    writeSpans,
+    allowShortHmacKeys: config.allowShortHmacKeys,
+  });
   const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
   let http: Server;
   if (adminCertificates) {
@@ -193,6 +209,19 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   process.off('SIGINT', stopEarly);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/**
+ * Every start says whether short HS keys are allowed and which stored ones are short (RFC 7518 §3.2):
+ * with ALLOW_SHORT_HMAC_KEYS a warning, without it an error (they are served, but a write of them is refused).
+ */
+function warnOfShortHmacKeys(allowed: boolean, servers: readonly OAuthServerDefinition[], logger: Logger): void {
+  const shortKeys = servers.flatMap((server) => shortHmacKeysOf(server).map((field) => `oauth server ${server.name}: ${field}`));
+  if (allowed) {
+    logger.warn({ shortKeys }, 'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32); rotate them, then unset it');
+  } else if (shortKeys.length > 0) {
+    logger.error({ shortKeys }, 'stored HS keys are shorter than 32 bytes: they are served, but a write of them is refused until rotated (or ALLOW_SHORT_HMAC_KEYS=true)');
+  }
 }
 
 /**

@@ -34,6 +34,8 @@ export interface AdminAppOptions {
   auth: AdminAuth;
   /** Backoff for failed logins per client address and user name; absent = none (unit tests). */
   loginThrottle?: LoginThrottle;
+  /** ALLOW_SHORT_HMAC_KEYS: said on every row of GET /dataplanes (those data planes may verify tokens under short keys). */
+  allowShortHmacKeys?: boolean;
   metrics: ControlPlaneMetrics;
   logger: Logger;
   /** Versions kept for GET /config/history and rollback; absent = in memory (unit tests). */
@@ -62,7 +64,19 @@ const jsonBody: RequestHandler[] = [
   },
 ];
 
-export function createAdminApp({ store, served = store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger, history = createMemoryHistory({ logger }), writeSpans }: AdminAppOptions): Express {
+export function createAdminApp({
+  store,
+  served = store,
+  snapshots,
+  dataPlanes,
+  auth,
+  loginThrottle,
+  metrics,
+  logger,
+  history = createMemoryHistory({ logger }),
+  writeSpans,
+  allowShortHmacKeys = false,
+}: AdminAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -144,7 +158,7 @@ export function createAdminApp({ store, served = store, snapshots, dataPlanes, a
   app
     .route('/dataplanes')
     .get((_req, res) => {
-      res.json(dataPlanes());
+      res.json(allowShortHmacKeys ? dataPlanes().map((dp) => ({ ...dp, allow_short_hmac_keys: true })) : dataPlanes());
     })
     .all(methodNotAllowed(['GET', 'HEAD']));
   app.use(createExplainRoutes(served));

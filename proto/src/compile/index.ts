@@ -23,7 +23,7 @@ import type {
 } from '../definition/types.js';
 import { compileHostPattern, exactHosts } from './host-match.js';
 import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
-import { compileJwtKeys } from './jwt-keys.js';
+import { compileJwtKeys, shortHmacKeyFields } from './jwt-keys.js';
 import { compileJwks, type CompiledJwks } from './jwks.js';
 import { compileListenPath } from './listen-path.js';
 import { compileTarget, fixedAuthority } from './target.js';
@@ -35,6 +35,7 @@ export { compileListenPath } from './listen-path.js';
 export type { CompiledIntrospection } from './introspection.js';
 export type { CompiledJwks } from './jwks.js';
 export { compileHostPattern, exactHosts, hostMatcher, normalizeHost } from './host-match.js';
+export { MIN_HMAC_KEY_BYTES } from './jwt-keys.js';
 export type { HostMatcher } from './host-match.js';
 export { compileTarget, fixedAuthority, isServiceTarget, resolveTarget } from './target.js';
 export type { ResolvedTarget, ServiceTarget, TargetPlan } from './target.js';
@@ -328,6 +329,12 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
     ...(oauth2 ? { oauth2: { serverName: oauth2.config.server_name } } : {}),
     plugins: compilePlugins(api.plugins ?? []),
   };
+}
+
+/** The fields of an OAuth server's HS keys shorter than 32 bytes (RFC 7518 §3.2), e.g. `token_strategy.settings[0].key`. */
+export function shortHmacKeysOf(server: OAuthServerDefinition): string[] {
+  const strategy = server.token_strategy;
+  return strategy?.name === 'jwt' && Array.isArray(strategy.settings) ? shortHmacKeyFields(strategy.settings, 'token_strategy.settings') : [];
 }
 
 /** Compile an OAuth server: one route per endpoint present (never oauth2-protected), jwt keys imported. */

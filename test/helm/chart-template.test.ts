@@ -506,7 +506,7 @@ describe('scaling and exposure', () => {
       expect(c.env!.filter((e) => e.name.startsWith('GRPC_TLS'))).toEqual([]);
       expect(referencedConfig(podSpecOf(d)).secrets.filter((s) => s.where.startsWith('volume'))).toEqual([]);
     }
-    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true (issue 11);
+    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true;
     // the DP sends its join token over plaintext only with GRPC_INSECURE=true too.
     expect(envValue(onlyContainer(cp(objects)), 'GRPC_INSECURE')).toBe('true');
     expect(envValue(onlyContainer(dp(objects)), 'GRPC_INSECURE')).toBe('true');

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Prints the two Secrets the plain manifests (deploy/manifests/) mount for mutual TLS between the
-# control plane and the data planes: a fresh CA (its key is thrown away), a control-plane certificate
-# naming every DNS form of its Service, and a data-plane client certificate.
+# Prints the Secrets the plain manifests (deploy/manifests/) read for the gRPC link between the
+# control plane and the data planes: for mutual TLS a fresh CA (its key is thrown away), a control-plane
+# certificate naming every DNS form of its Service and a data-plane client certificate; and the join
+# token both sides read (GRPC_JOIN_TOKEN).
 #
 #   bash deploy/grpc-tls-secrets.sh [namespace] [name-prefix] [cluster-domain] | kubectl apply -f -
 #
@@ -54,3 +55,14 @@ EOF
 }
 secret "$cp-tls" cp
 secret "$dp-tls" dp
+cat <<EOF
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: $prefix-join-token
+  namespace: $ns
+type: Opaque
+data:
+  join-token: $(openssl rand -hex 32 | tr -d '\n' | openssl base64 -A)
+EOF

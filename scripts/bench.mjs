@@ -113,6 +113,9 @@ async function startUpstream() {
   return { ...proc, port, url: `http://127.0.0.1:${port}` };
 }
 
+/** Presented by every data plane the bench starts to the control planes it starts. */
+const BENCH_JOIN_TOKEN = randomBytes(24).toString('hex');
+
 async function startControlPlane(dataDir) {
   const [adminPort, grpcPort] = [await freePort(), await freePort()];
   const password = randomBytes(12).toString('hex');
@@ -127,6 +130,7 @@ async function startControlPlane(dataDir) {
     GRPC_PORT: String(grpcPort),
     DATA_DIR: dataDir,
     ADMIN_PASSWORD: password,
+    GRPC_JOIN_TOKEN: BENCH_JOIN_TOKEN,
     LOG_LEVEL: 'warn',
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
@@ -158,6 +162,7 @@ async function startDataPlane(cp, id, env = {}) {
     PROXY_PORT: String(proxyPort),
     STATUS_PORT: String(statusPort),
     CONTROL_PLANE_ADDR: cp.grpcAddr,
+    GRPC_JOIN_TOKEN: BENCH_JOIN_TOKEN,
     DATAPLANE_ID: id,
     LOG_LEVEL: 'warn',
     // BENCH_SNAPSHOT_CACHE=1: every DP keeps a SNAPSHOT_CACHE file, as the Helm chart's do.

@@ -26,7 +26,9 @@ trap cleanup EXIT
 node -e "require('http').createServer((q,s)=>{q.resume();q.on('end',()=>{s.writeHead(200,{'content-type':'text/plain','content-length':2});s.end('ok')})}).listen($upstream_port,'127.0.0.1')" &
 pids+=($!)
 password=$(node -e "console.log(require('crypto').randomBytes(16).toString('hex'))")
-ADMIN_HOST=127.0.0.1 GRPC_HOST=127.0.0.1 ADMIN_PORT=$admin_port GRPC_PORT=$grpc_port DATA_DIR=$data ADMIN_PASSWORD=$password LOG_LEVEL=warn \
+# The data planes present it (the control plane would otherwise require one of its own making).
+join_token=$(node -e "console.log(require('crypto').randomBytes(24).toString('hex'))")
+ADMIN_HOST=127.0.0.1 GRPC_HOST=127.0.0.1 ADMIN_PORT=$admin_port GRPC_PORT=$grpc_port GRPC_JOIN_TOKEN=$join_token DATA_DIR=$data ADMIN_PASSWORD=$password LOG_LEVEL=warn \
   node control-plane/bundle/main.js >"${CP_LOG:-/dev/null}" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do curl -sf "localhost:$admin_port/readyz" >/dev/null && break; sleep 0.1; done
@@ -66,7 +68,7 @@ start_entry() {
     local image_env
     image_env=$(node "$here/scripts/image-env.mjs")
     (cd "$tree" && { [ -z "$image_env" ] || export $image_env; } && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
-      DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
+      GRPC_JOIN_TOKEN=$join_token DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
   fi
   pid=$!
   for _ in $(seq 300); do curl -sf "${curl_headers[@]}" "$url" >/dev/null && break; sleep 0.2; done

@@ -1,4 +1,5 @@
-// npm start: one control plane and one data plane on loopback with the embedded file store.
+// npm start: one control plane and one data plane on loopback with the embedded file store. The data
+// plane presents the join token the control plane generated into DATA_DIR (unless GRPC_JOIN_TOKEN is set).
 // Output of both is prefixed and forwarded (LOG_FORMAT=pretty unless set to json); SIGINT, SIGTERM
 // and SIGHUP become a SIGTERM to both, and so does the death of the process that started us;
 // exits when both have.
@@ -163,9 +164,11 @@ run(
       console.log(`[start] admin API: http://127.0.0.1:${entry.port}`);
       announceCredentials();
     }
-    // The DP starts once the CP's gRPC port is known (GRPC_PORT may be 0).
+    // The DP starts once the CP's gRPC port is known (GRPC_PORT may be 0), and its generated join token written.
     if (entry?.listener === 'grpc' && !dataPlaneStarted && !stopping) {
       dataPlaneStarted = true;
+      const joinToken = entry.joinTokenFile ? { GRPC_JOIN_TOKEN: readFileSync(entry.joinTokenFile, 'utf8').trim() } : {};
+      if (entry.joinTokenFile) console.log(`[start] data plane join token: in ${entry.joinTokenFile}`);
       run(
         'data-plane',
         // As the Helm chart runs it (docs/benchmarks.md, data plane memory).
@@ -174,6 +177,7 @@ run(
           PROXY_HOST: env.PROXY_HOST ?? '127.0.0.1',
           STATUS_HOST: env.STATUS_HOST ?? '127.0.0.1',
           CONTROL_PLANE_ADDR: env.CONTROL_PLANE_ADDR ?? `127.0.0.1:${entry.port}`,
+          ...joinToken,
         },
         (dpLine) => {
           const dpEntry = listening(dpLine);

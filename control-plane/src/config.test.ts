@@ -1,12 +1,12 @@
 import { join, resolve } from 'node:path';
-import { loadConfig } from './config.js';
+import { generatesJoinToken, loadConfig } from './config.js';
 
 describe('loadConfig', () => {
-  test('defaults per SPEC §1 and the process contract (plaintext gRPC on 0.0.0.0 allowed explicitly)', () => {
+  test('defaults per SPEC §1 and the process contract (no data-plane credential allowed explicitly)', () => {
     expect(loadConfig({ GRPC_INSECURE: 'true' })).toEqual({
       adminHost: '0.0.0.0',
       adminPort: 8081,
-      grpcHost: '0.0.0.0',
+      grpcHost: '127.0.0.1',
       grpcPort: 8082,
       store: 'file',
       kubernetes: null,
@@ -20,18 +20,35 @@ describe('loadConfig', () => {
       adminTokenTtlSeconds: 3600,
       adminViewer: null,
       adminTls: null,
-      loginThrottle: { freeFailures: 5, baseDelayMs: 1000, maxDelayMs: 900_000 },
+      loginThrottle: { freeFailures: 5, baseDelayMs: 1000, maxDelayMs: 900_000, userBurst: 20, userRefillMs: 60_000 },
       logLevel: 'info',
       shutdownTimeoutMs: 10_000,
       grpcTls: null,
       grpcJoinTokens: [],
+      grpcJoinTokenFile: join(resolve('./data'), 'grpc-join-token'),
       grpcInsecure: true,
+      allowShortHmacKeys: false,
       tlsReloadIntervalMs: 60_000,
     });
   });
 
   test('plaintext gRPC on a non-loopback GRPC_HOST is refused, naming GRPC_INSECURE', () => {
-    expect(() => loadConfig({})).toThrow(/GRPC_HOST 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
+    expect(() => loadConfig({ GRPC_HOST: '0.0.0.0' })).toThrow(/GRPC_HOST 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
+  });
+
+  test('no environment at all: gRPC binds loopback and the control plane generates a join token', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ grpcHost: '127.0.0.1', grpcTls: null, grpcJoinTokens: [], grpcInsecure: false });
+    expect(generatesJoinToken(config)).toBe(true);
+  });
+
+  test.each<[string, NodeJS.ProcessEnv, boolean]>([
+    ['a join token given', { GRPC_JOIN_TOKEN: 'a'.repeat(16) }, false],
+    ['GRPC_INSECURE=true (no credential, explicitly)', { GRPC_INSECURE: 'true' }, false],
+    ['mutual TLS', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, false],
+    ['plaintext on loopback, nothing else', { GRPC_HOST: '::1' }, true],
+  ])('generates a join token: %s → %s', (_name, env, generates) => {
+    expect(generatesJoinToken(loadConfig(env))).toBe(generates);
   });
 
   test.each<[string, NodeJS.ProcessEnv, Record<string, unknown>]>([
@@ -56,6 +73,7 @@ describe('loadConfig', () => {
     ['Gateway API on', { STORE: 'kubernetes', GATEWAY_API: 'true' }, { kubernetes: { gatewayApi: { controllerName: 'gatehouse.dev/gateway-controller' } } }],
     ['Gateway API controller name', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'example.com/gw' }, { kubernetes: { gatewayApi: { controllerName: 'example.com/gw' } } }],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
+    ['with TLS the default bind is every address', { GRPC_HOST: '', GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcHost: '0.0.0.0' }],
     ['plaintext on loopback', { GRPC_HOST: '127.0.0.1' }, { grpcTls: null, grpcInsecure: false }],
     ['plaintext on ::1', { GRPC_HOST: '::1' }, { grpcTls: null }],
     ['plaintext on localhost', { GRPC_HOST: 'localhost' }, { grpcTls: null }],
@@ -65,13 +83,14 @@ describe('loadConfig', () => {
       { grpcTls: { cert: 'c', key: 'k' }, grpcJoinTokens: ['a'.repeat(16), 'b'.repeat(20)] },
     ],
     ['GRPC_INSECURE=false with loopback', { GRPC_HOST: '127.0.0.1', GRPC_INSECURE: 'false' }, { grpcInsecure: false }],
+    ['short HMAC keys allowed', { ALLOW_SHORT_HMAC_KEYS: 'true' }, { allowShortHmacKeys: true }],
     ['TLS reload interval', { GRPC_HOST: '127.0.0.1', TLS_RELOAD_INTERVAL: '5s' }, { tlsReloadIntervalMs: 5000 }],
     ['viewer account', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro', ADMIN_VIEWER_PASSWORD: 'pw' }, { adminViewer: { user: 'ro', password: 'pw' } }],
     ['admin TLS', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_CERT: 'c', ADMIN_TLS_KEY: 'k' }, { adminTls: { cert: 'c', key: 'k' } }],
     [
       'login throttle',
-      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '2', ADMIN_LOGIN_BACKOFF_BASE: '100ms', ADMIN_LOGIN_BACKOFF_MAX: '2s' },
-      { loginThrottle: { freeFailures: 2, baseDelayMs: 100, maxDelayMs: 2000 } },
+      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '2', ADMIN_LOGIN_BACKOFF_BASE: '100ms', ADMIN_LOGIN_BACKOFF_MAX: '2s', ADMIN_LOGIN_USER_BURST: '7', ADMIN_LOGIN_USER_REFILL: '30s' },
+      { loginThrottle: { freeFailures: 2, baseDelayMs: 100, maxDelayMs: 2000, userBurst: 7, userRefillMs: 30_000 } },
     ],
   ])('%s', (_name, env, expected) => {
     // Loopback unless the row says otherwise: plaintext gRPC elsewhere needs GRPC_INSECURE (tested above).
@@ -96,6 +115,7 @@ describe('loadConfig', () => {
     ['CA without cert', { GRPC_TLS_CA: 'a', GRPC_HOST: '127.0.0.1' }, 'GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
     ['server TLS that authenticates nobody', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA or GRPC_JOIN_TOKEN is required'],
     ['short join token', { GRPC_HOST: '127.0.0.1', GRPC_JOIN_TOKEN: 'short' }, 'GRPC_JOIN_TOKEN must hold tokens of at least 16 characters'],
+    ['bad ALLOW_SHORT_HMAC_KEYS', { GRPC_HOST: '127.0.0.1', ALLOW_SHORT_HMAC_KEYS: 'yes' }, 'ALLOW_SHORT_HMAC_KEYS must be "true" or "false"'],
     ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE must be "true" or "false"'],
     ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER and ADMIN_VIEWER_PASSWORD must be set together'],
     ['viewer named like the admin', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' }, 'ADMIN_VIEWER_USER must differ from ADMIN_USER'],
@@ -103,6 +123,8 @@ describe('loadConfig', () => {
     ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE'],
     ['backoff max below base', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' }, 'ADMIN_LOGIN_BACKOFF_MAX'],
     ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES'],
+    ['user burst zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_BURST: '0' }, 'ADMIN_LOGIN_USER_BURST'],
+    ['user refill zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_REFILL: '0s' }, 'ADMIN_LOGIN_USER_REFILL must be a duration'],
     ['unknown OTLP protocol', { GRPC_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"'],
   ])('rejects %s', (_name, env, message) => {
     expect(() => loadConfig(env)).toThrow(message);

@@ -38,10 +38,19 @@ export interface ControlPlaneConfig {
   shutdownTimeoutMs: number;
   /** GRPC_TLS_CERT/KEY (+ GRPC_TLS_CA = client certificates required). */
   grpcTls: ServerTlsFiles | null;
-  /** GRPC_JOIN_TOKEN (comma-separated: several during a rotation); empty = no join token. */
+  /**
+   * GRPC_JOIN_TOKEN (comma-separated: several during a rotation). Empty with neither GRPC_TLS_CA nor
+   * GRPC_INSECURE: one is generated once into `grpcJoinTokenFile` (see `generatesJoinToken`).
+   */
   grpcJoinTokens: string[];
-  /** GRPC_INSECURE=true: plaintext gRPC allowed on a non-loopback GRPC_HOST. */
+  grpcJoinTokenFile: string;
+  /**
+   * GRPC_INSECURE=true: plaintext gRPC allowed on a non-loopback GRPC_HOST, and data planes may
+   * connect with no credential when neither GRPC_JOIN_TOKEN nor GRPC_TLS_CA is set.
+   */
   grpcInsecure: boolean;
+  /** ALLOW_SHORT_HMAC_KEYS=true: admin writes accept HS keys shorter than 32 bytes (a migration; warned at every start). */
+  allowShortHmacKeys: boolean;
   /** TLS_RELOAD_INTERVAL: how often certificate files are re-read (SIGHUP re-reads at once). */
   tlsReloadIntervalMs: number;
 }
@@ -52,6 +61,10 @@ export interface LoginThrottleConfig {
   /** ADMIN_LOGIN_BACKOFF_BASE / _MAX: the first wait, doubled on every further failure up to the max. */
   baseDelayMs: number;
   maxDelayMs: number;
+  /** ADMIN_LOGIN_USER_BURST: failed logins per user name (from any address) before ADMIN_LOGIN_USER_REFILL applies. */
+  userBurst: number;
+  /** ADMIN_LOGIN_USER_REFILL: past its burst, a user name gets one more failed login per this interval. */
+  userRefillMs: number;
 }
 
 export interface KubernetesConfig {
@@ -115,9 +128,10 @@ const MIN_JOIN_TOKEN_CHARS = 16;
 
 /**
  * The snapshot stream carries every upstream address and JWT secret: plaintext only on loopback
- * unless GRPC_INSECURE=true; TLS without client certificates only with a join token.
+ * (the default bind without TLS) unless GRPC_INSECURE=true; TLS without client certificates only
+ * with a join token.
  */
-function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
+function grpcSecurity(env: NodeJS.ProcessEnv) {
   const grpcInsecure = bool(env, 'GRPC_INSECURE', false);
   let grpcTls: ServerTlsFiles | null;
   try {
@@ -125,6 +139,7 @@ function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
   } catch (err) {
     throw invalid('GRPC_TLS_CERT', `is incomplete: ${(err as Error).message}`);
   }
+  const grpcHost = env.GRPC_HOST || (grpcTls ? '0.0.0.0' : '127.0.0.1');
   const grpcJoinTokens = (env.GRPC_JOIN_TOKEN ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   if (grpcJoinTokens.some((t) => t.length < MIN_JOIN_TOKEN_CHARS)) {
     throw invalid('GRPC_JOIN_TOKEN', `must hold tokens of at least ${MIN_JOIN_TOKEN_CHARS} characters (use e.g. openssl rand -hex 32)`);
@@ -142,7 +157,15 @@ function grpcSecurity(env: NodeJS.ProcessEnv, grpcHost: string) {
       'or GRPC_JOIN_TOKEN is required with GRPC_TLS_CERT: otherwise any client could subscribe to the snapshots (or set GRPC_INSECURE=true)',
     );
   }
-  return { grpcTls, grpcJoinTokens, grpcInsecure };
+  return { grpcHost, grpcTls, grpcJoinTokens, grpcInsecure };
+}
+
+/**
+ * Plaintext on loopback with no credential named: any local process could read every secret of the
+ * snapshots, so the control plane makes a join token of its own (GRPC_INSECURE=true opts out).
+ */
+export function generatesJoinToken(config: Pick<ControlPlaneConfig, 'grpcTls' | 'grpcJoinTokens' | 'grpcInsecure'>): boolean {
+  return config.grpcJoinTokens.length === 0 && !config.grpcTls?.ca && !config.grpcInsecure;
 }
 
 function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
@@ -193,7 +216,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
 
   const adminUser = env.ADMIN_USER || 'admin';
   const dataDir = resolve(env.DATA_DIR || './data');
-  const grpcHost = env.GRPC_HOST || '0.0.0.0';
 
   const viewer = pair(env, 'ADMIN_VIEWER_USER', 'ADMIN_VIEWER_PASSWORD');
   if (viewer && viewer[0] === adminUser) throw invalid('ADMIN_VIEWER_USER', 'must differ from ADMIN_USER');
@@ -202,13 +224,14 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     freeFailures: positiveInteger(env, 'ADMIN_LOGIN_FREE_FAILURES', 5),
     baseDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_BASE', '1s'),
     maxDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_MAX', '15m'),
+    userBurst: positiveInteger(env, 'ADMIN_LOGIN_USER_BURST', 20),
+    userRefillMs: duration(env, 'ADMIN_LOGIN_USER_REFILL', '1m'),
   };
   if (loginThrottle.maxDelayMs < loginThrottle.baseDelayMs) throw invalid('ADMIN_LOGIN_BACKOFF_MAX', 'must not be smaller than ADMIN_LOGIN_BACKOFF_BASE');
 
   return {
     adminHost: env.ADMIN_HOST || '0.0.0.0',
     adminPort: port(env, 'ADMIN_PORT', 8081),
-    grpcHost,
     grpcPort: port(env, 'GRPC_PORT', 8082),
     store,
     kubernetes,
@@ -225,7 +248,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     loginThrottle,
     logLevel,
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
-    ...grpcSecurity(env, grpcHost),
+    ...grpcSecurity(env),
+    grpcJoinTokenFile: join(dataDir, 'grpc-join-token'),
+    allowShortHmacKeys: bool(env, 'ALLOW_SHORT_HMAC_KEYS', false),
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
   };
 }

@@ -7,11 +7,13 @@
 import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
+import { shortHmacKeysOf } from '#proto/compile/index';
+import type { OAuthServerDefinition } from '#proto/definition/index';
 import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
 import { bindListener, exitIfShutdownHangs, exitOnInvalidConfiguration, listen, logStartFailure } from '#proto/listen';
-import { loadConfig, type ControlPlaneConfig } from './config.js';
+import { generatesJoinToken, loadConfig, type ControlPlaneConfig } from './config.js';
 import { openStore } from './store/open-store.js';
 import { createMemoryHistory, openFileHistory } from './store/config-history.js';
 import { startController, type Controller } from './controller/index.js';
@@ -19,12 +21,12 @@ import type { StreamCallbacks } from './grpc/snapshot-server.js';
 import { createSnapshotBuilder } from './snapshot/snapshot-builder.js';
 import { createSnapshotServer } from './grpc/snapshot-server.js';
 import { createControlPlaneMetrics } from './metrics/control-plane-metrics.js';
-import { resolveAdminSecrets } from './admin/admin-credentials.js';
+import { readOrCreateSecret, resolveAdminSecrets, strongSecret } from './admin/admin-credentials.js';
 import { createAdminAuth } from './admin/admin-auth.js';
 import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { createAdminApp } from './admin/app.js';
-import { indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
+import { acceptShortHmacKeys, indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
 import { startServiceDiscovery } from './discovery/index.js';
 import { startGatewayApi } from './gateway-api/index.js';
 
@@ -51,8 +53,11 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const indexing = performance.now();
   const { defs } = store.current();
   indexForWrites(defs);
+  acceptShortHmacKeys(config.allowShortHmacKeys);
+  warnOfShortHmacKeys(config.allowShortHmacKeys, defs.oauthServers, logger);
   logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
+  const joinTokens = await resolveJoinTokens(config, logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
   // Service discovery: k8s:// targets become their ready endpoints in what the data planes are served.
@@ -78,7 +83,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     service: proto.service,
     wrapPush: proto.wrapPush,
     credentials: serverCredentials(grpcCertificates, Boolean(config.grpcTls?.ca)),
-    authenticate: createStreamAuthenticator({ joinTokens: config.grpcJoinTokens, clientCertificates: Boolean(config.grpcTls?.ca) }),
+    authenticate: createStreamAuthenticator({ joinTokens, clientCertificates: Boolean(config.grpcTls?.ca) }),
     logger,
     callbacks: withDataPlaneChanges(metrics.streamCallbacks, () => controller?.dataPlanesChanged()),
   });
@@ -109,10 +114,15 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       : null;
   const grpcSetting = { listener: 'grpc', portVariable: 'GRPC_PORT', hostVariable: 'GRPC_HOST', port: config.grpcPort, host: config.grpcHost };
   const grpcPort = await bindListener(grpcSetting, () => grpcServer.listen(config.grpcHost, config.grpcPort));
-  const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : config.grpcJoinTokens.length > 0 ? 'join-token' : 'none';
-  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth }, 'listening');
+  const dataPlaneAuth = config.grpcTls?.ca ? 'mtls' : joinTokens.length > 0 ? 'join-token' : 'none';
+  // joinTokenFile: where `npm start` reads the generated token for its data plane.
+  const joinTokenFile = generatesJoinToken(config) ? config.grpcJoinTokenFile : undefined;
+  logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth, joinTokenFile }, 'listening');
   if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
     logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port');
+  }
+  if (dataPlaneAuth === 'none') {
+    logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true without GRPC_JOIN_TOKEN: any process that reaches the gRPC port reads every snapshot (upstreams, secrets)');
   }
 
   const auth = createAdminAuth({
@@ -126,7 +136,19 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   // Tracing off: not even the OpenTelemetry API is loaded.
   const tracing = await startTracing('control-plane', process.env, logger);
   const writeSpans = tracing ? (await import('./admin/admin-write-spans.js')).traceAdminWrites(tracing.tracer) : undefined;
-  const app = createAdminApp({ store, served, snapshots, dataPlanes: () => grpcServer.dataPlanes(), auth, loginThrottle, metrics, logger, history, writeSpans });
+  const app = createAdminApp({
+    store,
+    served,
+    snapshots,
+    dataPlanes: () => grpcServer.dataPlanes(),
+    auth,
+    loginThrottle,
+    metrics,
+    logger,
+    history,
+    writeSpans,
+    allowShortHmacKeys: config.allowShortHmacKeys,
+  });
   const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
   let http: Server;
   if (adminCertificates) {
@@ -187,6 +209,32 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   process.off('SIGINT', stopEarly);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/**
+ * Every start says whether short HS keys are allowed and which stored ones are short (RFC 7518 §3.2):
+ * with ALLOW_SHORT_HMAC_KEYS a warning, without it an error (they are served, but a write of them is refused).
+ */
+function warnOfShortHmacKeys(allowed: boolean, servers: readonly OAuthServerDefinition[], logger: Logger): void {
+  const shortKeys = servers.flatMap((server) => shortHmacKeysOf(server).map((field) => `oauth server ${server.name}: ${field}`));
+  if (allowed) {
+    logger.warn({ shortKeys }, 'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32); rotate them, then unset it');
+  } else if (shortKeys.length > 0) {
+    logger.error({ shortKeys }, 'stored HS keys are shorter than 32 bytes: they are served, but a write of them is refused until rotated (or ALLOW_SHORT_HMAC_KEYS=true)');
+  }
+}
+
+/**
+ * GRPC_JOIN_TOKEN when set; with no data-plane credential configured, one generated once into
+ * DATA_DIR (mode 0600) and reused on every restart. Only the file's path is logged.
+ */
+async function resolveJoinTokens(config: ControlPlaneConfig, logger: Logger): Promise<string[]> {
+  if (!generatesJoinToken(config)) return config.grpcJoinTokens;
+  const { value, created } = await readOrCreateSecret(config.grpcJoinTokenFile, strongSecret);
+  const path = config.grpcJoinTokenFile;
+  if (created) logger.warn({ path }, 'generated gRPC join token written to file: data planes present it as GRPC_JOIN_TOKEN');
+  else logger.info({ path }, 'gRPC join token read from file: data planes present it as GRPC_JOIN_TOKEN');
+  return [value];
 }
 
 /** Every data-plane event also tells the controller (Programmed counts ACKs and NACKs). */

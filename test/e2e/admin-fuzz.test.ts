@@ -27,7 +27,7 @@ beforeAll(async () => {
     (await admin.createOAuthServer({
       name: 'seed-auth',
       oauth_endpoints: { token: { listen_path: '/seed-auth/token', upstreams: { targets: [{ target: 'http://127.0.0.1:9/token' }] } } },
-      token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'seed-secret' }] },
+      token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'seed-secret-of-32-bytes-or-longer' }] },
     })).status,
   ).toBe(201);
 });

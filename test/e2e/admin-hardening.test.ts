@@ -28,8 +28,8 @@ async function start(env: Record<string, string>, dataDir?: string): Promise<Con
   return cp;
 }
 
-const login = (url: string, username: string, password: string) =>
-  httpRequest(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password }) });
+const login = (url: string, username: string, password: string, from?: string) =>
+  httpRequest(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password }), localAddress: from });
 
 const get = (url: string, token: string) => httpRequest(url, { headers: { authorization: `Bearer ${token}` } });
 
@@ -47,6 +47,30 @@ test('login throttling: 401s, then 429 with Retry-After (even for the right pass
   expect(ok.status).toBe(200);
   // The success reset the count: one more failure is a plain 401.
   expect((await login(cp.adminUrl, cp.username, 'wrong')).status).toBe(401);
+});
+
+test('failed logins from other addresses do not lock the user out of a clean address, and guessing stays slow', async () => {
+  const cp = await start({ ADMIN_LOGIN_FREE_FAILURES: '3', ADMIN_LOGIN_BACKOFF_BASE: '30s', ADMIN_LOGIN_BACKOFF_MAX: '1m', ADMIN_LOGIN_USER_BURST: '3', ADMIN_LOGIN_USER_REFILL: '1h' });
+  // Attackers on four loopback addresses, each within its own free failures: the first three empty
+  // the user's budget; the fourth, never failed before, is still heard once.
+  const attackers = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
+  const first = [];
+  for (const from of attackers) first.push((await login(cp.adminUrl, cp.username, `guess-${from}`, from)).status);
+  expect(first).toEqual([401, 401, 401, 401]);
+
+  // Guessing stays slow: an address that has failed gets no more answers for this user name.
+  const burst = [];
+  for (const from of attackers) for (let i = 0; i < 3; i++) burst.push(await login(cp.adminUrl, cp.username, `again-${i}`, from));
+  expect(burst.map((r) => r.status)).toEqual(burst.map(() => 429));
+  expect(Number(burst[0]!.headers['retry-after'])).toBeGreaterThan(3000);
+  // Even the right password: the attacker's address is not heard.
+  expect((await login(cp.adminUrl, cp.username, cp.password, '127.0.0.2')).status).toBe(429);
+
+  // The admin's clean address logs in at once, with the right password.
+  expect((await login(cp.adminUrl, cp.username, cp.password, '127.0.0.9')).status).toBe(200);
+  // A clean address guessing gets one answer, and is then spent.
+  expect((await login(cp.adminUrl, cp.username, 'wrong', '127.0.0.10')).status).toBe(401);
+  expect((await login(cp.adminUrl, cp.username, cp.password, '127.0.0.10')).status).toBe(429);
 });
 
 test('viewer role: reads 200, every write 403, nothing changes', async () => {

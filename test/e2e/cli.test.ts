@@ -124,7 +124,7 @@ test('oauth-servers: apply -f JSON, list, get, delete', async () => {
   const server = {
     name: 'cli-auth',
     oauth_endpoints: { token: { listen_path: '/cli-auth/token', upstreams: { targets: [{ target: `${upstream.url}/token` }] } } },
-    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'a-shared-secret-of-some-length' }] },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'a-shared-secret-of-some-length-0123' }] },
   };
   const path = await file('server.json', JSON.stringify(server));
   expect(JSON.parse(await ok(['-o', 'json', 'oauth-servers', 'apply', '-f', path]))).toEqual([{ kind: 'oauth-server', name: 'cli-auth', result: 'created' }]);

@@ -28,7 +28,7 @@ const api = (name: string, listenPath: string, extra: Partial<Parameters<typeof 
 const jwtServer = {
   name: 'auth',
   oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: { targets: [{ target: 'http://127.0.0.1:9/token' }] } } },
-  token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'a-shared-secret-of-some-length' }] },
+  token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'a-shared-secret-of-some-length-0123' }] },
 };
 
 /** A configuration with every kind, built from a prefix so each test writes its own names. */

@@ -307,6 +307,19 @@ test('a NACK is shown with its version and error (the /dataplanes and /readyz an
   expect(cells[6]).toContain(nack.error);
 });
 
+test('ALLOW_SHORT_HMAC_KEYS on the control plane is said above the data planes (the /dataplanes answer stubbed in the browser)', async () => {
+  const at = new Date().toISOString();
+  const row = { id: 'dp-short-keys', hostname: 'h', address: '10.0.0.9:5000', proxy_address: '10.0.0.9:8080', software_version: '0.1.0', auth: { method: 'join-token' }, connected_since: at, version: 3, hash: 'abc', last_ack: { version: 3, at }, last_nack: null };
+  await page.route('**/dataplanes', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify([{ ...row, allow_short_hmac_keys: true }]) }));
+  await openSignedIn('#/dataplanes');
+  await page.locator('tr[data-id="dp-short-keys"]').waitFor();
+  expect(await page.locator('#short-hmac-keys').textContent()).toBe('ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32). Rotate them, then unset it.');
+  await page.unroute('**/dataplanes');
+  await page.route('**/dataplanes', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify([row]) }));
+  await page.getByRole('button', { name: 'Refresh' }).click();
+  await page.locator('#short-hmac-keys').waitFor({ state: 'detached' });
+});
+
 test('the explain form shows the matched API, the rewritten upstream URL and the candidate that lost', async () => {
   const name = unique('ui-explain');
   expect((await gw.admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url], stripPath: true }))).status).toBe(201);

@@ -18,6 +18,7 @@ import { renderChart } from '../helpers/helm.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { REPO_ROOT, spawnService, type ServiceProcess } from '../helpers/service-process.js';
+import { TEST_JOIN_TOKEN } from '../helpers/start-control-plane.js';
 
 const run = promisify(execFile);
 const T = 180_000;
@@ -142,7 +143,7 @@ test('the image’s CMD starts the control plane and the chart’s args the data
   // Outside the image's tree (a volume in a pod): the tree's listing is checked in another test, in any order.
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-image-data-'));
   dataDirs.push(dataDir);
-  const cp = await start('image control plane', cmd.args, { ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_PASSWORD: 'image-test-password', ADMIN_JWT_SECRET: 'x'.repeat(32) }, ['admin', 'grpc']);
+  const cp = await start('image control plane', cmd.args, { ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_PASSWORD: 'image-test-password', ADMIN_JWT_SECRET: 'x'.repeat(32), GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN }, ['admin', 'grpc']);
   expect((await httpRequest(`http://127.0.0.1:${cp.ports.admin}/healthz`)).status).toBe(200);
   // The console's static files reached the image (served from control-plane/console/).
   for (const file of ['/console/', '/console/js/main.js']) expect({ file, status: (await httpRequest(`http://127.0.0.1:${cp.ports.admin}${file}`)).status }).toEqual({ file, status: 200 });
@@ -154,6 +155,7 @@ test('the image’s CMD starts the control plane and the chart’s args the data
     PROXY_HOST: '127.0.0.1',
     STATUS_HOST: '127.0.0.1',
     CONTROL_PLANE_ADDR: `127.0.0.1:${cp.ports.grpc}`,
+    GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
   }, ['proxy', 'status']);
   expect((await httpRequest(`http://127.0.0.1:${dp.ports.status}/healthz`)).status).toBe(200);
   await pollUntil(async () => ((await httpRequest(`http://127.0.0.1:${dp.ports.status}/readyz`)).status === 200 ? true : undefined), {

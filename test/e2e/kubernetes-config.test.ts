@@ -33,7 +33,7 @@ const api = (name: string, extra: Partial<Parameters<typeof apiDefinition>[0]> =
 const jwtServer = (name: string) => ({
   name,
   oauth_endpoints: { token: { listen_path: `/${name}/token`, upstreams: { targets: [{ target: `${upstream.url}/token` }] } } },
-  token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'a-shared-secret-of-some-length' }] },
+  token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'a-shared-secret-of-some-length-0123' }] },
 });
 
 async function crNames(plural: typeof APIS | typeof SERVERS): Promise<string[]> {

@@ -1,14 +1,19 @@
 /**
  * `npm start` as a user runs it (the real package script): a SIGTERM to npm, or the death of the
  * process that ran npm, stops both services and frees their ports; the generated admin password
- * file is announced only once it exists and the control plane listens.
+ * file is announced only once it exists and the control plane listens; the data plane syncs with
+ * the join token the control plane generated, which a local process without it does not have.
  */
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import * as grpc from '@grpc/grpc-js';
+import { CHANNEL_OPTIONS, loadGatehouseProto } from '#proto/grpc';
 import { listen } from '#proto/listen';
+import { httpRequest } from '../helpers/http-request.js';
 import { npmStart, processAlive, type NpmStart } from '../helpers/npm-start.js';
 import { pollUntil } from '../helpers/poll-until.js';
 
@@ -97,4 +102,35 @@ test('a start that fails (admin port taken) announces no password file', async (
   } finally {
     await new Promise<void>((resolve) => blocker.close(() => resolve()));
   }
+}, TIMEOUT_MS);
+
+/** The final status of a snapshot stream opened without any credential, and the pushes it got. */
+async function streamWithoutToken(address: string): Promise<{ code: grpc.status; pushes: number }> {
+  const proto = loadGatehouseProto();
+  const client = new proto.Client(address, grpc.credentials.createInsecure(), { ...CHANNEL_OPTIONS, 'grpc.use_local_subchannel_pool': 1 });
+  const call = (client['StreamSnapshots'] as (m: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>).call(client, new grpc.Metadata());
+  let pushes = 0;
+  call.on('data', () => {
+    pushes++;
+    call.cancel();
+  });
+  call.on('error', () => undefined);
+  call.write({ hello: { id: 'local-intruder', hostname: 'intruder' } });
+  const status = await new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+  client.close();
+  return { code: status.code, pushes };
+}
+
+test('the data plane syncs with the join token the control plane generated; a local process without it reads nothing', async () => {
+  started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' } });
+  const services = await started.services();
+  const tokenFile = join(dataDir, 'grpc-join-token');
+  expect(started.lines()).toContain(`[start] data plane join token: in ${tokenFile}`);
+  expect((await readFile(tokenFile, 'utf8')).trim().length).toBeGreaterThanOrEqual(32);
+  await pollUntil(async () => ((await httpRequest(`http://127.0.0.1:${services.dp.ports.status}/readyz`)).status === 200 ? true : undefined), {
+    what: 'the data plane to apply a snapshot',
+    timeoutMs: 30_000,
+    details: () => started!.lines().slice(-30).join('\n'),
+  });
+  expect(await streamWithoutToken(`127.0.0.1:${services.cp.ports.grpc}`)).toEqual({ code: grpc.status.UNAUTHENTICATED, pushes: 0 });
 }, TIMEOUT_MS);

@@ -12,7 +12,7 @@ import type { HttpResponse } from '../helpers/http-request.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
-const SECRET = 'claims-secret';
+const SECRET = 'claims-secret-of-32-bytes-or-more';
 const ISSUER = 'https://idp.test/';
 let gw: Gateway;
 let upstream: Upstream;

@@ -12,11 +12,11 @@ import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type RecordedRequest, type Upstream } from '../helpers/upstream-server.js';
 
-const HS_SECRET = 'hs-shared-secret';
-const ROTATION_OLD = 'rotation-old-secret';
-const ROTATION_NEW = 'rotation-new-secret';
-const LEGACY_SECRET = 'legacy-secret';
-const LEEWAY_SECRET = 'leeway-secret';
+const HS_SECRET = 'hs-shared-secret-of-32-bytes-or-more';
+const ROTATION_OLD = 'rotation-old-secret-of-32-bytes-or-more';
+const ROTATION_NEW = 'rotation-new-secret-of-32-bytes-or-more';
+const LEGACY_SECRET = 'legacy-secret-of-32-bytes-or-more';
+const LEEWAY_SECRET = 'leeway-secret-of-32-bytes-or-more';
 const LEEWAY = 30;
 
 const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });

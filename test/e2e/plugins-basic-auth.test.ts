@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { deleteAllCredentials } from '../helpers/credentials.js';
+import { pollUntil } from '../helpers/poll-until.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { stopGatewayAndServers } from '../helpers/stop-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -181,3 +182,38 @@ test('a password change refuses the old password at once; a delete refuses the u
   expect((await gw.admin.request('GET', USERS)).body).toEqual([]);
   expect((await gw.admin.request('DELETE', `${USERS}/alice-change`)).status).toBe(404);
 });
+
+test('a flood of wrong passwords: a right, uncached password is never answered 401; another user is served', async () => {
+  await createUser('flooded');
+  await createUser('bystander');
+  // Many clients guessing the flooded user's password at once, for as long as the checks below take:
+  // each guess is a fresh scrypt, so the checks pending stay at their bound the whole time.
+  let flooding = true;
+  const seen = new Map<number, number>();
+  let guess = 0;
+  const guesser = async () => {
+    while (flooding) {
+      const res = await get('/ba/x', basic('flooded', `guess-${guess++}`));
+      seen.set(res.status, (seen.get(res.status) ?? 0) + 1);
+    }
+  };
+  const guessers = Array.from({ length: 48 }, guesser);
+  try {
+    // More guessers than checks may be pending: after two rounds of answers the bound is reached.
+    const answered = () => [...seen.values()].reduce((a, b) => a + b, 0);
+    await pollUntil(async () => (answered() >= 96 ? true : undefined), { what: 'two rounds of guesses answered', timeoutMs: 30_000 });
+    // Another user's right password is checked (the flood holds only its user's share) and passes.
+    expect((await get('/ba/x', basic('bystander', PASSWORD))).status).toBe(200);
+    // The flooded user's right password: passes, or 503 with Retry-After while its share is full; never 401.
+    const own = await get('/ba/x', basic('flooded', PASSWORD));
+    expect(own.status === 200 || (own.status === 503 && own.headers['retry-after'] === '1' && own.json !== undefined)).toBe(true);
+    expect(own.status).not.toBe(401);
+  } finally {
+    flooding = false;
+    await Promise.all(guessers);
+  }
+  // Every guess was a 401 (checked) or a 503 (not checked): none passed.
+  expect([...seen.keys()].sort()).toEqual([401, 503]);
+  // Once the flood is over, the flooded user's right password passes.
+  expect((await get('/ba/x', basic('flooded', PASSWORD))).status).toBe(200);
+}, 60_000);

@@ -42,10 +42,13 @@ beforeAll(async () => {
     api('no-content', [{ name: 'request_termination', config: { status_code: 204 } }]),
     api('terminate-off', [{ name: 'request_termination', enabled: false, config: {} }]),
     api('moved', [{ name: 'redirect', config: { status_code: 301, scheme: 'https', host: 'new.example.com', path: '/v2', strip_path: true } }], '/moved/{tenant}/*'),
-    api('same-host', [
-      { name: 'cors', config: { domains: ['https://app.example'] } },
-      { name: 'redirect', config: { status_code: 308, path: '/elsewhere' } },
-    ]),
+    {
+      ...api('same-host', [
+        { name: 'cors', config: { domains: ['https://app.example'] } },
+        { name: 'redirect', config: { status_code: 308, path: '/elsewhere' } },
+      ]),
+      hosts: ['*.shop.example.com', 'shop.example.com', 'www.shop.example.com'],
+    },
     api('other-port', [{ name: 'redirect', config: { host: 'new.example.com', port: 8443 } }]),
   ]);
 }, 60_000);
@@ -168,8 +171,29 @@ test('on a TLS listener the scheme is https, and its own port is left out', asyn
   }
 });
 
+test('without host, the Location names the request host only when the API lists it exactly, else its first exact host', async () => {
+  const listed = await gw.dp.request('GET', '/same-host/a', { headers: { host: 'www.shop.example.com' } });
+  expect(listed.headers.location).toBe('http://www.shop.example.com/elsewhere');
+  // Matched by the wildcard only: a name the client made up is not reflected.
+  const wildcard = await gw.dp.request('GET', '/same-host/a', { headers: { host: 'attacker-chosen.shop.example.com:8080' } });
+  expect(wildcard.status).toBe(308);
+  expect(wildcard.headers.location).toBe('http://shop.example.com:8080/elsewhere');
+});
+
+test('a redirect without host on an API that lists no exact host is refused at write: no Host is ever reflected', async () => {
+  for (const hosts of [undefined, ['*.example.com']]) {
+    const definition = { ...apiDefinition({ name: 'reflecting', listenPath: '/reflecting/*', targets: [u.url] }), ...(hosts && { hosts }), plugins: [{ name: 'redirect', config: { scheme: 'https' } }] };
+    const res = await gw.admin.createApi(definition);
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'plugins[0].config.host is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)' });
+  }
+  expect((await gw.admin.getApi('reflecting')).status).toBe(404);
+  const probe = await gw.dp.request('GET', '/reflecting/x', { headers: { host: 'evil.example' } });
+  expect(probe.headers.location).toBeUndefined();
+});
+
 test('a Host that is not a host never reaches the Location: 400 "invalid host"', async () => {
-  for (const host of ['evil.example/x', 'a b', 'x.example:99999']) {
+  for (const host of ['shop.example.com:99999', 'shop.example.com:x']) {
     const res = await gw.dp.request('GET', '/same-host/a', { headers: { host } });
     expect(res.status).toBe(400);
     expect(res.json).toBe('invalid host');

@@ -5,7 +5,8 @@
  * DP authenticated; the CP's certificate is reloaded (SIGHUP) and served to new connections.
  */
 import { X509Certificate } from 'node:crypto';
-import { copyFile, readFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -52,13 +53,19 @@ async function dp(controlPlane: ControlPlane, env: Record<string, string>, waitF
 const listed = async (admin: AdminClient) => (await admin.dataplanes()).body as Array<{ id: string; auth: unknown }>;
 const serverTls = () => ({ GRPC_TLS_CERT: certs.serverCert, GRPC_TLS_KEY: certs.serverKey });
 
-/** A raw stream as an intruder opens it: the final status and how many pushes arrived. */
-async function rawStream(address: string, credentials: grpc.ChannelCredentials, metadata: grpc.Metadata) {
+/**
+ * A raw stream as an intruder opens it: the final status and how many pushes arrived. With
+ * `cancelAfter`, the client cancels once that many pushes arrived (a served stream stays open).
+ */
+async function rawStream(address: string, credentials: grpc.ChannelCredentials, metadata: grpc.Metadata, cancelAfter?: number) {
   const proto = loadGatehouseProto();
   const client = new proto.Client(address, credentials, { ...CHANNEL_OPTIONS, 'grpc.use_local_subchannel_pool': 1 });
   const call = (client['StreamSnapshots'] as (m: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>).call(client, metadata);
   let pushes = 0;
-  call.on('data', () => pushes++);
+  call.on('data', () => {
+    pushes++;
+    if (pushes === cancelAfter) call.cancel();
+  });
   call.on('error', () => undefined);
   call.write({ hello: { id: 'intruder', hostname: 'intruder' } });
   const status = await new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
@@ -85,11 +92,58 @@ describe('plaintext only on loopback', () => {
   });
 
   test('GRPC_INSECURE=true: it starts with a warning, and DPs show as insecure', async () => {
-    const { cp: controlPlane, admin } = await cp({ GRPC_HOST: '0.0.0.0', GRPC_INSECURE: 'true' });
+    const { cp: controlPlane, admin } = await cp({ GRPC_HOST: '0.0.0.0', GRPC_INSECURE: 'true', GRPC_JOIN_TOKEN: '' });
     const warning = controlPlane.process.lines().find((l) => l.json?.level === 40 && /GRPC_INSECURE=true/.test(String(l.json?.msg)));
     expect(warning).toBeDefined();
     const dataPlane = await dp(controlPlane, {});
     expect((await listed(admin)).find((row) => row.id === dataPlane.id)?.auth).toEqual({ method: 'insecure' });
+  });
+});
+
+describe('a join token by default on loopback', () => {
+  const plaintext = () => grpc.credentials.createInsecure();
+
+  test('with no credential configured the CP generates a join token: a local process without it reads no snapshot; a DP with it syncs', async () => {
+    const { cp: controlPlane, admin } = await cp({ GRPC_JOIN_TOKEN: '' });
+    const file = join(controlPlane.dataDir, 'grpc-join-token');
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const token = (await readFile(file, 'utf8')).trim();
+    expect(token.length).toBeGreaterThanOrEqual(32);
+    const listening = controlPlane.process.lines().find((l) => l.json?.msg === 'listening' && l.json?.listener === 'grpc')?.json;
+    expect(listening).toMatchObject({ host: '127.0.0.1', tls: false, dataPlaneAuth: 'join-token', joinTokenFile: file });
+
+    // A local process with no token, or a guessed one: refused before one snapshot byte.
+    expect(await rawStream(controlPlane.grpcAddr, plaintext(), joinTokenMetadata(undefined))).toEqual({
+      code: grpc.status.UNAUTHENTICATED,
+      details: expect.stringContaining('join token required'),
+      pushes: 0,
+    });
+    expect((await rawStream(controlPlane.grpcAddr, plaintext(), joinTokenMetadata('a-guessed-token-of-some-length'))).pushes).toBe(0);
+
+    const dataPlane = await dp(controlPlane, { GRPC_JOIN_TOKEN: token });
+    expect((await listed(admin)).find((row) => row.id === dataPlane.id)?.auth).toEqual({ method: 'join-token' });
+  });
+
+  test('no environment but ephemeral ports and a fresh DATA_DIR: the CP starts, gRPC on loopback, a join token required', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-cp-bare-'));
+    const proc = await spawnService({ name: 'cp with no settings', script: CONTROL_PLANE_SCRIPT, env: { ADMIN_PORT: '0', GRPC_PORT: '0', DATA_DIR: dataDir }, listeners: ['admin', 'grpc'] });
+    try {
+      const grpcListening = proc.lines().find((l) => l.json?.msg === 'listening' && l.json?.listener === 'grpc')?.json;
+      expect(grpcListening).toMatchObject({ host: '127.0.0.1', dataPlaneAuth: 'join-token' });
+      const raw = await rawStream(`127.0.0.1:${proc.ports.grpc}`, plaintext(), joinTokenMetadata(undefined));
+      expect(raw).toMatchObject({ code: grpc.status.UNAUTHENTICATED, pushes: 0 });
+    } finally {
+      expect((await proc.stop()).code).toBe(0);
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test('GRPC_INSECURE=true on loopback without a token: any local process is served (explicit), with a warning', async () => {
+    const { cp: controlPlane } = await cp({ GRPC_INSECURE: 'true', GRPC_JOIN_TOKEN: '' });
+    const warning = controlPlane.process.lines().find((l) => l.json?.level === 40 && /without GRPC_JOIN_TOKEN/.test(String(l.json?.msg)));
+    expect(warning).toBeDefined();
+    const raw = await rawStream(controlPlane.grpcAddr, plaintext(), joinTokenMetadata(undefined), 1);
+    expect(raw.pushes).toBe(1);
   });
 });
 
@@ -103,7 +157,7 @@ describe('join token over server-side TLS', () => {
 
   test.each([
     { row: 'wrong token', env: { GRPC_JOIN_TOKEN: 'a-wrong-token-of-some-length' }, says: 'join token not accepted' },
-    { row: 'no token', env: {} as Record<string, string>, says: 'join token required' },
+    { row: 'no token', env: { GRPC_JOIN_TOKEN: '' }, says: 'join token required' },
   ])('$row: UNAUTHENTICATED with a clear line, no snapshot, never listed, retries', async ({ env, says }) => {
     const { cp: controlPlane, admin } = await cp({ ...serverTls(), GRPC_JOIN_TOKEN: JOIN_TOKEN });
     const outsider = await dp(controlPlane, { GRPC_TLS_CA: certs.caCert, ...env }, false);

@@ -112,7 +112,7 @@ describe('helm install → upgrade → uninstall', () => {
   /** The data of the generated Secrets, decoded. */
   async function secretData(): Promise<Record<string, Record<string, string>>> {
     const out: Record<string, Record<string, string>> = {};
-    for (const name of [`${RELEASE}-gatehouse-admin`, `${RELEASE}-gatehouse-grpc-ca`, `${RELEASE}-gatehouse-control-plane-tls`, `${RELEASE}-gatehouse-data-plane-tls`]) {
+    for (const name of [`${RELEASE}-gatehouse-admin`, `${RELEASE}-gatehouse-join-token`, `${RELEASE}-gatehouse-grpc-ca`, `${RELEASE}-gatehouse-control-plane-tls`, `${RELEASE}-gatehouse-data-plane-tls`]) {
       const secret = await read({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS } });
       if (!secret) throw new Error(`Secret ${name} does not exist`);
       out[name] = Object.fromEntries(Object.keys(secret.data).map((k) => [k, decodeSecretValue(secret, k)]));

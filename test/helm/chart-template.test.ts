@@ -38,6 +38,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
   existingSecrets: {
     admin: { existingSecret: 'my-admin', passwordKey: 'pw', jwtSecretKey: 'signing' },
     grpcTls: { source: 'existingSecret', existingSecret: { controlPlane: 'my-cp-tls', dataPlane: 'my-dp-tls' } },
+    grpcJoinToken: { enabled: true, existingSecret: 'my-join-token', key: 'token' },
     dataPlane: { redis: { existingSecret: 'my-redis', key: 'url' } },
   },
   certManager: { grpcTls: { source: 'certManager' } },
@@ -47,6 +48,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
     dataPlane: { service: { type: 'LoadBalancer', port: 443, externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['10.0.0.0/8'], nodePort: 30443 } },
   },
   tlsOff: { grpcTls: { enabled: false } },
+  joinTokenOff: { grpcJoinToken: { enabled: false } },
   serviceMonitor: { metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } } },
   proxyTls: { dataPlane: { tls: { existingSecret: 'edge-tls' }, service: { port: 443 } } },
   httpsRedirect: { dataPlane: { tls: { existingSecret: 'edge-tls', redirectHttp: true }, service: { port: 443 } } },
@@ -187,6 +189,22 @@ describe('defaults', () => {
     const secret = one(objects, 'Secret', password.name);
     expect(decodeSecretValue(secret, password.key).length).toBeGreaterThanOrEqual(32);
     expect(decodeSecretValue(secret, jwt.key).length).toBeGreaterThanOrEqual(32);
+  }, T);
+
+  test('a join token by default: both sides read GRPC_JOIN_TOKEN from one generated Secret; a fresh render makes a new one', async () => {
+    const objects = await render('defaults');
+    const cpRef = envVar(onlyContainer(cp(objects)), 'GRPC_JOIN_TOKEN').valueFrom!.secretKeyRef!;
+    expect(envVar(onlyContainer(dp(objects)), 'GRPC_JOIN_TOKEN').valueFrom!.secretKeyRef).toEqual(cpRef);
+    expect(cpRef).toEqual({ name: 'gh-gatehouse-join-token', key: 'join-token' });
+    const token = decodeSecretValue(one(objects, 'Secret', cpRef.name), cpRef.key);
+    expect(token.length).toBeGreaterThanOrEqual(32);
+    expect(decodeSecretValue(one(await renderChart(), 'Secret', cpRef.name), cpRef.key)).not.toBe(token);
+  }, T);
+
+  test('grpcJoinToken.enabled=false: no join-token Secret and no GRPC_JOIN_TOKEN on either side', async () => {
+    const objects = await render('joinTokenOff');
+    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name)).not.toContain('gh-gatehouse-join-token');
+    for (const d of ofKind(objects, 'Deployment')) expect(onlyContainer(d).env!.map((e) => e.name)).not.toContain('GRPC_JOIN_TOKEN');
   }, T);
 
   test('a fresh render generates a new random admin password (there is no default password)', async () => {
@@ -381,6 +399,7 @@ describe('existing secrets', () => {
     expect(envVar(cpC, 'ADMIN_JWT_SECRET').valueFrom).toEqual({ secretKeyRef: { name: 'my-admin', key: 'signing' } });
     const dpC = onlyContainer(dp(objects));
     expect(envVar(dpC, 'REDIS_URL').valueFrom).toEqual({ secretKeyRef: { name: 'my-redis', key: 'url' } });
+    for (const c of [cpC, dpC]) expect(envVar(c, 'GRPC_JOIN_TOKEN').valueFrom).toEqual({ secretKeyRef: { name: 'my-join-token', key: 'token' } });
     for (const [d, secret] of [[cp(objects), 'my-cp-tls'], [dp(objects), 'my-dp-tls']] as const) {
       const c = onlyContainer(d);
       for (const [name, key] of [['GRPC_TLS_CERT', 'tls.crt'], ['GRPC_TLS_KEY', 'tls.key'], ['GRPC_TLS_CA', 'ca.crt']]) {
@@ -389,7 +408,7 @@ describe('existing secrets', () => {
       }
     }
     const names = new Set(ofKind(objects, 'Deployment').flatMap((d) => referencedConfig(podSpecOf(d)).secrets.map((s) => s.name)));
-    expect([...names].sort()).toEqual(['my-admin', 'my-cp-tls', 'my-dp-tls', 'my-redis']);
+    expect([...names].sort()).toEqual(['my-admin', 'my-cp-tls', 'my-dp-tls', 'my-join-token', 'my-redis']);
   }, T);
 
   test('without REDIS_URL configured, the data plane has no REDIS_URL (in-process token store)', async () => {
@@ -400,7 +419,7 @@ describe('existing secrets', () => {
 describe('cert-manager', () => {
   test('no issuer given: self-signed root → CA Certificate → CA Issuer signing both sides; Certificates write the mounted Secrets', async () => {
     const objects = await render('certManager');
-    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name)).toEqual(['gh-gatehouse-admin']);
+    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name).sort()).toEqual(['gh-gatehouse-admin', 'gh-gatehouse-join-token']);
     const issuers = ofKind(objects, 'Issuer');
     const selfSigned = issuers.find((i) => i.spec.selfSigned !== undefined)!;
     const caIssuer = issuers.find((i) => i.spec.ca !== undefined)!;
@@ -481,14 +500,16 @@ describe('scaling and exposure', () => {
 
   test('grpcTls.enabled=false: no TLS Secrets, no GRPC_TLS_* and no TLS volume on either side; the CP allows plaintext explicitly', async () => {
     const objects = await render('tlsOff');
-    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name)).toEqual(['gh-gatehouse-admin']);
+    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name).sort()).toEqual(['gh-gatehouse-admin', 'gh-gatehouse-join-token']);
     for (const d of ofKind(objects, 'Deployment')) {
       const c = onlyContainer(d);
       expect(c.env!.filter((e) => e.name.startsWith('GRPC_TLS'))).toEqual([]);
       expect(referencedConfig(podSpecOf(d)).secrets.filter((s) => s.where.startsWith('volume'))).toEqual([]);
     }
-    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true.
+    // The CP binds the pod address: without TLS it refuses to start unless GRPC_INSECURE=true;
+    // the DP sends its join token over plaintext only with GRPC_INSECURE=true too.
     expect(envValue(onlyContainer(cp(objects)), 'GRPC_INSECURE')).toBe('true');
+    expect(envValue(onlyContainer(dp(objects)), 'GRPC_INSECURE')).toBe('true');
     expect(envValue(onlyContainer(cp(objects)), 'GRPC_TLS_CERT')).toBeUndefined();
   }, T);
 

@@ -93,6 +93,7 @@ describe('deploy/grpc-tls-secrets.sh certificates carry a real mutual-TLS sync',
     dir = await mkdtemp(join(tmpdir(), 'gatehouse-manifest-tls-'));
     const files: Record<string, Record<string, string>> = {};
     for (const secret of await tlsSecretsFromScript()) {
+      if ((secret as { type?: string }).type !== 'kubernetes.io/tls') continue; // the join token
       const name = secret.metadata!.name!;
       files[name] = {};
       for (const key of ['ca.crt', 'tls.crt', 'tls.key']) {

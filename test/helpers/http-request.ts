@@ -29,10 +29,12 @@ export interface HttpRequestOptions {
   key?: string | Buffer;
   /** https: URLs: the TLS versions the client offers (e.g. TLSv1.2 only). */
   maxVersion?: 'TLSv1.2' | 'TLSv1.3';
+  /** The client's source address (e.g. 127.0.0.2: another loopback client, as the server sees it). */
+  localAddress?: string;
 }
 
 export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpResponse> {
-  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion } = options;
+  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion, localAddress } = options;
   const target = new URL(url);
   const send = target.protocol === 'https:' ? httpsRequestRaw : httpRequestRaw;
   return new Promise((resolve, reject) => {
@@ -41,6 +43,7 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
         ...(ca === undefined ? {} : { ca }),
         ...(cert === undefined ? {} : { cert, key }),
         ...(maxVersion === undefined ? {} : { maxVersion }),
+        ...(localAddress === undefined ? {} : { localAddress }),
         host: target.hostname,
         port: target.port,
         path: `${target.pathname}${target.search}`,

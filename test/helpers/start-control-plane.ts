@@ -15,6 +15,13 @@ import { spawnService, type ExitStatus, type ServiceProcess } from './service-pr
  */
 export const CONTROL_PLANE_SCRIPT = 'control-plane/bundle/main.js';
 
+/**
+ * The join token every helper-started CP requires and every helper-started DP presents (a CP with no
+ * data-plane credential generates one of its own). A test overrides it with `GRPC_JOIN_TOKEN: ''`
+ * (none: the CP generates one, or GRPC_INSECURE=true accepts any DP) or another token.
+ */
+export const TEST_JOIN_TOKEN = 'test-join-token-0123456789abcdef';
+
 export interface StartControlPlaneOptions {
   name?: string;
   /** Extra or overriding environment (e.g. ADMIN_TOKEN_TTL). */
@@ -39,6 +46,8 @@ export interface ControlPlane {
   readonly dataDir: string;
   readonly username: string;
   readonly password: string;
+  /** The GRPC_JOIN_TOKEN it was started with; '' = none given. */
+  readonly joinToken: string;
   /** The current process (a new one after restart()). */
   readonly process: ServiceProcess;
   recentLogs(n?: number): string;
@@ -62,6 +71,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const baseEnv: Record<string, string> = {
     ADMIN_HOST: '127.0.0.1',
     GRPC_HOST: '127.0.0.1',
+    GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
     DATA_DIR: dataDir,
     SHUTDOWN_TIMEOUT: '5s',
     ...options.env,
@@ -102,6 +112,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
     dataDir,
     username,
     password,
+    joinToken: baseEnv.GRPC_JOIN_TOKEN ?? '',
     get process() {
       return current;
     },

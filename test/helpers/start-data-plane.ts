@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { httpRequest, type HttpRequestOptions, type HttpResponse } from './http-request.js';
 import { pollUntil } from './poll-until.js';
 import { spawnService, type ExitStatus, type ServiceProcess } from './service-process.js';
+import { TEST_JOIN_TOKEN } from './start-control-plane.js';
 
 /**
  * The data plane as the image and the chart run it: tsc's output joined into one file by
@@ -69,6 +70,7 @@ export async function startDataPlane(options: StartDataPlaneOptions): Promise<Da
       RECONNECT_BACKOFF_MAX: '1s',
       SHUTDOWN_TIMEOUT: '5s',
       DATAPLANE_ID: id,
+      GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
       ...options.env,
     },
     listeners: ['proxy', 'status'],

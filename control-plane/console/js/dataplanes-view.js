@@ -32,7 +32,11 @@ export async function dataPlanesView(ctx) {
     const [{ data: dataPlanes }, ready] = await Promise.all([api('GET', '/dataplanes'), api('GET', '/readyz').catch(() => null)]);
     const cpVersion = ready?.data?.snapshot?.version;
     summary.textContent = `Control plane snapshot version: ${cpVersion ?? 'unknown'} · ${dataPlanes.length} data plane(s) connected`;
-    body.replaceChildren(table(columns(cpVersion), dataPlanes, 'No data plane is connected.', (dp) => ({ 'data-id': dp.id })));
+    // ALLOW_SHORT_HMAC_KEYS=true on the control plane: said above the table while it lasts.
+    const shortKeys = dataPlanes.some((dp) => dp.allow_short_hmac_keys)
+      ? h('p', { class: 'field-error', id: 'short-hmac-keys' }, 'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32). Rotate them, then unset it.')
+      : null;
+    body.replaceChildren(...(shortKeys ? [shortKeys] : []), table(columns(cpVersion), dataPlanes, 'No data plane is connected.', (dp) => ({ 'data-id': dp.id })));
   };
   await load();
   const timer = setInterval(() => load().catch(() => {}), REFRESH_MS);

@@ -39,7 +39,7 @@ export async function readOrCreateSecret(path: string, generate: () => string): 
   return { value, created };
 }
 
-const strongSecret = () => randomBytes(32).toString('base64url');
+export const strongSecret = () => randomBytes(32).toString('base64url');
 
 export async function resolveAdminSecrets(sources: AdminSecretSources, logger: Logger): Promise<AdminSecrets> {
   let password = sources.adminPassword;

@@ -34,6 +34,8 @@ export interface AdminAppOptions {
   auth: AdminAuth;
   /** Backoff for failed logins per client address and user name; absent = none (unit tests). */
   loginThrottle?: LoginThrottle;
+  /** ALLOW_SHORT_HMAC_KEYS: said on every row of GET /dataplanes (those data planes may verify tokens under short keys). */
+  allowShortHmacKeys?: boolean;
   metrics: ControlPlaneMetrics;
   logger: Logger;
   /** Versions kept for GET /config/history and rollback; absent = in memory (unit tests). */
@@ -49,8 +51,8 @@ const READ_ONLY_POSTS = new Set([EXPLAIN_PATH]);
 const MAX_THROTTLE_KEY_CHARS = 256;
 
 /** Throttle keys of one login: the client's address (the TCP peer; no proxy headers are trusted) and the user name. */
-function throttleKeys(address: string | undefined, username: unknown): string[] {
-  return [`ip:${address ?? 'unknown'}`, `user:${String(typeof username === 'string' ? username : '').slice(0, MAX_THROTTLE_KEY_CHARS)}`];
+function throttledUser(username: unknown): string {
+  return (typeof username === 'string' ? username : '').slice(0, MAX_THROTTLE_KEY_CHARS);
 }
 
 /** Every content type is read as JSON: the admin API speaks nothing else. */
@@ -62,7 +64,19 @@ const jsonBody: RequestHandler[] = [
   },
 ];
 
-export function createAdminApp({ store, served = store, snapshots, dataPlanes, auth, loginThrottle, metrics, logger, history = createMemoryHistory({ logger }), writeSpans }: AdminAppOptions): Express {
+export function createAdminApp({
+  store,
+  served = store,
+  snapshots,
+  dataPlanes,
+  auth,
+  loginThrottle,
+  metrics,
+  logger,
+  history = createMemoryHistory({ logger }),
+  writeSpans,
+  allowShortHmacKeys = false,
+}: AdminAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -89,8 +103,9 @@ export function createAdminApp({ store, served = store, snapshots, dataPlanes, a
 
   const login: RequestHandler = async (req, res) => {
     const body = (req.body ?? {}) as { username?: unknown; password?: unknown };
-    const keys = throttleKeys(req.socket.remoteAddress, body.username);
-    const waitMs = loginThrottle?.waitMs(keys) ?? 0;
+    const address = req.socket.remoteAddress ?? 'unknown';
+    const user = throttledUser(body.username);
+    const waitMs = loginThrottle?.waitMs(address, user) ?? 0;
     if (waitMs > 0) {
       res.set('Retry-After', String(Math.ceil(waitMs / 1000)));
       throw new GatehouseError('LOGIN_THROTTLED', 'too many failed logins; retry later');
@@ -98,10 +113,10 @@ export function createAdminApp({ store, served = store, snapshots, dataPlanes, a
     try {
       res.json(await auth.login(body.username, body.password));
     } catch (err) {
-      loginThrottle?.failed(keys);
+      loginThrottle?.failed(address, user);
       throw err;
     }
-    loginThrottle?.succeeded(keys);
+    loginThrottle?.succeeded(address, user);
   };
 
   app.use(observe);
@@ -143,7 +158,7 @@ export function createAdminApp({ store, served = store, snapshots, dataPlanes, a
   app
     .route('/dataplanes')
     .get((_req, res) => {
-      res.json(dataPlanes());
+      res.json(allowShortHmacKeys ? dataPlanes().map((dp) => ({ ...dp, allow_short_hmac_keys: true })) : dataPlanes());
     })
     .all(methodNotAllowed(['GET', 'HEAD']));
   app.use(createExplainRoutes(served));

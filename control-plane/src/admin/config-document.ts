@@ -12,7 +12,7 @@ import type { Definitions } from '#proto/definition/index';
 import { compileDefinitions } from '#proto/compile/index';
 import { isPlainObject } from '#proto/definition/field-path';
 import { parsePasswordHash, verifyPassword } from '#proto/password-hash';
-import { apiKind, checkResolvableServices, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
+import { apiKind, checkHmacKeyLengths, checkResolvableServices, oauthServerKind, requireObject, type DefinitionKind } from './definition-writes.js';
 import { compileCache } from '../store/compile-cache.js';
 import { basicAuthCredentialKind, keyAuthCredentialKind } from './credential-kinds.js';
 import { definitionJson } from '../store/journal.js';
@@ -101,6 +101,13 @@ export function checkWholeConfig(defs: Definitions): void {
       checkResolvableServices(api);
     } catch (err) {
       throw atItem('apis', i, err);
+    }
+  });
+  defs.oauthServers.forEach((server, i) => {
+    try {
+      checkHmacKeyLengths(server);
+    } catch (err) {
+      throw atItem('oauth_servers', i, err);
     }
   });
   const first = compileDefinitions(defs, { cache: compileCache }).rejected[0];

@@ -80,6 +80,10 @@ const dataPlane = z.object({
   hash: z.string().nullable(),
   last_ack: z.object({ version: z.int(), at: z.string() }).nullable(),
   last_nack: z.object({ version: z.int(), error: z.string(), at: z.string() }).nullable(),
+  allow_short_hmac_keys: z
+    .literal(true)
+    .optional()
+    .describe('present when the control plane runs with ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes (RFC 7518 §3.2) are accepted'),
 });
 
 const snapshotRef = z.object({ version: z.int(), hash: z.string() });

@@ -1,5 +1,5 @@
 import { hashPassword, parsePasswordHash, type PasswordHash } from '#proto/password-hash';
-import { createBasicAuthChecker, parseBasicAuthorization } from './basic-credentials.js';
+import { BUSY, createBasicAuthChecker, parseBasicAuthorization } from './basic-credentials.js';
 
 const basic = (credentials: string) => `Basic ${Buffer.from(credentials).toString('base64')}`;
 let users: Map<string, PasswordHash>;
@@ -67,12 +67,31 @@ describe('basic_auth checker', () => {
     expect(Number(process.hrtime.bigint() - start) / 1e6).toBeLessThan(500);
   });
 
-  test('beyond maxPending concurrent fresh checks, the extra ones fail at once (fail closed), cached ones still pass', async () => {
-    const checker = createBasicAuthChecker({ maxPending: 2 });
+  test('beyond maxPending concurrent fresh checks, the extra ones are BUSY (not judged, never null), cached ones still pass', async () => {
+    const checker = createBasicAuthChecker({ maxPending: 2, maxPendingPerUser: 2 });
     await checker.check(users, basic('alice:alice password'));
-    const fresh = await Promise.all([1, 2, 3, 4].map((i) => checker.check(users, basic(`alice:guess ${i}`))));
-    expect(fresh).toEqual([null, null, null, null]);
+    const fresh = [1, 2, 3, 4].map((i) => checker.check(users, basic(`alice:guess ${i}`)));
+    expect(fresh.slice(2)).toEqual([BUSY, BUSY]);
+    expect(await Promise.all(fresh.slice(0, 2))).toEqual([null, null]);
     const mixed = await Promise.all([checker.check(users, basic('alice:guess 5')), checker.check(users, basic('alice:guess 6')), checker.check(users, basic('alice:alice password'))]);
     expect(mixed).toEqual([null, null, 'alice']);
+  });
+
+  test('a correct, uncached password during a flood of wrong ones: BUSY or the username, never null', async () => {
+    const checker = createBasicAuthChecker({ maxPending: 2, maxPendingPerUser: 2 });
+    const flood = [1, 2].map((i) => checker.check(users, basic(`alice:guess ${i}`)));
+    expect(checker.check(users, basic('alice:alice password'))).toBe(BUSY);
+    await Promise.all(flood);
+    expect(await checker.check(users, basic('alice:alice password'))).toBe('alice');
+  });
+
+  test('a flood aimed at one user (or at unknown names) leaves room for the others', async () => {
+    const two = new Map([...users, ['bob', parsePasswordHash(await hashPassword('bob password'))!]]);
+    const checker = createBasicAuthChecker({ maxPending: 8, maxPendingPerUser: 2 });
+    const flood = [1, 2, 3].map((i) => checker.check(two, basic(`alice:guess ${i}`)));
+    const unknown = [1, 2, 3].map((i) => checker.check(two, basic(`nobody-${i}:guess`)));
+    expect([flood[2], unknown[2]]).toEqual([BUSY, BUSY]);
+    expect(await checker.check(two, basic('bob:bob password'))).toBe('bob');
+    await Promise.all([...flood, ...unknown]);
   });
 });

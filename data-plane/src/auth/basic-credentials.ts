@@ -13,10 +13,12 @@
  *   this process. A deleted user is refused before any cache is read.
  * - Negative caching: a client repeating the same wrong credentials costs one scrypt, not one per
  *   request. Distinct wrong passwords each cost one scrypt; at most `maxPending` run or wait at a
- *   time, and beyond that a fresh check is refused at once (401, fail closed) so a flood cannot
- *   hold the thread pool (shared with DNS lookups and file I/O) nor queue without bound. Users
- *   whose verdict is cached are not affected: their checks never reach scrypt, and negatives
- *   live in their own LRU, so a flood of wrong passwords cannot evict them.
+ *   time, and at most `maxPendingPerUser` for one user name (every unknown name counts as one), so
+ *   a flood cannot hold the thread pool (shared with DNS lookups and file I/O), nor queue without
+ *   bound, nor, aimed at one user, crowd out the others. Beyond those bounds a fresh check is not
+ *   made: the answer is BUSY (503 with Retry-After), never a rejection, since the password was not
+ *   looked at. Users whose verdict is cached are not affected: their checks never reach scrypt, and
+ *   negatives live in their own LRU, so a flood of wrong passwords cannot evict them.
  */
 import { hash as sha, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
@@ -28,17 +30,24 @@ export interface BasicAuthCheckerOptions {
   maxPositive?: number;
   /** Failed verifications remembered (default 10 000). */
   maxNegative?: number;
-  /** scrypt runs in flight or queued at most (default 32); beyond, a fresh check fails. */
+  /** scrypt runs in flight or queued at most (default 32); beyond, a fresh check is BUSY. */
   maxPending?: number;
+  /** Of those, at most this many for one user name (default 8; unknown names share one count). */
+  maxPendingPerUser?: number;
 }
+
+/** The verdict of a check that was not made: too many scrypt runs pending (answer 503, not 401). */
+export const BUSY = Symbol('basic_auth check busy');
+
+export type BasicAuthVerdict = string | null | typeof BUSY | Promise<string | null>;
 
 export interface BasicAuthChecker {
   /**
    * The username when `authorization` is `Basic <base64(user:password)>` of one of `users`, else null: at
-   * once when the verdict is known (malformed, cached, or refused for too many pending checks), a promise
-   * when scrypt must run.
+   * once when the verdict is known (malformed or cached), BUSY when too many checks are pending, a
+   * promise when scrypt must run.
    */
-  check(users: ReadonlyMap<string, PasswordHash>, authorization: string | undefined): string | null | Promise<string | null>;
+  check(users: ReadonlyMap<string, PasswordHash>, authorization: string | undefined): BasicAuthVerdict;
 }
 
 /** The credentials of an `Authorization: Basic …` value, or null when it is not one. */
@@ -57,6 +66,10 @@ export function createBasicAuthChecker(options: BasicAuthCheckerOptions = {}): B
   const positive = new LRUCache<string, true>({ max: options.maxPositive ?? 10_000 });
   const negative = new LRUCache<string, true>({ max: options.maxNegative ?? 10_000 });
   const maxPending = options.maxPending ?? 32;
+  const maxPendingPerUser = options.maxPendingPerUser ?? 8;
+  /** Pending scrypt runs per known user name; UNKNOWN_USER counts every unknown one. */
+  const pendingOf = new Map<string, number>();
+  const UNKNOWN_USER = '\0unknown';
   const cacheKeySecret = randomBytes(32);
   // Never matches: no password derives a random key.
   const unknownUser: PasswordHash = { ...SCRYPT_PARAMS, salt: randomBytes(16), key: randomBytes(32) };
@@ -81,12 +94,17 @@ export function createBasicAuthChecker(options: BasicAuthCheckerOptions = {}): B
   }
 
   async function verify(username: string, password: string, hash: PasswordHash, known: boolean, key: string): Promise<string | null> {
+    const counted = known ? username : UNKNOWN_USER;
     pending++;
+    pendingOf.set(counted, (pendingOf.get(counted) ?? 0) + 1);
     let ok: boolean;
     try {
       ok = (await verifyPassword(password, hash)) && known;
     } finally {
       pending--;
+      const left = pendingOf.get(counted)! - 1;
+      if (left === 0) pendingOf.delete(counted);
+      else pendingOf.set(counted, left);
     }
     (ok ? positive : negative).set(key, true);
     return ok ? username : null;
@@ -105,7 +123,7 @@ export function createBasicAuthChecker(options: BasicAuthCheckerOptions = {}): B
       const key = cacheKey(hash, username, password);
       if (stored && positive.has(key)) return username;
       if (negative.has(key)) return null;
-      if (pending >= maxPending) return null;
+      if (pending >= maxPending || (pendingOf.get(stored ? username : UNKNOWN_USER) ?? 0) >= maxPendingPerUser) return BUSY;
       return verify(username, password, hash, stored !== undefined, key);
     },
   };

@@ -1,5 +1,6 @@
 /** The runtime side of a plugin: once per route and snapshot, its hooks closed over its compiled config. */
 import type { CompiledRoute } from '#proto/compile/index';
+import type { BasicAuthVerdict } from '../auth/basic-credentials.js';
 import type { Authorizer } from '../auth/index.js';
 import type { OidcProviders } from '../auth/oidc-provider.js';
 import type { BreakerGeneration } from './circuit-breaker.js';
@@ -15,8 +16,8 @@ export interface StageDeps {
   rateLimiter: RateLimiter;
   /** cb's circuit breakers, kept across snapshots while route, target and config are unchanged. */
   breakers: BreakerGeneration;
-  /** basic_auth: the username when the Authorization header names one of this snapshot's users with the right password, else null (a promise only while scrypt runs). */
-  basicAuth(authorization: string | undefined): string | null | Promise<string | null>;
+  /** basic_auth: the username when the Authorization header names one of this snapshot's users with the right password, else null (a promise only while scrypt runs; BUSY when the check was not made). */
+  basicAuth(authorization: string | undefined): BasicAuthVerdict;
   /** key_auth: the username of this snapshot's credential holding `key`, or undefined. */
   apiKeyOwner(key: string): string | undefined;
   /** basic_auth and key_auth: the groups of this snapshot's users and credentials that have any, by username. */

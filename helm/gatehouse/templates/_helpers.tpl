@@ -67,6 +67,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-admin" (include "gatehouse.fullname" .)) .Values.admin.existingSecret -}}
 {{- end -}}
 
+{{- define "gatehouse.joinTokenSecretName" -}}
+{{- default (printf "%s-join-token" (include "gatehouse.fullname" .)) .Values.grpcJoinToken.existingSecret -}}
+{{- end -}}
+
+{{/* GRPC_JOIN_TOKEN from the join-token Secret, for both sides. */}}
+{{- define "gatehouse.joinTokenEnv" -}}
+{{- if .Values.grpcJoinToken.enabled -}}
+- name: GRPC_JOIN_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "gatehouse.joinTokenSecretName" . }}
+      key: {{ .Values.grpcJoinToken.key }}
+{{- end -}}
+{{- end -}}
+
 {{- define "gatehouse.grpcCaSecretName" -}}
 {{- printf "%s-grpc-ca" (include "gatehouse.fullname" .) -}}
 {{- end -}}

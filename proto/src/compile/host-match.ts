@@ -41,6 +41,11 @@ export function compileHostPattern(pattern: string, field: string): string {
   return p;
 }
 
+/** The compiled patterns that name one host (no wildcard), in order. */
+export function exactHosts(patterns: readonly string[]): string[] {
+  return patterns.filter((p) => !p.startsWith('*.') && !p.endsWith('.*'));
+}
+
 export type HostMatcher = (normalizedHost: string) => boolean;
 
 /** One matcher for a list of compiled patterns; an empty list matches any host. */

@@ -21,9 +21,9 @@ import type {
   ProxyDefinition,
   TokenStrategy,
 } from '../definition/types.js';
-import { compileHostPattern } from './host-match.js';
+import { compileHostPattern, exactHosts } from './host-match.js';
 import { compileIntrospection, type CompiledIntrospection } from './introspection.js';
-import { compileJwtKeys } from './jwt-keys.js';
+import { compileJwtKeys, shortHmacKeyFields } from './jwt-keys.js';
 import { compileJwks, type CompiledJwks } from './jwks.js';
 import { compileListenPath } from './listen-path.js';
 import { compileTarget, compileTargetHostPattern, fixedAuthority, hostHasPlaceholder } from './target.js';
@@ -34,7 +34,8 @@ import { parsePasswordHash, type PasswordHash } from '../password-hash.js';
 export { compileListenPath } from './listen-path.js';
 export type { CompiledIntrospection } from './introspection.js';
 export type { CompiledJwks } from './jwks.js';
-export { compileHostPattern, hostMatcher, normalizeHost } from './host-match.js';
+export { compileHostPattern, exactHosts, hostMatcher, normalizeHost } from './host-match.js';
+export { MIN_HMAC_KEY_BYTES } from './jwt-keys.js';
 export type { HostMatcher } from './host-match.js';
 export { compileTarget, fixedAuthority, isServiceTarget, resolveTarget } from './target.js';
 export type { ResolvedTarget, ServiceTarget, TargetPlan } from './target.js';
@@ -314,6 +315,11 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
   if (acl !== -1 && !api.plugins!.some((p) => (p.name === 'key_auth' || p.name === 'basic_auth') && p.enabled)) {
     invalid(`plugins[${acl}]`, 'acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)');
   }
+  // Without a host of its own, redirect names one of the API's exact hosts, never a Host only the client chose.
+  const redirect = api.plugins?.findIndex((p) => p.name === 'redirect' && p.enabled && (p.config as { host?: string } | undefined)?.host === undefined) ?? -1;
+  if (redirect !== -1 && exactHosts(hosts).length === 0) {
+    invalid(`plugins[${redirect}].config.host`, 'is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)');
+  }
   return {
     id: `api:${api.name}`,
     kind: 'api',
@@ -328,6 +334,12 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
     ...(oauth2 ? { oauth2: { serverName: oauth2.config.server_name } } : {}),
     plugins: compilePlugins(api.plugins ?? []),
   };
+}
+
+/** The fields of an OAuth server's HS keys shorter than 32 bytes (RFC 7518 §3.2), e.g. `token_strategy.settings[0].key`. */
+export function shortHmacKeysOf(server: OAuthServerDefinition): string[] {
+  const strategy = server.token_strategy;
+  return strategy?.name === 'jwt' && Array.isArray(strategy.settings) ? shortHmacKeyFields(strategy.settings, 'token_strategy.settings') : [];
 }
 
 /** Compile an OAuth server: one route per endpoint present (never oauth2-protected), jwt keys imported. */

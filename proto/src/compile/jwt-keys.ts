@@ -13,6 +13,18 @@ const MIN_RSA_BITS = 2048;
 const EC_CURVES: Partial<Record<JwtAlg, string>> = { ES256: 'prime256v1', ES384: 'secp384r1' };
 const EC_CURVE_NAMES: Partial<Record<JwtAlg, string>> = { ES256: 'P-256', ES384: 'P-384' };
 
+/**
+ * RFC 7518 §3.2: an HS256/384/512 key must hold at least 32 bytes (the hash's output size for HS256). The
+ * control plane refuses shorter ones at write unless ALLOW_SHORT_HMAC_KEYS=true; compile itself accepts them,
+ * so a data plane serves what its control plane allowed.
+ */
+export const MIN_HMAC_KEY_BYTES = 32;
+
+/** The fields (`<field>[i].key`) of HS keys shorter than MIN_HMAC_KEY_BYTES. */
+export function shortHmacKeyFields(settings: readonly JwtKeySetting[], field: string): string[] {
+  return settings.flatMap((s, i) => (typeof s.alg === 'string' && s.alg.startsWith('HS') && typeof s.key === 'string' && Buffer.byteLength(s.key, 'utf8') < MIN_HMAC_KEY_BYTES ? [`${field}[${i}].key`] : []));
+}
+
 /** `field` is the settings path for messages, e.g. `token_strategy.settings` → `token_strategy.settings[1].key ...`. */
 export function compileJwtKeys(settings: readonly JwtKeySetting[], field: string): CompiledJwtKey[] {
   return settings.map((setting, i) => ({ alg: setting.alg, key: importKey(setting, `${field}[${i}]`) }));

@@ -1,3 +1,4 @@
+import { compileApi } from '../compile/index.js';
 import { parseApiDefinition } from '../definition/index.js';
 import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 import { redirectPlugin } from './redirect.js';
@@ -47,4 +48,28 @@ test.each([
   ['strip_path without path', { host: 'a.com', strip_path: true }, 'plugins[0].config.path is required with strip_path'],
 ])('refuses %s', (_row, config, message) => {
   expect(gatehouseErrorOf(() => parseApiDefinition(withConfig(config))).message).toBe(message);
+});
+
+describe('without host, the API must list an exact host (the Location never names a Host only the client chose)', () => {
+  const api = (hosts: string[] | undefined, config: Record<string, unknown>, enabled = true) =>
+    parseApiDefinition({ ...withConfig(config), ...(hosts && { hosts }), plugins: [{ name: 'redirect', enabled, config }] });
+
+  test.each<[string, string[] | undefined]>([
+    ['no hosts', undefined],
+    ['only wildcard hosts', ['*.example.com', 'example.*']],
+  ])('refused with %s', (_row, hosts) => {
+    const err = gatehouseErrorOf(() => compileApi(api(hosts, { scheme: 'https' })));
+    expect({ field: err.field, message: err.message }).toEqual({
+      field: 'plugins[0].config.host',
+      message: 'plugins[0].config.host is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)',
+    });
+  });
+
+  test.each<[string, string[] | undefined, Record<string, unknown>, boolean]>([
+    ['an exact host among wildcards', ['*.example.com', 'shop.example.com'], { scheme: 'https' }, true],
+    ['its own host, no API hosts', undefined, { scheme: 'https', host: 'new.example.com' }, true],
+    ['disabled', undefined, { scheme: 'https' }, false],
+  ])('compiles with %s', (_row, hosts, config, enabled) => {
+    expect(() => compileApi(api(hosts, config, enabled))).not.toThrow();
+  });
 });

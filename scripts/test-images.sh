@@ -165,12 +165,15 @@ start_builder() {
   log "builder storage: $STORAGE_DRIVER in $WORK"
 }
 
-push_archive() { # image name
+# The archive and its stamp are replaced together at the end: an interrupted build keeps the previous pair.
+push_archive() { # image name key
   local archive
   archive="$(archive_of "$2")"
   rm -f "$archive.tmp"
   bah push --quiet "$1" "oci-archive:$archive.tmp:$1" >/dev/null
+  rm -f "$(stamp_of "$2")"
   mv -f "$archive.tmp" "$archive"
+  echo "$3" >"$(stamp_of "$2")"
 }
 
 # --- the base stand-in ----------------------------------------------------------
@@ -251,8 +254,7 @@ build_base() { # key
     --label "org.opencontainers.image.description=Local stand-in for $BASE_IMAGE: debootstrap minbase $DEBIAN_SUITE + this machine's node $node_version" \
     "$ctr"
   bah commit --quiet --rm "$ctr" "$BASE_IMAGE" >/dev/null
-  push_archive "$BASE_IMAGE" base
-  echo "$1" >"$(stamp_of base)"
+  push_archive "$BASE_IMAGE" base "$1"
 }
 
 # The builds below need the base in the builder's storage, under its name.
@@ -291,9 +293,8 @@ build_from_dockerfile() { # name image dockerfile context key
   npm_build_etc
   bah bud --quiet --isolation chroot --network host --pull-never --layers=false -v "$WORK/npm-etc:/usr/local/etc:ro" \
     -f "$3" -t "$2" "$4" >/dev/null
-  push_archive "$2" "$1"
+  push_archive "$2" "$1" "$5"
   bah rmi --force "$2" >/dev/null
-  echo "$5" >"$(stamp_of "$1")"
 }
 
 build() {
@@ -305,7 +306,6 @@ build() {
     log "$BASE_IMAGE cached ($(archive_of base))"
   else
     start_builder
-    rm -f "$(stamp_of base)"
     timed "$BASE_IMAGE built" build_base "$key"
     built=1
   fi
@@ -315,7 +315,6 @@ build() {
     log "$GATEHOUSE_IMAGE cached ($(archive_of gatehouse))"
   else
     start_builder
-    rm -f "$(stamp_of gatehouse)"
     timed "$GATEHOUSE_IMAGE built from deploy/Dockerfile" build_from_dockerfile gatehouse "$GATEHOUSE_IMAGE" "$REPO_ROOT/deploy/Dockerfile" "$REPO_ROOT" "$key"
     built=1
   fi
@@ -324,7 +323,6 @@ build() {
     log "$UPSTREAM_IMAGE cached ($(archive_of upstream))"
   else
     start_builder
-    rm -f "$(stamp_of upstream)"
     timed "$UPSTREAM_IMAGE built" build_from_dockerfile upstream "$UPSTREAM_IMAGE" "$REPO_ROOT/$UPSTREAM_CONTEXT/Dockerfile" "$REPO_ROOT/$UPSTREAM_CONTEXT" "$key"
     built=1
   fi

@@ -200,6 +200,8 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
     expect(write.stderr + write.stdout).toMatch(/Read-only file system/);
     const ls = await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'ls', container.id, 'ls', '-n', '/var/lib/gatehouse']);
     expect(ls).toMatch(/ 10001 +10001 .* store\.json/);
+    // The build's npm settings (this machine's CA file, mounted over /usr/local/etc for the RUN steps only) are not in the image.
+    expect(await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'etc', container.id, 'ls', '-A', '/usr/local/etc'])).toBe('');
     // The console's static files reached the image (from the build stage).
     expect((await httpRequest(`http://127.0.0.1:${admin}/console/`)).status).toBe(200);
 

@@ -15,8 +15,12 @@
 #
 # Idempotent: an archive is rebuilt only when its inputs change (for the Gatehouse image: the
 # Dockerfile, .dockerignore and every file the build context takes from the working tree; for all: the
-# base, whose key is the Debian suite and mirror, this machine's node binary and npm version). A
-# builder's storage lives in a temporary directory for the duration of one build only.
+# base, whose key is the Debian suite and mirror, this machine's node binary and npm version). The
+# builder's storage stays in the cache too, as a layer cache: a rebuild after a source change reuses the
+# `npm ci` layers while package-lock.json is unchanged.
+#
+# The builds' RUN steps get the host network and, mounted for the build only, npm's settings of this
+# machine (its CA file: npm's registry may be reached through a TLS-inspecting proxy).
 #
 # Usage: bash scripts/test-images.sh build            build what is missing or stale (as root)
 #        bash scripts/test-images.sh load <address>   build, then import into containerd at <address>
@@ -127,20 +131,24 @@ upstream_key() {
 }
 
 # --- builder ------------------------------------------------------------------
+# The builder's storage persists in the cache (--layers: a build whose package-lock.json did not change
+# reuses the `npm ci` layers, and only compiles again); past STORAGE_LIMIT_MB it is emptied first.
 WORK=""
+STORE=""
 STORAGE_DRIVER=""
+STORAGE_LIMIT_MB="${GATEHOUSE_IMAGES_STORAGE_LIMIT_MB:-6000}"
+unmount_under() { # dir: whatever a failed step left mounted below it, deepest first
+  { findmnt -rn -o TARGET | grep -F "$1/" || true; } | sort -r | while IFS= read -r m; do umount -l "$m" || true; done
+}
+
 cleanup() {
   [[ -n "$WORK" && -d "$WORK" ]] || return 0
-  if [[ -d "$WORK/storage" && -n "$STORAGE_DRIVER" ]]; then
-    bah rm --all >/dev/null 2>&1 || true
-    bah rmi --all --force >/dev/null 2>&1 || true
-  fi
-  # Whatever a failed step left mounted (debootstrap's /proc, the storage's overlay mounts), deepest first.
-  { findmnt -rn -o TARGET | grep -F "$WORK/" || true; } | sort -r | while IFS= read -r m; do umount -l "$m" || true; done
+  if [[ -n "$STORAGE_DRIVER" ]]; then bah rm --all >/dev/null 2>&1 || true; fi
+  unmount_under "$WORK"
   rm -rf "$WORK"
 }
 
-bah() { buildah --root "$WORK/storage" --runroot "$WORK/run" --storage-driver "$STORAGE_DRIVER" "$@"; }
+bah() { buildah --root "$STORE" --runroot "/run/gatehouse-images-$STORAGE_DRIVER" --storage-driver "$STORAGE_DRIVER" "$@"; }
 
 start_builder() {
   [[ -n "$WORK" ]] && return 0
@@ -154,15 +162,21 @@ start_builder() {
   printf 'unqualified-search-registries = ["docker.io"]\nshort-name-mode = "permissive"\n' >"$WORK/registries.conf"
   export CONTAINERS_REGISTRIES_CONF="$WORK/registries.conf"
   # overlay when the kernel and filesystem allow it (much faster than vfs, which copies every layer).
-  STORAGE_DRIVER="${GATEHOUSE_IMAGES_STORAGE_DRIVER:-}"
-  if [[ -z "$STORAGE_DRIVER" ]]; then
-    STORAGE_DRIVER=overlay
-    if ! bah info >/dev/null 2>&1; then
-      STORAGE_DRIVER=vfs
-      rm -rf "$WORK/storage" "$WORK/run"
-    fi
+  STORAGE_DRIVER="${GATEHOUSE_IMAGES_STORAGE_DRIVER:-overlay}"
+  STORE="$IMAGES_DIR/storage-$STORAGE_DRIVER"
+  if [[ -z "${GATEHOUSE_IMAGES_STORAGE_DRIVER:-}" ]] && ! bah info >/dev/null 2>&1; then
+    STORAGE_DRIVER=vfs
+    STORE="$IMAGES_DIR/storage-$STORAGE_DRIVER"
   fi
-  log "builder storage: $STORAGE_DRIVER in $WORK"
+  if [[ -d "$STORE" ]] && (($(du -sm "$STORE" | cut -f1) > STORAGE_LIMIT_MB)); then
+    log "builder storage over ${STORAGE_LIMIT_MB} MB: emptied"
+    bah rm --all >/dev/null 2>&1 || true
+    bah rmi --all --force >/dev/null 2>&1 || true
+    unmount_under "$STORE"
+    rm -rf "$STORE"
+  fi
+  bah rm --all >/dev/null 2>&1 || true # containers a killed build left
+  log "builder storage: $STORAGE_DRIVER in $STORE"
 }
 
 # The archive and its stamp are replaced together at the end: an interrupted build keeps the previous pair.
@@ -261,8 +275,7 @@ build_base() { # key
 BASE_LOADED=""
 load_base() {
   [[ -n "$BASE_LOADED" ]] && return 0
-  bah pull --quiet "oci-archive:$(archive_of base)" >/dev/null
-  bah images --noheading --format '{{.Name}}:{{.Tag}}' | grep -qx -F "$BASE_IMAGE" || bah tag "$(bah images -q | head -1)" "$BASE_IMAGE"
+  bah tag "$(bah pull --quiet "oci-archive:$(archive_of base)" | tail -1)" "$BASE_IMAGE"
   BASE_LOADED=1
 }
 
@@ -291,10 +304,11 @@ npm_build_etc() {
 build_from_dockerfile() { # name image dockerfile context key
   load_base
   npm_build_etc
-  bah bud --quiet --isolation chroot --network host --pull-never --layers=false -v "$WORK/npm-etc:/usr/local/etc:ro" \
-    -f "$3" -t "$2" "$4" >/dev/null
+  bah bud --isolation chroot --network host --pull-never --layers -v "$WORK/npm-etc:/usr/local/etc:ro" \
+    -f "$3" -t "$2" "$4" >"$WORK/bud.log" 2>&1 || die "buildah bud -f $3 failed:
+$(tail -40 "$WORK/bud.log")"
+  log "$(grep -c -E '^--> Using cache' "$WORK/bud.log" || true) of $(grep -c -E '(^|\] )STEP [0-9]+/' "$WORK/bud.log" || true) steps from the layer cache"
   push_archive "$2" "$1" "$5"
-  bah rmi --force "$2" >/dev/null
 }
 
 build() {

@@ -141,6 +141,13 @@ export class PluginExchange {
   bodyKept = false;
   /** Who the route's authentication found (key_auth's key owner, basic_auth's user): the upstream's X-Consumer-Username. */
   consumer: string | null = null;
+  /**
+   * Who the route's authentication found, whichever plugin did (key_auth's and basic_auth's consumer, oauth2's token
+   * subject, openid_connect's `sub`): part of proxy_cache's key. null: nobody was authenticated.
+   */
+  identity: string | null = null;
+  /** The identity came from the Authorization header or a session cookie: proxy_cache stores nothing for it unless `per_consumer`. */
+  personal = false;
   /** That consumer's groups (its credential's), which acl judges. */
   consumerGroups: readonly string[] = NO_GROUPS;
   /** acl: the upstream's X-Consumer-Groups (the consumer's groups, joined); null for none. */
@@ -176,10 +183,17 @@ export class PluginExchange {
     this.query = query;
   }
 
-  /** key_auth, basic_auth: `username` authenticated; its groups are its entry in `groupsByUser`, if any. */
-  authenticate(username: string, groupsByUser: ReadonlyMap<string, readonly string[]>): void {
+  /** key_auth, basic_auth: `username` authenticated; its groups are its entry in `groupsByUser`, if any. `personal`: by Authorization. */
+  authenticate(username: string, groupsByUser: ReadonlyMap<string, readonly string[]>, personal: boolean): void {
     this.consumer = username;
     this.consumerGroups = groupsByUser.get(username) ?? NO_GROUPS;
+    this.identify(`consumer:${username}`, personal);
+  }
+
+  /** An authentication plugin found who sent the request (`identity` names the plugin's kind of subject too). */
+  identify(identity: string, personal: boolean): void {
+    this.identity = identity;
+    this.personal = personal;
   }
 
   /** Adds a header to the client's response (lower-case name); `vary` values accumulate. */

@@ -47,7 +47,8 @@ export const oauth2Runtime: PluginRuntime<CompiledOAuth2> = {
       }
       // The token's subject, else (a token without `sub`) the token itself, hashed: each its own cache entries.
       const sub = grant.claims.get('sub');
-      ex.identify(sub !== undefined ? `oauth2:${grant.claims.get('iss') ?? ''}\0${sub}` : `oauth2-token:${hash('sha256', ex.req.headers.authorization ?? '', 'base64url')}`, true);
+      ex.identity = sub !== undefined ? `oauth2:${grant.claims.get('iss') ?? ''}\0${sub}` : `oauth2-token:${hash('sha256', ex.req.headers.authorization ?? '', 'base64url')}`;
+      ex.personal = true;
       if (!removeClaimHeaders) return;
       const headers = editHeaderList(ex.headers, removeClaimHeaders);
       for (const [claim, header] of config.claimHeaders) {

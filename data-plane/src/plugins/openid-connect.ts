@@ -144,7 +144,8 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
       if (rest !== null) headers.push('cookie', rest);
       const sub = claimText(session.sub);
       if (sub !== undefined) headers.push(c.userHeader, sub);
-      ex.identify(`openid_connect:${c.issuer}\0${String(session.sub)}`, true);
+      ex.identity = `openid_connect:${c.issuer}\0${String(session.sub)}`;
+      ex.personal = true;
       const claims = (session.c ?? {}) as Record<string, unknown>;
       for (const [claim, header] of c.claimHeaders) {
         const value = claimText(claims[claim]);

@@ -187,12 +187,7 @@ export class PluginExchange {
   authenticate(username: string, groupsByUser: ReadonlyMap<string, readonly string[]>, personal: boolean): void {
     this.consumer = username;
     this.consumerGroups = groupsByUser.get(username) ?? NO_GROUPS;
-    this.identify(`consumer:${username}`, personal);
-  }
-
-  /** An authentication plugin found who sent the request (`identity` names the plugin's kind of subject too). */
-  identify(identity: string, personal: boolean): void {
-    this.identity = identity;
+    this.identity = `consumer:${username}`;
     this.personal = personal;
   }
 

@@ -4,6 +4,8 @@
  *
  * | # | stage                         | plugins                  | hook      | can                                               |
  * |---|-------------------------------|--------------------------|-----------|---------------------------------------------------|
+ * | 0 | credential fields             | (the gateway's, on routes| request   | refuse (400) a request with two of a field an     |
+ * |   |                               | with an auth plugin)     |           | authentication plugin reads (credential-fields.ts)|
  * | 1 | cross-origin                  | cors                     | request   | answer a preflight (204); add client headers      |
  * | 2 | admission                     | ip_restriction,          | request   | refuse (403);                                     |
  * |   |                               | rate_limit               |           | answer 429; add client headers                    |
@@ -25,7 +27,9 @@
  * | 9 | response cache                | proxy_cache              | request,  | answer a hit (after admission and authentication);|
  * |   |                               |                          | response  | copy the final response body (a Transform)        |
  *
- * The order is the registry's (proto/src/plugins/index.ts), not the definition's. A route without
+ * The order is the registry's (proto/src/plugins/index.ts), not the definition's. Before any of them the client's
+ * header list has lost what its Connection names (proxy/headers.ts withoutConnectionNamed), so those names never
+ * take a header a plugin sets. A route without
  * enabled plugins has no pipeline at all (null): the proxy checks one field and allocates nothing,
  * as fastify does with empty hook lists.
  *

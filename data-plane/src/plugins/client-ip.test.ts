@@ -28,13 +28,14 @@ describe('clientAddress', () => {
 });
 
 describe('what the upstream is told', () => {
-  test("an untrusted peer's X-Forwarded-* are replaced by what the gateway knows", () => {
+  test("an untrusted peer's X-Forwarded-Proto and -Host are replaced by what the gateway knows; X-Forwarded-For is appended to", () => {
     const req = request('203.0.113.5', { host: 'gw.test', 'x-forwarded-for': '1.1.1.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.test' });
-    expect([forwardedForUpstream(req, trusted), originalScheme(req, trusted), originalHost(req, trusted)]).toEqual(['203.0.113.5', 'http', 'gw.test']);
+    expect([forwardedForUpstream(req), originalScheme(req, trusted), originalHost(req, trusted)]).toEqual(['1.1.1.1, 203.0.113.5', 'http', 'gw.test']);
+    expect(forwardedForUpstream(request('203.0.113.5'))).toBe('203.0.113.5');
   });
   test("a trusted peer's are kept, the peer appended to X-Forwarded-For", () => {
     const req = request('10.0.0.1', { host: 'internal:8080', 'x-forwarded-for': '198.51.100.4', 'x-forwarded-proto': 'HTTPS', 'x-forwarded-host': 'shop.example.com' });
-    expect([forwardedForUpstream(req, trusted), originalScheme(req, trusted), originalHost(req, trusted)]).toEqual(['198.51.100.4, 10.0.0.1', 'https', 'shop.example.com']);
+    expect([forwardedForUpstream(req), originalScheme(req, trusted), originalHost(req, trusted)]).toEqual(['198.51.100.4, 10.0.0.1', 'https', 'shop.example.com']);
   });
   test("a trusted peer's list or unknown values are not believed: the listener's scheme and the Host", () => {
     const req = request('10.0.0.1', { host: 'gw.test', 'x-forwarded-proto': 'https, http', 'x-forwarded-host': 'a b' }, true);

@@ -5,7 +5,8 @@
  * walked from the right, each entry being what a trusted hop saw, and the client is the first entry not in them (as
  * nginx's realip with `real_ip_recursive on` and Envoy's `xff_num_trusted_hops`). An entry that is no IP address
  * stops the walk: nothing to its left can be trusted, so the client is the last (trusted) hop checked. X-Real-IP is
- * never read. X-Forwarded-Proto and X-Forwarded-Host are taken only from a trusted peer, and only as one value.
+ * never read. X-Forwarded-Proto and X-Forwarded-Host are taken only from a trusted peer, and only as one value;
+ * X-Forwarded-For goes upstream appended to, as received.
  */
 import type { IncomingMessage } from 'node:http';
 import { addressWords, inRanges, parseIpRange, wordRange, type WordRange } from '#proto/plugins/ip-restriction';
@@ -97,10 +98,13 @@ export function originalHost(req: IncomingMessage, trusted: TrustedProxies): str
   return req.headers.host;
 }
 
-/** X-Forwarded-For for the upstream: a trusted peer's list with the peer appended, else the peer alone. */
-export function forwardedForUpstream(req: IncomingMessage, trusted: TrustedProxies): string | undefined {
+/**
+ * X-Forwarded-For for the upstream: the list as received with the peer appended (what every proxy does, so the
+ * right-most entry is always one the gateway saw); an upstream reading it must walk it as clientAddress does.
+ */
+export function forwardedForUpstream(req: IncomingMessage): string | undefined {
   const peer = clientIpOf(req.socket.remoteAddress);
-  if (peer === undefined || !trustedAddress(peer, trusted)) return peer;
   const chain = forwardedFor(req).trim();
+  if (peer === undefined) return chain === '' ? undefined : chain;
   return chain === '' ? peer : `${chain}, ${peer}`;
 }

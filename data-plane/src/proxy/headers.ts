@@ -75,7 +75,7 @@ export function withoutConnectionNamed(rawHeaders: readonly string[]): readonly 
 export interface ForwardFacts {
   /** Host header for the upstream (from rewrite). */
   host: string;
-  /** X-Forwarded-For (client-ip.ts forwardedForUpstream: the peer, after a trusted peer's list); undefined: none. */
+  /** X-Forwarded-For (client-ip.ts forwardedForUpstream: the list received, the peer appended); undefined: none. */
   forwardedFor: string | undefined;
   /** X-Forwarded-Host: the host the client asked for (client-ip.ts originalHost). */
   forwardedHost: string | undefined;
@@ -99,7 +99,8 @@ export interface ForwardFacts {
 /**
  * Upstream request headers as undici's flat [name, value, ...] list, built from the header list as the plugins
  * left it (withoutConnectionNamed applied already) so duplicates and order survive. The client's X-Forwarded-*
- * are replaced by the gateway's (`facts`), which believe a client only behind TRUSTED_PROXIES.
+ * lines are replaced by the gateway's (`facts`): X-Forwarded-For appended to, -Proto and -Host the client's only
+ * from a peer in TRUSTED_PROXIES.
  */
 export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: ForwardFacts): string[] {
   const out: string[] = [];

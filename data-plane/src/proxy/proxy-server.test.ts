@@ -279,14 +279,14 @@ describe('forwarded request', () => {
     else expect(upstreamId).toMatch(UUID);
   });
 
-  test("X-Forwarded-* from a client outside TRUSTED_PROXIES are replaced by what the gateway knows", async () => {
+  test('X-Forwarded-Proto and -Host from a client outside TRUSTED_PROXIES are replaced by what the gateway knows; X-Forwarded-For is appended to', async () => {
     const up = await startUpstream();
     const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })]);
     await httpRequest(`${gw.url}/foo`, {
       headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', 'x-forwarded-proto': 'https', host: 'api.test' },
     });
     const got = up.received[0]!;
-    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual(['127.0.0.1', 'api.test', 'http']);
+    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual(['203.0.113.7, 127.0.0.1', 'api.test', 'http']);
   });
 
   test('X-Forwarded-* from a peer in TRUSTED_PROXIES are kept, the peer appended to X-Forwarded-For', async () => {

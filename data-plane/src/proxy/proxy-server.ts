@@ -285,7 +285,7 @@ export function createProxyServer(deps: {
     const pool = poolFor(target, destination.origin, upstream);
     const headers = upstreamRequestHeaders(ex ? ex.headers : withoutConnectionNamed(req.rawHeaders), {
       host: destination.host,
-      forwardedFor: forwardedForUpstream(req, trusted),
+      forwardedFor: forwardedForUpstream(req),
       forwardedHost: originalHost(req, trusted),
       proto: originalScheme(req, trusted),
       sessionCookies: snapshot.sessionCookies,

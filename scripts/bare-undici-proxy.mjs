@@ -5,8 +5,8 @@
 //   node scripts/bare-undici-proxy.mjs <port> <upstream origin> [spec]   (prints "ready" once listening)
 //
 // With `spec`, it also does what SPEC's "Proxy behaviour" asks of every proxied request, as a hand-written
-// proxy would and nothing more: hop-by-hop headers dropped both ways, the upstream's Host, X-Forwarded-For,
-// -Proto and -Host appended, an X-Request-Id (randomUUID) added when absent and returned to the client. No
+// proxy would and nothing more: hop-by-hop headers dropped both ways, the upstream's Host, X-Forwarded-For
+// appended, -Proto and -Host set (the client's replaced: no proxy in front is trusted), an X-Request-Id (randomUUID) added when absent and returned to the client. No
 // routing, rewrite, normalisation, timer, traceparent, metrics or log: the floor of SPEC's headers alone.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -28,14 +28,14 @@ function endToEnd(headers) {
   return out;
 }
 
-const appended = (previous, value) => (previous === undefined ? value : `${previous}, ${value}`);
-
 function upstreamHeaders(req, requestId) {
   const headers = endToEnd(req.headers);
   headers.host = upstreamHost;
-  headers['x-forwarded-for'] = appended(headers['x-forwarded-for'], req.socket.remoteAddress);
-  headers['x-forwarded-proto'] = appended(headers['x-forwarded-proto'], 'http');
-  if (req.headers.host !== undefined) headers['x-forwarded-host'] = appended(headers['x-forwarded-host'], req.headers.host);
+  const xff = headers['x-forwarded-for'];
+  headers['x-forwarded-for'] = xff === undefined ? req.socket.remoteAddress : `${xff}, ${req.socket.remoteAddress}`;
+  headers['x-forwarded-proto'] = 'http';
+  if (req.headers.host !== undefined) headers['x-forwarded-host'] = req.headers.host;
+  else delete headers['x-forwarded-host'];
   headers['x-request-id'] = requestId;
   return headers;
 }

@@ -1,6 +1,10 @@
 import { loadConfig } from './config.js';
 
 describe('loadConfig', () => {
+  test('TRUSTED_PROXIES: addresses and CIDR ranges, IPv4 and IPv6', () => {
+    expect(loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8,192.0.2.7, 2001:db8::/32' }).trustedProxies).toHaveLength(3);
+  });
+
   test('defaults (SPEC §1 and the process contract)', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({
@@ -25,6 +29,7 @@ describe('loadConfig', () => {
       proxyTls: null,
       tlsReloadIntervalMs: 60_000,
       proxyCacheBytes: 64 * 1024 ** 2,
+      trustedProxies: [],
     });
     expect(config.dataplaneId).toMatch(new RegExp(`-${process.pid}$`));
   });
@@ -64,6 +69,7 @@ describe('loadConfig', () => {
         TLS_RELOAD_INTERVAL: '30s',
         PROXY_CACHE_SIZE: '256m',
         IDLE_TRIM_AFTER: '30s',
+        TRUSTED_PROXIES: '10.0.0.0/8',
       }),
     ).toEqual({
       proxyHost: '127.0.0.1',
@@ -94,6 +100,7 @@ describe('loadConfig', () => {
       tlsReloadIntervalMs: 30_000,
       proxyCacheBytes: 256 * 1024 ** 2,
       idleTrimMs: 30_000,
+      trustedProxies: [{ words: [0, 0, 0xffff, 0x0a000000], prefix: 104 }],
     });
   });
 
@@ -144,6 +151,7 @@ describe('loadConfig', () => {
     ['a proxy certificate without its key', { PROXY_TLS_CERT: '/tls/tls.crt' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
     ['a proxy key without its certificate', { PROXY_TLS_KEY: '/tls/tls.key' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
     ['a reload interval without unit', { TLS_RELOAD_INTERVAL: '60' }, 'TLS_RELOAD_INTERVAL must be a duration'],
+    ['a trusted proxy that is no address or range', { TRUSTED_PROXIES: '10.0.0.0/8, lb.internal' }, 'TRUSTED_PROXIES must list IP addresses and CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", separated by commas; "lb.internal" is neither'],
     ['a cache size that is not a size', { PROXY_CACHE_SIZE: 'lots' }, 'PROXY_CACHE_SIZE must be a size from "1MB" to "64GB" such as "64MB" or "1G", got "lots"'],
     ['a cache size under 1 MiB', { PROXY_CACHE_SIZE: '512K' }, 'PROXY_CACHE_SIZE must be a size from "1MB"'],
     ['a cache size over 64 GiB', { PROXY_CACHE_SIZE: '65G' }, 'PROXY_CACHE_SIZE must be a size from "1MB" to "64GB"'],

@@ -11,6 +11,7 @@ import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } 
 import { logFormatOf, logLevelOf } from '#proto/logger';
 import { traceExport } from '#proto/tracing';
 import type { AccessLogConfig } from './proxy/access-log.js';
+import { parseTrustedProxies, type TrustedProxies } from './plugins/client-ip.js';
 
 export interface DataPlaneConfig {
   /** Bind address; undefined = every interface (Node's default, IPv4 and IPv6). */
@@ -61,6 +62,8 @@ export interface DataPlaneConfig {
   proxyCacheBytes: number;
   /** IDLE_TRIM_AFTER: no request for this long → the heap is trimmed (memory/idle-trim.ts); 0 = never. */
   idleTrimMs: number;
+  /** TRUSTED_PROXIES: the proxies in front whose X-Forwarded-For/-Proto/-Host are believed (plugins/client-ip.ts); empty = none. */
+  trustedProxies: TrustedProxies;
 }
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -185,6 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
     proxyCacheBytes: proxyCacheBytes(env),
+    trustedProxies: parseTrustedProxies(env.TRUSTED_PROXIES),
   };
   const http2 = flag(env, 'PROXY_HTTP2');
   // Plain text has no ALPN: h2 there is PROXY_H2C's, told apart by the connection's first bytes.

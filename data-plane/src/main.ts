@@ -78,10 +78,10 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
   // Each definition is hashed when it arrives and once more when an edit replaces it: keeping the hashes cost more.
   keepDefinitionHashes(false);
-  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache, holdYoungGeneration, endStartUpHold });
+  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache, holdYoungGeneration, endStartUpHold, trustedProxies: config.trustedProxies });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
-  const accessLog = createAccessLog(config.accessLog, logger);
+  const accessLog = createAccessLog(config.accessLog, logger, config.trustedProxies);
   // Tracing off: not even the OpenTelemetry API is loaded; the proxy then only propagates traceparent.
   const tracing = await startTracing('data-plane', process.env, logger);
   const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
@@ -95,7 +95,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
           trimmed: (pauseMs, youngGenerationBytes, fullGc) => logger.debug({ pauseMs: Math.round(pauseMs), youngGenerationBytes, fullGc }, 'heap trimmed after idle'),
         })
       : null;
-  const proxy = createProxyServer({ holder, pools, logger, metrics, accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion });
+  const proxy = createProxyServer({ holder, pools, logger, metrics, accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion, trustedProxies: config.trustedProxies });
   const status = worker ? undefined : createStatusServer({ holder, registry, logger });
   const { proxyPort: port, proxyHost: host } = config;
   const bindProxy = async (): Promise<number> => {

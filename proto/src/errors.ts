@@ -88,6 +88,7 @@ export const ERROR_TABLE = {
   JWKS_UNAVAILABLE: { status: 503, gatewayBody: 'token signing keys unavailable', grpcStatus: UNAVAILABLE },
   CREDENTIALS_REJECTED: { status: 401, gatewayBody: 'invalid credentials', grpcStatus: UNAUTHENTICATED },
   CREDENTIALS_CHECK_BUSY: { status: 503, gatewayBody: 'credential check busy; retry later', grpcStatus: UNAVAILABLE },
+  CREDENTIALS_AMBIGUOUS: { status: 400, gatewayBody: 'more than one credential in request', grpcStatus: INVALID_ARGUMENT },
   KEY_MISSING: { status: 401, gatewayBody: 'no API key found in request', grpcStatus: UNAUTHENTICATED },
   KEY_REJECTED: { status: 401, gatewayBody: 'invalid API key', grpcStatus: UNAUTHENTICATED },
   SIGN_IN_REQUIRED: { status: 401, gatewayBody: 'sign-in required', grpcStatus: UNAUTHENTICATED },

@@ -401,6 +401,8 @@ export interface ProxyCachePluginConfig {
   cache_control: boolean;
   /** Janus size, as stored ("1MB"). */
   max_entry_size: string;
+  /** Responses to requests authenticated by Authorization or a session cookie are stored, per consumer. */
+  per_consumer: boolean;
 }
 
 /** A list that may be absent as well as empty (a repeated field alone cannot tell them apart). */

@@ -172,9 +172,11 @@ describe('request headers', () => {
     expect(received.headers['x-forwarded-host']).toBe('front.example.test');
   });
 
-  test('X-Forwarded-For is appended to, not replaced', async () => {
-    const received = await forwarded('GET', '/plain/xf', { 'x-forwarded-for': '203.0.113.7' });
+  test("X-Forwarded-For is appended to; a client's X-Forwarded-Proto/Host are replaced (no TRUSTED_PROXIES: the client is the TCP peer)", async () => {
+    const received = await forwarded('GET', '/plain/xf', { host: 'front.example.test', 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.test' });
     expect(received.headers['x-forwarded-for']).toMatch(/^203\.0\.113\.7, ?(::ffff:)?127\.0\.0\.1$/);
+    expect(received.headers['x-forwarded-proto']).toBe('http');
+    expect(received.headers['x-forwarded-host']).toBe('front.example.test');
   });
 
   test('X-Request-Id is generated when absent, sent upstream and returned to the client', async () => {

@@ -1,5 +1,5 @@
 /**
- * Placeholders in a target's host (README "Proxy behaviour", Host placeholders), against a real CP, DP and upstream:
+ * Placeholders in a target's host (docs/proxy.md "Proxy behaviour", Host placeholders), against a real CP, DP and upstream:
  * a client naming the loopback address, `localhost` or a link-local address in the path does not reach it (400
  * BAD_UPSTREAM_HOST, nothing dialled); a placeholder fills one DNS label unless the target's host_pattern widens it.
  * A value that passes is dialled: `.invalid` names (RFC 6761) never resolve, so that request ends in 502.

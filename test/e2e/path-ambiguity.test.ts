@@ -1,5 +1,5 @@
 /**
- * Request paths an upstream could read otherwise than the gateway routed them (README "Proxy behaviour", Path
+ * Request paths an upstream could read otherwise than the gateway routed them (docs/proxy.md "Proxy behaviour", Path
  * normalisation), against a real CP, DP and upstreams, over HTTP/1.1 and h2c: `..`, `%2e%2e` and `//` are normalised
  * (and the normalised path forwarded); a raw `\`, a dot segment with parameters (`..;`) and a dot segment between
  * encoded slashes are refused with AMBIGUOUS_PATH on every route; `%2F` / `%5C` are refused unless the API sets

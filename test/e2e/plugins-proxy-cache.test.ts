@@ -327,8 +327,8 @@ test('HEAD is cached apart from GET, with its Content-Length', async () => {
 test('defaults are stored and shown; a bad configuration is refused naming the field, the store unchanged', async () => {
   const shown = await gw.admin.getApi('pc');
   // Every member shown with its default (the full list is the unit test's, proto/src/plugins/proxy-cache.test.ts).
-  expect(Object.keys(shown.body.plugins[0].config).sort()).toEqual(['cache_control', 'content_types', 'max_entry_size', 'methods', 'statuses', 'ttl', 'vary_headers', 'vary_query_params']);
-  expect(shown.body.plugins[0].config).toMatchObject({ ttl: '30s', statuses: [200, 301, 404], vary_query_params: null, max_entry_size: '1MB' });
+  expect(Object.keys(shown.body.plugins[0].config).sort()).toEqual(['cache_control', 'content_types', 'max_entry_size', 'methods', 'per_consumer', 'statuses', 'ttl', 'vary_headers', 'vary_query_params']);
+  expect(shown.body.plugins[0].config).toMatchObject({ ttl: '30s', statuses: [200, 301, 404], vary_query_params: null, max_entry_size: '1MB', per_consumer: false });
   await expectRefusedPluginConfig(
     gw,
     { definition: apiDefinition({ name: 'pc-bad', listenPath: '/pc-bad/*', targets: [upstreamUrl] }), existing: 'pc', plugins: [{ name: 'proxy_cache', config: { ttl: '2d' } }] },

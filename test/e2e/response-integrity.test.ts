@@ -1,5 +1,5 @@
 /**
- * A response cut by its upstream (README "Proxy behaviour", Security / reliability): a real upstream declares a body
+ * A response cut by its upstream (docs/proxy.md "Proxy behaviour", Security / reliability): a real upstream declares a body
  * (Content-Length, or chunked), sends half of it and destroys its socket. Every client must see the truncation: an
  * HTTP/2 client (node:http2, h2c) gets its stream reset with INTERNAL_ERROR and the upstream's Content-Length, never
  * a clean end (the access log marks the request aborted); an HTTP/1.1 client gets its connection cut before the

@@ -485,6 +485,13 @@ describe('scaling and exposure', () => {
     expect(onlyContainer(cp(objects)).env!.map((e) => e.name)).not.toContain('PROXY_CACHE_SIZE');
   }, T);
 
+  test('dataPlane.trustedProxies is the data planes\' TRUSTED_PROXIES, comma-joined; none by default, nothing of the control plane', async () => {
+    expect(onlyContainer(dp(await renderChart({}))).env!.map((e) => e.name)).not.toContain('TRUSTED_PROXIES');
+    const objects = await renderChart({ values: { dataPlane: { trustedProxies: ['10.0.0.0/8', '2001:db8::/32'] } } });
+    expect(onlyContainer(dp(objects)).env).toContainEqual({ name: 'TRUSTED_PROXIES', value: '10.0.0.0/8,2001:db8::/32' });
+    expect(onlyContainer(cp(objects)).env!.map((e) => e.name)).not.toContain('TRUSTED_PROXIES');
+  });
+
   test('dataPlane.maxSemiSpaceSizeMiB is the data plane\'s --max-semi-space-size (8 by default, checked above)', async () => {
     const objects = await renderChart({ extraArgs: ['--set', 'dataPlane.maxSemiSpaceSizeMiB=16'] });
     expect(onlyContainer(dp(objects)).args).toEqual(['node', '--max-semi-space-size=16', 'data-plane/bundle/main.js']);

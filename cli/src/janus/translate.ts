@@ -30,7 +30,7 @@ export interface ItemReport {
 
 /**
  * The defaults that differ between Janus's code and Gatehouse, written out explicitly by the import
- * (README/docs list the same table: docs/migrating-from-janus.md).
+ * (docs/migrating-from-janus.md lists the same table).
  */
 export const DIFFERING_DEFAULTS: ReadonlyArray<{ field: string; janus: string; gatehouse: string; imported: string }> = [
   { field: 'plugins[].enabled (absent)', janus: 'false (Go zero value)', gatehouse: 'true', imported: 'false' },
@@ -129,7 +129,7 @@ type RewriteOutcome = { strip_path?: true; change?: string; difference?: string;
 
 /** Which proxy flags give Janus's upstream paths, or why none does. */
 function mapRewrite(p: Rewrite, targets: string[]): RewriteOutcome {
-  // `{param}` listen paths: both gateways remove the matched sections the same way (README rule 11).
+  // `{param}` listen paths: both gateways remove the matched sections the same way (docs/proxy.md, the forwarded-path rules).
   if (/[{}]/.test(p.listen_path) || p.listen_path === '') return {};
   const samples = samplePaths(p.listen_path);
   const candidates: Rewrite[] = [p];

@@ -22,7 +22,7 @@ export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
       // Synchronous while the verdict is cached (see basic-credentials.ts): no async frame per request.
       request(ex) {
         const verdict = basicAuth(ex.req.headers.authorization);
-        if (typeof verdict === 'string') ex.authenticate(verdict, basicAuthGroups);
+        if (typeof verdict === 'string') ex.authenticate(verdict, basicAuthGroups, true);
         else if (verdict === null) refuse(ex);
         else if (verdict === BUSY) {
           ex.addClientHeader('retry-after', '1');
@@ -30,7 +30,7 @@ export const basicAuthRuntime: PluginRuntime<CompiledBasicAuth> = {
         } else
           return verdict.then((username) => {
             if (username === null) return refuse(ex);
-            ex.authenticate(username, basicAuthGroups);
+            ex.authenticate(username, basicAuthGroups, true);
           });
         return;
       },

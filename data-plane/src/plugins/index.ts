@@ -12,6 +12,7 @@ import { cbRuntime } from './cb.js';
 import { compressionRuntime } from './compression.js';
 import { grpcWebRuntime } from './grpc-web.js';
 import { corsRuntime } from './cors.js';
+import { credentialFieldsStage } from './credential-fields.js';
 import { ipRestrictionRuntime } from './ip-restriction.js';
 import { keyAuthRuntime } from './key-auth.js';
 import { oauth2Runtime } from './oauth2.js';
@@ -58,6 +59,9 @@ export const RUNTIMES: { readonly [N in PluginName]: PluginRuntime<CompiledPlugi
 export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route'>, innermost?: PluginStage): Pipeline | null {
   if (route.plugins.length === 0 && !innermost) return null;
   const stages = route.plugins.map((p) => (RUNTIMES[p.name] as PluginRuntime<unknown>).stage(p.config, { ...deps, route }));
+  // Before any plugin: a request with two Authorization headers (or two of another credential field) is refused.
+  const guard = credentialFieldsStage(route);
+  if (guard) stages.unshift(guard);
   return pipelineOf(innermost ? [...stages, innermost] : stages);
 }
 

@@ -6,10 +6,12 @@ import { ipRestrictionPlugin } from '#proto/plugins/ip-restriction';
 import { ipRestrictionRuntime } from './ip-restriction.js';
 import type { PluginExchange } from './pipeline.js';
 import type { StageDeps } from './runtime.js';
+import { parseTrustedProxies } from './client-ip.js';
 
 /** The verdict of the plugin's request hook for a client at `remoteAddress` with `headers`: 'pass' or the error code. */
-function verdict(config: unknown, remoteAddress: string | undefined, headers: Record<string, string> = {}): string {
-  const stage = ipRestrictionRuntime.stage(ipRestrictionPlugin.compile(ipRestrictionPlugin.schema.parse(config)), {} as StageDeps);
+function verdict(config: unknown, remoteAddress: string | undefined, headers: Record<string, string> = {}, trustedProxies = ''): string {
+  const deps = { trustedProxies: parseTrustedProxies(trustedProxies) } as StageDeps;
+  const stage = ipRestrictionRuntime.stage(ipRestrictionPlugin.compile(ipRestrictionPlugin.schema.parse(config)), deps);
   const req = { socket: { remoteAddress }, headers } as unknown as IncomingMessage;
   try {
     stage.request!({ req } as PluginExchange);
@@ -37,13 +39,22 @@ test.each([
   expect(verdict(config, address)).toBe(expected);
 });
 
-test('trust_forward_headers: the right-most X-Forwarded-For entry, else X-Real-IP, else the peer', () => {
+test('behind TRUSTED_PROXIES: the right-most X-Forwarded-For entry not among them; X-Real-IP never counts', () => {
+  const config = { allow: ['203.0.113.0/24'] };
+  const behind = (headers: Record<string, string>, peer = '10.0.0.1') => verdict(config, peer, headers, '10.0.0.0/8');
+  expect(behind({ 'x-forwarded-for': '198.51.100.1, 203.0.113.9' })).toBe('pass');
+  expect(behind({ 'x-forwarded-for': '203.0.113.9, 198.51.100.1' })).toBe('IP_FORBIDDEN');
+  expect(behind({ 'x-forwarded-for': '203.0.113.9, 198.51.100.1, 10.0.0.7' })).toBe('IP_FORBIDDEN');
+  expect(behind({ 'x-forwarded-for': 'not-an-ip', 'x-real-ip': '203.0.113.9' })).toBe('IP_FORBIDDEN');
+  // A peer outside TRUSTED_PROXIES is the client, whatever it forwards.
+  expect(behind({ 'x-forwarded-for': '203.0.113.9' }, '198.51.100.1')).toBe('IP_FORBIDDEN');
+});
+
+test('trust_forward_headers is accepted and has no effect: without TRUSTED_PROXIES the peer is the client', () => {
   const config = { allow: ['203.0.113.0/24'], trust_forward_headers: true };
-  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1, 203.0.113.9' })).toBe('pass');
-  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': '203.0.113.9, 198.51.100.1' })).toBe('IP_FORBIDDEN');
-  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': 'not-an-ip', 'x-real-ip': '203.0.113.9' })).toBe('pass');
+  expect(verdict(config, '10.0.0.1', { 'x-forwarded-for': '203.0.113.9' })).toBe('IP_FORBIDDEN');
+  expect(verdict(config, '10.0.0.1', { 'x-real-ip': '203.0.113.9' })).toBe('IP_FORBIDDEN');
   expect(verdict(config, '203.0.113.1')).toBe('pass');
-  expect(verdict({ ...config, trust_forward_headers: false }, '10.0.0.1', { 'x-forwarded-for': '203.0.113.9' })).toBe('IP_FORBIDDEN');
 });
 
 test('the matcher agrees with node:net BlockList over generated addresses and ranges', () => {

@@ -58,7 +58,7 @@ export const keyAuthRuntime: PluginRuntime<CompiledKeyAuth> = {
         // No stored key is longer: such a key is refused without hashing it.
         const username = key.length <= MAX_API_KEY_LENGTH ? apiKeyOwner(key) : undefined;
         if (username === undefined) return refuse(ex, 'KEY_REJECTED');
-        ex.authenticate(username, keyAuthGroups);
+        ex.authenticate(username, keyAuthGroups, false);
         if (headerEdits) ex.headers = editHeaderList(ex.headers, headerEdits);
         if (queryEdits && ex.query !== '') ex.query = editQuery(ex.query, queryEdits);
       },

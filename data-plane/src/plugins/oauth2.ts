@@ -11,6 +11,7 @@
  * | a required scope missing (403 INSUFFICIENT_SCOPE)    | `Bearer realm="api", error="insufficient_scope", scope="a b"` |
  * | introspection unavailable (503)                      | none: the token was not judged                            |
  */
+import { hash } from 'node:crypto';
 import { GatehouseError, isGatehouseError } from '#proto/errors';
 import type { CompiledHeaderEdits, CompiledOAuth2 } from '#proto/plugins/index';
 import type { TokenGrant } from '../auth/index.js';
@@ -44,6 +45,10 @@ export const oauth2Runtime: PluginRuntime<CompiledOAuth2> = {
       for (const scope of config.scopes) {
         if (!grant.scopes.has(scope)) refused(ex, new GatehouseError('INSUFFICIENT_SCOPE', `token lacks scope ${scope}`));
       }
+      // The token's subject, else (a token without `sub`) the token itself, hashed: each its own cache entries.
+      const sub = grant.claims.get('sub');
+      ex.identity = sub !== undefined ? `oauth2:${grant.claims.get('iss') ?? ''}\0${sub}` : `oauth2-token:${hash('sha256', ex.req.headers.authorization ?? '', 'base64url')}`;
+      ex.personal = true;
       if (!removeClaimHeaders) return;
       const headers = editHeaderList(ex.headers, removeClaimHeaders);
       for (const [claim, header] of config.claimHeaders) {

@@ -24,7 +24,7 @@ import type { OidcProviders, ProviderEndpoints } from '../auth/oidc-provider.js'
 import { cookieValue, MAX_SEALED_LENGTH, seal, unseal, withoutCookies } from '../auth/sealed-cookie.js';
 import { claimText } from '../auth/token-grant.js';
 import { isPromise, type PluginAnswer, type PluginExchange } from './pipeline.js';
-import { listenerScheme } from './request-framing.js';
+import { originalScheme } from './client-ip.js';
 import { editHeaderList } from './request-transformer.js';
 import type { PluginRuntime } from './runtime.js';
 
@@ -32,10 +32,9 @@ const FLOW_TTL_S = 600;
 const random = () => randomBytes(32).toString('base64url');
 const nowS = () => Math.floor(Date.now() / 1000);
 
-function origin(ex: PluginExchange): (path: string) => string {
+function origin(ex: PluginExchange, scheme: 'http' | 'https'): (path: string) => string {
   const authority = parseAuthority(ex.req.headers.host);
   if (!authority) throw new GatehouseError('BAD_REQUEST_HOST', 'openid_connect: the Host header is not a host');
-  const scheme = listenerScheme(ex.req);
   return (path) => locationOf(scheme, authority.hostname, authority.port, path);
 }
 
@@ -49,7 +48,9 @@ function wantsHtml(ex: PluginExchange): boolean {
 }
 
 export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
-  stage: (c, { oidc }) => {
+  stage: (c, { oidc, trustedProxies }) => {
+    // The scheme the browser used: the listener's, or a trusted proxy's X-Forwarded-Proto (client-ip.ts).
+    const schemeOf = (ex: PluginExchange) => originalScheme(ex.req, trustedProxies);
     const ours = new Set([c.cookieName, c.flowCookieName]);
     const cookie = (name: string, value: string, maxAge: number, secure: boolean) =>
       `${name}=${value}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
@@ -63,7 +64,7 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
     };
 
     function signIn(ex: PluginExchange): PluginAnswer | Promise<PluginAnswer> {
-      const url = origin(ex);
+      const url = origin(ex, schemeOf(ex));
       const redirectUri = url(joinPaths(ex.matched, c.redirectPath));
       const returnTo = ex.query === '' ? ex.path : `${ex.path}?${ex.query}`;
       const flow = { s: random(), n: random(), v: random(), u: returnTo.length > 2048 ? ex.path.slice(0, 2048) : returnTo, exp: nowS() + FLOW_TTL_S };
@@ -82,13 +83,13 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
         for (const [k, v] of Object.entries(params)) authorize.searchParams.set(k, v);
         return {
           status: 302,
-          headers: { location: authorize.href, 'set-cookie': cookie(c.flowCookieName, seal(c.cookieKey, c.flowCookieName, flow), FLOW_TTL_S, listenerScheme(ex.req) === 'https'), 'cache-control': 'no-store' },
+          headers: { location: authorize.href, 'set-cookie': cookie(c.flowCookieName, seal(c.cookieKey, c.flowCookieName, flow), FLOW_TTL_S, schemeOf(ex) === 'https'), 'cache-control': 'no-store' },
         };
       });
     }
 
     async function callback(ex: PluginExchange): Promise<PluginAnswer> {
-      const url = origin(ex);
+      const url = origin(ex, schemeOf(ex));
       const flow = unseal(c.cookieKey, c.flowCookieName, cookieValue(ex.req.headers.cookie, c.flowCookieName), nowS());
       const state = queryParam(ex.query, 'state');
       const code = queryParam(ex.query, 'code');
@@ -102,7 +103,7 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
         const value = grant.claims.get(claim);
         if (value !== undefined) claims[claim] = value;
       }
-      const secure = listenerScheme(ex.req) === 'https';
+      const secure = schemeOf(ex) === 'https';
       const session = seal(c.cookieKey, c.cookieName, { sub, c: claims, exp: nowS() + c.sessionTtlS });
       if (session.length > MAX_SEALED_LENGTH) throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', 'sign-in callback: the session would not fit in a cookie (claims_to_headers values too long)');
       // The saved URL is a path of this origin (the flow cookie is sealed; a path starting // is made absolute here).
@@ -114,8 +115,8 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
     }
 
     function logout(ex: PluginExchange): PluginAnswer | Promise<PluginAnswer> {
-      const url = origin(ex);
-      const secure = listenerScheme(ex.req) === 'https';
+      const url = origin(ex, schemeOf(ex));
+      const secure = schemeOf(ex) === 'https';
       const local = url(c.postLogoutRedirect);
       const answer = (location: string): PluginAnswer => ({
         status: 302,
@@ -143,6 +144,8 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
       if (rest !== null) headers.push('cookie', rest);
       const sub = claimText(session.sub);
       if (sub !== undefined) headers.push(c.userHeader, sub);
+      ex.identity = `openid_connect:${c.issuer}\0${String(session.sub)}`;
+      ex.personal = true;
       const claims = (session.c ?? {}) as Record<string, unknown>;
       for (const [claim, header] of c.claimHeaders) {
         const value = claimText(claims[claim]);

@@ -4,6 +4,8 @@
  *
  * | # | stage                         | plugins                  | hook      | can                                               |
  * |---|-------------------------------|--------------------------|-----------|---------------------------------------------------|
+ * | 0 | credential fields             | (the gateway's, on routes| request   | refuse (400) a request with two of a field an     |
+ * |   |                               | with an auth plugin)     |           | authentication plugin reads (credential-fields.ts)|
  * | 1 | cross-origin                  | cors                     | request   | answer a preflight (204); add client headers      |
  * | 2 | admission                     | ip_restriction,          | request   | refuse (403);                                     |
  * |   |                               | rate_limit               |           | answer 429; add client headers                    |
@@ -25,7 +27,9 @@
  * | 9 | response cache                | proxy_cache              | request,  | answer a hit (after admission and authentication);|
  * |   |                               |                          | response  | copy the final response body (a Transform)        |
  *
- * The order is the registry's (proto/src/plugins/index.ts), not the definition's. A route without
+ * The order is the registry's (proto/src/plugins/index.ts), not the definition's. Before any of them the client's
+ * header list has lost what its Connection names (proxy/headers.ts withoutConnectionNamed), so those names never
+ * take a header a plugin sets. A route without
  * enabled plugins has no pipeline at all (null): the proxy checks one field and allocates nothing,
  * as fastify does with empty hook lists.
  *
@@ -141,6 +145,13 @@ export class PluginExchange {
   bodyKept = false;
   /** Who the route's authentication found (key_auth's key owner, basic_auth's user): the upstream's X-Consumer-Username. */
   consumer: string | null = null;
+  /**
+   * Who the route's authentication found, whichever plugin did (key_auth's and basic_auth's consumer, oauth2's token
+   * subject, openid_connect's `sub`): part of proxy_cache's key. null: nobody was authenticated.
+   */
+  identity: string | null = null;
+  /** The identity came from the Authorization header or a session cookie: proxy_cache stores nothing for it unless `per_consumer`. */
+  personal = false;
   /** That consumer's groups (its credential's), which acl judges. */
   consumerGroups: readonly string[] = NO_GROUPS;
   /** acl: the upstream's X-Consumer-Groups (the consumer's groups, joined); null for none. */
@@ -176,10 +187,12 @@ export class PluginExchange {
     this.query = query;
   }
 
-  /** key_auth, basic_auth: `username` authenticated; its groups are its entry in `groupsByUser`, if any. */
-  authenticate(username: string, groupsByUser: ReadonlyMap<string, readonly string[]>): void {
+  /** key_auth, basic_auth: `username` authenticated; its groups are its entry in `groupsByUser`, if any. `personal`: by Authorization. */
+  authenticate(username: string, groupsByUser: ReadonlyMap<string, readonly string[]>, personal: boolean): void {
     this.consumer = username;
     this.consumerGroups = groupsByUser.get(username) ?? NO_GROUPS;
+    this.identity = `consumer:${username}`;
+    this.personal = personal;
   }
 
   /** Adds a header to the client's response (lower-case name); `vary` values accumulate. */

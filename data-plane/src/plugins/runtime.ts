@@ -4,6 +4,7 @@ import type { BasicAuthVerdict } from '../auth/basic-credentials.js';
 import type { Authorizer } from '../auth/index.js';
 import type { OidcProviders } from '../auth/oidc-provider.js';
 import type { BreakerGeneration } from './circuit-breaker.js';
+import type { TrustedProxies } from './client-ip.js';
 import type { PluginStage } from './pipeline.js';
 import type { ResponseCache } from './proxy-cache/index.js';
 import type { RateLimiter } from './rate-limit/rate-limiter.js';
@@ -27,6 +28,8 @@ export interface StageDeps {
   responseCache: ResponseCache;
   /** openid_connect's discovery, code exchange and ID token checks (main.ts passes the process's one); undefined: its routes answer 503. */
   oidc?: OidcProviders;
+  /** TRUSTED_PROXIES (client-ip.ts): whose forwarded headers name the client, its scheme and host. */
+  trustedProxies: TrustedProxies;
 }
 
 export interface PluginRuntime<Compiled> {

@@ -9,7 +9,7 @@ import { writeSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
 import type { Logger } from '#proto/logger';
-import { clientIpOf } from './headers.js';
+import { clientAddress, NO_TRUSTED_PROXIES, type TrustedProxies } from '../plugins/client-ip.js';
 
 /** ACCESS_LOG (on/off) and ACCESS_LOG_SAMPLE (the share of requests logged, 0 to 1). */
 export interface AccessLogConfig {
@@ -188,7 +188,8 @@ function protocolOf(req: IncomingMessage): string {
 }
 
 /** null when ACCESS_LOG=off, the sample is 0 or LOG_LEVEL is above info: the proxy then does no access-log work at all. */
-export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): AccessLog | null {
+/** `trusted`: TRUSTED_PROXIES, whose X-Forwarded-For names the client (plugins/client-ip.ts). */
+export function createAccessLog(config: AccessLogConfig, baseLogger: Logger, trusted: TrustedProxies = NO_TRUSTED_PROXIES): AccessLog | null {
   if (!config.enabled || config.sample <= 0 || !baseLogger.isLevelEnabled('info')) return null;
   const { sample } = config;
   const write = recordWriter(baseLogger);
@@ -206,7 +207,7 @@ export function createAccessLog(config: AccessLogConfig, baseLogger: Logger): Ac
         status: 0,
         bytes: sent.bytesWritten,
         durationMs: performance.now(),
-        clientIp: clientIpOf(req.socket.remoteAddress),
+        clientIp: req.socket.remoteAddress === undefined ? undefined : clientAddress(req, trusted),
         consumer: undefined, // set by the proxy once a plugin authenticated someone; one shape for every record
         grpcStatus: undefined,
       };

@@ -1,7 +1,7 @@
 /**
  * Header rules of the forwarded request and response (docs/proxy.md "Proxy behaviour", RFC 9110 §7.6.1): hop-by-hop
- * headers (and any named in Connection) stop at the gateway in both directions; the upstream
- * gets its Host, the X-Forwarded-* trail and an X-Request-Id that is echoed to the client.
+ * headers (and any the sender's Connection names) stop at the gateway in both directions; the upstream
+ * gets its Host, the gateway's X-Forwarded-* and an X-Request-Id that is echoed to the client.
  */
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { isHttp2 } from '../plugins/request-framing.js';
@@ -10,6 +10,7 @@ import { newRequestId } from '#proto/traceparent';
 // lower-case strings from a table, without a copy; others are lower-cased.
 import { addWellKnownHeaderNames, headerNameToString } from './undici.js';
 import { GATEWAY_SET_HEADERS, HOP_BY_HOP_HEADERS } from '#proto/plugins/http-syntax';
+import { withoutCookies } from '../auth/sealed-cookie.js';
 
 const HOP_BY_HOP = HOP_BY_HOP_HEADERS;
 /**
@@ -48,18 +49,37 @@ export function requestIdOf(header: string | string[] | undefined): string {
 
 export { clientIpOf } from '../plugins/client-ip.js';
 
-function appended(previous: string[] | null, value: string | undefined): string | undefined {
-  if (value === undefined) return previous ? previous.join(', ') : undefined;
-  return previous ? `${previous.join(', ')}, ${value}` : value;
+/**
+ * The client's raw header list without the headers its Connection names (RFC 9110 §7.6.1), before any plugin
+ * sees it: those names apply to what the client sent, never to what a plugin adds (X-User-Id, Authorization).
+ * The same array when Connection names nothing beyond the hop-by-hop set (the usual case: no copy).
+ */
+export function withoutConnectionNamed(rawHeaders: readonly string[]): readonly string[] {
+  let connection: string[] | null = null;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (headerNameToString(rawHeaders[i]!) === 'connection') (connection ??= []).push(rawHeaders[i + 1]!);
+  }
+  const named = connection ? connectionTokens(connection) : null;
+  if (named === null) return rawHeaders;
+  let extra = false;
+  for (const name of named) if (!HOP_BY_HOP.has(name)) extra = true;
+  if (!extra) return rawHeaders;
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const lower = headerNameToString(rawHeaders[i]!);
+    if (!named.has(lower) || HOP_BY_HOP.has(lower)) out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  }
+  return out;
 }
 
 export interface ForwardFacts {
   /** Host header for the upstream (from rewrite). */
   host: string;
-  clientIp: string | undefined;
-  /** The client's Host header, for X-Forwarded-Host. */
-  clientHost: string | undefined;
-  /** The scheme the client used (PROXY_TLS_CERT: https), for X-Forwarded-Proto. */
+  /** X-Forwarded-For (client-ip.ts forwardedForUpstream: the list received, the peer appended); undefined: none. */
+  forwardedFor: string | undefined;
+  /** X-Forwarded-Host: the host the client asked for (client-ip.ts originalHost). */
+  forwardedHost: string | undefined;
+  /** X-Forwarded-Proto: the scheme the client used (client-ip.ts originalScheme). */
   proto: 'http' | 'https';
   requestId: string;
   /** W3C trace context for the upstream (traceparent.ts): the client's copy is always replaced. */
@@ -72,42 +92,34 @@ export interface ForwardFacts {
   consumerGroups: string | null;
   /** X-Forwarded-Client-Cert (client-certificate.ts); null when the listener asks for no certificate. */
   clientCert: string | null;
+  /** Cookies no upstream gets (openid_connect's session and flow cookies, AppliedSnapshot.sessionCookies); null: none. */
+  sessionCookies: ReadonlySet<string> | null;
 }
 
 /**
- * Upstream request headers as undici's flat [name, value, ...] list, built from the client's raw
- * headers so duplicates and order survive.
+ * Upstream request headers as undici's flat [name, value, ...] list, built from the header list as the plugins
+ * left it (withoutConnectionNamed applied already) so duplicates and order survive. The client's X-Forwarded-*
+ * lines are replaced by the gateway's (`facts`): X-Forwarded-For appended to, -Proto and -Host the client's only
+ * from a peer in TRUSTED_PROXIES.
  */
 export function upstreamRequestHeaders(rawHeaders: readonly string[], facts: ForwardFacts): string[] {
-  let connection: string[] | null = null;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (headerNameToString(rawHeaders[i]!) === 'connection') (connection ??= []).push(rawHeaders[i + 1]!);
-  }
-  const named = connection ? connectionTokens(connection) : null;
-  // Created only when the client sent some: most requests carry none.
-  let forwardedFor: string[] | null = null;
-  let forwardedProto: string[] | null = null;
-  let forwardedHost: string[] | null = null;
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = headerNameToString(name);
-    if (HOP_BY_HOP.has(lower) || named?.has(lower) || (lower === 'tracestate' && !facts.keepTracestate)) continue;
-    if (REPLACED.has(lower)) {
-      if (lower === 'x-forwarded-for') (forwardedFor ??= []).push(value);
-      else if (lower === 'x-forwarded-proto') (forwardedProto ??= []).push(value);
-      else if (lower === 'x-forwarded-host') (forwardedHost ??= []).push(value);
+    if (HOP_BY_HOP.has(lower) || REPLACED.has(lower) || (lower === 'tracestate' && !facts.keepTracestate)) continue;
+    if (lower === 'cookie' && facts.sessionCookies !== null) {
+      const kept = withoutCookies(value, facts.sessionCookies);
+      if (kept !== null) out.push(name, kept);
       continue;
     }
     out.push(name, value);
   }
   out.push('host', facts.host);
-  const xff = appended(forwardedFor, facts.clientIp);
-  if (xff !== undefined) out.push('x-forwarded-for', xff);
-  out.push('x-forwarded-proto', appended(forwardedProto, facts.proto)!);
-  const xfh = appended(forwardedHost, facts.clientHost);
-  if (xfh !== undefined) out.push('x-forwarded-host', xfh);
+  if (facts.forwardedFor !== undefined) out.push('x-forwarded-for', facts.forwardedFor);
+  out.push('x-forwarded-proto', facts.proto);
+  if (facts.forwardedHost !== undefined) out.push('x-forwarded-host', facts.forwardedHost);
   out.push('x-request-id', facts.requestId, 'traceparent', facts.traceparent);
   if (facts.consumer !== null) out.push('x-consumer-username', facts.consumer);
   if (facts.consumerGroups !== null) out.push('x-consumer-groups', facts.consumerGroups);

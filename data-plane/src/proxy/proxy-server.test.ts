@@ -3,6 +3,7 @@
  * (parseApiDefinition → toSnapshotMessage → holder.apply → compile → routing table), in front of
  * real node:http(s) upstreams. Assertions are on what the upstream received and the client got.
  */
+import { parseTrustedProxies } from '../plugins/client-ip.js';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -102,17 +103,18 @@ type Gateway = Awaited<ReturnType<typeof startGateway>>;
 
 async function startGateway(
   apis: unknown[] | null,
-  options: { maxPools?: number; oauthServers?: unknown[]; tokenStore?: TokenStore } = {},
+  options: { maxPools?: number; oauthServers?: unknown[]; tokenStore?: TokenStore; trustedProxies?: string } = {},
 ) {
   const registry = new Registry();
-  const holder = createSnapshotHolder({ tokenStore: options.tokenStore ?? createMemoryTokenStore() });
+  const trustedProxies = parseTrustedProxies(options.trustedProxies);
+  const holder = createSnapshotHolder({ tokenStore: options.tokenStore ?? createMemoryTokenStore(), trustedProxies });
   if (apis) {
     const oauthServers = (options.oauthServers ?? []).map(parseOAuthServer);
     const result = holder.apply(toSnapshotMessage(1, { apis: apis.map(parseApiDefinition), oauthServers }));
     expect(result).toMatchObject({ ok: true });
   }
   const pools = createUpstreamPools(options);
-  const proxy = createProxyServer({ holder, pools, logger: silent, metrics: createProxyMetrics(registry) });
+  const proxy = createProxyServer({ holder, pools, logger: silent, metrics: createProxyMetrics(registry), trustedProxies });
   const port = await proxy.listen(0, '127.0.0.1');
   closers.push(async () => {
     await proxy.close(1_000);
@@ -277,15 +279,24 @@ describe('forwarded request', () => {
     else expect(upstreamId).toMatch(UUID);
   });
 
-  test('X-Forwarded-For and X-Forwarded-Host are appended to', async () => {
+  test('X-Forwarded-Proto and -Host from a client outside TRUSTED_PROXIES are replaced by what the gateway knows; X-Forwarded-For is appended to', async () => {
     const up = await startUpstream();
     const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })]);
     await httpRequest(`${gw.url}/foo`, {
-      headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', host: 'api.test' },
+      headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', 'x-forwarded-proto': 'https', host: 'api.test' },
     });
     const got = up.received[0]!;
-    expect(got.headers['x-forwarded-for']).toBe('203.0.113.7, 127.0.0.1');
-    expect(got.headers['x-forwarded-host']).toBe('edge.test, api.test');
+    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual(['203.0.113.7, 127.0.0.1', 'api.test', 'http']);
+  });
+
+  test('X-Forwarded-* from a peer in TRUSTED_PROXIES are kept, the peer appended to X-Forwarded-For', async () => {
+    const up = await startUpstream();
+    const gw = await startGateway([api('foo', { listen_path: '/foo/*', upstreams: targets(up.origin) })], { trustedProxies: '127.0.0.0/8' });
+    await httpRequest(`${gw.url}/foo`, {
+      headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', 'x-forwarded-proto': 'https', host: 'api.test' },
+    });
+    const got = up.received[0]!;
+    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual(['203.0.113.7, 127.0.0.1', 'edge.test', 'https']);
   });
 
   test('hop-by-hop headers are removed in both directions', async () => {

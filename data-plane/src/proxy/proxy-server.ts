@@ -17,7 +17,8 @@ import { forward, ProxyResponse, recordGrpcStatus, type ForwardDeps, type Forwar
 import { forwardThroughHooks } from './forward-hooks.js';
 import { hashKeyOf } from './hash-key.js';
 import type { TargetLoad } from '../routing/index.js';
-import { clientIpOf, clientResponseHeaders, requestIdOf, upstreamRequestHeaders } from './headers.js';
+import { clientResponseHeaders, requestIdOf, upstreamRequestHeaders, withoutConnectionNamed } from './headers.js';
+import { forwardedForUpstream, NO_TRUSTED_PROXIES, originalHost, originalScheme, type TrustedProxies } from '../plugins/client-ip.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics } from './proxy-metrics.js';
 import { CLIENT_CLOSED_REQUEST, pathOf, type AccessLog, type AccessRecord } from './access-log.js';
 import { propagationOnly, type RequestTrace, type RequestTracer } from './request-trace.js';
@@ -29,7 +30,7 @@ import type { Duplex } from 'node:stream';
 import { answerOnSocket, handshake, isWebSocketHandshake, join, switchProtocols } from './upgrade.js';
 import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 import { forwardedClientCert } from './client-certificate.js';
-import { isHttp2, listenerScheme } from '../plugins/request-framing.js';
+import { isHttp2 } from '../plugins/request-framing.js';
 import { grpcWebMode, isGrpcCall, isGrpcType } from '../plugins/grpc-web.js';
 import { parseGrpcTimeout } from './deadline.js';
 import { performance } from 'node:perf_hooks';
@@ -130,8 +131,11 @@ export function createProxyServer(deps: {
   h2c?: boolean;
   /** PROXY_TLS_MIN_VERSION (default TLSv1.2). */
   tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3';
+  /** TRUSTED_PROXIES (plugins/client-ip.ts); none when absent. */
+  trustedProxies?: TrustedProxies;
 }): ProxyServer {
   const { holder, pools, logger, metrics } = deps;
+  const trusted = deps.trustedProxies ?? NO_TRUSTED_PROXIES;
   const accessLog = deps.accessLog ?? null;
   const tracer = deps.tracer ?? propagationOnly;
   let draining = false;
@@ -278,11 +282,12 @@ export function createProxyServer(deps: {
     }
     trace.upstream(destination.origin);
     const pool = poolFor(target, destination.origin, upstream);
-    const headers = upstreamRequestHeaders(ex ? ex.headers : req.rawHeaders, {
+    const headers = upstreamRequestHeaders(ex ? ex.headers : withoutConnectionNamed(req.rawHeaders), {
       host: destination.host,
-      clientIp: clientIpOf(req.socket.remoteAddress),
-      clientHost: req.headers.host,
-      proto: listenerScheme(req),
+      forwardedFor: forwardedForUpstream(req),
+      forwardedHost: originalHost(req, trusted),
+      proto: originalScheme(req, trusted),
+      sessionCookies: snapshot.sessionCookies,
       requestId,
       traceparent: trace.traceparent,
       keepTracestate: trace.keepTracestate,
@@ -346,7 +351,7 @@ export function createProxyServer(deps: {
         withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, query, access, trace);
         return;
       }
-      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route)), path, query, access, trace);
+      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route, trusted)), path, query, access, trace);
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, route.id, null));
     } catch (err) {
       failed(res, requestId, err, route.id, null);
@@ -377,6 +382,7 @@ export function createProxyServer(deps: {
     let ex: PluginExchange | null = null;
     try {
       ex = new PluginExchange(req, match, requestId, path, clientQuery, pipeline);
+      ex.headers = withoutConnectionNamed(req.rawHeaders);
       const walk = runRequestHooks(pipeline, ex);
       if (!isPromise<PluginAnswer | null>(walk)) {
         afterRequestHooks(walk, req, res, ex, snapshot, match, upstream, pipeline, path, access, trace);
@@ -419,12 +425,12 @@ export function createProxyServer(deps: {
       return plan;
     };
     if (pipeline.forward.length > 0) {
-      forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route), planOf, forwardDeps).then(undefined, (err: unknown) =>
+      forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route, trusted), planOf, forwardDeps).then(undefined, (err: unknown) =>
         failed(res, requestId, err, routeId, ex.clientHeaders),
       );
       return;
     }
-    forward(req, res, planOf(upstream.balancer.next(hashKeyOf(req, match.route))), forwardDeps, (err) => failed(res, requestId, err, routeId, ex.clientHeaders));
+    forward(req, res, planOf(upstream.balancer.next(hashKeyOf(req, match.route, trusted))), forwardDeps, (err) => failed(res, requestId, err, routeId, ex.clientHeaders));
   }
 
   /**
@@ -496,6 +502,7 @@ export function createProxyServer(deps: {
       if (!upstream) throw new GatehouseError('INTERNAL', `route ${routeId} has no upstream state`);
       if (upstream.pipeline) {
         ex = new PluginExchange(req, match, requestId, path, query, upstream.pipeline);
+        ex.headers = withoutConnectionNamed(req.rawHeaders);
         const walk = runRequestHooks(upstream.pipeline, ex);
         const answer = isPromise<PluginAnswer | null>(walk) ? await walk : walk;
         if (answer) {
@@ -504,7 +511,7 @@ export function createProxyServer(deps: {
           return;
         }
       }
-      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route)), path, ex ? ex.query : query, access, trace);
+      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route, trusted)), path, ex ? ex.query : query, access, trace);
       if ((load = plan.load)) load.inFlight++;
       const result = await handshake(plan.pool, plan, socket);
       if (result.kind === 'response') {

@@ -322,9 +322,10 @@ describe('snapshot holder', () => {
     /** Who the route's key_auth stage says the key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
     const owner = (key: string): string => {
       const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
-      const exchange = { headers: ['apikey', key], query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
+      const req = { rawHeaders: ['apikey', key], headers: { apikey: key } };
+      const exchange = { req, headers: req.rawHeaders, query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
       try {
-        pipeline.request[0]!(exchange);
+        for (const hook of pipeline.request) hook(exchange);
       } catch (err) {
         return (err as GatehouseError).code;
       }
@@ -355,6 +356,7 @@ describe('snapshot holder', () => {
     const verdict = (key: string): string | null => {
       const pipeline = upstreamAt(holder.current()!, '/guarded/x')!.pipeline!;
       const exchange = {
+        req: { rawHeaders: ['apikey', key], headers: { apikey: key } },
         headers: ['apikey', key],
         query: '',
         consumer: null,

@@ -30,6 +30,7 @@ import type { OidcProviders } from '../auth/oidc-provider.js';
 import type { CompiledOpenidConnect } from '#proto/plugins/index';
 import { createBalancer, type Balancer } from '../routing/index.js';
 import { buildRoutingTable, buildRoutingTableInTurns, updateRoutingTable, type RoutingTable } from '../routing/index.js';
+import { NO_TRUSTED_PROXIES, type TrustedProxies } from '../plugins/client-ip.js';
 import { buildPipeline, createResponseCache, type Pipeline, type ResponseCache, type StageDeps } from '../plugins/index.js';
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
@@ -60,6 +61,8 @@ export interface AppliedSnapshot {
   readonly table: RoutingTable;
   readonly authorizer: Authorizer;
   readonly upstreams: RouteUpstreams;
+  /** The cookies every openid_connect plugin of the snapshot sets (session and flow): no upstream gets them, on any route. null: none. */
+  readonly sessionCookies: ReadonlySet<string> | null;
 }
 
 /**
@@ -230,6 +233,8 @@ export function createSnapshotHolder(deps: {
   responseCache?: ResponseCache;
   /** openid_connect's provider client (main.ts passes the process's one, on its upstream pools). */
   oidc?: OidcProviders;
+  /** TRUSTED_PROXIES (plugins/client-ip.ts); none when absent. */
+  trustedProxies?: TrustedProxies;
   /** Keeps V8's young generation from growing while a full snapshot is applied (young-generation.ts; main.ts passes the process's). Tests leave it out. */
   holdYoungGeneration?: YoungGenerationHold;
   /** Ends the process's start-up hold (start-up-hold.ts) once the first snapshot is applied. */
@@ -283,7 +288,7 @@ export function createSnapshotHolder(deps: {
 
   function pipelineDepsOf(authorizer: Authorizer, credentials: HeldCredentials, breakers: BreakerGeneration): Omit<StageDeps, 'route'> {
     const { basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups } = credentials;
-    return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache, oidc: deps.oidc };
+    return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache, oidc: deps.oidc, trustedProxies: deps.trustedProxies ?? NO_TRUSTED_PROXIES };
   }
 
   /** The routes' plain upstreams (RouteUpstreams), for as long as each route object lives. */
@@ -311,6 +316,11 @@ export function createSnapshotHolder(deps: {
   const oidcConfigsOf = (routes: readonly CompiledRoute[]): CompiledOpenidConnect[] =>
     routes.flatMap((route) => route.plugins.flatMap((p) => (p.name === 'openid_connect' ? [p.config] : [])));
 
+  const sessionCookiesOf = (routes: readonly CompiledRoute[]): ReadonlySet<string> | null => {
+    const names = oidcConfigsOf(routes).flatMap((c) => [c.cookieName, c.flowCookieName]);
+    return names.length === 0 ? null : new Set(names);
+  };
+
   /**
    * What a build made. `oidc`: the openid_connect configs to retain once it is applied, null when none can have gone
    * (a delta that removed no openid_connect route: new issuers are fetched when first asked).
@@ -328,7 +338,14 @@ export function createSnapshotHolder(deps: {
     breakers.releaseAll();
     health?.releaseAll();
     return {
-      next: { version: content.version, hash: content.hash, table: prepared?.table ?? buildRoutingTable(routes), authorizer, upstreams: builtUpstreams(routes, pipelineDeps, health) },
+      next: {
+        version: content.version,
+        hash: content.hash,
+        table: prepared?.table ?? buildRoutingTable(routes),
+        authorizer,
+        upstreams: builtUpstreams(routes, pipelineDeps, health),
+        sessionCookies: sessionCookiesOf(routes),
+      },
       held: { content, index, oauthServers, credentials },
       oidc: deps.oidc ? oidcConfigsOf(routes) : null,
     };
@@ -403,8 +420,11 @@ export function createSnapshotHolder(deps: {
       // Every pipeline holds the authorizer or the credentials: all are built again (plain routes have none).
       upstreams = builtUpstreams((prepared?.routed ?? indexRoutes(index)).routes, pipelineDeps, health);
     }
+    // Every route's cookie names again only when an openid_connect route came or went.
+    const oidcMoved = oidcConfigsOf(removed).length > 0 || oidcConfigsOf(added).length > 0;
+    const sessionCookies = oidcMoved ? sessionCookiesOf((prepared?.routed ?? indexRoutes(index)).routes) : current.sessionCookies;
     return {
-      next: { version: content.version, hash: content.hash, table: prepared?.table ?? updateRoutingTable(current.table, removed, added), authorizer, upstreams },
+      next: { version: content.version, hash: content.hash, table: prepared?.table ?? updateRoutingTable(current.table, removed, added), authorizer, upstreams, sessionCookies },
       held: { content, index, oauthServers, credentials },
       oidc: deps.oidc && oidcConfigsOf(removed).length > 0 ? oidcConfigsOf((prepared?.routed ?? indexRoutes(index)).routes) : null,
     };

@@ -1,9 +1,9 @@
 /**
  * ip_restriction (Kong's ip-restriction; Janus has none): `allow` and `deny`, lists of IPv4 and IPv6
- * addresses and CIDR ranges ("10.0.0.0/8", "2001:db8::/32", "192.0.2.7"), and `trust_forward_headers`
- * as rate_limit's (the client is the right-most X-Forwarded-For entry, else X-Real-IP, instead of the
- * TCP peer). A client is refused when its address is in `deny`, or when `allow` lists anything and it
- * is not in it; at least one of the lists must. Entries are stored canonical (canonicalEntry).
+ * addresses and CIDR ranges ("10.0.0.0/8", "2001:db8::/32", "192.0.2.7"). The client's address is the data
+ * plane's (TRUSTED_PROXIES, data-plane/src/plugins/client-ip.ts); `trust_forward_headers` is still accepted so
+ * stored definitions load, and has no effect. A client is refused when its address is in `deny`, or when `allow`
+ * lists anything and it is not in it; at least one of the lists must. Entries are stored canonical (canonicalEntry).
  */
 import { z } from 'zod';
 import { deepFreeze, definePlugin } from './plugin.js';
@@ -150,15 +150,15 @@ export function inRanges(address: Words, ranges: readonly WordRange[]): boolean 
 export interface CompiledIpRestriction {
   allow: readonly WordRange[];
   deny: readonly WordRange[];
-  trustForwardHeaders: boolean;
 }
 
-const wordRange = (entry: string): WordRange => {
+/** A canonical entry (parseIpRange accepts it) as a WordRange. */
+export const wordRange = (entry: string): WordRange => {
   const { address, prefix, family } = parseIpRange(entry)!;
   return { words: addressWords(address)!, prefix: family === 'ipv4' ? 96 + prefix : prefix };
 };
 
 export const ipRestrictionPlugin = definePlugin({
   schema,
-  compile: (c): CompiledIpRestriction => deepFreeze({ allow: c.allow.map(wordRange), deny: c.deny.map(wordRange), trustForwardHeaders: c.trust_forward_headers }),
+  compile: (c): CompiledIpRestriction => deepFreeze({ allow: c.allow.map(wordRange), deny: c.deny.map(wordRange) }),
 });

@@ -14,6 +14,7 @@ const DEFAULTS = {
   vary_query_params: null,
   cache_control: true,
   max_entry_size: '1MB',
+  per_consumer: false,
 };
 
 describe('proxy_cache config', () => {
@@ -33,6 +34,7 @@ describe('proxy_cache config', () => {
         vary_query_params: ['page', 'page', 'size'],
         cache_control: false,
         max_entry_size: '512 k',
+        per_consumer: true,
       }).plugins[0].config,
     ).toEqual({
       ttl: '5m',
@@ -43,6 +45,7 @@ describe('proxy_cache config', () => {
       vary_query_params: ['page', 'size'],
       cache_control: false,
       max_entry_size: '512K',
+      per_consumer: true,
     });
     expect(api({ vary_query_params: [] }).plugins[0].config).toMatchObject({ vary_query_params: [] });
   });

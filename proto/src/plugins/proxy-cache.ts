@@ -11,6 +11,9 @@
  *   ignored; names = only those parameters).
  * - `cache_control` (default true): RFC 9111's basics, in the request and the response.
  * - `max_entry_size` (a size as body_limit's, default "1MB"): a longer body is streamed, not kept.
+ * - `per_consumer` (default false): responses to requests that basic_auth, oauth2 or openid_connect
+ *   authenticated (by Authorization or the session cookie) are stored, each consumer under its own key;
+ *   without it they are never stored (nor looked up).
  */
 import { z } from 'zod';
 import { tryParseDurationUpTo } from '../duration.js';
@@ -68,6 +71,7 @@ const schema = z.object({
     .transform((s) => s.replace(/\s+/g, '').toUpperCase())
     .refine((s) => entrySize(s) !== null, 'must be a size from "1B" to "1G", such as "512K" or "1MB"')
     .default('1MB'),
+  per_consumer: z.boolean().default(false),
 });
 
 export type ProxyCacheConfig = z.output<typeof schema>;
@@ -84,6 +88,8 @@ export interface CompiledProxyCache {
   varyQueryParams: ReadonlySet<string> | null;
   cacheControl: boolean;
   maxEntryBytes: number;
+  /** Responses to requests authenticated by Authorization or a session cookie are stored (under the identity). */
+  perConsumer: boolean;
 }
 
 export const proxyCachePlugin = definePlugin({
@@ -98,5 +104,6 @@ export const proxyCachePlugin = definePlugin({
       varyQueryParams: c.vary_query_params === null ? null : new Set(c.vary_query_params),
       cacheControl: c.cache_control,
       maxEntryBytes: entrySize(c.max_entry_size)!,
+      perConsumer: c.per_consumer,
     }),
 });

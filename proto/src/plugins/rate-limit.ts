@@ -1,7 +1,8 @@
 /**
  * rate_limit: Janus's `limit` (`"<count>-<unit>"`, unit `S`, `M`, `H` or `D`, any case: `"10-S"`,
- * `"100-m"`), `policy` (`local` or `redis`) and `trust_forward_headers`, plus `key`: what a client
- * is counted by, `ip` (default) or `token` (a hash of its Authorization credentials). Janus's
+ * `"100-m"`), `policy` (`local` or `redis`), plus `key`: what a client is counted by, `ip` (default: the
+ * data plane's client address, TRUSTED_PROXIES) or `token` (a hash of its Authorization credentials).
+ * `trust_forward_headers` is still accepted so stored definitions load, and has no effect. Janus's
  * `redis.dsn` / `redis.prefix` are not used: a data plane's Redis is its `REDIS_URL`, keys are
  * namespaced per API. Stored with the limit upper-cased without spaces (`"100-M"`).
  */
@@ -61,7 +62,6 @@ export interface CompiledRateLimit {
   /** count × intervalUs: the period as counted (within count µs of the configured one). */
   windowUs: number;
   policy: 'local' | 'redis';
-  trustForwardHeaders: boolean;
   key: 'ip' | 'token';
 }
 
@@ -75,7 +75,6 @@ function compile(c: RateLimitConfig): CompiledRateLimit {
     intervalUs,
     windowUs: count * intervalUs,
     policy: c.policy,
-    trustForwardHeaders: c.trust_forward_headers,
     key: c.key,
   });
 }

@@ -71,7 +71,7 @@ export interface RequestExplanation {
   plugins: PluginName[];
   /** The other routes the lookup considered (active ones in lookup order, then inactive ones), and why each lost. */
   candidates: ExplainedCandidate[];
-  /** Set when the proxy refuses this path with a 400 whatever the route (README "Proxy behaviour", path normalisation). */
+  /** Set when the proxy refuses this path with a 400 whatever the route (docs/proxy.md "Proxy behaviour", path normalisation). */
   refused?: { code: 'AMBIGUOUS_PATH'; message: string };
 }
 

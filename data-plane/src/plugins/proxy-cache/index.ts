@@ -3,9 +3,12 @@
  * response-cache.ts). The last stage of the pipeline, on both hooks:
  *
  * - request: runs after admission and authentication (a refused request never reaches it). The
- *   key is the stage's namespace, the method, the Host, the normalised path, the query per
- *   `vary_query_params`, key_auth's consumer, and the `vary_headers` values; then the values of
- *   the request headers the stored response's Vary names. A request with an Authorization not in
+ *   key is the stage's namespace, the method, the scheme and host the client used (X-Forwarded-Proto
+ *   and -Host from a trusted proxy), the Host, the normalised path, the query per `vary_query_params`,
+ *   the authenticated identity (ex.identity: any authentication plugin's), and the `vary_headers`
+ *   values; then the values of the request headers the stored response's Vary names. A request that
+ *   basic_auth, oauth2 or openid_connect authenticated (by Authorization or session cookie) bypasses the
+ *   cache unless `per_consumer` (or, for Authorization, `vary_headers` naming it) keys it by its identity. A request with an Authorization not in
  *   the key is stored only as RFC 9111 §3.5 allows (cache-rules.ts), never without cache_control. A fresh entry is answered at once
  *   (PluginAnswer: the stored status, headers and bytes, plus this request's client headers, `Age`
  *   and `X-Cache-Status: Hit`); the upstream is not asked.
@@ -22,6 +25,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { Transform } from 'node:stream';
 import type { CompiledProxyCache } from '#proto/plugins/index';
 import { headerText } from '../compression.js';
+import { originalHost, originalScheme, type TrustedProxies } from '../client-ip.js';
 import type { PluginExchange } from '../pipeline.js';
 import type { PluginRuntime } from '../runtime.js';
 import { freshnessMs, headerValues, keyedQuery, keyOf, requestUse, varyNames, type RequestUse } from './cache-rules.js';
@@ -102,23 +106,33 @@ export function copyingStream(limit: number, complete: (body: Buffer) => void): 
   });
 }
 
-function lookupOf(config: CompiledProxyCache, namespace: string, ex: PluginExchange): CacheLookup {
+/** Whether a request's authenticated identity keeps it out of the cache: one user's answer is for that user alone. */
+function personalUnkeyed(config: CompiledProxyCache, ex: PluginExchange): boolean {
+  if (!ex.personal || config.perConsumer) return false;
+  return !(ex.req.headers.authorization !== undefined && config.varyHeaders.includes('authorization'));
+}
+
+function lookupOf(config: CompiledProxyCache, namespace: string, ex: PluginExchange, trusted: TrustedProxies): CacheLookup {
   const req = ex.req;
-  const use = req.headers.upgrade === undefined ? requestUse(config, req.method, req.headers) : 'bypass';
+  const use = req.headers.upgrade === undefined && !personalUnkeyed(config, ex) ? requestUse(config, req.method, req.headers) : 'bypass';
   if (use === 'bypass') return BYPASS;
   // The Host too: one route may serve several hosts (wildcards, several names), whose upstreams may answer each its own.
+  // The scheme and forwarded host as the upstream gets them (X-Forwarded-*), which it may build links from.
   const host = (req.headers.host ?? '').toLowerCase();
-  const primary = keyOf([namespace, req.method!, host, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.consumer ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
+  const origin = `${originalScheme(req, trusted)}://${(originalHost(req, trusted) ?? '').toLowerCase()}`;
+  const primary = keyOf([namespace, req.method!, origin, host, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.identity ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
   // An Authorization in the key gives every credential entries of its own: then it restricts nothing.
-  return { use, primary, hasAuthorization: req.headers.authorization !== undefined && !config.varyHeaders.includes('authorization') };
+  // So does per_consumer's identity in the key (personalUnkeyed let only such a request of a personal one come here).
+  const keyed = config.varyHeaders.includes('authorization') || (ex.personal && config.perConsumer);
+  return { use, primary, hasAuthorization: req.headers.authorization !== undefined && !keyed };
 }
 
 export const proxyCacheRuntime: PluginRuntime<CompiledProxyCache> = {
-  stage: (config, { route, responseCache: cache }) => {
+  stage: (config, { route, responseCache: cache, trustedProxies }) => {
     const namespace = cache.namespace();
     return {
       request(ex) {
-        const lookup = (ex.cacheLookup = lookupOf(config, namespace, ex));
+        const lookup = (ex.cacheLookup = lookupOf(config, namespace, ex, trustedProxies));
         if (lookup.use !== 'lookup') return;
         const vary = cache.varyOf(lookup.primary);
         if (vary === null) return;

@@ -4,15 +4,15 @@
  */
 import { hash as digest } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { clientIp } from '../client-ip.js';
+import { clientAddress, type TrustedProxies } from '../client-ip.js';
 
 /** `Bearer abc` and `bearer  abc` are one credential: the scheme and spacing do not make a new client. */
 const CREDENTIALS = /^\s*\S+\s+(\S+)\s*$/;
 
-export function clientKey(req: IncomingMessage, key: 'ip' | 'token', trustForwardHeaders: boolean): string {
+export function clientKey(req: IncomingMessage, key: 'ip' | 'token', trusted: TrustedProxies): string {
   if (key === 'token') {
     const credentials = CREDENTIALS.exec(req.headers.authorization ?? '')?.[1];
     if (credentials) return `token:${digest('sha256', credentials, 'base64url')}`;
   }
-  return `ip:${clientIp(req, trustForwardHeaders)}`;
+  return `ip:${clientAddress(req, trusted)}`;
 }

@@ -23,12 +23,12 @@ function answer(ex: PluginExchange, limit: CompiledRateLimit, decision: RateDeci
 }
 
 export const rateLimitRuntime: PluginRuntime<CompiledRateLimit> = {
-  stage(limit, { route, rateLimiter }) {
+  stage(limit, { route, rateLimiter, trustedProxies }) {
     const decide = rateLimiter.decider(limit, route.id);
     const prefix = `${route.id}:${limit.rate}:`;
     return {
       request(ex) {
-        const decision = decide(prefix + clientKey(ex.req, limit.key, limit.trustForwardHeaders));
+        const decision = decide(prefix + clientKey(ex.req, limit.key, trustedProxies));
         if (decision instanceof Promise) return decision.then((d) => answer(ex, limit, d));
         answer(ex, limit, decision);
         return;

@@ -29,10 +29,12 @@ export interface HttpRequestOptions {
   key?: string | Buffer;
   /** https: URLs: the TLS versions the client offers (e.g. TLSv1.2 only). */
   maxVersion?: 'TLSv1.2' | 'TLSv1.3';
+  /** Connect to this Unix socket instead of the URL's host and port (which still name the Host). */
+  socketPath?: string;
 }
 
 export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpResponse> {
-  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion } = options;
+  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion, socketPath } = options;
   const target = new URL(url);
   const send = target.protocol === 'https:' ? httpsRequestRaw : httpRequestRaw;
   return new Promise((resolve, reject) => {
@@ -41,6 +43,7 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
         ...(ca === undefined ? {} : { ca }),
         ...(cert === undefined ? {} : { cert, key }),
         ...(maxVersion === undefined ? {} : { maxVersion }),
+        ...(socketPath === undefined ? {} : { socketPath }),
         host: target.hostname,
         port: target.port,
         path: `${target.pathname}${target.search}`,

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { CHART_DIR } from '../helpers/helm.js';
+import { startLoad, type LoadResult } from '../helpers/load-generator.js';
 import { forwardIntoNode, helm, kubectl, kubectlOk, nodeUnavailable, testNode, type NodeForward, type TestNode } from '../helpers/test-node.js';
 
 const NS = 'gatehouse';
@@ -17,8 +18,8 @@ const UPSTREAM_NS = 'shop';
 const unavailable = nodeUnavailable();
 
 interface PodStatus {
-  metadata: { name: string; labels?: Record<string, string> };
-  status: { conditions?: { type: string; status: string }[]; containerStatuses?: { restartCount: number }[] };
+  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  status: { podIP?: string; conditions?: { type: string; status: string }[]; containerStatuses?: { restartCount: number }[] };
 }
 
 function isReady(pod: PodStatus): boolean {
@@ -64,6 +65,9 @@ spec:
 
 /** What `helm install` took until every CP and DP pod was Ready, for the README's figures. */
 let installToReadyMs = 0;
+/** The release's pods right after install. */
+let installedCp: PodStatus[] = [];
+let installedDp: PodStatus[] = [];
 let node: TestNode;
 const forwards: NodeForward[] = [];
 
@@ -79,7 +83,89 @@ if (unavailable && process.env.CI === 'true') {
   });
 }
 
-(unavailable ? describe.skip : describe)('helm install on a one-node cluster', () => {
+function expectUpstreamAnswer(res: HttpResponse): void {
+  const body = res.json as { host: string; url: string };
+  // The upstream pod answered (its name is the host), with the listen path stripped.
+  expect(body.host).toMatch(/^orders-/);
+  expect(body.url).toBe('/42');
+}
+
+// --- shared by the scenarios below ------------------------------------------------------------------
+
+async function adminToken(): Promise<{ token: string; admin: NodeForward }> {
+  const password = Buffer.from(await kubectlOk(['-n', NS, 'get', 'secret', `${RELEASE}-admin`, '-o', 'jsonpath={.data.password}']), 'base64').toString('utf8');
+  const admin = await forward(await clusterIp(NS, `${RELEASE}-control-plane`), 8081);
+  const login = await httpRequest('http://gatehouse-control-plane:8081/login', {
+    method: 'POST',
+    socketPath: admin.socketPath,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'admin', password }),
+  });
+  if (login.status !== 200) throw new Error(`login: ${login.status} ${login.text}`);
+  return { token: (login.json as { access_token: string }).access_token, admin };
+}
+
+/** The data planes every control-plane replica reports connected (each knows only its own streams). */
+async function connectedDataPlanes(token: string): Promise<string[]> {
+  const hostnames: string[] = [];
+  for (const cp of (await pods(NS, 'app.kubernetes.io/component=control-plane')).filter((p) => isReady(p) && !p.metadata.deletionTimestamp)) {
+    const f = await forward(cp.status.podIP!, 8081);
+    const res = await httpRequest('http://cp/dataplanes', { socketPath: f.socketPath, headers: { authorization: `Bearer ${token}` } });
+    if (res.status !== 200) throw new Error(`GET /dataplanes on ${cp.metadata.name}: ${res.status} ${res.text}`);
+    const body = res.json as { hostname: string }[] | { items: { hostname: string }[] };
+    hostnames.push(...(Array.isArray(body) ? body : body.items).map((d) => d.hostname));
+  }
+  return hostnames.sort();
+}
+
+async function readyDataPlanes(): Promise<PodStatus[]> {
+  return (await pods(NS, 'app.kubernetes.io/component=data-plane')).filter((p) => isReady(p) && !p.metadata.deletionTimestamp);
+}
+
+/** gatehouse_proxy_requests_total of one data-plane pod, from its status port. */
+async function proxiedCount(pod: PodStatus): Promise<number> {
+  const f = await forward(pod.status.podIP!, 8083);
+  const res = await httpRequest('http://dp/metrics', { socketPath: f.socketPath });
+  return res.text
+    .split('\n')
+    .filter((line) => line.startsWith('gatehouse_proxy_requests_total'))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/** Makes sure the API `load` (/load/* to the upstream) exists and answers through the data-plane Service. */
+async function loadApiThroughService(token: string, admin: NodeForward): Promise<{ dpIp: string; dp: NodeForward }> {
+  const res = await httpRequest('http://cp/apis', {
+    method: 'POST',
+    socketPath: admin.socketPath,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({
+      name: 'load',
+      proxy: { listen_path: '/load/*', strip_path: true, upstreams: { targets: [{ target: `http://orders.${UPSTREAM_NS}.svc:8080` }] } },
+    }),
+  });
+  if (res.status !== 201 && res.status !== 409) throw new Error(`POST /apis: ${res.status} ${res.text}`);
+  const dpIp = await clusterIp(NS, `${RELEASE}-data-plane`);
+  const dp = await forward(dpIp, 80);
+  await pollUntil(async () => ((await httpRequest(`http://${dpIp}/load/1`, { socketPath: dp.socketPath })).status === 200 ? true : undefined), {
+    what: 'GET /load/1 through the data-plane Service',
+    timeoutMs: 30_000,
+    intervalMs: 250,
+  });
+  return { dpIp, dp };
+}
+
+async function rollout(kind: string): Promise<void> {
+  const res = await kubectl(['-n', NS, 'rollout', 'status', `deployment/${RELEASE}-${kind}`, '--timeout=180s'], { timeoutMs: 200_000 });
+  if (res.code !== 0) throw new Error(`rollout of ${kind}: ${res.stderr}`);
+}
+
+function expectNoFailures(result: LoadResult, what: string): void {
+  console.log(`${what}: ${result.ok} answered, ${result.failed} failed in ${(result.elapsedMs / 1000).toFixed(1)} s`);
+  expect({ failed: result.failed, failures: result.failures }).toEqual({ failed: 0, failures: [] });
+  expect(result.ok).toBeGreaterThan(50);
+}
+
+(unavailable ? describe.skip : describe)('Gatehouse on a one-node cluster', () => {
   beforeAll(async () => {
     node = await testNode();
     // A node reused from an earlier run: start from no release (the CRDs stay, as helm leaves them).
@@ -101,6 +187,8 @@ if (unavailable && process.env.CI === 'true') {
       throw new Error(`deployments not Available: ${wait.stderr}\n${describePods.stdout.slice(-6000)}`);
     }
     installToReadyMs = Date.now() - started;
+    installedCp = await pods(NS, 'app.kubernetes.io/component=control-plane');
+    installedDp = await pods(NS, 'app.kubernetes.io/component=data-plane');
     console.log(`helm install → every pod Ready: ${(installToReadyMs / 1000).toFixed(1)} s`);
     const upstream = await kubectl(['-n', UPSTREAM_NS, 'rollout', 'status', 'deployment/orders', '--timeout=120s'], { timeoutMs: 150_000 });
     if (upstream.code !== 0) throw new Error(`upstream not ready: ${upstream.stderr}`);
@@ -111,8 +199,7 @@ if (unavailable && process.env.CI === 'true') {
   }, 30_000);
 
   test('every control-plane and data-plane pod of a default install is Ready', async () => {
-    const cp = await pods(NS, 'app.kubernetes.io/component=control-plane');
-    const dp = await pods(NS, 'app.kubernetes.io/component=data-plane');
+    const [cp, dp] = [installedCp, installedDp];
     expect(cp.map((p) => [p.metadata.name, isReady(p)])).toEqual(cp.map((p) => [p.metadata.name, true]));
     expect(dp.map((p) => [p.metadata.name, isReady(p)])).toEqual(dp.map((p) => [p.metadata.name, true]));
     // The chart's defaults: 2 control-plane replicas, 2 data planes (the HPA's minimum).
@@ -181,11 +268,129 @@ if (unavailable && process.env.CI === 'true') {
     );
     expectUpstreamAnswer(viaNodePort);
   }, 180_000);
-});
 
-function expectUpstreamAnswer(res: HttpResponse): void {
-  const body = res.json as { host: string; url: string };
-  // The upstream pod answered (its name is the host), with the listen path stripped.
-  expect(body.host).toMatch(/^orders-/);
-  expect(body.url).toBe('/42');
-}
+  test('an ApiDefinition applied with kubectl reaches Programmed and is served through the data-plane Service', async () => {
+    const apply = await kubectl(['apply', '-n', NS, '-f', '-'], {
+      input: `apiVersion: gatehouse.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: payments }
+spec:
+  proxy: { listen_path: /payments/*, strip_path: true, upstreams: { targets: [ { target: "http://orders.${UPSTREAM_NS}.svc:8080" } ] } }
+`,
+    });
+    expect(apply.stderr).toBe('');
+    expect(apply.code).toBe(0);
+    const wait = await kubectl(['-n', NS, 'wait', '--for=condition=Programmed', 'apidefinition/payments', '--timeout=60s'], { timeoutMs: 70_000 });
+    expect(wait.stderr).toBe('');
+    expect(wait.code).toBe(0);
+    // The columns README shows: ACCEPTED and PROGRAMMED both True.
+    const row = await kubectlOk(['-n', NS, 'get', 'ghapi', 'payments', '--no-headers']);
+    expect(row).toMatch(/\/payments\/\*\s+http:\/\/orders\.shop\.svc:8080\s+True\s+True/);
+
+    // Programmed means every connected data plane serves it: they are the Ready data-plane pods.
+    const { token } = await adminToken();
+    const dataPlanes = await readyDataPlanes();
+    expect(await connectedDataPlanes(token)).toEqual(dataPlanes.map((p) => p.metadata.name).sort());
+    const dpIp = await clusterIp(NS, `${RELEASE}-data-plane`);
+    const dp = await forward(dpIp, 80);
+    const res = await httpRequest(`http://${dpIp}/payments/7`, { socketPath: dp.socketPath });
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({ url: '/7' });
+  }, 120_000);
+
+  test('kubectl scale of the data planes 1 → 3 reaches every pod; 3 → 1 under constant load fails no request', async () => {
+    const { token, admin } = await adminToken();
+    // A fixed count: the HPA would otherwise put its minimum back.
+    const fixed = await helm(['upgrade', RELEASE, CHART_DIR, '-n', NS, '--reuse-values', '--set', 'dataPlane.autoscaling.enabled=false', '--set', 'dataPlane.replicas=1'], { timeoutMs: 120_000 });
+    expect(fixed.code).toBe(0);
+    await rollout('data-plane');
+    await pollUntil(async () => ((await readyDataPlanes()).length === 1 && (await pods(NS, 'app.kubernetes.io/component=data-plane')).length === 1 ? true : undefined), {
+      what: 'one data plane',
+      timeoutMs: 90_000,
+      intervalMs: 500,
+    });
+    const { dpIp, dp } = await loadApiThroughService(token, admin);
+
+    await kubectlOk(['-n', NS, 'scale', `deployment/${RELEASE}-data-plane`, '--replicas=3']);
+    await rollout('data-plane');
+    const three = await readyDataPlanes();
+    expect(three).toHaveLength(3);
+    await pollUntil(async () => ((await connectedDataPlanes(token)).length === 3 ? true : undefined), { what: '/dataplanes listing 3', timeoutMs: 30_000, intervalMs: 500 });
+    expect(await connectedDataPlanes(token)).toEqual(three.map((p) => p.metadata.name).sort());
+    // Fresh connections through the Service spread over the endpoints: every pod proxies some.
+    const before = await Promise.all(three.map(proxiedCount));
+    for (let i = 0; i < 60; i++) {
+      const res = await httpRequest(`http://${dpIp}/load/${i}`, { socketPath: dp.socketPath });
+      expect(res.status).toBe(200);
+    }
+    const after = await Promise.all(three.map(proxiedCount));
+    expect(after.map((n, i) => n > before[i]!)).toEqual([true, true, true]);
+
+    const load = startLoad({ origin: `http://${dpIp}`, path: '/load/load', socketPath: dp.socketPath, concurrency: 8 });
+    await new Promise((r) => setTimeout(r, 2_000));
+    await kubectlOk(['-n', NS, 'scale', `deployment/${RELEASE}-data-plane`, '--replicas=1']);
+    await pollUntil(async () => ((await pods(NS, 'app.kubernetes.io/component=data-plane')).length === 1 ? true : undefined), {
+      what: 'the two scaled-down data planes gone',
+      timeoutMs: 90_000,
+      intervalMs: 500,
+    });
+    await new Promise((r) => setTimeout(r, 2_000));
+    expectNoFailures(await load.stop(), 'scale 3 → 1');
+  }, 300_000);
+
+  test('deleting the control-plane leader under constant load fails no request, and another replica leads within the lease duration', async () => {
+    const { token, admin } = await adminToken();
+    const { dpIp, dp } = await loadApiThroughService(token, admin);
+    const leases = JSON.parse(await kubectlOk(['-n', NS, 'get', 'leases', '-o', 'json'])) as {
+      items: { metadata: { name: string }; spec: { holderIdentity?: string; leaseDurationSeconds?: number } }[];
+    };
+    const cpPods = (await pods(NS, 'app.kubernetes.io/component=control-plane')).map((p) => p.metadata.name);
+    const lease = leases.items.find((l) => cpPods.includes(l.spec.holderIdentity ?? ''));
+    expect(lease).toBeDefined();
+    const leader = lease!.spec.holderIdentity!;
+    const durationMs = (lease!.spec.leaseDurationSeconds ?? 15) * 1000;
+
+    const load = startLoad({ origin: `http://${dpIp}`, path: '/load/leader', socketPath: dp.socketPath, concurrency: 8 });
+    await new Promise((r) => setTimeout(r, 1_000));
+    const deleted = Date.now();
+    await kubectlOk(['-n', NS, 'delete', 'pod', leader, '--wait=false']);
+    const next = await pollUntil(
+      async () => {
+        const holder = await kubectlOk(['-n', NS, 'get', 'lease', lease!.metadata.name, '-o', 'jsonpath={.spec.holderIdentity}']);
+        return holder && holder !== leader ? holder : undefined;
+      },
+      { what: `a leader other than ${leader}`, timeoutMs: durationMs + 30_000, intervalMs: 250 },
+    );
+    const takeoverMs = Date.now() - deleted;
+    console.log(`leader ${leader} deleted → ${next} leads after ${(takeoverMs / 1000).toFixed(1)} s`);
+    expect(takeoverMs).toBeLessThanOrEqual(durationMs);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expectNoFailures(await load.stop(), 'leader deletion');
+    await rollout('control-plane');
+  }, 180_000);
+
+  test('helm upgrade with one changed value rolls the data planes with no failed request', async () => {
+    const { token, admin } = await adminToken();
+    const { dpIp, dp } = await loadApiThroughService(token, admin);
+    const before = (await readyDataPlanes()).map((p) => p.metadata.name);
+    const load = startLoad({ origin: `http://${dpIp}`, path: '/load/upgrade', socketPath: dp.socketPath, concurrency: 8 });
+    await new Promise((r) => setTimeout(r, 1_000));
+    const level = Math.random() < 0.5 ? 'debug' : 'warn';
+    const upgrade = await helm(['upgrade', RELEASE, CHART_DIR, '-n', NS, '--reuse-values', '--set', `dataPlane.logLevel=${level}`], { timeoutMs: 120_000 });
+    expect(upgrade.code).toBe(0);
+    await rollout('data-plane');
+    await pollUntil(async () => ((await pods(NS, 'app.kubernetes.io/component=data-plane')).every((p) => !before.includes(p.metadata.name)) ? true : undefined), {
+      what: 'every old data plane gone',
+      timeoutMs: 90_000,
+      intervalMs: 500,
+    });
+    await new Promise((r) => setTimeout(r, 2_000));
+    expectNoFailures(await load.stop(), 'helm upgrade');
+  }, 300_000);
+
+  test('a values file that breaks values.schema.json fails helm install, naming the field', async () => {
+    const res = await helm(['install', 'broken', CHART_DIR, '-n', NS, '--set', 'controlPlane.replicas=two', '--dry-run=server'], { timeoutMs: 60_000 });
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toMatch(/controlPlane\.replicas|controlPlane.*replicas/);
+  }, 60_000);
+});

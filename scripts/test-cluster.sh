@@ -407,7 +407,7 @@ start_control_plane() {
     --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$p/front-proxy.crt" --proxy-client-key-file "$p/front-proxy.key" \
     --enable-aggregator-routing=true --profiling=false
-  wait_for kube-apiserver 90 kctl get --raw /readyz
+  wait_for kube-apiserver 180 kctl get --raw /readyz
   start kube-controller-manager "$BIN_DIR/kube-controller-manager" \
     --kubeconfig "$D/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$D/controller-manager.kubeconfig" \

@@ -161,10 +161,16 @@ record_container_ids() {
 }
 
 down() {
+  local round
   [[ -d "$D" ]] && record_container_ids
-  kill_containers
-  kill_node_processes
-  kill_containers
+  # The kubelet first, so that nothing restarts the containers killed next; then rounds until no
+  # process is left (containerd may start a shim while it is being stopped).
+  [[ -f "$D/run/kubelet.pid" ]] && kill -KILL "$(cat "$D/run/kubelet.pid")" 2>/dev/null || true
+  for round in 1 2 3 4 5; do
+    kill_containers
+    kill_node_processes
+    [[ -z "$(node_pids)" ]] && break
+  done
   unmount_all
   remove_cgroups
   ip netns delete "$NETNS" 2>/dev/null || true
@@ -469,6 +475,7 @@ clientConnection:
   kubeconfig: $D/kube-proxy.kubeconfig
 hostnameOverride: $NODE_NAME
 clusterCIDR: $CLUSTER_CIDR
+nodePortAddresses: [primary]
 bindAddress: $NODE_IP
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249

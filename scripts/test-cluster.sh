@@ -165,7 +165,9 @@ down() {
   [[ -d "$D" ]] && record_container_ids
   # The kubelet first, so that nothing restarts the containers killed next; then rounds until no
   # process is left (containerd may start a shim while it is being stopped).
-  [[ -f "$D/run/kubelet.pid" ]] && kill -KILL "$(cat "$D/run/kubelet.pid")" 2>/dev/null || true
+  local kubelet
+  kubelet="$(cat "$D/run/kubelet.pid" 2>/dev/null || true)"
+  if [[ -n "$kubelet" ]] && tr '\0' ' ' <"/proc/$kubelet/cmdline" 2>/dev/null | grep -qF "$D/"; then kill -KILL "$kubelet" 2>/dev/null || true; fi
   for round in 1 2 3 4 5; do
     kill_containers
     kill_node_processes

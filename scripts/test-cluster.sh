@@ -167,7 +167,7 @@ down() {
   # process is left (containerd may start a shim while it is being stopped).
   local kubelet
   kubelet="$(cat "$D/run/kubelet.pid" 2>/dev/null || true)"
-  if [[ -n "$kubelet" ]] && tr '\0' ' ' <"/proc/$kubelet/cmdline" 2>/dev/null | grep -qF "$D/"; then kill -KILL "$kubelet" 2>/dev/null || true; fi
+  if [[ -n "$kubelet" ]] && tr '\0' ' ' 2>/dev/null <"/proc/$kubelet/cmdline" | grep -qF "$D/"; then kill -KILL "$kubelet" 2>/dev/null || true; fi
   for round in 1 2 3 4 5; do
     kill_containers
     kill_node_processes

@@ -140,19 +140,17 @@ export interface NodeForward {
   close(): Promise<void>;
 }
 
-// The forwarder: one TCP connection inside the namespace per connection to the socket; either side's
-// end or error ends both.
+// The forwarder: one TCP connection inside the namespace per connection to the socket. An end (FIN)
+// is passed on after the data before it (pipe), an error (RST) as a destroy.
 const FORWARDER = `
 const net = require('node:net');
 const [host, port, path] = process.argv.slice(1);
 const server = net.createServer((client) => {
   const upstream = net.connect(Number(port), host);
-  client.pipe(upstream).on('error', () => client.destroy());
-  upstream.pipe(client).on('error', () => upstream.destroy());
+  client.pipe(upstream);
+  upstream.pipe(client);
   client.on('error', () => upstream.destroy());
   upstream.on('error', () => client.destroy());
-  client.on('close', () => upstream.destroy());
-  upstream.on('close', () => client.destroy());
 });
 server.listen(path, () => console.log('listening'));
 process.stdin.on('end', () => process.exit(0)).resume();

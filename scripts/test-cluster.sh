@@ -115,21 +115,19 @@ node_tree() {
     }'
 }
 
+# SIGKILL: the node's state is deleted next, so nothing needs a graceful stop.
 kill_node_processes() {
   local pids alive i p
   pids="$(node_tree)"
   [[ -n "$pids" ]] || return 0
   # shellcheck disable=SC2086
-  kill -TERM $pids 2>/dev/null || true
-  for i in $(seq 1 50); do
+  kill -KILL $pids 2>/dev/null || true
+  for i in $(seq 1 25); do
     alive=""
     for p in $pids; do [[ -d /proc/$p ]] && alive+=" $p"; done
     [[ -n "$alive" ]] || return 0
     sleep 0.2
   done
-  # shellcheck disable=SC2086
-  kill -KILL $alive 2>/dev/null || true
-  sleep 0.5
 }
 
 unmount_all() {

@@ -167,11 +167,14 @@ function expectNoFailures(result: LoadResult, what: string): void {
 
 (unavailable ? describe.skip : describe)('Gatehouse on a one-node cluster', () => {
   beforeAll(async () => {
+    const t0 = Date.now();
     node = await testNode();
+    console.log(`test node up, images loaded: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     // A node reused from an earlier run: start from no release (the CRDs stay, as helm leaves them).
     await helm(['uninstall', RELEASE, '-n', NS, '--wait'], { timeoutMs: 120_000 });
     await kubectl(['delete', 'namespace', NS, UPSTREAM_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 150_000 });
 
+    console.log(`earlier release removed: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     await kubectlOk(['apply', '-f', '-'], { input: upstreamManifest(node.upstreamImage) });
     await kubectlOk(['create', 'namespace', NS]);
     const [repository, tag] = [node.gatehouseImage.slice(0, node.gatehouseImage.lastIndexOf(':')), node.gatehouseImage.slice(node.gatehouseImage.lastIndexOf(':') + 1)];

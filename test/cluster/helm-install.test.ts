@@ -400,6 +400,43 @@ spec:
     expectNoFailures(await load.stop(), 'helm upgrade');
   }, 300_000);
 
+  test('a data plane pointed at a wrong control-plane address never becomes Ready; /readyz answers 503 and its log names the address', async () => {
+    // The chart's own data-plane Deployment, under other labels (no Service or HPA selects it), with the address wrong.
+    const chart = JSON.parse(await kubectlOk(['-n', NS, 'get', 'deployment', `${RELEASE}-data-plane`, '-o', 'json'])) as {
+      spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: { env: { name: string; value?: string }[] }[] } } };
+    };
+    const wrongAddr = `nowhere.${NS}.svc.cluster.local:8082`;
+    const template = chart.spec.template;
+    template.metadata.labels = { app: 'misdirected-data-plane' };
+    for (const env of template.spec.containers[0]!.env) if (env.name === 'CONTROL_PLANE_ADDR') env.value = wrongAddr;
+    const deployment = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'misdirected-data-plane', namespace: NS },
+      spec: { replicas: 1, selector: { matchLabels: template.metadata.labels }, template },
+    };
+    await kubectl(['-n', NS, 'delete', 'deployment', 'misdirected-data-plane', '--ignore-not-found', '--wait=true']);
+    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(deployment) });
+    try {
+      const running = await pollUntil(
+        async () => (await pods(NS, 'app=misdirected-data-plane')).find((p) => p.status.podIP && p.status.containerStatuses?.length),
+        { what: 'the misdirected data plane running', timeoutMs: 60_000, intervalMs: 500 },
+      );
+      // Three readiness periods (5 s each) without becoming Ready.
+      await new Promise((r) => setTimeout(r, 16_000));
+      const [pod] = await pods(NS, 'app=misdirected-data-plane');
+      expect(pod && isReady(pod)).toBe(false);
+      const f = await forward(running.status.podIP!, 8083);
+      const readyz = await httpRequest('http://dp/readyz', { socketPath: f.socketPath });
+      expect(readyz.status).toBe(503);
+      expect(readyz.json).toMatchObject({ ready: false });
+      const logs = await kubectlOk(['-n', NS, 'logs', running.metadata.name]);
+      expect(logs).toContain(wrongAddr);
+    } finally {
+      await kubectl(['-n', NS, 'delete', 'deployment', 'misdirected-data-plane', '--wait=false']);
+    }
+  }, 120_000);
+
   test('a values file that breaks values.schema.json fails helm install, naming the field', async () => {
     const res = await helm(['install', 'broken', CHART_DIR, '-n', NS, '--set', 'controlPlane.replicas=two', '--dry-run=server'], { timeoutMs: 60_000 });
     expect(res.code).not.toBe(0);

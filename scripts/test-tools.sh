@@ -26,8 +26,8 @@
 #        bash scripts/test-tools.sh kubelet pause   # only the named tools
 #        FORCE=1 bash scripts/test-tools.sh         # rebuild everything
 #
-# GO_BUILD_P (default 1) bounds go build's parallel compile jobs: the machines
-# running this have 2 cores shared with everything else.
+# GO_BUILD_P=1 bounds go build's parallel compile jobs (default: one per core),
+# for a machine whose cores are shared with others at the same time.
 set -euo pipefail
 
 # --- pinned versions --------------------------------------------------------
@@ -70,7 +70,7 @@ esac
 # downloaded Go toolchain because some dependency's go.mod asks for one.
 export CGO_ENABLED=0
 export GOTOOLCHAIN=local
-export GOFLAGS="-mod=mod -p=${GO_BUILD_P:-1}"
+export GOFLAGS="-mod=mod${GO_BUILD_P:+ -p=$GO_BUILD_P}"
 
 GO_VERSION="$(go env GOVERSION)"             # e.g. go1.26.8
 GO_LANG="$(echo "$GO_VERSION" | sed -E 's/^go([0-9]+)\.([0-9]+).*/\1.\2.0/')"

@@ -18,9 +18,10 @@
 # registries (the Go module proxy among them); release tarballs are not.
 #
 # Idempotent: a tool whose binary exists and whose stamp file records the same
-# pinned version (and build recipe) is left alone. A cold build of all three
-# takes 10-20 minutes on 2 cores; the Go module and build caches stay in their
-# default locations, so a rebuild after a version bump is much faster.
+# pinned version (and build recipe) is left alone. The Kubernetes commands share
+# most of their packages: after the apiserver, kube-proxy and kube-scheduler take
+# about a minute each. The Go module and build caches stay in their default
+# locations, so a rebuild after a version bump is much faster.
 #
 # Usage: bash scripts/test-tools.sh                 # build what is missing
 #        bash scripts/test-tools.sh kubelet pause   # only the named tools

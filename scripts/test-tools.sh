@@ -7,16 +7,28 @@
 #   ${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}/bin/{kube-apiserver,etcd,helm}
 #   ${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}/gateway-api/*.yaml
 #
+# and the rest of the one-node cluster scripts/test-cluster.sh runs, in bin/:
+#
+#   kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl  (k8s.io/kubernetes, the apiserver's version)
+#   coredns         (github.com/coredns/coredns, the cluster's DNS)
+#   metrics-server  (sigs.k8s.io/metrics-server, for the chart's HorizontalPodAutoscaler)
+#   pause           (every pod's sandbox process: build/pause/linux/pause.c of the Kubernetes module, static C)
+#
 # Why build instead of download: the only reachable sources are package
 # registries (the Go module proxy among them); release tarballs are not.
 #
 # Idempotent: a tool whose binary exists and whose stamp file records the same
-# pinned version (and build recipe) is left alone. A cold build of all three
-# takes 10-20 minutes on 2 cores; the Go module and build caches stay in their
-# default locations, so a rebuild after a version bump is much faster.
+# pinned version (and build recipe) is left alone. The Kubernetes commands share
+# most of their packages: after the apiserver, kube-proxy and kube-scheduler take
+# about a minute each. The Go module and build caches stay in their default
+# locations, so a rebuild after a version bump is much faster.
 #
-# Usage: bash scripts/test-tools.sh            # build what is missing
-#        FORCE=1 bash scripts/test-tools.sh    # rebuild everything
+# Usage: bash scripts/test-tools.sh                 # build what is missing
+#        bash scripts/test-tools.sh kubelet pause   # only the named tools
+#        FORCE=1 bash scripts/test-tools.sh         # rebuild everything
+#
+# GO_BUILD_P=1 bounds go build's parallel compile jobs (default: one per core),
+# for a machine whose cores are shared with others at the same time.
 set -euo pipefail
 
 # --- pinned versions --------------------------------------------------------
@@ -32,6 +44,8 @@ HELM_VERSION="v3.19.5"
 # The Gateway API CRDs (standard channel) test/e2e/gateway-api.test.ts installs.
 # v1.5+ modules ask for a newer Go than the tools are built with.
 GATEWAY_API_VERSION="v1.4.1"
+COREDNS_VERSION="v1.14.7"
+METRICS_SERVER_VERSION="v0.8.0"
 # Bump when the way a tool is built changes, so cached binaries get rebuilt.
 RECIPE="1"
 
@@ -57,7 +71,7 @@ esac
 # downloaded Go toolchain because some dependency's go.mod asks for one.
 export CGO_ENABLED=0
 export GOTOOLCHAIN=local
-export GOFLAGS=-mod=mod
+export GOFLAGS="-mod=mod${GO_BUILD_P:+ -p=$GO_BUILD_P}"
 
 GO_VERSION="$(go env GOVERSION)"             # e.g. go1.26.8
 GO_LANG="$(echo "$GO_VERSION" | sed -E 's/^go([0-9]+)\.([0-9]+).*/\1.\2.0/')"
@@ -100,18 +114,13 @@ timed() { # label cmd...
   echo "test-tools: $label built in $((t1 - t0))s"
 }
 
-# --- kube-apiserver ---------------------------------------------------------
-build_kube_apiserver() {
-  local dir="$WORK_DIR/kube-apiserver" kgomod minor patch staging_ver
-  rm -rf "$dir" && mkdir -p "$dir"
+# The wrapper module every k8s.io/kubernetes command is built in.
+write_kubernetes_gomod() { # dir
+  local dir="$1" kgomod
   kgomod="$(gomod_of k8s.io/kubernetes "$KUBERNETES_VERSION")"
   [[ -f "$kgomod" ]] || die "no go.mod downloaded for k8s.io/kubernetes@$KUBERNETES_VERSION"
-  minor="$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
-  patch="$(echo "$KUBERNETES_VERSION" | cut -d. -f3)"
-  staging_ver="v0.$minor.$patch"
-
   {
-    echo "module gatehouse.local/tools/kube-apiserver"
+    echo "module gatehouse.local/tools/$(basename "$dir")"
     echo
     echo "go $GO_LANG"
     echo
@@ -122,11 +131,30 @@ build_kube_apiserver() {
     # Every "k8s.io/<name> v0.0.0" requirement, inside or outside require blocks.
     grep -E '^[[:space:]]*(require[[:space:]]+)?k8s\.io/[^[:space:]]+[[:space:]]+v0\.0\.0([[:space:]]|$)' "$kgomod" |
       sed -E 's/^[[:space:]]*(require[[:space:]]+)?//' | awk '{ print $1 }' | sort -u |
-      while read -r mod; do echo "replace $mod => $mod $staging_ver"; done
+      while read -r mod; do echo "replace $mod => $mod $(kubernetes_staging_version)"; done
     copy_replaces "$kgomod" | grep -v -E '^replace[[:space:]]+k8s\.io/' || true
   } >"$dir/go.mod"
   grep -q '^replace k8s.io/api ' "$dir/go.mod" || die "generated no staging replaces from $kgomod"
+}
 
+kubernetes_staging_version() {
+  echo "v0.$(echo "$KUBERNETES_VERSION" | cut -d. -f2).$(echo "$KUBERNETES_VERSION" | cut -d. -f3)"
+}
+
+# The version ldflags make /version report the real version (charts with a
+# kubeVersion constraint and clients compare against it) and keep the
+# apiserver's emulation/compatibility version logic on the pinned minor.
+kubernetes_ldflags() {
+  local vpkg=k8s.io/component-base/version minor
+  minor="$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
+  echo "-s -w -X $vpkg.gitVersion=$KUBERNETES_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
+}
+
+# --- kube-apiserver ---------------------------------------------------------
+build_kube_apiserver() {
+  local dir="$WORK_DIR/kube-apiserver"
+  rm -rf "$dir" && mkdir -p "$dir"
+  write_kubernetes_gomod "$dir"
   cat >"$dir/main.go" <<'EOF'
 // Wrapper around kube-apiserver's command, built by scripts/test-tools.sh.
 package main
@@ -142,14 +170,62 @@ func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
 EOF
-  # The version ldflags make /version report the real version (charts with a
-  # kubeVersion constraint and clients compare against it) and keep the
-  # apiserver's emulation/compatibility version logic on the pinned minor.
-  local vpkg=k8s.io/component-base/version
-  local ldflags="-s -w -X $vpkg.gitVersion=$KUBERNETES_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
-  ldflags+=" -X $vpkg.buildDate=1970-01-01T00:00:00Z"
-  (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$BIN_DIR/kube-apiserver.tmp" .)
+  (cd "$dir" && go build -trimpath -ldflags="$(kubernetes_ldflags)" -o "$BIN_DIR/kube-apiserver.tmp" .)
   mv -f "$BIN_DIR/kube-apiserver.tmp" "$BIN_DIR/kube-apiserver"
+}
+
+# --- the node's Kubernetes commands -----------------------------------------
+# Built as the main packages of k8s.io/kubernetes itself (cmd/<name>) inside the
+# same kind of wrapper module; they share the Go build cache with the apiserver.
+build_kubernetes_cmd() { # name
+  local name="$1" dir="$WORK_DIR/$1"
+  rm -rf "$dir" && mkdir -p "$dir"
+  write_kubernetes_gomod "$dir"
+  (cd "$dir" && go build -trimpath -ldflags="$(kubernetes_ldflags)" -o "$BIN_DIR/$name.tmp" "k8s.io/kubernetes/cmd/$name")
+  mv -f "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
+}
+build_kube_controller_manager() { build_kubernetes_cmd kube-controller-manager; }
+build_kube_scheduler() { build_kubernetes_cmd kube-scheduler; }
+build_kubelet() { build_kubernetes_cmd kubelet; }
+build_kube_proxy() { build_kubernetes_cmd kube-proxy; }
+# The cluster tests drive the node as a platform team does: kubectl and helm.
+build_kubectl() { build_kubernetes_cmd kubectl; }
+
+# --- pause --------------------------------------------------------------------
+# Every pod's sandbox process. No image can be pulled, so scripts/test-cluster.sh
+# packs this static binary into the sandbox image itself.
+build_pause() {
+  local src
+  command -v gcc >/dev/null 2>&1 || die "gcc is not installed (needed for the pause binary)"
+  src="$(cd "$WORK_DIR" && GOFLAGS= go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n -E 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p')"
+  [[ -f "$src/build/pause/linux/pause.c" ]] || die "no build/pause/linux/pause.c in k8s.io/kubernetes@$KUBERNETES_VERSION"
+  gcc -Os -Wall -Werror -static -DVERSION="$KUBERNETES_VERSION-gatehouse" -o "$BIN_DIR/pause.tmp" "$src/build/pause/linux/pause.c"
+  strip "$BIN_DIR/pause.tmp"
+  mv -f "$BIN_DIR/pause.tmp" "$BIN_DIR/pause"
+}
+
+# --- wrapper module around another module's main package ---------------------
+build_module_main() { # name module version package
+  local name="$1" module="$2" version="$3" pkg="$4" dir="$WORK_DIR/$1" gomod
+  rm -rf "$dir" && mkdir -p "$dir"
+  gomod="$(gomod_of "$module" "$version")"
+  {
+    echo "module gatehouse.local/tools/$name"
+    echo
+    echo "go $GO_LANG"
+    echo
+    echo "require $module $version"
+    echo
+    copy_replaces "$gomod"
+  } >"$dir/go.mod"
+  (cd "$dir" && go build -trimpath -ldflags="-s -w" -o "$BIN_DIR/$name.tmp" "$pkg")
+  mv -f "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
+}
+# The cluster's DNS.
+build_coredns() { build_module_main coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns; }
+# Resource metrics for the chart's HorizontalPodAutoscaler.
+build_metrics_server() {
+  build_module_main metrics-server sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server/cmd/metrics-server
 }
 
 # --- etcd -------------------------------------------------------------------
@@ -238,8 +314,25 @@ else
   fetch_gateway_api_crds
   want_stamp "$GATEWAY_API_VERSION" >"$gateway_stamp"
 fi
-for spec in "etcd $ETCD_VERSION build_etcd" "kube-apiserver $KUBERNETES_VERSION build_kube_apiserver" "helm $HELM_VERSION build_helm"; do
+specs=(
+  "etcd $ETCD_VERSION build_etcd"
+  "kube-apiserver $KUBERNETES_VERSION build_kube_apiserver"
+  "helm $HELM_VERSION build_helm"
+  "pause $KUBERNETES_VERSION build_pause"
+  "kubelet $KUBERNETES_VERSION build_kubelet"
+  "kube-proxy $KUBERNETES_VERSION build_kube_proxy"
+  "kube-scheduler $KUBERNETES_VERSION build_kube_scheduler"
+  "kube-controller-manager $KUBERNETES_VERSION build_kube_controller_manager"
+  "kubectl $KUBERNETES_VERSION build_kubectl"
+  "coredns $COREDNS_VERSION build_coredns"
+  "metrics-server $METRICS_SERVER_VERSION build_metrics_server"
+)
+for name in "$@"; do
+  printf '%s\n' "${specs[@]}" | grep -q "^$name " || die "unknown tool $name"
+done
+for spec in "${specs[@]}"; do
   read -r tool version fn <<<"$spec"
+  [[ $# == 0 || " $* " == *" $tool "* ]] || continue
   if is_cached "$tool" "$version"; then
     echo "test-tools: $tool $version cached ($BIN_DIR/$tool)"
     continue

@@ -31,10 +31,12 @@ export interface HttpRequestOptions {
   maxVersion?: 'TLSv1.2' | 'TLSv1.3';
   /** The client's source address (e.g. 127.0.0.2: another loopback client, as the server sees it). */
   localAddress?: string;
+  /** Connect to this Unix socket instead of the URL's host and port (which still name the Host). */
+  socketPath?: string;
 }
 
 export function httpRequest(url: string, options: HttpRequestOptions = {}): Promise<HttpResponse> {
-  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion, localAddress } = options;
+  const { method = 'GET', headers = {}, body, timeoutMs = 10_000, ca, cert, key, maxVersion, localAddress, socketPath } = options;
   const target = new URL(url);
   const send = target.protocol === 'https:' ? httpsRequestRaw : httpRequestRaw;
   return new Promise((resolve, reject) => {
@@ -44,6 +46,7 @@ export function httpRequest(url: string, options: HttpRequestOptions = {}): Prom
         ...(cert === undefined ? {} : { cert, key }),
         ...(maxVersion === undefined ? {} : { maxVersion }),
         ...(localAddress === undefined ? {} : { localAddress }),
+        ...(socketPath === undefined ? {} : { socketPath }),
         host: target.hostname,
         port: target.port,
         path: `${target.pathname}${target.search}`,

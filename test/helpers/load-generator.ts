@@ -20,6 +20,8 @@ export interface LoadOptions {
   expectStatus?: number;
   /** Per-request bound: a request still unanswered after it counts as failed (default 10 s). */
   timeoutMs?: number;
+  /** Connect to this Unix socket instead of the origin's host and port. */
+  socketPath?: string;
 }
 
 export interface LoadResult {
@@ -41,8 +43,8 @@ export interface LoadRun {
 }
 
 export function startLoad(options: LoadOptions): LoadRun {
-  const { origin, path, concurrency = 16, connections = concurrency, pipelining = 1, requests, expectStatus = 200, timeoutMs = 10_000 } = options;
-  const pool = new Pool(origin, { connections, pipelining, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const { origin, path, concurrency = 16, connections = concurrency, pipelining = 1, requests, expectStatus = 200, timeoutMs = 10_000, socketPath } = options;
+  const pool = new Pool(origin, { connections, pipelining, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, ...(socketPath === undefined ? {} : { connect: { socketPath } }) });
   const started = Date.now();
   const result = { sent: 0, ok: 0, failed: 0, failures: [] as string[] };
   let stopping = false;

@@ -25,6 +25,8 @@ fi
 count() { # <file prefix> <thread selector>: instructions of the dump's main thread / all threads
   if [ "$2" = main ]; then grep -m1 -hoP '^(summary|totals): \K\d+' "$1"-01; else cat "$1"-* | grep -oP '^totals: \K\d+' | paste -sd+ | bc; fi
 }
+# Every run at once: a count does not depend on how the runs share the cores.
+runs=()
 for entry in "$@"; do
   label=${entry%%:*} rest=${entry#*:} env=
   tree=$rest
@@ -33,8 +35,13 @@ for entry in "$@"; do
     (
       [ -z "$env" ] || export ${env//,/ }
       valgrind --tool=callgrind --separate-threads=yes "--callgrind-out-file=$OUT/$label.$n" node scripts/request-path-cost.mjs "$tree" "$n" >/dev/null 2>"$OUT/$label.$n.log"
-    )
+    ) &
+    runs+=($!)
   done
+done
+wait "${runs[@]}"
+for entry in "$@"; do
+  label=${entry%%:*}
   main=$(( ($(count "$OUT/$label.$((2 * N))" main) - $(count "$OUT/$label.$N" main)) / (2 * N) ))
   all=$(( ($(count "$OUT/$label.$((2 * N))" all) - $(count "$OUT/$label.$N" all)) / (2 * N) ))
   echo "$label: instructions per request main thread $main, all threads $all ($(grep -h 'µs' "$OUT/$label.$((2 * N)).log"))"

@@ -632,7 +632,7 @@ async function accessLogSection(upstream, cp) {
  * Tracing's cost: one data plane at a time, the same API without plugins, requests carrying a
  * client traceparent. Off: W3C propagation only (the default). On: a span per request, every one
  * sampled and exported over OTLP/HTTP to a sink in this process that answers 200, in each encoding:
- * protobuf (the default) and JSON.
+ * protobuf (the default) and JSON. Then requests without traceparent, propagation only against a 1 % ratio sampler.
  */
 async function tracingSection(upstream, cp) {
   log(`## tracing: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s per row), spans exported vs propagation only`);
@@ -651,18 +651,22 @@ async function tracingSection(upstream, cp) {
   await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
   cleanups.push(() => new Promise((resolve) => sink.close(resolve)));
   const on = (protocol) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`, OTEL_EXPORTER_OTLP_PROTOCOL: protocol, OTEL_TRACES_SAMPLER: 'always_on' });
-  const settings = { off: {}, 'http/protobuf': on('http/protobuf'), 'http/json': on('http/json') };
+  // The last two rows send no traceparent: each request starts a trace, which the ratio sampler records 1 time in 100.
+  const ratio = { ...on('http/protobuf'), OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' };
+  const settings = { off: {}, 'http/protobuf': on('http/protobuf'), 'http/json': on('http/json'), 'off, new traces': {}, 'ratio 1 %, new traces': ratio };
   const traceparent = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
   const us = {};
   log(`${'tracing'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
   for (const [setting, env] of Object.entries(settings)) {
-    const result = await ownDataPlaneLoad(cp, `bench-dp-tracing-${setting.replace('/', '-')}`, env, Number(res.headers['x-snapshot-version']), '/bench-tracing/x', { headers: { traceparent } });
+    const headers = setting.endsWith('new traces') ? {} : { traceparent };
+    const result = await ownDataPlaneLoad(cp, `bench-dp-tracing-${setting.replaceAll(/\W+/g, '-')}`, env, Number(res.headers['x-snapshot-version']), '/bench-tracing/x', { headers });
     us[setting] = result.us;
     log(settingRow(setting, result));
   }
   for (const protocol of ['http/protobuf', 'http/json']) {
     log(`   tracing on (${protocol}) − off: ${(us[protocol] - us.off).toFixed(1)} µs of DP CPU per request (a span per request, all exported)`);
   }
+  log(`   parentbased_traceidratio 0.01 − off: ${(us['ratio 1 %, new traces'] - us['off, new traces']).toFixed(1)} µs of DP CPU per request (target ≤ 1; scripts/request-path-instructions.sh counts it)`);
   log(`   ${exports} OTLP batches received in all.`);
   log();
 }

@@ -10,9 +10,11 @@ here=$(pwd)
 entries=("$@")
 [ ${#entries[@]} -eq 0 ] && entries=(bare:bare "dp:$here")
 
-# entry_dir <label:tree>: sets $label and $tree, and $out to an empty $OUT/<label>.
+# entry_dir <label:tree[:VAR=value,...]>: sets $label and $tree, $entry_env (the entry's own variables for its data
+# plane, e.g. `on:.:ACCESS_LOG=on,LOG_LEVEL=info`), and $out to an empty $OUT/<label>.
 entry_dir() {
-  label=${1%%:*} tree=${1#*:}
+  label=${1%%:*} tree=${1#*:} entry_env=
+  if [[ $tree == *:* ]]; then entry_env=${tree#*:} tree=${tree%%:*}; fi
   out="$OUT/$label"
   rm -rf "$out" && mkdir -p "$out"
 }
@@ -67,8 +69,8 @@ start_entry() {
     # With the image's environment (scripts/image-env.mjs; a variable already set keeps its value).
     local image_env
     image_env=$(node "$here/scripts/image-env.mjs")
-    (cd "$tree" && { [ -z "$image_env" ] || export $image_env; } && PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
-      GRPC_JOIN_TOKEN=$join_token DATAPLANE_ID=measured LOG_LEVEL=warn exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
+    (cd "$tree" && { [ -z "$image_env" ] || export $image_env; } && export PROXY_HOST=127.0.0.1 STATUS_HOST=127.0.0.1 PROXY_PORT=$proxy_port STATUS_PORT=$status_port CONTROL_PLANE_ADDR=127.0.0.1:$grpc_port \
+      GRPC_JOIN_TOKEN=$join_token DATAPLANE_ID=measured LOG_LEVEL=warn && { [ -z "${entry_env:-}" ] || export ${entry_env//,/ }; } && exec "$@" --max-semi-space-size=8 ${NODE_FLAGS:-} "$script" >"$log" 2>&1) &
   fi
   pid=$!
   for _ in $(seq 300); do curl -sf "${curl_headers[@]}" "$url" >/dev/null && break; sleep 0.2; done

@@ -8,7 +8,7 @@
 import { endStartUpHold, holdYoungGeneration, youngGenerationAtHold } from './memory/start-up-hold.js';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import { clientCredentials, loadGatehouseProto, tlsServerNameOptions } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { keepDefinitionHashes } from '#proto/snapshot/codec';
@@ -83,8 +83,15 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
 
   const accessLog = createAccessLog(config.accessLog, logger, config.trustedProxies);
   // Tracing off: not even the OpenTelemetry API is loaded; the proxy then only propagates traceparent.
-  const tracing = await startTracing('data-plane', process.env, logger);
-  const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing.tracer) : undefined;
+  const spansDropped = new Counter({
+    name: 'gatehouse_trace_spans_dropped_total',
+    help: 'Spans not exported, by reason: queue_full (the exporter was behind; the proxy never waits for it) or export_failed (a batch the collector did not take).',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  for (const reason of ['queue_full', 'export_failed']) spansDropped.inc({ reason }, 0);
+  const tracing = await startTracing('data-plane', process.env, logger, { dropped: (reason, spans) => spansDropped.inc({ reason }, spans) });
+  const tracer = tracing ? (await import('./proxy/otel-request-tracer.js')).createOtelRequestTracer(tracing) : undefined;
   const certificates = config.proxyTls && watchListenerCertificates('proxy', config.proxyTls, PROXY_TLS_NAMES, config.tlsReloadIntervalMs, logger);
   const metrics = createProxyMetrics(registry);
   const idleTrim =

@@ -4,10 +4,14 @@
  * tracing on imports it (see tracing.ts).
  */
 import { ROOT_CONTEXT, trace, TraceFlags, type Context, type SpanContext } from '@opentelemetry/api';
-import { formatTraceparent, parseTraceparent } from './traceparent.js';
+import { formatTraceparent, parseTraceparent, type TraceParent } from './traceparent.js';
 
 export function spanParent(header: string | string[] | undefined): Context {
-  const parent = parseTraceparent(header);
+  return contextOf(parseTraceparent(header));
+}
+
+/** The context of a parsed caller's span (null: the root). */
+export function contextOf(parent: TraceParent | null): Context {
   if (!parent) return ROOT_CONTEXT;
   return trace.setSpanContext(ROOT_CONTEXT, {
     traceId: parent.traceId,

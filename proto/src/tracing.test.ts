@@ -1,4 +1,5 @@
-import { traceExport } from './tracing.js';
+import { spanQueueSettings } from './span-queue.js';
+import { traceExport, traceSampler } from './tracing.js';
 
 describe('traceExport: where and how spans go, from the standard OpenTelemetry variables', () => {
   test.each<[string, NodeJS.ProcessEnv, ReturnType<typeof traceExport>]>([
@@ -22,6 +23,57 @@ describe('traceExport: where and how spans go, from the standard OpenTelemetry v
     [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"'],
     [{ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'HTTP/PROTOBUF', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be'],
   ])('an unknown protocol is refused, naming the variable, even with tracing off: %j', (env, message) => {
+    expect(() => traceExport(env)).toThrow(message);
+  });
+});
+
+describe('traceSampler: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG', () => {
+  test.each<[NodeJS.ProcessEnv, ReturnType<typeof traceSampler>]>([
+    [{}, { name: 'parentbased_always_on', ratio: 1 }],
+    [{ OTEL_TRACES_SAMPLER: ' ', OTEL_TRACES_SAMPLER_ARG: '' }, { name: 'parentbased_always_on', ratio: 1 }],
+    [{ OTEL_TRACES_SAMPLER: 'always_off' }, { name: 'always_off', ratio: 1 }],
+    [{ OTEL_TRACES_SAMPLER: 'always_on', OTEL_TRACES_SAMPLER_ARG: 'ignored' }, { name: 'always_on', ratio: 1 }],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }, { name: 'parentbased_always_off', ratio: 1 }],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio' }, { name: 'traceidratio', ratio: 1 }],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' }, { name: 'parentbased_traceidratio', ratio: 0.01 }],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, { name: 'traceidratio', ratio: 0 }],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1e-3' }, { name: 'traceidratio', ratio: 0.001 }],
+  ])('%j', (env, expected) => {
+    expect(traceSampler(env)).toEqual(expected);
+  });
+
+  test.each([
+    [{ OTEL_TRACES_SAMPLER: 'jaeger_remote' }, 'OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got "jaeger_remote"'],
+    [{ OTEL_TRACES_SAMPLER: 'AlwaysOn' }, 'got "AlwaysOn"'],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '-0.1' }, 'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces traceidratio records), got "-0.1"'],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0x1' }, 'got "0x1"'],
+    [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: 'NaN' }, 'got "NaN"'],
+  ])('refused, naming the variable, with tracing off too: %j', (env, message) => {
+    expect(() => traceSampler(env)).toThrow(message);
+    expect(() => traceExport(env)).toThrow(message);
+  });
+});
+
+describe('spanQueueSettings: OTEL_BSP_*', () => {
+  test("the specification's defaults", () => {
+    expect(spanQueueSettings({})).toEqual({ maxQueueSize: 2048, maxExportBatchSize: 512, scheduleDelayMs: 5000, exportTimeoutMs: 30000 });
+  });
+
+  test('set values; a batch no larger than the queue', () => {
+    expect(spanQueueSettings({ OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '500', OTEL_BSP_SCHEDULE_DELAY: '0', OTEL_BSP_EXPORT_TIMEOUT: '10' })).toEqual({
+      maxQueueSize: 100,
+      maxExportBatchSize: 100,
+      scheduleDelayMs: 0,
+      exportTimeoutMs: 10,
+    });
+  });
+
+  test.each([
+    [{ OTEL_BSP_MAX_QUEUE_SIZE: '0' }, 'OTEL_BSP_MAX_QUEUE_SIZE must be a whole number of at least 1, got "0"'],
+    [{ OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '1.5' }, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE must be a whole number of at least 1, got "1.5"'],
+    [{ OTEL_BSP_SCHEDULE_DELAY: '5s' }, 'OTEL_BSP_SCHEDULE_DELAY must be a whole number of at least 0, got "5s"'],
+  ])('refused, naming the variable: %j', (env, message) => {
+    expect(() => spanQueueSettings(env)).toThrow(message);
     expect(() => traceExport(env)).toThrow(message);
   });
 });

@@ -116,3 +116,18 @@ test('ACCESS_LOG_SAMPLE=0: no access lines', async () => {
 test('ACCESS_LOG=off: no access lines', async () => {
   expect(await accessLinesFor(off, 'off')).toEqual([]);
 });
+
+test('SIGTERM right after 200 requests: 200 whole lines, none lost from the batched writer', async () => {
+  const raw: string[] = [];
+  const dp = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, onLine: (line) => raw.push(line) });
+  for (let round = 0; round < 10; round++) {
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => dp.request('GET', '/logged/drain', { headers: { 'x-request-id': `drain-${round}-${i}` } })));
+    for (const res of answers) expect(res.status).toBe(200);
+  }
+  expect(await dp.stop()).toEqual({ code: 0, signal: null });
+  const lines = raw.filter((line) => line.includes('"requestId":"drain-'));
+  const parsed = lines.map((line) => JSON.parse(line) as Entry);
+  expect(parsed.every((entry) => entry.msg === 'access' && entry.path === '/logged/drain' && entry.status === 200)).toBe(true);
+  expect(new Set(parsed.map((entry) => entry.requestId)).size).toBe(200);
+  expect(lines).toHaveLength(200);
+});

@@ -82,6 +82,37 @@ const BATCH_BYTES = 4096;
 /** How long a quiet period may hold the last access lines back. */
 const FLUSH_MS = 100;
 
+/** What JSON.stringify escapes in a string: `"`, `\\`, control characters and (lone) surrogates. */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** A string as JSON.stringify writes it: between quotes as it is when nothing in it needs escaping, the usual case. */
+function quoted(value: string): string {
+  return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;
+}
+
+/**
+ * The last value of a field and its JSON, for the fields that repeat from one request to the next (route,
+ * upstream, host, method, client address): a repeated value costs a string comparison.
+ */
+class Quoted {
+  private value: string | null = null;
+  private json = 'null';
+
+  of(value: string | null): string {
+    if (value !== this.value) {
+      this.value = value;
+      this.json = value === null ? 'null' : quoted(value);
+    }
+    return this.json;
+  }
+}
+
+const method = new Quoted();
+const host = new Quoted();
+const route = new Quoted();
+const upstream = new Quoted();
+const clientIp = new Quoted();
+
 /**
  * An access record as pino writes it with `logger.info(record, 'access')` from a logger with `base`
  * bindings and the default level and time formats: level, time, the bindings, the record's fields
@@ -89,15 +120,14 @@ const FLUSH_MS = 100;
  * access-log.test.ts compares the two over generated records.
  */
 export function accessLine(record: AccessRecord, time: number, bindings: string): string {
-  const { method, host, clientIp } = record;
   return (
-    `{"level":30,"time":${time}${bindings},"requestId":${JSON.stringify(record.requestId)}` +
-    (method === undefined ? '' : `,"method":${JSON.stringify(method)}`) +
-    `,"path":${JSON.stringify(record.path)},"protocol":"${record.protocol}"` +
-    (host === undefined ? '' : `,"host":${JSON.stringify(host)}`) +
-    `,"route":${JSON.stringify(record.route)},"upstream":${JSON.stringify(record.upstream)},"status":${record.status},"bytes":${record.bytes},"durationMs":${record.durationMs}` +
-    (clientIp === undefined ? '' : `,"clientIp":${JSON.stringify(clientIp)}`) +
-    (record.consumer === undefined ? '' : `,"consumer":${JSON.stringify(record.consumer)}`) +
+    `{"level":30,"time":${time}${bindings},"requestId":${quoted(record.requestId)}` +
+    (record.method === undefined ? '' : `,"method":${method.of(record.method)}`) +
+    `,"path":${quoted(record.path)},"protocol":"${record.protocol}"` +
+    (record.host === undefined ? '' : `,"host":${host.of(record.host)}`) +
+    `,"route":${route.of(record.route)},"upstream":${upstream.of(record.upstream)},"status":${record.status},"bytes":${record.bytes},"durationMs":${record.durationMs}` +
+    (record.clientIp === undefined ? '' : `,"clientIp":${clientIp.of(record.clientIp)}`) +
+    (record.consumer === undefined ? '' : `,"consumer":${quoted(record.consumer)}`) +
     (record.grpcStatus === undefined ? '' : `,"grpcStatus":${record.grpcStatus}`) +
     (record.aborted ? ',"aborted":true' : '') +
     ',"msg":"access"}\n'
@@ -119,11 +149,14 @@ export class AccessLineWriter {
   constructor(private readonly fd: number) {}
 
   write(line: string): void {
-    const bytes = Buffer.byteLength(line);
-    if (this.length + bytes > BATCH_BYTES) this.flush();
-    if (bytes > BATCH_BYTES) {
-      writeAll(this.fd, Buffer.from(line));
-      return;
+    // A UTF-16 code unit is at most 3 bytes of UTF-8: a line that surely fits is not measured first.
+    if (this.length + line.length * 3 > BATCH_BYTES) {
+      const bytes = Buffer.byteLength(line);
+      if (this.length + bytes > BATCH_BYTES) this.flush();
+      if (bytes > BATCH_BYTES) {
+        writeAll(this.fd, Buffer.from(line));
+        return;
+      }
     }
     this.length += this.buffer.write(line, this.length);
     if (this.timer === null) {

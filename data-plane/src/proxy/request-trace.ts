@@ -33,7 +33,7 @@ export interface RequestTracer {
   handshake(req: IncomingMessage, requestId: string): HandshakeTrace;
 }
 
-function notRecording(): void {}
+export function notRecording(): void {}
 
 /**
  * Tracing off: propagation only. A continued trace keeps the client's flags; a started one is

@@ -83,15 +83,17 @@ build_echo_image() {
   command -v buildah >/dev/null 2>&1 || die "buildah is not installed (Debian package buildah)"
   local out="$WORK_DIR/echo-basic" ctr
   (cd "$WORK_DIR" && go build -trimpath -ldflags="-buildid= -s -w" -o "$out" sigs.k8s.io/gateway-api/conformance/echo-basic)
-  # As upstream's Dockerfile.echo-basic: the binary alone at /, run as nonroot (65532).
-  local b=(buildah --storage-driver vfs)
+  # As upstream's Dockerfile.echo-basic: the binary alone at /, run as nonroot (65532). A storage of its own,
+  # so as not to meet other builds' buildah storage.
+  local b=(buildah --storage-driver vfs --root "$WORK_DIR/storage" --runroot "$WORK_DIR/runroot")
   ctr="$("${b[@]}" from scratch)"
-  trap '"${b[@]}" rm "$ctr" >/dev/null 2>&1 || true' RETURN
-  "${b[@]}" add --chmod 0755 "$ctr" "$out" /echo-basic
+  "${b[@]}" add --chmod 0755 "$ctr" "$out" /echo-basic >/dev/null
   "${b[@]}" config --entrypoint '["/echo-basic"]' --user 65532:65532 --workingdir / "$ctr"
   "${b[@]}" commit --quiet "$ctr" "$ECHO_IMAGE" >/dev/null
+  "${b[@]}" rm "$ctr" >/dev/null
   rm -f "$IMAGES_DIR/echo-basic.oci.tar.tmp"
-  "${b[@]}" push --quiet "$ECHO_IMAGE" "oci-archive:$IMAGES_DIR/echo-basic.oci.tar.tmp:$ECHO_IMAGE"
+  "${b[@]}" push --quiet "$ECHO_IMAGE" "oci-archive:$IMAGES_DIR/echo-basic.oci.tar.tmp:$ECHO_IMAGE" >/dev/null
+  "${b[@]}" rmi "$ECHO_IMAGE" >/dev/null
   mv -f "$IMAGES_DIR/echo-basic.oci.tar.tmp" "$IMAGES_DIR/echo-basic.oci.tar"
 }
 

@@ -221,7 +221,7 @@ describe('listener allowedRoutes', () => {
   });
 
   test('namespaces.from: Same (the default) admits the Gateway\'s namespace only, All any, Selector those whose labels it selects', () => {
-    const labels = (ns: string) => ({ a: { team: 'red', tier: 'web' }, b: { team: 'blue' } })[ns];
+    const labels = (ns: string) => ({ a: { team: 'red', tier: 'web' }, b: { team: 'blue' } } as Record<string, Record<string, string>>)[ns];
     const admits = (namespaces: NonNullable<Listener['allowedRoutes']>['namespaces'], ns: string) => allows(listener(namespaces && { namespaces }), 'HTTPRoute', ns, 'gw', labels);
     expect([admits(undefined, 'gw'), admits(undefined, 'a'), admits({ from: 'Same' }, 'a')]).toEqual([true, false, false]);
     expect([admits({ from: 'All' }, 'a'), admits({ from: 'All' }, 'gw')]).toEqual([true, true]);

@@ -9,6 +9,9 @@
 #       the suite's echo backend, a static binary alone in an OCI image archive, named
 #       exactly as the suite's manifests (conformance/base/manifests.yaml) name it, for
 #       `ctr -n k8s.io images import`.
+#   ${GATEHOUSE_IMAGES_DIR:-$HOME/.cache/gatehouse/images}/conformance-coredns.oci.tar
+#       CoreDNS at the version and under the name those manifests give it (a DNS backend the
+#       suite deploys with the others; its namespace must be Ready before any test runs).
 #
 # Why build instead of pull: the only reachable sources are package registries.
 # Idempotent like scripts/test-tools.sh: what exists with the same stamp is left alone.
@@ -23,6 +26,8 @@ set -euo pipefail
 GATEWAY_API_VERSION="v1.4.1"
 # The echo backend's image name in that release's conformance/base/manifests.yaml.
 ECHO_IMAGE="gcr.io/k8s-staging-gateway-api/echo-basic:v20240412-v1.0.0-394-g40c666fd"
+COREDNS_VERSION="v1.12.2"
+COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$COREDNS_VERSION"
 # Bump when the way something is built changes, so cached results get rebuilt.
 RECIPE="1"
 
@@ -79,43 +84,59 @@ build_suite() {
   mv -f "$BIN_DIR/gateway-conformance.test.tmp" "$BIN_DIR/gateway-conformance.test"
 }
 
-build_echo_image() {
-  command -v buildah >/dev/null 2>&1 || die "buildah is not installed (Debian package buildah)"
-  local out="$WORK_DIR/echo-basic" ctr
-  (cd "$WORK_DIR" && go build -trimpath -ldflags="-buildid= -s -w" -o "$out" sigs.k8s.io/gateway-api/conformance/echo-basic)
-  # As upstream's Dockerfile.echo-basic: the binary alone at /, run as nonroot (65532). A storage of its own,
-  # so as not to meet other builds' buildah storage.
+# A static binary alone in an image: name, binary, image path, then buildah config flags.
+package_image() {
+  local name="$1" bin="$2" path="$3" archive="$4" ctr
+  shift 4
+  # A storage of its own, so as not to meet other builds' buildah storage.
   local b=(buildah --storage-driver vfs --root "$WORK_DIR/storage" --runroot "$WORK_DIR/runroot")
   ctr="$("${b[@]}" from scratch)"
-  "${b[@]}" add --chmod 0755 "$ctr" "$out" /echo-basic >/dev/null
-  "${b[@]}" config --entrypoint '["/echo-basic"]' --user 65532:65532 --workingdir / "$ctr"
-  "${b[@]}" commit --quiet "$ctr" "$ECHO_IMAGE" >/dev/null
+  "${b[@]}" add --chmod 0755 "$ctr" "$bin" "$path" >/dev/null
+  "${b[@]}" config "$@" "$ctr"
+  "${b[@]}" commit --quiet "$ctr" "$name" >/dev/null
   "${b[@]}" rm "$ctr" >/dev/null
-  rm -f "$IMAGES_DIR/echo-basic.oci.tar.tmp"
-  "${b[@]}" push --quiet "$ECHO_IMAGE" "oci-archive:$IMAGES_DIR/echo-basic.oci.tar.tmp:$ECHO_IMAGE" >/dev/null
-  "${b[@]}" rmi "$ECHO_IMAGE" >/dev/null
-  mv -f "$IMAGES_DIR/echo-basic.oci.tar.tmp" "$IMAGES_DIR/echo-basic.oci.tar"
+  rm -f "$archive.tmp"
+  "${b[@]}" push --quiet "$name" "oci-archive:$archive.tmp:$name" >/dev/null
+  "${b[@]}" rmi "$name" >/dev/null
+  mv -f "$archive.tmp" "$archive"
+}
+
+build_echo_image() {
+  command -v buildah >/dev/null 2>&1 || die "buildah is not installed (Debian package buildah)"
+  (cd "$WORK_DIR" && go build -trimpath -ldflags="-buildid= -s -w" -o "$WORK_DIR/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic)
+  # As upstream's Dockerfile.echo-basic: the binary alone at /, run as nonroot (65532).
+  package_image "$ECHO_IMAGE" "$WORK_DIR/echo-basic" /echo-basic "$IMAGES_DIR/echo-basic.oci.tar" --entrypoint '["/echo-basic"]' --user 65532:65532 --workingdir /
+}
+
+build_coredns_image() {
+  command -v buildah >/dev/null 2>&1 || die "buildah is not installed (Debian package buildah)"
+  local dir="$WORK_DIR/coredns"
+  mkdir -p "$dir"
+  printf 'module gatehouse.local/tools/conformance-coredns\n\ngo %s\n\nrequire github.com/coredns/coredns %s\n' "$GO_LANG" "$COREDNS_VERSION" >"$dir/go.mod"
+  (cd "$dir" && go build -trimpath -ldflags="-s -w" -o "$dir/coredns.bin" github.com/coredns/coredns)
+  # As upstream's image: /coredns the entrypoint, the Corefile given by the Deployment's args.
+  package_image "$COREDNS_IMAGE" "$dir/coredns.bin" /coredns "$IMAGES_DIR/conformance-coredns.oci.tar" --entrypoint '["/coredns"]'
 }
 
 # --- main -------------------------------------------------------------------
 suite_stamp="$BIN_DIR/.gateway-conformance.test.stamp"
 echo_stamp="$IMAGES_DIR/.echo-basic.stamp"
-if cached "$BIN_DIR/gateway-conformance.test" "$suite_stamp" "$GATEWAY_API_VERSION" && cached "$IMAGES_DIR/echo-basic.oci.tar" "$echo_stamp" "$ECHO_IMAGE"; then
-  echo "conformance-tools: suite and echo image $GATEWAY_API_VERSION cached"
+coredns_stamp="$IMAGES_DIR/.conformance-coredns.stamp"
+if cached "$BIN_DIR/gateway-conformance.test" "$suite_stamp" "$GATEWAY_API_VERSION" && cached "$IMAGES_DIR/echo-basic.oci.tar" "$echo_stamp" "$ECHO_IMAGE" &&
+  cached "$IMAGES_DIR/conformance-coredns.oci.tar" "$coredns_stamp" "$COREDNS_IMAGE"; then
+  echo "conformance-tools: suite $GATEWAY_API_VERSION and its images cached"
   exit 0
 fi
 wrapper_module
-if cached "$BIN_DIR/gateway-conformance.test" "$suite_stamp" "$GATEWAY_API_VERSION"; then
-  echo "conformance-tools: suite $GATEWAY_API_VERSION cached ($BIN_DIR/gateway-conformance.test)"
-else
-  rm -f "$suite_stamp"
-  timed "conformance suite $GATEWAY_API_VERSION" build_suite
-  want_stamp "$GATEWAY_API_VERSION" >"$suite_stamp"
-fi
-if cached "$IMAGES_DIR/echo-basic.oci.tar" "$echo_stamp" "$ECHO_IMAGE"; then
-  echo "conformance-tools: $ECHO_IMAGE cached ($IMAGES_DIR/echo-basic.oci.tar)"
-else
-  rm -f "$echo_stamp"
-  timed "$ECHO_IMAGE" build_echo_image
-  want_stamp "$ECHO_IMAGE" >"$echo_stamp"
-fi
+for spec in "$BIN_DIR/gateway-conformance.test|$suite_stamp|$GATEWAY_API_VERSION|build_suite" \
+  "$IMAGES_DIR/echo-basic.oci.tar|$echo_stamp|$ECHO_IMAGE|build_echo_image" \
+  "$IMAGES_DIR/conformance-coredns.oci.tar|$coredns_stamp|$COREDNS_IMAGE|build_coredns_image"; do
+  IFS='|' read -r file stamp version fn <<<"$spec"
+  if cached "$file" "$stamp" "$version"; then
+    echo "conformance-tools: $version cached ($file)"
+    continue
+  fi
+  rm -f "$stamp"
+  timed "$version" "$fn"
+  want_stamp "$version" >"$stamp"
+done

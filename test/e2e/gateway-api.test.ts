@@ -448,9 +448,12 @@ test('Gateways and routes in other namespaces: allowedRoutes Same (the default),
     { what: 'infra/shared listeners', timeoutMs: 20_000, details: logs },
   );
   expect(Object.fromEntries(listeners.map((l) => [l.name, l.attachedRoutes]))).toEqual({ same: 1, all: 3, red: 1 });
-  // Relabelling a namespace moves its route: team-blue joins the red listener.
+  // Relabelling a namespace moves its route: team-blue joins the red listener (team-red's route, which would
+  // hold the identical match there, removed first).
+  await admin.objects.delete({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'multi', namespace: 'team-red' } });
   await admin.objects.patch({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-blue', labels: { team: 'red' } } }, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
   await pollUntil(async () => ((await verdicts('team-blue')).red === 'Accepted' ? true : undefined), { what: 'team-blue admitted by the selector', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await reached('red.test')) === 2 ? true : undefined), { what: 'red.test served by team-blue', timeoutMs: 20_000, details: logs });
 });
 
 test('a backendRef to another namespace: RefNotPermitted and 500 without a ReferenceGrant there; served once a grant allows it, refused again when it goes', async () => {
@@ -496,4 +499,57 @@ test("Gateway status.addresses: the data planes' Service's cluster IP (GATEWAY_A
     { what: 'gw status.addresses', timeoutMs: 20_000, details: logs },
   );
   expect(addresses).toEqual([{ type: 'IPAddress', value: svc.spec!.clusterIP }]);
+});
+
+test('a parentRef whose sectionName or port names no listener of the Gateway is Accepted False NoMatchingParent', async () => {
+  await backend('unmatched', [2]);
+  const parent = (extra: Record<string, unknown>) =>
+    ({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: `unmatched-${Object.keys(extra)[0].toLowerCase()}`, namespace: NAMESPACE }, spec: { parentRefs: [{ name: 'gw', ...extra }], rules: [{ backendRefs: [ref('unmatched')] }] } }) as KubernetesObject;
+  await createObject(admin, parent({ sectionName: 'no-such-listener' }));
+  await createObject(admin, parent({ port: 8080 }));
+  expect(await condition('unmatched-sectionname', 'Accepted')).toMatchObject({ status: 'False', reason: 'NoMatchingParent', message: 'Gateway gw has no listener named no-such-listener' });
+  expect(await condition('unmatched-port', 'Accepted')).toMatchObject({ status: 'False', reason: 'NoMatchingParent', message: 'Gateway gw has no listener on port 8080' });
+});
+
+test("every condition's observedGeneration follows a spec change of the route and of the Gateway", async () => {
+  await backend('gen', [2]);
+  await createObject(admin, route('gen', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-a' } }], backendRefs: [ref('gen')] }] }));
+  await answered('/gen-a', 200);
+  await admin.objects.patch(
+    { apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'gen', namespace: NAMESPACE }, spec: { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-b' } }], backendRefs: [ref('gen')] }] } },
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    PatchStrategy.MergePatch,
+  );
+  await answered('/gen-b', 200);
+  const generations = await pollUntil(
+    async () => {
+      const conditions = (await routeStatus('gen'))[0]?.conditions ?? [];
+      return conditions.length === 2 && conditions.every((c) => c.observedGeneration === 2) ? conditions : undefined;
+    },
+    { what: 'gen conditions at generation 2', timeoutMs: 20_000, details: logs },
+  );
+  expect(generations.map((c) => c.type).sort()).toEqual(['Accepted', 'ResolvedRefs']);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'gen-gw', namespace: NAMESPACE }, spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'a', protocol: 'HTTP', port: 80 }] } } as KubernetesObject);
+  await admin.objects.patch(
+    { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'gen-gw', namespace: NAMESPACE }, spec: { listeners: [{ name: 'b', protocol: 'HTTP', port: 80 }] } },
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    PatchStrategy.MergePatch,
+  );
+  const gw = await pollUntil(
+    async () => {
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gen-gw' })) as {
+        status?: { conditions?: Array<{ observedGeneration: number }>; listeners?: Array<{ name: string; conditions: Array<{ observedGeneration: number }> }> };
+      };
+      const all = [...(got.status?.conditions ?? []), ...(got.status?.listeners ?? []).flatMap((l) => l.conditions)];
+      return got.status?.listeners?.[0]?.name === 'b' && all.every((c) => c.observedGeneration === 2) ? got.status : undefined;
+    },
+    { what: 'gen-gw conditions at generation 2', timeoutMs: 20_000, details: logs },
+  );
+  expect(gw.listeners).toHaveLength(1);
 });

@@ -124,16 +124,21 @@ export function startGatewayApi(deps: {
       const hosts: Array<string | undefined> = [];
       const listenersOf = refs.map((ref) => {
         const gw = gatewayOf(ref)!;
-        const listeners = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && allows(l, kind, routeNs, gw.metadata.namespace, labelsOf));
+        // sectionName and port pick listeners; none picked is NoMatchingParent, none of those admitting it NotAllowedByListeners.
+        const named = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && (ref.port === undefined || l.port === ref.port));
+        const listeners = named.filter((l) => allows(l, kind, routeNs, gw.metadata.namespace, labelsOf));
         hosts.push(...listeners.map((l) => l.hostname));
-        return { ref, gw, listeners };
+        return { ref, gw, named, listeners };
       });
       const translated = translateRoute(route, hosts, serviceExists, kind, (to, name) => referenceGranted(grantList, kind, routeNs, to, name));
-      for (const { ref, gw, listeners } of listenersOf) {
+      for (const { ref, gw, named, listeners } of listenersOf) {
+        const which = [ref.sectionName && `named ${ref.sectionName}`, ref.port !== undefined && `on port ${ref.port}`].filter(Boolean).join(' ');
         const accepted: Condition =
-          listeners.length === 0
-            ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${ref.sectionName ? ` named ${ref.sectionName}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace` }
-            : translated.accepted;
+          named.length === 0
+            ? { type: 'Accepted', status: 'False', reason: 'NoMatchingParent', message: `Gateway ${gw.metadata.name} has no listener ${which}` }
+            : listeners.length === 0
+              ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${which ? ` ${which}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace` }
+              : translated.accepted;
         verdict.parents.push({ ref, accepted, resolvedRefs: translated.resolvedRefs });
         const key = (l: { name: string }) => `${gw.metadata.namespace}/${gw.metadata.name}/${l.name}`;
         if (accepted.status === 'True') for (const l of listeners) attached.set(key(l), (attached.get(key(l)) ?? 0) + 1);

@@ -126,7 +126,7 @@ export function referenceGranted(grants: readonly ReferenceGrantObject[], kind: 
 export interface HTTPRouteObject {
   metadata: { name: string; namespace: string; generation?: number; creationTimestamp?: string | Date };
   spec: {
-    parentRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string; sectionName?: string }>;
+    parentRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string; sectionName?: string; port?: number }>;
     hostnames?: string[];
     rules?: HTTPRouteRule[];
   };

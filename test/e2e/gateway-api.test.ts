@@ -273,18 +273,21 @@ test("a route whose parentRef names another class's Gateway is ignored (no traff
   expect(await routeStatus('foreign')).toEqual([]);
 });
 
-test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes; status is not rewritten in a loop', async () => {
+test('GatewayClass Accepted with its supportedFeatures; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes; status is not rewritten in a loop', async () => {
   await backend('attached', [2]);
   await createObject(admin, route('attached', { rules: [{ backendRefs: [ref('attached')] }], hostnames: ['attached.test'] }));
   await answered('/anything', 200, { host: 'attached.test' });
   const gc = await pollUntil(
     async () => {
-      const got = (await admin.custom.getClusterCustomObject({ group: GROUP, version: 'v1', plural: 'gatewayclasses', name: 'gatehouse' })) as { status?: { conditions?: Array<{ type: string; status: string }> } };
-      return got.status?.conditions?.find((c) => c.type === 'Accepted' && c.status === 'True');
+      const got = (await admin.custom.getClusterCustomObject({ group: GROUP, version: 'v1', plural: 'gatewayclasses', name: 'gatehouse' })) as {
+        status?: { conditions?: Array<{ type: string; status: string }>; supportedFeatures?: Array<{ name: string }> };
+      };
+      return got.status?.conditions?.find((c) => c.type === 'Accepted' && c.status === 'True') ? got.status : undefined;
     },
     { what: 'GatewayClass Accepted', timeoutMs: 20_000, details: logs },
   );
-  expect(gc).toBeDefined();
+  // The core features of what is served, sorted as the field asks (the conformance suite can read them from here).
+  expect(gc.supportedFeatures).toEqual([{ name: 'GRPCRoute' }, { name: 'Gateway' }, { name: 'HTTPRoute' }, { name: 'ReferenceGrant' }]);
   const gw = await pollUntil(
     async () => {
       const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {

@@ -19,6 +19,11 @@ import { allows, GROUP, listenerKinds, referenceGranted, translateRoute, type Co
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
+/**
+ * The conformance features (Gateway API's names, sorted as the field asks) a GatewayClass of ours declares in
+ * `status.supportedFeatures`: the core ones of what is served. Extended ones are added as the suite passes them.
+ */
+const SUPPORTED_FEATURES = ['GRPCRoute', 'Gateway', 'HTTPRoute', 'ReferenceGrant'];
 /** Status is looked at again this often: a new leader writes what its predecessor had not. */
 const RESYNC_MS = 10_000;
 
@@ -184,7 +189,7 @@ export function startGatewayApi(deps: {
     const writes: Array<Promise<void>> = [];
     for (const c of ours) {
       const conditions = [cond(c.metadata.generation, { type: 'Accepted', status: 'True', reason: 'Accepted', message: `accepted by ${controllerName}` })];
-      writes.push(put('gatewayclasses', c as never, { conditions }, true));
+      writes.push(put('gatewayclasses', c as never, { conditions, supportedFeatures: SUPPORTED_FEATURES.map((name) => ({ name })) }, true));
     }
     for (const gw of gws) {
       const listeners = (gw.spec.listeners ?? []).map((l) => {

@@ -78,8 +78,8 @@ export interface KubernetesConfig {
   identity: string;
   /** DISCOVERY_NAMESPACES: namespaces besides its own where a `k8s://` target may name a Service. */
   discoveryNamespaces: string[];
-  /** GATEWAY_API=true: the controllerName (GATEWAY_CONTROLLER_NAME) of the GatewayClasses whose HTTPRoutes are served; null = off. */
-  gatewayApi: { controllerName: string } | null;
+  /** GATEWAY_API=true: the controllerName (GATEWAY_CONTROLLER_NAME) of the GatewayClasses whose routes are served, and the data planes' Service (GATEWAY_ADDRESS_SERVICE) whose addresses Gateways get; null = off. */
+  gatewayApi: { controllerName: string; addressService: string | null } | null;
 }
 
 function invalid(name: string, message: string): GatehouseError {
@@ -188,7 +188,9 @@ function gatewayApi(env: NodeJS.ProcessEnv): KubernetesConfig['gatewayApi'] {
   if (on !== 'true' && on !== 'false') throw invalid('GATEWAY_API', 'must be "true" or "false"');
   const controllerName = env.GATEWAY_CONTROLLER_NAME || 'gatehouse.dev/gateway-controller';
   if (controllerName.length > 253 || !CONTROLLER_NAME.test(controllerName)) throw invalid('GATEWAY_CONTROLLER_NAME', `must be a domain-prefixed path (e.g. gatehouse.dev/gateway-controller), got "${controllerName}"`);
-  return on === 'true' ? { controllerName } : null;
+  const addressService = env.GATEWAY_ADDRESS_SERVICE || null;
+  if (addressService !== null && !/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(addressService)) throw invalid('GATEWAY_ADDRESS_SERVICE', `must be a Service name, got "${addressService}"`);
+  return on === 'true' ? { controllerName, addressService } : null;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {

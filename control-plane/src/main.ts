@@ -106,6 +106,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
           kubeConfig: opened.kubeConfig,
           namespace: opened.store.namespace,
           controllerName: config.kubernetes.gatewayApi.controllerName,
+          addressService: config.kubernetes.gatewayApi.addressService,
           store,
           served,
           isLeader: () => controller?.isLeader() ?? false,

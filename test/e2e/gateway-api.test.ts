@@ -11,7 +11,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { jest } from '@jest/globals';
-import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import { loadAllYaml, PatchStrategy, type KubernetesObject, type V1Service } from '@kubernetes/client-node';
 import { createAdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { controlPlaneIdentity, createObject, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
@@ -61,13 +61,13 @@ async function installGatewayCrds(): Promise<void> {
 }
 
 /** Service `name` (port 8080 "http") with one EndpointSlice per upstream index. */
-async function backend(name: string, indexes: number[], portOf = (i: number) => upstreams[i].port): Promise<void> {
-  await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: NAMESPACE }, spec: { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] } } as KubernetesObject);
+async function backend(name: string, indexes: number[], portOf = (i: number) => upstreams[i].port, namespace = NAMESPACE): Promise<void> {
+  await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] } } as KubernetesObject);
   for (const i of indexes) {
     await createObject(admin, {
       apiVersion: 'discovery.k8s.io/v1',
       kind: 'EndpointSlice',
-      metadata: { name: `${name}-${i}`, namespace: NAMESPACE, labels: { 'kubernetes.io/service-name': name } },
+      metadata: { name: `${name}-${i}`, namespace, labels: { 'kubernetes.io/service-name': name } },
       addressType: 'IPv4',
       ports: [{ name: 'http', port: portOf(i), protocol: 'TCP' }],
       endpoints: [{ addresses: [ADDRESS], conditions: { ready: true } }],
@@ -83,13 +83,17 @@ const ref = (name: string, weight?: number) => ({ name, port: 8080, ...(weight !
 const grpcRoute = (name: string, spec: Record<string, unknown>, gateway = 'gw') =>
   ({ apiVersion: `${GROUP}/v1`, kind: 'GRPCRoute', metadata: { name, namespace: NAMESPACE }, spec: { parentRefs: [{ name: gateway }], ...spec } }) as KubernetesObject;
 
-async function routeStatus(name: string, plural = 'httproutes'): Promise<Array<{ controllerName: string; conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }> }>> {
-  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural, name })) as { status?: { parents?: [] } };
+async function routeStatus(name: string, plural = 'httproutes', namespace = NAMESPACE): Promise<Array<{ controllerName: string; parentRef: { name: string; sectionName?: string }; conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }> }>> {
+  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace, plural, name })) as { status?: { parents?: [] } };
   return got.status?.parents ?? [];
 }
 
-async function condition(name: string, type: string, plural = 'httproutes'): Promise<{ status: string; reason: string; message: string }> {
-  return pollUntil(async () => (await routeStatus(name, plural))[0]?.conditions.find((c) => c.type === type) as { status: string; reason: string; message: string } | undefined, { what: `${name} ${type}`, timeoutMs: 20_000, details: logs });
+async function condition(name: string, type: string, plural = 'httproutes', namespace = NAMESPACE): Promise<{ status: string; reason: string; message: string }> {
+  return pollUntil(async () => (await routeStatus(name, plural, namespace))[0]?.conditions.find((c) => c.type === type) as { status: string; reason: string; message: string } | undefined, {
+    what: `${namespace}/${name} ${type}`,
+    timeoutMs: 20_000,
+    details: logs,
+  });
 }
 
 async function gatewayListeners(name: string): Promise<Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[]; conditions: Array<{ type: string; status: string; reason: string }> }>> {
@@ -138,7 +142,7 @@ beforeAll(async () => {
   cpKubeconfig = identity.kubeconfig;
   cp = await startControlPlane({
     name: 'cp',
-    env: { STORE: 'kubernetes', GATEWAY_API: 'true', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+    env: { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'gatehouse-data-plane', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
   });
   dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
   // Started before the Gateway API CRDs exist: it must log that and keep serving our own CRDs.
@@ -247,12 +251,15 @@ test('a RequestRedirect answers the redirect without a backend', async () => {
   expect(res.headers.location).toBe('https://new.example.com/moved/x');
 });
 
-test('a RegularExpression path is Accepted False UnsupportedValue; a missing Service is ResolvedRefs False BackendNotFound', async () => {
+test('a RegularExpression path is Accepted False UnsupportedValue; a missing Service is ResolvedRefs False BackendNotFound and answered 500', async () => {
   await backend('regex', [2]);
   await createObject(admin, route('regex', { rules: [{ matches: [{ path: { type: 'RegularExpression', value: '/re/.*' } }], backendRefs: [ref('regex')] }] }));
   expect(await condition('regex', 'Accepted')).toMatchObject({ status: 'False', reason: 'UnsupportedValue' });
   await createObject(admin, route('ghost', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/ghost' } }], backendRefs: [ref('no-such-service')] }] }));
   expect(await condition('ghost', 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'BackendNotFound' });
+  // Its only backend is invalid: the rule's requests are answered 500 (not 404 as no route, not 503).
+  const res = await answered('/ghost/x', 500);
+  expect(JSON.parse(res.body.toString())).toBe('no valid backend for this route rule');
   expect((await dp.request('GET', '/re/x')).status).toBe(404);
 });
 
@@ -266,18 +273,21 @@ test("a route whose parentRef names another class's Gateway is ignored (no traff
   expect(await routeStatus('foreign')).toEqual([]);
 });
 
-test('GatewayClass Accepted; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes; status is not rewritten in a loop', async () => {
+test('GatewayClass Accepted with its supportedFeatures; Gateway Accepted, Programmed, its listener with supportedKinds and attachedRoutes; status is not rewritten in a loop', async () => {
   await backend('attached', [2]);
   await createObject(admin, route('attached', { rules: [{ backendRefs: [ref('attached')] }], hostnames: ['attached.test'] }));
   await answered('/anything', 200, { host: 'attached.test' });
   const gc = await pollUntil(
     async () => {
-      const got = (await admin.custom.getClusterCustomObject({ group: GROUP, version: 'v1', plural: 'gatewayclasses', name: 'gatehouse' })) as { status?: { conditions?: Array<{ type: string; status: string }> } };
-      return got.status?.conditions?.find((c) => c.type === 'Accepted' && c.status === 'True');
+      const got = (await admin.custom.getClusterCustomObject({ group: GROUP, version: 'v1', plural: 'gatewayclasses', name: 'gatehouse' })) as {
+        status?: { conditions?: Array<{ type: string; status: string }>; supportedFeatures?: Array<{ name: string }> };
+      };
+      return got.status?.conditions?.find((c) => c.type === 'Accepted' && c.status === 'True') ? got.status : undefined;
     },
     { what: 'GatewayClass Accepted', timeoutMs: 20_000, details: logs },
   );
-  expect(gc).toBeDefined();
+  // The core features of what is served, sorted as the field asks (the conformance suite can read them from here).
+  expect(gc.supportedFeatures).toEqual([{ name: 'GRPCRoute' }, { name: 'Gateway' }, { name: 'HTTPRoute' }, { name: 'ReferenceGrant' }]);
   const gw = await pollUntil(
     async () => {
       const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {
@@ -381,4 +391,168 @@ test('allowedRoutes.kinds GRPCRoute: an HTTPRoute on that listener is Accepted F
   expect(listeners[0].supportedKinds).toEqual([{ group: GROUP, kind: 'GRPCRoute' }]);
   expect(listeners[1]).toMatchObject({ name: 'tcp-kind', supportedKinds: [], attachedRoutes: 0 });
   expect(listeners[1].conditions.find((c) => c.type === 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'InvalidRouteKinds' });
+});
+
+const namespace = (name: string, labels: Record<string, string> = {}) => createObject(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } } as KubernetesObject);
+
+test('Gateways and routes in other namespaces: allowedRoutes Same (the default), All and Selector admit by the route namespace; attachedRoutes counts per listener', async () => {
+  await namespace('infra');
+  await namespace('team-red', { team: 'red' });
+  await namespace('team-blue', { team: 'blue' });
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Gateway',
+    metadata: { name: 'shared', namespace: 'infra' },
+    spec: {
+      gatewayClassName: 'gatehouse',
+      listeners: [
+        { name: 'same', protocol: 'HTTP', port: 80, hostname: 'same.test' },
+        { name: 'all', protocol: 'HTTP', port: 80, hostname: 'all.test', allowedRoutes: { namespaces: { from: 'All' } } },
+        { name: 'red', protocol: 'HTTP', port: 80, hostname: 'red.test', allowedRoutes: { namespaces: { from: 'Selector', selector: { matchLabels: { team: 'red' } } } } },
+      ],
+    },
+  } as KubernetesObject);
+  for (const [ns, i] of [['infra', 0], ['team-red', 1], ['team-blue', 2]] as const) {
+    await backend('echo', [i], undefined, ns);
+    await createObject(admin, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'HTTPRoute',
+      metadata: { name: 'multi', namespace: ns },
+      spec: { parentRefs: ['same', 'all', 'red'].map((sectionName) => ({ name: 'shared', namespace: 'infra', sectionName })), rules: [{ backendRefs: [ref('echo')] }] },
+    } as KubernetesObject);
+  }
+  // Which namespace's route each listener hostname reaches (its upstream), and which it refuses.
+  const reached = async (host: string) => {
+    const before = upstreams.map((u) => u.requests.length);
+    const res = await dp.request('GET', '/multi', { headers: { host } });
+    return res.status === 200 ? upstreams.findIndex((u, j) => u.requests.length > before[j]) : res.status;
+  };
+  await pollUntil(async () => ((await reached('red.test')) === 1 ? true : undefined), { what: 'red.test served by team-red', timeoutMs: 20_000, details: logs });
+  expect(await reached('same.test')).toBe(0);
+  expect(await reached('red.test')).toBe(1);
+  const verdicts = async (ns: string) =>
+    pollUntil(
+      async () => {
+        const parents = await routeStatus('multi', 'httproutes', ns);
+        return parents.length === 3 ? Object.fromEntries(parents.map((p) => [p.parentRef.sectionName, p.conditions.find((c) => c.type === 'Accepted')!.reason])) : undefined;
+      },
+      { what: `${ns}/multi status`, timeoutMs: 20_000, details: logs },
+    );
+  expect(await verdicts('infra')).toEqual({ same: 'Accepted', all: 'Accepted', red: 'NotAllowedByListeners' });
+  expect(await verdicts('team-red')).toEqual({ same: 'NotAllowedByListeners', all: 'Accepted', red: 'Accepted' });
+  expect(await verdicts('team-blue')).toEqual({ same: 'NotAllowedByListeners', all: 'Accepted', red: 'NotAllowedByListeners' });
+  // all.test takes the routes of all three namespaces; the oldest holds the identical match.
+  expect([0, 1, 2]).toContain(await reached('all.test'));
+  const listeners = await pollUntil(
+    async () => {
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: 'infra', plural: 'gateways', name: 'shared' })) as { status?: { listeners?: Array<{ name: string; attachedRoutes: number }> } };
+      return got.status?.listeners?.length === 3 ? got.status.listeners : undefined;
+    },
+    { what: 'infra/shared listeners', timeoutMs: 20_000, details: logs },
+  );
+  expect(Object.fromEntries(listeners.map((l) => [l.name, l.attachedRoutes]))).toEqual({ same: 1, all: 3, red: 1 });
+  // Relabelling a namespace moves its route: team-blue joins the red listener (team-red's route, which would
+  // hold the identical match there, removed first).
+  await admin.objects.delete({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'multi', namespace: 'team-red' } });
+  await admin.objects.patch({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-blue', labels: { team: 'red' } } }, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
+  await pollUntil(async () => ((await verdicts('team-blue')).red === 'Accepted' ? true : undefined), { what: 'team-blue admitted by the selector', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await reached('red.test')) === 2 ? true : undefined), { what: 'red.test served by team-blue', timeoutMs: 20_000, details: logs });
+});
+
+test('a backendRef to another namespace: RefNotPermitted and 500 without a ReferenceGrant there; served once a grant allows it, refused again when it goes', async () => {
+  await namespace('shop');
+  await namespace('payments');
+  await backend('pay', [1], undefined, 'payments');
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'shop-gw', namespace: 'shop' }, spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'http', protocol: 'HTTP', port: 80, hostname: 'shop.test' }] } } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'HTTPRoute',
+    metadata: { name: 'checkout', namespace: 'shop' },
+    spec: { parentRefs: [{ name: 'shop-gw' }], rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/checkout' } }], backendRefs: [{ name: 'pay', namespace: 'payments', port: 8080 }] }] },
+  } as KubernetesObject);
+  expect(await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).toMatchObject({ status: 'False', reason: 'RefNotPermitted' });
+  const before = upstreams[1].requests.length;
+  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 500 ? true : undefined), { what: '/checkout 500', timeoutMs: 20_000, details: logs });
+  expect(upstreams[1].requests.length).toBe(before);
+  // A grant for another Service, or from another namespace, does not allow it.
+  const grant = (name: string, fromNamespace: string, to: Record<string, string>) =>
+    ({ apiVersion: `${GROUP}/v1beta1`, kind: 'ReferenceGrant', metadata: { name, namespace: 'payments' }, spec: { from: [{ group: GROUP, kind: 'HTTPRoute', namespace: fromNamespace }], to: [{ group: '', kind: 'Service', ...to }] } }) as KubernetesObject;
+  await createObject(admin, grant('other-service', 'shop', { name: 'not-pay' }));
+  await createObject(admin, grant('other-namespace', 'infra', {}));
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  expect(await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).toMatchObject({ status: 'False', reason: 'RefNotPermitted' });
+  const allow = grant('allow-shop', 'shop', { name: 'pay' });
+  await createObject(admin, allow);
+  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 200 ? true : undefined), { what: '/checkout 200', timeoutMs: 20_000, details: logs });
+  expect(upstreams[1].requests.length).toBeGreaterThan(before);
+  await pollUntil(async () => ((await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).status === 'True' ? true : undefined), { what: 'checkout ResolvedRefs True', timeoutMs: 20_000, details: logs });
+  await admin.objects.delete(allow);
+  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 500 ? true : undefined), { what: '/checkout 500 again', timeoutMs: 20_000, details: logs });
+});
+
+test("Gateway status.addresses: the data planes' Service's cluster IP (GATEWAY_ADDRESS_SERVICE)", async () => {
+  await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'gatehouse-data-plane', namespace: NAMESPACE }, spec: { ports: [{ name: 'http', port: 80 }] } } as KubernetesObject);
+  const svc = (await admin.objects.read({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'gatehouse-data-plane', namespace: NAMESPACE } })) as V1Service;
+  expect(svc.spec?.clusterIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+  const addresses = await pollUntil(
+    async () => {
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as { status?: { addresses?: unknown[] } };
+      return got.status?.addresses?.length ? got.status.addresses : undefined;
+    },
+    { what: 'gw status.addresses', timeoutMs: 20_000, details: logs },
+  );
+  expect(addresses).toEqual([{ type: 'IPAddress', value: svc.spec!.clusterIP }]);
+});
+
+test('a parentRef whose sectionName or port names no listener of the Gateway is Accepted False NoMatchingParent', async () => {
+  await backend('unmatched', [2]);
+  const parent = (extra: Record<string, unknown>) =>
+    ({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: `unmatched-${Object.keys(extra)[0].toLowerCase()}`, namespace: NAMESPACE }, spec: { parentRefs: [{ name: 'gw', ...extra }], rules: [{ backendRefs: [ref('unmatched')] }] } }) as KubernetesObject;
+  await createObject(admin, parent({ sectionName: 'no-such-listener' }));
+  await createObject(admin, parent({ port: 8080 }));
+  expect(await condition('unmatched-sectionname', 'Accepted')).toMatchObject({ status: 'False', reason: 'NoMatchingParent', message: 'Gateway gw has no listener named no-such-listener' });
+  expect(await condition('unmatched-port', 'Accepted')).toMatchObject({ status: 'False', reason: 'NoMatchingParent', message: 'Gateway gw has no listener on port 8080' });
+});
+
+test("every condition's observedGeneration follows a spec change of the route and of the Gateway", async () => {
+  await backend('gen', [2]);
+  await createObject(admin, route('gen', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-a' } }], backendRefs: [ref('gen')] }] }));
+  await answered('/gen-a', 200);
+  await admin.objects.patch(
+    { apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'gen', namespace: NAMESPACE }, spec: { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-b' } }], backendRefs: [ref('gen')] }] } },
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    PatchStrategy.MergePatch,
+  );
+  await answered('/gen-b', 200);
+  const generations = await pollUntil(
+    async () => {
+      const conditions = (await routeStatus('gen'))[0]?.conditions ?? [];
+      return conditions.length === 2 && conditions.every((c) => c.observedGeneration === 2) ? conditions : undefined;
+    },
+    { what: 'gen conditions at generation 2', timeoutMs: 20_000, details: logs },
+  );
+  expect(generations.map((c) => c.type).sort()).toEqual(['Accepted', 'ResolvedRefs']);
+  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'gen-gw', namespace: NAMESPACE }, spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'a', protocol: 'HTTP', port: 80 }] } } as KubernetesObject);
+  await admin.objects.patch(
+    { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'gen-gw', namespace: NAMESPACE }, spec: { listeners: [{ name: 'b', protocol: 'HTTP', port: 80 }] } },
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    PatchStrategy.MergePatch,
+  );
+  const gw = await pollUntil(
+    async () => {
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gen-gw' })) as {
+        status?: { conditions?: Array<{ observedGeneration: number }>; listeners?: Array<{ name: string; conditions: Array<{ observedGeneration: number }> }> };
+      };
+      const all = [...(got.status?.conditions ?? []), ...(got.status?.listeners ?? []).flatMap((l) => l.conditions)];
+      return got.status?.listeners?.[0]?.name === 'b' && all.every((c) => c.observedGeneration === 2) ? got.status : undefined;
+    },
+    { what: 'gen-gw conditions at generation 2', timeoutMs: 20_000, details: logs },
+  );
+  expect(gw.listeners).toHaveLength(1);
 });

@@ -151,7 +151,7 @@ describe('defaults', () => {
     }
   }, T);
 
-  test('controlPlane.gatewayApi.enabled: GATEWAY_API, GATEWAY_CONTROLLER_NAME, and exactly the rules of deploy/rbac/gateway-api-role.yaml bound to the CP; nothing when off', async () => {
+  test('controlPlane.gatewayApi.enabled: GATEWAY_API, GATEWAY_CONTROLLER_NAME, GATEWAY_ADDRESS_SERVICE (the data planes\' Service), and exactly the rules of deploy/rbac/gateway-api-role.yaml bound to the CP; nothing when off', async () => {
     const defaults = await render('defaults');
     expect(onlyContainer(cp(defaults)).env!.map((e) => e.name)).not.toContain('GATEWAY_API');
     expect(ofKind(defaults, 'ClusterRole')).toEqual([]);
@@ -161,7 +161,9 @@ describe('defaults', () => {
     expect(envValue(c, 'GATEWAY_CONTROLLER_NAME')).toBe('example.com/gw');
     const expected = loadAllYaml(await readFile(join(REPO_ROOT, 'deploy/rbac/gateway-api-role.yaml'), 'utf8')) as AnyObject[];
     const sa = podSpecOf(cp(objects)).serviceAccountName;
-    for (const [kind, bindingKind] of [['ClusterRole', 'ClusterRoleBinding'], ['Role', 'RoleBinding']] as const) {
+    expect(envValue(c, 'GATEWAY_ADDRESS_SERVICE')).toBe(dp(objects).metadata!.name);
+    expect(expected.map((e) => e.kind)).toEqual(['ClusterRole']);
+    for (const [kind, bindingKind] of [['ClusterRole', 'ClusterRoleBinding']] as const) {
       const role = ofKind(objects, kind).find((r) => String(r.metadata?.name).includes('gateway'))!;
       expect(role.rules).toEqual(expected.find((e) => e.kind === kind)!.rules);
       const binding = ofKind(objects, bindingKind).find((b) => b.roleRef?.name === role.metadata!.name)!;

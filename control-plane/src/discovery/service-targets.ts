@@ -68,8 +68,15 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
   const pending = new Set<string>();
   let stored = store.current();
   let routeApis: readonly ApiDefinition[] = [];
+  let routeNames = new Set<string>();
   let bumps = 0;
   let served: StoreState = stored;
+
+  /**
+   * The store's APIs name the namespaces the control plane discovers in (checked on write); a Gateway API route's
+   * may name any: the Gateway API part allowed it (its own namespace, or a ReferenceGrant).
+   */
+  const discoverable = (name: string, namespace: string) => watch!.namespaces.includes(namespace) || routeNames.has(name);
 
   function refsOf(api: ApiDefinition): string[] {
     return api.proxy.upstreams.targets.filter((t) => isServiceTarget(t.target)).map((t) => {
@@ -87,7 +94,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
       }
       const { scheme, path, service } = serviceOf(t.target);
       const namespace = service.namespace ?? watch?.namespaces[0] ?? '';
-      if (!watch?.namespaces.includes(namespace)) continue;
+      if (!watch || !discoverable(api.name, namespace)) continue;
       for (const { ip, port } of watch.endpoints(namespace, service)) targets.push({ ...t, target: `${scheme}://${hostOf(ip)}:${port}${path}` });
     }
     return targets.length === 0 ? api : { ...api, proxy: { ...api.proxy, upstreams: { ...api.proxy.upstreams, targets } } };
@@ -105,7 +112,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
       if (!names) byService.set(key, (names = new Set()));
       names.add(name);
       const namespace = key.slice(0, key.indexOf('/'));
-      if (watch?.namespaces.includes(namespace)) watch.watch(namespace);
+      if (watch && discoverable(name, namespace)) watch.watch(namespace);
     }
     expanded.set(name, expand(api));
   }
@@ -172,6 +179,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
     setRouteApis(apis) {
       for (const api of routeApis) put(api.name, undefined);
       routeApis = apis;
+      routeNames = new Set(apis.map((a) => a.name));
       for (const api of apis) put(api.name, api);
       publish(true);
     },

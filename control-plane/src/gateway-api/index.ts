@@ -1,6 +1,7 @@
 /**
- * Gateway API (docs/kubernetes.md "Gateway API"): informers on the GatewayClasses whose controllerName is ours, their
- * Gateways and the HTTPRoutes and GRPCRoutes attached to them in the control plane's namespace; every change re-translates
+ * Gateway API (docs/kubernetes.md "Gateway API"): informers, in every namespace, on the GatewayClasses whose
+ * controllerName is ours, their Gateways, the HTTPRoutes and GRPCRoutes attached to them, ReferenceGrants, Services
+ * and Namespaces (for allowedRoutes selectors); every change re-translates
  * the routes (translate.ts) into definitions served in memory next to the store's (setRouteApis), never
  * written into the store. The leader writes GatewayClass, Gateway and route status.
  *
@@ -14,10 +15,15 @@ import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index'
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../store/index.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
-import { allows, GROUP, listenerKinds, translateRoute, type Condition, type GatewayObject, type GRPCRouteObject, type HTTPRouteObject, type RouteKind } from './translate.js';
+import { allows, GROUP, listenerKinds, referenceGranted, translateRoute, type Condition, type GatewayObject, type GRPCRouteObject, type HTTPRouteObject, type ReferenceGrantObject, type RouteKind } from './translate.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
+/**
+ * The conformance features (Gateway API's names, sorted as the field asks) a GatewayClass of ours declares in
+ * `status.supportedFeatures`: the core ones of what is served. Extended ones are added as the suite passes them.
+ */
+const SUPPORTED_FEATURES = ['GRPCRoute', 'Gateway', 'HTTPRoute', 'ReferenceGrant'];
 /** Status is looked at again this often: a new leader writes what its predecessor had not. */
 const RESYNC_MS = 10_000;
 
@@ -36,6 +42,8 @@ export function startGatewayApi(deps: {
   kubeConfig: KubeConfig;
   namespace: string;
   controllerName: string;
+  /** The data planes' Service in `namespace` whose addresses Gateways get in `status.addresses` (GATEWAY_ADDRESS_SERVICE); null: none written. */
+  addressService: string | null;
   store: Pick<DefinitionStore, 'current' | 'subscribe'>;
   served: { setRouteApis(apis: readonly ApiDefinition[]): void };
   isLeader(): boolean;
@@ -50,13 +58,10 @@ export function startGatewayApi(deps: {
   let scheduled = false;
   let running: Promise<void> | null = null;
 
-  function informer(plural: string, clustered: boolean): Cached {
-    const path = clustered ? `/apis/${GROUP}/${VERSION}/${plural}` : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${plural}`;
-    const list = () =>
-      (clustered
-        ? custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural })
-        : custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural })) as never;
-    return run(makeInformer<Obj>(kubeConfig, path, list), plural);
+  /** Every namespace's objects: Gateways and routes may be in any (allowedRoutes and ReferenceGrants say who may attach or refer). */
+  function informer(plural: string, version = VERSION): Cached {
+    const list = () => custom.listClusterCustomObject({ group: GROUP, version, plural }) as never;
+    return run(makeInformer<Obj>(kubeConfig, `/apis/${GROUP}/${version}/${plural}`, list), plural);
   }
 
   function run(inf: Cached, what: string): Cached {
@@ -70,15 +75,16 @@ export function startGatewayApi(deps: {
     return inf;
   }
 
-  const classes = informer('gatewayclasses', true);
-  const gateways = informer('gateways', false);
-  const routes = informer('httproutes', false);
-  const grpcRoutes = informer('grpcroutes', false);
+  const classes = informer('gatewayclasses');
+  const gateways = informer('gateways');
+  const routes = informer('httproutes');
+  const grpcRoutes = informer('grpcroutes');
+  const grants = informer('referencegrants', 'v1beta1');
   const PLURAL: Record<RouteKind, string> = { HTTPRoute: 'httproutes', GRPCRoute: 'grpcroutes' };
-  const services = run(
-    makeInformer<Obj>(kubeConfig, `/api/v1/namespaces/${namespace}/services`, () => core.listNamespacedService({ namespace }) as never),
-    'services',
-  ) as unknown as Informer<V1Service> & ObjectCache<V1Service>;
+  const services = run(makeInformer<Obj>(kubeConfig, '/api/v1/services', () => core.listServiceForAllNamespaces() as never), 'services') as unknown as Informer<V1Service> &
+    ObjectCache<V1Service>;
+  // allowedRoutes.namespaces.from Selector selects on the route namespace's labels.
+  const namespaces = run(makeInformer<Obj>(kubeConfig, '/api/v1/namespaces', () => core.listNamespace() as never), 'namespaces');
   const unsubscribe = deps.store.subscribe(schedule);
   const resync = setInterval(schedule, RESYNC_MS);
 
@@ -97,41 +103,50 @@ export function startGatewayApi(deps: {
   async function reconcile(): Promise<void> {
     const ours = (classes.list() as unknown as GatewayClassObject[]).filter((c) => c.spec?.controllerName === controllerName);
     const classNames = new Set(ours.map((c) => c.metadata.name));
-    const gws = (gateways.list(namespace) as unknown as GatewayObject[]).filter((g) => classNames.has(g.spec.gatewayClassName));
-    const attached = new Map<string, number>(); // `gateway/listener` → routes
+    const gws = (gateways.list() as unknown as GatewayObject[]).filter((g) => classNames.has(g.spec.gatewayClassName));
+    const attached = new Map<string, number>(); // `namespace/gateway/listener` → routes
+    const grantList = grants.list() as unknown as ReferenceGrantObject[];
+    const labelsOf = (ns: string) => (namespaces.get(ns) as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? (namespaces.get(ns) ? {} : undefined);
     type Verdict = { route: HTTPRouteObject | GRPCRouteObject; kind: RouteKind; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> };
     const verdicts: Verdict[] = [];
     const candidates: Array<{ api: ApiDefinition; verdict: Verdict }> = [];
     const serviceExists = (ns: string, name: string) => services.get(name, ns) !== undefined;
     // Oldest first: of two routes that want the same match, the older keeps it (Gateway API's tie rule).
     const sorted = [
-      ...(routes.list(namespace) as unknown as HTTPRouteObject[]).map((route) => ({ route, kind: 'HTTPRoute' as const })),
-      ...(grpcRoutes.list(namespace) as unknown as GRPCRouteObject[]).map((route) => ({ route, kind: 'GRPCRoute' as const })),
+      ...(routes.list() as unknown as HTTPRouteObject[]).map((route) => ({ route, kind: 'HTTPRoute' as const })),
+      ...(grpcRoutes.list() as unknown as GRPCRouteObject[]).map((route) => ({ route, kind: 'GRPCRoute' as const })),
     ].sort(
-      ({ route: a }, { route: b }) => String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || `${a.metadata.name}`.localeCompare(b.metadata.name),
+      ({ route: a }, { route: b }) =>
+        String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace}/${b.metadata.name}`),
     );
     for (const { route, kind } of sorted) {
-      const refs = (route.spec.parentRefs ?? []).filter(
-        (p) => (p.group ?? GROUP) === GROUP && (p.kind ?? 'Gateway') === 'Gateway' && (p.namespace ?? route.metadata.namespace) === namespace && gws.some((g) => g.metadata.name === p.name),
-      );
+      const routeNs = route.metadata.namespace;
+      const gatewayOf = (p: { name: string; namespace?: string }) => gws.find((g) => g.metadata.name === p.name && g.metadata.namespace === (p.namespace ?? routeNs));
+      const refs = (route.spec.parentRefs ?? []).filter((p) => (p.group ?? GROUP) === GROUP && (p.kind ?? 'Gateway') === 'Gateway' && gatewayOf(p));
       if (refs.length === 0) continue;
       const verdict: Verdict = { route, kind, parents: [] };
       verdicts.push(verdict);
       const hosts: Array<string | undefined> = [];
       const listenersOf = refs.map((ref) => {
-        const gw = gws.find((g) => g.metadata.name === ref.name)!;
-        const listeners = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && allows(l, kind));
+        const gw = gatewayOf(ref)!;
+        // sectionName and port pick listeners; none picked is NoMatchingParent, none of those admitting it NotAllowedByListeners.
+        const named = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && (ref.port === undefined || l.port === ref.port));
+        const listeners = named.filter((l) => allows(l, kind, routeNs, gw.metadata.namespace, labelsOf));
         hosts.push(...listeners.map((l) => l.hostname));
-        return { ref, gw, listeners };
+        return { ref, gw, named, listeners };
       });
-      const translated = translateRoute(route, hosts, serviceExists, kind);
-      for (const { ref, gw, listeners } of listenersOf) {
+      const translated = translateRoute(route, hosts, serviceExists, kind, (to, name) => referenceGranted(grantList, kind, routeNs, to, name));
+      for (const { ref, gw, named, listeners } of listenersOf) {
+        const which = [ref.sectionName && `named ${ref.sectionName}`, ref.port !== undefined && `on port ${ref.port}`].filter(Boolean).join(' ');
         const accepted: Condition =
-          listeners.length === 0
-            ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${ref.sectionName ? ` named ${ref.sectionName}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace` }
-            : translated.accepted;
+          named.length === 0
+            ? { type: 'Accepted', status: 'False', reason: 'NoMatchingParent', message: `Gateway ${gw.metadata.name} has no listener ${which}` }
+            : listeners.length === 0
+              ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${which ? ` ${which}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace` }
+              : translated.accepted;
         verdict.parents.push({ ref, accepted, resolvedRefs: translated.resolvedRefs });
-        if (accepted.status === 'True') for (const l of listeners) attached.set(`${gw.metadata.name}/${l.name}`, (attached.get(`${gw.metadata.name}/${l.name}`) ?? 0) + 1);
+        const key = (l: { name: string }) => `${gw.metadata.namespace}/${gw.metadata.name}/${l.name}`;
+        if (accepted.status === 'True') for (const l of listeners) attached.set(key(l), (attached.get(key(l)) ?? 0) + 1);
       }
       if (!verdict.parents.some((p) => p.accepted.status === 'True')) continue;
       try {
@@ -174,7 +189,7 @@ export function startGatewayApi(deps: {
     const writes: Array<Promise<void>> = [];
     for (const c of ours) {
       const conditions = [cond(c.metadata.generation, { type: 'Accepted', status: 'True', reason: 'Accepted', message: `accepted by ${controllerName}` })];
-      writes.push(put('gatewayclasses', c as never, { conditions }, true));
+      writes.push(put('gatewayclasses', c as never, { conditions, supportedFeatures: SUPPORTED_FEATURES.map((name) => ({ name })) }, true));
     }
     for (const gw of gws) {
       const listeners = (gw.spec.listeners ?? []).map((l) => {
@@ -183,7 +198,7 @@ export function startGatewayApi(deps: {
         return {
           name: l.name,
           supportedKinds: kinds.map((kind) => ({ group: GROUP, kind })),
-          attachedRoutes: attached.get(`${gw.metadata.name}/${l.name}`) ?? 0,
+          attachedRoutes: attached.get(`${gw.metadata.namespace}/${gw.metadata.name}/${l.name}`) ?? 0,
           conditions: [
             cond(gw.metadata.generation, http ? ok('Accepted') : { type: 'Accepted', status: 'False', reason: 'UnsupportedProtocol', message: `protocol ${l.protocol} is not supported (HTTPRoute and GRPCRoute only)` }),
             cond(gw.metadata.generation, http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' }),
@@ -192,7 +207,8 @@ export function startGatewayApi(deps: {
         };
       });
       const conditions = [cond(gw.metadata.generation, ok('Accepted')), cond(gw.metadata.generation, { ...ok('Programmed'), message: "served by the data planes' own listeners (a Gateway's addresses and ports do not configure them)" })];
-      writes.push(put('gateways', gw as never, { conditions, listeners }, false));
+      const addresses = gatewayAddresses();
+      writes.push(put('gateways', gw as never, { ...(addresses.length && { addresses }), conditions, listeners }, false));
     }
     for (const { route, kind, parents } of verdicts) {
       const held = ((route as { status?: { parents?: Array<{ controllerName?: string }> } }).status?.parents ?? []).filter((p) => p.controllerName !== controllerName);
@@ -204,6 +220,17 @@ export function startGatewayApi(deps: {
       writes.push(put(PLURAL[kind], route as never, { parents: [...held, ...mine] }, false));
     }
     await Promise.all(writes);
+  }
+
+  /** The data planes' Service's addresses: its load balancer's, else its external IPs, else its cluster IPs. */
+  function gatewayAddresses(): Array<{ type: 'IPAddress' | 'Hostname'; value: string }> {
+    const svc = deps.addressService ? services.get(deps.addressService, namespace) : undefined;
+    if (!svc) return [];
+    const ip = (value: string) => ({ type: 'IPAddress' as const, value });
+    const ingress = (svc.status?.loadBalancer?.ingress ?? []).map((i) => (i.ip ? ip(i.ip) : { type: 'Hostname' as const, value: i.hostname ?? '' })).filter((a) => a.value);
+    if (ingress.length) return ingress;
+    if (svc.spec?.externalIPs?.length) return svc.spec.externalIPs.map(ip);
+    return (svc.spec?.clusterIPs ?? (svc.spec?.clusterIP ? [svc.spec.clusterIP] : [])).filter((c) => c !== 'None').map(ip);
   }
 
   const ok = (type: string): Condition => ({ type: type as Condition['type'], status: 'True', reason: type, message: type });
@@ -236,7 +263,7 @@ export function startGatewayApi(deps: {
     const name = obj.metadata!.name!;
     try {
       if (clustered) await custom.replaceClusterCustomObjectStatus({ group: GROUP, version: VERSION, plural, name, body });
-      else await custom.replaceNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural, name, body });
+      else await custom.replaceNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace: obj.metadata!.namespace!, plural, name, body });
     } catch (err) {
       // A conflict means a newer object, whose event reconciles again.
       logger.warn({ err, resource: plural, name }, 'Gateway API: status write failed');
@@ -249,7 +276,7 @@ export function startGatewayApi(deps: {
       clearInterval(resync);
       unsubscribe();
       for (const timer of timers) clearTimeout(timer);
-      for (const inf of [classes, gateways, routes, grpcRoutes, services]) void inf.stop();
+      for (const inf of [classes, gateways, routes, grpcRoutes, grants, services, namespaces]) void inf.stop();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { parseApiDefinition } from '#proto/definition/index';
 import { joinPaths, stripMatched } from '#proto/routing/rewrite';
-import { allows, definitionName, hostsOf, listenerKinds, translateRoute, type GRPCRouteObject, type HTTPRouteObject, type Listener } from './translate.js';
+import { allows, definitionName, hostsOf, listenerKinds, referenceGranted, translateRoute, type GRPCRouteObject, type HTTPRouteObject, type Listener, type ReferenceGrantObject } from './translate.js';
 
 const route = (spec: HTTPRouteObject['spec']): HTTPRouteObject => ({ metadata: { name: 'r', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], ...spec } });
 const exists = () => true;
@@ -38,9 +38,12 @@ describe('translateRoute', () => {
     for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
   });
 
-  test('no match is PathPrefix /; a rule without a backend (and no redirect) gives nothing', () => {
+  test('no match is PathPrefix /; a rule without a backend (and no redirect) answers 500', () => {
     const t = translateRoute(route({ rules: [{ backendRefs: [backend] }, { matches: [{ path: { type: 'Exact', value: '/x' } }] }] }), [undefined], exists);
-    expect(t.apis.map((a) => (a.proxy as { listen_path: string }).listen_path)).toEqual(['/*']);
+    expect(t.apis.map((a) => (a.proxy as { listen_path: string }).listen_path)).toEqual(['/*', '/x']);
+    expect(t.apis[0].plugins).toBeUndefined();
+    expect(t.apis[1].plugins).toEqual([{ name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } }]);
+    for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
   });
 
   test.each([
@@ -57,13 +60,21 @@ describe('translateRoute', () => {
   });
 
   test.each([
-    ['another namespace', { name: 'x', namespace: 'other', port: 80 }, 'RefNotPermitted', 0],
-    ['another kind', { group: 'example.com', kind: 'Bucket', name: 'x', port: 80 }, 'InvalidKind', 0],
-    ['a missing Service (target kept: 503 until it exists)', { name: 'missing', port: 80 }, 'BackendNotFound', 1],
-  ])('a backendRef to %s: ResolvedRefs False', (_name, ref, reason, kept) => {
-    const t = translateRoute(route({ rules: [{ backendRefs: [backend, ref] }] }), [undefined], (_ns, name) => name !== 'missing');
+    ['another namespace without a ReferenceGrant', { name: 'x', namespace: 'other', port: 80 }, 'RefNotPermitted'],
+    ['another kind', { group: 'example.com', kind: 'Bucket', name: 'x', port: 80 }, 'InvalidKind'],
+    ['a missing Service', { name: 'missing', port: 80 }, 'BackendNotFound'],
+  ])('a backendRef to %s: ResolvedRefs False, left out; alone in its rule, the rule answers 500', (_name, ref, reason) => {
+    const t = translateRoute(route({ rules: [{ backendRefs: [backend, ref] }, { matches: [{ path: { value: '/only' } }], backendRefs: [ref] }] }), [undefined], (_ns, name) => name !== 'missing');
     expect(t.resolvedRefs).toMatchObject({ status: 'False', reason });
-    expect((t.apis[0].proxy as { upstreams: { targets: unknown[] } }).upstreams.targets).toHaveLength(1 + kept);
+    expect((t.apis[0].proxy as { upstreams: { targets: unknown[] } }).upstreams.targets).toEqual([{ target: 'k8s://svc.ns:8080', weight: 1 }]);
+    expect(t.apis[1].plugins).toEqual([expect.objectContaining({ name: 'request_termination', config: expect.objectContaining({ status_code: 500 }) })]);
+  });
+
+  test('a backendRef to another namespace that a grant allows is a target in that namespace', () => {
+    const ref = { name: 'x', namespace: 'other', port: 80 };
+    const t = translateRoute(route({ rules: [{ backendRefs: [ref] }] }), [undefined], exists, 'HTTPRoute', (to, name) => to === 'other' && name === 'x');
+    expect(t.resolvedRefs.status).toBe('True');
+    expect((t.apis[0].proxy as { upstreams: { targets: unknown[] } }).upstreams.targets).toEqual([{ target: 'k8s://x.other:80', weight: 1 }]);
   });
 
   test('header modifiers: set = replace + add, add = append, remove; RequestRedirect; URLRewrite as strip_path + target path', () => {
@@ -206,12 +217,36 @@ describe('listener allowedRoutes', () => {
     ['a kind of another group', listener({ kinds: [{ group: 'example.com', kind: 'HTTPRoute' }] }), [], ['example.com/HTTPRoute']],
   ])('%s', (_name, l, kinds, invalid) => {
     expect(listenerKinds(l)).toEqual({ kinds, invalid });
-    for (const kind of ['HTTPRoute', 'GRPCRoute'] as const) expect(allows(l, kind)).toBe(kinds.includes(kind));
+    for (const kind of ['HTTPRoute', 'GRPCRoute'] as const) expect(allows(l, kind, 'ns', 'ns', () => ({}))).toBe(kinds.includes(kind));
   });
 
-  test('namespaces.from Same and All admit (one namespace is watched); Selector admits none', () => {
-    expect(allows(listener({ namespaces: { from: 'Same' } }), 'HTTPRoute')).toBe(true);
-    expect(allows(listener({ namespaces: { from: 'All' } }), 'GRPCRoute')).toBe(true);
-    expect(allows(listener({ namespaces: { from: 'Selector' } }), 'HTTPRoute')).toBe(false);
+  test('namespaces.from: Same (the default) admits the Gateway\'s namespace only, All any, Selector those whose labels it selects', () => {
+    const labels = (ns: string) => ({ a: { team: 'red', tier: 'web' }, b: { team: 'blue' } } as Record<string, Record<string, string>>)[ns];
+    const admits = (namespaces: NonNullable<Listener['allowedRoutes']>['namespaces'], ns: string) => allows(listener(namespaces && { namespaces }), 'HTTPRoute', ns, 'gw', labels);
+    expect([admits(undefined, 'gw'), admits(undefined, 'a'), admits({ from: 'Same' }, 'a')]).toEqual([true, false, false]);
+    expect([admits({ from: 'All' }, 'a'), admits({ from: 'All' }, 'gw')]).toEqual([true, true]);
+    expect([admits({ from: 'Selector', selector: { matchLabels: { team: 'red' } } }, 'a'), admits({ from: 'Selector', selector: { matchLabels: { team: 'red' } } }, 'b')]).toEqual([true, false]);
+    const expr = (operator: string, values?: string[]) => ({ from: 'Selector', selector: { matchExpressions: [{ key: 'tier', operator, ...(values && { values }) }] } });
+    expect(['a', 'b'].map((ns) => admits(expr('In', ['web']), ns))).toEqual([true, false]);
+    expect(['a', 'b'].map((ns) => admits(expr('NotIn', ['web']), ns))).toEqual([false, true]);
+    expect(['a', 'b'].map((ns) => admits(expr('Exists'), ns))).toEqual([true, false]);
+    expect(['a', 'b'].map((ns) => admits(expr('DoesNotExist'), ns))).toEqual([false, true]);
+    // A namespace not (yet) known, or a Selector without selector, admits nothing.
+    expect([admits({ from: 'Selector', selector: {} }, 'unknown'), admits({ from: 'Selector' }, 'a')]).toEqual([false, false]);
+  });
+
+  test('referenceGranted: the same namespace always; another only by a grant there from this kind and namespace to Services (all, or this name)', () => {
+    const grant = (namespace: string, from: { kind: string; namespace: string }, name?: string): ReferenceGrantObject => ({
+      metadata: { name: 'g', namespace },
+      spec: { from: [{ group: 'gateway.networking.k8s.io', ...from }], to: [{ group: '', kind: 'Service', ...(name && { name }) }] },
+    });
+    expect(referenceGranted([], 'HTTPRoute', 'a', 'a', 'svc')).toBe(true);
+    expect(referenceGranted([], 'HTTPRoute', 'a', 'b', 'svc')).toBe(false);
+    expect(referenceGranted([grant('b', { kind: 'HTTPRoute', namespace: 'a' })], 'HTTPRoute', 'a', 'b', 'svc')).toBe(true);
+    expect(referenceGranted([grant('b', { kind: 'HTTPRoute', namespace: 'a' }, 'svc')], 'HTTPRoute', 'a', 'b', 'svc')).toBe(true);
+    expect(referenceGranted([grant('b', { kind: 'HTTPRoute', namespace: 'a' }, 'other')], 'HTTPRoute', 'a', 'b', 'svc')).toBe(false);
+    expect(referenceGranted([grant('b', { kind: 'GRPCRoute', namespace: 'a' })], 'HTTPRoute', 'a', 'b', 'svc')).toBe(false);
+    expect(referenceGranted([grant('b', { kind: 'HTTPRoute', namespace: 'c' })], 'HTTPRoute', 'a', 'b', 'svc')).toBe(false);
+    expect(referenceGranted([grant('c', { kind: 'HTTPRoute', namespace: 'a' })], 'HTTPRoute', 'a', 'b', 'svc')).toBe(false);
   });
 });

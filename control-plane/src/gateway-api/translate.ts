@@ -13,8 +13,10 @@
  * | `headers` RegularExpression, `queryParams`   | refused: Accepted False UnsupportedValue                    |
  * | `method`                                     | `methods: [method]`                                         |
  * | `backendRefs` Service, port, weight          | `k8s://<svc>.<ns>:<port>` targets, balancing `weight`; weight 0 left out |
- * | backendRef in another namespace              | refused: ResolvedRefs False RefNotPermitted (no ReferenceGrant support) |
+ * | backendRef in another namespace              | a ReferenceGrant there must allow it, else left out: ResolvedRefs False RefNotPermitted |
  * | backendRef of another kind                   | refused: ResolvedRefs False InvalidKind                     |
+ * | backendRef to a missing Service              | left out: ResolvedRefs False BackendNotFound                |
+ * | a rule with no backend left (and no redirect) | `request_termination` 500                                  |
  * | `RequestHeaderModifier` set/add/remove       | `request_transformer` replace+add / append / remove         |
  * | `ResponseHeaderModifier` set/add/remove      | `response_transformer` replace+add / append / remove        |
  * | `RequestRedirect`                            | `redirect` (scheme, hostname, port, statusCode, path ReplaceFullPath / ReplacePrefixMatch) |
@@ -52,7 +54,7 @@ export interface Listener {
   hostname?: string;
   protocol: string;
   port: number;
-  allowedRoutes?: { namespaces?: { from?: string }; kinds?: Array<{ group?: string; kind: string }> };
+  allowedRoutes?: { namespaces?: { from?: string; selector?: LabelSelector }; kinds?: Array<{ group?: string; kind: string }> };
 }
 export type RouteKind = 'HTTPRoute' | 'GRPCRoute';
 const ROUTE_KINDS: readonly RouteKind[] = ['HTTPRoute', 'GRPCRoute'];
@@ -69,16 +71,62 @@ export function listenerKinds(listener: Listener): { kinds: RouteKind[]; invalid
   return { kinds: ROUTE_KINDS.filter((kind) => asked.some((k) => ours(k) && k.kind === kind)), invalid: asked.filter((k) => !ours(k)).map((k) => `${k.group ?? GROUP}/${k.kind}`) };
 }
 
+/** A Kubernetes label selector (`matchLabels`, `matchExpressions` In/NotIn/Exists/DoesNotExist). */
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: Array<{ key: string; operator: string; values?: string[] }>;
+}
+
+/** Whether `labels` satisfy `selector`; an operator outside the four matches nothing. */
+export function selects(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
+  const has = (key: string) => Object.prototype.hasOwnProperty.call(labels, key);
+  if (!Object.entries(selector.matchLabels ?? {}).every(([k, v]) => has(k) && labels[k] === v)) return false;
+  return (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
+    if (operator === 'In') return has(key) && values.includes(labels[key]!);
+    if (operator === 'NotIn') return !has(key) || !values.includes(labels[key]!);
+    if (operator === 'Exists') return has(key);
+    if (operator === 'DoesNotExist') return !has(key);
+    return false;
+  });
+}
+
 /**
- * Whether a listener admits a route of `kind` from the controller's own namespace. Only that namespace is watched,
- * so `from: Same` and `All` admit alike; `Selector` (which needs the namespace's labels) admits none.
+ * Whether a listener of a Gateway in `gatewayNamespace` admits a route of `kind` from `routeNamespace`
+ * (`allowedRoutes.namespaces.from`: Same, the default; All; Selector, on the route namespace's labels).
  */
-export const allows = (listener: Listener, kind: RouteKind): boolean => listenerKinds(listener).kinds.includes(kind) && (listener.allowedRoutes?.namespaces?.from ?? 'Same') !== 'Selector';
+export function allows(listener: Listener, kind: RouteKind, routeNamespace: string, gatewayNamespace: string, namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined): boolean {
+  if (!listenerKinds(listener).kinds.includes(kind)) return false;
+  const { from = 'Same', selector } = listener.allowedRoutes?.namespaces ?? {};
+  if (from === 'All') return true;
+  if (from === 'Same') return routeNamespace === gatewayNamespace;
+  if (from === 'Selector') {
+    const labels = namespaceLabels(routeNamespace);
+    return selector !== undefined && labels !== undefined && selects(selector, labels);
+  }
+  return false;
+}
+
+/** A ReferenceGrant (gateway.networking.k8s.io/v1beta1): who, from other namespaces, may refer to what in its own. */
+export interface ReferenceGrantObject {
+  metadata: { name: string; namespace: string };
+  spec: { from?: Array<{ group: string; kind: string; namespace: string }>; to?: Array<{ group: string; kind: string; name?: string }> };
+}
+
+/** Whether a `kind` route in `fromNamespace` may refer to Service `name` in `toNamespace`: the same namespace, or a ReferenceGrant there says so. */
+export function referenceGranted(grants: readonly ReferenceGrantObject[], kind: RouteKind, fromNamespace: string, toNamespace: string, name: string): boolean {
+  if (fromNamespace === toNamespace) return true;
+  return grants.some(
+    (g) =>
+      g.metadata.namespace === toNamespace &&
+      (g.spec.from ?? []).some((f) => f.group === GROUP && f.kind === kind && f.namespace === fromNamespace) &&
+      (g.spec.to ?? []).some((t) => (t.group ?? '') === '' && t.kind === 'Service' && (t.name === undefined || t.name === '' || t.name === name)),
+  );
+}
 
 export interface HTTPRouteObject {
   metadata: { name: string; namespace: string; generation?: number; creationTimestamp?: string | Date };
   spec: {
-    parentRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string; sectionName?: string }>;
+    parentRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string; sectionName?: string; port?: number }>;
     hostnames?: string[];
     rules?: HTTPRouteRule[];
   };
@@ -147,13 +195,17 @@ export function definitionName(namespace: string, name: string, rule: number, ma
 class Unsupported extends Error {}
 type BackendRef = NonNullable<HTTPRouteRule['backendRefs']>[number];
 
+/** Whether a route may refer to Service `name` in `toNamespace` (its own namespace, or a ReferenceGrant there). */
+export type Granted = (toNamespace: string, name: string) => boolean;
+
 /** Why a backendRef does not resolve (a ResolvedRefs reason), or null; throws what is not supported at all. */
-function refProblem(ref: BackendRef, namespace: string, serviceExists: (namespace: string, name: string) => boolean): { reason: string; message: string } | null {
+function refProblem(ref: BackendRef, namespace: string, serviceExists: (namespace: string, name: string) => boolean, granted: Granted): { reason: string; message: string } | null {
   if ((ref.group ?? '') !== '' || (ref.kind ?? 'Service') !== 'Service') return { reason: 'InvalidKind', message: `backendRef ${ref.name}: only core Services are supported, not ${ref.group ?? ''}/${ref.kind}` };
-  if ((ref.namespace ?? namespace) !== namespace) return { reason: 'RefNotPermitted', message: `backendRef ${ref.name}: another namespace (${ref.namespace}) is not supported (no ReferenceGrant support)` };
+  const to = ref.namespace ?? namespace;
+  if (!granted(to, ref.name)) return { reason: 'RefNotPermitted', message: `backendRef ${to}/${ref.name}: no ReferenceGrant in namespace ${to} allows it` };
   if (ref.port === undefined) throw new Unsupported(`backendRef ${ref.name}: port is required`);
   if (ref.filters?.length) throw new Unsupported(`backendRef ${ref.name}: backendRef filters are not supported`);
-  if (!serviceExists(namespace, ref.name)) return { reason: 'BackendNotFound', message: `Service ${namespace}/${ref.name} not found` };
+  if (!serviceExists(to, ref.name)) return { reason: 'BackendNotFound', message: `Service ${to}/${ref.name} not found` };
   return null;
 }
 
@@ -204,6 +256,7 @@ export function translateRoute(
   listenerHosts: ReadonlyArray<string | undefined>,
   serviceExists: (namespace: string, name: string) => boolean,
   kind: RouteKind = 'HTTPRoute',
+  granted: Granted = () => false,
 ): Translation {
   const { namespace, name } = route.metadata;
   const ok = (type: Condition['type']): Condition => ({ type, status: 'True', reason: type, message: type === 'Accepted' ? 'Route is accepted' : 'All references are resolved' });
@@ -219,15 +272,14 @@ export function translateRoute(
     rules.forEach((rule, r) => {
       const targets: Array<{ target: string; weight: number }> = [];
       for (const ref of rule.backendRefs ?? []) {
-        const problem = refProblem(ref, namespace, serviceExists);
+        const problem = refProblem(ref, namespace, serviceExists, (to, svc) => to === namespace || granted(to, svc));
         if (problem) {
           if (resolvedRefs.status === 'True') resolvedRefs = { type: 'ResolvedRefs', status: 'False', reason: problem.reason, message: problem.message };
-          // A missing Service keeps its target (503 NO_ENDPOINTS until it exists); a refused ref is left out.
-          if (problem.reason !== 'BackendNotFound') continue;
+          continue; // left out: its share goes to the rule's resolved backends, or the rule answers 500
         }
         if ((ref.weight ?? 1) === 0) continue;
         if ((ref.weight ?? 1) > 1000) throw new Unsupported(`backendRef ${ref.name}: weight above 1000 is not supported`);
-        targets.push({ target: `k8s://${ref.name}.${namespace}:${ref.port}`, weight: ref.weight ?? 1 });
+        targets.push({ target: `k8s://${ref.name}.${ref.namespace ?? namespace}:${ref.port}`, weight: ref.weight ?? 1 });
       }
       const plugins: Array<Record<string, unknown>> = [];
       let rewrite: PathModifier | undefined;
@@ -239,9 +291,10 @@ export function translateRoute(
         else if (filter.type === 'RequestMirror') throw new Unsupported('filter RequestMirror is not supported: request_mirror takes a URL, and Services are resolved for upstream targets only');
         else throw new Unsupported(`filter ${filter.type}${filter.type === 'URLRewrite' ? ' with hostname' : ''} is not supported`);
       }
-      // A redirect answers without asking an upstream: its rule needs no backend.
+      // A redirect answers without asking an upstream: its rule needs no backend. Without one, and without a
+      // backend to forward to (none given, none resolved, every weight 0), the rule answers 500.
       const redirects = plugins.some((p) => p.name === 'redirect');
-      if (targets.length === 0 && !redirects) return;
+      if (targets.length === 0 && !redirects) plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } });
       const matches = rule.matches?.length ? rule.matches : [{ path: { type: 'PathPrefix', value: '/' } }];
       matches.forEach((match, m) => {
         if (match.queryParams?.length) throw new Unsupported('matches[].queryParams is not supported');

@@ -11,6 +11,39 @@ import { GROUP, VERSION } from './crds.js';
 import { KINDS, type AnyKind, type CustomResource } from './kinds.js';
 import { resolveSecretRefs, type SecretLookup } from './secret-refs.js';
 
+/**
+ * What the caches keep of an object: not metadata.managedFields, which every write (status writes
+ * included) grows and nothing here reads; a replace sent without it leaves the server's untouched.
+ * Done in place as the object arrives (list, or watch event before its handlers run further), as
+ * controller-runtime's TransformStripManagedFields does. Annotations stay: a replace sends them back.
+ */
+export function stripForCache<T extends { metadata?: { managedFields?: unknown } }>(obj: T): T {
+  if (obj.metadata?.managedFields !== undefined) delete obj.metadata.managedFields;
+  return obj;
+}
+
+/** Objects per list request, as client-go's reflector pages: the list of 10,000 CRs is never one response held whole. */
+const PAGE = 500;
+
+interface ListPage {
+  items?: unknown[];
+  /** `continue` as the apiserver sends it; `_continue` once client-node has deserialised a typed list. */
+  metadata?: { resourceVersion?: string; continue?: string; _continue?: string };
+}
+
+/** Every page of a list (one consistent snapshot: the continue token pins its resourceVersion), each object stripped as it comes. */
+async function listInPages(page: (token: string | undefined) => Promise<ListPage>): Promise<ListPage> {
+  const items: unknown[] = [];
+  let last: ListPage;
+  let token: string | undefined;
+  do {
+    last = await page(token);
+    for (const item of last.items ?? []) items.push(stripForCache(item as CustomResource));
+    token = last.metadata?.continue || last.metadata?._continue || undefined;
+  } while (token);
+  return { ...last, items };
+}
+
 /** Watches are cheap to retry; a long cap would only delay recovery after an apiserver restart. */
 const RETRY_MAX_MS = 10_000;
 
@@ -117,19 +150,20 @@ export function startInformers(options: {
     const target = { group: GROUP, version: VERSION, namespace, plural: kind.resource.plural };
     let w: Watched | undefined;
     const informer = makeInformer<CustomResource>(kubeConfig, `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`, () =>
-      listed(() => w, api.listNamespacedCustomObject(target)) as never,
+      listed(() => w, listInPages((_continue) => api.listNamespacedCustomObject({ ...target, limit: PAGE, _continue }))) as never,
     );
-    informer.on('add', (obj: CustomResource) => events.touched(kind, obj, false));
-    informer.on('update', (obj: CustomResource) => events.touched(kind, obj, false));
+    informer.on('add', (obj: CustomResource) => events.touched(kind, stripForCache(obj), false));
+    informer.on('update', (obj: CustomResource) => events.touched(kind, stripForCache(obj), false));
     informer.on('delete', (obj: CustomResource) => events.touched(kind, obj, true));
     w = watch(kind.resource.kind, informer as Informer<CustomResource | V1Secret>);
     crs.set(kind, informer);
   }
   let secretsWatched: Watched | undefined;
   const secrets = makeInformer<V1Secret>(kubeConfig, `/api/v1/namespaces/${namespace}/secrets`, () =>
-    listed(() => secretsWatched, core.listNamespacedSecret({ namespace })) as never,
+    listed(() => secretsWatched, listInPages((_continue) => core.listNamespacedSecret({ namespace, limit: PAGE, _continue }))) as never,
   );
-  for (const event of ['add', 'update', 'delete'] as const) secrets.on(event, events.secretChanged);
+  for (const event of ['add', 'update'] as const) secrets.on(event, (secret: V1Secret) => events.secretChanged(stripForCache(secret)));
+  secrets.on('delete', events.secretChanged);
   secretsWatched = watch('Secret', secrets as Informer<CustomResource | V1Secret>);
 
   for (const w of watched) void run(w, retry);

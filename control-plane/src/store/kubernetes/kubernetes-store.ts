@@ -17,7 +17,7 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../index.js';
 import { createUpdateQueue } from '../update-queue.js';
-import { customObjectsApi, kubernetesApi } from './api-client.js';
+import { createRateLimiter, customObjectsApi, kubernetesApi, type RateLimit } from './api-client.js';
 import type { ResourceKind } from './crds.js';
 import { ParseCache, startInformers } from './informers.js';
 import { unavailable, type AnyKind, type CustomResource, type ResourceVerdict } from './kinds.js';
@@ -48,6 +48,8 @@ export interface KubernetesStoreOptions {
   observeTimeoutMs?: number;
   /** First delay of the informer restart backoff (default 500 ms; capped at 10 s). */
   retryBaseMs?: number;
+  /** The client-side limit on this store's apiserver requests (none when unset). */
+  rateLimit?: RateLimit;
 }
 
 /** Per apiserver request (a list of 50,000 CRs included); a write that waits longer fails with 503 STORE_UNAVAILABLE. */
@@ -56,8 +58,9 @@ const REQUEST_TIMEOUT_MS = 30_000;
 export async function openKubernetesStore(options: KubernetesStoreOptions): Promise<KubernetesStore> {
   const { kubeConfig, namespace, logger } = options;
   const observeTimeoutMs = options.observeTimeoutMs ?? 10_000;
-  const api = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS);
-  const core = kubernetesApi(kubeConfig, REQUEST_TIMEOUT_MS, CoreV1Api);
+  const limiter = options.rateLimit && createRateLimiter(options.rateLimit);
+  const api = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
+  const core = kubernetesApi(kubeConfig, REQUEST_TIMEOUT_MS, CoreV1Api, limiter);
   const queue = createUpdateQueue(logger);
   const resourceListeners = new Set<(changed: ReadonlySet<string> | null) => void>();
   const waiters = new Set<{ done: () => boolean; resolve: () => void }>();

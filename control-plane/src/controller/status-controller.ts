@@ -165,6 +165,10 @@ const BATCH = 500;
  */
 const WRITERS = 32;
 
+/**
+ * One closure over the controller's state (the coalescing timer, the changed and unsettled CRs, the last
+ * fleet), which its short inner functions share; a round's writer pool is the longest of them.
+ */
 export function createStatusController(deps: {
   store: Pick<KubernetesStore, 'verdicts' | 'patchStatus'>;
   /**

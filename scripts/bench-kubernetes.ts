@@ -203,6 +203,7 @@ try {
     const cpStarted = performance.now();
     const writesBefore = await statusWritesServed(server);
     const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`, PROFILE_FLAGS);
+    const cpuAtServing = await cpuSeconds(cp.process.pid);
     row(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`);
 
     const dps = [await startWatchedDataPlane(cp.grpcAddr), await startWatchedDataPlane(cp.grpcAddr)];
@@ -213,7 +214,8 @@ try {
     const settled = performance.now();
     row(
       `statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(settled - cpStarted)} ms after the CP started, ${Math.round(settled - settling)} ms after the DPs did; ` +
-        `${(await statusWritesServed(server)) - writesBefore} status PUTs served; CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`,
+        `${(await statusWritesServed(server)) - writesBefore} status PUTs served; CP CPU from serving to settled ${((await cpuSeconds(cp.process.pid)) - cpuAtServing).toFixed(1)} s; ` +
+        `CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`,
     );
     const client = await createAdminClient(cp);
     await client.login();

@@ -8,7 +8,7 @@ import { makeInformer, type CoreV1Api, type CustomObjectsApi, type Informer, typ
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { GROUP, VERSION } from './crds.js';
-import { KINDS, type AnyKind, type CustomResource } from './kinds.js';
+import { KINDS, crTarget, type AnyKind, type CustomResource } from './kinds.js';
 import { resolveSecretRefs, type SecretLookup } from './secret-refs.js';
 
 /**
@@ -147,7 +147,7 @@ export function startInformers(options: {
     });
 
   for (const kind of KINDS) {
-    const target = { group: GROUP, version: VERSION, namespace, plural: kind.resource.plural };
+    const target = crTarget(namespace, kind);
     let w: Watched | undefined;
     const informer = makeInformer<CustomResource>(kubeConfig, `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`, () =>
       listed(() => w, listInPages((_continue) => api.listNamespacedCustomObject({ ...target, limit: PAGE, _continue }))) as never,

@@ -6,7 +6,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { GatehouseError } from '#proto/errors';
 import type { ApiDefinition, BasicAuthCredential, KeyAuthCredential, OAuthServerDefinition } from '#proto/definition/index';
 import { storedApis, storedBasicAuthCredentials, storedKeyAuthCredentials, storedOAuthServers, type StoredKind } from '../definition-kinds.js';
-import { API_DEFINITION, BASIC_AUTH_CREDENTIAL, KEY_AUTH_CREDENTIAL, OAUTH_SERVER, type ResourceKind } from './crds.js';
+import { API_DEFINITION, BASIC_AUTH_CREDENTIAL, GROUP, KEY_AUTH_CREDENTIAL, OAUTH_SERVER, VERSION, type ResourceKind } from './crds.js';
 
 export interface CustomResource extends KubernetesObject {
   spec?: Record<string, unknown>;
@@ -42,6 +42,9 @@ export const KINDS = [
 ] as const;
 
 export type AnyKind = (typeof KINDS)[number];
+
+/** Where a kind's CRs are, as client-node's CustomObjectsApi takes it. */
+export const crTarget = (namespace: string, kind: AnyKind) => ({ group: GROUP, version: VERSION, namespace, plural: kind.resource.plural });
 
 /** HTTP status of a client-node ApiException (or of a Status object in its body). */
 export function httpStatusOf(err: unknown): number | undefined {

@@ -5,8 +5,7 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { ResourceKind } from './crds.js';
 import type { StoreInformers } from './informers.js';
-import { KINDS, unavailable, type CustomResource } from './kinds.js';
-import { crTarget } from './writes.js';
+import { KINDS, crTarget, unavailable, type CustomResource } from './kinds.js';
 
 export async function writeStatus(
   ctx: { api: CustomObjectsApi; namespace: string; informers: StoreInformers },

@@ -8,9 +8,9 @@ import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GatehouseError } from '#proto/errors';
 import { definitionsHash, editsFrom } from '#proto/snapshot/codec';
 import type { Mutation, StoreState, UpdateResult } from '../index.js';
-import { API_VERSION, GROUP, VERSION } from './crds.js';
+import { API_VERSION } from './crds.js';
 import type { StoreInformers } from './informers.js';
-import { KINDS, httpStatusOf, reasonOf, sameUid, unavailable, type AnyKind, type CustomResource } from './kinds.js';
+import { KINDS, crTarget, httpStatusOf, reasonOf, sameUid, unavailable, type AnyKind, type CustomResource } from './kinds.js';
 import { metadataNameFor } from './resource-names.js';
 import { extractSecrets, managedSecretName } from './secret-refs.js';
 import type { Verdicts } from './verdicts.js';
@@ -27,8 +27,6 @@ export interface WriteContext {
   /** Resolves once `done` holds after this replica's informers and passes; a 503 after the observe timeout. */
   observed(done: () => boolean): Promise<void>;
 }
-
-export const crTarget = (namespace: string, kind: AnyKind) => ({ group: GROUP, version: VERSION, namespace, plural: kind.resource.plural });
 
 /**
  * An admin write on one definition is one CR change. PUT /config and rollbacks are many, which

@@ -200,14 +200,23 @@ try {
     const created = performance.now();
     await createCrs(admin.custom, have, size);
     console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);
+    const cpStarted = performance.now();
+    const writesBefore = await statusWritesServed(server);
     const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`, PROFILE_FLAGS);
+    const cpuAtServing = await cpuSeconds(cp.process.pid);
     row(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`);
 
     const dps = [await startWatchedDataPlane(cp.grpcAddr), await startWatchedDataPlane(cp.grpcAddr)];
     // The writes are timed once the controller has written every new CR's first status (10,000 status writes at 10,000 CRs).
     const settling = performance.now();
     await settledVersions(admin.custom);
-    row(`statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(performance.now() - settling)} ms after start`);
+    // settledVersions returns once two lists 2 s apart agree: both times include that confirming window.
+    const settled = performance.now();
+    row(
+      `statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(settled - cpStarted)} ms after the CP started, ${Math.round(settled - settling)} ms after the DPs did; ` +
+        `${(await statusWritesServed(server)) - writesBefore} status PUTs served; CP CPU from serving to settled ${((await cpuSeconds(cp.process.pid)) - cpuAtServing).toFixed(1)} s; ` +
+        `CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`,
+    );
     const client = await createAdminClient(cp);
     await client.login();
     const k8s = await propagation(client, dps, `k8s-${size}`, cp.process.pid);

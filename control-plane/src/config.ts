@@ -80,7 +80,16 @@ export interface KubernetesConfig {
   discoveryNamespaces: string[];
   /** GATEWAY_API=true: the controllerName (GATEWAY_CONTROLLER_NAME) of the GatewayClasses whose routes are served, and the data planes' Service (GATEWAY_ADDRESS_SERVICE) whose addresses Gateways get; null = off. */
   gatewayApi: { controllerName: string; addressService: string | null } | null;
+  /** KUBE_API_QPS / KUBE_API_BURST: the client-side limit on the store's apiserver requests (status writes, admin writes, lists). */
+  apiRateLimit: { qps: number; burst: number };
 }
+
+/**
+ * Enough for every CR's first status at 10,000 CRs within seconds; client-go's own defaults (5 / 10)
+ * would take over half an hour. The apiserver's priority and fairness still bounds what it serves.
+ */
+const KUBE_API_QPS = 500;
+const KUBE_API_BURST = 1000;
 
 function invalid(name: string, message: string): GatehouseError {
   return new GatehouseError('VALIDATION_FAILED', `${name} ${message}`, { field: name });
@@ -209,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
           identity: env.POD_NAME || `${hostname()}-${process.pid}`,
           discoveryNamespaces: discoveryNamespaces(env),
           gatewayApi: gatewayApi(env),
+          apiRateLimit: { qps: positiveInteger(env, 'KUBE_API_QPS', KUBE_API_QPS), burst: positiveInteger(env, 'KUBE_API_BURST', KUBE_API_BURST) },
         }
       : null;
 

@@ -110,7 +110,7 @@ describe('createStatusController', () => {
    * reported back as a change, as the informer's update event does; `reads` counts the verdicts
    * a round looked up.
    */
-  function setup(crs: number, dataPlanes: DataPlaneView[], fleetKnown: () => boolean = () => true) {
+  function setup(crs: number, dataPlanes: DataPlaneView[], fleetKnown: () => boolean = () => true, onWrite: (writes: number) => void = () => {}) {
     const verdicts = new Map<string, ResourceVerdict>();
     for (let i = 0; i < crs; i++) verdicts.set(`u${i}`, verdict({ uid: `u${i}`, metadataName: `cr-${i}`, name: `cr-${i}`, sinceRevision: 5 }));
     const byName = new Map([...verdicts.values()].map((v) => [v.metadataName, v]));
@@ -131,6 +131,7 @@ describe('createStatusController', () => {
           v.status = status;
           writes.push(metadataName);
           controller.resourcesChanged(new Set([v.uid]));
+          onWrite(writes.length);
         },
       },
       dataPlanes: async () => (fleetKnown() ? dataPlanes : null),
@@ -217,6 +218,21 @@ describe('createStatusController', () => {
     const synced = await s.round(() => dps.push(dp('b', 8)));
     expect(synced.writes).toEqual(['cr-0']);
     expect(condition(s.verdicts.get('u0')!.status!, 'Programmed')).toMatchObject({ reason: 'Pending' });
+    await s.controller.close();
+  });
+
+  test('data planes syncing while a round writes many first statuses: the CRs not yet written get Programmed at once, never NoDataPlanes first', async () => {
+    const dps: DataPlaneView[] = [];
+    // The first data plane syncs once the round has written 100 NoDataPlanes statuses.
+    const s = setup(3000, dps, () => true, (n) => {
+      if (n === 100) dps.push(dp('a', 5));
+    });
+    const { writes } = await s.round();
+    expect(s.programmed()).toBe(3000);
+    // Only the CRs written before the fleet was read again (the first batch) were written twice.
+    const twice = writes.length - 3000;
+    expect(twice).toBeGreaterThanOrEqual(100);
+    expect(twice).toBeLessThanOrEqual(600);
     await s.controller.close();
   });
 });

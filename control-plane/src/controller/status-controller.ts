@@ -159,11 +159,16 @@ export function statusUpdate(current: Record<string, unknown> | undefined, desir
 /** CRs looked at between two yields to the event loop in a round over every CR. */
 const BATCH = 500;
 /**
- * Status writes in flight at once, as a controller's worker pool: one at a time, 10,000 new CRs
- * took more than two minutes to get their first status (local apiserver, bench:kubernetes).
+ * Status writes in flight at once, as a controller's worker pool. The store's client-side rate limit
+ * (KUBE_API_QPS / KUBE_API_BURST) decides how many the apiserver gets a second; these only keep
+ * enough in flight to use it.
  */
-const WRITERS = 8;
+const WRITERS = 32;
 
+/**
+ * One closure over the controller's state (the coalescing timer, the changed and unsettled CRs, the last
+ * fleet), which its short inner functions share; a round's writer pool is the longest of them.
+ */
 export function createStatusController(deps: {
   store: Pick<KubernetesStore, 'verdicts' | 'patchStatus'>;
   /**
@@ -188,6 +193,9 @@ export function createStatusController(deps: {
   const unsettled = new Set<string>();
   /** The fleet of the last round that looked at every CR it had to. */
   let lastFleet: Fleet | null = null;
+
+  /** Set by every trigger: a round over many CRs then reads the fleet again between batches. */
+  let fleetMayHaveChanged = false;
 
   /** Whether a CR that was Programmed may no longer be (see the file comment). */
   const mayUnprogram = (before: Fleet, now: Fleet) => now.synced > 0 && (before.synced === 0 || now.minAck < before.minAck);
@@ -225,27 +233,52 @@ export function createStatusController(deps: {
       retryLater();
       return;
     }
-    const fleet = fleetOf(views);
+    let fleet = fleetOf(views);
+    fleetMayHaveChanged = false;
     const everyCr = changed === 'all' || lastFleet === null || mayUnprogram(lastFleet, fleet);
     const uids = everyCr ? [...store.verdicts().keys()] : [...new Set([...changed, ...unsettled])];
     changed = new Set();
     let next = 0;
     let stopped = false;
+    let fleetMoved = false;
+    /**
+     * Between batches, the fleet as it is now when a trigger came meanwhile: the CRs not yet looked at get
+     * the status it gives them, not one already stale (data planes syncing while a round writes 10,000
+     * first statuses would make each CR's NoDataPlanes followed at once by Programmed).
+     */
+    const refreshFleet = async (): Promise<void> => {
+      if (!fleetMayHaveChanged) return;
+      fleetMayHaveChanged = false;
+      const now = await deps.dataPlanes();
+      if (now === null) return;
+      const moved = fleetOf(now);
+      if (!isDeepStrictEqual(moved, fleet)) (fleet = moved), (fleetMoved = true);
+    };
+    /** Between batches every writer waits, so none goes on with the fleet being replaced. */
+    let pause: Promise<void> | null = null;
     const writer = async (): Promise<void> => {
       while (next < uids.length) {
+        if (pause) await pause;
         if (closed || !deps.isLeader()) {
           stopped = true;
           return;
         }
         const i = next++;
-        if (everyCr && i % BATCH === BATCH - 1) await new Promise((resolve) => setImmediate(resolve));
+        if (i % BATCH === BATCH - 1) {
+          pause = (async () => {
+            if (everyCr) await new Promise((resolve) => setImmediate(resolve));
+            await refreshFleet();
+          })().finally(() => (pause = null));
+          await pause;
+        }
         await look(uids[i]!, fleet, at);
       }
     };
     await Promise.all(Array.from({ length: WRITERS }, writer));
-    if (stopped) {
+    // Looked at under two fleets: the next round looks at every CR again (it writes only what differs).
+    if (stopped || fleetMoved) {
       changed = 'all';
-      return;
+      if (stopped) return;
     }
     lastFleet = fleet;
   }
@@ -275,6 +308,7 @@ export function createStatusController(deps: {
   }
 
   function trigger(): void {
+    fleetMayHaveChanged = true;
     if (closed || timer) return;
     timer = setTimeout(() => {
       timer = undefined;

@@ -31,5 +31,5 @@ export async function openStore(config: ControlPlaneConfig, logger: Logger): Pro
   kubeConfig.loadFromDefault();
   const namespace = await resolveNamespace(config.kubernetes.namespace);
   logger.info({ namespace, server: kubeConfig.getCurrentCluster()?.server }, 'opening kubernetes store');
-  return { kind: 'kubernetes', store: await openKubernetesStore({ kubeConfig, namespace, logger }), kubeConfig };
+  return { kind: 'kubernetes', store: await openKubernetesStore({ kubeConfig, namespace, logger, rateLimit: config.kubernetes.apiRateLimit }), kubeConfig };
 }

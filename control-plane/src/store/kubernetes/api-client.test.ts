@@ -5,18 +5,21 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createTestCertificates, type CertificateFiles } from '../../../../test/helpers/test-certificates.js';
-import { customObjectsApi } from './api-client.js';
+import { createRateLimiter, customObjectsApi } from './api-client.js';
 
 /** A TLS server standing in for the apiserver's list endpoint: counts TLS connections and the bearer tokens it saw. */
 let certs: CertificateFiles;
 let server: Server;
 let connections = 0;
 const tokens: string[] = [];
+/** When each request arrived (performance.now()). */
+const arrivals: number[] = [];
 
 beforeAll(async () => {
   certs = await createTestCertificates();
   server = createServer({ cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) }, (req, res) => {
     tokens.push(String(req.headers.authorization));
+    arrivals.push(performance.now());
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinitionList', metadata: {}, items: [] }));
   });
@@ -70,4 +73,17 @@ test('the CA file is read once, when the client is made (client-node read it aga
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('with a rate limit, a burst goes at once and the rest wait for their tokens; the limiter is shared by the clients given it', async () => {
+  arrivals.length = 0;
+  const limiter = createRateLimiter({ qps: 5, burst: 2 });
+  const apis = [customObjectsApi(kubeConfigWithToken({ value: 't' }), 5000, limiter), customObjectsApi(kubeConfigWithToken({ value: 't' }), 5000, limiter)];
+  const started = performance.now();
+  await Promise.all(Array.from({ length: 6 }, (_, i) => apis[i % 2]!.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: 'ns', plural: 'apidefinitions' })));
+  const sorted = arrivals.map((t) => t - started).sort((a, b) => a - b);
+  expect(sorted).toHaveLength(6);
+  // 2 from the burst, then one per 200 ms: the 3rd no sooner than 200 ms, the 6th than 800 ms (lower bounds: load only delays).
+  expect(sorted[2]!).toBeGreaterThanOrEqual(195);
+  expect(sorted[5]!).toBeGreaterThanOrEqual(795);
 });

@@ -13,6 +13,10 @@
  * token (a projected service-account token) is read as before; the TLS settings (CA, client
  * certificate) are those of the first request, as a long-lived client's are, so their files are read
  * once, here: client-node would read the CA file again for every request (three per admin write).
+ *
+ * The rate limit: a token bucket of `qps` tokens a second holding up to `burst`, as client-go's
+ * client-side limit, shared by the clients given the same limiter; a request waits for its token
+ * before it is sent, so a burst of status writes cannot flood a shared apiserver.
  */
 import { readFileSync } from 'node:fs';
 import { Agent as HttpsAgent } from 'node:https';
@@ -33,12 +37,38 @@ function withTlsFilesRead(kubeConfig: KubeConfig): KubeConfig {
   return read;
 }
 
-export function customObjectsApi(kubeConfig: KubeConfig, timeoutMs: number): CustomObjectsApi {
-  return kubernetesApi(kubeConfig, timeoutMs, CustomObjectsApi);
+export interface RateLimit {
+  /** Requests a second, sustained. */
+  qps: number;
+  /** Requests sent at once after a quiet spell. */
+  burst: number;
+}
+
+export interface RateLimiter {
+  /** Resolves when the request may be sent. */
+  take(): Promise<void>;
+}
+
+/** A token bucket: a caller beyond the tokens at hand reserves the next one and waits for it, so callers go in order. */
+export function createRateLimiter({ qps, burst }: RateLimit, now: () => number = performance.now.bind(performance)): RateLimiter {
+  let tokens = burst;
+  let last = now();
+  return {
+    take() {
+      const t = now();
+      tokens = Math.min(burst, tokens + ((t - last) * qps) / 1000) - 1;
+      last = t;
+      return tokens >= 0 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, (-tokens * 1000) / qps));
+    },
+  };
+}
+
+export function customObjectsApi(kubeConfig: KubeConfig, timeoutMs: number, limiter?: RateLimiter): CustomObjectsApi {
+  return kubernetesApi(kubeConfig, timeoutMs, CustomObjectsApi, limiter);
 }
 
 /** Any client-node API class (CoreV1Api for Secrets), with the same timeout and one pool of its own. */
-export function kubernetesApi<T>(kubeConfig: KubeConfig, timeoutMs: number, Api: new (configuration: Configuration) => T): T {
+export function kubernetesApi<T>(kubeConfig: KubeConfig, timeoutMs: number, Api: new (configuration: Configuration) => T, limiter?: RateLimiter): T {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig names no current cluster');
   const config = withTlsFilesRead(kubeConfig);
@@ -61,6 +91,7 @@ export function kubernetesApi<T>(kubeConfig: KubeConfig, timeoutMs: number, Api:
       promiseMiddleware: [
         {
           pre: async (context) => {
+            await limiter?.take();
             context.setSignal(AbortSignal.timeout(timeoutMs));
             return context;
           },

@@ -19,6 +19,7 @@ import { renderChart } from '../helpers/helm.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { REPO_ROOT } from '../helpers/service-process.js';
+import { TEST_JOIN_TOKEN } from '../helpers/start-control-plane.js';
 
 const IMAGES_SCRIPT = join(REPO_ROOT, 'scripts', 'test-images.sh');
 // A cold build (debootstrap, two `npm ci`, tsc) takes 5-12 minutes on a loaded 2-core machine.
@@ -146,6 +147,7 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
         GRPC_PORT: String(grpc),
         ADMIN_PASSWORD: 'image-test-password',
         ADMIN_JWT_SECRET: 'x'.repeat(32),
+        GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
         DATA_DIR: '/var/lib/gatehouse',
       },
       ['/tmp', '/var/lib/gatehouse'],
@@ -229,6 +231,7 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
         STATUS_HOST: '127.0.0.1',
         STATUS_PORT: String(status),
         CONTROL_PLANE_ADDR: `127.0.0.1:${grpc}`,
+        GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
         SNAPSHOT_CACHE: '/var/cache/gatehouse/snapshot.json',
       },
       ['/tmp', '/var/cache/gatehouse'],

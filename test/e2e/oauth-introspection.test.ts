@@ -192,7 +192,7 @@ test('bad configurations are refused naming the field, and the stored server sta
       auth_header_type: 'Bearer',
       token_type_hint: 'access_token',
       client_id: 'gatehouse',
-      client_secret: 's3cret',
+      client_secret: '<redacted>', // write-only: reads never show it
       client_auth: 'basic',
       timeout: '500ms',
       cache_ttl: 60,

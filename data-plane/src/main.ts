@@ -159,8 +159,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
-    exitIfShutdownHangs(logger, config.shutdownTimeoutMs);
+    logger.info({ signal, delayMs: config.shutdownDelayMs, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+    exitIfShutdownHangs(logger, config.shutdownDelayMs + config.shutdownTimeoutMs);
     status?.markDraining();
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
@@ -170,7 +170,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
       redirect.close();
       redirect.closeIdleConnections();
     }
-    const drained = await proxy.close(config.shutdownTimeoutMs);
+    const drained = await proxy.close(config.shutdownTimeoutMs, config.shutdownDelayMs);
     await status?.close();
     await pools.close();
     await tracing?.shutdown(2_000); // the spans of the last requests

@@ -184,12 +184,12 @@ export async function runPrimary(config: DataPlaneConfig, logger: Logger): Promi
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     logger.info({ signal, timeoutMs: config.shutdownTimeoutMs, workers: config.workers }, 'shutting down');
-    // A worker gives up 5 s after SHUTDOWN_TIMEOUT; one that is still there after that is stuck.
+    // A worker gives up 5 s after SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT; one that is still there after that is stuck.
     setTimeout(() => {
       logger.error('workers did not stop in time');
       for (const slot of slots) slot.worker?.process.kill('SIGKILL');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 6_000).unref();
+    }, config.shutdownDelayMs + config.shutdownTimeoutMs + 6_000).unref();
     status.markDraining();
     const clean = await stopWorkers();
     await status.close();

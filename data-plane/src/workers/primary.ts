@@ -44,7 +44,8 @@ export interface WorkerState {
 
 /** The process's /readyz from its workers': ready when every one serves; the version is the oldest served. */
 export function readinessOf(workers: WorkerState[]): { ready: boolean } & Record<string, unknown> {
-  if (workers.some((w) => w.version === null)) return { ready: false, workers };
+  const waiting = workers.filter((w) => w.version === null).map((w) => w.worker);
+  if (waiting.length > 0) return { ready: false, reason: `no snapshot yet in worker ${waiting.join(', ')} (each worker's log says why)`, workers };
   // A caller waiting for version >= V then knows that every worker has V.
   const oldest = workers.reduce((a, b) => (b.version! < a.version! ? b : a));
   return { ready: true, version: oldest.version, hash: oldest.hash, workers };

@@ -395,6 +395,39 @@ spec:
     expectNoFailures(await load.stop(), 'helm upgrade');
   }, 300_000);
 
+  test('a data-plane container restarted while no control plane is Ready serves from its snapshot cache', async () => {
+    const [pod] = await readyDataPlanes();
+    expect(pod).toBeDefined();
+    const restarts = pod!.status.containerStatuses?.[0]?.restartCount ?? 0;
+    const cp = `deployment/${RELEASE}-control-plane`;
+    await kubectlOk(['-n', NS, 'scale', cp, '--replicas=0']);
+    try {
+      await pollUntil(async () => ((await pods(NS, 'app.kubernetes.io/component=control-plane')).length === 0 ? true : undefined), {
+        what: 'no control-plane pod',
+        timeoutMs: 60_000,
+        intervalMs: 500,
+      });
+      // SIGTERM to the container's init (tini forwards it): the data plane exits 0, the kubelet starts it again in
+      // the same pod, with the same snapshot-cache emptyDir.
+      await kubectlOk(['-n', NS, 'exec', pod!.metadata.name, '-c', 'data-plane', '--', 'sh', '-c', 'kill 1']);
+      const restarted = await pollUntil(
+        async () => {
+          const [now] = (await pods(NS, 'app.kubernetes.io/component=data-plane')).filter((p) => p.metadata.name === pod!.metadata.name);
+          return now && (now.status.containerStatuses?.[0]?.restartCount ?? 0) > restarts && isReady(now) ? now : undefined;
+        },
+        { what: `${pod!.metadata.name} restarted and Ready`, timeoutMs: 90_000, intervalMs: 500 },
+      );
+      const f = await forward(restarted.status.podIP!, 8080);
+      const res = await httpRequest(`http://${restarted.status.podIP}:8080/load/cached`, { socketPath: f.socketPath });
+      expect(res.status).toBe(200);
+      expect(res.json).toMatchObject({ url: '/cached' });
+      expect(await kubectlOk(['-n', NS, 'logs', restarted.metadata.name, '-c', 'data-plane'])).toContain('serving cached snapshot');
+    } finally {
+      await kubectlOk(['-n', NS, 'scale', cp, '--replicas=2']);
+      await rollout('control-plane');
+    }
+  }, 240_000);
+
   test('a data plane pointed at a wrong control-plane address never becomes Ready; its /readyz says why, without the join token', async () => {
     // The chart's own data-plane Deployment, under other labels (no Service or HPA selects it), with the address wrong.
     const chart = JSON.parse(await kubectlOk(['-n', NS, 'get', 'deployment', `${RELEASE}-data-plane`, '-o', 'json'])) as {
@@ -439,4 +472,16 @@ spec:
     expect(res.code).not.toBe(0);
     expect(res.stderr).toMatch(/controlPlane\.replicas|controlPlane.*replicas/);
   }, 60_000);
+
+  test('helm uninstall keeps the CRDs and the custom resources', async () => {
+    const before = (await kubectlOk(['-n', NS, 'get', 'apidefinitions', '-o', 'jsonpath={.items[*].metadata.name}'])).split(' ').sort();
+    expect(before).toEqual(expect.arrayContaining(['orders', 'payments']));
+    const uninstall = await helm(['uninstall', RELEASE, '-n', NS, '--wait'], { timeoutMs: 120_000 });
+    expect(uninstall.code).toBe(0);
+    expect(await pods(NS, `app.kubernetes.io/instance=${RELEASE}`)).toEqual([]);
+    const crds = await kubectlOk(['get', 'crd', '-o', 'jsonpath={.items[*].metadata.name}']);
+    for (const crd of ['apidefinitions', 'basicauthcredentials', 'keyauthcredentials', 'oauthservers']) expect(crds.split(' ')).toContain(`${crd}.gatehouse.dev`);
+    const after = (await kubectlOk(['-n', NS, 'get', 'apidefinitions', '-o', 'jsonpath={.items[*].metadata.name}'])).split(' ').sort();
+    expect(after).toEqual(before);
+  }, 150_000);
 });

@@ -2,10 +2,13 @@
  * The data plane's drain with SHUTDOWN_DELAY (docs/operations.md "Drain"): after SIGTERM it still accepts and
  * serves for the delay, each answer with `Connection: close`, so keep-alive clients sending continuously, and one
  * whose kept-alive connection sat idle at the signal, lose no request; /readyz answers 503 meanwhile; then it
- * drains and exits 0.
+ * drains and exits 0. An h2c connection gets GOAWAY at the signal, and one opened during the delay is served.
  */
+import { constants } from 'node:http2';
 import { Client } from 'undici';
 import { apiDefinition } from '../helpers/api-definition.js';
+import { h2Request, h2Session } from '../helpers/h2-client.js';
+import { startDataPlane } from '../helpers/start-data-plane.js';
 import { startLoad } from '../helpers/load-generator.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
@@ -57,4 +60,30 @@ test('SIGTERM: keep-alive clients sending across it fail no request; answers clo
   expect(status.code).toBe(0);
   expect(ms).toBeGreaterThanOrEqual(SHUTDOWN_DELAY_MS);
   await expect(gw.dp.request('GET', '/drain/after', { timeoutMs: 2_000 })).rejects.toThrow(/ECONNREFUSED/);
+});
+
+test('SIGTERM: an h2c connection gets GOAWAY at once; one opened during the delay is served, then gets GOAWAY', async () => {
+  const own = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env: { SHUTDOWN_DELAY: `${SHUTDOWN_DELAY_MS}ms` } });
+  const before = await h2Session(`http://127.0.0.1:${own.proxyPort}`);
+  try {
+    expect((await h2Request(before, { ':path': '/drain/h2-before', ':method': 'GET' })).status).toBe(200);
+    const goaway = new Promise<number>((resolve) => before.once('goaway', (code) => resolve(code)));
+    const signalledAt = performance.now();
+    const exited = own.stop().then((status) => ({ status, ms: performance.now() - signalledAt }));
+    expect(await goaway).toBe(constants.NGHTTP2_NO_ERROR);
+    expect(performance.now() - signalledAt).toBeLessThan(SHUTDOWN_DELAY_MS);
+
+    const during = await h2Session(`http://127.0.0.1:${own.proxyPort}`);
+    const goawayDuring = new Promise<number>((resolve) => during.once('goaway', (code) => resolve(code)));
+    const answer = await h2Request(during, { ':path': '/drain/h2-during', ':method': 'GET' });
+    expect(answer.status).toBe(200);
+    expect(await goawayDuring).toBe(constants.NGHTTP2_NO_ERROR);
+    during.destroy();
+    const { status, ms } = await exited;
+    expect(status.code).toBe(0);
+    expect(ms).toBeGreaterThanOrEqual(SHUTDOWN_DELAY_MS);
+  } finally {
+    before.destroy();
+    if (own.process.running()) await own.kill();
+  }
 });

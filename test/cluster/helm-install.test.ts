@@ -415,6 +415,8 @@ spec:
       timeoutMs: 30_000,
       intervalMs: 250,
     });
+    const status = await forward(pod!.status.podIP!, 8083);
+    const served = (await httpRequest('http://dp/readyz', { socketPath: status.socketPath })).json as { version: number; hash: string };
     const restarts = pod!.status.containerStatuses?.[0]?.restartCount ?? 0;
     const cp = `deployment/${RELEASE}-control-plane`;
     await kubectlOk(['-n', NS, 'scale', cp, '--replicas=0']);
@@ -438,7 +440,9 @@ spec:
       const res = await httpRequest(`http://${restarted.status.podIP}:8080/load/cached`, { socketPath: f.socketPath });
       expect(res.status).toBe(200);
       expect(res.json).toMatchObject({ url: '/cached' });
-      expect(await kubectlOk(['-n', NS, 'logs', restarted.metadata.name, '-c', 'data-plane'])).toContain('serving cached snapshot');
+      // Ready with the snapshot it served before, no control plane having answered since.
+      const readyz = await httpRequest('http://dp/readyz', { socketPath: (await forward(restarted.status.podIP!, 8083)).socketPath });
+      expect([readyz.status, readyz.json]).toEqual([200, { ready: true, version: served.version, hash: served.hash }]);
     } finally {
       await kubectlOk(['-n', NS, 'scale', cp, '--replicas=2']);
       await rollout('control-plane');
@@ -505,7 +509,12 @@ spec:
     const uninstall = await helm(['uninstall', RELEASE, '-n', NS, '--wait'], { timeoutMs: 120_000 });
     expect(uninstall.code).toBe(0);
     try {
-      expect(await pods(NS, `app.kubernetes.io/instance=${RELEASE}`)).toEqual([]);
+      // Its pods go within their grace period.
+      await pollUntil(async () => ((await pods(NS, `app.kubernetes.io/instance=${RELEASE}`)).length === 0 ? true : undefined), {
+        what: 'no pod of the release',
+        timeoutMs: 90_000,
+        intervalMs: 500,
+      });
       const crds = (await kubectlOk(['get', 'crd', '-o', 'jsonpath={.items[*].metadata.name}'])).split(' ');
       for (const crd of ['apidefinitions', 'basicauthcredentials', 'keyauthcredentials', 'oauthservers']) expect(crds).toContain(`${crd}.gatehouse.dev`);
       expect(await names()).toEqual(before);

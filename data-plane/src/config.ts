@@ -30,6 +30,8 @@ export interface DataPlaneConfig {
   reconnectBackoffBaseMs: number;
   reconnectBackoffMaxMs: number;
   shutdownTimeoutMs: number;
+  /** SHUTDOWN_DELAY: after SIGTERM the proxy still accepts and serves this long, closing each connection after its answer. */
+  shutdownDelayMs: number;
   /** Optional file holding the last applied snapshot, served at cold start. */
   snapshotCache: string | undefined;
   /** GRPC_TLS_SERVER_NAME: verify the CP certificate against this name instead of the dialled host. */
@@ -172,6 +174,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
     reconnectBackoffBaseMs: duration(env, 'RECONNECT_BACKOFF_BASE', '500ms'),
     reconnectBackoffMaxMs: duration(env, 'RECONNECT_BACKOFF_MAX', '30s'),
     shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
+    // Unset or zero ("0s"): none, the drain starts at SIGTERM.
+    shutdownDelayMs: /^(0+(\.0*)?(ms|s|m|h)?)?$/.test(env.SHUTDOWN_DELAY ?? '') ? 0 : duration(env, 'SHUTDOWN_DELAY', '0s'),
     idleTrimMs: idleTrim(env),
     snapshotCache: env.SNAPSHOT_CACHE || undefined,
     grpcTlsServerName: env.GRPC_TLS_SERVER_NAME || undefined,

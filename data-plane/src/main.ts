@@ -103,7 +103,9 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
         })
       : null;
   const proxy = createProxyServer({ holder, pools, logger, metrics, accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion, trustedProxies: config.trustedProxies });
-  const status = worker ? undefined : createStatusServer({ holder, registry, logger });
+  // Until the snapshot client exists (below) a /readyz says only that no snapshot is there yet.
+  let waiting = (): string => `waiting for the first snapshot from control plane ${config.controlPlaneAddr}`;
+  const status = worker ? undefined : createStatusServer({ holder, registry, logger, waiting: () => waiting() });
   const { proxyPort: port, proxyHost: host } = config;
   const bindProxy = async (): Promise<number> => {
     const bound = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
@@ -147,6 +149,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     cache: worker && worker > 1 ? undefined : cache,
     coldStart: cache && { waitMs: CACHE_FALLBACK_WAIT_MS, fallback: () => applyCachedSnapshot(cache, holder, logger) },
   });
+  waiting = () => client.waiting();
   client.start();
   logger.debug({ youngGenerationBytes: youngGenerationAtHold }, 'young generation held until the first snapshot is applied');
   logger.info(
@@ -159,8 +162,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
-    exitIfShutdownHangs(logger, config.shutdownTimeoutMs);
+    logger.info({ signal, delayMs: config.shutdownDelayMs, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+    exitIfShutdownHangs(logger, config.shutdownDelayMs + config.shutdownTimeoutMs);
     status?.markDraining();
     await client.close();
     await cache?.flush(); // a snapshot applied just before the signal is on disk for the next cold start
@@ -170,7 +173,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
       redirect.close();
       redirect.closeIdleConnections();
     }
-    const drained = await proxy.close(config.shutdownTimeoutMs);
+    const drained = await proxy.close(config.shutdownTimeoutMs, config.shutdownDelayMs);
     await status?.close();
     await pools.close();
     await tracing?.shutdown(2_000); // the spans of the last requests

@@ -12,6 +12,7 @@ import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
+import { TEST_JOIN_TOKEN } from '../helpers/start-control-plane.js';
 import { freePort } from '../helpers/free-port.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 
@@ -292,13 +293,24 @@ test('SNAPSHOT_CACHE with the CP reachable: a restarted data plane serves the CP
   }
 });
 
-test('a data plane with no reachable CP is alive but not ready, and answers 503 "no configuration loaded"', async () => {
+test('a data plane with no reachable CP is alive but not ready, /readyz says why, and it answers 503 "no configuration loaded"', async () => {
   const port = await freePort();
   const dp = await startDataPlane({ controlPlaneAddr: `127.0.0.1:${port}`, waitForSnapshot: false });
   try {
     const ready = await dp.readyz();
     expect(ready.status).toBe(503);
     expect(ready.ready).toBe(false);
+    // The address and the last attempt's error, once one has failed.
+    const readyz = await pollUntil(
+      async () => {
+        const res = await httpRequest(`${dp.statusUrl}/readyz`);
+        return (res.json as { reason?: string }).reason?.includes('unreachable') ? res : undefined;
+      },
+      { what: '/readyz naming the unreachable control plane', timeoutMs: 10_000 },
+    );
+    expect(readyz.status).toBe(503);
+    expect(readyz.json).toEqual({ ready: false, reason: expect.stringMatching(new RegExp(`^no snapshot yet: control plane 127\\.0\\.0\\.1:${port} unreachable \\(.*ECONNREFUSED`)) });
+    expect(readyz.text).not.toContain(TEST_JOIN_TOKEN);
     const health = await httpRequest(`${dp.statusUrl}/healthz`);
     expect(health.status).toBe(200);
     expect(health.json).toEqual({ status: 'ok' });
@@ -306,6 +318,26 @@ test('a data plane with no reachable CP is alive but not ready, and answers 503 
     expect(res.status).toBe(503);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.text).toBe('"no configuration loaded"');
+  } finally {
+    expect((await dp.stop()).code).toBe(0);
+  }
+});
+
+test('a data plane whose join token the CP refuses: /readyz says so, without the token', async () => {
+  const wrongToken = 'a-wrong-join-token-0123456789abcdef';
+  const dp = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, env: { GRPC_JOIN_TOKEN: wrongToken }, waitForSnapshot: false });
+  try {
+    const readyz = await pollUntil(
+      async () => {
+        const res = await httpRequest(`${dp.statusUrl}/readyz`);
+        return (res.json as { reason?: string }).reason?.includes('refused') ? res : undefined;
+      },
+      { what: '/readyz naming the refusal', timeoutMs: 10_000 },
+    );
+    expect(readyz.status).toBe(503);
+    expect((readyz.json as { reason: string }).reason).toMatch(new RegExp(`^no snapshot yet: control plane ${gw.cp.grpcAddr.replaceAll('.', '\\.')} refused authentication \\(`));
+    expect(readyz.text).not.toContain(wrongToken);
+    expect(readyz.text).not.toContain(TEST_JOIN_TOKEN);
   } finally {
     expect((await dp.stop()).code).toBe(0);
   }

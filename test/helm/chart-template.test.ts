@@ -688,8 +688,9 @@ describe('wrong values are refused with a message naming them', () => {
     ['HPA minimum above maximum', { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } }, ['dataPlane.autoscaling.minReplicas (5) must not be greater than dataPlane.autoscaling.maxReplicas (3)']],
     ['a nodePort on a ClusterIP Service', { dataPlane: { service: { nodePort: 30080 } } }, ['dataPlane.service.nodePort needs dataPlane.service.type NodePort or LoadBalancer']],
     ['two replicas without leader election', { controlPlane: { leaderElection: { enabled: false } } }, ['controlPlane.leaderElection.enabled=false allows one control-plane replica only']],
-    ['a data-plane drain longer than its grace period', { dataPlane: { shutdownTimeout: '60s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 65 s a graceful stop may take (preStopSleepSeconds + shutdownTimeout 60s)']],
-    ['a data-plane drain exactly as long as its grace period', { dataPlane: { shutdownTimeout: '25s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 30 s']],
+    ['a data-plane drain longer than its grace period', { dataPlane: { shutdownTimeout: '60s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 70 s a graceful stop may take (preStopSleepSeconds + shutdownDelay + shutdownTimeout 60s)']],
+    ['a data-plane drain delay that leaves no time for the drain', { dataPlane: { shutdownDelay: '20s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 35 s a graceful stop may take (preStopSleepSeconds + shutdownDelay + shutdownTimeout 10s)']],
+    ['a data-plane drain exactly as long as its grace period', { dataPlane: { shutdownTimeout: '20s' } }, ['dataPlane.terminationGracePeriodSeconds (30) must be greater than the 30 s']],
     ['a control-plane drain longer than its grace period', { controlPlane: { shutdownTimeout: '1m30s' } }, ['controlPlane.terminationGracePeriodSeconds (30) must be greater than the 90 s']],
   ])('%s', async (_row, values, fragments) => {
     const message = await renderChartError(values);

@@ -182,6 +182,11 @@ export interface Http2Listener extends Http2Connections {
 
 /** A listener's connections, as the proxy's close() drives them. */
 export interface Http2Connections {
+  /**
+   * The drain is announced and the listener still serves: GOAWAY on every h2 connection, and on one that arrives
+   * meanwhile once its first stream opens (streams in flight finish; the client opens its next one elsewhere).
+   */
+  goAway(): void;
   /** Drain: GOAWAY on every connection (streams in flight finish); HTTP/1.1 connections close when idle. */
   drain(): void;
   /** The drain ran out of time: every connection is cut. */
@@ -212,12 +217,14 @@ function serveHttp2(
   limits: Http2Limits,
 ): Http2Connections {
   const sessions = new Set<ServerHttp2Session>();
+  let goingAway = false;
   let draining = false;
   server.on('session', (session: ServerHttp2Session) => {
     if (draining) {
       session.close();
       return;
     }
+    if (goingAway) session.once('stream', () => session.close());
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
     session.setTimeout(limits.idleTimeoutMs, () => session.close());
@@ -244,6 +251,10 @@ function serveHttp2(
   });
 
   return {
+    goAway() {
+      goingAway = true;
+      for (const session of sessions) session.close();
+    },
     drain() {
       draining = true;
       for (const session of sessions) session.close();
@@ -272,6 +283,7 @@ export function createHttp2Listener(
   const h2 = serveHttp2(server, handle, refuse, limits);
   return {
     server,
+    goAway: () => h2.goAway(),
     drain() {
       h2.drain();
       HttpServer.prototype.closeIdleConnections.call(server); // as node's own Http2SecureServer.closeIdleConnections does
@@ -342,6 +354,7 @@ export function acceptH2c(
     socket.on('close', done);
   });
   return {
+    goAway: () => h2.goAway(),
     drain() {
       h2.drain();
       for (const socket of sniffing) socket.destroy();

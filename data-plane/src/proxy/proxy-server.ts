@@ -40,10 +40,12 @@ export interface ProxyServer {
   /** Resolves with the bound port (useful with port 0). */
   listen(port: number, host?: string): Promise<number>;
   /**
-   * Stops accepting, lets in-flight requests finish for up to `timeoutMs`, then cuts what is
-   * left. Resolves true when everything finished in time.
+   * Drains: for `delayMs` it still accepts and serves, every answer closing its connection (`Connection: close`,
+   * h2 GOAWAY) so keep-alive clients move on between requests rather than have an idle connection cut under a
+   * request already sent; then stops accepting, closes idle connections, lets in-flight requests finish for up
+   * to `timeoutMs`, and cuts what is left. Resolves true when everything finished in time.
    */
-  close(timeoutMs: number): Promise<boolean>;
+  close(timeoutMs: number, delayMs?: number): Promise<boolean>;
 }
 
 interface RequestTarget {
@@ -578,7 +580,7 @@ export function createProxyServer(deps: {
     } else {
       const https = createHttpsServer({ ...options, ...context(tls.current()), ...verify, ALPNProtocols: ['http/1.1'] }, handle);
       secure = https;
-      connections = { drain: () => https.closeIdleConnections(), cut: () => https.closeAllConnections() };
+      connections = { goAway() {}, drain: () => https.closeIdleConnections(), cut: () => https.closeAllConnections() };
     }
     tls.subscribe((set) => secure.setSecureContext(context(set)));
     server = secure;
@@ -586,6 +588,9 @@ export function createProxyServer(deps: {
     const http = createServer(options, handle);
     const h2c = deps.h2c ? acceptH2c(http, options, handle, refuseHost) : null;
     connections = {
+      goAway() {
+        h2c?.goAway();
+      },
       drain() {
         h2c?.drain();
         http.closeIdleConnections();
@@ -604,8 +609,13 @@ export function createProxyServer(deps: {
     listen(port, host) {
       return listen(server, port, host);
     },
-    async close(timeoutMs) {
+    async close(timeoutMs, delayMs = 0) {
       draining = true;
+      if (delayMs > 0) {
+        connections.goAway();
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+      // server.close() also closes the idle keep-alive connections (node >= 19).
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       connections.drain();
       let timer: NodeJS.Timeout | undefined;

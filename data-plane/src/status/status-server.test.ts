@@ -35,9 +35,9 @@ describe('status listener', () => {
     expect([res.status, res.json, res.headers['content-type']]).toEqual([200, { status: 'ok' }, 'application/json']);
   });
 
-  test('/readyz is 503 {"ready":false} until a snapshot is applied, then 200 with version and hash', async () => {
+  test('/readyz is 503 {"ready":false} with the reason until a snapshot is applied, then 200 with version and hash', async () => {
     const before = await httpRequest(`${url}/readyz`);
-    expect([before.status, before.json]).toEqual([503, { ready: false }]);
+    expect([before.status, before.json]).toEqual([503, { ready: false, reason: 'no snapshot yet' }]);
     const hash = applySnapshot(12);
     const after = await httpRequest(`${url}/readyz`);
     expect([after.status, after.json]).toEqual([200, { ready: true, version: 12, hash }]);
@@ -47,7 +47,7 @@ describe('status listener', () => {
     applySnapshot(1);
     status.markDraining();
     const res = await httpRequest(`${url}/readyz`);
-    expect([res.status, res.json]).toEqual([503, { ready: false }]);
+    expect([res.status, res.json]).toEqual([503, { ready: false, reason: 'shutting down' }]);
   });
 
   test('/metrics is Prometheus text', async () => {

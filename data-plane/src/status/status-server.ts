@@ -17,12 +17,13 @@ export interface StatusSource {
   metrics(): Promise<{ contentType: string; text: string }>;
 }
 
-/** The source of a process that serves traffic itself. */
-function processSource(holder: SnapshotHolder, registry: Registry): StatusSource {
+/** The source of a process that serves traffic itself; `waiting` says why no snapshot is there yet. */
+function processSource(holder: SnapshotHolder, registry: Registry, waiting?: () => string): StatusSource {
   return {
     async readiness() {
       const snapshot = holder.current();
-      return snapshot ? { ready: true, version: snapshot.version, hash: snapshot.hash } : { ready: false };
+      if (snapshot) return { ready: true, version: snapshot.version, hash: snapshot.hash };
+      return { ready: false, reason: `no snapshot yet${waiting ? `: ${waiting()}` : ''}` };
     },
     async metrics() {
       return { contentType: registry.contentType, text: await registry.metrics() };
@@ -48,9 +49,9 @@ function sendError(res: ServerResponse, err: GatehouseError): void {
 }
 
 export function createStatusServer(
-  deps: ({ holder: SnapshotHolder; registry: Registry } | { source: StatusSource }) & { logger: Logger },
+  deps: ({ holder: SnapshotHolder; registry: Registry; waiting?: () => string } | { source: StatusSource }) & { logger: Logger },
 ): StatusServer {
-  const source = 'source' in deps ? deps.source : processSource(deps.holder, deps.registry);
+  const source = 'source' in deps ? deps.source : processSource(deps.holder, deps.registry, deps.waiting);
   let draining = false;
 
   async function handle(method: string, path: string, res: ServerResponse): Promise<void> {
@@ -62,7 +63,7 @@ export function createStatusServer(
     }
     if (path === '/healthz') return send(res, 200, JSON.stringify({ status: 'ok' }));
     if (path === '/readyz') {
-      if (draining) return send(res, 503, JSON.stringify({ ready: false }));
+      if (draining) return send(res, 503, JSON.stringify({ ready: false, reason: 'shutting down' }));
       const readiness = await source.readiness();
       return send(res, readiness.ready ? 200 : 503, JSON.stringify(readiness));
     }

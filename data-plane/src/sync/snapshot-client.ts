@@ -32,8 +32,13 @@ export interface SnapshotClient {
   start(): void;
   /** True while a stream is open and has delivered at least one push. */
   readonly connected: boolean;
+  /** Why no snapshot has come (yet): the control plane's address and the last attempt's error, no credentials. */
+  waiting(): string;
   close(): Promise<void>;
 }
+
+/** The last error's message in /readyz: enough to tell DNS from refusal from TLS, not a page of it. */
+const MAX_FAILURE_CHARS = 300;
 
 /** A NACK carries the error for GET /dataplanes; keep it readable, not megabytes. */
 const MAX_NACK_ERROR_CHARS = 2000;
@@ -67,6 +72,8 @@ export function createSnapshotClient(deps: {
   let call: SnapshotCall | undefined;
   let coldStartTimer: NodeJS.Timeout | undefined;
   let coldStartPending = deps.coldStart !== undefined;
+  /** The last attempt's failure, until a push arrives. */
+  let failure: string | null = null;
 
   function endColdStart(fallBack: boolean): void {
     if (!coldStartPending) return;
@@ -116,6 +123,7 @@ export function createSnapshotClient(deps: {
       if (down) return;
       connected = true;
       attempt = 0;
+      failure = null;
       endColdStart(false);
       pushes(async () => {
         if (!down) await handlePush(stream, push, wanted);
@@ -145,7 +153,10 @@ export function createSnapshotClient(deps: {
     attempt++;
     const held = holder.current();
     const fields = { address: deps.address, reason, err: err?.message, attempt, delayMs: delay, servingVersion: held?.version ?? null };
-    if ((err as grpc.ServiceError | undefined)?.code === grpc.status.UNAUTHENTICATED) {
+    const refused = (err as grpc.ServiceError | undefined)?.code === grpc.status.UNAUTHENTICATED;
+    const detail = (err?.message ?? reason).slice(0, MAX_FAILURE_CHARS);
+    failure = refused ? `control plane ${deps.address} refused authentication (${detail})` : `control plane ${deps.address} unreachable (${detail})`;
+    if (refused) {
       // The CP refused this DP: nothing will change by itself, so say so plainly (and keep retrying).
       logger.error(fields, `control plane refused authentication: ${(err as grpc.ServiceError).details}; retrying`);
     } else {
@@ -205,6 +216,9 @@ export function createSnapshotClient(deps: {
     },
     get connected() {
       return connected;
+    },
+    waiting() {
+      return failure ?? `waiting for the first snapshot from control plane ${deps.address}`;
     },
     async close() {
       closed = true;

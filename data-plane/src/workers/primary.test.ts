@@ -16,6 +16,6 @@ describe('readinessOf', () => {
 
   test('not ready while one worker serves nothing (not listening, silent, or without a snapshot)', () => {
     const workers = [serving(1, 7), { worker: 2, pid: null, version: null, hash: null }];
-    expect(readinessOf(workers)).toEqual({ ready: false, workers });
+    expect(readinessOf(workers)).toEqual({ ready: false, reason: "no snapshot yet in worker 2 (each worker's log says why)", workers });
   });
 });

@@ -44,7 +44,8 @@ export interface WorkerState {
 
 /** The process's /readyz from its workers': ready when every one serves; the version is the oldest served. */
 export function readinessOf(workers: WorkerState[]): { ready: boolean } & Record<string, unknown> {
-  if (workers.some((w) => w.version === null)) return { ready: false, workers };
+  const waiting = workers.filter((w) => w.version === null).map((w) => w.worker);
+  if (waiting.length > 0) return { ready: false, reason: `no snapshot yet in worker ${waiting.join(', ')} (each worker's log says why)`, workers };
   // A caller waiting for version >= V then knows that every worker has V.
   const oldest = workers.reduce((a, b) => (b.version! < a.version! ? b : a));
   return { ready: true, version: oldest.version, hash: oldest.hash, workers };
@@ -184,12 +185,12 @@ export async function runPrimary(config: DataPlaneConfig, logger: Logger): Promi
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     logger.info({ signal, timeoutMs: config.shutdownTimeoutMs, workers: config.workers }, 'shutting down');
-    // A worker gives up 5 s after SHUTDOWN_TIMEOUT; one that is still there after that is stuck.
+    // A worker gives up 5 s after SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT; one that is still there after that is stuck.
     setTimeout(() => {
       logger.error('workers did not stop in time');
       for (const slot of slots) slot.worker?.process.kill('SIGKILL');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 6_000).unref();
+    }, config.shutdownDelayMs + config.shutdownTimeoutMs + 6_000).unref();
     status.markDraining();
     const clean = await stopWorkers();
     await status.close();

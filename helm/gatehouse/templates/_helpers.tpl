@@ -198,9 +198,10 @@ podAntiAffinity:
 {{- define "gatehouse.validate" -}}
 {{- range $component := list "controlPlane" "dataPlane" -}}
 {{- $v := index $.Values $component -}}
-{{- $drain := addf (float64 (include "gatehouse.durationSeconds" $v.shutdownTimeout)) (float64 (default 0 $v.preStopSleepSeconds)) -}}
+{{- $delay := float64 (include "gatehouse.durationSeconds" (default "0s" $v.shutdownDelay)) -}}
+{{- $drain := addf (float64 (include "gatehouse.durationSeconds" $v.shutdownTimeout)) (float64 (default 0 $v.preStopSleepSeconds)) $delay -}}
 {{- if le (float64 $v.terminationGracePeriodSeconds) $drain -}}
-{{- fail (printf "%s.terminationGracePeriodSeconds (%d) must be greater than the %s s a graceful stop may take (preStopSleepSeconds + shutdownTimeout %s): the kubelet would kill the pod mid-drain" $component (int $v.terminationGracePeriodSeconds) (toString $drain) $v.shutdownTimeout) -}}
+{{- fail (printf "%s.terminationGracePeriodSeconds (%d) must be greater than the %s s a graceful stop may take (preStopSleepSeconds + shutdownDelay + shutdownTimeout %s): the kubelet would kill the pod mid-drain" $component (int $v.terminationGracePeriodSeconds) (toString $drain) $v.shutdownTimeout) -}}
 {{- end -}}
 {{- end -}}
 {{- $as := .Values.dataPlane.autoscaling -}}

@@ -4,7 +4,7 @@ import type { Definitions } from '#proto/definition/types';
 import { Registry } from 'prom-client';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { GatehouseError } from '#proto/errors';
-import { hashApiKey } from '#proto/api-key';
+import { legacyHashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
 import { PluginExchange } from '../plugins/index.js';
 import { APPLY_TURN, createSnapshotHolder, type AppliedSnapshot } from './snapshot-holder.js';
@@ -316,7 +316,7 @@ describe('snapshot holder', () => {
   test('a delta re-keys key_auth credentials, two of them swapping keys included; untouched keys keep working', () => {
     const protectedApi = parseApiDefinition({ ...apiDef('keyed'), plugins: [{ name: 'key_auth' }] });
     const content = (version: number, credentials: Array<[string, string]>) => {
-      const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: hashApiKey(key) })) };
+      const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: legacyHashApiKey(key) })) };
       return { version, hash: definitionsHash(defs), defs };
     };
     /** Who the route's key_auth stage says the key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
@@ -345,8 +345,8 @@ describe('snapshot holder', () => {
     const guarded = parseApiDefinition({ ...apiDef('guarded'), plugins: [{ name: 'key_auth' }, { name: 'acl', config: { allow: ['admins'] } }] });
     const content = (version: number, annGroups?: string[]) => {
       const keyAuthCredentials = [
-        { username: 'ann', key_hash: hashApiKey('ann-key-0123456789'), ...(annGroups && { groups: annGroups }) },
-        { username: 'bob', key_hash: hashApiKey('bob-key-0123456789'), groups: ['admins'] },
+        { username: 'ann', key_hash: legacyHashApiKey('ann-key-0123456789'), ...(annGroups && { groups: annGroups }) },
+        { username: 'bob', key_hash: legacyHashApiKey('bob-key-0123456789'), groups: ['admins'] },
       ];
       const defs: Definitions = { apis: [guarded], oauthServers: [], keyAuthCredentials };
       return { version, hash: definitionsHash(defs), defs };

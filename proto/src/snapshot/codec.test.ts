@@ -395,11 +395,12 @@ test('the key_auth installation key travels with key_auth credentials only, in s
 test("a data plane's deserializer keeps a full snapshot's definitions as bytes, each decoding as the whole message would; other pushes are decoded whole", () => {
   const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
   const defs: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'amy', password_hash: hash }], keyAuthCredentials: KEYS };
-  const bytes = proto.wrapPush('n7', proto.encodeSnapshot(toSnapshotMessage(2 ** 40, defs)));
+  const bytes = proto.wrapPush('n7', proto.encodeSnapshot(toSnapshotMessage(2 ** 40, defs, undefined, 'installation-key-of-at-least-32-bytes')));
   type Push = { nonce: string; content: string; snapshot: SnapshotMessage; delta: unknown };
   const whole = proto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
   const lazy = lazyProto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
-  expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash } });
+  expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash, key_auth_hash_key: 'installation-key-of-at-least-32-bytes' } });
+  expect(whole.snapshot.key_auth_hash_key).toBe('installation-key-of-at-least-32-bytes');
   for (const list of ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const) {
     const items = lazy.snapshot[list]!;
     expect(items.length).toBe(whole.snapshot[list]!.length);

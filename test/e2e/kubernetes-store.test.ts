@@ -164,12 +164,16 @@ async function fleetSettled(): Promise<void> {
         dataPlanes: JSON.parse(l.metadata.annotations?.[REPORT_ANNOTATION] ?? '[]') as any[],
       }));
       // A report is renewed every LEASE_DURATION: one as recent as two says its replica reaches the apiserver now.
+      // It names the store's hash of the revision its DP acked (a DP's own hash also covers the key_auth installation
+      // key once there are API keys): the same on every replica when the DPs hold the same content.
+      const acked = new Set<string>();
       for (const [i, cp] of cps.entries()) {
         const report = reports.find((r: any) => r.holder === cp.name);
-        if (!(report?.age < 2 * LEASE_DURATION_MS) || !report.dataPlanes.some((dp: any) => dp.id === dps[i].id && dp.ackedHash === hashes[0])) {
-          return not(`${cp.name} reports ${JSON.stringify(report)}`);
-        }
+        const own = report?.dataPlanes.find((dp: any) => dp.id === dps[i].id);
+        if (!(report?.age < 2 * LEASE_DURATION_MS) || !own?.ackedHash) return not(`${cp.name} reports ${JSON.stringify(report)}`);
+        acked.add(own.ackedHash);
       }
+      if (acked.size !== 1) return not(`reports name acked hashes ${[...acked].join(', ')}`);
       // The leader counts a report until it is three LEASE_DURATIONs old: one a stopped replica of another test left may still name its DP.
       const strangers = reports
         .filter((r: any) => r.age < 3 * LEASE_DURATION_MS)

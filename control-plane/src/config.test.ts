@@ -29,6 +29,8 @@ describe('loadConfig', () => {
       grpcInsecure: true,
       allowShortHmacKeys: false,
       tlsReloadIntervalMs: 60_000,
+      keyAuthHashKey: undefined,
+      keyAuthHashKeyFile: join(resolve('./data'), 'key-auth-hash-key'),
     });
   });
 
@@ -85,6 +87,7 @@ describe('loadConfig', () => {
     ],
     ['GRPC_INSECURE=false with loopback', { GRPC_HOST: '127.0.0.1', GRPC_INSECURE: 'false' }, { grpcInsecure: false }],
     ['short HMAC keys allowed', { ALLOW_SHORT_HMAC_KEYS: 'true' }, { allowShortHmacKeys: true }],
+    ['key_auth installation key', { KEY_AUTH_HASH_KEY: 'k'.repeat(32) }, { keyAuthHashKey: 'k'.repeat(32) }],
     ['TLS reload interval', { GRPC_HOST: '127.0.0.1', TLS_RELOAD_INTERVAL: '5s' }, { tlsReloadIntervalMs: 5000 }],
     ['viewer account', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro', ADMIN_VIEWER_PASSWORD: 'pw' }, { adminViewer: { user: 'ro', password: 'pw' } }],
     ['admin TLS', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_CERT: 'c', ADMIN_TLS_KEY: 'k' }, { adminTls: { cert: 'c', key: 'k' } }],
@@ -121,6 +124,7 @@ describe('loadConfig', () => {
     ['short join token', { GRPC_HOST: '127.0.0.1', GRPC_JOIN_TOKEN: 'short' }, 'GRPC_JOIN_TOKEN must hold tokens of at least 16 characters'],
     ['bad ALLOW_SHORT_HMAC_KEYS', { GRPC_HOST: '127.0.0.1', ALLOW_SHORT_HMAC_KEYS: 'yes' }, 'ALLOW_SHORT_HMAC_KEYS must be "true" or "false"'],
     ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE must be "true" or "false"'],
+    ['short KEY_AUTH_HASH_KEY', { KEY_AUTH_HASH_KEY: 'k'.repeat(31) }, 'KEY_AUTH_HASH_KEY must be 32 to 1024 bytes'],
     ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER and ADMIN_VIEWER_PASSWORD must be set together'],
     ['viewer named like the admin', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' }, 'ADMIN_VIEWER_USER must differ from ADMIN_USER'],
     ['admin key without cert', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_KEY: 'k' }, 'ADMIN_TLS_CERT and ADMIN_TLS_KEY must be set together'],

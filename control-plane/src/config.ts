@@ -4,6 +4,7 @@
  */
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
+import { importHashKey, MIN_HASH_KEY_BYTES } from '#proto/api-key';
 import { tryParseDuration } from '#proto/duration';
 import { GatehouseError } from '#proto/errors';
 import { isLoopbackHost, serverTlsFromEnv, type ServerTlsFiles } from '#proto/grpc';
@@ -53,6 +54,9 @@ export interface ControlPlaneConfig {
   allowShortHmacKeys: boolean;
   /** TLS_RELOAD_INTERVAL: how often certificate files are re-read (SIGHUP re-reads at once). */
   tlsReloadIntervalMs: number;
+  /** KEY_AUTH_HASH_KEY: the installation key of key_auth hashes (proto/src/api-key.ts). Unset: generated once into `keyAuthHashKeyFile`. */
+  keyAuthHashKey: string | undefined;
+  keyAuthHashKeyFile: string;
 }
 
 export interface LoginThrottleConfig {
@@ -177,6 +181,19 @@ export function generatesJoinToken(config: Pick<ControlPlaneConfig, 'grpcTls' | 
   return config.grpcJoinTokens.length === 0 && !config.grpcTls?.ca && !config.grpcInsecure;
 }
 
+/** KEY_AUTH_HASH_KEY, when set: its text is the key, at least MIN_HASH_KEY_BYTES bytes of it. */
+function keyAuthHashKey(env: NodeJS.ProcessEnv): string | undefined {
+  const key = nonEmpty(env, 'KEY_AUTH_HASH_KEY');
+  if (key !== undefined) {
+    try {
+      importHashKey(key);
+    } catch {
+      throw invalid('KEY_AUTH_HASH_KEY', `must be ${MIN_HASH_KEY_BYTES} to 1024 bytes (use e.g. openssl rand -hex 32)`);
+    }
+  }
+  return key;
+}
+
 function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const value = env[name];
   return value === undefined || value === '' ? undefined : value;
@@ -264,5 +281,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
     grpcJoinTokenFile: join(dataDir, 'grpc-join-token'),
     allowShortHmacKeys: bool(env, 'ALLOW_SHORT_HMAC_KEYS', false),
     tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
+    keyAuthHashKey: keyAuthHashKey(env),
+    keyAuthHashKeyFile: join(dataDir, 'key-auth-hash-key'),
   };
 }

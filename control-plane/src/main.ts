@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
 import { shortHmacKeysOf } from '#proto/compile/index';
-import type { OAuthServerDefinition } from '#proto/definition/index';
+import type { KeyAuthCredential, OAuthServerDefinition } from '#proto/definition/index';
 import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
 import { createLogger, type Logger } from '#proto/logger';
 import { startTracing } from '#proto/tracing';
@@ -25,6 +25,8 @@ import { readOrCreateSecret, resolveAdminSecrets, strongSecret } from './admin/a
 import { createAdminAuth } from './admin/admin-auth.js';
 import { createLoginThrottle } from './admin/login-throttle.js';
 import { createStreamAuthenticator } from './grpc/stream-auth.js';
+import { useKeyAuthHashKey } from './admin/credential-kinds.js';
+import { isLegacyApiKeyHash } from '#proto/api-key';
 import { createAdminApp } from './admin/app.js';
 import { acceptShortHmacKeys, indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
 import { startServiceDiscovery } from './discovery/index.js';
@@ -58,6 +60,9 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
   const joinTokens = await resolveJoinTokens(config, logger);
+  const keyAuthHashKey = await resolveKeyAuthHashKey(config, logger);
+  useKeyAuthHashKey(keyAuthHashKey);
+  warnOfLegacyKeyHashes(store.current().defs.keyAuthCredentials ?? [], logger);
   routeGrpcLogs(logger);
   const proto = loadGatehouseProto();
   // Service discovery: k8s:// targets become their ready endpoints in what the data planes are served.
@@ -70,7 +75,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   );
   requireResolvableServices(discovery.check);
   const served = discovery.served;
-  const snapshots = createSnapshotBuilder({ store: served, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, logger });
+  const snapshots = createSnapshotBuilder({ store: served, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, keyAuthHashKey, logger });
 
   // The gRPC server needs the metrics callbacks and the metrics read the server: late-bound getter.
   const metrics = createControlPlaneMetrics({
@@ -236,6 +241,34 @@ async function resolveJoinTokens(config: ControlPlaneConfig, logger: Logger): Pr
   if (created) logger.warn({ path }, 'generated gRPC join token written to file: data planes present it as GRPC_JOIN_TOKEN');
   else logger.info({ path }, 'gRPC join token read from file: data planes present it as GRPC_JOIN_TOKEN');
   return [value];
+}
+
+/**
+ * KEY_AUTH_HASH_KEY when set; otherwise one generated once into DATA_DIR (mode 0600) and reused on every
+ * restart: losing it makes every key stored in the keyed form fail to authenticate. Only the file's path is logged.
+ */
+async function resolveKeyAuthHashKey(config: ControlPlaneConfig, logger: Logger): Promise<string> {
+  if (config.keyAuthHashKey !== undefined) return config.keyAuthHashKey;
+  const path = config.keyAuthHashKeyFile;
+  const { value, created } = await readOrCreateSecret(path, strongSecret);
+  if (config.store === 'kubernetes') {
+    logger.warn({ path }, 'STORE=kubernetes without KEY_AUTH_HASH_KEY: every control-plane replica must hash API keys with the same key; set it from a Secret');
+  }
+  logger.info({ path }, created ? 'generated key_auth hash key written to file' : 'key_auth hash key read from file');
+  return value;
+}
+
+/**
+ * key_auth hashes still in the unkeyed `sha256$` form are verified, but a leaked store lets anyone test
+ * guesses of them: every start names them, so they can be rotated (a write of a key stores the keyed form).
+ */
+function warnOfLegacyKeyHashes(credentials: readonly KeyAuthCredential[], logger: Logger): void {
+  const legacy = credentials.filter((c) => isLegacyApiKeyHash(c.key_hash)).map((c) => c.username);
+  if (legacy.length === 0) return;
+  logger.warn(
+    { count: legacy.length, usernames: legacy.slice(0, 100) },
+    'key_auth credentials hashed with unkeyed SHA-256 ("sha256$"): they still authenticate; rotate their keys (PUT /credentials/key_auth/{username} with a key) to store them keyed',
+  );
 }
 
 /** Every data-plane event also tells the controller (Programmed counts ACKs and NACKs). */

@@ -176,6 +176,7 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
       oauth_servers: [] as Uint8Array[],
       basic_auth_credentials: [] as Uint8Array[],
       key_auth_credentials: [] as Uint8Array[],
+      key_auth_hash_key: '',
       decodeDefinition,
     };
     for (const part of parts) {
@@ -183,11 +184,12 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
       while (reader.pos < reader.len) {
         const tag = reader.uint32();
         const list = lists[tag >>> 3];
-        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5, 6.
+        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5, 6; key_auth_hash_key = 7.
         if (tag === 0x08) {
           const version = reader.uint64() as unknown as number | { toNumber(): number };
           snapshot.version = typeof version === 'number' ? version : version.toNumber();
         } else if (tag === 0x12) snapshot.hash = reader.string();
+        else if (tag === 0x3a) snapshot.key_auth_hash_key = reader.string();
         else if (list !== undefined && (tag & 7) === 2) snapshot[list].push(reader.bytes());
         else reader.skipType(tag & 7);
       }

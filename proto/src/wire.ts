@@ -66,6 +66,8 @@ export interface SnapshotDelta {
   removed_basic_auth_credentials: string[];
   key_auth_credentials: KeyAuthCredential[];
   removed_key_auth_credentials: string[];
+  /** As Snapshot.key_auth_hash_key, for the content after applying (the DP does not keep the base's). */
+  key_auth_hash_key: string;
 }
 
 export interface Snapshot {
@@ -78,6 +80,11 @@ export interface Snapshot {
   basic_auth_credentials: BasicAuthCredential[];
   /** key_auth credentials, sorted by username; omitted when there are none (the hash is the same either way). */
   key_auth_credentials: KeyAuthCredential[];
+  /**
+   * The installation key of the key_auth hashes ("hmac-sha256$" + HMAC-SHA256(this, key)), as its text;
+   * set exactly when key_auth_credentials is not empty, and then covered by `hash` (proto/src/snapshot/hash.ts).
+   */
+  key_auth_hash_key: string;
 }
 
 export interface ApiDefinition {
@@ -410,7 +417,7 @@ export interface StringList {
   values: string[];
 }
 
-/** A key_auth credential: only the key's SHA-256 digest ("sha256$<base64url>") ever leaves the control plane. */
+/** A key_auth credential: only the key's keyed digest ("hmac-sha256$<base64url>", or the earlier "sha256$<base64url>") ever leaves the control plane. */
 export interface KeyAuthCredential {
   username: string;
   key_hash: string;

@@ -6,7 +6,7 @@
  * hide_credentials, X-Consumer-Username set and a client's copy dropped; a key change and a delete
  * take effect on the data plane with the snapshot that carries them.
  */
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { apiDefinition } from '../helpers/api-definition.js';
@@ -26,7 +26,8 @@ const api = (name: string, plugin: Record<string, unknown>) => ({
   plugins: [{ name: 'key_auth', ...plugin }],
 });
 const get = (path: string, headers: Record<string, string> = {}) => gw.dp.request('GET', path, { headers });
-const digest = (key: string) => `sha256$${createHash('sha256').update(key).digest('base64url')}`;
+/** The stored form: HMAC-SHA256 under the installation key the CP generated into DATA_DIR. */
+const digest = async (key: string) => `hmac-sha256$${createHmac('sha256', (await readFile(join(gw.cp.dataDir, 'key-auth-hash-key'), 'utf8')).trim()).update(key).digest('base64url')}`;
 
 /** Each test creates the credentials it needs, under its own names and keys, so no test depends on another's. */
 async function createCredential(username: string, key?: string): Promise<string> {
@@ -145,7 +146,7 @@ test('enabled: false checks nothing', async () => {
   expect((await get('/ka-off/x')).status).toBe(200);
 });
 
-test('no GET shows the key or its hash, and the store files hold only the SHA-256 digest', async () => {
+test('no GET shows the key or its hash, and the store files hold only its keyed digest', async () => {
   const key = await createCredential('alice-store', 'alice-store-key-0123456789');
   const list = await gw.admin.request('GET', KEYS);
   expect(list.status).toBe(200);
@@ -158,12 +159,12 @@ test('no GET shows the key or its hash, and the store files hold only the SHA-25
   type Written = { name: string; def?: unknown };
   const written: Written[] = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'key-auth-credential'));
   const stored: Written[] = (JSON.parse(base).key_auth_credentials ?? []).map((def: { username: string }) => ({ name: def.username, def }));
-  expect([...stored, ...written].filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([{ username: 'alice-store', key_hash: digest(key) }]);
+  expect([...stored, ...written].filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([{ username: 'alice-store', key_hash: await digest(key) }]);
   // The configuration export shows the digest only when an admin asks for secrets, never the key.
   const exported = await gw.admin.request('GET', '/config');
   expect(exported.body.key_auth_credentials).toEqual([{ username: 'alice-store', key_hash: '<redacted>' }]);
   const withSecrets = await gw.admin.request('GET', '/config?secrets=include');
-  expect(withSecrets.body.key_auth_credentials).toEqual([{ username: 'alice-store', key_hash: digest(key) }]);
+  expect(withSecrets.body.key_auth_credentials).toEqual([{ username: 'alice-store', key_hash: await digest(key) }]);
 });
 
 test('a second credential with the same name is 409; with the same key is 409, the store unchanged', async () => {

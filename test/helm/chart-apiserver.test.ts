@@ -112,7 +112,7 @@ describe('helm install → upgrade → uninstall', () => {
   /** The data of the generated Secrets, decoded. */
   async function secretData(): Promise<Record<string, Record<string, string>>> {
     const out: Record<string, Record<string, string>> = {};
-    for (const name of [`${RELEASE}-gatehouse-admin`, `${RELEASE}-gatehouse-join-token`, `${RELEASE}-gatehouse-grpc-ca`, `${RELEASE}-gatehouse-control-plane-tls`, `${RELEASE}-gatehouse-data-plane-tls`]) {
+    for (const name of [`${RELEASE}-gatehouse-admin`, `${RELEASE}-gatehouse-join-token`, `${RELEASE}-gatehouse-key-auth-hash-key`, `${RELEASE}-gatehouse-grpc-ca`, `${RELEASE}-gatehouse-control-plane-tls`, `${RELEASE}-gatehouse-data-plane-tls`]) {
       const secret = await read({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS } });
       if (!secret) throw new Error(`Secret ${name} does not exist`);
       out[name] = Object.fromEntries(Object.keys(secret.data).map((k) => [k, decodeSecretValue(secret, k)]));
@@ -198,7 +198,9 @@ describe('helm install → upgrade → uninstall', () => {
       },
     });
     await helmOk(['uninstall', RELEASE, ...helmArgs()]);
-    for (const object of installed) {
+    // The key_auth installation key outlives the release, as the custom resources whose hashes it keys do.
+    const hashKey = `${RELEASE}-gatehouse-key-auth-hash-key`;
+    for (const object of installed.filter((o) => o.metadata!.name !== hashKey)) {
       await pollUntil(async () => ((await read(object)) === undefined ? true : undefined), {
         what: `${object.kind}/${object.metadata!.name} deleted`,
         timeoutMs: 20_000,
@@ -210,6 +212,8 @@ describe('helm install → upgrade → uninstall', () => {
       expect(await read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } })).toBeDefined();
     }
     expect(await read({ apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'kept', namespace: NS } })).toBeDefined();
+    const keptKey = await read({ apiVersion: 'v1', kind: 'Secret', metadata: { name: hashKey, namespace: NS } });
+    expect(keptKey && decodeSecretValue(keptKey, 'key-auth-hash-key')).toBe(generated[hashKey]['key-auth-hash-key']);
     expect((await helmOk(['list', '--short', ...helmArgs()])).trim()).toBe('');
   }, 4 * T); // the budget of the four tests the steps were
 });

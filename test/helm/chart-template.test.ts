@@ -39,6 +39,7 @@ const VALUE_SETS: Record<string, Record<string, unknown>> = {
     admin: { existingSecret: 'my-admin', passwordKey: 'pw', jwtSecretKey: 'signing' },
     grpcTls: { source: 'existingSecret', existingSecret: { controlPlane: 'my-cp-tls', dataPlane: 'my-dp-tls' } },
     grpcJoinToken: { enabled: true, existingSecret: 'my-join-token', key: 'token' },
+    keyAuthHashKey: { existingSecret: 'my-key-auth-hash-key', key: 'hash-key' },
     dataPlane: { redis: { existingSecret: 'my-redis', key: 'url' } },
   },
   certManager: { grpcTls: { source: 'certManager' } },
@@ -201,6 +202,16 @@ describe('defaults', () => {
     const token = decodeSecretValue(one(objects, 'Secret', cpRef.name), cpRef.key);
     expect(token.length).toBeGreaterThanOrEqual(32);
     expect(decodeSecretValue(one(await renderChart(), 'Secret', cpRef.name), cpRef.key)).not.toBe(token);
+  }, T);
+
+  test('the key_auth installation key: the CP reads KEY_AUTH_HASH_KEY from a generated Secret kept on uninstall; the DP never sees it', async () => {
+    const objects = await render('defaults');
+    const ref = envVar(onlyContainer(cp(objects)), 'KEY_AUTH_HASH_KEY').valueFrom!.secretKeyRef!;
+    expect(ref).toEqual({ name: 'gh-gatehouse-key-auth-hash-key', key: 'key-auth-hash-key' });
+    const secret = one(objects, 'Secret', ref.name);
+    expect(secret.metadata!.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
+    expect(decodeSecretValue(secret, ref.key)).toMatch(/^[A-Za-z0-9]{48}$/);
+    expect(onlyContainer(dp(objects)).env!.map((e) => e.name)).not.toContain('KEY_AUTH_HASH_KEY');
   }, T);
 
   test('grpcJoinToken.enabled=false: no join-token Secret and no GRPC_JOIN_TOKEN on either side', async () => {
@@ -398,6 +409,7 @@ describe('existing secrets', () => {
     expect(ofKind(objects, 'Secret')).toEqual([]);
     const cpC = onlyContainer(cp(objects));
     expect(envVar(cpC, 'ADMIN_PASSWORD').valueFrom).toEqual({ secretKeyRef: { name: 'my-admin', key: 'pw' } });
+    expect(envVar(cpC, 'KEY_AUTH_HASH_KEY').valueFrom).toEqual({ secretKeyRef: { name: 'my-key-auth-hash-key', key: 'hash-key' } });
     expect(envVar(cpC, 'ADMIN_JWT_SECRET').valueFrom).toEqual({ secretKeyRef: { name: 'my-admin', key: 'signing' } });
     const dpC = onlyContainer(dp(objects));
     expect(envVar(dpC, 'REDIS_URL').valueFrom).toEqual({ secretKeyRef: { name: 'my-redis', key: 'url' } });
@@ -410,7 +422,7 @@ describe('existing secrets', () => {
       }
     }
     const names = new Set(ofKind(objects, 'Deployment').flatMap((d) => referencedConfig(podSpecOf(d)).secrets.map((s) => s.name)));
-    expect([...names].sort()).toEqual(['my-admin', 'my-cp-tls', 'my-dp-tls', 'my-join-token', 'my-redis']);
+    expect([...names].sort()).toEqual(['my-admin', 'my-cp-tls', 'my-dp-tls', 'my-join-token', 'my-key-auth-hash-key', 'my-redis']);
   }, T);
 
   test('without REDIS_URL configured, the data plane has no REDIS_URL (in-process token store)', async () => {
@@ -421,7 +433,7 @@ describe('existing secrets', () => {
 describe('cert-manager', () => {
   test('no issuer given: self-signed root → CA Certificate → CA Issuer signing both sides; Certificates write the mounted Secrets', async () => {
     const objects = await render('certManager');
-    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name).sort()).toEqual(['gh-gatehouse-admin', 'gh-gatehouse-join-token']);
+    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name).sort()).toEqual(['gh-gatehouse-admin', 'gh-gatehouse-join-token', 'gh-gatehouse-key-auth-hash-key']);
     const issuers = ofKind(objects, 'Issuer');
     const selfSigned = issuers.find((i) => i.spec.selfSigned !== undefined)!;
     const caIssuer = issuers.find((i) => i.spec.ca !== undefined)!;
@@ -509,7 +521,7 @@ describe('scaling and exposure', () => {
 
   test('grpcTls.enabled=false: no TLS Secrets, no GRPC_TLS_* and no TLS volume on either side; the CP allows plaintext explicitly', async () => {
     const objects = await render('tlsOff');
-    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name).sort()).toEqual(['gh-gatehouse-admin', 'gh-gatehouse-join-token']);
+    expect(ofKind(objects, 'Secret').map((s) => s.metadata!.name).sort()).toEqual(['gh-gatehouse-admin', 'gh-gatehouse-join-token', 'gh-gatehouse-key-auth-hash-key']);
     for (const d of ofKind(objects, 'Deployment')) {
       const c = onlyContainer(d);
       expect(c.env!.filter((e) => e.name.startsWith('GRPC_TLS'))).toEqual([]);

@@ -1,7 +1,7 @@
 /**
  * The plain manifests (deploy/manifests/gatehouse.yaml) for people who do not use Helm: the committed
  * file is what `npm run generate:manifests` renders now, rendering is reproducible, the manifests
- * reference only the Secrets the two commands of docs/kubernetes.md create (with the keys they read), and the
+ * reference only the Secrets the commands of docs/kubernetes.md create (with the keys they read), and the
  * certificates of deploy/grpc-tls-secrets.sh really carry a mutual-TLS sync between a CP and a DP
  * dialled by the name the manifests give.
  */
@@ -54,7 +54,7 @@ test('reproducible: two renders are byte-identical, and no Secret (so nothing ra
   expect(manifests.map((o) => o.metadata?.namespace)).toEqual(manifests.map(() => 'gatehouse'));
 }, T);
 
-test('the manifests read exactly the Secrets and keys the two commands of docs/kubernetes.md create', async () => {
+test('the manifests read exactly the Secrets and keys the commands of docs/kubernetes.md create', async () => {
   const needed = new Map<string, Set<string>>();
   for (const d of ofKind(manifests, 'Deployment')) {
     for (const ref of referencedConfig(podSpecOf(d)).secrets) {
@@ -71,7 +71,14 @@ test('the manifests read exactly the Secrets and keys the two commands of docs/k
   const adminKeys = [...adminCommand!.matchAll(/--from-literal=([\w.-]+)=/g)].map((m) => m[1]).sort();
   expect(doc).toContain('bash deploy/grpc-tls-secrets.sh gatehouse | kubectl apply -f -');
 
-  const provided = new Map<string, string[]>([['gatehouse-admin', adminKeys]]);
+  const hashKeyCommand = doc.split('\n').find((line) => line.includes('create secret generic gatehouse-key-auth-hash-key'));
+  expect(hashKeyCommand).toBeDefined();
+  const hashKeyKeys = [...hashKeyCommand!.matchAll(/--from-literal=([\w.-]+)=/g)].map((m) => m[1]).sort();
+
+  const provided = new Map<string, string[]>([
+    ['gatehouse-admin', adminKeys],
+    ['gatehouse-key-auth-hash-key', hashKeyKeys],
+  ]);
   for (const secret of await tlsSecretsFromScript()) provided.set(secret.metadata!.name!, Object.keys((secret as any).data).sort());
   expect(Object.fromEntries([...needed].map(([name, keys]) => [name, [...keys].sort()]))).toEqual(Object.fromEntries(provided));
 }, T);

@@ -13,7 +13,8 @@ import type { BasicAuthCredential, KeyAuthCredential } from '#proto/definition/i
 import { passwordSchema } from '#proto/definition/basic-auth-credential-schema';
 import { apiKeySchema } from '#proto/definition/key-auth-credential-schema';
 import { parseOrThrow } from '#proto/definition/field-path';
-import { generateApiKey, hashApiKey } from '#proto/api-key';
+import type { KeyObject } from 'node:crypto';
+import { generateApiKey, hashApiKey, importHashKey } from '#proto/api-key';
 import { hashPassword } from '#proto/password-hash';
 import { storedBasicAuthCredentials, storedKeyAuthCredentials, type StoredKind } from '../store/definition-kinds.js';
 import type { DefinitionKind, Prepared } from './definition-writes.js';
@@ -58,10 +59,20 @@ export const basicAuthCredentialKind = credentialKind<BasicAuthCredential>(store
   hash: hashPassword,
 });
 
+/** The installation key every key_auth write hashes with (main.ts sets it at start: KEY_AUTH_HASH_KEY or DATA_DIR's). */
+let keyAuthHashKey: KeyObject | null = null;
+
+export function useKeyAuthHashKey(text: string): void {
+  keyAuthHashKey = importHashKey(text);
+}
+
 export const keyAuthCredentialKind = credentialKind<KeyAuthCredential>(storedKeyAuthCredentials, {
   field: 'key',
   hashField: 'key_hash',
   schema: apiKeySchema,
-  hash: hashApiKey,
+  hash(key) {
+    if (!keyAuthHashKey) throw new Error('no key_auth hash key: useKeyAuthHashKey was not called');
+    return hashApiKey(key, keyAuthHashKey);
+  },
   generate: generateApiKey,
 });

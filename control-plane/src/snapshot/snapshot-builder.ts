@@ -7,7 +7,7 @@
  * holds (`deltaFrom`): applying a full snapshot takes a serving data plane's request thread for time that grows
  * with the configuration, a delta of a few definitions about a millisecond.
  */
-import { deltaSize, toDeltaMessage, toSnapshotMessage } from '#proto/snapshot/codec';
+import { deltaSize, snapshotContent, toDeltaMessage, toSnapshotMessage, type SnapshotContent } from '#proto/snapshot/codec';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore, StoreState } from '../store/index.js';
 
@@ -60,38 +60,43 @@ export interface SnapshotBuilderOptions {
   encodeSnapshot(message: object): Buffer;
   /** From loadGatehouseProto(); absent = no deltas (every push is a full snapshot). */
   encodeDelta?(delta: object): Buffer;
+  /** The key_auth installation key (api-key.ts), served with snapshots that hold key_auth credentials. */
+  keyAuthHashKey?: string;
   logger: Logger;
 }
 
-export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, logger }: SnapshotBuilderOptions): SnapshotBuilder {
+export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, keyAuthHashKey, logger }: SnapshotBuilderOptions): SnapshotBuilder {
   const listeners = new Set<SnapshotListener>();
 
-  /** The last RECENT_VERSIONS states built, oldest first: the bases `deltaFrom` knows. */
-  const recent: StoreState[] = [];
+  /** The last RECENT_VERSIONS contents built, oldest first: the bases `deltaFrom` knows. */
+  const recent: SnapshotContent[] = [];
 
-  function encodedDelta(base: StoreState, state: StoreState): EncodedDelta | null {
+  /** What a state is served as: its hash covers the installation key when it is carried (snapshotContent). */
+  const contentOf = (state: StoreState): SnapshotContent => snapshotContent(state.revision, state.defs, state.hash, keyAuthHashKey);
+
+  function encodedDelta(base: SnapshotContent, next: SnapshotContent): EncodedDelta | null {
     if (!encodeDelta) return null;
-    const message = toDeltaMessage({ version: base.revision, hash: base.hash, defs: base.defs }, { version: state.revision, hash: state.hash, defs: state.defs });
-    return Object.freeze({ baseVersion: base.revision, baseHash: base.hash, bytes: encodeDelta(message), size: deltaSize(message) });
+    const message = toDeltaMessage(base, next);
+    return Object.freeze({ baseVersion: base.version, baseHash: base.hash, bytes: encodeDelta(message), size: deltaSize(message) });
   }
 
-  function build(state: StoreState, previous: StoreState | null): EncodedSnapshot {
+  function build(state: SnapshotContent, previous: SnapshotContent | null, defsHash: string): EncodedSnapshot {
     let bytes: Buffer | undefined;
     const delta = previous ? encodedDelta(previous, state) : null;
     // Data planes reconnecting after a CP restart or a network break mostly hold the same base: encoded once for all.
     const catchUps = new Map<string, EncodedDelta | null>();
     return Object.freeze({
-      version: state.revision,
+      version: state.version,
       hash: state.hash,
       get bytes() {
-        return (bytes ??= encodeSnapshot(toSnapshotMessage(state.revision, state.defs, state.hash)));
+        return (bytes ??= encodeSnapshot(toSnapshotMessage(state.version, state.defs, defsHash, keyAuthHashKey)));
       },
       delta,
       deltaFrom(version: number, hash: string) {
         if (delta && delta.baseVersion === version && delta.baseHash === hash) return delta;
         const key = `${version} ${hash}`;
         if (catchUps.has(key)) return catchUps.get(key)!;
-        const base = hash === state.hash ? { ...state, revision: version } : recent.find((s) => s.revision === version && s.hash === hash);
+        const base = hash === state.hash ? { ...state, version } : recent.find((s) => s.version === version && s.hash === hash);
         const made = base ? encodedDelta(base, state) : null;
         if (catchUps.size < RECENT_VERSIONS) catchUps.set(key, made);
         return made;
@@ -99,23 +104,24 @@ export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, logg
     });
   }
 
-  const remember = (state: StoreState) => {
-    recent.push(state);
+  const remember = (content: SnapshotContent) => {
+    recent.push(content);
     if (recent.length > RECENT_VERSIONS) recent.shift();
   };
-  let built = store.current();
+  let built = contentOf(store.current());
   remember(built);
-  let current = build(built, null);
+  let current = build(built, null, store.current().hash);
   // Encoded now, not at the first connect: data planes (re)connect right after a CP start, and their cold
   // sync would otherwise wait for this encode.
   void current.bytes;
 
   const unsubscribe = store.subscribe((state) => {
-    if (state.hash === current.hash) return;
+    const content = contentOf(state);
+    if (content.hash === current.hash) return;
     try {
-      current = build(state, built);
-      built = state;
-      remember(state);
+      current = build(content, built, state.hash);
+      built = content;
+      remember(content);
     } catch (err) {
       // A failed build publishes nothing: data planes keep the last good snapshot.
       logger.error({ err, revision: state.revision }, 'snapshot build failed');

@@ -1,4 +1,4 @@
-import { hashApiKey } from '#proto/api-key';
+import { hashApiKey, importHashKey, legacyHashApiKey } from '#proto/api-key';
 import { GatehouseError } from '#proto/errors';
 import { compilePlugins, type CompiledKeyAuth } from '#proto/plugins/index';
 import { parseApiDefinition } from '#proto/definition/index';
@@ -7,15 +7,16 @@ import { keyAuthRuntime } from './key-auth.js';
 import { PluginExchange } from './pipeline.js';
 import type { StageDeps } from './runtime.js';
 
+const INSTALLATION_KEY = 'installation-key-of-32-bytes-or-more';
 const KEYS = new Map([
-  [hashApiKey('ann-key+/=0123456789'), 'ann'],
-  [hashApiKey('bob-key-0123456789'), 'bob'],
+  [hashApiKey('ann-key+/=0123456789', importHashKey(INSTALLATION_KEY)), 'ann'],
+  [legacyHashApiKey('bob-key-0123456789'), 'bob'],
 ]);
 
 function stage(config: unknown) {
   const def = parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth', config }] });
   const compiled = compilePlugins(def.plugins)[0].config as CompiledKeyAuth;
-  return keyAuthRuntime.stage(compiled, { apiKeyOwner: apiKeyLookup(KEYS), keyAuthGroups: new Map() } as unknown as StageDeps);
+  return keyAuthRuntime.stage(compiled, { apiKeyOwner: apiKeyLookup(KEYS, INSTALLATION_KEY), keyAuthGroups: new Map() } as unknown as StageDeps);
 }
 
 /** Runs the stage's request hook on a request with these raw headers and query: what goes upstream, or the refusal. */
@@ -62,4 +63,19 @@ test.each<[string, unknown, string[], string, string]>([
   ['an unknown key', {}, ['apikey', 'bob-key-0123456788'], '', 'KEY_REJECTED'],
 ])('%s is refused (%s) with the challenge', (_row, config, headers, query, code) => {
   expect(run(config, headers, query)).toEqual({ refused: code, clientHeaders: { 'www-authenticate': 'Key realm="Restricted"' } });
+});
+
+describe('apiKeyLookup', () => {
+  test('finds keyed and unkeyed hashes, and only under the installation key they were made with', () => {
+    expect(apiKeyLookup(KEYS, INSTALLATION_KEY)('ann-key+/=0123456789')).toBe('ann');
+    expect(apiKeyLookup(KEYS, INSTALLATION_KEY)('bob-key-0123456789')).toBe('bob');
+    expect(apiKeyLookup(KEYS, 'another-installation-key-of-32-bytes')('ann-key+/=0123456789')).toBeUndefined();
+    // The keyed digest presented as the key is no key.
+    expect(apiKeyLookup(KEYS, INSTALLATION_KEY)([...KEYS.keys()][0]!)).toBeUndefined();
+  });
+
+  test('keyed hashes without the installation key are refused, not served unmatched', () => {
+    expect(() => apiKeyLookup(KEYS, undefined)).toThrow('no key_auth_hash_key');
+    expect(apiKeyLookup(new Map([[legacyHashApiKey('bob-key-0123456789'), 'bob']]), undefined)('bob-key-0123456789')).toBe('bob');
+  });
 });

@@ -202,7 +202,8 @@ export function createSnapshotClient(deps: {
     // The whole content, also after a delta; built when the cache writes (consecutive pushes coalesce).
     deps.cache?.save(() => {
       const held = holder.content()!;
-      return toSnapshotMessage(held.version, held.defs, held.hash);
+      // The definitions' hash is memoised (hash.ts); the key, when held, is hashed in again.
+      return toSnapshotMessage(held.version, held.defs, undefined, held.keyAuthHashKey);
     }).catch((err: Error) => {
       logger.warn({ path: deps.cache?.path, err }, 'could not write the snapshot cache');
     });

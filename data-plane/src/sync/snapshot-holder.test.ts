@@ -4,7 +4,7 @@ import type { Definitions } from '#proto/definition/types';
 import { Registry } from 'prom-client';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { GatehouseError } from '#proto/errors';
-import { hashApiKey } from '#proto/api-key';
+import { hashApiKey, importHashKey, legacyHashApiKey } from '#proto/api-key';
 import { createHealthRegistry } from '../health/index.js';
 import { PluginExchange } from '../plugins/index.js';
 import { APPLY_TURN, createSnapshotHolder, type AppliedSnapshot } from './snapshot-holder.js';
@@ -316,7 +316,7 @@ describe('snapshot holder', () => {
   test('a delta re-keys key_auth credentials, two of them swapping keys included; untouched keys keep working', () => {
     const protectedApi = parseApiDefinition({ ...apiDef('keyed'), plugins: [{ name: 'key_auth' }] });
     const content = (version: number, credentials: Array<[string, string]>) => {
-      const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: hashApiKey(key) })) };
+      const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: legacyHashApiKey(key) })) };
       return { version, hash: definitionsHash(defs), defs };
     };
     /** Who the route's key_auth stage says the key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
@@ -342,12 +342,46 @@ describe('snapshot holder', () => {
     expect(holder.applyDelta(toDeltaMessage(v2, v3)).ok).toBe(true);
     expect([owner('key-two-0123456789'), owner('key-one-0123456789')]).toEqual(['KEY_REJECTED', 'bob']);
   });
+  test('keyed key_auth hashes verify under the snapshot\'s installation key only; a snapshot with another key re-keys them; one without a key is refused', () => {
+    const protectedApi = parseApiDefinition({ ...apiDef('keyed'), plugins: [{ name: 'key_auth' }] });
+    const first = 'first-installation-key-0123456789';
+    const second = 'second-installation-key-0123456789';
+    const defs: Definitions = {
+      apis: [protectedApi],
+      oauthServers: [],
+      keyAuthCredentials: [
+        { username: 'ann', key_hash: hashApiKey('ann-key-0123456789', importHashKey(first)) },
+        { username: 'old', key_hash: legacyHashApiKey('old-key-0123456789') },
+      ],
+    };
+    const owner = (key: string): string => {
+      const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
+      const exchange = { headers: ['apikey', key], query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
+      try {
+        pipeline.request[0]!(exchange);
+      } catch (err) {
+        return (err as GatehouseError).code;
+      }
+      return exchange.consumer!;
+    };
+    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    expect(holder.apply(toSnapshotMessage(1, defs, undefined, first)).ok).toBe(true);
+    expect([owner('ann-key-0123456789'), owner('old-key-0123456789'), owner('nobody-0123456789')]).toEqual(['ann', 'old', 'KEY_REJECTED']);
+    // The same definitions under another installation key: another hash, applied, and the keyed hash no longer matches.
+    const rekeyed = toSnapshotMessage(2, defs, undefined, second);
+    expect(holder.apply(rekeyed)).toMatchObject({ ok: true, changed: true });
+    expect([owner('ann-key-0123456789'), owner('old-key-0123456789')]).toEqual(['KEY_REJECTED', 'old']);
+    // Keyed hashes with no key to verify them: refused, the held snapshot kept.
+    const keyless = toSnapshotMessage(3, defs);
+    expect(holder.apply(keyless)).toMatchObject({ ok: false, error: expect.stringContaining('no key_auth_hash_key') });
+    expect(holder.current()!.hash).toBe(rekeyed.hash);
+  });
   test("a delta that changes only a credential's groups changes what acl judges by; other credentials keep theirs", () => {
     const guarded = parseApiDefinition({ ...apiDef('guarded'), plugins: [{ name: 'key_auth' }, { name: 'acl', config: { allow: ['admins'] } }] });
     const content = (version: number, annGroups?: string[]) => {
       const keyAuthCredentials = [
-        { username: 'ann', key_hash: hashApiKey('ann-key-0123456789'), ...(annGroups && { groups: annGroups }) },
-        { username: 'bob', key_hash: hashApiKey('bob-key-0123456789'), groups: ['admins'] },
+        { username: 'ann', key_hash: legacyHashApiKey('ann-key-0123456789'), ...(annGroups && { groups: annGroups }) },
+        { username: 'bob', key_hash: legacyHashApiKey('bob-key-0123456789'), groups: ['admins'] },
       ];
       const defs: Definitions = { apis: [guarded], oauthServers: [], keyAuthCredentials };
       return { version, hash: definitionsHash(defs), defs };

@@ -211,6 +211,8 @@ interface HeldCredentials extends Pick<StageDeps, 'basicAuth' | 'apiKeyOwner' | 
   basicAuthUsers: ReadonlyMap<string, PasswordHash>;
   /** key_auth credentials: key_hash → username. */
   apiKeys: ReadonlyMap<string, string>;
+  /** The snapshot's key_auth installation key (SnapshotContent.keyAuthHashKey). */
+  keyAuthHashKey: string | undefined;
 }
 
 export function createSnapshotHolder(deps: {
@@ -275,14 +277,18 @@ export function createSnapshotHolder(deps: {
     });
   }
 
-  function heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups }: Omit<HeldCredentials, 'basicAuth' | 'apiKeyOwner'>): HeldCredentials {
+  function heldCredentials(
+    { basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups }: Omit<HeldCredentials, 'basicAuth' | 'apiKeyOwner' | 'keyAuthHashKey'>,
+    keyAuthHashKey: string | undefined,
+  ): HeldCredentials {
     return {
       basicAuthUsers,
       apiKeys,
       basicAuthGroups,
       keyAuthGroups,
+      keyAuthHashKey,
       basicAuth: (authorization) => basicAuthChecker.check(basicAuthUsers, authorization),
-      apiKeyOwner: apiKeyLookup(apiKeys),
+      apiKeyOwner: apiKeyLookup(apiKeys, keyAuthHashKey),
     };
   }
 
@@ -333,7 +339,7 @@ export function createSnapshotHolder(deps: {
     const index = prepared?.index ?? indexConfig(content.defs);
     const { routes, oauthServers, ...credentialMaps } = prepared?.routed ?? indexRoutes(index);
     const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
-    const credentials = heldCredentials(credentialMaps);
+    const credentials = heldCredentials(credentialMaps, content.keyAuthHashKey);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
     health?.releaseAll();
@@ -396,12 +402,13 @@ export function createSnapshotHolder(deps: {
     const credentialsReused =
       basicAuthUsers === previous.credentials.basicAuthUsers &&
       apiKeys === previous.credentials.apiKeys &&
+      content.keyAuthHashKey === previous.credentials.keyAuthHashKey &&
       basicAuthGroups === previous.credentials.basicAuthGroups &&
       keyAuthGroups === previous.credentials.keyAuthGroups;
     const authorizer = authReused
       ? current.authorizer
       : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
-    const credentials = credentialsReused ? previous.credentials : heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups });
+    const credentials = credentialsReused ? previous.credentials : heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups }, content.keyAuthHashKey);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     // Only a route with plugins or a health check holds breakers or health state (a plain route gets none).
     for (const route of removed) {

@@ -71,6 +71,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-join-token" (include "gatehouse.fullname" .)) .Values.grpcJoinToken.existingSecret -}}
 {{- end -}}
 
+{{- define "gatehouse.keyAuthHashKeySecretName" -}}
+{{- default (printf "%s-key-auth-hash-key" (include "gatehouse.fullname" .)) .Values.keyAuthHashKey.existingSecret -}}
+{{- end -}}
+
 {{/* GRPC_JOIN_TOKEN from the join-token Secret, for both sides. */}}
 {{- define "gatehouse.joinTokenEnv" -}}
 {{- if .Values.grpcJoinToken.enabled -}}

@@ -1,6 +1,6 @@
 import { aclPlugin } from './acl.js';
 import { parseBasicAuthCredential, parseKeyAuthCredential } from '../definition/index.js';
-import { hashApiKey } from '../api-key.js';
+import { legacyHashApiKey } from '../api-key.js';
 import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 import { parsePluginConfig } from './index.js';
 
@@ -34,7 +34,7 @@ test('compile: the listed groups as a set, and whether they allow or deny', () =
 });
 
 describe('credential groups', () => {
-  const key = { username: 'ann', key_hash: hashApiKey('ann-key-0123456789') };
+  const key = { username: 'ann', key_hash: legacyHashApiKey('ann-key-0123456789') };
   const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
 
   test('stored only when given (a credential without keeps its form), lower-cased, deduplicated and sorted', () => {

@@ -1,10 +1,13 @@
 import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
-import { generateApiKey, hashApiKey, API_KEY_HASH_PATTERN } from '../api-key.js';
+import { generateApiKey, hashApiKey, importHashKey, legacyHashApiKey, API_KEY_HASH_PATTERN } from '../api-key.js';
 import { compileDefinitions } from '../compile/index.js';
 import { applyChanges, indexConfig, indexRoutes } from '../compile/incremental.js';
 import { parseApiDefinition, parseKeyAuthCredential } from '../definition/index.js';
 import type { Definitions } from '../definition/types.js';
 import { compilePlugins } from './index.js';
+
+/** What openssl computes for the same key and installation key (the recipe in docs/kubernetes.md). */
+const HMAC_VECTOR = 'hmac-sha256$0bhXkLNOa6g0QFgLbTYmIXiPKqwIbQSX_2994nhegO0';
 
 const api = (config: unknown) =>
   parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth', config }] });
@@ -48,22 +51,38 @@ describe('API keys', () => {
     expect(generateApiKey()).not.toBe(key);
   });
 
-  test('the stored form is the SHA-256 digest, deterministic, never the key', () => {
-    const digest = hashApiKey('my-key-0123456789');
+  test('the stored form is HMAC-SHA256 under the installation key, deterministic, never the key', () => {
+    const installation = importHashKey('i'.repeat(32));
+    const digest = hashApiKey('my-key-0123456789', installation);
+    // printf %s my-key-0123456789 | openssl dgst -sha256 -mac HMAC -macopt key:iii…(32) -binary | basenc --base64url | tr -d =
+    expect(digest).toBe(HMAC_VECTOR);
+    expect(digest).toMatch(API_KEY_HASH_PATTERN);
+    expect(hashApiKey('my-key-0123456789', installation)).toBe(digest);
+    expect(hashApiKey('my-key-0123456789', importHashKey('j'.repeat(32)))).not.toBe(digest);
+    expect(hashApiKey('my-key-0123456780', installation)).not.toBe(digest);
+    expect(parseKeyAuthCredential({ username: 'ann', key_hash: digest }).key_hash).toBe(digest);
+  });
+
+  test('an installation key shorter than 32 bytes is refused', () => {
+    expect(() => importHashKey('i'.repeat(31))).toThrow('must be 32 to 1024 bytes, got 31');
+  });
+
+  test('the earlier unkeyed form is the SHA-256 digest, deterministic, never the key', () => {
+    const digest = legacyHashApiKey('my-key-0123456789');
     // sha256("my-key-0123456789") = 2d71bac2…adbb28, in base64url.
     expect(digest).toBe('sha256$LXG6wkeFhZwVEoCT78j9RnwHqXYfRbeKH9QbOeituyg');
     expect(digest).toMatch(API_KEY_HASH_PATTERN);
-    expect(hashApiKey('my-key-0123456789')).toBe(digest);
-    expect(hashApiKey('my-key-0123456780')).not.toBe(digest);
+    expect(legacyHashApiKey('my-key-0123456789')).toBe(digest);
+    expect(legacyHashApiKey('my-key-0123456780')).not.toBe(digest);
     expect(digest).not.toContain('my-key');
   });
 
   test('a stored credential must hold a digest, not a key', () => {
-    expect(parseKeyAuthCredential({ username: 'ann', key_hash: hashApiKey('k'.repeat(20)) })).toEqual({ username: 'ann', key_hash: hashApiKey('k'.repeat(20)) });
+    expect(parseKeyAuthCredential({ username: 'ann', key_hash: legacyHashApiKey('k'.repeat(20)) })).toEqual({ username: 'ann', key_hash: legacyHashApiKey('k'.repeat(20)) });
     expect(gatehouseErrorOf(() => parseKeyAuthCredential({ username: 'ann', key_hash: 'k'.repeat(20) })).message).toBe(
-      'key_hash must be a SHA-256 digest "sha256$<43 base64url characters>"',
+      'key_hash must be a keyed digest "hmac-sha256$<43 base64url characters>" (or the earlier unkeyed "sha256$<43 base64url characters>")',
     );
-    expect(gatehouseErrorOf(() => parseKeyAuthCredential({ username: 'a:b', key_hash: hashApiKey('x') })).message).toContain('username must be 1-128 characters');
+    expect(gatehouseErrorOf(() => parseKeyAuthCredential({ username: 'a:b', key_hash: legacyHashApiKey('x') })).message).toContain('username must be 1-128 characters');
   });
 });
 
@@ -71,17 +90,17 @@ describe('key_auth credentials compiled', () => {
   const defs = (credentials: Array<[string, string]>): Definitions => ({
     apis: [],
     oauthServers: [],
-    keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: hashApiKey(key) })),
+    keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: legacyHashApiKey(key) })),
   });
 
   test('the data plane looks keys up by digest', () => {
     const compiled = compileDefinitions(defs([['ann', 'ann-key-0123456789'], ['bob', 'bob-key-0123456789']]));
     expect(compiled.rejected).toEqual([]);
     expect([...compiled.apiKeys]).toEqual([
-      [hashApiKey('ann-key-0123456789'), 'ann'],
-      [hashApiKey('bob-key-0123456789'), 'bob'],
+      [legacyHashApiKey('ann-key-0123456789'), 'ann'],
+      [legacyHashApiKey('bob-key-0123456789'), 'bob'],
     ]);
-    expect([...indexRoutes(indexConfig(defs([['ann', 'ann-key-0123456789']]))).apiKeys]).toEqual([[hashApiKey('ann-key-0123456789'), 'ann']]);
+    expect([...indexRoutes(indexConfig(defs([['ann', 'ann-key-0123456789']]))).apiKeys]).toEqual([[legacyHashApiKey('ann-key-0123456789'), 'ann']]);
   });
 
   test('two credentials with the same key: the later one is refused with API_KEY_TAKEN, by the whole compile and the index alike', () => {
@@ -99,12 +118,12 @@ describe('key_auth credentials compiled', () => {
   test('two credentials may swap keys in one change; a removed credential frees its key', () => {
     const index = indexConfig(defs([['ann', 'key-one-0123456789'], ['bob', 'key-two-0123456789']]));
     const swapped = applyChanges(index, [
-      { kind: 'key-auth-credential', name: 'ann', def: { username: 'ann', key_hash: hashApiKey('key-two-0123456789') } },
-      { kind: 'key-auth-credential', name: 'bob', def: { username: 'bob', key_hash: hashApiKey('key-one-0123456789') } },
+      { kind: 'key-auth-credential', name: 'ann', def: { username: 'ann', key_hash: legacyHashApiKey('key-two-0123456789') } },
+      { kind: 'key-auth-credential', name: 'bob', def: { username: 'bob', key_hash: legacyHashApiKey('key-one-0123456789') } },
     ]);
-    expect(indexRoutes(swapped).apiKeys.get(hashApiKey('key-one-0123456789'))).toBe('bob');
+    expect(indexRoutes(swapped).apiKeys.get(legacyHashApiKey('key-one-0123456789'))).toBe('bob');
     const removed = applyChanges(index, [{ kind: 'key-auth-credential', name: 'ann' }]);
-    const reused = applyChanges(removed, [{ kind: 'key-auth-credential', name: 'cy', def: { username: 'cy', key_hash: hashApiKey('key-one-0123456789') } }]);
-    expect(indexRoutes(reused).apiKeys.get(hashApiKey('key-one-0123456789'))).toBe('cy');
+    const reused = applyChanges(removed, [{ kind: 'key-auth-credential', name: 'cy', def: { username: 'cy', key_hash: legacyHashApiKey('key-one-0123456789') } }]);
+    expect(indexRoutes(reused).apiKeys.get(legacyHashApiKey('key-one-0123456789'))).toBe('cy');
   });
 });

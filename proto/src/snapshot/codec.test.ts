@@ -4,8 +4,8 @@ import { GatehouseError } from '../errors.js';
 import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, parseOAuthServer } from '../definition/index.js';
 import type { ApiDefinition, Definitions } from '../definition/types.js';
 import { hash as sha256 } from 'node:crypto';
-import { hashApiKey } from '../api-key.js';
-import { apiMessage, applyDeltaMessage, definitionsHash, fromSnapshotMessage, oauthServerMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
+import { legacyHashApiKey } from '../api-key.js';
+import { apiMessage, applyDeltaMessage, contentHash, snapshotContent, definitionsHash, fromSnapshotMessage, oauthServerMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
 import type { OAuthServerMessage, SnapshotMessage } from './codec.js';
 
 const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
@@ -288,8 +288,8 @@ test('basic_auth users travel sorted by username; none at all leaves the hash as
 });
 
 const KEYS = [
-  { username: 'zed', key_hash: hashApiKey('zed-key-0123456789') },
-  { username: 'amy', key_hash: hashApiKey('amy-key-0123456789') },
+  { username: 'zed', key_hash: legacyHashApiKey('zed-key-0123456789') },
+  { username: 'amy', key_hash: legacyHashApiKey('amy-key-0123456789') },
 ];
 
 test.each(decoders)('key_auth credentials travel sorted by username, as digests, through encodeSnapshot and %s', (_name, decode) => {
@@ -328,9 +328,9 @@ test.each(decoders)('credential groups and the acl plugin travel through encodeS
   expect(definitionsHash({ ...withGroups, keyAuthCredentials: KEYS })).not.toBe(definitionsHash(withGroups));
 });
 
-test('a snapshot key_auth credential must hold a SHA-256 digest and a unique username', () => {
+test('a snapshot key_auth credential must hold a key digest and a unique username', () => {
   const message = toSnapshotMessage(4, { ...DEFS, keyAuthCredentials: KEYS });
-  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [{ username: 'amy', key_hash: 'amy-key-in-clear' }] })).toThrow(/key_auth_credentials\[0\]: key_hash must be a SHA-256 digest/);
+  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [{ username: 'amy', key_hash: 'amy-key-in-clear' }] })).toThrow(/key_auth_credentials\[0\]: key_hash must be a keyed digest/);
   expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [KEYS[1], { ...KEYS[0], username: 'amy' }] })).toThrow(/key_auth_credentials\[1\]: duplicate name "amy"/);
 });
 
@@ -355,7 +355,7 @@ test('a delta adds, changes and removes key_auth credentials, and the result has
   const added = applyDeltaMessage(base, toDeltaMessage(base, { version: 2, hash: definitionsHash(withKeys), defs: withKeys }));
   expect(added.defs.keyAuthCredentials).toEqual(KEYS);
   expect(added.changes.map((c) => [c.kind, c.name])).toEqual([['key-auth-credential', 'zed'], ['key-auth-credential', 'amy']]);
-  const rotated: Definitions = { ...DEFS, keyAuthCredentials: [{ username: 'zed', key_hash: hashApiKey('zed-new-key-0123456789') }] };
+  const rotated: Definitions = { ...DEFS, keyAuthCredentials: [{ username: 'zed', key_hash: legacyHashApiKey('zed-new-key-0123456789') }] };
   const next = applyDeltaMessage(added, toDeltaMessage(added, { version: 3, hash: definitionsHash(rotated), defs: rotated }));
   expect(next.hash).toBe(definitionsHash(rotated));
   expect(next.defs.keyAuthCredentials).toEqual(rotated.keyAuthCredentials);
@@ -364,14 +364,43 @@ test('a delta adds, changes and removes key_auth credentials, and the result has
   expect(none.defs).not.toHaveProperty('keyAuthCredentials');
 });
 
+test('the key_auth installation key travels with key_auth credentials only, in snapshots and deltas, and the hash covers it', () => {
+  const INSTALLATION = 'installation-key-of-at-least-32-bytes';
+  const withKeys: Definitions = { ...DEFS, keyAuthCredentials: KEYS };
+  // Without key_auth credentials: no key, and the hash a snapshot without the key had.
+  const plain = toSnapshotMessage(1, DEFS, undefined, INSTALLATION);
+  expect(plain).not.toHaveProperty('key_auth_hash_key');
+  expect(plain.hash).toBe(definitionsHash(DEFS));
+  const message = toSnapshotMessage(2, withKeys, undefined, INSTALLATION);
+  expect(message.key_auth_hash_key).toBe(INSTALLATION);
+  expect(message.hash).toBe(contentHash(definitionsHash(withKeys), INSTALLATION));
+  expect(message.hash).not.toBe(definitionsHash(withKeys));
+  const content = fromSnapshotMessage(message);
+  expect(content).toMatchObject({ hash: message.hash, keyAuthHashKey: INSTALLATION });
+  // Another key, or none, is another content: a message whose key was changed or dropped does not verify.
+  expect(() => fromSnapshotMessage({ ...message, key_auth_hash_key: 'another-installation-key-of-32-bytes' })).toThrow(/snapshot hash mismatch/);
+  expect(() => fromSnapshotMessage({ ...message, key_auth_hash_key: '' })).toThrow(/snapshot hash mismatch/);
+  // A delta carries the key of the content after it; one that adds the first credential brings the key.
+  const base = snapshotContent(1, DEFS, definitionsHash(DEFS), INSTALLATION);
+  const added = applyDeltaMessage(base, toDeltaMessage(base, snapshotContent(2, withKeys, definitionsHash(withKeys), INSTALLATION)));
+  expect(added).toMatchObject({ hash: message.hash, keyAuthHashKey: INSTALLATION });
+  const rekeyed = toDeltaMessage(added, snapshotContent(3, withKeys, definitionsHash(withKeys), 'another-installation-key-of-32-bytes'));
+  expect(applyDeltaMessage(added, rekeyed).keyAuthHashKey).toBe('another-installation-key-of-32-bytes');
+  expect(() => applyDeltaMessage(added, { ...rekeyed, key_auth_hash_key: INSTALLATION })).toThrow(/snapshot hash mismatch/);
+  const removed = applyDeltaMessage(added, toDeltaMessage(added, snapshotContent(4, DEFS, definitionsHash(DEFS), INSTALLATION)));
+  expect(removed.hash).toBe(definitionsHash(DEFS));
+  expect(removed).not.toHaveProperty('keyAuthHashKey');
+});
+
 test("a data plane's deserializer keeps a full snapshot's definitions as bytes, each decoding as the whole message would; other pushes are decoded whole", () => {
   const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
   const defs: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'amy', password_hash: hash }], keyAuthCredentials: KEYS };
-  const bytes = proto.wrapPush('n7', proto.encodeSnapshot(toSnapshotMessage(2 ** 40, defs)));
+  const bytes = proto.wrapPush('n7', proto.encodeSnapshot(toSnapshotMessage(2 ** 40, defs, undefined, 'installation-key-of-at-least-32-bytes')));
   type Push = { nonce: string; content: string; snapshot: SnapshotMessage; delta: unknown };
   const whole = proto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
   const lazy = lazyProto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
-  expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash } });
+  expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash, key_auth_hash_key: 'installation-key-of-at-least-32-bytes' } });
+  expect(whole.snapshot.key_auth_hash_key).toBe('installation-key-of-at-least-32-bytes');
   for (const list of ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const) {
     const items = lazy.snapshot[list]!;
     expect(items.length).toBe(whole.snapshot[list]!.length);

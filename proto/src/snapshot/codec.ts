@@ -13,13 +13,13 @@
 import { GatehouseError } from '../errors.js';
 import type { Definitions } from '../definition/types.js';
 import { allTurns } from '../turns.js';
-import { definitionsHash, definitionsHashInTurns } from './hash.js';
+import { contentHash, definitionsHash, definitionsHashInTurns } from './hash.js';
 import { KIND_CODECS, KIND_KEYS, type KindCodec, type SnapshotContent } from './kinds.js';
 import type { DefinitionList, SnapshotMessage } from './messages.js';
 
 export { apiMessage, oauthServerMessage, type OAuthServerMessage, type SnapshotMessage } from './messages.js';
 export type { ContentChange, SnapshotContent } from './kinds.js';
-export { definitionsHash, deriveDefinitions, editsFrom, keepDefinitionHashes, type DefinitionEdit } from './hash.js';
+export { contentHash, definitionsHash, deriveDefinitions, editsFrom, keepDefinitionHashes, type DefinitionEdit } from './hash.js';
 export { applyDeltaMessage, applyDeltaMessageInTurns, deltaSize, prepareForDeltas, toDeltaMessage, type DeltaMessage } from './deltas.js';
 
 const byName = <T extends { name: string }>(a: T, b: T) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
@@ -37,9 +37,27 @@ function canonicalBody(defs: Definitions): Pick<SnapshotMessage, DefinitionList>
   return body as Pick<SnapshotMessage, DefinitionList>;
 }
 
-/** `hash`, when the caller already holds definitionsHash(defs) (the store does), is not computed again. */
-export function toSnapshotMessage(version: number, defs: Definitions, hash?: string): SnapshotMessage {
-  return { version, hash: hash ?? definitionsHash(defs), ...canonicalBody(defs) };
+/** The key_auth installation key a snapshot of `defs` carries: the key when it has key_auth credentials, else none. */
+export function carriedHashKey(defs: Definitions, keyAuthHashKey: string | undefined): string | undefined {
+  return defs.keyAuthCredentials?.length ? keyAuthHashKey : undefined;
+}
+
+/**
+ * The content a control plane serves for a store state: `defsHash` is definitionsHash(defs) (the store holds it),
+ * `keyAuthHashKey` the installation key, carried (and hashed) only when there are key_auth credentials.
+ */
+export function snapshotContent(version: number, defs: Definitions, defsHash: string, keyAuthHashKey: string | undefined): SnapshotContent {
+  const key = carriedHashKey(defs, keyAuthHashKey);
+  return { version, hash: contentHash(defsHash, key), defs, ...(key && { keyAuthHashKey: key }) };
+}
+
+/**
+ * `defsHash`, when the caller already holds definitionsHash(defs) (the store does), is not computed again;
+ * `keyAuthHashKey` is carried as carriedHashKey says.
+ */
+export function toSnapshotMessage(version: number, defs: Definitions, defsHash?: string, keyAuthHashKey?: string): SnapshotMessage {
+  const key = carriedHashKey(defs, keyAuthHashKey);
+  return { version, hash: contentHash(defsHash ?? definitionsHash(defs), key), ...(key && { key_auth_hash_key: key }), ...canonicalBody(defs) };
 }
 
 /**
@@ -63,9 +81,11 @@ export function* fromSnapshotMessageInTurns(msg: SnapshotMessage, turn = Infinit
     const list = yield* codec.decode(items, msg.decodeDefinition, turn);
     if (!codec.optional || list.length > 0) defs = codec.withList(defs, list);
   }
-  const hash = yield* definitionsHashInTurns(defs, turn);
+  // The wire's "" is no key.
+  const key = msg.key_auth_hash_key || undefined;
+  const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key);
   if (hash !== msg.hash) {
     throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${hash}`);
   }
-  return { version: Number(msg.version), hash, defs };
+  return { version: Number(msg.version), hash, defs, ...(key && { keyAuthHashKey: key }) };
 }

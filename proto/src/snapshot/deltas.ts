@@ -7,12 +7,14 @@ import type { Definitions } from '../definition/types.js';
 import { LayeredMap } from '../layered-map.js';
 import { allTurns } from '../turns.js';
 import type * as wire from '../wire.js';
-import { definitionHash, definitionsHashInTurns, deriveDefinitions, editsFrom, type DefinitionEdit } from './hash.js';
+import { contentHash, definitionHash, definitionsHashInTurns, deriveDefinitions, editsFrom, type DefinitionEdit } from './hash.js';
 import { KIND_CODECS, KIND_KEYS, type ContentChange, type KindCodec, type KindKey, type SnapshotContent } from './kinds.js';
 import type { DefinitionList } from './messages.js';
 
 /** SnapshotDelta as plain object (wire.ts): `base` → `version`, upserts by kind (as in SnapshotMessage), removals by name. */
-export interface DeltaMessage extends Omit<wire.SnapshotDelta, DefinitionList> {
+export interface DeltaMessage extends Omit<wire.SnapshotDelta, DefinitionList | 'key_auth_hash_key'> {
+  /** The key_auth installation key of the content after applying: only when it has key_auth credentials. */
+  key_auth_hash_key?: string;
   apis: unknown[];
   oauth_servers: unknown[];
   basic_auth_credentials: unknown[];
@@ -47,7 +49,7 @@ function editsOfKind<D extends object>(codec: KindCodec<D>, edits: readonly Defi
 
 /** The delta that turns `base` into `next` (both as the CP's store holds them). */
 export function toDeltaMessage(base: SnapshotContent, next: SnapshotContent): DeltaMessage {
-  const delta = { base_version: base.version, base_hash: base.hash, version: next.version, hash: next.hash } as DeltaMessage;
+  const delta = { base_version: base.version, base_hash: base.hash, version: next.version, hash: next.hash, ...(next.keyAuthHashKey && { key_auth_hash_key: next.keyAuthHashKey }) } as DeltaMessage;
   const edits = editsFrom(base.defs, next.defs);
   for (const key of KIND_KEYS) {
     const codec = KIND_CODECS[key] as KindCodec<object>;
@@ -216,10 +218,11 @@ export function* applyDeltaMessageInTurns(base: SnapshotContent, delta: DeltaMes
   }
   const defs = definitionsOf(versions);
   deriveDefinitions(base.defs, defs, edits);
-  const hash = yield* definitionsHashInTurns(defs, turn);
+  const key = delta.key_auth_hash_key || undefined;
+  const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key);
   if (hash !== delta.hash) {
     throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch after delta ${base.version} → ${version}: message says ${JSON.stringify(delta.hash)}, content is ${hash}`);
   }
-  return { version, hash, defs, changes };
+  return { version, hash, defs, changes, ...(key && { keyAuthHashKey: key }) };
 }
 

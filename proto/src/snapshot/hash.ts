@@ -128,6 +128,17 @@ function* sumsOfInTurns(defs: Definitions, turn = Infinity): Generator<void, Has
   return sealed(counts, sums);
 }
 
+/**
+ * The hash a snapshot names: the definitions' hash, and when the snapshot carries the key_auth installation key
+ * (exactly when it has key_auth credentials) that key's digest too, so a change of that key alone is a change of
+ * content (a data plane holding the old one is sent the whole snapshot, its cache file no longer matches), and a
+ * configuration without API keys keeps the hash it had before the key existed.
+ */
+export function contentHash(defsHash: string, keyAuthHashKey: string | undefined): string {
+  if (!keyAuthHashKey) return defsHash;
+  return digest('sha256', `${defsHash}\nkey_auth_hash_key ${digest('sha256', keyAuthHashKey, 'hex')}\n`, 'hex');
+}
+
 /** sha256 hex over each kind's count and sum of definition hashes (see the file comment). */
 export function definitionsHash(defs: Definitions): string {
   return allTurns(definitionsHashInTurns(defs));

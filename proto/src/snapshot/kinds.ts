@@ -23,8 +23,11 @@ import {
 /** A version's content as both sides hold it. */
 export interface SnapshotContent {
   version: number;
+  /** contentHash (hash.ts): the definitions' hash, with the key below when there is one. */
   hash: string;
   defs: Definitions;
+  /** The key_auth installation key (api-key.ts): present exactly when defs has key_auth credentials. */
+  keyAuthHashKey?: string;
 }
 
 /** What a delta changed, per definition (compile/incremental.ts DefinitionChange): `def` absent = removed. */

@@ -356,9 +356,10 @@ describe('snapshot holder', () => {
     };
     const owner = (key: string): string => {
       const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
-      const exchange = { headers: ['apikey', key], query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
+      const req = { rawHeaders: ['apikey', key], headers: { apikey: key } };
+      const exchange = { req, headers: req.rawHeaders, query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
       try {
-        pipeline.request[0]!(exchange);
+        for (const hook of pipeline.request) hook(exchange);
       } catch (err) {
         return (err as GatehouseError).code;
       }

@@ -31,6 +31,19 @@ const lookup = { method: 'GET', host: 'any.test' };
 /** The forwarding state of the route `snapshot` matches for GET `path`. */
 const upstreamAt = (snapshot: AppliedSnapshot, path: string) => snapshot.upstreams.get(snapshot.table.match({ ...lookup, path })!.route);
 
+/** Who the '/keyed/x' route's request hooks say the API key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
+function keyOwner(holder: ReturnType<typeof createSnapshotHolder>, key: string): string {
+  const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
+  const req = { rawHeaders: ['apikey', key], headers: { apikey: key } };
+  const exchange = { req, headers: req.rawHeaders, query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
+  try {
+    for (const hook of pipeline.request) hook(exchange);
+  } catch (err) {
+    return (err as GatehouseError).code;
+  }
+  return exchange.consumer!;
+}
+
 describe('snapshot holder', () => {
   test('nothing is applied at first', () => {
     expect(createSnapshotHolder({ tokenStore: createMemoryTokenStore() }).current()).toBeNull();
@@ -319,18 +332,7 @@ describe('snapshot holder', () => {
       const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: legacyHashApiKey(key) })) };
       return { version, hash: definitionsHash(defs), defs };
     };
-    /** Who the route's key_auth stage says the key belongs to (the upstream's X-Consumer-Username), or the refusal's code. */
-    const owner = (key: string): string => {
-      const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
-      const req = { rawHeaders: ['apikey', key], headers: { apikey: key } };
-      const exchange = { req, headers: req.rawHeaders, query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
-      try {
-        for (const hook of pipeline.request) hook(exchange);
-      } catch (err) {
-        return (err as GatehouseError).code;
-      }
-      return exchange.consumer!;
-    };
+    const owner = (key: string) => keyOwner(holder, key);
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     const v1 = content(1, [['ann', 'key-one-0123456789'], ['bob', 'key-two-0123456789'], ['cy', 'key-three-0123456789']]);
     holder.apply(toSnapshotMessage(1, v1.defs));
@@ -354,17 +356,7 @@ describe('snapshot holder', () => {
         { username: 'old', key_hash: legacyHashApiKey('old-key-0123456789') },
       ],
     };
-    const owner = (key: string): string => {
-      const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
-      const req = { rawHeaders: ['apikey', key], headers: { apikey: key } };
-      const exchange = { req, headers: req.rawHeaders, query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
-      try {
-        for (const hook of pipeline.request) hook(exchange);
-      } catch (err) {
-        return (err as GatehouseError).code;
-      }
-      return exchange.consumer!;
-    };
+    const owner = (key: string) => keyOwner(holder, key);
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     expect(holder.apply(toSnapshotMessage(1, defs, undefined, first)).ok).toBe(true);
     expect([owner('ann-key-0123456789'), owner('old-key-0123456789'), owner('nobody-0123456789')]).toEqual(['ann', 'old', 'KEY_REJECTED']);

@@ -7,7 +7,10 @@ import { basename } from 'node:path';
 
 const TOP = Number(process.env.TOP ?? 20);
 const frame = ({ functionName, url, lineNumber }) =>
-  `${functionName || '(anonymous)'} ${url.replace(/.*\/node_modules\//, '').replace(/.*\/(dist|bundle)\//, '$1/').replace(/.*\/scripts\//, 'scripts/')}:${lineNumber + 1}`;
+  `${functionName || '(anonymous)'} ${url
+    .replace(/.*\/node_modules\//, '')
+    .replace(/.*\/(dist|bundle)\//, '$1/')
+    .replace(/.*\/scripts\//, 'scripts/')}:${lineNumber + 1}`;
 
 function load(dir) {
   const profile = JSON.parse(readFileSync(`${dir}/profile.json`, 'utf8'));

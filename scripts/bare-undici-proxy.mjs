@@ -18,11 +18,25 @@ const spec = mode === 'spec';
 const upstreamHost = new URL(origin).host;
 // Its own list rather than the gateway's (proto/src/http-fields.ts HOP_BY_HOP_HEADERS): the reference runs without
 // the product's code, and test/e2e/forwarding.test.ts fails when what it sends upstream differs from what the DP sends.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authenticate', 'proxy-authorization']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+]);
 
 /** `headers` without hop-by-hop fields and those its Connection names. */
 function endToEnd(headers) {
-  const named = headers.connection ? String(headers.connection).toLowerCase().split(/\s*,\s*/) : [];
+  const named = headers.connection
+    ? String(headers.connection)
+        .toLowerCase()
+        .split(/\s*,\s*/)
+    : [];
   const out = {};
   for (const name in headers) if (!HOP_BY_HOP.has(name) && !named.includes(name)) out[name] = headers[name];
   return out;

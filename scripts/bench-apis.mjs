@@ -9,7 +9,10 @@ export function rawApi(i, upstreamUrl = 'http://127.0.0.1:9') {
     case 1:
       return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/items/{id}/*`, upstreams, strip_path: true } };
     case 2:
-      return { name: `api-${i}`, proxy: { listen_path: `/svc-${i}/v1/{id:[0-9]+}`, upstreams: { ...upstreams, targets: [{ target: `${upstreamUrl}/x/{id}` }] } } };
+      return {
+        name: `api-${i}`,
+        proxy: { listen_path: `/svc-${i}/v1/{id:[0-9]+}`, upstreams: { ...upstreams, targets: [{ target: `${upstreamUrl}/x/{id}` }] } },
+      };
     default:
       return { name: `api-${i}`, hosts: [`h${i}.bench.test`], proxy: { listen_path: `/svc-${i}/*`, methods: ['GET', 'POST'], upstreams } };
   }

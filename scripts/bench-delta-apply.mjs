@@ -35,7 +35,9 @@ for (const mode of modes) {
   const defs = { apis: Array.from({ length: size }, (_, i) => api(i)), oauthServers: [] };
   const health = createHealthRegistry({ probe: async () => null });
   const holder = createSnapshotHolder({ tokenStore: createTokenStore({}), health });
-  const full = holder.apply(dp.Client.service.StreamSnapshots.responseDeserialize(cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(1, defs)))).snapshot);
+  const full = holder.apply(
+    dp.Client.service.StreamSnapshots.responseDeserialize(cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(1, defs)))).snapshot,
+  );
   if (!full.ok) throw new Error(full.error);
   let content = holder.content();
   const ms = [];
@@ -53,6 +55,8 @@ for (const mode of modes) {
   }
   health.stop();
   ms.sort((a, b) => a - b);
-  console.log(`${mode.padEnd(6)} ${size} APIs: one-API delta applied in ${ms[DELTAS >> 1].toFixed(2)} ms (median of ${DELTAS}), max ${ms.at(-1).toFixed(2)} ms`);
+  console.log(
+    `${mode.padEnd(6)} ${size} APIs: one-API delta applied in ${ms[DELTAS >> 1].toFixed(2)} ms (median of ${DELTAS}), max ${ms.at(-1).toFixed(2)} ms`,
+  );
 }
 process.exit(0);

@@ -29,7 +29,8 @@ export async function measureFullApply(size, rounds) {
     if (i === 0) raw.proxy.upstreams = { ...raw.proxy.upstreams, targets: [{ target: `http://127.0.0.1:${1000 + version}` }] };
     return parseApiDefinition(raw);
   };
-  const push = (version) => cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(version, { apis: Array.from({ length: size }, (_, i) => api(i, version)), oauthServers: [] })));
+  const push = (version) =>
+    cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(version, { apis: Array.from({ length: size }, (_, i) => api(i, version)), oauthServers: [] })));
   keepDefinitionHashes(false); // as data-plane/src/main.ts
 
   const holder = createSnapshotHolder({ tokenStore: createTokenStore({}) });
@@ -60,7 +61,9 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const rounds = Number(process.argv[3] ?? 5);
   for (const [how, { runs, pause, wall }] of Object.entries(await measureFullApply(size, rounds))) {
     const list = (key) => runs.map((run) => run[key].toFixed(0)).join(' ');
-    console.log(`${how.padEnd(8)} ${size} APIs: longest pause ${pause.toFixed(1)} ms (median of ${rounds}: ${list('pause')}), apply ${wall.toFixed(1)} ms wall (${list('wall')})`);
+    console.log(
+      `${how.padEnd(8)} ${size} APIs: longest pause ${pause.toFixed(1)} ms (median of ${rounds}: ${list('pause')}), apply ${wall.toFixed(1)} ms wall (${list('wall')})`,
+    );
   }
   process.exit(0);
 }

@@ -79,7 +79,7 @@ async function startWatchedDataPlane(controlPlaneAddr: string): Promise<WatchedD
   const onLine = (raw: string) => {
     if (!raw.includes('"snapshot applied"')) return;
     highest = Math.max(highest, Number(JSON.parse(raw).version));
-    for (const w of waiters) if (highest >= w.version) (waiters.delete(w), w.resolve());
+    for (const w of waiters) if (highest >= w.version) waiters.delete(w), w.resolve();
   };
   const dp = await startDataPlane({ controlPlaneAddr, onLine });
   const applied = (version: number) =>
@@ -118,7 +118,9 @@ async function propagation(client: AdminClient, dps: WatchedDataPlane[], prefix:
   }
   const slowest = times.indexOf(Math.max(...times));
   if (process.env.BENCH_CP_PROFILE) {
-    console.error(`bench: ${prefix} writes between monotonic ${windowFrom} and ${monotonicUs()} µs; the slowest (write ${slowest + 1}) between ${windows[slowest].join(' and ')}; the first after start between ${firstFrom} and ${windowFrom}`);
+    console.error(
+      `bench: ${prefix} writes between monotonic ${windowFrom} and ${monotonicUs()} µs; the slowest (write ${slowest + 1}) between ${windows[slowest].join(' and ')}; the first after start between ${firstFrom} and ${windowFrom}`,
+    );
   }
   return { times: times.sort((a, b) => a - b), cpuMs: (((await cpuSeconds(cpPid)) - cpuBefore) * 1000) / WRITES, slowest, firstMs };
 }
@@ -136,7 +138,12 @@ const writesRow = (label: string, { times, cpuMs, slowest, firstMs }: Writes) =>
 /** resourceVersion of every ApiDefinition, once two lists 2 s apart agree (the status controller has settled). */
 async function settledVersions(custom: CustomObjectsApi): Promise<Map<string, string>> {
   const list = async () => {
-    const { items } = (await custom.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'apidefinitions' })) as {
+    const { items } = (await custom.listNamespacedCustomObject({
+      group: 'gatehouse.dev',
+      version: 'v1alpha1',
+      namespace: NAMESPACE,
+      plural: 'apidefinitions',
+    })) as {
       items: Array<{ metadata: { name: string; resourceVersion: string } }>;
     };
     return new Map(items.map((cr) => [cr.metadata.name, cr.metadata.resourceVersion]));
@@ -152,7 +159,11 @@ async function settledVersions(custom: CustomObjectsApi): Promise<Map<string, st
 }
 
 /** CRs whose resourceVersion changed while one more data plane connected, synced, and left (status writes only: no spec changes). */
-async function statusWritesOfAJoiningDataPlane(custom: CustomObjectsApi, cp: ControlPlane, server: KubeApiServer): Promise<{ changed: number; served: number }> {
+async function statusWritesOfAJoiningDataPlane(
+  custom: CustomObjectsApi,
+  cp: ControlPlane,
+  server: KubeApiServer,
+): Promise<{ changed: number; served: number }> {
   const before = await settledVersions(custom);
   const servedBefore = await statusWritesServed(server);
   const dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr });
@@ -180,7 +191,9 @@ async function timedStart(env: Record<string, string>, name: string, nodeFlags: 
 async function seededFileStore(size: number): Promise<string> {
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-store-'));
   const store = await openFileStore({ dataDir, logger: createLogger('control-plane', 'silent') });
-  const apis = Array.from({ length: size }, (_, i) => parseApiDefinition(apiDefinition({ name: `api-${i}`, listenPath: `/api-${i}/*`, targets: [`http://127.0.0.1:9/${i}`] })));
+  const apis = Array.from({ length: size }, (_, i) =>
+    parseApiDefinition(apiDefinition({ name: `api-${i}`, listenPath: `/api-${i}/*`, targets: [`http://127.0.0.1:9/${i}`] })),
+  );
   await store.update((defs) => ({ ...defs, apis }));
   await store.close();
   return dataDir;
@@ -223,7 +236,9 @@ try {
     row(writesRow(`admin write → 2 DPs serving @ ${size} CRs, ${WRITES} writes: kubernetes`, k8s));
     if (size === SIZES[0]) {
       const { changed, served } = await statusWritesOfAJoiningDataPlane(admin.custom, cp, server);
-      row(`status writes when a third data plane joins and leaves @ ${size + WRITES + 1} CRs: ${changed} CRs' resourceVersion changed, ${served} status writes served`);
+      row(
+        `status writes when a third data plane joins and leaves @ ${size + WRITES + 1} CRs: ${changed} CRs' resourceVersion changed, ${served} status writes served`,
+      );
     }
     for (const { dp } of dps) await dp.stop();
 

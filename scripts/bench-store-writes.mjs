@@ -20,11 +20,21 @@ const { apiKind, indexForWrites, updateDefinition } = await load('control-plane/
 
 const logger = createLogger('control-plane', 'silent');
 const sizes = (process.env.STORE_BENCH_SIZES ?? '1000,10000,50000').split(',').map(Number);
-const rawApi = (i) => ({ name: `api-${i}`, hosts: [`h${i % 97}.example`], proxy: { listen_path: `/svc-${i}/v1/*`, strip_path: true, upstreams: { balancing: 'roundrobin', targets: [{ target: `http://10.0.${(i >> 8) & 255}.${i & 255}:8080` }] } } });
+const rawApi = (i) => ({
+  name: `api-${i}`,
+  hosts: [`h${i % 97}.example`],
+  proxy: {
+    listen_path: `/svc-${i}/v1/*`,
+    strip_path: true,
+    upstreams: { balancing: 'roundrobin', targets: [{ target: `http://10.0.${(i >> 8) & 255}.${i & 255}:8080` }] },
+  },
+});
 const pct = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)];
 
 console.log(`store write cost, ${root}`);
-console.log(`${'APIs'.padStart(8)}${'writes'.padStart(8)}${'ms med'.padStart(9)}${'ms p99'.padStart(9)}${'CPU ms/w'.padStart(10)}${'store med'.padStart(11)}${'store p99'.padStart(11)}`);
+console.log(
+  `${'APIs'.padStart(8)}${'writes'.padStart(8)}${'ms med'.padStart(9)}${'ms p99'.padStart(9)}${'CPU ms/w'.padStart(10)}${'store med'.padStart(11)}${'store p99'.padStart(11)}`,
+);
 for (const size of sizes) {
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-store-bench-'));
   try {

@@ -214,7 +214,11 @@ async function runWrk(url, headers, seconds) {
   const p50 = /^\s*50%\s+(\S+)$/m.exec(out);
   const p99 = /^\s*99%\s+(\S+)$/m.exec(out);
   if (!requests || !p50 || !p99) throw new Error(`wrk gave no report:\n${out}`);
-  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out)?.slice(1).reduce((a, b) => a + Number(b), 0) ?? 0;
+  const socketErrors =
+    /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/
+      .exec(out)
+      ?.slice(1)
+      .reduce((a, b) => a + Number(b), 0) ?? 0;
   return {
     requests: Number(requests[1]),
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1]),
@@ -231,7 +235,9 @@ async function runWrk(url, headers, seconds) {
 async function runH2load(url, headers, seconds, { connections, streams }) {
   const headerArgs = Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
   const out = await new Promise((resolve, reject) => {
-    const child = spawn('h2load', ['-c', String(connections), '-m', String(streams), '-D', String(seconds), ...headerArgs, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('h2load', ['-c', String(connections), '-m', String(streams), '-D', String(seconds), ...headerArgs, url], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let text = '';
     child.stdout.on('data', (chunk) => (text += chunk));
     child.on('error', reject);
@@ -339,10 +345,7 @@ async function jwtRow(upstream, cp, dps) {
   });
   if (api.status !== 201) throw new Error(`creating the jwt bench API failed: ${api.status} ${api.text}`);
   for (const dp of dps) await waitForVersion(dp, Number(api.headers['x-snapshot-version']));
-  const token = await new SignJWT({ sub: 'bench' })
-    .setProtectedHeader({ alg: 'HS256' })
-    .setExpirationTime('1h')
-    .sign(new TextEncoder().encode(secret));
+  const token = await new SignJWT({ sub: 'bench' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(new TextEncoder().encode(secret));
   const headers = { authorization: `Bearer ${token}` };
   const check = await http('GET', `${dps[0].proxyUrl}/bench-jwt/x`, { headers });
   if (check.status !== 200) throw new Error(`jwt bench request answered ${check.status} ${check.text}`);
@@ -385,8 +388,13 @@ async function startBareProxy(upstream, mode = '') {
 const LOAD_ROUNDS = Number(process.env.BENCH_LOAD_ROUNDS ?? 3);
 
 async function loadSection(upstream, cp, dps) {
-  log(`## load: ${LOADGEN} -c ${CONNECTIONS}${LOADGEN === 'wrk' ? ' -t1' : ''}, ${DURATION} s per row (after a 2 s warm-up), tiny fixed response; DP rows: the median of ${LOAD_ROUNDS} rounds`);
-  const created = await cp.admin('POST', '/apis', { name: 'bench', proxy: { listen_path: '/bench/*', upstreams: { balancing: 'roundrobin', targets: [{ target: upstream.url }] } } });
+  log(
+    `## load: ${LOADGEN} -c ${CONNECTIONS}${LOADGEN === 'wrk' ? ' -t1' : ''}, ${DURATION} s per row (after a 2 s warm-up), tiny fixed response; DP rows: the median of ${LOAD_ROUNDS} rounds`,
+  );
+  const created = await cp.admin('POST', '/apis', {
+    name: 'bench',
+    proxy: { listen_path: '/bench/*', upstreams: { balancing: 'roundrobin', targets: [{ target: upstream.url }] } },
+  });
   if (created.status !== 201) throw new Error(`creating the bench API failed: ${created.status} ${created.text}`);
   for (const dp of dps) await waitForVersion(dp, Number(created.headers['x-snapshot-version']));
 
@@ -409,14 +417,19 @@ async function loadSection(upstream, cp, dps) {
   const nginx = await nginxRow(upstream.port);
   const usPerRequest = (row) => (row.cpu / row.requests) * 1e6;
   // Each row: its median round by CPU per request (rows are compared on the same round below).
-  const medianRow = (name, key) => ({ name, ...[...rounds.map((r) => r[key])].sort((a, b) => usPerRequest(a) - usPerRequest(b))[Math.floor((rounds.length - 1) / 2)] });
+  const medianRow = (name, key) => ({
+    name,
+    ...[...rounds.map((r) => r[key])].sort((a, b) => usPerRequest(a) - usPerRequest(b))[Math.floor((rounds.length - 1) / 2)],
+  });
   const [dp, jwt, bare, spec] = [
     medianRow('through the data plane', 'dp'),
     medianRow('DP + jwt validation', 'jwt'),
     medianRow('bare undici proxy', 'bare'),
     medianRow("bare + SPEC's headers", 'spec'),
   ];
-  log(`${'path'.padEnd(26)}${'req/s'.padStart(10)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'µs CPU/req'.padStart(12)}${'errors'.padStart(9)}${'vs direct'.padStart(11)}`);
+  log(
+    `${'path'.padEnd(26)}${'req/s'.padStart(10)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'µs CPU/req'.padStart(12)}${'errors'.padStart(9)}${'vs direct'.padStart(11)}`,
+  );
   for (const row of [direct, dp, jwt, bare, spec, nginx]) {
     if (row.line) {
       log(row.line);
@@ -506,9 +519,22 @@ async function pluginCodeUs(row) {
   const users = new Map(row.setup ? [[row.setup[2].username, parsePasswordHash(await hashPassword(row.setup[2].password))]] : []);
   const checker = createBasicAuthChecker();
   const rateLimiter = createRateLimiter({});
-  const route = compileApi(parseApiDefinition({ name: 'p', proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } }, plugins: [{ name: row.name, config: row.config }] }));
+  const route = compileApi(
+    parseApiDefinition({
+      name: 'p',
+      proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } },
+      plugins: [{ name: row.name, config: row.config }],
+    }),
+  );
   const noGroups = new Map();
-  const pipeline = buildPipeline(route, { authorizer: null, rateLimiter, breakers: createBreakerRegistry().begin(), basicAuth: (a) => checker.check(users, a), basicAuthGroups: noGroups, keyAuthGroups: noGroups });
+  const pipeline = buildPipeline(route, {
+    authorizer: null,
+    rateLimiter,
+    breakers: createBreakerRegistry().begin(),
+    basicAuth: (a) => checker.check(users, a),
+    basicAuthGroups: noGroups,
+    keyAuthGroups: noGroups,
+  });
   const headers = { host: '127.0.0.1:8080', 'user-agent': 'autocannon', ...row.headers };
   const req = { method: 'GET', url: '/p/x', headers, rawHeaders: Object.entries(headers).flat(), socket: { remoteAddress: '127.0.0.1' } };
   const upstream = { 'content-type': 'text/plain', 'content-length': '2', date: new Date().toUTCString(), connection: 'keep-alive', 'keep-alive': 'timeout=5' };
@@ -548,12 +574,18 @@ async function pluginCodeUs(row) {
  */
 async function pluginSection(upstream, cp, dps) {
   const rows = PLUGIN_ROWS.filter((row) => !ONLY_PLUGINS || ONLY_PLUGINS.includes(row.name));
-  log(`## plugins: µs of DP CPU per request, plugin on vs off: ${PLUGIN_PAIRS} alternating off/on pairs of ${PLUGIN_RUN_SECONDS} s runs per plugin (${LOADGEN} -c ${CONNECTIONS})`);
+  log(
+    `## plugins: µs of DP CPU per request, plugin on vs off: ${PLUGIN_PAIRS} alternating off/on pairs of ${PLUGIN_RUN_SECONDS} s runs per plugin (${LOADGEN} -c ${CONNECTIONS})`,
+  );
   let version = 0;
   for (const row of [{ name: 'none' }, ...rows]) {
     const plugins = row.config ? [{ name: row.name, config: row.config }] : [];
     if (row.setup) await cp.admin(...row.setup);
-    const res = await cp.admin('POST', '/apis', { name: `bench-plugin-${row.name}`, proxy: { listen_path: `/bench-plugin-${row.name}/*`, upstreams: { targets: [{ target: upstream.url }] } }, plugins });
+    const res = await cp.admin('POST', '/apis', {
+      name: `bench-plugin-${row.name}`,
+      proxy: { listen_path: `/bench-plugin-${row.name}/*`, upstreams: { targets: [{ target: upstream.url }] } },
+      plugins,
+    });
     if (res.status !== 201) throw new Error(`creating the ${row.name} plugin bench API failed: ${res.status} ${res.text}`);
     version = Number(res.headers['x-snapshot-version']);
   }
@@ -563,7 +595,9 @@ async function pluginSection(upstream, cp, dps) {
     const result = await load(`${dp.proxyUrl}/bench-plugin-${name}/x`, headers, dp.pid, { warmup, seconds: PLUGIN_RUN_SECONDS });
     return { ...result, us: (result.cpu / result.requests) * 1e6 };
   };
-  log(`${'plugin'.padEnd(22)}${'on µs'.padStart(8)}${'off µs'.padStart(8)}${'delta µs'.padStart(10)}${'pair deltas'.padStart(15)}${'code µs'.padStart(9)}${'on req/s'.padStart(10)}${'off req/s'.padStart(10)}${'errors'.padStart(8)}`);
+  log(
+    `${'plugin'.padEnd(22)}${'on µs'.padStart(8)}${'off µs'.padStart(8)}${'delta µs'.padStart(10)}${'pair deltas'.padStart(15)}${'code µs'.padStart(9)}${'on req/s'.padStart(10)}${'off req/s'.padStart(10)}${'errors'.padStart(8)}`,
+  );
   await perRequest('none', {}, 2); // warm-up: JIT of the plain path, connection pools
   for (const row of rows) {
     const headers = row.headers ?? {};
@@ -588,8 +622,12 @@ async function pluginSection(upstream, cp, dps) {
       `${row.name.padEnd(22)}${us(on).padStart(8)}${us(off).padStart(8)}${median(deltas).toFixed(1).padStart(10)}${spread.padStart(15)}${code.padStart(9)}${rps(on).padStart(10)}${rps(off).padStart(10)}${String(errors).padStart(8)}`,
     );
   }
-  log('   µs: DP process user+system CPU over a run / requests served, median of the runs; delta: median of the pairs\' on − off; pair deltas: min..max (target: delta ≤ 5 µs per plugin, compression aside).');
-  log('   code µs: the plugin\'s hooks alone, in this process from the built modules (median of 5 runs of up to 100,000 exchanges, minus the same without a pipeline).');
+  log(
+    "   µs: DP process user+system CPU over a run / requests served, median of the runs; delta: median of the pairs' on − off; pair deltas: min..max (target: delta ≤ 5 µs per plugin, compression aside).",
+  );
+  log(
+    "   code µs: the plugin's hooks alone, in this process from the built modules (median of 5 runs of up to 100,000 exchanges, minus the same without a pipeline).",
+  );
   log();
 }
 
@@ -615,12 +653,21 @@ const settingRow = (label, r, p99 = false) =>
  */
 async function accessLogSection(upstream, cp) {
   log(`## access log: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s per row), ACCESS_LOG=on vs off`);
-  const res = await cp.admin('POST', '/apis', { name: 'bench-access-log', proxy: { listen_path: '/bench-access-log/*', upstreams: { targets: [{ target: upstream.url }] } } });
+  const res = await cp.admin('POST', '/apis', {
+    name: 'bench-access-log',
+    proxy: { listen_path: '/bench-access-log/*', upstreams: { targets: [{ target: upstream.url }] } },
+  });
   if (res.status !== 201) throw new Error(`creating the access-log bench API failed: ${res.status} ${res.text}`);
   const us = {};
   log(`${'ACCESS_LOG'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
   for (const setting of ['off', 'on']) {
-    const result = await ownDataPlaneLoad(cp, `bench-dp-access-${setting}`, { LOG_LEVEL: 'info', ACCESS_LOG: setting }, Number(res.headers['x-snapshot-version']), '/bench-access-log/x');
+    const result = await ownDataPlaneLoad(
+      cp,
+      `bench-dp-access-${setting}`,
+      { LOG_LEVEL: 'info', ACCESS_LOG: setting },
+      Number(res.headers['x-snapshot-version']),
+      '/bench-access-log/x',
+    );
     us[setting] = result.us;
     log(settingRow(setting, result));
   }
@@ -636,7 +683,10 @@ async function accessLogSection(upstream, cp) {
  */
 async function tracingSection(upstream, cp) {
   log(`## tracing: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s per row), spans exported vs propagation only`);
-  const res = await cp.admin('POST', '/apis', { name: 'bench-tracing', proxy: { listen_path: '/bench-tracing/*', upstreams: { targets: [{ target: upstream.url }] } } });
+  const res = await cp.admin('POST', '/apis', {
+    name: 'bench-tracing',
+    proxy: { listen_path: '/bench-tracing/*', upstreams: { targets: [{ target: upstream.url }] } },
+  });
   if (res.status !== 201) throw new Error(`creating the tracing bench API failed: ${res.status} ${res.text}`);
   let exports = 0;
   const sink = createServer((req, out) => {
@@ -650,7 +700,11 @@ async function tracingSection(upstream, cp) {
   });
   await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
   cleanups.push(() => new Promise((resolve) => sink.close(resolve)));
-  const on = (protocol) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`, OTEL_EXPORTER_OTLP_PROTOCOL: protocol, OTEL_TRACES_SAMPLER: 'always_on' });
+  const on = (protocol) => ({
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`,
+    OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+    OTEL_TRACES_SAMPLER: 'always_on',
+  });
   // The last two rows send no traceparent: each request starts a trace, which the ratio sampler records 1 time in 100.
   const ratio = { ...on('http/protobuf'), OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' };
   const settings = { off: {}, 'http/protobuf': on('http/protobuf'), 'http/json': on('http/json'), 'off, new traces': {}, 'ratio 1 %, new traces': ratio };
@@ -659,14 +713,23 @@ async function tracingSection(upstream, cp) {
   log(`${'tracing'.padEnd(24)}${'µs CPU/req'.padStart(12)}${'req/s'.padStart(10)}${'errors'.padStart(9)}`);
   for (const [setting, env] of Object.entries(settings)) {
     const headers = setting.endsWith('new traces') ? {} : { traceparent };
-    const result = await ownDataPlaneLoad(cp, `bench-dp-tracing-${setting.replaceAll(/\W+/g, '-')}`, env, Number(res.headers['x-snapshot-version']), '/bench-tracing/x', { headers });
+    const result = await ownDataPlaneLoad(
+      cp,
+      `bench-dp-tracing-${setting.replaceAll(/\W+/g, '-')}`,
+      env,
+      Number(res.headers['x-snapshot-version']),
+      '/bench-tracing/x',
+      { headers },
+    );
     us[setting] = result.us;
     log(settingRow(setting, result));
   }
   for (const protocol of ['http/protobuf', 'http/json']) {
     log(`   tracing on (${protocol}) − off: ${(us[protocol] - us.off).toFixed(1)} µs of DP CPU per request (a span per request, all exported)`);
   }
-  log(`   parentbased_traceidratio 0.01 − off: ${(us['ratio 1 %, new traces'] - us['off, new traces']).toFixed(1)} µs of DP CPU per request (target ≤ 1; scripts/request-path-instructions.sh counts it)`);
+  log(
+    `   parentbased_traceidratio 0.01 − off: ${(us['ratio 1 %, new traces'] - us['off, new traces']).toFixed(1)} µs of DP CPU per request (target ≤ 1; scripts/request-path-instructions.sh counts it)`,
+  );
   log(`   ${exports} OTLP batches received in all.`);
   log();
 }
@@ -687,14 +750,41 @@ async function tlsSection(upstream, cp) {
   }
   const rounds = Number(process.env.BENCH_TLS_ROUNDS ?? 2);
   const h2load = spawnSync('which', ['h2load']).status === 0;
-  log(`## proxy TLS: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? `, h2load` : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), HTTPS vs HTTP`);
+  log(
+    `## proxy TLS: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? `, h2load` : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), HTTPS vs HTTP`,
+  );
   if (!h2load) log('   (h2load not installed: no HTTP/2 rows; Debian package nghttp2-client)');
-  const res = await cp.admin('POST', '/apis', { name: 'bench-tls', proxy: { listen_path: '/bench-tls/*', upstreams: { targets: [{ target: upstream.url }] } } });
+  const res = await cp.admin('POST', '/apis', {
+    name: 'bench-tls',
+    proxy: { listen_path: '/bench-tls/*', upstreams: { targets: [{ target: upstream.url }] } },
+  });
   if (res.status !== 201) throw new Error(`creating the TLS bench API failed: ${res.status} ${res.text}`);
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-tls-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const [cert, key] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
-  const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'], { encoding: 'utf8' });
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { encoding: 'utf8' },
+  );
   if (made.status !== 0) throw new Error(`openssl could not make the certificate: ${made.stderr}`);
   const tls = { PROXY_TLS_CERT: cert, PROXY_TLS_KEY: key };
   const settings = {
@@ -720,7 +810,9 @@ async function tlsSection(upstream, cp) {
   }
   const mean = (list) => list.reduce((a, b) => a + b, 0) / list.length;
   for (const name of names.slice(1)) {
-    log(`   ${name} − http: ${(mean(us[name]) - mean(us.http)).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds; ${((mean(us[name]) / mean(us.http) - 1) * 100).toFixed(0)} %).`);
+    log(
+      `   ${name} − http: ${(mean(us[name]) - mean(us.http)).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds; ${((mean(us[name]) / mean(us.http) - 1) * 100).toFixed(0)} %).`,
+    );
   }
   log();
 }
@@ -734,7 +826,9 @@ async function tlsSection(upstream, cp) {
 async function upstreamH2Section(upstream, cp) {
   const rounds = Number(process.env.BENCH_TLS_ROUNDS ?? 2);
   const h2load = spawnSync('which', ['h2load']).status === 0;
-  log(`## upstream protocol: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? ', h2load' : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), h2c upstream vs HTTP/1.1`);
+  log(
+    `## upstream protocol: µs of DP CPU per request (${LOADGEN} -c ${CONNECTIONS}${h2load ? ', h2load' : ''}, ${DURATION} s per row, ${rounds} rounds in alternating order), h2c upstream vs HTTP/1.1`,
+  );
   const port = await freePort();
   const source = `require('node:http2').createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 }); res.end('ok'); }); }).listen(${port}, '127.0.0.1', () => console.log('ready'));`;
   const h2c = await startProcess('h2c upstream', process.execPath, ['-e', source]);
@@ -770,8 +864,11 @@ async function upstreamH2Section(upstream, cp) {
     }
   }
   const mean = (list) => list.reduce((a, b) => a + b, 0) / list.length;
-  log(`   h2c upstream − h1 upstream, HTTP/1.1 clients: ${(mean(us['h1 → h2c upstream']) - mean(us['h1 → h1 upstream'])).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds).`);
-  if (h2load) log(`   h2c upstream − h1 upstream, h2c clients: ${(mean(us['h2c → h2c upstream']) - mean(us['h2c → h1 upstream'])).toFixed(1)} µs of DP CPU per request.`);
+  log(
+    `   h2c upstream − h1 upstream, HTTP/1.1 clients: ${(mean(us['h1 → h2c upstream']) - mean(us['h1 → h1 upstream'])).toFixed(1)} µs of DP CPU per request (means of ${rounds} rounds).`,
+  );
+  if (h2load)
+    log(`   h2c upstream − h1 upstream, h2c clients: ${(mean(us['h2c → h2c upstream']) - mean(us['h2c → h1 upstream'])).toFixed(1)} µs of DP CPU per request.`);
   log();
 }
 
@@ -838,8 +935,13 @@ async function workersSection(upstream, cp) {
   const measure = (url, seconds = DURATION) => load(url, headers, undefined, { warmup: 0, seconds });
   const target = spawnSync('which', ['nginx']).status === 0 ? await staticNginx() : upstream;
   const targetName = target === upstream ? 'the node upstream' : 'an nginx upstream answering itself';
-  log(`## workers: WORKERS=1 vs 2 (${generator} -c ${CONNECTIONS} to ${targetName}, ${DURATION} s per row, ${roundCount} rounds; ${cores} cores shared with both${extraHeaders ? `; ${extraHeaders} extra short request headers` : ''})`);
-  const res = await cp.admin('POST', '/apis', { name: 'bench-workers', proxy: { listen_path: '/bench-workers/*', upstreams: { targets: [{ target: target.url }] } } });
+  log(
+    `## workers: WORKERS=1 vs 2 (${generator} -c ${CONNECTIONS} to ${targetName}, ${DURATION} s per row, ${roundCount} rounds; ${cores} cores shared with both${extraHeaders ? `; ${extraHeaders} extra short request headers` : ''})`,
+  );
+  const res = await cp.admin('POST', '/apis', {
+    name: 'bench-workers',
+    proxy: { listen_path: '/bench-workers/*', upstreams: { targets: [{ target: target.url }] } },
+  });
   if (res.status !== 201) throw new Error(`creating the workers bench API failed: ${res.status} ${res.text}`);
   // The primary's children are its workers (a worker forked again mid-run would lose its CPU: none is, errors would show it).
   const workerPids = async (dp) => (await readFile(`/proc/${dp.pid}/task/${dp.pid}/children`, 'utf8')).trim().split(/\s+/).filter(Boolean).map(Number);
@@ -863,7 +965,9 @@ async function workersSection(upstream, cp) {
       await dp.stop();
     }
   };
-  log(`${'WORKERS'.padEnd(24)}${'req/s'.padStart(10)}${'p99 ms'.padStart(9)}${'µs CPU/req'.padStart(12)}${'DP cores'.padStart(10)}${'busiest'.padStart(9)}${'errors'.padStart(9)}`);
+  log(
+    `${'WORKERS'.padEnd(24)}${'req/s'.padStart(10)}${'p99 ms'.padStart(9)}${'µs CPU/req'.padStart(12)}${'DP cores'.padStart(10)}${'busiest'.padStart(9)}${'errors'.padStart(9)}`,
+  );
   const row = (name, r) =>
     log(
       `${name.padEnd(24)}${Math.round(r.rps).toString().padStart(10)}${r.p99.toFixed(1).padStart(9)}${r.us.toFixed(1).padStart(12)}${r.busyCores.toFixed(2).padStart(10)}${(r.busiest === undefined ? '-' : `${Math.round(r.busiest * 100)} %`).padStart(9)}${String(r.errors).padStart(9)}`,
@@ -889,10 +993,14 @@ async function workersSection(upstream, cp) {
   for (const j of [1, 2]) {
     const ratios = rounds[j].map((r, i) => r.rps / rounds[0][i].rps);
     const projected = 2 * (median(rounds[0].map((r) => r.us)) / median(rounds[j].map((r) => r.us)));
-    log(`   WORKERS=${settings[j].name} / 1 req/s: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median(ratios).toFixed(2)}; target ≥ 1.7 with 2 cores free for the DP); projected from CPU/req: ${projected.toFixed(2)}`);
+    log(
+      `   WORKERS=${settings[j].name} / 1 req/s: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median(ratios).toFixed(2)}; target ≥ 1.7 with 2 cores free for the DP); projected from CPU/req: ${projected.toFixed(2)}`,
+    );
   }
   log(`   projected = 2 × (median µs CPU/req at 1 / at 2): the throughput of a DP that has its 2 cores, its cost per request being what was measured.`);
-  log(`   DP cores: CPU seconds of the primary + workers per wall second; one worker cannot pass 1. busiest: the busiest worker's share of the workers' CPU (50 % = even).`);
+  log(
+    `   DP cores: CPU seconds of the primary + workers per wall second; one worker cannot pass 1. busiest: the busiest worker's share of the workers' CPU (50 % = even).`,
+  );
   if (target !== upstream) await target.stop();
   log();
 }
@@ -928,8 +1036,10 @@ const PUSH_ROUNDS = Number(process.env.BENCH_PUSH_ROUNDS ?? 3);
 
 async function propagationSection(upstream) {
   const sizes = (process.env.BENCH_PROPAGATION_SIZES ?? '1000,10000,50000').split(',').map(Number);
-  log('## propagation: admin write (PUT /apis/bench) → both data planes\' /readyz at its version, CP holding N APIs');
-  log(`${'APIs'.padStart(8)}${'writes'.padStart(8)}${'write med'.padStart(11)}${'write p99'.padStart(11)}${'→DPs med'.padStart(10)}${'→DPs p99'.padStart(10)}${'CP ms CPU/w'.padStart(13)}${'DP ms CPU/w'.padStart(13)}`);
+  log("## propagation: admin write (PUT /apis/bench) → both data planes' /readyz at its version, CP holding N APIs");
+  log(
+    `${'APIs'.padStart(8)}${'writes'.padStart(8)}${'write med'.padStart(11)}${'write p99'.padStart(11)}${'→DPs med'.padStart(10)}${'→DPs p99'.padStart(10)}${'CP ms CPU/w'.padStart(13)}${'DP ms CPU/w'.padStart(13)}`,
+  );
   const underLoad = [];
   for (const size of sizes) {
     const bench = { name: 'bench', proxy: { listen_path: '/bench/*', upstreams: { balancing: 'roundrobin', targets: [{ target: upstream.url }] } } };
@@ -1001,20 +1111,26 @@ async function propagationSection(upstream) {
       await rm(dataDir, { recursive: true, force: true });
     }
   }
-  log('   write: admin response; →DPs: until both DPs serve it; CPU/w: that process\'s user+system CPU per write (DP: the first one).');
+  log("   write: admin response; →DPs: until both DPs serve it; CPU/w: that process's user+system CPU per write (DP: the first one).");
   for (const { size, rounds } of underLoad) {
-    log(`   under load at ${size} APIs (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s each, to bench through DP 1), ${rounds.length} round(s) of before / during:`);
+    log(
+      `   under load at ${size} APIs (${LOADGEN} -c ${CONNECTIONS}, ${DURATION} s each, to bench through DP 1), ${rounds.length} round(s) of before / during:`,
+    );
     for (const [r, { before, during }] of rounds.entries()) {
       log(`     round ${r + 1}: p99 before ${before.p99.toFixed(1)} ms (${Math.round(before.rps)} req/s, errors ${before.errors})`);
       for (const [i, run] of during.entries()) {
         const how = i === 0 ? 'back-to-back pushes' : `pushes, one per ${PUSH_INTERVAL_MS} ms`;
-        log(`       during ${run.pushes} ${how}: p99 ${run.p99.toFixed(1)} ms (${Math.round(run.rps)} req/s, errors ${run.errors}), ratio ${(run.p99 / before.p99).toFixed(2)}; ms CPU per push: ${run.cpu}`);
+        log(
+          `       during ${run.pushes} ${how}: p99 ${run.p99.toFixed(1)} ms (${Math.round(run.rps)} req/s, errors ${run.errors}), ratio ${(run.p99 / before.p99).toFixed(2)}; ms CPU per push: ${run.cpu}`,
+        );
       }
     }
     for (const [i, how] of ['back-to-back', `one per ${PUSH_INTERVAL_MS} ms`].entries()) {
       const ratios = rounds.map(({ before, during }) => during[i].p99 / before.p99);
       const middle = median(ratios);
-      log(`   p99 during / before, pushes ${how}: ${middle.toFixed(2)} (median of ${ratios.map((x) => x.toFixed(2)).join(' ')})  ${middle <= 2 ? 'pass' : 'MISS'} (target ≤ 2)`);
+      log(
+        `   p99 during / before, pushes ${how}: ${middle.toFixed(2)} (median of ${ratios.map((x) => x.toFixed(2)).join(' ')})  ${middle <= 2 ? 'pass' : 'MISS'} (target ≤ 2)`,
+      );
     }
   }
   log();
@@ -1065,7 +1181,10 @@ const MATCH_KINDS = [
     // Pairs on one listen_path told apart by X-Canary: true (proxy.match_headers), half the requests with it:
     // a lookup for the stable route tries the canary first and reads the header.
     kind: 'header canary',
-    api: (i) => ({ name: `hc-${i}`, proxy: { listen_path: `/hc-${i >> 1}/*`, upstreams: MATCH_UPSTREAMS, ...(i % 2 === 1 && { match_headers: { 'X-Canary': ['true'] } }) } }),
+    api: (i) => ({
+      name: `hc-${i}`,
+      proxy: { listen_path: `/hc-${i >> 1}/*`, upstreams: MATCH_UPSTREAMS, ...(i % 2 === 1 && { match_headers: { 'X-Canary': ['true'] } }) },
+    }),
     request: (i) => ({ method: 'GET', host: 'gw.test', path: `/hc-${i >> 1}/x`, headers: i % 2 === 1 ? CANARY_HEADERS : STABLE_HEADERS }),
     miss: (i) => ({ method: 'GET', host: 'gw.test', path: `/missing-${i}/x`, headers: STABLE_HEADERS }),
   },
@@ -1128,7 +1247,9 @@ async function routeMatchSection() {
       }
     }
   }
-  log(`${'kind'.padEnd(13)}${'APIs'.padStart(8)}${'requested'.padStart(11)}${'ns/lookup'.padStart(12)}${'vs 10 APIs'.padStart(12)}${'build ms'.padStart(11)}${'hit rate'.padStart(10)}`);
+  log(
+    `${'kind'.padEnd(13)}${'APIs'.padStart(8)}${'requested'.padStart(11)}${'ns/lookup'.padStart(12)}${'vs 10 APIs'.padStart(12)}${'build ms'.padStart(11)}${'hit rate'.padStart(10)}`,
+  );
   for (const r of rows) {
     log(
       `${r.kind.padEnd(13)}${String(r.apis).padStart(8)}${String(r.requested).padStart(11)}${r.ns.toFixed(0).padStart(12)}${r.ratio.toFixed(2).padStart(12)}${r.buildMs.toFixed(1).padStart(11)}${r.hitRate.toFixed(2).padStart(10)}`,
@@ -1148,13 +1269,19 @@ async function routeMatchSection() {
 const FULL_APPLY_SIZES = (process.env.BENCH_FULL_APPLY_SIZES ?? '10000,50000').split(',').map(Number);
 
 async function fullApplySection() {
-  log('## full snapshot: the longest pause of a serving DP (a 1 ms timer\'s longest gap) applying a full snapshot of N APIs, one changed, in-process; at once vs in turns, alternated, medians');
+  log(
+    "## full snapshot: the longest pause of a serving DP (a 1 ms timer's longest gap) applying a full snapshot of N APIs, one changed, in-process; at once vs in turns, alternated, medians",
+  );
   const { measureFullApply } = await import('./bench-full-apply.mjs');
-  log(`${'APIs'.padStart(8)}${'rounds'.padStart(8)}${'pause at once'.padStart(15)}${'in turns'.padStart(10)}${'in turns/at once'.padStart(18)}${'wall at once'.padStart(13)}${'in turns'.padStart(10)}`);
+  log(
+    `${'APIs'.padStart(8)}${'rounds'.padStart(8)}${'pause at once'.padStart(15)}${'in turns'.padStart(10)}${'in turns/at once'.padStart(18)}${'wall at once'.padStart(13)}${'in turns'.padStart(10)}`,
+  );
   for (const size of FULL_APPLY_SIZES) {
     const rounds = size > 10_000 ? 3 : 5;
     const { 'at once': once, 'in turns': turns } = await measureFullApply(size, rounds);
-    log(`${String(size).padStart(8)}${String(rounds).padStart(8)}${once.pause.toFixed(1).padStart(15)}${turns.pause.toFixed(1).padStart(10)}${(turns.pause / once.pause).toFixed(3).padStart(18)}${once.wall.toFixed(1).padStart(13)}${turns.wall.toFixed(1).padStart(10)}`);
+    log(
+      `${String(size).padStart(8)}${String(rounds).padStart(8)}${once.pause.toFixed(1).padStart(15)}${turns.pause.toFixed(1).padStart(10)}${(turns.pause / once.pause).toFixed(3).padStart(18)}${once.wall.toFixed(1).padStart(13)}${turns.wall.toFixed(1).padStart(10)}`,
+    );
   }
   log('   ms. A DP that serves applies a full snapshot (after a NACK, a reconnect from too far behind) in turns; its first one at once.');
   log();
@@ -1174,7 +1301,11 @@ async function balancerSection() {
         const template = `http://10.0.0.${i + 1}:8080`;
         return { template, weight: 1 + (i % 3), plan: compileTarget(template, [], 'target') };
       });
-      const balancer = createBalancer(balancing, targets, targets.map(() => ({ healthy: true })));
+      const balancer = createBalancer(
+        balancing,
+        targets,
+        targets.map(() => ({ healthy: true })),
+      );
       const run = (budgetNs) => {
         const started = process.hrtime.bigint();
         let picks = 0;
@@ -1220,8 +1351,12 @@ async function heapSpacesMiB(dp) {
 }
 
 async function memorySection(upstream) {
-  log(`## data plane memory and cold sync: CP started on a store holding N APIs, a fresh DP connects; RSS right after the sync and after ${SETTLE_SECONDS} s idle`);
-  log(`${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'settled MiB'.padStart(13)}${'new/old MiB'.padStart(13)}${'cold sync ms'.padStart(14)}${'sync CPU ms'.padStart(13)}${'write→DP ms'.padStart(13)}${'load MiB'.padStart(12)}${'loaded MiB'.padStart(12)}${'new/old MiB'.padStart(13)}`);
+  log(
+    `## data plane memory and cold sync: CP started on a store holding N APIs, a fresh DP connects; RSS right after the sync and after ${SETTLE_SECONDS} s idle`,
+  );
+  log(
+    `${'APIs'.padStart(8)}${'DP RSS MiB'.padStart(12)}${'settled MiB'.padStart(13)}${'new/old MiB'.padStart(13)}${'cold sync ms'.padStart(14)}${'sync CPU ms'.padStart(13)}${'write→DP ms'.padStart(13)}${'load MiB'.padStart(12)}${'loaded MiB'.padStart(12)}${'new/old MiB'.padStart(13)}`,
+  );
   const targets = [];
   for (const size of MEMORY_SIZES) {
     // api-4 (a prefix route, like the load section's) reaches the bench's upstream, for the RSS after load.
@@ -1266,7 +1401,9 @@ async function memorySection(upstream) {
       const syncMs = median(starts.map((s) => s.syncMs));
       if (starts.length > 1) {
         const range = (values) => `${median(values).toFixed(0)} (${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})`;
-        log(`${''.padStart(8)}  cold sync over ${starts.length} starts: median ${range(starts.map((s) => s.syncMs))} ms, DP CPU ${range(starts.map((s) => s.syncCpuMs))} ms`);
+        log(
+          `${''.padStart(8)}  cold sync over ${starts.length} starts: median ${range(starts.map((s) => s.syncMs))} ms, DP CPU ${range(starts.map((s) => s.syncCpuMs))} ms`,
+        );
       }
       // The memory target (docs/benchmarks.md), judged as the load section judges the CPU target.
       if (size === 10_000) {
@@ -1280,9 +1417,11 @@ async function memorySection(upstream) {
       await rm(dataDir, { recursive: true, force: true });
     }
   }
-  log('   new/old MiB: V8\'s young and old generation as committed when settled (the DP\'s nodejs_heap_space_size_total_bytes).');
-  log(`   load MiB: RSS during load on one route (${LOADGEN} -c ${CONNECTIONS}, after ${LOAD_SECONDS} s of it); loaded MiB: RSS ${SETTLE_SECONDS} s after the load, new/old as above.`);
-  log('   sync CPU ms: the DP\'s user + system CPU from its start until it served (all threads, node start included).');
+  log("   new/old MiB: V8's young and old generation as committed when settled (the DP's nodejs_heap_space_size_total_bytes).");
+  log(
+    `   load MiB: RSS during load on one route (${LOADGEN} -c ${CONNECTIONS}, after ${LOAD_SECONDS} s of it); loaded MiB: RSS ${SETTLE_SECONDS} s after the load, new/old as above.`,
+  );
+  log("   sync CPU ms: the DP's user + system CPU from its start until it served (all threads, node start included).");
   for (const [name, value, pass, goal] of targets) log(`   ${name.padEnd(38)}${value.toFixed(2).padStart(8)}  ${pass ? 'pass' : 'MISS'} (target ${goal})`);
   log();
 }
@@ -1328,9 +1467,12 @@ async function instructionsSection() {
       continue;
     }
     counts.set(key, median(windows));
-    log(`${name.padEnd(26)}${String(median(windows)).padStart(9)} instructions/request (${windows.length} steady: ${Math.min(...windows)}–${Math.max(...windows)})`);
+    log(
+      `${name.padEnd(26)}${String(median(windows)).padStart(9)} instructions/request (${windows.length} steady: ${Math.min(...windows)}–${Math.max(...windows)})`,
+    );
   }
-  if (counts.has('dp') && counts.has('spec')) log(`   ${"DP / bare + SPEC's headers".padEnd(36)}${(counts.get('dp') / counts.get('spec')).toFixed(3)}  (not a target)`);
+  if (counts.has('dp') && counts.has('spec'))
+    log(`   ${"DP / bare + SPEC's headers".padEnd(36)}${(counts.get('dp') / counts.get('spec')).toFixed(3)}  (not a target)`);
   if (counts.has('dp') && counts.has('bare')) {
     const ratio = counts.get('dp') / counts.get('bare');
     log(`   ${"DP instructions/req / bare undici's".padEnd(36)}${ratio.toFixed(3)}  ${ratio <= 1 ? 'pass' : 'MISS'} (target 1 by count: ≤ 1)`);

@@ -36,34 +36,36 @@ const moduleRelativeUrls = (bundle) => ({
 
 const services = process.argv.length > 2 ? process.argv.slice(2) : ['control-plane', 'data-plane'];
 // Both at once: esbuild works in its own process, so the second build need not wait for the first.
-await Promise.all(services.map((service) => {
-  const bundle = join(root, service, 'bundle/main.js');
-  return build({
-    entryPoints: [join(root, service, 'dist/main.js')],
-    outfile: bundle,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    // CommonJS packages inside an ES module bundle call require() for node's built-ins.
-    banner: { js: "import { createRequire as __gatehouseRequire } from 'node:module'; const require = __gatehouseRequire(import.meta.url);" },
-    plugins: [moduleRelativeUrls(bundle)],
-    // The OpenTelemetry SDK is imported only with tracing on (proto/src/tracing.ts), so it is left to
-    // node_modules: inside, its ~650 KB of source would be held by every process, since V8 keeps a
-    // script's source as long as the script. The API stays inside: the proxy's tracer imports it
-    // statically, which an external would turn into a load at every start (~30 ms); the SDK's own copy of
-    // it shares the bundled one's state through the API's global registration. Without whitespace the
-    // DP's file is 2.4 MB instead of 3.4. 10 APIs synced, DP RSS: 88.5–88.9 MiB with the SDK inside,
-    // 83.7–84.2 without it and without whitespace, 85.2–86.1 from data-plane/dist (3 alternated runs).
-    // Names are kept, so stack traces still name functions.
-    external: [
-      '@opentelemetry/sdk-trace-base',
-      '@opentelemetry/exporter-trace-otlp-proto',
-      '@opentelemetry/exporter-trace-otlp-http',
-      '@opentelemetry/exporter-trace-otlp-grpc',
-      '@opentelemetry/resources',
-    ],
-    minifyWhitespace: true,
-    logLevel: 'warning',
-  });
-}));
+await Promise.all(
+  services.map((service) => {
+    const bundle = join(root, service, 'bundle/main.js');
+    return build({
+      entryPoints: [join(root, service, 'dist/main.js')],
+      outfile: bundle,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      // CommonJS packages inside an ES module bundle call require() for node's built-ins.
+      banner: { js: "import { createRequire as __gatehouseRequire } from 'node:module'; const require = __gatehouseRequire(import.meta.url);" },
+      plugins: [moduleRelativeUrls(bundle)],
+      // The OpenTelemetry SDK is imported only with tracing on (proto/src/tracing.ts), so it is left to
+      // node_modules: inside, its ~650 KB of source would be held by every process, since V8 keeps a
+      // script's source as long as the script. The API stays inside: the proxy's tracer imports it
+      // statically, which an external would turn into a load at every start (~30 ms); the SDK's own copy of
+      // it shares the bundled one's state through the API's global registration. Without whitespace the
+      // DP's file is 2.4 MB instead of 3.4. 10 APIs synced, DP RSS: 88.5–88.9 MiB with the SDK inside,
+      // 83.7–84.2 without it and without whitespace, 85.2–86.1 from data-plane/dist (3 alternated runs).
+      // Names are kept, so stack traces still name functions.
+      external: [
+        '@opentelemetry/sdk-trace-base',
+        '@opentelemetry/exporter-trace-otlp-proto',
+        '@opentelemetry/exporter-trace-otlp-http',
+        '@opentelemetry/exporter-trace-otlp-grpc',
+        '@opentelemetry/resources',
+      ],
+      minifyWhitespace: true,
+      logLevel: 'warning',
+    });
+  }),
+);

@@ -87,10 +87,20 @@ const count = (e, name) => e.functions.get(name) ?? 0;
 const [first] = entries;
 /** How far `name`'s count in any entry is from the first entry's (its own count when there is one entry). */
 const spread = (name) => (entries.length === 1 ? count(first, name) : Math.max(...entries.map((e) => Math.abs(count(e, name) - count(first, name)))));
-const order = [...names].map((name) => [spread(name), name]).sort((a, b) => b[0] - a[0]).map(([, name]) => name);
+const order = [...names]
+  .map((name) => [spread(name), name])
+  .sort((a, b) => b[0] - a[0])
+  .map(([, name]) => name);
 const width = 11;
 const cells = (values) => values.map((v) => String(Math.round(v)).padStart(width)).join('');
-const labels = entries.map((e) => e.label.padStart(width)).join('') + (entries.length > 1 ? entries.slice(1).map((e) => `${e.label}−${first.label}`.padStart(width)).join('') : '');
+const labels =
+  entries.map((e) => e.label.padStart(width)).join('') +
+  (entries.length > 1
+    ? entries
+        .slice(1)
+        .map((e) => `${e.label}−${first.label}`.padStart(width))
+        .join('')
+    : '');
 console.log(`instructions per request, self, by function (${entries.length > 1 ? `largest differences from ${first.label} first` : 'largest first'})`);
 console.log(`${labels}  function`);
 const line = (values) => cells(values) + (entries.length > 1 ? cells(values.slice(1).map((v) => v - values[0])) : '');

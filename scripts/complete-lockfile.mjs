@@ -6,8 +6,8 @@ const lock = JSON.parse(readFileSync('package-lock.json', 'utf8'));
 const pk = lock.packages;
 const platform = (name) => {
   const s = name.split('/').pop();
-  const os = ['android','darwin','freebsd','linux','openharmony','win32','wasm32'].find((o) => s.includes(o));
-  const cpu = ['arm64','arm','x64','ia32','loong64','ppc64','riscv64','s390x','wasm32'].find((c) => s.includes(`-${c}`));
+  const os = ['android', 'darwin', 'freebsd', 'linux', 'openharmony', 'win32', 'wasm32'].find((o) => s.includes(o));
+  const cpu = ['arm64', 'arm', 'x64', 'ia32', 'loong64', 'ppc64', 'riscv64', 's390x', 'wasm32'].find((c) => s.includes(`-${c}`));
   return { os, cpu };
 };
 let added = 0;
@@ -17,7 +17,7 @@ for (const [path, meta] of Object.entries(pk)) {
     if (pk[key] || pk[`${path}/node_modules/${dep}`]) continue;
     const { os, cpu } = platform(dep);
     pk[key] = { version, dev: meta.dev, optional: true, ...(cpu ? { cpu: [cpu] } : {}), ...(os && os !== 'wasm32' ? { os: [os] } : {}) };
-    added++; 
+    added++;
   }
 }
 writeFileSync('package-lock.json', JSON.stringify(lock, null, 2) + '\n');

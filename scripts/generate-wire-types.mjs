@@ -15,17 +15,27 @@ const SCALARS = {
   string: 'string',
   bool: 'boolean',
   bytes: 'Uint8Array',
-  ...Object.fromEntries(['double', 'float', 'int32', 'uint32', 'sint32', 'fixed32', 'sfixed32', 'int64', 'uint64', 'sint64', 'fixed64', 'sfixed64'].map((t) => [t, 'number'])),
+  ...Object.fromEntries(
+    ['double', 'float', 'int32', 'uint32', 'sint32', 'fixed32', 'sfixed32', 'int64', 'uint64', 'sint64', 'fixed64', 'sfixed64'].map((t) => [t, 'number']),
+  ),
 };
 
 const doc = (comment, indent) => {
   if (!comment) return '';
   const lines = comment.split('\n');
-  return lines.length === 1 ? `${indent}/** ${lines[0]} */\n` : `${indent}/**\n${lines.map((l) => `${indent} *${l ? ` ${l}` : ''}`).join('\n')}\n${indent} */\n`;
+  return lines.length === 1
+    ? `${indent}/** ${lines[0]} */\n`
+    : `${indent}/**\n${lines.map((l) => `${indent} *${l ? ` ${l}` : ''}`).join('\n')}\n${indent} */\n`;
 };
 
 function typeOf(field) {
-  const named = (type, resolved) => SCALARS[type] ?? (resolved instanceof protobuf.Enum ? Object.keys(resolved.values).map((v) => `'${v}'`).join(' | ') : resolved.name);
+  const named = (type, resolved) =>
+    SCALARS[type] ??
+    (resolved instanceof protobuf.Enum
+      ? Object.keys(resolved.values)
+          .map((v) => `'${v}'`)
+          .join(' | ')
+      : resolved.name);
   if (field.map) return `Record<string, ${named(field.type, field.resolvedType)}>`;
   const one = named(field.type, field.resolvedType);
   return field.repeated ? (one.includes(' ') ? `(${one})[]` : `${one}[]`) : one;
@@ -40,7 +50,7 @@ export function wireTypesSource() {
     '/**',
     ' * The messages as both services hold them, converted by proto/src/grpc.ts (CONVERSION): field names',
     ' * as in the .proto, every field present (an unset message field null, an unset list empty), 64-bit',
-    ' * integers as numbers, and the member a oneof holds named by a field of the oneof\'s name.',
+    " * integers as numbers, and the member a oneof holds named by a field of the oneof's name.",
     ' */',
   ];
   for (const type of proto.lookup('gatehouse.v1').nestedArray) {
@@ -53,7 +63,9 @@ export function wireTypesSource() {
       out.push(`${doc(field.comment, '  ')}  ${field.name}${member ? '?' : ''}: ${typeOf(field)}${nullable ? ' | null' : ''};`);
     }
     for (const oneof of type.oneofsArray) {
-      out.push(`${doc(oneof.comment ?? `Which member of \`${oneof.name}\` is set.`, '  ')}  ${oneof.name}?: ${oneof.oneof.map((name) => `'${name}'`).join(' | ')};`);
+      out.push(
+        `${doc(oneof.comment ?? `Which member of \`${oneof.name}\` is set.`, '  ')}  ${oneof.name}?: ${oneof.oneof.map((name) => `'${name}'`).join(' | ')};`,
+      );
     }
     out.push('}');
   }

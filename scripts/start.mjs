@@ -93,7 +93,9 @@ function processState(pid) {
 /** True for npm's script shell (and nested scripts): npm puts npm_lifecycle_event in their environment. */
 function isNpmScript(pid) {
   try {
-    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').some((entry) => entry.startsWith('npm_lifecycle_event='));
+    return readFileSync(`/proc/${pid}/environ`, 'utf8')
+      .split('\0')
+      .some((entry) => entry.startsWith('npm_lifecycle_event='));
   } catch {
     return false;
   }

@@ -40,7 +40,8 @@ if (!result.ok) throw new Error(`snapshot rejected: ${result.error}`);
 const own = new Map();
 const inclusive = new Map();
 let total = 0;
-const name = ({ functionName, url, lineNumber }) => `${functionName || '(anonymous)'} ${url.replace(/^.*\/node_modules\//, '').replace(`file://${root}/`, '')}:${lineNumber}`;
+const name = ({ functionName, url, lineNumber }) =>
+  `${functionName || '(anonymous)'} ${url.replace(/^.*\/node_modules\//, '').replace(`file://${root}/`, '')}:${lineNumber}`;
 (function walk(node, chain) {
   const path = [...chain, name(node.callFrame)];
   if (node.selfSize > 0) {
@@ -52,7 +53,11 @@ const name = ({ functionName, url, lineNumber }) => `${functionName || '(anonymo
 })(profile.head, []);
 
 const mb = (bytes) => (bytes / 1e6).toFixed(1).padStart(8);
-const list = (map) => [...map].sort((a, b) => b[1] - a[1]).slice(0, top).forEach(([fn, bytes]) => console.log(`${mb(bytes)}  ${fn}`));
+const list = (map) =>
+  [...map]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .forEach(([fn, bytes]) => console.log(`${mb(bytes)}  ${fn}`));
 console.log(`applying a full snapshot of ${size} APIs allocated ${(total / 1e6).toFixed(0)} MB (sampled; ${(total / size / 1024).toFixed(1)} KiB an API)`);
 console.log('\nMB allocated by the function itself');
 list(own);

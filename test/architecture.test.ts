@@ -26,9 +26,7 @@ function sourceFiles(dir: string): string[] {
 /** Import targets of a file: bare specifiers as written, relative ones resolved to repo paths. */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8');
-  const specs = [...text.matchAll(/(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map(
-    (m) => m[1] ?? m[2],
-  );
+  const specs = [...text.matchAll(/(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1] ?? m[2]);
   return specs.map((s) => (s.startsWith('.') ? relative(root, resolve(dirname(file), s)) : s));
 }
 
@@ -46,7 +44,11 @@ const rules: Array<[folder: string, forbidden: RegExp, why: string]> = [
   ['control-plane/src/grpc', /^control-plane\/src\/(store|admin)/, 'the gRPC server sees snapshots, not the store'],
   ['control-plane/src/store', /^control-plane\/src\/controller/, 'the store knows nothing of the controller that writes status'],
   ['cli/src', /^(#proto\/|proto\/|control-plane\/|data-plane\/)/, 'the CLI speaks only the admin API'],
-  ['control-plane/src/controller', /^(express$|control-plane\/src\/(admin|grpc|snapshot))/, 'the controller sees CR verdicts and data-plane replies, given by main'],
+  [
+    'control-plane/src/controller',
+    /^(express$|control-plane\/src\/(admin|grpc|snapshot))/,
+    'the controller sees CR verdicts and data-plane replies, given by main',
+  ],
 ];
 
 describe('import direction', () => {

@@ -8,7 +8,12 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const pages = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** The text outside fenced code blocks. */
 function prose(markdown: string): string {
@@ -19,7 +24,11 @@ function anchorsOf(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const anchors = new Set<string>();
   for (const [, text] of prose(markdown).matchAll(/^#{1,6} (.+)$/gm)) {
-    const base = text.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+    const base = text
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     anchors.add(n === 0 ? base : `${base}-${n}`);
@@ -30,7 +39,9 @@ function anchorsOf(markdown: string): Set<string> {
 test.each(pages)('the links of %s resolve', (page) => {
   const text = readFileSync(join(root, page), 'utf8');
   const broken: string[] = [];
-  for (const [, link] of prose(text).replace(/`[^`\n]*`/g, '').matchAll(/\]\(([^)\s]+)\)/g)) {
+  for (const [, link] of prose(text)
+    .replace(/`[^`\n]*`/g, '')
+    .matchAll(/\]\(([^)\s]+)\)/g)) {
     if (/^[a-z][a-z0-9+.-]*:/i.test(link)) continue;
     const [path, anchor] = link.split('#', 2);
     const target = path === '' ? join(root, page) : resolve(dirname(join(root, page)), path);

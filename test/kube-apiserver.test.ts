@@ -87,45 +87,57 @@ afterAll(async () => {
   await server?.stop();
 }, TIMEOUT_MS);
 
-test('the admin token lists namespaces', async () => {
-  expect(server.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-  const list = await expectStatus(kube('GET', '/api/v1/namespaces', server.adminToken), 200);
-  expect(list.items.map((ns: { metadata: { name: string } }) => ns.metadata.name)).toEqual(expect.arrayContaining(['default', 'kube-system']));
-  // No token, no access: the anonymous user has no RBAC grant on namespaces.
-  const anonymous = await kube('GET', '/api/v1/namespaces', '');
-  expect([401, 403]).toContain(anonymous.status);
-}, TIMEOUT_MS);
+test(
+  'the admin token lists namespaces',
+  async () => {
+    expect(server.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const list = await expectStatus(kube('GET', '/api/v1/namespaces', server.adminToken), 200);
+    expect(list.items.map((ns: { metadata: { name: string } }) => ns.metadata.name)).toEqual(expect.arrayContaining(['default', 'kube-system']));
+    // No token, no access: the anonymous user has no RBAC grant on namespaces.
+    const anonymous = await kube('GET', '/api/v1/namespaces', '');
+    expect([401, 403]).toContain(anonymous.status);
+  },
+  TIMEOUT_MS,
+);
 
-test('a ServiceAccount token is held to its Role', async () => {
-  const admin = server.adminToken;
-  // The ServiceAccount exists already: serviceAccountToken must reuse it, not fail.
-  const token = await server.serviceAccountToken(NAMESPACE, 'reader');
-  const configMap = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, token), 200);
-  expect(configMap.data).toEqual({ mode: 'test' });
-  const secrets = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, token), 403);
-  expect(secrets.message).toContain(`system:serviceaccount:${NAMESPACE}:reader`);
-  await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps`, token), 403);
+test(
+  'a ServiceAccount token is held to its Role',
+  async () => {
+    const admin = server.adminToken;
+    // The ServiceAccount exists already: serviceAccountToken must reuse it, not fail.
+    const token = await server.serviceAccountToken(NAMESPACE, 'reader');
+    const configMap = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, token), 200);
+    expect(configMap.data).toEqual({ mode: 'test' });
+    const secrets = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/secrets`, token), 403);
+    expect(secrets.message).toContain(`system:serviceaccount:${NAMESPACE}:reader`);
+    await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps`, token), 403);
 
-  // A ServiceAccount that does not exist yet is created.
-  const other = await server.serviceAccountToken(NAMESPACE, 'created-by-helper');
-  await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/created-by-helper`, admin), 200);
-  await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, other), 403);
+    // A ServiceAccount that does not exist yet is created.
+    const other = await server.serviceAccountToken(NAMESPACE, 'created-by-helper');
+    await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/created-by-helper`, admin), 200);
+    await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, other), 403);
 
-  const kubeconfig = await readFile(await server.writeKubeconfig(token, undefined, NAMESPACE), 'utf8');
-  expect(kubeconfig).toContain(`server: "${server.url}"`);
-  expect(kubeconfig).toContain(`certificate-authority: "${server.caFile}"`);
-  expect(kubeconfig).toContain(`namespace: "${NAMESPACE}"`);
-}, TIMEOUT_MS);
+    const kubeconfig = await readFile(await server.writeKubeconfig(token, undefined, NAMESPACE), 'utf8');
+    expect(kubeconfig).toContain(`server: "${server.url}"`);
+    expect(kubeconfig).toContain(`certificate-authority: "${server.caFile}"`);
+    expect(kubeconfig).toContain(`namespace: "${NAMESPACE}"`);
+  },
+  TIMEOUT_MS,
+);
 
-test('a restarted apiserver keeps its url and etcd keeps the data', async () => {
-  const url = server.url;
-  const token = await server.serviceAccountToken(NAMESPACE, 'reader');
-  await server.stopApiServer();
-  await expect(kube('GET', '/readyz', server.adminToken)).rejects.toThrow(/ECONNREFUSED/);
-  await server.startApiServer();
-  expect(server.url).toBe(url);
-  const namespace = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}`, server.adminToken), 200);
-  expect(namespace.metadata.name).toBe(NAMESPACE);
-  // Same signing key across the restart: tokens issued before it still verify.
-  await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, token), 200);
-}, TIMEOUT_MS);
+test(
+  'a restarted apiserver keeps its url and etcd keeps the data',
+  async () => {
+    const url = server.url;
+    const token = await server.serviceAccountToken(NAMESPACE, 'reader');
+    await server.stopApiServer();
+    await expect(kube('GET', '/readyz', server.adminToken)).rejects.toThrow(/ECONNREFUSED/);
+    await server.startApiServer();
+    expect(server.url).toBe(url);
+    const namespace = await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}`, server.adminToken), 200);
+    expect(namespace.metadata.name).toBe(NAMESPACE);
+    // Same signing key across the restart: tokens issued before it still verify.
+    await expectStatus(kube('GET', `/api/v1/namespaces/${NAMESPACE}/configmaps/settings`, token), 200);
+  },
+  TIMEOUT_MS,
+);

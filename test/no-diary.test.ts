@@ -48,21 +48,23 @@ function trackedFiles(): string[] {
 
 describe('the phrases', () => {
   // Assembled from a placeholder, so that this file's own text holds no line the scanner is written to refuse.
-  test.each([
-    'see ISSUE 12',
-    'fixed in ISSUE #12',
-    'ISSUEs 9 and 11 asked for it',
-    '(ISSUE 11, part 2)',
-    'ISSUE#7',
-    'the ninth SESSION measured it',
-    "the 15th session's run",
-    'measured in the previous session',
-    'changed this session? no: in this session',
-    'before this change the cache was global',
-    'until 2026-11 each status carried counts',
-    'the review found a race',
-    'finding 3: tokens leak',
-  ].map((line) => line.replaceAll('ISSUE', 'issue').replace('(issue', '(Issue').replaceAll('SESSION', 'session')))('flag %j', (line) => {
+  test.each(
+    [
+      'see ISSUE 12',
+      'fixed in ISSUE #12',
+      'ISSUEs 9 and 11 asked for it',
+      '(ISSUE 11, part 2)',
+      'ISSUE#7',
+      'the ninth SESSION measured it',
+      "the 15th session's run",
+      'measured in the previous session',
+      'changed this session? no: in this session',
+      'before this change the cache was global',
+      'until 2026-11 each status carried counts',
+      'the review found a race',
+      'finding 3: tokens leak',
+    ].map((line) => line.replaceAll('ISSUE', 'issue').replace('(issue', '(Issue').replaceAll('SESSION', 'session')),
+  )('flag %j', (line) => {
     expect(diaryLines('x', line)).toHaveLength(1);
   });
 

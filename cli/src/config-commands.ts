@@ -76,7 +76,9 @@ export function addConfigCommands(program: Command): void {
 
   program
     .command('import')
-    .description('replace the whole configuration with a file (as `export` writes it); validated as a whole first. With --from-janus: import a Janus configuration (a dry run unless --apply)')
+    .description(
+      'replace the whole configuration with a file (as `export` writes it); validated as a whole first. With --from-janus: import a Janus configuration (a dry run unless --apply)',
+    )
     .option('-f, --file <file>', 'YAML or JSON configuration (- = stdin)')
     .option('--dry-run', 'only show what would change')
     .option('--from-janus <source...>', 'Janus file-store directory, mongoexport file(s) or admin API URL')
@@ -84,35 +86,46 @@ export function addConfigCommands(program: Command): void {
     .option('--skip-refused', 'with --apply: import the rest when items are refused')
     .option('--janus-user <username>', 'Janus admin API user (default: JANUS_USER)')
     .option('--janus-password <password>', 'Janus admin API password (default: JANUS_PASSWORD)')
-    .addHelpText(
-      'after',
-      '\nExit codes with --from-janus: 0 nothing needs action, 3 changes to review, 4 refused items or users to reset, 1 error, 2 usage.',
-    )
+    .addHelpText('after', '\nExit codes with --from-janus: 0 nothing needs action, 3 changes to review, 4 refused items or users to reset, 1 error, 2 usage.')
     .action(
-      withContext(async (ctx, options: { file?: string; dryRun?: boolean; fromJanus?: string[]; apply?: boolean; skipRefused?: boolean; janusUser?: string; janusPassword?: string }) => {
-        if (options.fromJanus) {
-          if (options.file) throw new CliError('--file and --from-janus cannot be given together', 2);
-          if (options.dryRun && options.apply) throw new CliError('--dry-run and --apply cannot be given together', 2);
-          process.exitCode = await importFromJanus(ctx, options.fromJanus, {
-            apply: options.apply,
-            skipRefused: options.skipRefused,
-            username: options.janusUser,
-            password: options.janusPassword,
-          });
-          return;
-        }
-        if (!options.file) throw new CliError('import needs --file (or --from-janus)', 2);
-        if (options.apply || options.skipRefused) throw new CliError('--apply and --skip-refused go with --from-janus (a file import writes unless --dry-run)', 2);
-        const doc = await readDocument(options.file);
-        const path = options.dryRun ? '/config?dry_run=true' : '/config';
-        const result = (await request(await ctx.connection(), 'PUT', path, doc)).body as WriteResult;
-        const headline = result.dry_run
-          ? `dry run: nothing written (current version ${result.version})`
-          : result.changed
-            ? `configuration replaced: now version ${result.version}`
-            : `configuration unchanged (version ${result.version})`;
-        printWrite(ctx.output, result, headline);
-      }),
+      withContext(
+        async (
+          ctx,
+          options: {
+            file?: string;
+            dryRun?: boolean;
+            fromJanus?: string[];
+            apply?: boolean;
+            skipRefused?: boolean;
+            janusUser?: string;
+            janusPassword?: string;
+          },
+        ) => {
+          if (options.fromJanus) {
+            if (options.file) throw new CliError('--file and --from-janus cannot be given together', 2);
+            if (options.dryRun && options.apply) throw new CliError('--dry-run and --apply cannot be given together', 2);
+            process.exitCode = await importFromJanus(ctx, options.fromJanus, {
+              apply: options.apply,
+              skipRefused: options.skipRefused,
+              username: options.janusUser,
+              password: options.janusPassword,
+            });
+            return;
+          }
+          if (!options.file) throw new CliError('import needs --file (or --from-janus)', 2);
+          if (options.apply || options.skipRefused)
+            throw new CliError('--apply and --skip-refused go with --from-janus (a file import writes unless --dry-run)', 2);
+          const doc = await readDocument(options.file);
+          const path = options.dryRun ? '/config?dry_run=true' : '/config';
+          const result = (await request(await ctx.connection(), 'PUT', path, doc)).body as WriteResult;
+          const headline = result.dry_run
+            ? `dry run: nothing written (current version ${result.version})`
+            : result.changed
+              ? `configuration replaced: now version ${result.version}`
+              : `configuration unchanged (version ${result.version})`;
+          printWrite(ctx.output, result, headline);
+        },
+      ),
     );
 
   program
@@ -142,7 +155,9 @@ export function addConfigCommands(program: Command): void {
       withContext(async (ctx, version: string) => {
         if (!/^\d+$/.test(version)) throw new CliError(`version must be a number, got "${version}"`, 2);
         const result = (await request(await ctx.connection(), 'POST', `/config/rollback/${version}`)).body as WriteResult;
-        const headline = result.changed ? `restored version ${result.restored}: now version ${result.version}` : `version ${result.restored} is already the configuration (version ${result.version})`;
+        const headline = result.changed
+          ? `restored version ${result.restored}: now version ${result.version}`
+          : `version ${result.restored} is already the configuration (version ${result.version})`;
         printWrite(ctx.output, result, headline);
       }),
     );

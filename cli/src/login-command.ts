@@ -63,7 +63,8 @@ export function addLoginCommands(program: Command): void {
         const { access_token: token, expires_in: expiresIn } = body as { access_token: string; expires_in: number };
         const expiresAt = new Date(Date.now() + expiresIn * 1000).toISOString();
         const path = await writeSession({ server: conn.server, token, expires_at: expiresAt });
-        if (ctx.output === 'json') console.log(JSON.stringify({ server: conn.server, username: options.username, expires_at: expiresAt, session: path }, null, 2));
+        if (ctx.output === 'json')
+          console.log(JSON.stringify({ server: conn.server, username: options.username, expires_at: expiresAt, session: path }, null, 2));
         else console.log(`logged in to ${conn.server} as ${options.username} (token in ${path}, expires ${expiresAt})`);
       }),
     );

@@ -144,7 +144,14 @@ export function addDeleteCommand(group: Command, description: string, collection
             if (ctx.output !== 'json') console.log(`${singular}/${name} deleted`);
           }
         } finally {
-          if (ctx.output === 'json') console.log(JSON.stringify(deleted.map((name) => ({ kind: singular, [member]: name, result: 'deleted' })), null, 2));
+          if (ctx.output === 'json')
+            console.log(
+              JSON.stringify(
+                deleted.map((name) => ({ kind: singular, [member]: name, result: 'deleted' })),
+                null,
+                2,
+              ),
+            );
         }
       }),
     );

@@ -23,11 +23,23 @@ function printExplanation(e: Row): void {
   if (route) {
     console.log(`plugins:   ${(e.plugins ?? []).join(', ') || '-'}`);
     console.log('upstreams:');
-    console.log(formatTable<Row>(e.upstreams ?? [], [['  TARGET', (u) => `  ${u.target}`], ['URL', (u) => u.url ?? u.error], ['HOST', (u) => u.host_header]]));
+    console.log(
+      formatTable<Row>(e.upstreams ?? [], [
+        ['  TARGET', (u) => `  ${u.target}`],
+        ['URL', (u) => u.url ?? u.error],
+        ['HOST', (u) => u.host_header],
+      ]),
+    );
   }
   if ((e.candidates ?? []).length > 0) {
     console.log('candidates that lost:');
-    console.log(formatTable<Row>(e.candidates, [['  NAME', (c) => `  ${c.name}`], ['LISTEN PATH', (c) => c.listen_path], ['WHY', (c) => (c.details ?? c.reasons ?? []).join('; ')]]));
+    console.log(
+      formatTable<Row>(e.candidates, [
+        ['  NAME', (c) => `  ${c.name}`],
+        ['LISTEN PATH', (c) => c.listen_path],
+        ['WHY', (c) => (c.details ?? c.reasons ?? []).join('; ')],
+      ]),
+    );
   }
 }
 

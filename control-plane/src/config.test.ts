@@ -65,16 +65,58 @@ describe('loadConfig', () => {
     [
       'kubernetes store defaults',
       { STORE: 'kubernetes', POD_NAME: 'cp-0' },
-      { store: 'kubernetes', kubernetes: { namespace: undefined, leaderElection: true, leaseName: 'gatehouse-control-plane', leaseDurationMs: 15_000, identity: 'cp-0', discoveryNamespaces: [], gatewayApi: null, apiRateLimit: { qps: 500, burst: 1000 } } },
+      {
+        store: 'kubernetes',
+        kubernetes: {
+          namespace: undefined,
+          leaderElection: true,
+          leaseName: 'gatehouse-control-plane',
+          leaseDurationMs: 15_000,
+          identity: 'cp-0',
+          discoveryNamespaces: [],
+          gatewayApi: null,
+          apiRateLimit: { qps: 500, burst: 1000 },
+        },
+      },
     ],
     [
       'kubernetes store settings',
-      { STORE: 'kubernetes', GATEHOUSE_NAMESPACE: 'gw', LEADER_ELECTION: 'false', LEASE_NAME: 'l', LEASE_DURATION: '3s', DISCOVERY_NAMESPACES: 'shop, billing', KUBE_API_QPS: '50', KUBE_API_BURST: '100' },
-      { kubernetes: { namespace: 'gw', leaderElection: false, leaseName: 'l', leaseDurationMs: 3000, discoveryNamespaces: ['shop', 'billing'], apiRateLimit: { qps: 50, burst: 100 } } },
+      {
+        STORE: 'kubernetes',
+        GATEHOUSE_NAMESPACE: 'gw',
+        LEADER_ELECTION: 'false',
+        LEASE_NAME: 'l',
+        LEASE_DURATION: '3s',
+        DISCOVERY_NAMESPACES: 'shop, billing',
+        KUBE_API_QPS: '50',
+        KUBE_API_BURST: '100',
+      },
+      {
+        kubernetes: {
+          namespace: 'gw',
+          leaderElection: false,
+          leaseName: 'l',
+          leaseDurationMs: 3000,
+          discoveryNamespaces: ['shop', 'billing'],
+          apiRateLimit: { qps: 50, burst: 100 },
+        },
+      },
     ],
-    ['Gateway API on', { STORE: 'kubernetes', GATEWAY_API: 'true' }, { kubernetes: { gatewayApi: { controllerName: 'gatehouse.dev/gateway-controller', addressService: null } } }],
-    ['Gateway API controller name', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'example.com/gw' }, { kubernetes: { gatewayApi: { controllerName: 'example.com/gw', addressService: null } } }],
-    ['Gateway API address Service', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'gatehouse-data-plane' }, { kubernetes: { gatewayApi: { addressService: 'gatehouse-data-plane' } } }],
+    [
+      'Gateway API on',
+      { STORE: 'kubernetes', GATEWAY_API: 'true' },
+      { kubernetes: { gatewayApi: { controllerName: 'gatehouse.dev/gateway-controller', addressService: null } } },
+    ],
+    [
+      'Gateway API controller name',
+      { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'example.com/gw' },
+      { kubernetes: { gatewayApi: { controllerName: 'example.com/gw', addressService: null } } },
+    ],
+    [
+      'Gateway API address Service',
+      { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'gatehouse-data-plane' },
+      { kubernetes: { gatewayApi: { addressService: 'gatehouse-data-plane' } } },
+    ],
     ['mTLS files', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcTls: { cert: 'c', key: 'k', ca: 'a' } }],
     ['with TLS the default bind is every address', { GRPC_HOST: '', GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k', GRPC_TLS_CA: 'a' }, { grpcHost: '0.0.0.0' }],
     ['plaintext on loopback', { GRPC_HOST: '127.0.0.1' }, { grpcTls: null, grpcInsecure: false }],
@@ -93,7 +135,14 @@ describe('loadConfig', () => {
     ['admin TLS', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_CERT: 'c', ADMIN_TLS_KEY: 'k' }, { adminTls: { cert: 'c', key: 'k' } }],
     [
       'login throttle',
-      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '2', ADMIN_LOGIN_BACKOFF_BASE: '100ms', ADMIN_LOGIN_BACKOFF_MAX: '2s', ADMIN_LOGIN_USER_BURST: '7', ADMIN_LOGIN_USER_REFILL: '30s' },
+      {
+        GRPC_HOST: '127.0.0.1',
+        ADMIN_LOGIN_FREE_FAILURES: '2',
+        ADMIN_LOGIN_BACKOFF_BASE: '100ms',
+        ADMIN_LOGIN_BACKOFF_MAX: '2s',
+        ADMIN_LOGIN_USER_BURST: '7',
+        ADMIN_LOGIN_USER_REFILL: '30s',
+      },
       { loginThrottle: { freeFailures: 2, baseDelayMs: 100, maxDelayMs: 2000, userBurst: 7, userRefillMs: 30_000 } },
     ],
   ])('%s', (_name, env, expected) => {
@@ -103,11 +152,23 @@ describe('loadConfig', () => {
 
   test.each<[string, NodeJS.ProcessEnv, string]>([
     ['bad LEADER_ELECTION', { STORE: 'kubernetes', LEADER_ELECTION: 'yes' }, 'LEADER_ELECTION must be "true" or "false"'],
-    ['bad DISCOVERY_NAMESPACES', { STORE: 'kubernetes', DISCOVERY_NAMESPACES: 'shop,Billing' }, 'DISCOVERY_NAMESPACES holds "Billing", which is not a namespace name'],
-    ['bad GATEWAY_ADDRESS_SERVICE', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'Data_Plane' }, 'GATEWAY_ADDRESS_SERVICE must be a Service name, got "Data_Plane"'],
+    [
+      'bad DISCOVERY_NAMESPACES',
+      { STORE: 'kubernetes', DISCOVERY_NAMESPACES: 'shop,Billing' },
+      'DISCOVERY_NAMESPACES holds "Billing", which is not a namespace name',
+    ],
+    [
+      'bad GATEWAY_ADDRESS_SERVICE',
+      { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'Data_Plane' },
+      'GATEWAY_ADDRESS_SERVICE must be a Service name, got "Data_Plane"',
+    ],
     ['bad GATEWAY_API', { STORE: 'kubernetes', GATEWAY_API: 'yes' }, 'GATEWAY_API must be "true" or "false"'],
     ['GATEWAY_API without the Kubernetes store', { GATEWAY_API: 'true', GRPC_HOST: '127.0.0.1' }, 'GATEWAY_API needs STORE=kubernetes'],
-    ['bad GATEWAY_CONTROLLER_NAME', { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'no-slash' }, 'GATEWAY_CONTROLLER_NAME must be a domain-prefixed path'],
+    [
+      'bad GATEWAY_CONTROLLER_NAME',
+      { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'no-slash' },
+      'GATEWAY_CONTROLLER_NAME must be a domain-prefixed path',
+    ],
     ['bad LEASE_DURATION', { STORE: 'kubernetes', LEASE_DURATION: 'long' }, 'LEASE_DURATION'],
     ['bad KUBE_API_QPS', { STORE: 'kubernetes', KUBE_API_QPS: '0' }, 'KUBE_API_QPS must be a positive integer'],
     ['bad KUBE_API_BURST', { STORE: 'kubernetes', KUBE_API_BURST: 'many' }, 'KUBE_API_BURST must be a positive integer'],
@@ -126,14 +187,22 @@ describe('loadConfig', () => {
     ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE must be "true" or "false"'],
     ['short KEY_AUTH_HASH_KEY', { KEY_AUTH_HASH_KEY: 'k'.repeat(31) }, 'KEY_AUTH_HASH_KEY must be 32 to 1024 bytes'],
     ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER and ADMIN_VIEWER_PASSWORD must be set together'],
-    ['viewer named like the admin', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' }, 'ADMIN_VIEWER_USER must differ from ADMIN_USER'],
+    [
+      'viewer named like the admin',
+      { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' },
+      'ADMIN_VIEWER_USER must differ from ADMIN_USER',
+    ],
     ['admin key without cert', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_KEY: 'k' }, 'ADMIN_TLS_CERT and ADMIN_TLS_KEY must be set together'],
     ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE'],
     ['backoff max below base', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' }, 'ADMIN_LOGIN_BACKOFF_MAX'],
     ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES'],
     ['user burst zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_BURST: '0' }, 'ADMIN_LOGIN_USER_BURST'],
     ['user refill zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_REFILL: '0s' }, 'ADMIN_LOGIN_USER_REFILL must be a duration'],
-    ['unknown OTLP protocol', { GRPC_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"'],
+    [
+      'unknown OTLP protocol',
+      { GRPC_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_PROTOCOL: 'http' },
+      'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"',
+    ],
   ])('rejects %s', (_name, env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
   });

@@ -153,7 +153,10 @@ function grpcSecurity(env: NodeJS.ProcessEnv) {
     throw invalid('GRPC_TLS_CERT', `is incomplete: ${(err as Error).message}`);
   }
   const grpcHost = env.GRPC_HOST || (grpcTls ? '0.0.0.0' : '127.0.0.1');
-  const grpcJoinTokens = (env.GRPC_JOIN_TOKEN ?? '').split(',').map((t) => t.trim()).filter(Boolean);
+  const grpcJoinTokens = (env.GRPC_JOIN_TOKEN ?? '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
   if (grpcJoinTokens.some((t) => t.length < MIN_JOIN_TOKEN_CHARS)) {
     throw invalid('GRPC_JOIN_TOKEN', `must hold tokens of at least ${MIN_JOIN_TOKEN_CHARS} characters (use e.g. openssl rand -hex 32)`);
   }
@@ -200,7 +203,10 @@ function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
 }
 
 function discoveryNamespaces(env: NodeJS.ProcessEnv): string[] {
-  const names = (env.DISCOVERY_NAMESPACES ?? '').split(',').map((n) => n.trim()).filter(Boolean);
+  const names = (env.DISCOVERY_NAMESPACES ?? '')
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
   const bad = names.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
   if (bad !== undefined) throw invalid('DISCOVERY_NAMESPACES', `holds "${bad}", which is not a namespace name`);
   return names;
@@ -213,9 +219,11 @@ function gatewayApi(env: NodeJS.ProcessEnv): KubernetesConfig['gatewayApi'] {
   const on = env.GATEWAY_API || 'false';
   if (on !== 'true' && on !== 'false') throw invalid('GATEWAY_API', 'must be "true" or "false"');
   const controllerName = env.GATEWAY_CONTROLLER_NAME || 'gatehouse.dev/gateway-controller';
-  if (controllerName.length > 253 || !CONTROLLER_NAME.test(controllerName)) throw invalid('GATEWAY_CONTROLLER_NAME', `must be a domain-prefixed path (e.g. gatehouse.dev/gateway-controller), got "${controllerName}"`);
+  if (controllerName.length > 253 || !CONTROLLER_NAME.test(controllerName))
+    throw invalid('GATEWAY_CONTROLLER_NAME', `must be a domain-prefixed path (e.g. gatehouse.dev/gateway-controller), got "${controllerName}"`);
   const addressService = env.GATEWAY_ADDRESS_SERVICE || null;
-  if (addressService !== null && !/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(addressService)) throw invalid('GATEWAY_ADDRESS_SERVICE', `must be a Service name, got "${addressService}"`);
+  if (addressService !== null && !/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(addressService))
+    throw invalid('GATEWAY_ADDRESS_SERVICE', `must be a Service name, got "${addressService}"`);
   return on === 'true' ? { controllerName, addressService } : null;
 }
 
@@ -224,7 +232,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
   if (store !== 'file' && store !== 'kubernetes') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
   const leaderElection = env.LEADER_ELECTION || 'true';
   if (leaderElection !== 'true' && leaderElection !== 'false') throw invalid('LEADER_ELECTION', 'must be "true" or "false"');
-  if (store !== 'kubernetes' && env.GATEWAY_API === 'true') throw invalid('GATEWAY_API', 'needs STORE=kubernetes (Gateway API objects are read from the cluster)');
+  if (store !== 'kubernetes' && env.GATEWAY_API === 'true')
+    throw invalid('GATEWAY_API', 'needs STORE=kubernetes (Gateway API objects are read from the cluster)');
   const kubernetes: KubernetesConfig | null =
     store === 'kubernetes'
       ? {

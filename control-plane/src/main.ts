@@ -46,7 +46,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   process.once('SIGINT', stopEarly);
   const grpcCertificates = config.grpcTls && watchListenerCertificates('grpc', config.grpcTls, GRPC_TLS_NAMES, config.tlsReloadIntervalMs, logger);
   const adminCertificates =
-    config.adminTls && watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config.tlsReloadIntervalMs, logger);
+    config.adminTls &&
+    watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config.tlsReloadIntervalMs, logger);
   const opened = await openStore(config, logger);
   const store = opened.store;
   const historyOptions = { limit: config.configHistory, logger };
@@ -125,10 +126,16 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const joinTokenFile = generatesJoinToken(config) ? config.grpcJoinTokenFile : undefined;
   logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth, joinTokenFile }, 'listening');
   if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
-    logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port');
+    logger.warn(
+      { host: config.grpcHost },
+      'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port',
+    );
   }
   if (dataPlaneAuth === 'none') {
-    logger.warn({ host: config.grpcHost }, 'GRPC_INSECURE=true without GRPC_JOIN_TOKEN: any process that reaches the gRPC port reads every snapshot (upstreams, secrets)');
+    logger.warn(
+      { host: config.grpcHost },
+      'GRPC_INSECURE=true without GRPC_JOIN_TOKEN: any process that reaches the gRPC port reads every snapshot (upstreams, secrets)',
+    );
   }
 
   const auth = createAdminAuth({
@@ -224,9 +231,15 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
 function warnOfShortHmacKeys(allowed: boolean, servers: readonly OAuthServerDefinition[], logger: Logger): void {
   const shortKeys = servers.flatMap((server) => shortHmacKeysOf(server).map((field) => `oauth server ${server.name}: ${field}`));
   if (allowed) {
-    logger.warn({ shortKeys }, 'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32); rotate them, then unset it');
+    logger.warn(
+      { shortKeys },
+      'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32); rotate them, then unset it',
+    );
   } else if (shortKeys.length > 0) {
-    logger.error({ shortKeys }, 'stored HS keys are shorter than 32 bytes: they are served, but a write of them is refused until rotated (or ALLOW_SHORT_HMAC_KEYS=true)');
+    logger.error(
+      { shortKeys },
+      'stored HS keys are shorter than 32 bytes: they are served, but a write of them is refused until rotated (or ALLOW_SHORT_HMAC_KEYS=true)',
+    );
   }
 }
 

@@ -199,7 +199,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
   if (env.PROXY_HTTP2 === 'true' && !config.proxyTls) throw new Error('PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
   config.proxyHttp2 = config.proxyTls !== null && http2;
   const h2c = flag(env, 'PROXY_H2C');
-  if (env.PROXY_H2C === 'true' && config.proxyTls) throw new Error('PROXY_H2C serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)');
+  if (env.PROXY_H2C === 'true' && config.proxyTls)
+    throw new Error('PROXY_H2C serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)');
   config.proxyH2c = config.proxyTls === null && h2c;
   if (config.proxyHttpRedirectPort !== null && !config.proxyTls) {
     throw new Error('PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');

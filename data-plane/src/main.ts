@@ -66,7 +66,8 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const tokenStore = createTokenStore({ redisUrl: config.redisUrl, logger });
   const rateLimiter = createRateLimiter({ redisUrl: config.redisUrl, redisTimeoutMs: config.rateLimitRedisTimeoutMs, logger, registry });
   // Created before the holder: the introspection strategy and JWKS fetches call their endpoints through the proxy's pools.
-  const upstreamTls = config.upstreamTls && watchUpstreamTls(config.upstreamTls, config.tlsReloadIntervalMs, (result) => logCertificateReload(logger, 'upstream', result));
+  const upstreamTls =
+    config.upstreamTls && watchUpstreamTls(config.upstreamTls, config.tlsReloadIntervalMs, (result) => logCertificateReload(logger, 'upstream', result));
   const pools = createUpstreamPools({ tls: upstreamTls });
   const introspector = createIntrospector({ pools, logger });
   const fetchMetrics = createFetchMetrics(registry);
@@ -78,7 +79,20 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
   // Each definition is hashed when it arrives and once more when an edit replaces it: keeping the hashes cost more.
   keepDefinitionHashes(false);
-  const holder = createSnapshotHolder({ tokenStore, introspector, jwks, oidc, logger, registry, rateLimiter, health, responseCache, holdYoungGeneration, endStartUpHold, trustedProxies: config.trustedProxies });
+  const holder = createSnapshotHolder({
+    tokenStore,
+    introspector,
+    jwks,
+    oidc,
+    logger,
+    registry,
+    rateLimiter,
+    health,
+    responseCache,
+    holdYoungGeneration,
+    endStartUpHold,
+    trustedProxies: config.trustedProxies,
+  });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger, config.trustedProxies);
@@ -99,17 +113,40 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
       ? startIdleTrim({
           idleMs: config.idleTrimMs,
           requests: metrics.arrived,
-          trimmed: (pauseMs, youngGenerationBytes, fullGc) => logger.debug({ pauseMs: Math.round(pauseMs), youngGenerationBytes, fullGc }, 'heap trimmed after idle'),
+          trimmed: (pauseMs, youngGenerationBytes, fullGc) =>
+            logger.debug({ pauseMs: Math.round(pauseMs), youngGenerationBytes, fullGc }, 'heap trimmed after idle'),
         })
       : null;
-  const proxy = createProxyServer({ holder, pools, logger, metrics, accessLog, tracer, tls: certificates, http2: config.proxyHttp2, h2c: config.proxyH2c, tlsMinVersion: config.proxyTlsMinVersion, trustedProxies: config.trustedProxies });
+  const proxy = createProxyServer({
+    holder,
+    pools,
+    logger,
+    metrics,
+    accessLog,
+    tracer,
+    tls: certificates,
+    http2: config.proxyHttp2,
+    h2c: config.proxyH2c,
+    tlsMinVersion: config.proxyTlsMinVersion,
+    trustedProxies: config.trustedProxies,
+  });
   // Until the snapshot client exists (below) a /readyz says only that no snapshot is there yet.
   let waiting = (): string => `waiting for the first snapshot from control plane ${config.controlPlaneAddr}`;
   const status = worker ? undefined : createStatusServer({ holder, registry, logger, waiting: () => waiting() });
   const { proxyPort: port, proxyHost: host } = config;
   const bindProxy = async (): Promise<number> => {
     const bound = await bindListener({ listener: 'proxy', portVariable: 'PROXY_PORT', hostVariable: 'PROXY_HOST', port, host }, () => proxy.listen(port, host));
-    logger.info({ listener: 'proxy', port: bound, tls: certificates !== null, http2: config.proxyHttp2, h2c: config.proxyH2c, clientCertificates: config.proxyTls?.ca !== undefined }, 'listening');
+    logger.info(
+      {
+        listener: 'proxy',
+        port: bound,
+        tls: certificates !== null,
+        http2: config.proxyHttp2,
+        h2c: config.proxyH2c,
+        clientCertificates: config.proxyTls?.ca !== undefined,
+      },
+      'listening',
+    );
     return bound;
   };
   // The primary hands a worker connections as soon as it listens: a replacement listens only once it

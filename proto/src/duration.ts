@@ -43,10 +43,7 @@ export function tryParseDurationUpTo(s: string, maxMs: number): number | null {
 export function parseDuration(s: string): number {
   const ms = tryParseDuration(s);
   if (ms === null) {
-    throw new GatehouseError(
-      'VALIDATION_FAILED',
-      `${JSON.stringify(s)} is not a valid duration (e.g. "250ms", "5s", "1m"; more than 0, at most 1h)`,
-    );
+    throw new GatehouseError('VALIDATION_FAILED', `${JSON.stringify(s)} is not a valid duration (e.g. "250ms", "5s", "1m"; more than 0, at most 1h)`);
   }
   return ms;
 }

@@ -1,5 +1,17 @@
 import { readFileSync } from 'node:fs';
-import { answerGrpcStatus, ERROR_TABLE, GRPC_STATUS, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, grpcMessage, adminBody, logLevelOf, type ErrorCode } from './errors.js';
+import {
+  answerGrpcStatus,
+  ERROR_TABLE,
+  GRPC_STATUS,
+  GatehouseError,
+  gatewayBody,
+  gatewayBodyOf,
+  gatewayGrpcStatus,
+  grpcMessage,
+  adminBody,
+  logLevelOf,
+  type ErrorCode,
+} from './errors.js';
 
 const codes = Object.keys(ERROR_TABLE) as ErrorCode[];
 const errorsDoc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
@@ -64,8 +76,19 @@ describe('error table', () => {
   });
 
   test.each([
-    [400, '13'], [401, '16'], [403, '7'], [404, '12'], [429, '14'], [502, '14'], [503, '14'], [504, '14'],
-    [200, '2'], [204, '2'], [301, '2'], [410, '2'], [500, '2'],
+    [400, '13'],
+    [401, '16'],
+    [403, '7'],
+    [404, '12'],
+    [429, '14'],
+    [502, '14'],
+    [503, '14'],
+    [504, '14'],
+    [200, '2'],
+    [204, '2'],
+    [301, '2'],
+    [410, '2'],
+    [500, '2'],
   ] as const)("a plugin's %s answer to a gRPC client is grpc-status %s (gRPC's HTTP-to-gRPC mapping)", (status, grpcStatus) => {
     expect(answerGrpcStatus(status, 'down: 100%')).toEqual({ 'grpc-status': grpcStatus, 'grpc-message': 'down: 100%25' });
   });

@@ -72,7 +72,9 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
   const extra = options.clientChannelOptions;
   const original = snapshotService.StreamSnapshots;
   const Generated = grpc.makeGenericClientConstructor(
-    options.lazyDefinitions ? { ...snapshotService, StreamSnapshots: { ...original, responseDeserialize: lazySnapshotPush(root, original.responseDeserialize) } } : snapshotService,
+    options.lazyDefinitions
+      ? { ...snapshotService, StreamSnapshots: { ...original, responseDeserialize: lazySnapshotPush(root, original.responseDeserialize) } }
+      : snapshotService,
     'SnapshotService',
   );
   const Client: grpc.ServiceClientConstructor =
@@ -88,8 +90,7 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
     ...snapshotService,
     StreamSnapshots: {
       ...original,
-      responseSerialize: (value: unknown) =>
-        Buffer.isBuffer(value) ? value : original.responseSerialize(value),
+      responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : original.responseSerialize(value)),
     },
   };
   const DeltaType = root.lookupType('gatehouse.v1.SnapshotDelta');
@@ -103,7 +104,14 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
     encodeDelta: (delta) => encodeWithDefinitions(DeltaType, delta, [5, 6, 7, 11]),
     // SnapshotPush { string nonce = 1; oneof { Snapshot snapshot = 2; SnapshotDelta delta = 3; } }: length-delimited tags 0x0a, 0x12, 0x1a.
     wrapPush: (nonce, bytes, content = 'snapshot') =>
-      Buffer.from(protobuf.Writer.create().uint32(0x0a).string(nonce).uint32(content === 'delta' ? 0x1a : 0x12).bytes(bytes).finish()),
+      Buffer.from(
+        protobuf.Writer.create()
+          .uint32(0x0a)
+          .string(nonce)
+          .uint32(content === 'delta' ? 0x1a : 0x12)
+          .bytes(bytes)
+          .finish(),
+      ),
   };
 }
 
@@ -115,10 +123,12 @@ export function loadGatehouseProto(options: LoadProtoOptions = {}): GatehousePro
  */
 function serviceDefinition(root: protobuf.Root, name: string): grpc.ServiceDefinition {
   const service = root.lookupService(name);
-  const serialize = (type: protobuf.Type) => (value: unknown): Buffer => {
-    const bytes = type.encode(type.fromObject(value as object)).finish();
-    return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  };
+  const serialize =
+    (type: protobuf.Type) =>
+    (value: unknown): Buffer => {
+      const bytes = type.encode(type.fromObject(value as object)).finish();
+      return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    };
   const deserialize = (type: protobuf.Type) => (bytes: Buffer) => type.toObject(type.decode(bytes), CONVERSION);
   const methods: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methodsArray) {
@@ -327,11 +337,7 @@ export function serverCredentials(certificates: CertificateWatcher | null, requi
     removeCaCertificateListener: (listener) => caListeners.delete(listener),
   };
   // grpc-js passes its first argument on as the identity provider, the second as the (optional) CA provider.
-  return grpc.experimental.createCertificateProviderServerCredentials(
-    provider,
-    requireClientCertificate ? provider : null,
-    requireClientCertificate,
-  );
+  return grpc.experimental.createCertificateProviderServerCredentials(provider, requireClientCertificate ? provider : null, requireClientCertificate);
 }
 
 /**

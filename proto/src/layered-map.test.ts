@@ -2,7 +2,13 @@ import fc from 'fast-check';
 import { LayeredMap } from './layered-map.js';
 
 /** Batches of sets and removals over few keys, some batches large enough to fold the overlay into a new flat map. */
-const batchArb = fc.array(fc.tuple(fc.integer({ min: 0, max: 150 }).map((k) => `k${k}`), fc.option(fc.integer(), { nil: undefined })), { maxLength: 120 });
+const batchArb = fc.array(
+  fc.tuple(
+    fc.integer({ min: 0, max: 150 }).map((k) => `k${k}`),
+    fc.option(fc.integer(), { nil: undefined }),
+  ),
+  { maxLength: 120 },
+);
 
 const KEYS = Array.from({ length: 151 }, (_, k) => `k${k}`);
 

@@ -9,9 +9,12 @@ test.each([
   expect(parseAuthority(host)).toEqual(authority);
 });
 
-test.each([undefined, '', 'a.com:65536', 'a.com:', 'a.com/x', 'a.com?x', 'a.com#x', 'u@a.com', 'a.com\r\nX: 1', 'a.com:80:80'])('parseAuthority(%j) is null', (host) => {
-  expect(parseAuthority(host)).toBeNull();
-});
+test.each([undefined, '', 'a.com:65536', 'a.com:', 'a.com/x', 'a.com?x', 'a.com#x', 'u@a.com', 'a.com\r\nX: 1', 'a.com:80:80'])(
+  'parseAuthority(%j) is null',
+  (host) => {
+    expect(parseAuthority(host)).toBeNull();
+  },
+);
 
 test.each([
   ['https', 443, 'https://h/p?q'],
@@ -19,7 +22,7 @@ test.each([
   ['https', 80, 'https://h:80/p?q'],
   ['http', 8443, 'http://h:8443/p?q'],
   ['https', null, 'https://h/p?q'],
-] as const)('the port is left out when it is the scheme\'s own: %s, %j', (scheme, port, location) => {
+] as const)("the port is left out when it is the scheme's own: %s, %j", (scheme, port, location) => {
   expect(locationOf(scheme, 'h', port, '/p?q')).toBe(location);
 });
 

@@ -14,7 +14,16 @@ test('an unknown LOG_FORMAT is refused, naming the variable', () => {
 });
 
 test('a pretty line: time, level, message and the other fields, without pid, hostname or service', () => {
-  const line = JSON.stringify({ level: 50, time: Date.UTC(2024, 0, 1, 12, 0, 0), pid: 1, hostname: 'h', service: 'data-plane', msg: 'gateway error', method: 'GET', path: '/x' });
+  const line = JSON.stringify({
+    level: 50,
+    time: Date.UTC(2024, 0, 1, 12, 0, 0),
+    pid: 1,
+    hostname: 'h',
+    service: 'data-plane',
+    msg: 'gateway error',
+    method: 'GET',
+    path: '/x',
+  });
   const pretty = prettyLogLine(false)(line);
   expect(pretty).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] ERROR: gateway error \{"method":"GET","path":"\/x"\}\n$/);
 });

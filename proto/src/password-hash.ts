@@ -53,7 +53,14 @@ export function parsePasswordHash(text: string): PasswordHash | null {
   const parsed = { N: Number(n), r: Number(r), p: Number(p), salt: Buffer.from(salt, 'base64url'), key: Buffer.from(key, 'base64url') };
   const powerOfTwo = parsed.N >= 2 && (parsed.N & (parsed.N - 1)) === 0;
   if (!powerOfTwo || parsed.N > MAX_N || parsed.r < 1 || parsed.r > MAX_R || parsed.p < 1 || parsed.p > MAX_P) return null;
-  if (128 * parsed.N * parsed.r > MAX_MEMORY || parsed.N * parsed.r * parsed.p > MAX_WORK || parsed.salt.length < 12 || parsed.key.length < 32 || parsed.key.length > 64) return null;
+  if (
+    128 * parsed.N * parsed.r > MAX_MEMORY ||
+    parsed.N * parsed.r * parsed.p > MAX_WORK ||
+    parsed.salt.length < 12 ||
+    parsed.key.length < 32 ||
+    parsed.key.length > 64
+  )
+    return null;
   return parsed;
 }
 

@@ -65,7 +65,9 @@ export class SpanQueue implements SpanProcessor {
       this.dropped('queue_full', 1);
       if (!this.dropping) {
         this.dropping = true;
-        this.warn(`span queue full (OTEL_BSP_MAX_QUEUE_SIZE ${this.settings.maxQueueSize}): the exporter is behind, spans are dropped and counted in gatehouse_trace_spans_dropped_total`);
+        this.warn(
+          `span queue full (OTEL_BSP_MAX_QUEUE_SIZE ${this.settings.maxQueueSize}): the exporter is behind, spans are dropped and counted in gatehouse_trace_spans_dropped_total`,
+        );
       }
       return;
     }

@@ -9,7 +9,11 @@ describe('parseTraceparent', () => {
     ['version 00, sampled', VALID, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' }],
     ['version 00, not sampled', `00-${TRACE_ID}-${PARENT_ID}-00`, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '00' }],
     ['a later version read as 00', `cc-${TRACE_ID}-${PARENT_ID}-01`, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' }],
-    ['a later version with more fields after a dash', `cc-${TRACE_ID}-${PARENT_ID}-01-what-the-future-holds`, { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' }],
+    [
+      'a later version with more fields after a dash',
+      `cc-${TRACE_ID}-${PARENT_ID}-01-what-the-future-holds`,
+      { traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' },
+    ],
   ])('valid: %s', (_name, header, expected) => {
     expect(parseTraceparent(header)).toEqual(expected);
   });

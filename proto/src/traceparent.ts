@@ -120,7 +120,8 @@ export function newRequestId(): string {
   for (let i = 0; i < 16; i++) {
     if (i === 4 || i === 6 || i === 8 || i === 10) uuid[o++] = 0x2d; // '-'
     let byte = pool[start + i]!;
-    if (i === 6) byte = (byte & 0x0f) | 0x40; // version 4
+    if (i === 6)
+      byte = (byte & 0x0f) | 0x40; // version 4
     else if (i === 8) byte = (byte & 0x3f) | 0x80; // variant 10
     uuid[o++] = HEX_DIGITS[byte >> 4]!;
     uuid[o++] = HEX_DIGITS[byte & 15]!;

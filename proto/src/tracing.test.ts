@@ -5,12 +5,29 @@ describe('traceExport: where and how spans go, from the standard OpenTelemetry v
   test.each<[string, NodeJS.ProcessEnv, ReturnType<typeof traceExport>]>([
     ['no endpoint: tracing off', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, null],
     ['an empty endpoint: off', { OTEL_EXPORTER_OTLP_ENDPOINT: ' ' }, null],
-    ['the base endpoint, protobuf over HTTP by default', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' }, { endpoint: 'http://c:4318/v1/traces', protocol: 'http/protobuf' }],
-    ['JSON over HTTP', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, { endpoint: 'http://c:4318/v1/traces', protocol: 'http/json' }],
-    ['gRPC: the base endpoint as it is', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, { endpoint: 'http://c:4317', protocol: 'grpc' }],
+    [
+      'the base endpoint, protobuf over HTTP by default',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/' },
+      { endpoint: 'http://c:4318/v1/traces', protocol: 'http/protobuf' },
+    ],
+    [
+      'JSON over HTTP',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
+      { endpoint: 'http://c:4318/v1/traces', protocol: 'http/json' },
+    ],
+    [
+      'gRPC: the base endpoint as it is',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+      { endpoint: 'http://c:4317', protocol: 'grpc' },
+    ],
     [
       'the traces variables win over the general ones',
-      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:9000/traces', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' },
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:9000/traces',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+      },
       { endpoint: 'http://t:9000/traces', protocol: 'http/json' },
     ],
     ['OTEL_SDK_DISABLED', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'TRUE' }, null],
@@ -30,22 +47,43 @@ describe('traceExport: where and how spans go, from the standard OpenTelemetry v
 describe('traceSampler: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG', () => {
   test.each<[NodeJS.ProcessEnv, ReturnType<typeof traceSampler>]>([
     [{}, { name: 'parentbased_always_on', ratio: 1 }],
-    [{ OTEL_TRACES_SAMPLER: ' ', OTEL_TRACES_SAMPLER_ARG: '' }, { name: 'parentbased_always_on', ratio: 1 }],
+    [
+      { OTEL_TRACES_SAMPLER: ' ', OTEL_TRACES_SAMPLER_ARG: '' },
+      { name: 'parentbased_always_on', ratio: 1 },
+    ],
     [{ OTEL_TRACES_SAMPLER: 'always_off' }, { name: 'always_off', ratio: 1 }],
-    [{ OTEL_TRACES_SAMPLER: 'always_on', OTEL_TRACES_SAMPLER_ARG: 'ignored' }, { name: 'always_on', ratio: 1 }],
+    [
+      { OTEL_TRACES_SAMPLER: 'always_on', OTEL_TRACES_SAMPLER_ARG: 'ignored' },
+      { name: 'always_on', ratio: 1 },
+    ],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }, { name: 'parentbased_always_off', ratio: 1 }],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio' }, { name: 'traceidratio', ratio: 1 }],
-    [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' }, { name: 'parentbased_traceidratio', ratio: 0.01 }],
-    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, { name: 'traceidratio', ratio: 0 }],
-    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1e-3' }, { name: 'traceidratio', ratio: 0.001 }],
+    [
+      { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' },
+      { name: 'parentbased_traceidratio', ratio: 0.01 },
+    ],
+    [
+      { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' },
+      { name: 'traceidratio', ratio: 0 },
+    ],
+    [
+      { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1e-3' },
+      { name: 'traceidratio', ratio: 0.001 },
+    ],
   ])('%j', (env, expected) => {
     expect(traceSampler(env)).toEqual(expected);
   });
 
   test.each([
-    [{ OTEL_TRACES_SAMPLER: 'jaeger_remote' }, 'OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got "jaeger_remote"'],
+    [
+      { OTEL_TRACES_SAMPLER: 'jaeger_remote' },
+      'OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got "jaeger_remote"',
+    ],
     [{ OTEL_TRACES_SAMPLER: 'AlwaysOn' }, 'got "AlwaysOn"'],
-    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '-0.1' }, 'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces traceidratio records), got "-0.1"'],
+    [
+      { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '-0.1' },
+      'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces traceidratio records), got "-0.1"',
+    ],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0x1' }, 'got "0x1"'],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: 'NaN' }, 'got "NaN"'],
   ])('refused, naming the variable, with tracing off too: %j', (env, message) => {
@@ -60,7 +98,9 @@ describe('spanQueueSettings: OTEL_BSP_*', () => {
   });
 
   test('set values; a batch no larger than the queue', () => {
-    expect(spanQueueSettings({ OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '500', OTEL_BSP_SCHEDULE_DELAY: '0', OTEL_BSP_EXPORT_TIMEOUT: '10' })).toEqual({
+    expect(
+      spanQueueSettings({ OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '500', OTEL_BSP_SCHEDULE_DELAY: '0', OTEL_BSP_EXPORT_TIMEOUT: '10' }),
+    ).toEqual({
       maxQueueSize: 100,
       maxExportBatchSize: 100,
       scheduleDelayMs: 0,

@@ -118,7 +118,12 @@ export interface TracingOptions {
   dropped?: (reason: DropReason, spans: number) => void;
 }
 
-export async function startTracing(service: 'control-plane' | 'data-plane', env: NodeJS.ProcessEnv, logger: Logger, options: TracingOptions = {}): Promise<Tracing | null> {
+export async function startTracing(
+  service: 'control-plane' | 'data-plane',
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+  options: TracingOptions = {},
+): Promise<Tracing | null> {
   const settings = traceExport(env);
   if (!settings) return null;
   const { endpoint, protocol } = settings;
@@ -139,7 +144,11 @@ export async function startTracing(service: 'control-plane' | 'data-plane', env:
     .merge(resources.detectResources({ detectors: [resources.envDetector] }));
 
   const ratio = new sdk.TraceIdRatioBasedSampler(sampling.ratio);
-  const root: Sampler = sampling.name.endsWith('always_on') ? new sdk.AlwaysOnSampler() : sampling.name.endsWith('always_off') ? new sdk.AlwaysOffSampler() : ratio;
+  const root: Sampler = sampling.name.endsWith('always_on')
+    ? new sdk.AlwaysOnSampler()
+    : sampling.name.endsWith('always_off')
+      ? new sdk.AlwaysOffSampler()
+      : ratio;
   const parentBased = sampling.name.startsWith('parentbased_');
   const rootSampled = sampling.name.endsWith('always_on')
     ? () => true
@@ -163,7 +172,10 @@ export async function startTracing(service: 'control-plane' | 'data-plane', env:
     idGenerator,
     spanProcessors: [queue],
   });
-  logger.info({ endpoint, protocol, sampler: sampling.name, ...(sampling.name.endsWith('traceidratio') && { samplerRatio: sampling.ratio }) }, 'tracing: exporting spans over OTLP');
+  logger.info(
+    { endpoint, protocol, sampler: sampling.name, ...(sampling.name.endsWith('traceidratio') && { samplerRatio: sampling.ratio }) },
+    'tracing: exporting spans over OTLP',
+  );
   return {
     tracer: provider.getTracer('gatehouse'),
     sampled: parentBased ? (parentSampled, traceId) => parentSampled ?? rootSampled(traceId) : (_parentSampled, traceId) => rootSampled(traceId),

@@ -170,7 +170,10 @@ function expectNoFailures(result: LoadResult, what: string): void {
  * resolves with the milliseconds from install to every pod Ready.
  */
 async function installRelease(): Promise<number> {
-  const [repository, tag] = [node.gatehouseImage.slice(0, node.gatehouseImage.lastIndexOf(':')), node.gatehouseImage.slice(node.gatehouseImage.lastIndexOf(':') + 1)];
+  const [repository, tag] = [
+    node.gatehouseImage.slice(0, node.gatehouseImage.lastIndexOf(':')),
+    node.gatehouseImage.slice(node.gatehouseImage.lastIndexOf(':') + 1),
+  ];
   const started = Date.now();
   const install = await helm(
     ['install', RELEASE, CHART_DIR, '-n', NS, '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'image.pullPolicy=Never'],
@@ -184,7 +187,9 @@ async function installRelease(): Promise<number> {
     const describePods = await kubectl(['-n', NS, 'describe', 'pods']);
     throw new Error(`deployments not Available: ${wait.stderr}\n${describePods.stdout.slice(-6000)}`);
   }
-  const minimum = await kubectl(['-n', NS, 'wait', "--for=jsonpath={.status.readyReplicas}=2", `deployment/${RELEASE}-data-plane`, '--timeout=3m'], { timeoutMs: 200_000 });
+  const minimum = await kubectl(['-n', NS, 'wait', '--for=jsonpath={.status.readyReplicas}=2', `deployment/${RELEASE}-data-plane`, '--timeout=3m'], {
+    timeoutMs: 200_000,
+  });
   if (minimum.code !== 0) throw new Error(`data planes not at the HPA minimum: ${minimum.stderr}`);
   return Date.now() - started;
 }
@@ -316,21 +321,31 @@ spec:
   test('kubectl scale of the data planes 1 → 3 reaches every pod; 3 → 1 under constant load fails no request', async () => {
     const { token, admin } = await adminToken();
     // A fixed count: the HPA would otherwise put its minimum back.
-    const fixed = await helm(['upgrade', RELEASE, CHART_DIR, '-n', NS, '--reuse-values', '--set', 'dataPlane.autoscaling.enabled=false', '--set', 'dataPlane.replicas=1'], { timeoutMs: 120_000 });
+    const fixed = await helm(
+      ['upgrade', RELEASE, CHART_DIR, '-n', NS, '--reuse-values', '--set', 'dataPlane.autoscaling.enabled=false', '--set', 'dataPlane.replicas=1'],
+      { timeoutMs: 120_000 },
+    );
     expect(fixed.code).toBe(0);
     await rollout('data-plane');
-    await pollUntil(async () => ((await readyDataPlanes()).length === 1 && (await pods(NS, 'app.kubernetes.io/component=data-plane')).length === 1 ? true : undefined), {
-      what: 'one data plane',
-      timeoutMs: 90_000,
-      intervalMs: 500,
-    });
+    await pollUntil(
+      async () => ((await readyDataPlanes()).length === 1 && (await pods(NS, 'app.kubernetes.io/component=data-plane')).length === 1 ? true : undefined),
+      {
+        what: 'one data plane',
+        timeoutMs: 90_000,
+        intervalMs: 500,
+      },
+    );
     const { dpIp, dp } = await loadApiThroughService(token, admin);
 
     await kubectlOk(['-n', NS, 'scale', `deployment/${RELEASE}-data-plane`, '--replicas=3']);
     await rollout('data-plane');
     const three = await readyDataPlanes();
     expect(three).toHaveLength(3);
-    await pollUntil(async () => ((await connectedDataPlanes(token)).length === 3 ? true : undefined), { what: '/dataplanes listing 3', timeoutMs: 30_000, intervalMs: 500 });
+    await pollUntil(async () => ((await connectedDataPlanes(token)).length === 3 ? true : undefined), {
+      what: '/dataplanes listing 3',
+      timeoutMs: 30_000,
+      intervalMs: 500,
+    });
     expect(await connectedDataPlanes(token)).toEqual(three.map((p) => p.metadata.name).sort());
     // Fresh connections through the Service spread over the endpoints: every pod proxies some.
     const before = await Promise.all(three.map(proxiedCount));
@@ -394,11 +409,14 @@ spec:
     const upgrade = await helm(['upgrade', RELEASE, CHART_DIR, '-n', NS, '--reuse-values', '--set', `dataPlane.logLevel=${level}`], { timeoutMs: 120_000 });
     expect(upgrade.code).toBe(0);
     await rollout('data-plane');
-    await pollUntil(async () => ((await pods(NS, 'app.kubernetes.io/component=data-plane')).every((p) => !before.includes(p.metadata.name)) ? true : undefined), {
-      what: 'every old data plane gone',
-      timeoutMs: 90_000,
-      intervalMs: 500,
-    });
+    await pollUntil(
+      async () => ((await pods(NS, 'app.kubernetes.io/component=data-plane')).every((p) => !before.includes(p.metadata.name)) ? true : undefined),
+      {
+        what: 'every old data plane gone',
+        timeoutMs: 90_000,
+        intervalMs: 500,
+      },
+    );
     await new Promise((r) => setTimeout(r, 2_000));
     expectNoFailures(await load.stop(), 'helm upgrade');
   }, 300_000);
@@ -410,11 +428,14 @@ spec:
     expect(pod).toBeDefined();
     // The pod itself serves the API (its snapshot holds it; SIGTERM writes the cache before the exit).
     const direct = await forward(pod!.status.podIP!, 8080);
-    await pollUntil(async () => ((await httpRequest(`http://${pod!.status.podIP}:8080/load/1`, { socketPath: direct.socketPath })).status === 200 ? true : undefined), {
-      what: `GET /load/1 on ${pod!.metadata.name}`,
-      timeoutMs: 30_000,
-      intervalMs: 250,
-    });
+    await pollUntil(
+      async () => ((await httpRequest(`http://${pod!.status.podIP}:8080/load/1`, { socketPath: direct.socketPath })).status === 200 ? true : undefined),
+      {
+        what: `GET /load/1 on ${pod!.metadata.name}`,
+        timeoutMs: 30_000,
+        intervalMs: 250,
+      },
+    );
     const status = await forward(pod!.status.podIP!, 8083);
     const served = (await httpRequest('http://dp/readyz', { socketPath: status.socketPath })).json as { version: number; hash: string };
     const restarts = pod!.status.containerStatuses?.[0]?.restartCount ?? 0;
@@ -480,7 +501,10 @@ spec:
       expect(readyz.status).toBe(503);
       // The address and the last attempt's error (here the cluster DNS's answer: no such name).
       expect(readyz.json).toEqual({ ready: false, reason: expect.stringContaining(`no snapshot yet: control plane ${wrongAddr} unreachable (`) });
-      const joinToken = Buffer.from(await kubectlOk(['-n', NS, 'get', 'secret', `${RELEASE}-join-token`, '-o', 'jsonpath={.data.join-token}']), 'base64').toString('utf8');
+      const joinToken = Buffer.from(
+        await kubectlOk(['-n', NS, 'get', 'secret', `${RELEASE}-join-token`, '-o', 'jsonpath={.data.join-token}']),
+        'base64',
+      ).toString('utf8');
       expect(joinToken.length).toBeGreaterThanOrEqual(16);
       expect(readyz.text).not.toContain(joinToken);
     } finally {

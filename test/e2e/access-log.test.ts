@@ -121,7 +121,9 @@ test('SIGTERM right after 200 requests: 200 whole lines, none lost from the batc
   const raw: string[] = [];
   const dp = await startDataPlane({ controlPlaneAddr: gw.cp.grpcAddr, onLine: (line) => raw.push(line) });
   for (let round = 0; round < 10; round++) {
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => dp.request('GET', '/logged/drain', { headers: { 'x-request-id': `drain-${round}-${i}` } })));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => dp.request('GET', '/logged/drain', { headers: { 'x-request-id': `drain-${round}-${i}` } })),
+    );
     for (const res of answers) expect(res.status).toBe(200);
   }
   expect(await dp.stop()).toEqual({ code: 0, signal: null });

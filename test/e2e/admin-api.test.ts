@@ -146,7 +146,11 @@ describe('admin authentication', () => {
 
   test('nothing was written by unauthenticated calls', async () => {
     // Writes of its own: the rows above may run after this test.
-    for (const [method, path] of [['POST', '/apis'], ['PUT', '/apis/sneaky'], ['PATCH', '/apis/sneaky']]) {
+    for (const [method, path] of [
+      ['POST', '/apis'],
+      ['PUT', '/apis/sneaky'],
+      ['PATCH', '/apis/sneaky'],
+    ]) {
       expectJsonError(await admin.request(method, path, { token: null, body: validApi('sneaky') }), 401);
     }
     const res = await admin.listApis();
@@ -266,17 +270,37 @@ describe('validation: 400 naming the field, nothing stored', () => {
     { row: 'listen_path without leading /', body: mutate((d) => (d.proxy.listen_path = 'invalid/*')), message: 'proxy.listen_path' },
     { row: 'listen_path with a bad regex', body: mutate((d) => (d.proxy.listen_path = '/r/{id:[a-}/*')), message: 'proxy.listen_path' },
     { row: 'no targets', body: mutate((d) => (d.proxy.upstreams.targets = [])), message: 'proxy.upstreams.targets' },
-    { row: 'target not a URL', body: mutate((d) => (d.proxy.upstreams.targets = [{ target: 'not a url' }])), message: 'proxy.upstreams.targets[0].target is not a valid URL' },
-    { row: 'target not http(s)', body: mutate((d) => (d.proxy.upstreams.targets = [{ target: 'ftp://127.0.0.1/x' }])), message: 'proxy.upstreams.targets[0].target' },
+    {
+      row: 'target not a URL',
+      body: mutate((d) => (d.proxy.upstreams.targets = [{ target: 'not a url' }])),
+      message: 'proxy.upstreams.targets[0].target is not a valid URL',
+    },
+    {
+      row: 'target not http(s)',
+      body: mutate((d) => (d.proxy.upstreams.targets = [{ target: 'ftp://127.0.0.1/x' }])),
+      message: 'proxy.upstreams.targets[0].target',
+    },
     { row: 'second target bad', body: mutate((d) => d.proxy.upstreams.targets.push({ target: '//relative' })), message: 'proxy.upstreams.targets[1].target' },
-    { row: 'undefined placeholder in a target', body: mutate((d) => (d.proxy.upstreams.targets = [{ target: 'http://{nope}.test/' }])), message: 'proxy.upstreams.targets[0].target' },
+    {
+      row: 'undefined placeholder in a target',
+      body: mutate((d) => (d.proxy.upstreams.targets = [{ target: 'http://{nope}.test/' }])),
+      message: 'proxy.upstreams.targets[0].target',
+    },
     { row: 'unknown balancing', body: mutate((d) => (d.proxy.upstreams.balancing = 'random')), message: 'proxy.upstreams.balancing' },
     { row: 'method not an HTTP token', body: mutate((d) => (d.proxy.methods = ['GE T'])), message: 'proxy.methods' },
     { row: 'active not a boolean', body: mutate((d) => (d.active = 'yes')), message: 'active' },
     { row: 'hosts not an array', body: mutate((d) => (d.hosts = 'a.test')), message: 'hosts' },
     { row: 'bad duration', body: mutate((d) => (d.proxy.forwarding_timeouts = { dial_timeout: 'soon' })), message: 'proxy.forwarding_timeouts.dial_timeout' },
-    { row: 'unknown plugin', body: mutate((d) => (d.plugins = [{ name: 'no_such_plugin', enabled: true, config: {} }])), message: 'unknown plugin "no_such_plugin"' },
-    { row: 'oauth2 naming a missing server', body: mutate((d) => (d.plugins = [{ name: 'oauth2', enabled: true, config: { server_name: 'no-such-server' } }])), message: /server_name|no-such-server/ },
+    {
+      row: 'unknown plugin',
+      body: mutate((d) => (d.plugins = [{ name: 'no_such_plugin', enabled: true, config: {} }])),
+      message: 'unknown plugin "no_such_plugin"',
+    },
+    {
+      row: 'oauth2 naming a missing server',
+      body: mutate((d) => (d.plugins = [{ name: 'oauth2', enabled: true, config: { server_name: 'no-such-server' } }])),
+      message: /server_name|no-such-server/,
+    },
     { row: 'body is an array', body: [validApi('invalid')], message: undefined },
     { row: 'body is a string', body: 'definition', message: undefined },
   ])('POST $row', async ({ body, message }) => {

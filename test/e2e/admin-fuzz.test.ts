@@ -22,13 +22,17 @@ beforeAll(async () => {
   cp = await startControlPlane({ name: 'cp-fuzz' });
   admin = await createAdminClient(cp);
   // One API and one OAuth server to patch, so PUT/PATCH reach validation instead of 404.
-  expect((await admin.createApi({ name: 'seed', proxy: { listen_path: '/seed/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } } })).status).toBe(201);
+  expect((await admin.createApi({ name: 'seed', proxy: { listen_path: '/seed/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } } })).status).toBe(
+    201,
+  );
   expect(
-    (await admin.createOAuthServer({
-      name: 'seed-auth',
-      oauth_endpoints: { token: { listen_path: '/seed-auth/token', upstreams: { targets: [{ target: 'http://127.0.0.1:9/token' }] } } },
-      token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'seed-secret-of-32-bytes-or-longer' }] },
-    })).status,
+    (
+      await admin.createOAuthServer({
+        name: 'seed-auth',
+        oauth_endpoints: { token: { listen_path: '/seed-auth/token', upstreams: { targets: [{ target: 'http://127.0.0.1:9/token' }] } } },
+        token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'seed-secret-of-32-bytes-or-longer' }] },
+      })
+    ).status,
   ).toBe(201);
 });
 
@@ -43,7 +47,23 @@ const storeFiles = async () => (await Promise.all(['store.json', 'store.journal'
 const hostile: fc.Arbitrary<unknown> = fc.oneof(
   fc.jsonValue({ maxDepth: 4 }),
   fc.string({ maxLength: 40 }),
-  fc.constantFrom('', ' ', '..', '/../..', '/a/{', '{id:(}', 'http://', 'http://[::1', 'javascript:alert(1)', '\u0000', 'a\r\nX-Injected: 1', '%2e%2e', '*', 'ALL', '__proto__'),
+  fc.constantFrom(
+    '',
+    ' ',
+    '..',
+    '/../..',
+    '/a/{',
+    '{id:(}',
+    'http://',
+    'http://[::1',
+    'javascript:alert(1)',
+    '\u0000',
+    'a\r\nX-Injected: 1',
+    '%2e%2e',
+    '*',
+    'ALL',
+    '__proto__',
+  ),
   fc.constantFrom(0, -1, 1.5, Number.MAX_SAFE_INTEGER, 1e21, -0),
   fc.constant('x'.repeat(70_000)),
   fc.constant(null),
@@ -52,7 +72,12 @@ const hostile: fc.Arbitrary<unknown> = fc.oneof(
 const validTarget = fc.constantFrom('http://127.0.0.1:9', 'https://up.example:8443/base', 'http://{svc}:9000');
 /** Under a random first segment, so valid paths rarely collide with an earlier write's route. */
 const listenPath = fc.oneof(
-  { weight: 4, arbitrary: fc.tuple(fc.stringMatching(/^[a-z]{4,10}$/), fc.constantFrom('/*', '', '/{svc}/*', '/x/{id:[0-9]+}', '/a/../b')).map(([head, tail]) => `/${head}${tail}`) },
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(fc.stringMatching(/^[a-z]{4,10}$/), fc.constantFrom('/*', '', '/{svc}/*', '/x/{id:[0-9]+}', '/a/../b'))
+      .map(([head, tail]) => `/${head}${tail}`),
+  },
   { weight: 1, arbitrary: fc.constantFrom('/', '/*', '/a/*', '/{svc}/*') },
   { weight: 1, arbitrary: fc.stringMatching(/^\/[a-z0-9/{}*:.-]{0,20}$/) },
 );
@@ -69,7 +94,10 @@ const apiBody = fc
       strip_path: or(fc.boolean()),
       methods: or(fc.oneof(fc.constant(['GET']), fc.array(fc.constantFrom('GET', 'POST', 'ALL', 'get', 'B@D'), { maxLength: 3 }))),
       upstreams: or(
-        fc.record({ balancing: fc.constantFrom('roundrobin', 'roundrobin', 'weight', 'roundrobin', 'random'), targets: fc.array(fc.record({ target: or(validTarget), weight: or(fc.integer({ min: 0, max: 20 })) }), { minLength: 1, maxLength: 3 }) }),
+        fc.record({
+          balancing: fc.constantFrom('roundrobin', 'roundrobin', 'weight', 'roundrobin', 'random'),
+          targets: fc.array(fc.record({ target: or(validTarget), weight: or(fc.integer({ min: 0, max: 20 })) }), { minLength: 1, maxLength: 3 }),
+        }),
       ),
       forwarding_timeouts: or(fc.record({ response_header_timeout: fc.constantFrom('1s', '250ms', '30s', '2m', '0s', '-1s', '1e309s', 'soon') })),
     }),
@@ -108,18 +136,24 @@ function described(w: Write): Write {
   return Object.assign(w, { [fc.toStringMethod]: () => `${w.method} ${w.path} ${shown}` });
 }
 
-const write: fc.Arbitrary<Write> = fc.oneof(
-  { weight: 4, arbitrary: apiBody.map((b): Write => ({ method: 'POST', path: '/apis', body: { json: b } })) },
-  { weight: 2, arbitrary: apiBody.map((b): Write => ({ method: 'PATCH', path: '/apis/seed', body: { json: { ...b, name: 'seed' } } })) },
-  { weight: 1, arbitrary: apiBody.map((b): Write => ({ method: 'PUT', path: '/apis/seed', body: { json: { ...b, name: 'seed' } } })) },
-  { weight: 2, arbitrary: rawText.map((raw): Write => ({ method: 'POST', path: '/apis', body: { raw } })) },
-  {
-    weight: 2,
-    arbitrary: fc
-      .record({ name: fc.oneof(fc.stringMatching(/^[a-z]{1,8}$/), hostile), oauth_endpoints: fc.oneof(fc.record({ token: apiBody.map((b) => b.proxy) }), hostile), token_strategy: fc.oneof(fc.record({ name: fc.constantFrom('jwt', 'storage', 'magic'), settings: hostile, leeway: hostile }), hostile) })
-      .map((b): Write => ({ method: 'POST', path: '/oauth/servers', body: { json: b } })),
-  },
-).map(described);
+const write: fc.Arbitrary<Write> = fc
+  .oneof(
+    { weight: 4, arbitrary: apiBody.map((b): Write => ({ method: 'POST', path: '/apis', body: { json: b } })) },
+    { weight: 2, arbitrary: apiBody.map((b): Write => ({ method: 'PATCH', path: '/apis/seed', body: { json: { ...b, name: 'seed' } } })) },
+    { weight: 1, arbitrary: apiBody.map((b): Write => ({ method: 'PUT', path: '/apis/seed', body: { json: { ...b, name: 'seed' } } })) },
+    { weight: 2, arbitrary: rawText.map((raw): Write => ({ method: 'POST', path: '/apis', body: { raw } })) },
+    {
+      weight: 2,
+      arbitrary: fc
+        .record({
+          name: fc.oneof(fc.stringMatching(/^[a-z]{1,8}$/), hostile),
+          oauth_endpoints: fc.oneof(fc.record({ token: apiBody.map((b) => b.proxy) }), hostile),
+          token_strategy: fc.oneof(fc.record({ name: fc.constantFrom('jwt', 'storage', 'magic'), settings: hostile, leeway: hostile }), hostile),
+        })
+        .map((b): Write => ({ method: 'POST', path: '/oauth/servers', body: { json: b } })),
+    },
+  )
+  .map(described);
 
 test(`${RUNS} generated admin writes: only 2xx/4xx, refused writes leave store.json and its journal as they were, the CP stays up and reloads what it stored`, async () => {
   let before = await storeFiles();

@@ -29,7 +29,12 @@ async function start(env: Record<string, string>, dataDir?: string): Promise<Con
 }
 
 const login = (url: string, username: string, password: string, from?: string) =>
-  httpRequest(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password }), localAddress: from });
+  httpRequest(`${url}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+    localAddress: from,
+  });
 
 const get = (url: string, token: string) => httpRequest(url, { headers: { authorization: `Bearer ${token}` } });
 
@@ -50,7 +55,13 @@ test('login throttling: 401s, then 429 with Retry-After (even for the right pass
 });
 
 test('failed logins from other addresses do not lock the user out of a clean address, and guessing stays slow', async () => {
-  const cp = await start({ ADMIN_LOGIN_FREE_FAILURES: '3', ADMIN_LOGIN_BACKOFF_BASE: '30s', ADMIN_LOGIN_BACKOFF_MAX: '1m', ADMIN_LOGIN_USER_BURST: '3', ADMIN_LOGIN_USER_REFILL: '1h' });
+  const cp = await start({
+    ADMIN_LOGIN_FREE_FAILURES: '3',
+    ADMIN_LOGIN_BACKOFF_BASE: '30s',
+    ADMIN_LOGIN_BACKOFF_MAX: '1m',
+    ADMIN_LOGIN_USER_BURST: '3',
+    ADMIN_LOGIN_USER_REFILL: '1h',
+  });
   // Attackers on four loopback addresses, each within its own free failures: the first three empty
   // the user's budget; the fourth, never failed before, is still heard once.
   const attackers = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];

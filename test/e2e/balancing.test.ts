@@ -22,7 +22,10 @@ let ups: Upstream[];
 let wsTargets: { name: string; url: string; server: Server; open: number }[];
 
 const upstreams = (balancing: object, targets = ups.map((u) => u.url)) => ({ ...balancing, targets: targets.map((target) => ({ target })) });
-const route = (name: string, balancing: object, targets?: string[]) => ({ name, proxy: { listen_path: `/${name}/*`, upstreams: upstreams(balancing, targets) } });
+const route = (name: string, balancing: object, targets?: string[]) => ({
+  name,
+  proxy: { listen_path: `/${name}/*`, upstreams: upstreams(balancing, targets) },
+});
 
 beforeAll(async () => {
   ups = [await startUpstream('a'), await startUpstream('b'), await startUpstream('c')];
@@ -45,7 +48,11 @@ beforeAll(async () => {
   gw = await startGateway({ dataPlanes: 2 });
   await createApis(gw, [
     route('lc', { balancing: 'least_conn' }, [ups[0]!.url, ups[1]!.url]),
-    route('lc-ws', { balancing: 'least_conn' }, wsTargets.map((t) => t.url)),
+    route(
+      'lc-ws',
+      { balancing: 'least_conn' },
+      wsTargets.map((t) => t.url),
+    ),
     route('by-user', { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } }),
     route('by-session', { balancing: 'hash', hash_on: { source: 'cookie', name: 'session' } }),
     route('by-ip', { balancing: 'hash', hash_on: { source: 'ip' } }),
@@ -109,8 +116,15 @@ describe('least_conn', () => {
       slow.abort();
       expect(await slow.done).toBe('aborted');
     }
-    expect(ups.slice(0, 2).map((u) => u.requests.length).sort()).toEqual([1, 2]);
-    await pollUntil(async () => (new Set(await served('/lc/fast', 2)).size === 2 ? true : undefined), { what: 'requests to take turns once the aborted ones ended' });
+    expect(
+      ups
+        .slice(0, 2)
+        .map((u) => u.requests.length)
+        .sort(),
+    ).toEqual([1, 2]);
+    await pollUntil(async () => (new Set(await served('/lc/fast', 2)).size === 2 ? true : undefined), {
+      what: 'requests to take turns once the aborted ones ended',
+    });
   });
 
   test('an open WebSocket holds its target: requests go to the other until it closes', async () => {
@@ -124,7 +138,9 @@ describe('least_conn', () => {
     expect(await served('/lc-ws/x', 4)).toEqual(Array(4).fill(other));
     socket.close();
     await pollUntil(async () => (holder.open === 0 ? true : undefined), { what: 'the WebSocket closed at its target' });
-    await pollUntil(async () => (new Set(await served('/lc-ws/x', 2)).size === 2 ? true : undefined), { what: 'requests to take turns again once the WebSocket closed' });
+    await pollUntil(async () => (new Set(await served('/lc-ws/x', 2)).size === 2 ? true : undefined), {
+      what: 'requests to take turns again once the WebSocket closed',
+    });
   });
 });
 
@@ -160,14 +176,18 @@ describe('hash', () => {
   test('source ip: one client address, one target (X-Forwarded-For and X-Real-IP ignored without TRUSTED_PROXIES, trust_forward_headers or not)', async () => {
     for (const path of ['/by-ip/x', '/by-forwarded-ip/x']) {
       const forged: string[] = [];
-      for (let i = 0; i < USERS.length; i++) forged.push(...(await served(path, 1, { 'x-forwarded-for': `198.51.100.7, 203.0.113.${i}`, 'x-real-ip': `203.0.113.${i}` })));
+      for (let i = 0; i < USERS.length; i++)
+        forged.push(...(await served(path, 1, { 'x-forwarded-for': `198.51.100.7, 203.0.113.${i}`, 'x-real-ip': `203.0.113.${i}` })));
       expect([path, new Set(forged).size]).toEqual([path, 1]);
     }
   });
 });
 
 describe('the admin API', () => {
-  const base = (upstreamsPatch: object) => ({ name: 'refused-balancing', proxy: { listen_path: '/refused-balancing/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }], ...upstreamsPatch } } });
+  const base = (upstreamsPatch: object) => ({
+    name: 'refused-balancing',
+    proxy: { listen_path: '/refused-balancing/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }], ...upstreamsPatch } },
+  });
 
   test.each([
     ['hash without hash_on', { balancing: 'hash' }, 'proxy.upstreams.hash_on is required with balancing "hash"'],
@@ -182,10 +202,16 @@ describe('the admin API', () => {
   });
 
   test('shows hash_on as stored; a switch away from hash must drop it (400 naming it, the definition unchanged)', async () => {
-    const created = await gw.admin.createApi({ ...route('switching', { balancing: 'hash', hash_on: { source: 'header', name: 'X-Tenant' } }), name: 'switching' });
+    const created = await gw.admin.createApi({
+      ...route('switching', { balancing: 'hash', hash_on: { source: 'header', name: 'X-Tenant' } }),
+      name: 'switching',
+    });
     expect(created.status).toBe(201);
     const before = await gw.admin.getApi('switching');
-    expect((before.body as { proxy: { upstreams: unknown } }).proxy.upstreams).toMatchObject({ balancing: 'hash', hash_on: { source: 'header', name: 'x-tenant' } });
+    expect((before.body as { proxy: { upstreams: unknown } }).proxy.upstreams).toMatchObject({
+      balancing: 'hash',
+      hash_on: { source: 'header', name: 'x-tenant' },
+    });
     const refused = await gw.admin.patchApi('switching', { proxy: { upstreams: { balancing: 'roundrobin' } } });
     expect([refused.status, refused.body]).toEqual([400, { error: 'proxy.upstreams.hash_on can be given only with balancing "hash"' }]);
     expect((await gw.admin.getApi('switching')).body).toEqual(before.body);

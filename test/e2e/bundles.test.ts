@@ -44,9 +44,12 @@ let gw: Gateway | undefined;
 
 beforeAll(async () => {
   for (const [service, { script }] of Object.entries(bundles)) {
-    sources.set(service, await readFile(join(REPO_ROOT, script), 'utf8').catch(() => {
-      throw new Error(`${script} is missing: run npm run build first`);
-    }));
+    sources.set(
+      service,
+      await readFile(join(REPO_ROOT, script), 'utf8').catch(() => {
+        throw new Error(`${script} is missing: run npm run build first`);
+      }),
+    );
   }
 });
 

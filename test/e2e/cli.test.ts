@@ -240,7 +240,12 @@ test('key-auth: create prints the server-made key once, rotate makes and prints 
 });
 
 test('consumer groups: create --groups, list shows them, set-groups replaces them (keeping the secret) or removes them; acl follows', async () => {
-  await ok(['apis', 'apply', '-f', await file('acl.yaml', apiYaml('cli-acl', '/cli/acl/*', 'plugins:\n  - name: key_auth\n  - name: acl\n    config: {allow: [admins]}\n'))]);
+  await ok([
+    'apis',
+    'apply',
+    '-f',
+    await file('acl.yaml', apiYaml('cli-acl', '/cli/acl/*', 'plugins:\n  - name: key_auth\n  - name: acl\n    config: {allow: [admins]}\n')),
+  ]);
   expect(await ok(['key-auth', 'create', 'cli-grp', '--key', 'cli-grp-key-0123456789', '--groups', 'Ops, admins'])).toBe('key-auth/cli-grp created\n');
   expect(await ok(['basic-auth', 'create', 'cli-grp-user', '--password', 'grp password one', '-g', 'partners'])).toBe('basic-auth/cli-grp-user created\n');
   expect(await ok(['key-auth', 'list'])).toMatch(/^USERNAME\s+GROUPS\n(.*\n)*cli-grp\s+admins,ops\n/);

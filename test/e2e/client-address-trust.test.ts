@@ -41,7 +41,10 @@ beforeAll(async () => {
     api('limited', [{ name: 'rate_limit', config: { limit: '2-M', trust_forward_headers: true } }]),
     api('cached', [{ name: 'proxy_cache', config: {} }]),
     api('app', [
-      { name: 'openid_connect', config: { issuer: idp.issuer, client_id: idp.clientId, client_secret: idp.clientSecret, cookie_secret: 'a cookie secret of at least 32 characters!' } },
+      {
+        name: 'openid_connect',
+        config: { issuer: idp.issuer, client_id: idp.clientId, client_secret: idp.clientSecret, cookie_secret: 'a cookie secret of at least 32 characters!' },
+      },
     ]),
   ]);
 }, 60_000);
@@ -61,7 +64,9 @@ describe('a data plane without TRUSTED_PROXIES', () => {
   });
 
   test('a forged X-Forwarded-Host cannot poison the cache: the next client gets what its own request would', async () => {
-    const attacker = await direct.request('GET', '/cached/poison', { headers: { host: 'shop.test', 'x-forwarded-host': 'evil.test', 'x-forwarded-proto': 'https' } });
+    const attacker = await direct.request('GET', '/cached/poison', {
+      headers: { host: 'shop.test', 'x-forwarded-host': 'evil.test', 'x-forwarded-proto': 'https' },
+    });
     expect(attacker.headers['x-cache-status']).toBe('Miss');
     const victim = await direct.request('GET', '/cached/poison', { headers: { host: 'shop.test' } });
     expect(victim.status).toBe(200);
@@ -104,12 +109,14 @@ describe('a data plane behind a trusted proxy (TRUSTED_PROXIES=127.0.0.0/8)', ()
   });
 
   test('a list or an unknown scheme from the proxy is not believed: the listener scheme and the Host', async () => {
-    const res = await behind.request('GET', '/plain/x', { headers: { host: 'internal:8080', 'x-forwarded-proto': 'https, http', 'x-forwarded-host': 'a.test, b.test' } });
+    const res = await behind.request('GET', '/plain/x', {
+      headers: { host: 'internal:8080', 'x-forwarded-proto': 'https, http', 'x-forwarded-host': 'a.test, b.test' },
+    });
     const seen = echoed(res.json).headers;
     expect([seen['x-forwarded-proto'], seen['x-forwarded-host']]).toEqual(['http', 'internal:8080']);
   });
 
-  test('proxy_cache keys the host and scheme the proxy forwarded: one host never gets another\'s entry', async () => {
+  test("proxy_cache keys the host and scheme the proxy forwarded: one host never gets another's entry", async () => {
     const a = await behind.request('GET', '/cached/page', { headers: { 'x-forwarded-host': 'a.example.com' } });
     const b = await behind.request('GET', '/cached/page', { headers: { 'x-forwarded-host': 'b.example.com' } });
     expect([a.headers['x-cache-status'], b.headers['x-cache-status']]).toEqual(['Miss', 'Miss']);
@@ -142,7 +149,10 @@ describe('a data plane behind a trusted proxy (TRUSTED_PROXIES=127.0.0.0/8)', ()
 
   test("the access log's clientIp is the client the proxy saw", async () => {
     await behind.request('GET', '/plain/logged-client', { headers: { 'x-forwarded-for': '192.0.2.1, 203.0.113.77' } });
-    await pollUntil(async () => (behind.recentLogs(200).includes('"clientIp":"203.0.113.77"') ? true : undefined), { timeoutMs: 5000, what: 'the access log line' });
+    await pollUntil(async () => (behind.recentLogs(200).includes('"clientIp":"203.0.113.77"') ? true : undefined), {
+      timeoutMs: 5000,
+      what: 'the access log line',
+    });
     expect(behind.recentLogs(200)).not.toContain('"clientIp":"192.0.2.1"');
   });
 

@@ -108,7 +108,11 @@ test('?dry_run=true returns the diff per kind with names and writes nothing', as
 });
 
 test.each([
-  ['an API without a routing condition', (c: any) => c.apis.push({ name: 'x', proxy: { upstreams: { targets: [{ target: 'http://u' }] } } }), 'apis[2].proxy.listen_path is required'],
+  [
+    'an API without a routing condition',
+    (c: any) => c.apis.push({ name: 'x', proxy: { upstreams: { targets: [{ target: 'http://u' }] } } }),
+    'apis[2].proxy.listen_path is required',
+  ],
   ['a target that is not a URL', (c: any) => (c.apis[1].proxy.upstreams.targets[0].target = 'nope'), 'apis[1].proxy.upstreams.targets[0].target'],
   ['an oauth2 plugin naming a missing server', (c: any) => (c.oauth_servers = []), 'apis[1].plugins[0].config.server_name'],
   ['a name defined twice', (c: any) => c.apis.push(api('bad-open', '/elsewhere')), 'apis[2].name: api "bad-open" is defined more than once'],

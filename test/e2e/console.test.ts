@@ -133,12 +133,19 @@ test('create an API through the form: GET /apis shows it and the data plane serv
   await page.getByLabel('Listen path', { exact: true }).fill(`/${name}/*`);
   await page.getByLabel('Upstream targets').fill(upstream.url);
   await page.getByRole('button', { name: 'Create' }).click();
-  const saved = await page.getByRole('status').filter({ hasText: `Created API ${name}` }).textContent();
+  const saved = await page
+    .getByRole('status')
+    .filter({ hasText: `Created API ${name}` })
+    .textContent();
   const version = Number(/snapshot version (\d+)/.exec(saved!)![1]);
   await page.locator(`tr[data-name="${name}"]`).waitFor();
 
   const stored = (await gw.admin.listApis()).body.find((d: { name: string }) => d.name === name);
-  expect(stored).toMatchObject({ name, active: true, proxy: { listen_path: `/${name}/*`, strip_path: true, upstreams: { targets: [{ target: upstream.url }] } } });
+  expect(stored).toMatchObject({
+    name,
+    active: true,
+    proxy: { listen_path: `/${name}/*`, strip_path: true, upstreams: { targets: [{ target: upstream.url }] } },
+  });
   await gw.dp.waitForVersion(version);
   const res = await gw.dp.request('GET', `/${name}/hello?x=1`);
   expect(res.status).toBe(200);
@@ -165,7 +172,10 @@ test('an error about a field without a form field highlights it in the JSON edit
   const name = unique('ui-json');
   await openSignedIn('#/apis/new');
   const json = page.getByLabel('Definition (JSON)');
-  const definition = { ...apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url] }), proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'sideways', targets: [{ target: upstream.url }] } } };
+  const definition = {
+    ...apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url] }),
+    proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'sideways', targets: [{ target: upstream.url }] } },
+  };
   await json.fill(JSON.stringify(definition, null, 2));
   await json.blur();
   expect(await page.getByLabel('Name', { exact: true }).inputValue()).toBe(name);
@@ -192,10 +202,18 @@ test('edit an API: the change is saved as a merge patch and the rest of the defi
   await page.getByLabel('Listen path', { exact: true }).fill(`/${name}-v2/*`);
   await page.getByLabel('Active').uncheck();
   await page.getByRole('button', { name: 'Save' }).click();
-  await page.getByRole('status').filter({ hasText: `Saved API ${name}` }).waitFor();
+  await page
+    .getByRole('status')
+    .filter({ hasText: `Saved API ${name}` })
+    .waitFor();
 
   const stored = (await gw.admin.getApi(name)).body;
-  expect(stored).toMatchObject({ name, active: false, hosts: ['edit.example'], proxy: { listen_path: `/${name}-v2/*`, upstreams: { targets: [{ target: upstream.url }] } } });
+  expect(stored).toMatchObject({
+    name,
+    active: false,
+    hosts: ['edit.example'],
+    proxy: { listen_path: `/${name}-v2/*`, upstreams: { targets: [{ target: upstream.url }] } },
+  });
 });
 
 test('match headers and the upstream protocol through the form: stored, served, and shown back for editing', async () => {
@@ -206,7 +224,10 @@ test('match headers and the upstream protocol through the form: stored, served, 
   await page.getByLabel('Match headers').fill('X-Canary: true, yes\nX-Tenant: acme');
   await page.getByLabel('Upstream targets').fill(upstream.url);
   await page.getByRole('button', { name: 'Create' }).click();
-  const saved = await page.getByRole('status').filter({ hasText: `Created API ${name}` }).textContent();
+  const saved = await page
+    .getByRole('status')
+    .filter({ hasText: `Created API ${name}` })
+    .textContent();
   const version = Number(/snapshot version (\d+)/.exec(saved!)![1]);
 
   const stored = (await gw.admin.getApi(name)).body;
@@ -223,7 +244,10 @@ test('match headers and the upstream protocol through the form: stored, served, 
   await page.getByLabel('Match headers').fill('x-canary: true');
   await page.getByLabel('Upstream protocol').selectOption('http2');
   await page.getByRole('button', { name: 'Save' }).click();
-  await page.getByRole('status').filter({ hasText: `Saved API ${name}` }).waitFor();
+  await page
+    .getByRole('status')
+    .filter({ hasText: `Saved API ${name}` })
+    .waitFor();
   const edited = (await gw.admin.getApi(name)).body;
   expect(edited.proxy.match_headers).toEqual({ 'x-canary': ['true'] });
   expect(edited.proxy.upstreams.protocol).toBe('http2');
@@ -248,7 +272,10 @@ test('delete an API from the list (two clicks)', async () => {
   expect(await remove.textContent()).toBe('Confirm delete');
   expect((await gw.admin.getApi(name)).status).toBe(200);
   await remove.click();
-  await page.getByRole('status').filter({ hasText: `Deleted API ${name}` }).waitFor();
+  await page
+    .getByRole('status')
+    .filter({ hasText: `Deleted API ${name}` })
+    .waitFor();
   expect(await page.locator(`tr[data-name="${name}"]`).count()).toBe(0);
   expect((await gw.admin.getApi(name)).status).toBe(404);
 });
@@ -262,7 +289,10 @@ test('create an OAuth server through the form', async () => {
   await page.getByLabel('Token endpoint targets').fill(`${upstream.url}/token`);
   await page.getByLabel('Token strategy').selectOption('storage');
   await page.getByRole('button', { name: 'Create' }).click();
-  await page.getByRole('status').filter({ hasText: `Created OAuth server ${name}` }).waitFor();
+  await page
+    .getByRole('status')
+    .filter({ hasText: `Created OAuth server ${name}` })
+    .waitFor();
   await page.locator(`tr[data-name="${name}"]`).waitFor();
 
   const stored = await gw.admin.getOAuthServer(name);
@@ -294,9 +324,23 @@ test('the data planes page shows the connected data plane and the snapshot versi
 
 test('a NACK is shown with its version and error (the /dataplanes and /readyz answers stubbed in the browser)', async () => {
   const nack = { version: 7, error: 'route orders: listen path does not compile', at: new Date().toISOString() };
-  const stub = { id: 'dp-nacked', hostname: 'h', address: '10.0.0.9:5000', proxy_address: '10.0.0.9:8080', software_version: '0.1.0', auth: { method: 'join-token' }, connected_since: nack.at, version: 6, hash: 'abc', last_ack: { version: 6, at: nack.at }, last_nack: nack };
+  const stub = {
+    id: 'dp-nacked',
+    hostname: 'h',
+    address: '10.0.0.9:5000',
+    proxy_address: '10.0.0.9:8080',
+    software_version: '0.1.0',
+    auth: { method: 'join-token' },
+    connected_since: nack.at,
+    version: 6,
+    hash: 'abc',
+    last_ack: { version: 6, at: nack.at },
+    last_nack: nack,
+  };
   await page.route('**/dataplanes', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify([stub]) }));
-  await page.route('**/readyz', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ ready: true, snapshot: { version: 9, hash: 'def' } }) }));
+  await page.route('**/readyz', (route) =>
+    route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ ready: true, snapshot: { version: 9, hash: 'def' } }) }),
+  );
   await openSignedIn('#/dataplanes');
   const row = page.locator('tr[data-id="dp-nacked"]');
   await row.waitFor();
@@ -309,11 +353,27 @@ test('a NACK is shown with its version and error (the /dataplanes and /readyz an
 
 test('ALLOW_SHORT_HMAC_KEYS on the control plane is said above the data planes (the /dataplanes answer stubbed in the browser)', async () => {
   const at = new Date().toISOString();
-  const row = { id: 'dp-short-keys', hostname: 'h', address: '10.0.0.9:5000', proxy_address: '10.0.0.9:8080', software_version: '0.1.0', auth: { method: 'join-token' }, connected_since: at, version: 3, hash: 'abc', last_ack: { version: 3, at }, last_nack: null };
-  await page.route('**/dataplanes', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify([{ ...row, allow_short_hmac_keys: true }]) }));
+  const row = {
+    id: 'dp-short-keys',
+    hostname: 'h',
+    address: '10.0.0.9:5000',
+    proxy_address: '10.0.0.9:8080',
+    software_version: '0.1.0',
+    auth: { method: 'join-token' },
+    connected_since: at,
+    version: 3,
+    hash: 'abc',
+    last_ack: { version: 3, at },
+    last_nack: null,
+  };
+  await page.route('**/dataplanes', (route) =>
+    route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify([{ ...row, allow_short_hmac_keys: true }]) }),
+  );
   await openSignedIn('#/dataplanes');
   await page.locator('tr[data-id="dp-short-keys"]').waitFor();
-  expect(await page.locator('#short-hmac-keys').textContent()).toBe('ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32). Rotate them, then unset it.');
+  expect(await page.locator('#short-hmac-keys').textContent()).toBe(
+    'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32). Rotate them, then unset it.',
+  );
   await page.unroute('**/dataplanes');
   await page.route('**/dataplanes', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify([row]) }));
   await page.getByRole('button', { name: 'Refresh' }).click();
@@ -324,7 +384,9 @@ test('the explain form shows the matched API, the rewritten upstream URL and the
   const name = unique('ui-explain');
   expect((await gw.admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url], stripPath: true }))).status).toBe(201);
   const postOnly = `${name}-post`;
-  expect((await gw.admin.createApi(apiDefinition({ name: postOnly, listenPath: `/${name}/orders/*`, methods: ['POST'], targets: [upstream.url] }))).status).toBe(201);
+  expect(
+    (await gw.admin.createApi(apiDefinition({ name: postOnly, listenPath: `/${name}/orders/*`, methods: ['POST'], targets: [upstream.url] }))).status,
+  ).toBe(201);
   await openSignedIn('#/explain');
   await page.getByLabel('Method').fill('GET');
   await page.getByLabel('Path').fill(`/${name}/orders/1?x=1`);

@@ -61,11 +61,20 @@ async function start(name: string, argv: string[], env: Record<string, string>, 
   expect(argv.slice(1, -1).every((flag) => flag.startsWith('--'))).toBe(true);
   const imageEnv = Object.fromEntries(
     // `name=value`, split at the first `=` (a value may hold more: GLIBC_TUNABLES).
-    dockerfile.final.instructions.filter((i) => i.keyword === 'ENV').map((i) => [i.args[0].slice(0, i.args[0].indexOf('=')), i.args[0].slice(i.args[0].indexOf('=') + 1)]),
+    dockerfile.final.instructions
+      .filter((i) => i.keyword === 'ENV')
+      .map((i) => [i.args[0].slice(0, i.args[0].indexOf('=')), i.args[0].slice(i.args[0].indexOf('=') + 1)]),
   );
   // Same as `node <script>` with the image's WORKDIR as cwd: node resolves the script against the
   // cwd, and every import (node_modules, package.json "imports") from the script's own location.
-  const proc = await spawnService({ name, script: join(workdir, argv.at(-1)!), nodeFlags: argv.slice(1, -1), env: { ...imageEnv, ...env }, listeners, startTimeoutMs: 30_000 });
+  const proc = await spawnService({
+    name,
+    script: join(workdir, argv.at(-1)!),
+    nodeFlags: argv.slice(1, -1),
+    env: { ...imageEnv, ...env },
+    listeners,
+    startTimeoutMs: 30_000,
+  });
   processes.push(proc);
   return proc;
 }
@@ -107,7 +116,10 @@ afterAll(async () => {
 test('multi-stage: Node 20 slim base, build and deps stages, tini as PID 1, a non-root numeric user', () => {
   expect(dockerfile.stages.map((s) => s.name)).toEqual(['build', 'deps', String(dockerfile.stages.length - 1)]);
   for (const s of dockerfile.stages) expect(s.from).toMatch(/^node:20(\.\d+)*-\w+-slim$/);
-  const build = dockerfile.stage('build').instructions.filter((i) => i.keyword === 'RUN').map((i) => i.text);
+  const build = dockerfile
+    .stage('build')
+    .instructions.filter((i) => i.keyword === 'RUN')
+    .map((i) => i.text);
   expect(build).toEqual(['npm ci --no-audit --no-fund', 'npm run build:image']);
   expect(dockerfile.stage('deps').instructions.find((i) => i.keyword === 'RUN')?.text).toMatch(/^npm ci --omit=dev /);
   expect(dockerfile.final.instructions.find((i) => i.keyword === 'RUN')?.text).toMatch(/apt-get install -y --no-install-recommends tini/);
@@ -121,101 +133,172 @@ test('multi-stage: Node 20 slim base, build and deps stages, tini as PID 1, a no
   expect(contextCopies).toEqual(['package.json']);
 });
 
-test('the image holds production dependencies only', async () => {
-  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
-  const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
-  const present = async (path: string) => stat(join(workdir, path)).then(() => true, () => false);
-  for (const name of Object.keys(pkg.dependencies)) expect({ name, present: await present(`node_modules/${name}`) }).toEqual({ name, present: true });
-  // Every package the lock file marks dev-only (jest, typescript, ts-jest, tsx, autocannon and what only
-  // they pull in) is absent; a devDependency that a production package also needs (@types/node) stays.
-  const devOnly = Object.entries(lock.packages).filter(([path, entry]) => path.startsWith('node_modules/') && entry.dev === true).map(([path]) => path);
-  expect(devOnly.length).toBeGreaterThan(50);
-  for (const name of ['jest', 'typescript', 'ts-jest', 'tsx', 'autocannon']) expect(devOnly).toContain(`node_modules/${name}`);
-  const installedDevOnly = [];
-  for (const path of devOnly) if (await present(path)) installedDevOnly.push(path);
-  expect(installedDevOnly).toEqual([]);
-  expect((await readdir(workdir)).sort()).toEqual(['control-plane', 'data-plane', 'node_modules', 'package.json', 'proto']);
-}, T);
+test(
+  'the image holds production dependencies only',
+  async () => {
+    const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+    const present = async (path: string) =>
+      stat(join(workdir, path)).then(
+        () => true,
+        () => false,
+      );
+    for (const name of Object.keys(pkg.dependencies)) expect({ name, present: await present(`node_modules/${name}`) }).toEqual({ name, present: true });
+    // Every package the lock file marks dev-only (jest, typescript, ts-jest, tsx, autocannon and what only
+    // they pull in) is absent; a devDependency that a production package also needs (@types/node) stays.
+    const devOnly = Object.entries(lock.packages)
+      .filter(([path, entry]) => path.startsWith('node_modules/') && entry.dev === true)
+      .map(([path]) => path);
+    expect(devOnly.length).toBeGreaterThan(50);
+    for (const name of ['jest', 'typescript', 'ts-jest', 'tsx', 'autocannon']) expect(devOnly).toContain(`node_modules/${name}`);
+    const installedDevOnly = [];
+    for (const path of devOnly) if (await present(path)) installedDevOnly.push(path);
+    expect(installedDevOnly).toEqual([]);
+    expect((await readdir(workdir)).sort()).toEqual(['control-plane', 'data-plane', 'node_modules', 'package.json', 'proto']);
+  },
+  T,
+);
 
-test('the image’s CMD starts the control plane and the chart’s args the data plane; /healthz answers and the DP syncs', async () => {
-  const cmd = last(dockerfile.final, 'CMD')!;
-  expect(cmd.json).toBe(true);
-  // Outside the image's tree (a volume in a pod): the tree's listing is checked in another test, in any order.
-  const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-image-data-'));
-  dataDirs.push(dataDir);
-  const cp = await start('image control plane', cmd.args, { ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_PASSWORD: 'image-test-password', ADMIN_JWT_SECRET: 'x'.repeat(32), GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN }, ['admin', 'grpc']);
-  expect((await httpRequest(`http://127.0.0.1:${cp.ports.admin}/healthz`)).status).toBe(200);
-  // The console's static files reached the image (served from control-plane/console/).
-  for (const file of ['/console/', '/console/js/main.js']) expect({ file, status: (await httpRequest(`http://127.0.0.1:${cp.ports.admin}${file}`)).status }).toEqual({ file, status: 200 });
+test(
+  'the image’s CMD starts the control plane and the chart’s args the data plane; /healthz answers and the DP syncs',
+  async () => {
+    const cmd = last(dockerfile.final, 'CMD')!;
+    expect(cmd.json).toBe(true);
+    // Outside the image's tree (a volume in a pod): the tree's listing is checked in another test, in any order.
+    const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-image-data-'));
+    dataDirs.push(dataDir);
+    const cp = await start(
+      'image control plane',
+      cmd.args,
+      {
+        ADMIN_PORT: '0',
+        GRPC_PORT: '0',
+        ADMIN_HOST: '127.0.0.1',
+        GRPC_HOST: '127.0.0.1',
+        DATA_DIR: dataDir,
+        ADMIN_PASSWORD: 'image-test-password',
+        ADMIN_JWT_SECRET: 'x'.repeat(32),
+        GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
+      },
+      ['admin', 'grpc'],
+    );
+    expect((await httpRequest(`http://127.0.0.1:${cp.ports.admin}/healthz`)).status).toBe(200);
+    // The console's static files reached the image (served from control-plane/console/).
+    for (const file of ['/console/', '/console/js/main.js'])
+      expect({ file, status: (await httpRequest(`http://127.0.0.1:${cp.ports.admin}${file}`)).status }).toEqual({ file, status: 200 });
 
-  const dpArgs = onlyContainer(deploymentOf(await renderChart(), 'data-plane')).args!;
-  const dp = await start('image data plane', dpArgs, {
-    PROXY_PORT: '0',
-    STATUS_PORT: '0',
-    PROXY_HOST: '127.0.0.1',
-    STATUS_HOST: '127.0.0.1',
-    CONTROL_PLANE_ADDR: `127.0.0.1:${cp.ports.grpc}`,
-    GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
-  }, ['proxy', 'status']);
-  expect((await httpRequest(`http://127.0.0.1:${dp.ports.status}/healthz`)).status).toBe(200);
-  await pollUntil(async () => ((await httpRequest(`http://127.0.0.1:${dp.ports.status}/readyz`)).status === 200 ? true : undefined), {
-    what: 'the image data plane to apply a snapshot from the image control plane',
-    timeoutMs: 15_000,
-    details: () => `${cp.recentLogs()}\n${dp.recentLogs()}`,
-  });
-  // Both resolved their code from the image's tree, not from this checkout.
-  for (const p of [cp, dp]) expect(p.lines().some((l) => /Cannot find|ERR_MODULE_NOT_FOUND/.test(l.raw))).toBe(false);
-}, T);
+    const dpArgs = onlyContainer(deploymentOf(await renderChart(), 'data-plane')).args!;
+    const dp = await start(
+      'image data plane',
+      dpArgs,
+      {
+        PROXY_PORT: '0',
+        STATUS_PORT: '0',
+        PROXY_HOST: '127.0.0.1',
+        STATUS_HOST: '127.0.0.1',
+        CONTROL_PLANE_ADDR: `127.0.0.1:${cp.ports.grpc}`,
+        GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
+      },
+      ['proxy', 'status'],
+    );
+    expect((await httpRequest(`http://127.0.0.1:${dp.ports.status}/healthz`)).status).toBe(200);
+    await pollUntil(async () => ((await httpRequest(`http://127.0.0.1:${dp.ports.status}/readyz`)).status === 200 ? true : undefined), {
+      what: 'the image data plane to apply a snapshot from the image control plane',
+      timeoutMs: 15_000,
+      details: () => `${cp.recentLogs()}\n${dp.recentLogs()}`,
+    });
+    // Both resolved their code from the image's tree, not from this checkout.
+    for (const p of [cp, dp]) expect(p.lines().some((l) => /Cannot find|ERR_MODULE_NOT_FOUND/.test(l.raw))).toBe(false);
+  },
+  T,
+);
 
-test('the build stage compiles from what its COPY lines bring in through .dockerignore, and nothing else', async () => {
-  const excluded = dockerignore(await readFile(join(REPO_ROOT, '.dockerignore'), 'utf8'));
-  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-build-'));
-  try {
-    const stage = dockerfile.stage('build');
-    for (const i of stage.instructions) {
-      if (i.keyword === 'COPY') {
-        for (const src of i.args.slice(0, -1)) {
-          await copy(join(REPO_ROOT, src), join(dir, src), { recursive: true, filter: (from) => from === REPO_ROOT || !excluded(relative(REPO_ROOT, from)) });
+test(
+  'the build stage compiles from what its COPY lines bring in through .dockerignore, and nothing else',
+  async () => {
+    const excluded = dockerignore(await readFile(join(REPO_ROOT, '.dockerignore'), 'utf8'));
+    const dir = await mkdtemp(join(tmpdir(), 'gatehouse-build-'));
+    try {
+      const stage = dockerfile.stage('build');
+      for (const i of stage.instructions) {
+        if (i.keyword === 'COPY') {
+          for (const src of i.args.slice(0, -1)) {
+            await copy(join(REPO_ROOT, src), join(dir, src), { recursive: true, filter: (from) => from === REPO_ROOT || !excluded(relative(REPO_ROOT, from)) });
+          }
+        } else if (i.keyword === 'RUN' && /^npm ci( |$)/.test(i.text)) {
+          // The same package-lock.json: this checkout's install stands in for the stage's (no network for a second one).
+          await symlink(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'));
+        } else if (i.keyword === 'RUN') {
+          const script = /^npm run ([\w:-]+)$/.exec(i.text);
+          if (!script) throw new Error(`build stage RUN ${i.text}: not emulated`);
+          // A non-zero exit fails `docker build` even when tsc wrote its output, so the exit status is what counts.
+          await run('npm', ['run', script[1]], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
         }
-      } else if (i.keyword === 'RUN' && /^npm ci( |$)/.test(i.text)) {
-        // The same package-lock.json: this checkout's install stands in for the stage's (no network for a second one).
-        await symlink(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'));
-      } else if (i.keyword === 'RUN') {
-        const script = /^npm run ([\w:-]+)$/.exec(i.text);
-        if (!script) throw new Error(`build stage RUN ${i.text}: not emulated`);
-        // A non-zero exit fails `docker build` even when tsc wrote its output, so the exit status is what counts.
-        await run('npm', ['run', script[1]], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
       }
+      for (const output of [
+        'proto/dist/grpc.js',
+        'control-plane/dist/main.js',
+        'data-plane/dist/main.js',
+        'control-plane/bundle/main.js',
+        'data-plane/bundle/main.js',
+      ]) {
+        expect({
+          output,
+          built: await stat(join(dir, output)).then(
+            () => true,
+            () => false,
+          ),
+        }).toEqual({ output, built: true });
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
-    for (const output of ['proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/dist/main.js', 'control-plane/bundle/main.js', 'data-plane/bundle/main.js']) {
-      expect({ output, built: await stat(join(dir, output)).then(() => true, () => false) }).toEqual({ output, built: true });
-    }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}, T);
+  },
+  T,
+);
 
-test('.dockerignore: the build stage’s context copies are kept in; node_modules, dist, tests and the rest are kept out', async () => {
-  const excluded = dockerignore(await readFile(join(REPO_ROOT, '.dockerignore'), 'utf8'));
-  const contextSources = dockerfile.stages
-    .flatMap((s) => s.instructions)
-    .filter((i) => i.keyword === 'COPY' && !i.flags.from)
-    .flatMap((i) => i.args.slice(0, -1));
-  const needed = [
-    ...contextSources,
-    'proto/src/grpc.ts',
-    'proto/gatehouse/v1/gatehouse.proto',
-    'proto/tsconfig.json',
-    'control-plane/src/main.ts',
-    'control-plane/console/index.html',
-    'control-plane/console/js/main.js',
-    'control-plane/tsconfig.json',
-    'data-plane/src/main.ts',
-    'data-plane/tsconfig.json',
-    'scripts/bundle.mjs',
-  ];
-  for (const path of needed) expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: false });
-  for (const path of ['node_modules/jest/package.json', 'proto/dist/grpc.js', 'control-plane/dist/main.js', 'data-plane/node_modules/x', 'control-plane/bundle/main.js', 'data-plane/bundle/main.js', 'scripts/bench.mjs', 'proto/src/grpc.test.ts', 'test/e2e/sync.test.ts', 'helm/gatehouse/values.yaml', '.git/HEAD', 'data/store.json', 'README.md']) {
-    expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: true });
-  }
-}, T);
+test(
+  '.dockerignore: the build stage’s context copies are kept in; node_modules, dist, tests and the rest are kept out',
+  async () => {
+    const excluded = dockerignore(await readFile(join(REPO_ROOT, '.dockerignore'), 'utf8'));
+    const contextSources = dockerfile.stages
+      .flatMap((s) => s.instructions)
+      .filter((i) => i.keyword === 'COPY' && !i.flags.from)
+      .flatMap((i) => i.args.slice(0, -1));
+    const needed = [
+      ...contextSources,
+      'proto/src/grpc.ts',
+      'proto/gatehouse/v1/gatehouse.proto',
+      'proto/tsconfig.json',
+      'control-plane/src/main.ts',
+      'control-plane/console/index.html',
+      'control-plane/console/js/main.js',
+      'control-plane/tsconfig.json',
+      'data-plane/src/main.ts',
+      'data-plane/tsconfig.json',
+      'scripts/bundle.mjs',
+    ];
+    for (const path of needed) expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: false });
+    for (const path of [
+      'node_modules/jest/package.json',
+      'proto/dist/grpc.js',
+      'control-plane/dist/main.js',
+      'data-plane/node_modules/x',
+      'control-plane/bundle/main.js',
+      'data-plane/bundle/main.js',
+      'scripts/bench.mjs',
+      'proto/src/grpc.test.ts',
+      'test/e2e/sync.test.ts',
+      'helm/gatehouse/values.yaml',
+      '.git/HEAD',
+      'data/store.json',
+      'README.md',
+    ]) {
+      expect({ path, excluded: excluded(path) }).toEqual({ path, excluded: true });
+    }
+  },
+  T,
+);

@@ -32,8 +32,14 @@ beforeAll(async () => {
   cp = await startControlPlane();
   admin = await createAdminClient(cp);
   await admin.createApi(apiDefinition({ name: 'plain', listenPath: '/plain/*', targets: [u.url] }));
-  await admin.createApi({ ...apiDefinition({ name: 'retried', listenPath: '/retried/*', targets: [u.url] }), plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] });
-  const last = await admin.createApi({ ...apiDefinition({ name: 'short-wait', listenPath: '/short-wait/*', targets: [u.url] }), proxy: { listen_path: '/short-wait/*', upstreams: { targets: [{ target: u.url }] }, forwarding_timeouts: { response_header_timeout: '500ms' } } });
+  await admin.createApi({
+    ...apiDefinition({ name: 'retried', listenPath: '/retried/*', targets: [u.url] }),
+    plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }],
+  });
+  const last = await admin.createApi({
+    ...apiDefinition({ name: 'short-wait', listenPath: '/short-wait/*', targets: [u.url] }),
+    proxy: { listen_path: '/short-wait/*', upstreams: { targets: [{ target: u.url }] }, forwarding_timeouts: { response_header_timeout: '500ms' } },
+  });
   expect(last.status).toBe(201);
   // The chart's young generation, and the access log on as by default (its lines go to the test's pipe).
   dp = await startDataPlane({
@@ -58,14 +64,18 @@ test.each([
   ['a plain route', '/plain/x'],
   ['a route with a forward hook (retry)', '/retried/x'],
   ['a route with a header wait under a second', '/short-wait/x'],
-])('%s: requests are not kept past their end (bytes promoted per request under load)', async (_name, path) => {
-  await loadThrough(dp.proxyUrl, path, 2_000, CONCURRENCY); // warm up: the JIT's own allocations are not the requests'
-  u.reset();
-  const before = scavenges.length;
-  await loadThrough(dp.proxyUrl, path, REQUESTS, CONCURRENCY);
-  const window = scavenges.slice(before);
-  // 8,000 requests of ~16 KB fill the 8 MB young generation a dozen times.
-  expect(window.length).toBeGreaterThanOrEqual(5);
-  const promotedPerRequest = window.reduce((sum, s) => sum + s.promoted, 0) / REQUESTS;
-  expect(promotedPerRequest).toBeLessThan(MAX_PROMOTED_PER_REQUEST);
-}, 120_000);
+])(
+  '%s: requests are not kept past their end (bytes promoted per request under load)',
+  async (_name, path) => {
+    await loadThrough(dp.proxyUrl, path, 2_000, CONCURRENCY); // warm up: the JIT's own allocations are not the requests'
+    u.reset();
+    const before = scavenges.length;
+    await loadThrough(dp.proxyUrl, path, REQUESTS, CONCURRENCY);
+    const window = scavenges.slice(before);
+    // 8,000 requests of ~16 KB fill the 8 MB young generation a dozen times.
+    expect(window.length).toBeGreaterThanOrEqual(5);
+    const promotedPerRequest = window.reduce((sum, s) => sum + s.promoted, 0) / REQUESTS;
+    expect(promotedPerRequest).toBeLessThan(MAX_PROMOTED_PER_REQUEST);
+  },
+  120_000,
+);

@@ -199,7 +199,9 @@ test('SIGTERM to the primary drains the requests in flight in every worker, then
     const answers = await Promise.all(inFlight);
     expect(answers.map((res) => res.status)).toEqual(Array(10).fill(200));
     expect(await exited).toEqual({ code: 0, signal: null });
-    const stopped = draining.process.lines().flatMap((l) => (l.json?.msg === 'stopped' && l.json.worker !== undefined ? [[l.json.worker, l.json.drained]] : []));
+    const stopped = draining.process
+      .lines()
+      .flatMap((l) => (l.json?.msg === 'stopped' && l.json.worker !== undefined ? [[l.json.worker, l.json.drained]] : []));
     expect(stopped.sort()).toEqual([
       [1, true],
       [2, true],

@@ -105,7 +105,10 @@ test('header conditions: names in any case; one name given in two cases is read 
     expect((await explain({ method: 'GET', path: '/hdr/a', headers: { 'ACCEPT-version': 'v2' } })).body.route.name).toBe('hdr-v2');
     const joined = await explain({ method: 'GET', path: '/hdr/a', headers: { 'Accept-Version': 'v1', 'accept-version': 'v3' } });
     expect(joined.body.route.name).toBe('hdr-v1');
-    expect(byName(joined.body.candidates)['hdr-v2']).toMatchObject({ reasons: ['header_mismatch'], details: ['header accept-version is "v1, v3"; the route requires "v2"'] });
+    expect(byName(joined.body.candidates)['hdr-v2']).toMatchObject({
+      reasons: ['header_mismatch'],
+      details: ['header accept-version is "v1, v3"; the route requires "v2"'],
+    });
     expect((await explain({ method: 'GET', path: '/hdr/a', headers: { 'Accept-Version': 'v1', 'accept-version': 'v2' } })).body.route.name).toBe('hdr-v2');
   } finally {
     for (const name of ['hdr-v1', 'hdr-v2']) await admin.deleteApi(name);

@@ -77,7 +77,8 @@ test('a truncated or corrupt store file: the CP refuses to start, names the file
   let valid: string;
   try {
     const admin = await createAdminClient(source);
-    for (const name of ['one', 'two']) expect((await admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: ['http://127.0.0.1:9'] }))).status).toBe(201);
+    for (const name of ['one', 'two'])
+      expect((await admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: ['http://127.0.0.1:9'] }))).status).toBe(201);
     valid = await readFile(join(source.dataDir, STORE_FILE), 'utf8');
   } finally {
     await source.dispose();

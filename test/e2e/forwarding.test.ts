@@ -41,21 +41,119 @@ interface RewriteRow {
 }
 
 const REWRITE_ROWS: RewriteRow[] = [
-  { row: 'SPEC row 1 / seed rule 9: target without path gets the client URI', listenPath: '/foo/*', target: 'U', method: 'GET', request: '/foo/bar?x=1', upstream: '/foo/bar?x=1' },
-  { row: 'SPEC row 2 / seed rule 10: strip_path', listenPath: '/service/*', target: 'U', strip: true, method: 'GET', request: '/service/a/b', upstream: '/a/b' },
-  { row: 'SPEC row 3 / seed rule 12: append_path', listenPath: '/service/*', target: 'U/example', append: true, method: 'GET', request: '/service/a', upstream: '/example/service/a' },
+  {
+    row: 'SPEC row 1 / seed rule 9: target without path gets the client URI',
+    listenPath: '/foo/*',
+    target: 'U',
+    method: 'GET',
+    request: '/foo/bar?x=1',
+    upstream: '/foo/bar?x=1',
+  },
+  {
+    row: 'SPEC row 2 / seed rule 10: strip_path',
+    listenPath: '/service/*',
+    target: 'U',
+    strip: true,
+    method: 'GET',
+    request: '/service/a/b',
+    upstream: '/a/b',
+  },
+  {
+    row: 'SPEC row 3 / seed rule 12: append_path',
+    listenPath: '/service/*',
+    target: 'U/example',
+    append: true,
+    method: 'GET',
+    request: '/service/a',
+    upstream: '/example/service/a',
+  },
   // A host placeholder never names a loopback address (host-placeholders.test.ts), so the authority's parameter here is the port.
-  { row: 'SPEC row 4 / seed rule 11: strip with a parameter in the authority', listenPath: '/prepath/{port}/*', target: 'http://127.0.0.1:{port}', strip: true, method: 'GET', request: '/prepath/PORT/a', upstream: '/a' },
-  { row: 'SPEC row 5 / seed rule 8: regex parameter into the target path', listenPath: '/api/recipes/{id:[\\da-f]{24}}', target: 'U/recipes/{id}', method: 'GET', request: '/api/recipes/5252b1b5301bbf46038b473f', upstream: '/recipes/5252b1b5301bbf46038b473f' },
-  { row: 'SPEC row 6: exact listen path with strip', listenPath: '/auth/token', target: 'U/token', strip: true, method: 'POST', request: '/auth/token', upstream: '/token' },
-  { row: 'strip_path keeps the query string', listenPath: '/strip-query/*', target: 'U', strip: true, method: 'GET', request: '/strip-query/a?x=1&y=2', upstream: '/a?x=1&y=2' },
+  {
+    row: 'SPEC row 4 / seed rule 11: strip with a parameter in the authority',
+    listenPath: '/prepath/{port}/*',
+    target: 'http://127.0.0.1:{port}',
+    strip: true,
+    method: 'GET',
+    request: '/prepath/PORT/a',
+    upstream: '/a',
+  },
+  {
+    row: 'SPEC row 5 / seed rule 8: regex parameter into the target path',
+    listenPath: '/api/recipes/{id:[\\da-f]{24}}',
+    target: 'U/recipes/{id}',
+    method: 'GET',
+    request: '/api/recipes/5252b1b5301bbf46038b473f',
+    upstream: '/recipes/5252b1b5301bbf46038b473f',
+  },
+  {
+    row: 'SPEC row 6: exact listen path with strip',
+    listenPath: '/auth/token',
+    target: 'U/token',
+    strip: true,
+    method: 'POST',
+    request: '/auth/token',
+    upstream: '/token',
+  },
+  {
+    row: 'strip_path keeps the query string',
+    listenPath: '/strip-query/*',
+    target: 'U',
+    strip: true,
+    method: 'GET',
+    request: '/strip-query/a?x=1&y=2',
+    upstream: '/a?x=1&y=2',
+  },
   { row: 'strip_path down to nothing gives /', listenPath: '/emptied/*', target: 'U', strip: true, method: 'GET', request: '/emptied', upstream: '/' },
-  { row: 'strip_path joined to a target path ending in / (no doubled slash)', listenPath: '/joined/*', target: 'U/base/', strip: true, method: 'GET', request: '/joined/a/b', upstream: '/base/a/b' },
-  { row: 'append_path with a target path ending in / (no doubled slash)', listenPath: '/appended/*', target: 'U/example/', append: true, method: 'GET', request: '/appended/a', upstream: '/example/appended/a' },
-  { row: 'target with a path, no strip, no append: the target path', listenPath: '/fixed/*', target: 'U/only', method: 'GET', request: '/fixed/anything/here', upstream: '/only' },
-  { row: 'target query comes first, client query appended with &', listenPath: '/merged/*', target: 'U/q?fixed=1', method: 'GET', request: '/merged/x?y=2', upstream: '/q?fixed=1&y=2' },
-  { row: 'target query alone when the client sends none', listenPath: '/merged-alone/*', target: 'U/q?fixed=1', method: 'GET', request: '/merged-alone/x', upstream: '/q?fixed=1' },
-  { row: 'percent-encoding is forwarded as received', listenPath: '/encoded/*', target: 'U', method: 'GET', request: '/encoded/a%20b/c%3Fd?q=%26x', upstream: '/encoded/a%20b/c%3Fd?q=%26x' },
+  {
+    row: 'strip_path joined to a target path ending in / (no doubled slash)',
+    listenPath: '/joined/*',
+    target: 'U/base/',
+    strip: true,
+    method: 'GET',
+    request: '/joined/a/b',
+    upstream: '/base/a/b',
+  },
+  {
+    row: 'append_path with a target path ending in / (no doubled slash)',
+    listenPath: '/appended/*',
+    target: 'U/example/',
+    append: true,
+    method: 'GET',
+    request: '/appended/a',
+    upstream: '/example/appended/a',
+  },
+  {
+    row: 'target with a path, no strip, no append: the target path',
+    listenPath: '/fixed/*',
+    target: 'U/only',
+    method: 'GET',
+    request: '/fixed/anything/here',
+    upstream: '/only',
+  },
+  {
+    row: 'target query comes first, client query appended with &',
+    listenPath: '/merged/*',
+    target: 'U/q?fixed=1',
+    method: 'GET',
+    request: '/merged/x?y=2',
+    upstream: '/q?fixed=1&y=2',
+  },
+  {
+    row: 'target query alone when the client sends none',
+    listenPath: '/merged-alone/*',
+    target: 'U/q?fixed=1',
+    method: 'GET',
+    request: '/merged-alone/x',
+    upstream: '/q?fixed=1',
+  },
+  {
+    row: 'percent-encoding is forwarded as received',
+    listenPath: '/encoded/*',
+    target: 'U',
+    method: 'GET',
+    request: '/encoded/a%20b/c%3Fd?q=%26x',
+    upstream: '/encoded/a%20b/c%3Fd?q=%26x',
+  },
   {
     row: 'an encoded slash is forwarded as received where the API allows it',
     listenPath: '/encoded-slash/*',
@@ -93,9 +191,13 @@ beforeAll(async () => {
     return { kind: 'echo' };
   });
   certs = await createTestCertificates();
-  untrusted = await startUpstream('untrusted-tls', { kind: 'fixed' }, {
-    tls: { cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) },
-  });
+  untrusted = await startUpstream(
+    'untrusted-tls',
+    { kind: 'fixed' },
+    {
+      tls: { cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) },
+    },
+  );
   gw = await startGateway();
   const definitions = [
     ...REWRITE_ROWS.map((row, i) =>
@@ -173,7 +275,12 @@ describe('request headers', () => {
   });
 
   test("X-Forwarded-For is appended to; a client's X-Forwarded-Proto/Host are replaced (no TRUSTED_PROXIES: the client is the TCP peer)", async () => {
-    const received = await forwarded('GET', '/plain/xf', { host: 'front.example.test', 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.test' });
+    const received = await forwarded('GET', '/plain/xf', {
+      host: 'front.example.test',
+      'x-forwarded-for': '203.0.113.7',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'evil.test',
+    });
     expect(received.headers['x-forwarded-for']).toMatch(/^203\.0\.113\.7, ?(::ffff:)?127\.0\.0\.1$/);
     expect(received.headers['x-forwarded-proto']).toBe('http');
     expect(received.headers['x-forwarded-host']).toBe('front.example.test');
@@ -296,20 +403,33 @@ describe("the bench's bare proxy sending SPEC's headers (scripts/bare-undici-pro
   // proxy's, which is a fair floor only while it sends what the DP sends. A header the DP comes to add (or drop) fails here.
   test('the upstream gets the header names and forwarding values the DP sends (traceparent apart), and the client its X-Request-Id', async () => {
     const port = await freePort();
-    const bare = spawn(process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), u.url, 'spec'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const bare = spawn(process.execPath, ['scripts/bare-undici-proxy.mjs', String(port), u.url, 'spec'], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     try {
       const [line] = (await once(bare.stdout, 'data')) as [Buffer];
       expect(line.toString()).toBe('ready\n');
-      const headers = { host: 'front.example.test', 'x-forwarded-for': '203.0.113.7', connection: 'keep-alive, x-secret', 'x-secret': 'hop', 'keep-alive': 'timeout=5' };
+      const headers = {
+        host: 'front.example.test',
+        'x-forwarded-for': '203.0.113.7',
+        connection: 'keep-alive, x-secret',
+        'x-secret': 'hop',
+        'keep-alive': 'timeout=5',
+      };
       const viaDp = await forwarded('GET', '/plain/spec', headers);
       const before = u.requests.length;
       const res = await httpRequest(`http://127.0.0.1:${port}/plain/spec`, { headers });
       expect(res.status).toBe(200);
       const viaBare = u.requests[before]!;
-      const names = (r: RecordedRequest): string[] => Object.keys(r.headers).filter((name) => name !== 'traceparent').sort();
+      const names = (r: RecordedRequest): string[] =>
+        Object.keys(r.headers)
+          .filter((name) => name !== 'traceparent')
+          .sort();
       expect(names(viaBare)).toEqual(names(viaDp));
       expect(names(viaBare)).not.toContain('x-secret');
-      for (const name of ['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']) expect({ name, value: viaBare.headers[name] }).toEqual({ name, value: viaDp.headers[name] });
+      for (const name of ['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host'])
+        expect({ name, value: viaBare.headers[name] }).toEqual({ name, value: viaDp.headers[name] });
       expect(res.headers['x-request-id']).toBe(viaBare.headers['x-request-id']);
     } finally {
       bare.kill();

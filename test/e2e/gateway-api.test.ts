@@ -27,7 +27,9 @@ jest.setTimeout(120_000);
 const NAMESPACE = 'gatehouse';
 const GATEWAY_CRDS = join(KUBE_TOOLS_BIN, '..', 'gateway-api');
 const GROUP = 'gateway.networking.k8s.io';
-const ADDRESS = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
+const ADDRESS = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
 
 let server: KubeApiServer;
 let admin: KubeClients;
@@ -53,16 +55,28 @@ async function installGatewayCrds(): Promise<void> {
   } catch {
     throw new Error(`no Gateway API CRDs in ${GATEWAY_CRDS}: run \`bash scripts/test-tools.sh\``);
   }
-  for (const file of files) for (const crd of loadAllYaml(await readFile(join(GATEWAY_CRDS, file), 'utf8')) as KubernetesObject[]) if (crd) await createObject(admin, crd);
-  await pollUntil(async () => ((await admin.custom.listNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes' }).catch(() => null)) ? true : undefined), {
-    what: 'Gateway API CRDs served',
-    timeoutMs: 30_000,
-  });
+  for (const file of files)
+    for (const crd of loadAllYaml(await readFile(join(GATEWAY_CRDS, file), 'utf8')) as KubernetesObject[]) if (crd) await createObject(admin, crd);
+  await pollUntil(
+    async () =>
+      (await admin.custom.listNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes' }).catch(() => null))
+        ? true
+        : undefined,
+    {
+      what: 'Gateway API CRDs served',
+      timeoutMs: 30_000,
+    },
+  );
 }
 
 /** Service `name` (port 8080 "http") with one EndpointSlice per upstream index. */
 async function backend(name: string, indexes: number[], portOf = (i: number) => upstreams[i].port, namespace = NAMESPACE): Promise<void> {
-  await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace }, spec: { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] } } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace },
+    spec: { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] },
+  } as KubernetesObject);
   for (const i of indexes) {
     await createObject(admin, {
       apiVersion: 'discovery.k8s.io/v1',
@@ -76,35 +90,72 @@ async function backend(name: string, indexes: number[], portOf = (i: number) => 
 }
 
 const route = (name: string, spec: Record<string, unknown>, gateway = 'gw') =>
-  ({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name, namespace: NAMESPACE }, spec: { parentRefs: [{ name: gateway }], ...spec } }) as KubernetesObject;
+  ({
+    apiVersion: `${GROUP}/v1`,
+    kind: 'HTTPRoute',
+    metadata: { name, namespace: NAMESPACE },
+    spec: { parentRefs: [{ name: gateway }], ...spec },
+  }) as KubernetesObject;
 
 const ref = (name: string, weight?: number) => ({ name, port: 8080, ...(weight !== undefined && { weight }) });
 
 const grpcRoute = (name: string, spec: Record<string, unknown>, gateway = 'gw') =>
-  ({ apiVersion: `${GROUP}/v1`, kind: 'GRPCRoute', metadata: { name, namespace: NAMESPACE }, spec: { parentRefs: [{ name: gateway }], ...spec } }) as KubernetesObject;
+  ({
+    apiVersion: `${GROUP}/v1`,
+    kind: 'GRPCRoute',
+    metadata: { name, namespace: NAMESPACE },
+    spec: { parentRefs: [{ name: gateway }], ...spec },
+  }) as KubernetesObject;
 
-async function routeStatus(name: string, plural = 'httproutes', namespace = NAMESPACE): Promise<Array<{ controllerName: string; parentRef: { name: string; sectionName?: string }; conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }> }>> {
+async function routeStatus(
+  name: string,
+  plural = 'httproutes',
+  namespace = NAMESPACE,
+): Promise<
+  Array<{
+    controllerName: string;
+    parentRef: { name: string; sectionName?: string };
+    conditions: Array<{ type: string; status: string; reason: string; observedGeneration: number }>;
+  }>
+> {
   const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace, plural, name })) as { status?: { parents?: [] } };
   return got.status?.parents ?? [];
 }
 
-async function condition(name: string, type: string, plural = 'httproutes', namespace = NAMESPACE): Promise<{ status: string; reason: string; message: string }> {
-  return pollUntil(async () => (await routeStatus(name, plural, namespace))[0]?.conditions.find((c) => c.type === type) as { status: string; reason: string; message: string } | undefined, {
-    what: `${namespace}/${name} ${type}`,
-    timeoutMs: 20_000,
-    details: logs,
-  });
+async function condition(
+  name: string,
+  type: string,
+  plural = 'httproutes',
+  namespace = NAMESPACE,
+): Promise<{ status: string; reason: string; message: string }> {
+  return pollUntil(
+    async () =>
+      (await routeStatus(name, plural, namespace))[0]?.conditions.find((c) => c.type === type) as
+        | { status: string; reason: string; message: string }
+        | undefined,
+    {
+      what: `${namespace}/${name} ${type}`,
+      timeoutMs: 20_000,
+      details: logs,
+    },
+  );
 }
 
-async function gatewayListeners(name: string): Promise<Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[]; conditions: Array<{ type: string; status: string; reason: string }> }>> {
-  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name })) as { status?: { listeners?: [] } };
+async function gatewayListeners(
+  name: string,
+): Promise<Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[]; conditions: Array<{ type: string; status: string; reason: string }> }>> {
+  const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name })) as {
+    status?: { listeners?: [] };
+  };
   return got.status?.listeners ?? [];
 }
 
 /** One unary test.Echo call through the data plane's h2c listener, as `authority`. */
 function grpcCall(method: keyof typeof ECHO, authority: string): Promise<{ error: grpc.ServiceError | null; value?: Buffer }> {
   const client = new EchoClient(`127.0.0.1:${dp.proxyPort}`, grpc.credentials.createInsecure(), { 'grpc.default_authority': authority });
-  const call = (client as unknown as Record<string, (req: Buffer, options: grpc.CallOptions, cb: (error: grpc.ServiceError | null, value?: Buffer) => void) => void>)[method].bind(client);
+  const call = (
+    client as unknown as Record<string, (req: Buffer, options: grpc.CallOptions, cb: (error: grpc.ServiceError | null, value?: Buffer) => void) => void>
+  )[method].bind(client);
   return new Promise((resolve) =>
     call(Buffer.from('hi'), { deadline: Date.now() + 5000 }, (error, value) => {
       client.close();
@@ -115,10 +166,13 @@ function grpcCall(method: keyof typeof ECHO, authority: string): Promise<{ error
 
 /** Polls until `path` is answered `status` (a request with `headers`). */
 const answered = (path: string, status: number, headers: Record<string, string> = {}) =>
-  pollUntil(async () => {
-    const res = await dp.request('GET', path, { headers });
-    return res.status === status ? res : undefined;
-  }, { what: `${path} answered ${status}`, timeoutMs: 20_000, details: logs });
+  pollUntil(
+    async () => {
+      const res = await dp.request('GET', path, { headers });
+      return res.status === status ? res : undefined;
+    },
+    { what: `${path} answered ${status}`, timeoutMs: 20_000, details: logs },
+  );
 
 beforeAll(async () => {
   if (!ADDRESS) throw new Error('gateway-api needs a non-loopback IPv4 address (EndpointSlices refuse loopback)');
@@ -142,11 +196,27 @@ beforeAll(async () => {
   cpKubeconfig = identity.kubeconfig;
   cp = await startControlPlane({
     name: 'cp',
-    env: { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'gatehouse-data-plane', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+    env: {
+      STORE: 'kubernetes',
+      GATEWAY_API: 'true',
+      GATEWAY_ADDRESS_SERVICE: 'gatehouse-data-plane',
+      KUBECONFIG: identity.kubeconfig,
+      GATEHOUSE_NAMESPACE: NAMESPACE,
+      POD_NAME: 'cp',
+      LEADER_ELECTION: 'false',
+      ADMIN_PASSWORD: randomBytes(12).toString('hex'),
+    },
   });
   dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
   // Started before the Gateway API CRDs exist: it must log that and keep serving our own CRDs.
-  crdsAbsentLog = await pollUntil(async () => cp.recentLogs(200).split('\n').find((l) => l.includes('are the Gateway API CRDs')), { what: 'the missing-CRD error', timeoutMs: 20_000, details: logs });
+  crdsAbsentLog = await pollUntil(
+    async () =>
+      cp
+        .recentLogs(200)
+        .split('\n')
+        .find((l) => l.includes('are the Gateway API CRDs')),
+    { what: 'the missing-CRD error', timeoutMs: 20_000, details: logs },
+  );
   await installGatewayCrds();
   for (const i of [0, 1, 2]) upstreams.push(await startUpstream(`backend-${i}`, { kind: 'fixed' }, { host: ADDRESS }));
   grpcServer = new grpc.Server();
@@ -155,11 +225,28 @@ beforeAll(async () => {
     callback(null, Buffer.concat([Buffer.from(prefix), call.request]));
   };
   grpcServer.addService(ECHO, { Unary: answer('echo:'), Other: answer('other:') });
-  grpcPort = await new Promise<number>((resolve, reject) => grpcServer.bindAsync(`${ADDRESS}:0`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
-  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'gatehouse' }, spec: { controllerName: 'gatehouse.dev/gateway-controller' } } as KubernetesObject);
-  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'other' }, spec: { controllerName: 'example.com/other' } } as KubernetesObject);
+  grpcPort = await new Promise<number>((resolve, reject) =>
+    grpcServer.bindAsync(`${ADDRESS}:0`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'GatewayClass',
+    metadata: { name: 'gatehouse' },
+    spec: { controllerName: 'gatehouse.dev/gateway-controller' },
+  } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'GatewayClass',
+    metadata: { name: 'other' },
+    spec: { controllerName: 'example.com/other' },
+  } as KubernetesObject);
   const gateway = (name: string, className: string) =>
-    ({ apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name, namespace: NAMESPACE }, spec: { gatewayClassName: className, listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] } }) as KubernetesObject;
+    ({
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Gateway',
+      metadata: { name, namespace: NAMESPACE },
+      spec: { gatewayClassName: className, listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] },
+    }) as KubernetesObject;
   await createObject(admin, gateway('gw', 'gatehouse'));
   await createObject(admin, gateway('foreign', 'other'));
 }, 180_000);
@@ -189,17 +276,26 @@ test('a route whose match an API of the store already holds is refused (Accepted
   await backend('taken-route', [1]);
   expect((await client.createApi(apiDefinition({ name: 'taken', listenPath: '/taken/*', targets: ['k8s://taken-api:8080'] }))).status).toBe(201);
   await createObject(admin, route('taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/taken' } }], backendRefs: [ref('taken-route')] }] }));
-  const accepted = await pollUntil(async () => (await routeStatus('taken'))[0]?.conditions.find((c) => c.type === 'Accepted' && c.status === 'False') as { reason: string; message?: string } | undefined, {
-    what: 'taken Accepted False',
-    timeoutMs: 20_000,
-    details: logs,
-  });
+  const accepted = await pollUntil(
+    async () =>
+      (await routeStatus('taken'))[0]?.conditions.find((c) => c.type === 'Accepted' && c.status === 'False') as
+        | { reason: string; message?: string }
+        | undefined,
+    {
+      what: 'taken Accepted False',
+      timeoutMs: 20_000,
+      details: logs,
+    },
+  );
   expect(accepted).toMatchObject({ reason: 'UnsupportedValue', message: expect.stringContaining('already registered') });
   const before = upstreams.map((u) => u.requests.length);
   expect((await dp.request('GET', '/taken/x')).status).toBe(200);
   expect(upstreams[0].requests.length).toBe(before[0] + 1);
   // A later route proves the data plane still applies snapshots (nothing was NACKed).
-  await createObject(admin, route('after-taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/after-taken' } }], backendRefs: [ref('taken-route')] }] }));
+  await createObject(
+    admin,
+    route('after-taken', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/after-taken' } }], backendRefs: [ref('taken-route')] }] }),
+  );
   await answered('/after-taken', 200);
 });
 
@@ -208,7 +304,12 @@ test('PathPrefix + header match over two weighted backends serves traffic; Accep
   await backend('web-b', [1]);
   await backend('web-c', []); // weight 0: never sent anything
   const shop = route('shop', {
-    rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/shop' }, headers: [{ name: 'X-Tenant', value: 'acme' }] }], backendRefs: [ref('web-a', 3), ref('web-b', 1), ref('web-c', 0)] }],
+    rules: [
+      {
+        matches: [{ path: { type: 'PathPrefix', value: '/shop' }, headers: [{ name: 'X-Tenant', value: 'acme' }] }],
+        backendRefs: [ref('web-a', 3), ref('web-b', 1), ref('web-c', 0)],
+      },
+    ],
   });
   await createObject(admin, shop);
   await answered('/shop/items', 200, { 'x-tenant': 'acme' });
@@ -234,11 +335,33 @@ test('PathPrefix + header match over two weighted backends serves traffic; Accep
 
 test('an Exact path matches only itself; a RequestHeaderModifier sets a header; URLRewrite ReplacePrefixMatch rewrites the prefix', async () => {
   await backend('exact', [2]);
-  await createObject(admin, route('exact', { rules: [{ matches: [{ path: { type: 'Exact', value: '/exact' } }], backendRefs: [ref('exact')], filters: [{ type: 'RequestHeaderModifier', requestHeaderModifier: { set: [{ name: 'X-Gw', value: 'yes' }] } }] }] }));
+  await createObject(
+    admin,
+    route('exact', {
+      rules: [
+        {
+          matches: [{ path: { type: 'Exact', value: '/exact' } }],
+          backendRefs: [ref('exact')],
+          filters: [{ type: 'RequestHeaderModifier', requestHeaderModifier: { set: [{ name: 'X-Gw', value: 'yes' }] } }],
+        },
+      ],
+    }),
+  );
   await answered('/exact', 200);
   expect(upstreams[2].last()?.headers['x-gw']).toBe('yes');
   expect((await dp.request('GET', '/exact/more')).status).toBe(404);
-  await createObject(admin, route('rewrite', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/old' } }], backendRefs: [ref('exact')], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' } } }] }] }));
+  await createObject(
+    admin,
+    route('rewrite', {
+      rules: [
+        {
+          matches: [{ path: { type: 'PathPrefix', value: '/old' } }],
+          backendRefs: [ref('exact')],
+          filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' } } }],
+        },
+      ],
+    }),
+  );
   await answered('/old/a/b?q=1', 200);
   expect(upstreams[2].last()?.url).toBe('/new/a/b?q=1');
   await answered('/old', 200);
@@ -246,7 +369,17 @@ test('an Exact path matches only itself; a RequestHeaderModifier sets a header; 
 });
 
 test('a RequestRedirect answers the redirect without a backend', async () => {
-  await createObject(admin, route('moved', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/moved' } }], filters: [{ type: 'RequestRedirect', requestRedirect: { scheme: 'https', hostname: 'new.example.com', statusCode: 301 } }] }] }));
+  await createObject(
+    admin,
+    route('moved', {
+      rules: [
+        {
+          matches: [{ path: { type: 'PathPrefix', value: '/moved' } }],
+          filters: [{ type: 'RequestRedirect', requestRedirect: { scheme: 'https', hostname: 'new.example.com', statusCode: 301 } }],
+        },
+      ],
+    }),
+  );
   const res = await answered('/moved/x', 301);
   expect(res.headers.location).toBe('https://new.example.com/moved/x');
 });
@@ -255,7 +388,10 @@ test('a RegularExpression path is Accepted False UnsupportedValue; a missing Ser
   await backend('regex', [2]);
   await createObject(admin, route('regex', { rules: [{ matches: [{ path: { type: 'RegularExpression', value: '/re/.*' } }], backendRefs: [ref('regex')] }] }));
   expect(await condition('regex', 'Accepted')).toMatchObject({ status: 'False', reason: 'UnsupportedValue' });
-  await createObject(admin, route('ghost', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/ghost' } }], backendRefs: [ref('no-such-service')] }] }));
+  await createObject(
+    admin,
+    route('ghost', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/ghost' } }], backendRefs: [ref('no-such-service')] }] }),
+  );
   expect(await condition('ghost', 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'BackendNotFound' });
   // Its only backend is invalid: the rule's requests are answered 500 (not 404 as no route, not 503).
   const res = await answered('/ghost/x', 500);
@@ -265,7 +401,10 @@ test('a RegularExpression path is Accepted False UnsupportedValue; a missing Ser
 
 test("a route whose parentRef names another class's Gateway is ignored (no traffic, no status of ours)", async () => {
   await backend('marker', [2]);
-  await createObject(admin, route('foreign', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/foreign' } }], backendRefs: [ref('marker')] }] }, 'foreign'));
+  await createObject(
+    admin,
+    route('foreign', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/foreign' } }], backendRefs: [ref('marker')] }] }, 'foreign'),
+  );
   // A route of ours written after it is served: by then the foreign one has been seen too.
   await createObject(admin, route('marker', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/marker' } }], backendRefs: [ref('marker')] }] }));
   await answered('/marker', 200);
@@ -291,17 +430,40 @@ test('GatewayClass Accepted with its supportedFeatures; Gateway Accepted, Progra
   const gw = await pollUntil(
     async () => {
       const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {
-        status?: { conditions?: Array<{ type: string; status: string }>; listeners?: Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[] }> };
+        status?: {
+          conditions?: Array<{ type: string; status: string }>;
+          listeners?: Array<{ name: string; attachedRoutes: number; supportedKinds: unknown[] }>;
+        };
       };
       return got.status?.listeners?.length ? got.status : undefined;
     },
     { what: 'Gateway status', timeoutMs: 20_000, details: logs },
   );
-  expect(gw.conditions?.filter((c) => c.status === 'True').map((c) => c.type).sort()).toEqual(['Accepted', 'Programmed']);
-  expect(gw.listeners?.[0]).toMatchObject({ name: 'http', supportedKinds: [{ group: GROUP, kind: 'HTTPRoute' }, { group: GROUP, kind: 'GRPCRoute' }] });
+  expect(
+    gw.conditions
+      ?.filter((c) => c.status === 'True')
+      .map((c) => c.type)
+      .sort(),
+  ).toEqual(['Accepted', 'Programmed']);
+  expect(gw.listeners?.[0]).toMatchObject({
+    name: 'http',
+    supportedKinds: [
+      { group: GROUP, kind: 'HTTPRoute' },
+      { group: GROUP, kind: 'GRPCRoute' },
+    ],
+  });
   expect(gw.listeners?.[0].attachedRoutes).toBeGreaterThan(0);
   // Each status write is an update event the controller sees: an unchanged status must not be written again.
-  const version = async () => ((await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'httproutes', name: 'attached' })) as KubernetesObject).metadata!.resourceVersion;
+  const version = async () =>
+    (
+      (await admin.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: 'v1',
+        namespace: NAMESPACE,
+        plural: 'httproutes',
+        name: 'attached',
+      })) as KubernetesObject
+    ).metadata!.resourceVersion;
   await condition('attached', 'Accepted');
   const before = await version();
   await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -310,14 +472,40 @@ test('GatewayClass Accepted with its supportedFeatures; Gateway Accepted, Progra
 
 test('only the leader writes status: a replica waiting for the Lease writes none, and writes once it holds it', async () => {
   const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'gw-second', namespace: NAMESPACE } };
-  await createObject(admin, { ...lease, spec: { holderIdentity: 'someone-else', leaseDurationSeconds: 3600, renewTime: new Date().toISOString().replace('Z', '000Z') } } as KubernetesObject);
-  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'GatewayClass', metadata: { name: 'second' }, spec: { controllerName: 'gatehouse.dev/second' } } as KubernetesObject);
-  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'second', namespace: NAMESPACE }, spec: { gatewayClassName: 'second', listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] } } as KubernetesObject);
+  await createObject(admin, {
+    ...lease,
+    spec: { holderIdentity: 'someone-else', leaseDurationSeconds: 3600, renewTime: new Date().toISOString().replace('Z', '000Z') },
+  } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'GatewayClass',
+    metadata: { name: 'second' },
+    spec: { controllerName: 'gatehouse.dev/second' },
+  } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Gateway',
+    metadata: { name: 'second', namespace: NAMESPACE },
+    spec: { gatewayClassName: 'second', listeners: [{ name: 'http', protocol: 'HTTP', port: 80 }] },
+  } as KubernetesObject);
   await backend('second', [0]);
-  await createObject(admin, route('second', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/second' } }], backendRefs: [ref('second')] }] }, 'second'));
+  await createObject(
+    admin,
+    route('second', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/second' } }], backendRefs: [ref('second')] }] }, 'second'),
+  );
   const follower = await startControlPlane({
     name: 'follower',
-    env: { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'gatehouse.dev/second', KUBECONFIG: cpKubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'follower', LEASE_NAME: 'gw-second', LEASE_DURATION: '2s', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+    env: {
+      STORE: 'kubernetes',
+      GATEWAY_API: 'true',
+      GATEWAY_CONTROLLER_NAME: 'gatehouse.dev/second',
+      KUBECONFIG: cpKubeconfig,
+      GATEHOUSE_NAMESPACE: NAMESPACE,
+      POD_NAME: 'follower',
+      LEASE_NAME: 'gw-second',
+      LEASE_DURATION: '2s',
+      ADMIN_PASSWORD: randomBytes(12).toString('hex'),
+    },
   });
   try {
     // Started and listing (its admin API answers), then a few reconciles' time without the Lease.
@@ -326,11 +514,14 @@ test('only the leader writes status: a replica waiting for the Lease writes none
     // The other holder lets go: the follower takes the Lease and writes.
     const held = (await admin.objects.read(lease as never)) as KubernetesObject & { spec: Record<string, unknown> };
     await admin.objects.replace({ ...held, spec: { ...held.spec, holderIdentity: null, leaseDurationSeconds: 1 } } as never);
-    const accepted = await pollUntil(async () => (await routeStatus('second')).find((p) => p.controllerName === 'gatehouse.dev/second')?.conditions.find((c) => c.type === 'Accepted'), {
-      what: 'status written by the new leader',
-      timeoutMs: 30_000,
-      details: () => follower.recentLogs(30),
-    });
+    const accepted = await pollUntil(
+      async () => (await routeStatus('second')).find((p) => p.controllerName === 'gatehouse.dev/second')?.conditions.find((c) => c.type === 'Accepted'),
+      {
+        what: 'status written by the new leader',
+        timeoutMs: 30_000,
+        details: () => follower.recentLogs(30),
+      },
+    );
     expect(accepted).toMatchObject({ status: 'True' });
   } finally {
     await follower.dispose();
@@ -339,11 +530,20 @@ test('only the leader writes status: a replica waiting for the Lease writes none
 
 test('a GRPCRoute serves a grpc-js client over h2c through a Service to a grpc-js server; a method it does not match is UNIMPLEMENTED from the gateway; Accepted and ResolvedRefs True', async () => {
   await backend('grpc-echo', [0], () => grpcPort);
-  await createObject(admin, grpcRoute('echo', { hostnames: ['grpc.test'], rules: [{ matches: [{ method: { service: 'test.Echo', method: 'Unary' } }], backendRefs: [ref('grpc-echo')] }] }));
-  const served = await pollUntil(async () => {
-    const got = await grpcCall('Unary', 'grpc.test');
-    return got.error ? undefined : got;
-  }, { what: 'test.Echo/Unary through the GRPCRoute', timeoutMs: 20_000, details: logs });
+  await createObject(
+    admin,
+    grpcRoute('echo', {
+      hostnames: ['grpc.test'],
+      rules: [{ matches: [{ method: { service: 'test.Echo', method: 'Unary' } }], backendRefs: [ref('grpc-echo')] }],
+    }),
+  );
+  const served = await pollUntil(
+    async () => {
+      const got = await grpcCall('Unary', 'grpc.test');
+      return got.error ? undefined : got;
+    },
+    { what: 'test.Echo/Unary through the GRPCRoute', timeoutMs: 20_000, details: logs },
+  );
   expect(served.value?.toString()).toBe('echo:hi');
   const before = grpcCalls;
   const other = await grpcCall('Other', 'grpc.test');
@@ -372,28 +572,45 @@ test('allowedRoutes.kinds GRPCRoute: an HTTPRoute on that listener is Accepted F
   } as KubernetesObject);
   await backend('kinds', [1]);
   await backend('kinds-grpc', [0], () => grpcPort);
-  await createObject(admin, route('kind-refused', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/kind-refused' } }], backendRefs: [ref('kinds')] }] }, 'grpc-only'));
-  await createObject(admin, grpcRoute('kind-allowed', { hostnames: ['only.test'], rules: [{ matches: [{ method: { service: 'test.Echo' } }], backendRefs: [ref('kinds-grpc')] }] }, 'grpc-only'));
+  await createObject(
+    admin,
+    route('kind-refused', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/kind-refused' } }], backendRefs: [ref('kinds')] }] }, 'grpc-only'),
+  );
+  await createObject(
+    admin,
+    grpcRoute(
+      'kind-allowed',
+      { hostnames: ['only.test'], rules: [{ matches: [{ method: { service: 'test.Echo' } }], backendRefs: [ref('kinds-grpc')] }] },
+      'grpc-only',
+    ),
+  );
   const refused = await condition('kind-refused', 'Accepted');
   expect(refused).toMatchObject({ status: 'False', reason: 'NotAllowedByListeners' });
   expect(refused.message).toContain('allows a HTTPRoute');
   expect(await condition('kind-allowed', 'Accepted', 'grpcroutes')).toMatchObject({ status: 'True' });
-  const other = await pollUntil(async () => {
-    const got = await grpcCall('Other', 'only.test');
-    return got.error ? undefined : got;
-  }, { what: 'test.Echo/* through kind-allowed', timeoutMs: 20_000, details: logs });
+  const other = await pollUntil(
+    async () => {
+      const got = await grpcCall('Other', 'only.test');
+      return got.error ? undefined : got;
+    },
+    { what: 'test.Echo/* through kind-allowed', timeoutMs: 20_000, details: logs },
+  );
   expect(other.value?.toString()).toBe('other:hi');
   expect((await dp.request('GET', '/kind-refused')).status).toBe(404);
-  const listeners = await pollUntil(async () => {
-    const got = await gatewayListeners('grpc-only');
-    return got[0]?.attachedRoutes === 1 ? got : undefined;
-  }, { what: 'grpc-only listener status', timeoutMs: 20_000, details: logs });
+  const listeners = await pollUntil(
+    async () => {
+      const got = await gatewayListeners('grpc-only');
+      return got[0]?.attachedRoutes === 1 ? got : undefined;
+    },
+    { what: 'grpc-only listener status', timeoutMs: 20_000, details: logs },
+  );
   expect(listeners[0].supportedKinds).toEqual([{ group: GROUP, kind: 'GRPCRoute' }]);
   expect(listeners[1]).toMatchObject({ name: 'tcp-kind', supportedKinds: [], attachedRoutes: 0 });
   expect(listeners[1].conditions.find((c) => c.type === 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'InvalidRouteKinds' });
 });
 
-const namespace = (name: string, labels: Record<string, string> = {}) => createObject(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } } as KubernetesObject);
+const namespace = (name: string, labels: Record<string, string> = {}) =>
+  createObject(admin, { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } } as KubernetesObject);
 
 test('Gateways and routes in other namespaces: allowedRoutes Same (the default), All and Selector admit by the route namespace; attachedRoutes counts per listener', async () => {
   await namespace('infra');
@@ -408,17 +625,30 @@ test('Gateways and routes in other namespaces: allowedRoutes Same (the default),
       listeners: [
         { name: 'same', protocol: 'HTTP', port: 80, hostname: 'same.test' },
         { name: 'all', protocol: 'HTTP', port: 80, hostname: 'all.test', allowedRoutes: { namespaces: { from: 'All' } } },
-        { name: 'red', protocol: 'HTTP', port: 80, hostname: 'red.test', allowedRoutes: { namespaces: { from: 'Selector', selector: { matchLabels: { team: 'red' } } } } },
+        {
+          name: 'red',
+          protocol: 'HTTP',
+          port: 80,
+          hostname: 'red.test',
+          allowedRoutes: { namespaces: { from: 'Selector', selector: { matchLabels: { team: 'red' } } } },
+        },
       ],
     },
   } as KubernetesObject);
-  for (const [ns, i] of [['infra', 0], ['team-red', 1], ['team-blue', 2]] as const) {
+  for (const [ns, i] of [
+    ['infra', 0],
+    ['team-red', 1],
+    ['team-blue', 2],
+  ] as const) {
     await backend('echo', [i], undefined, ns);
     await createObject(admin, {
       apiVersion: `${GROUP}/v1`,
       kind: 'HTTPRoute',
       metadata: { name: 'multi', namespace: ns },
-      spec: { parentRefs: ['same', 'all', 'red'].map((sectionName) => ({ name: 'shared', namespace: 'infra', sectionName })), rules: [{ backendRefs: [ref('echo')] }] },
+      spec: {
+        parentRefs: ['same', 'all', 'red'].map((sectionName) => ({ name: 'shared', namespace: 'infra', sectionName })),
+        rules: [{ backendRefs: [ref('echo')] }],
+      },
     } as KubernetesObject);
   }
   // Which namespace's route each listener hostname reaches (its upstream), and which it refuses.
@@ -427,14 +657,20 @@ test('Gateways and routes in other namespaces: allowedRoutes Same (the default),
     const res = await dp.request('GET', '/multi', { headers: { host } });
     return res.status === 200 ? upstreams.findIndex((u, j) => u.requests.length > before[j]) : res.status;
   };
-  await pollUntil(async () => ((await reached('red.test')) === 1 ? true : undefined), { what: 'red.test served by team-red', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await reached('red.test')) === 1 ? true : undefined), {
+    what: 'red.test served by team-red',
+    timeoutMs: 20_000,
+    details: logs,
+  });
   expect(await reached('same.test')).toBe(0);
   expect(await reached('red.test')).toBe(1);
   const verdicts = async (ns: string) =>
     pollUntil(
       async () => {
         const parents = await routeStatus('multi', 'httproutes', ns);
-        return parents.length === 3 ? Object.fromEntries(parents.map((p) => [p.parentRef.sectionName, p.conditions.find((c) => c.type === 'Accepted')!.reason])) : undefined;
+        return parents.length === 3
+          ? Object.fromEntries(parents.map((p) => [p.parentRef.sectionName, p.conditions.find((c) => c.type === 'Accepted')!.reason]))
+          : undefined;
       },
       { what: `${ns}/multi status`, timeoutMs: 20_000, details: logs },
     );
@@ -445,7 +681,9 @@ test('Gateways and routes in other namespaces: allowedRoutes Same (the default),
   expect([0, 1, 2]).toContain(await reached('all.test'));
   const listeners = await pollUntil(
     async () => {
-      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: 'infra', plural: 'gateways', name: 'shared' })) as { status?: { listeners?: Array<{ name: string; attachedRoutes: number }> } };
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: 'infra', plural: 'gateways', name: 'shared' })) as {
+        status?: { listeners?: Array<{ name: string; attachedRoutes: number }> };
+      };
       return got.status?.listeners?.length === 3 ? got.status.listeners : undefined;
     },
     { what: 'infra/shared listeners', timeoutMs: 20_000, details: logs },
@@ -454,49 +692,100 @@ test('Gateways and routes in other namespaces: allowedRoutes Same (the default),
   // Relabelling a namespace moves its route: team-blue joins the red listener (team-red's route, which would
   // hold the identical match there, removed first).
   await admin.objects.delete({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'multi', namespace: 'team-red' } });
-  await admin.objects.patch({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-blue', labels: { team: 'red' } } }, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
-  await pollUntil(async () => ((await verdicts('team-blue')).red === 'Accepted' ? true : undefined), { what: 'team-blue admitted by the selector', timeoutMs: 20_000, details: logs });
-  await pollUntil(async () => ((await reached('red.test')) === 2 ? true : undefined), { what: 'red.test served by team-blue', timeoutMs: 20_000, details: logs });
+  await admin.objects.patch(
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-blue', labels: { team: 'red' } } },
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    PatchStrategy.MergePatch,
+  );
+  await pollUntil(async () => ((await verdicts('team-blue')).red === 'Accepted' ? true : undefined), {
+    what: 'team-blue admitted by the selector',
+    timeoutMs: 20_000,
+    details: logs,
+  });
+  await pollUntil(async () => ((await reached('red.test')) === 2 ? true : undefined), {
+    what: 'red.test served by team-blue',
+    timeoutMs: 20_000,
+    details: logs,
+  });
 });
 
 test('a backendRef to another namespace: RefNotPermitted and 500 without a ReferenceGrant there; served once a grant allows it, refused again when it goes', async () => {
   await namespace('shop');
   await namespace('payments');
   await backend('pay', [1], undefined, 'payments');
-  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'shop-gw', namespace: 'shop' }, spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'http', protocol: 'HTTP', port: 80, hostname: 'shop.test' }] } } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Gateway',
+    metadata: { name: 'shop-gw', namespace: 'shop' },
+    spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'http', protocol: 'HTTP', port: 80, hostname: 'shop.test' }] },
+  } as KubernetesObject);
   await createObject(admin, {
     apiVersion: `${GROUP}/v1`,
     kind: 'HTTPRoute',
     metadata: { name: 'checkout', namespace: 'shop' },
-    spec: { parentRefs: [{ name: 'shop-gw' }], rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/checkout' } }], backendRefs: [{ name: 'pay', namespace: 'payments', port: 8080 }] }] },
+    spec: {
+      parentRefs: [{ name: 'shop-gw' }],
+      rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/checkout' } }], backendRefs: [{ name: 'pay', namespace: 'payments', port: 8080 }] }],
+    },
   } as KubernetesObject);
   expect(await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).toMatchObject({ status: 'False', reason: 'RefNotPermitted' });
   const before = upstreams[1].requests.length;
-  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 500 ? true : undefined), { what: '/checkout 500', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 500 ? true : undefined), {
+    what: '/checkout 500',
+    timeoutMs: 20_000,
+    details: logs,
+  });
   expect(upstreams[1].requests.length).toBe(before);
   // A grant for another Service, or from another namespace, does not allow it.
   const grant = (name: string, fromNamespace: string, to: Record<string, string>) =>
-    ({ apiVersion: `${GROUP}/v1beta1`, kind: 'ReferenceGrant', metadata: { name, namespace: 'payments' }, spec: { from: [{ group: GROUP, kind: 'HTTPRoute', namespace: fromNamespace }], to: [{ group: '', kind: 'Service', ...to }] } }) as KubernetesObject;
+    ({
+      apiVersion: `${GROUP}/v1beta1`,
+      kind: 'ReferenceGrant',
+      metadata: { name, namespace: 'payments' },
+      spec: { from: [{ group: GROUP, kind: 'HTTPRoute', namespace: fromNamespace }], to: [{ group: '', kind: 'Service', ...to }] },
+    }) as KubernetesObject;
   await createObject(admin, grant('other-service', 'shop', { name: 'not-pay' }));
   await createObject(admin, grant('other-namespace', 'infra', {}));
   await new Promise((resolve) => setTimeout(resolve, 1000));
   expect(await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).toMatchObject({ status: 'False', reason: 'RefNotPermitted' });
   const allow = grant('allow-shop', 'shop', { name: 'pay' });
   await createObject(admin, allow);
-  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 200 ? true : undefined), { what: '/checkout 200', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 200 ? true : undefined), {
+    what: '/checkout 200',
+    timeoutMs: 20_000,
+    details: logs,
+  });
   expect(upstreams[1].requests.length).toBeGreaterThan(before);
-  await pollUntil(async () => ((await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).status === 'True' ? true : undefined), { what: 'checkout ResolvedRefs True', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await condition('checkout', 'ResolvedRefs', 'httproutes', 'shop')).status === 'True' ? true : undefined), {
+    what: 'checkout ResolvedRefs True',
+    timeoutMs: 20_000,
+    details: logs,
+  });
   await admin.objects.delete(allow);
-  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 500 ? true : undefined), { what: '/checkout 500 again', timeoutMs: 20_000, details: logs });
+  await pollUntil(async () => ((await dp.request('GET', '/checkout', { headers: { host: 'shop.test' } })).status === 500 ? true : undefined), {
+    what: '/checkout 500 again',
+    timeoutMs: 20_000,
+    details: logs,
+  });
 });
 
 test("Gateway status.addresses: the data planes' Service's cluster IP (GATEWAY_ADDRESS_SERVICE)", async () => {
-  await createObject(admin, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'gatehouse-data-plane', namespace: NAMESPACE }, spec: { ports: [{ name: 'http', port: 80 }] } } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'gatehouse-data-plane', namespace: NAMESPACE },
+    spec: { ports: [{ name: 'http', port: 80 }] },
+  } as KubernetesObject);
   const svc = (await admin.objects.read({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'gatehouse-data-plane', namespace: NAMESPACE } })) as V1Service;
   expect(svc.spec?.clusterIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
   const addresses = await pollUntil(
     async () => {
-      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as { status?: { addresses?: unknown[] } };
+      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {
+        status?: { addresses?: unknown[] };
+      };
       return got.status?.addresses?.length ? got.status.addresses : undefined;
     },
     { what: 'gw status.addresses', timeoutMs: 20_000, details: logs },
@@ -507,11 +796,24 @@ test("Gateway status.addresses: the data planes' Service's cluster IP (GATEWAY_A
 test('a parentRef whose sectionName or port names no listener of the Gateway is Accepted False NoMatchingParent', async () => {
   await backend('unmatched', [2]);
   const parent = (extra: Record<string, unknown>) =>
-    ({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: `unmatched-${Object.keys(extra)[0].toLowerCase()}`, namespace: NAMESPACE }, spec: { parentRefs: [{ name: 'gw', ...extra }], rules: [{ backendRefs: [ref('unmatched')] }] } }) as KubernetesObject;
+    ({
+      apiVersion: `${GROUP}/v1`,
+      kind: 'HTTPRoute',
+      metadata: { name: `unmatched-${Object.keys(extra)[0].toLowerCase()}`, namespace: NAMESPACE },
+      spec: { parentRefs: [{ name: 'gw', ...extra }], rules: [{ backendRefs: [ref('unmatched')] }] },
+    }) as KubernetesObject;
   await createObject(admin, parent({ sectionName: 'no-such-listener' }));
   await createObject(admin, parent({ port: 8080 }));
-  expect(await condition('unmatched-sectionname', 'Accepted')).toMatchObject({ status: 'False', reason: 'NoMatchingParent', message: 'Gateway gw has no listener named no-such-listener' });
-  expect(await condition('unmatched-port', 'Accepted')).toMatchObject({ status: 'False', reason: 'NoMatchingParent', message: 'Gateway gw has no listener on port 8080' });
+  expect(await condition('unmatched-sectionname', 'Accepted')).toMatchObject({
+    status: 'False',
+    reason: 'NoMatchingParent',
+    message: 'Gateway gw has no listener named no-such-listener',
+  });
+  expect(await condition('unmatched-port', 'Accepted')).toMatchObject({
+    status: 'False',
+    reason: 'NoMatchingParent',
+    message: 'Gateway gw has no listener on port 8080',
+  });
 });
 
 test("every condition's observedGeneration follows a spec change of the route and of the Gateway", async () => {
@@ -519,7 +821,12 @@ test("every condition's observedGeneration follows a spec change of the route an
   await createObject(admin, route('gen', { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-a' } }], backendRefs: [ref('gen')] }] }));
   await answered('/gen-a', 200);
   await admin.objects.patch(
-    { apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'gen', namespace: NAMESPACE }, spec: { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-b' } }], backendRefs: [ref('gen')] }] } },
+    {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'HTTPRoute',
+      metadata: { name: 'gen', namespace: NAMESPACE },
+      spec: { rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/gen-b' } }], backendRefs: [ref('gen')] }] },
+    },
     undefined,
     undefined,
     undefined,
@@ -535,9 +842,19 @@ test("every condition's observedGeneration follows a spec change of the route an
     { what: 'gen conditions at generation 2', timeoutMs: 20_000, details: logs },
   );
   expect(generations.map((c) => c.type).sort()).toEqual(['Accepted', 'ResolvedRefs']);
-  await createObject(admin, { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'gen-gw', namespace: NAMESPACE }, spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'a', protocol: 'HTTP', port: 80 }] } } as KubernetesObject);
+  await createObject(admin, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Gateway',
+    metadata: { name: 'gen-gw', namespace: NAMESPACE },
+    spec: { gatewayClassName: 'gatehouse', listeners: [{ name: 'a', protocol: 'HTTP', port: 80 }] },
+  } as KubernetesObject);
   await admin.objects.patch(
-    { apiVersion: `${GROUP}/v1`, kind: 'Gateway', metadata: { name: 'gen-gw', namespace: NAMESPACE }, spec: { listeners: [{ name: 'b', protocol: 'HTTP', port: 80 }] } },
+    {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Gateway',
+      metadata: { name: 'gen-gw', namespace: NAMESPACE },
+      spec: { listeners: [{ name: 'b', protocol: 'HTTP', port: 80 }] },
+    },
     undefined,
     undefined,
     undefined,

@@ -16,7 +16,11 @@ import { delay, pollUntil } from '../helpers/poll-until.js';
 import { startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 
-const ECHO = { Unary: rawMethod('Unary', false, false), Slow: rawMethod('Slow', false, false), ServerStream: rawMethod('ServerStream', false, true) } satisfies grpc.ServiceDefinition;
+const ECHO = {
+  Unary: rawMethod('Unary', false, false),
+  Slow: rawMethod('Slow', false, false),
+  ServerStream: rawMethod('ServerStream', false, true),
+} satisfies grpc.ServiceDefinition;
 const EchoClient = grpc.makeGenericClientConstructor(ECHO, 'Echo');
 type Echo = InstanceType<typeof EchoClient> & Record<keyof typeof ECHO, (...args: unknown[]) => unknown>;
 
@@ -77,7 +81,9 @@ function implementation(server: 'flaky' | 'down' | 'up'): grpc.UntypedServiceImp
 async function startGrpcServer(kind: 'flaky' | 'down' | 'up'): Promise<{ server: grpc.Server; port: number }> {
   const server = new grpc.Server();
   server.addService(ECHO, implementation(kind));
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
   return { server, port };
 }
 
@@ -107,10 +113,13 @@ beforeAll(async () => {
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
       stream.write(frame('first'));
     }
-    const timer = setTimeout(() => {
-      if (stream.headersSent) stream.end();
-      else stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '0' }, { endStream: true });
-    }, Number(headers['x-delay'] ?? 2_000));
+    const timer = setTimeout(
+      () => {
+        if (stream.headersSent) stream.end();
+        else stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '0' }, { endStream: true });
+      },
+      Number(headers['x-delay'] ?? 2_000),
+    );
     stream.on('close', () => {
       clearTimeout(timer);
       entry.closedWith = stream.rstCode ?? 0;
@@ -127,7 +136,11 @@ beforeAll(async () => {
   (passive.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = { passive: { unhealthy_threshold: 2, ejection: '1h' } };
   const apis = [
     grpcApi('retry', [at(flaky.port)], [{ name: 'retry', config: { attempts: 3, backoff: '300ms', grpc_statuses: ['unavailable'] } }]),
-    grpcApi('cb', [at(down.port)], [{ name: 'cb', config: { consecutive_failures: 3, sleep_window: 60_000, predicate: 'statusCode == 0 || grpcStatus == 14' } }]),
+    grpcApi(
+      'cb',
+      [at(down.port)],
+      [{ name: 'cb', config: { consecutive_failures: 3, sleep_window: 60_000, predicate: 'statusCode == 0 || grpcStatus == 14' } }],
+    ),
     passive,
     apiDefinition({ name: 'raw', listenPath: '/raw.Svc/*', targets: [at((raw.address() as { port: number }).port)], protocol: 'http2' }),
   ];

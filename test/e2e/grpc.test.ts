@@ -133,7 +133,10 @@ beforeAll(async () => {
   ca = await readFile(certs.caCert);
   const [plain, secure] = await Promise.all([
     startGrpcServer(grpc.ServerCredentials.createInsecure(), 'h2c'),
-    startGrpcServer(grpc.ServerCredentials.createSsl(ca, [{ cert_chain: await readFile(certs.serverCert), private_key: await readFile(certs.serverKey) }], false), 'h2-tls'),
+    startGrpcServer(
+      grpc.ServerCredentials.createSsl(ca, [{ cert_chain: await readFile(certs.serverCert), private_key: await readFile(certs.serverKey) }], false),
+      'h2-tls',
+    ),
   ]);
   grpcServer = plain.server;
   grpcTlsServer = secure.server;
@@ -169,29 +172,76 @@ beforeAll(async () => {
   admin = await createAdminClient(cp);
   const apis = [
     // grpc_web: the same route serves gRPC clients and, translated, gRPC-Web ones.
-    apiDefinition({ name: 'grpc-h2c', listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2', plugins: [{ name: 'grpc_web' }] }),
+    apiDefinition({
+      name: 'grpc-h2c',
+      listenPath: '/test.Echo/*',
+      targets: [`http://127.0.0.1:${plain.port}`],
+      protocol: 'http2',
+      plugins: [{ name: 'grpc_web' }],
+    }),
     apiDefinition({ name: 'grpc-tls', hosts: ['tls.grpc.test'], listenPath: '/test.Echo/*', targets: [`https://127.0.0.1:${secure.port}`], protocol: 'http2' }),
-    apiDefinition({ name: 'grpc-slow', hosts: ['slow.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`], protocol: 'http2', responseHeaderTimeout: '300ms' }),
+    apiDefinition({
+      name: 'grpc-slow',
+      hosts: ['slow.grpc.test'],
+      listenPath: '/test.Echo/*',
+      targets: [`http://127.0.0.1:${plain.port}`],
+      protocol: 'http2',
+      responseHeaderTimeout: '300ms',
+    }),
     {
-      ...apiDefinition({ name: 'plain-h2c', listenPath: '/plain/*', targets: [`http://127.0.0.1:${h2cPort}`, `http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
+      ...apiDefinition({
+        name: 'plain-h2c',
+        listenPath: '/plain/*',
+        targets: [`http://127.0.0.1:${h2cPort}`, `http://127.0.0.1:${deadPort}`],
+        protocol: 'http2',
+      }),
     },
     apiDefinition({ name: 'dead-h2', listenPath: '/dead/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2' }),
     apiDefinition({ name: 'narrow', listenPath: '/narrow/*', targets: [`http://127.0.0.1:${(narrow.address() as { port: number }).port}`], protocol: 'http2' }),
-    apiDefinition({ name: 'grpc-checked', hosts: ['checked.grpc.test'], listenPath: '/test.Echo/*', targets: [`http://127.0.0.1:${plain.port}`, `http://127.0.0.1:${sick.port}`], protocol: 'http2' }),
+    apiDefinition({
+      name: 'grpc-checked',
+      hosts: ['checked.grpc.test'],
+      listenPath: '/test.Echo/*',
+      targets: [`http://127.0.0.1:${plain.port}`, `http://127.0.0.1:${sick.port}`],
+      protocol: 'http2',
+    }),
     // Answered by the gateway: the upstream is never asked.
-    apiDefinition({ name: 'grpc-down', listenPath: '/down.Svc/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2', plugins: [{ name: 'request_termination', config: { status_code: 503, message: DOWN_MESSAGE } }] }),
-    apiDefinition({ name: 'grpc-pong', listenPath: '/pong.Svc/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2', plugins: [{ name: 'request_termination', config: { status_code: 200, body: 'pong', content_type: 'text/plain' } }] }),
-    apiDefinition({ name: 'grpc-moved', listenPath: '/moved.Svc/*', targets: [`http://127.0.0.1:${deadPort}`], protocol: 'http2', plugins: [{ name: 'redirect', config: { status_code: 301, host: 'elsewhere.test' } }] }),
+    apiDefinition({
+      name: 'grpc-down',
+      listenPath: '/down.Svc/*',
+      targets: [`http://127.0.0.1:${deadPort}`],
+      protocol: 'http2',
+      plugins: [{ name: 'request_termination', config: { status_code: 503, message: DOWN_MESSAGE } }],
+    }),
+    apiDefinition({
+      name: 'grpc-pong',
+      listenPath: '/pong.Svc/*',
+      targets: [`http://127.0.0.1:${deadPort}`],
+      protocol: 'http2',
+      plugins: [{ name: 'request_termination', config: { status_code: 200, body: 'pong', content_type: 'text/plain' } }],
+    }),
+    apiDefinition({
+      name: 'grpc-moved',
+      listenPath: '/moved.Svc/*',
+      targets: [`http://127.0.0.1:${deadPort}`],
+      protocol: 'http2',
+      plugins: [{ name: 'redirect', config: { status_code: 301, host: 'elsewhere.test' } }],
+    }),
   ];
   // gRPC's health protocol: the sick target says NOT_SERVING for test.Echo, though it answers calls.
   (apis[6]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = {
     active: { grpc: { service: 'test.Echo' }, interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 },
   };
   // The plain route's second target is dead: the active check (over h2, as the route's requests) takes it out.
-  (apis[3]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = { active: { path: '/healthz', interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 } };
+  (apis[3]!.proxy as { upstreams: Record<string, unknown> }).upstreams.health_check = {
+    active: { path: '/healthz', interval: '200ms', unhealthy_threshold: 1, healthy_threshold: 1 },
+  };
   for (const api of apis) expect((await admin.createApi(api)).status).toBe(201);
   [dp, plainDp] = await Promise.all([
-    startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, UPSTREAM_CA_FILE: certs.caCert } }),
+    startDataPlane({
+      controlPlaneAddr: cp.grpcAddr,
+      env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, UPSTREAM_CA_FILE: certs.caCert },
+    }),
     startDataPlane({ controlPlaneAddr: cp.grpcAddr }),
   ]);
 }, 90_000);
@@ -222,14 +272,25 @@ interface UnaryResult {
   trailer?: grpc.Metadata;
 }
 
-function unary(c: Echo, name: 'Unary' | 'Fail' | 'Hang', request: Buffer, metadata = new grpc.Metadata(), options: grpc.CallOptions = {}): Promise<UnaryResult> & { call: grpc.ClientUnaryCall } {
+function unary(
+  c: Echo,
+  name: 'Unary' | 'Fail' | 'Hang',
+  request: Buffer,
+  metadata = new grpc.Metadata(),
+  options: grpc.CallOptions = {},
+): Promise<UnaryResult> & { call: grpc.ClientUnaryCall } {
   let call!: grpc.ClientUnaryCall;
   const result = new Promise<UnaryResult>((resolve) => {
     const out: UnaryResult = { error: null };
-    call = (c[name] as (r: Buffer, m: grpc.Metadata, o: grpc.CallOptions, cb: grpc.requestCallback<Buffer>) => grpc.ClientUnaryCall)(request, metadata, options, (error, value) => {
-      out.error = error;
-      out.value = value;
-    });
+    call = (c[name] as (r: Buffer, m: grpc.Metadata, o: grpc.CallOptions, cb: grpc.requestCallback<Buffer>) => grpc.ClientUnaryCall)(
+      request,
+      metadata,
+      options,
+      (error, value) => {
+        out.error = error;
+        out.value = value;
+      },
+    );
     call.on('metadata', (m) => (out.header = m));
     call.on('status', (s) => {
       out.trailer = s.metadata;
@@ -363,7 +424,9 @@ test('a stream the upstream ends with an error after some messages: those messag
 test('client streaming: 200 messages of 4 KiB reach the upstream, its one answer comes back', async () => {
   const c = client();
   const answer = await new Promise<Buffer>((resolve, reject) => {
-    const call = (c.ClientStream as (cb: grpc.requestCallback<Buffer>) => grpc.ClientWritableStream<Buffer>)((err, value) => (err ? reject(err) : resolve(value!)));
+    const call = (c.ClientStream as (cb: grpc.requestCallback<Buffer>) => grpc.ClientWritableStream<Buffer>)((err, value) =>
+      err ? reject(err) : resolve(value!),
+    );
     for (let i = 0; i < 200; i++) call.write(Buffer.alloc(4096, i));
     call.end();
   });
@@ -474,7 +537,7 @@ test('the active health check probes over h2 too: the h2c-only target stays in, 
   );
 });
 
-test("an active gRPC health check takes out the target that reports NOT_SERVING, though it answers calls", async () => {
+test('an active gRPC health check takes out the target that reports NOT_SERVING, though it answers calls', async () => {
   const c = client('checked.grpc.test');
   try {
     await pollUntil(
@@ -532,7 +595,7 @@ const web = (path: string, type: string, body: Buffer | string) =>
   httpRequest(`https://127.0.0.1:${dp.proxyPort}${path}`, { method: 'POST', ca, headers: { 'content-type': type, 'x-grpc-web': '1' }, body });
 
 describe('grpc_web', () => {
-  test('a gRPC-Web unary call over HTTP/1.1: translated to gRPC, the trailers come back as the body\'s last frame', async () => {
+  test("a gRPC-Web unary call over HTTP/1.1: translated to gRPC, the trailers come back as the body's last frame", async () => {
     const res = await web('/test.Echo/Unary', 'application/grpc-web+proto', frame('hello'));
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('application/grpc-web+proto');
@@ -593,7 +656,10 @@ describe('grpc_web', () => {
   });
 
   test('grpc_web on an API whose upstream is HTTP/1.1 is refused, naming the plugin', async () => {
-    const res = await admin.createApi({ ...apiDefinition({ name: 'grpc-web-h1', listenPath: '/web-h1/*', targets: ['http://127.0.0.1:1'] }), plugins: [{ name: 'grpc_web' }] });
+    const res = await admin.createApi({
+      ...apiDefinition({ name: 'grpc-web-h1', listenPath: '/web-h1/*', targets: ['http://127.0.0.1:1'] }),
+      plugins: [{ name: 'grpc_web' }],
+    });
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: expect.stringContaining('plugins[0] grpc_web needs proxy.upstreams.protocol "http2"') });
   });
@@ -614,12 +680,18 @@ describe("a plugin's answer to a gRPC call is a Trailers-Only gRPC response (HTT
   }
 
   test("request_termination 503: UNAVAILABLE with the configured message, the gateway's request id as metadata; counted under both statuses", async () => {
-    const before = await Promise.all([grpcCount('api:grpc-down', 14), metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}')]);
+    const before = await Promise.all([
+      grpcCount('api:grpc-down', 14),
+      metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}'),
+    ]);
     const status = await call('/down.Svc/Call');
     expect(status.code).toBe(grpc.status.UNAVAILABLE);
     expect(status.details).toBe(DOWN_MESSAGE);
     expect(status.metadata.get('x-request-id')[0]).toEqual(expect.any(String));
-    const after = await Promise.all([grpcCount('api:grpc-down', 14), metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}')]);
+    const after = await Promise.all([
+      grpcCount('api:grpc-down', 14),
+      metricValue(dp.statusUrl, 'gatehouse_proxy_requests_total{route="api:grpc-down",status="503"}'),
+    ]);
     expect(after.map((n, i) => n - before[i]!)).toEqual([1, 1]);
   });
 
@@ -633,7 +705,11 @@ describe("a plugin's answer to a gRPC call is a Trailers-Only gRPC response (HTT
   test('gRPC-Web gets it in the headers, percent-encoded; a plain HTTP request still gets the HTTP answer', async () => {
     const res = await web('/down.Svc/Call', 'application/grpc-web+proto', frame('x'));
     expect(res.status).toBe(200);
-    expect(res.headers).toMatchObject({ 'content-type': 'application/grpc-web', 'grpc-status': '14', 'grpc-message': 'down for maintenance: 100%25 %E2%9C%93' });
+    expect(res.headers).toMatchObject({
+      'content-type': 'application/grpc-web',
+      'grpc-status': '14',
+      'grpc-message': 'down for maintenance: 100%25 %E2%9C%93',
+    });
     expect(res.body.length).toBe(0);
     const plain = await https('/down.Svc/Call');
     expect(plain.status).toBe(503);

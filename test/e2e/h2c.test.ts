@@ -21,7 +21,10 @@ let echo: Upstream;
 let slow: Upstream;
 
 beforeAll(async () => {
-  [echo, slow] = await Promise.all([startUpstream('h2c-echo', { kind: 'echo' }), startUpstream('h2c-slow', { kind: 'delay', ms: 800, then: { kind: 'echo' } })]);
+  [echo, slow] = await Promise.all([
+    startUpstream('h2c-echo', { kind: 'echo' }),
+    startUpstream('h2c-slow', { kind: 'delay', ms: 800, then: { kind: 'echo' } }),
+  ]);
   // A port nothing listens on: the upstream of the unreachable route.
   const closed = createNetServer();
   await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -49,7 +52,10 @@ const request = h2Request;
 const recorded = (answer: H2Answer): RecordedRequest => JSON.parse(answer.body.toString()) as RecordedRequest;
 
 const accessLine = (d: DataPlane, requestId: string) =>
-  pollUntil(async () => d.process.lines().find((l) => l.json?.msg === 'access' && l.json?.requestId === requestId), { what: `the access line of ${requestId}`, timeoutMs: 5_000 });
+  pollUntil(async () => d.process.lines().find((l) => l.json?.msg === 'access' && l.json?.requestId === requestId), {
+    what: `the access line of ${requestId}`,
+    timeoutMs: 5_000,
+  });
 
 test('an h2c client (prior knowledge) gets proxied answers from an HTTP/1.1 upstream: a GET, and a POST streamed in DATA frames', async () => {
   const listening = gw.dp.process.lines().find((l) => l.json?.msg === 'listening' && l.json?.listener === 'proxy');
@@ -111,7 +117,9 @@ test('HTTP/1.1 clients on the same port are served as before, keep-alive include
 /** What a raw connection that sends the HTTP/2 preface (and a SETTINGS frame) gets back before the server closes it. */
 function prefaceAnswer(port: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connectTcp(port, '127.0.0.1', () => socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])])));
+    const socket = connectTcp(port, '127.0.0.1', () =>
+      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])])),
+    );
     let answer = '';
     socket.setEncoding('latin1');
     socket.on('data', (chunk: string) => (answer += chunk));
@@ -140,7 +148,7 @@ test('on SIGTERM an h2c connection gets GOAWAY: its stream in flight finishes, t
   }
 });
 
-describe('the gateway\'s own errors to a gRPC client', () => {
+describe("the gateway's own errors to a gRPC client", () => {
   let client: Client;
   beforeAll(() => {
     client = new Client(`127.0.0.1:${gw.dp.proxyPort}`, credentials.createInsecure());
@@ -164,14 +172,14 @@ describe('the gateway\'s own errors to a gRPC client', () => {
     });
   }
 
-  test('a method no route serves is UNIMPLEMENTED, with the gateway\'s message; the access log keeps the HTTP status', async () => {
+  test("a method no route serves is UNIMPLEMENTED, with the gateway's message; the access log keeps the HTTP status", async () => {
     const err = await failedCall('/grpc.test.Missing/Call', { 'x-request-id': 'grpc-missing-1' });
     expect({ code: err.code, details: err.details }).toEqual({ code: status.UNIMPLEMENTED, details: 'no API found with those values' });
     expect(err.metadata.get('x-request-id')).toEqual(['grpc-missing-1']);
     expect((await accessLine(gw.dp, 'grpc-missing-1')).json).toMatchObject({ protocol: 'HTTP/2', status: 404, route: null });
   });
 
-  test('a route whose key_auth finds no key is UNAUTHENTICATED, with the plugin\'s WWW-Authenticate', async () => {
+  test("a route whose key_auth finds no key is UNAUTHENTICATED, with the plugin's WWW-Authenticate", async () => {
     const before = echo.requests.length;
     const err = await failedCall('/grpc.test.Keyed/Call');
     expect({ code: err.code, details: err.details }).toEqual({ code: status.UNAUTHENTICATED, details: 'no API key found in request' });
@@ -184,7 +192,7 @@ describe('the gateway\'s own errors to a gRPC client', () => {
     expect({ code: err.code, details: err.details }).toEqual({ code: status.UNAVAILABLE, details: 'bad gateway' });
   });
 
-  test('the answer is gRPC\'s Trailers-Only: 200, application/grpc, grpc-status and grpc-message in one HEADERS frame ending the stream; gRPC-Web the same in its own type, anything else JSON', async () => {
+  test("the answer is gRPC's Trailers-Only: 200, application/grpc, grpc-status and grpc-message in one HEADERS frame ending the stream; gRPC-Web the same in its own type, anything else JSON", async () => {
     const s = await session();
     try {
       const headersEndingStream = await new Promise<{ headers: IncomingHttpHeaders; endStream: boolean }>((resolve, reject) => {
@@ -194,7 +202,12 @@ describe('the gateway\'s own errors to a gRPC client', () => {
         stream.end(Buffer.from([0, 0, 0, 0, 0]));
       });
       expect(headersEndingStream.endStream).toBe(true);
-      expect(headersEndingStream.headers).toMatchObject({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'no API found with those values' });
+      expect(headersEndingStream.headers).toMatchObject({
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'grpc-status': '12',
+        'grpc-message': 'no API found with those values',
+      });
       expect(headersEndingStream.headers['content-length']).toBeUndefined();
 
       // gRPC-Web clients read a Trailers-Only status from the headers too, in their own Content-Type.
@@ -215,7 +228,12 @@ describe('the gateway\'s own errors to a gRPC client', () => {
   test('a gRPC-typed request over HTTP/1.1 gets the same statuses, as headers of an empty 200', async () => {
     const answer = await gw.dp.request('POST', '/grpc.test.Keyed/Call', { headers: { 'content-type': 'application/grpc' }, body: 'x' });
     expect(answer.status).toBe(200);
-    expect(answer.headers).toMatchObject({ 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'no API key found in request', 'www-authenticate': 'Key realm="grpc"' });
+    expect(answer.headers).toMatchObject({
+      'content-type': 'application/grpc',
+      'grpc-status': '16',
+      'grpc-message': 'no API key found in request',
+      'www-authenticate': 'Key realm="grpc"',
+    });
     expect(answer.text).toBe('');
   });
 });

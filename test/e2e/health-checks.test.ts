@@ -32,7 +32,10 @@ const served = (u: Upstream, prefix: string) => u.requests.filter((r) => r.url.s
 const probes = (u: Upstream) => u.requests.filter((r) => r.url === '/health');
 const healthOf = async (route: string, target: Upstream): Promise<string | undefined> => {
   const text = (await httpRequest(`${gw.dp.statusUrl}/metrics`)).text;
-  return text.split('\n').find((l) => l.startsWith(`gatehouse_upstream_target_healthy{route="api:${route}",target="${target.url}"}`))?.split(' ')[1];
+  return text
+    .split('\n')
+    .find((l) => l.startsWith(`gatehouse_upstream_target_healthy{route="api:${route}",target="${target.url}"}`))
+    ?.split(' ')[1];
 };
 const waitForHealth = (route: string, target: Upstream, value: '0' | '1') =>
   pollUntil(async () => ((await healthOf(route, target)) === value ? true : undefined), {
@@ -42,7 +45,10 @@ const waitForHealth = (route: string, target: Upstream, value: '0' | '1') =>
 
 /** Log lines reach this process through the DP's stdout pipe, possibly after a later HTTP answer. */
 const waitForLog = (pattern: RegExp) =>
-  pollUntil(async () => (pattern.test(gw.dp.recentLogs(300)) ? true : undefined), { what: `a DP log line matching ${pattern}`, details: () => gw.dp.recentLogs(20) });
+  pollUntil(async () => (pattern.test(gw.dp.recentLogs(300)) ? true : undefined), {
+    what: `a DP log line matching ${pattern}`,
+    details: () => gw.dp.recentLogs(20),
+  });
 
 beforeAll(async () => {
   [a, b, c] = await Promise.all([startUpstream('hc-a'), startUpstream('hc-b'), startUpstream('hc-c')]);
@@ -112,7 +118,9 @@ test('passive: proxied failures take a target out for the ejection, then it gets
 
 test("active with method, statuses and headers: HEAD with the check's Host; only the listed statuses are healthy", async () => {
   healthStatus.set(a, 418);
-  await createApis(gw, [checked('opts', [a, b], { active: { ...ACTIVE, method: 'HEAD', statuses: [418], headers: { Host: 'health.internal', 'X-Probe': 'gatehouse' } } })]);
+  await createApis(gw, [
+    checked('opts', [a, b], { active: { ...ACTIVE, method: 'HEAD', statuses: [418], headers: { Host: 'health.internal', 'X-Probe': 'gatehouse' } } }),
+  ]);
   // b answers 200, which this check does not count as healthy; a answers 418, which it does.
   await waitForHealth('opts', b, '0');
   expect(await healthOf('opts', a)).toBe('1');

@@ -40,7 +40,16 @@ async function read(apiVersion: string, kind: string, name: string): Promise<Any
 
 /** The release's Deployment of one component, as stored by the apiserver. */
 async function deployment(component: string): Promise<V1Deployment & AnyObject> {
-  const list = (await admin.objects.list('apps/v1', 'Deployment', NS, undefined, undefined, undefined, undefined, `app.kubernetes.io/instance=${RELEASE},app.kubernetes.io/component=${component}`)) as {
+  const list = (await admin.objects.list(
+    'apps/v1',
+    'Deployment',
+    NS,
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+    `app.kubernetes.io/instance=${RELEASE},app.kubernetes.io/component=${component}`,
+  )) as {
     items: Array<V1Deployment & AnyObject>;
   };
   if (list.items.length !== 1) throw new Error(`expected one ${component} Deployment of release ${RELEASE}, found ${list.items.length}`);
@@ -54,7 +63,11 @@ async function viaService(serviceName: string, port: number, pod: PodProcess): P
   return `http://127.0.0.1:${pod.hostPort(containerPort)}`;
 }
 
-const logs = (): string => [cp, ...dps].filter(Boolean).map((p) => p.process.recentLogs(30)).join('\n');
+const logs = (): string =>
+  [cp, ...dps]
+    .filter(Boolean)
+    .map((p) => p.process.recentLogs(30))
+    .join('\n');
 
 async function served(dp: PodProcess, path: string): Promise<void> {
   const base = await viaService(dpDeployment.metadata!.name!, 80, dp);
@@ -77,7 +90,9 @@ beforeAll(async () => {
   dpDeployment = await deployment('data-plane');
   cp = await startPodProcess({ server, admin, deployment: cpDeployment, podName: podNameFor(cpDeployment), listeners: ['admin', 'grpc'], running: [] });
   for (let i = 0; i < 2; i++) {
-    dps.push(await startPodProcess({ server, admin, deployment: dpDeployment, podName: podNameFor(dpDeployment), listeners: ['proxy', 'status'], running: [cp] }));
+    dps.push(
+      await startPodProcess({ server, admin, deployment: dpDeployment, podName: podNameFor(dpDeployment), listeners: ['proxy', 'status'], running: [cp] }),
+    );
   }
   // Logged in with the password from the chart's Secret (createAdminClient logs in): every admin test uses it, in any order.
   const secret = await read('v1', 'Secret', `${RELEASE}-gatehouse-admin`);
@@ -116,76 +131,96 @@ test('the processes got what the chart says: STORE=kubernetes, TLS files from th
   expect(grpcListening?.json?.tls).toBe(true);
 });
 
-test('liveness and readiness probes answer 200 on the paths and ports the chart gives', async () => {
-  for (const p of [cp, ...dps]) {
-    for (const probe of [p.container.livenessProbe!, p.container.readinessProbe!]) {
-      const url = `http://127.0.0.1:${p.hostPort(probe.httpGet!.port as string)}${probe.httpGet!.path}`;
-      await pollUntil(async () => ((await httpRequest(url)).status === 200 ? true : undefined), {
-        what: `${p.podName} ${url} → 200`,
-        timeoutMs: 20_000,
-        details: logs,
-      });
-    }
-    // The Prometheus annotations point at a real /metrics.
-    const annotations = (p === cp ? cpDeployment : dpDeployment).spec!.template.metadata!.annotations!;
-    const metrics = await httpRequest(`http://127.0.0.1:${p.hostPort(Number(annotations['prometheus.io/port']))}${annotations['prometheus.io/path']}`);
-    expect(metrics.status).toBe(200);
-    expect(metrics.text).toContain('gatehouse_snapshot_version');
-  }
-}, T);
-
-test('log in with the password from the chart’s Secret; both data planes are connected, named by their pods', async () => {
-  const refused = await client.login('admin', 'not-the-password');
-  expect(refused.status).toBe(401);
-  expect((await client.login()).status).toBe(200);
-  await pollUntil(
-    async () => {
-      const ids = ((await client.dataplanes()).body as Array<{ id: string }>).map((d) => d.id).sort();
-      return JSON.stringify(ids) === JSON.stringify(dps.map((d) => d.podName).sort()) ? true : undefined;
-    },
-    { what: 'GET /dataplanes to list both data-plane pods', timeoutMs: 20_000, details: logs },
-  );
-}, T);
-
-test('the control plane holds the chart’s Lease under its pod name (leader election, Downward API)', async () => {
-  const lease = await pollUntil(
-    async () => {
-      try {
-        const l = await read('coordination.k8s.io/v1', 'Lease', cp.env.LEASE_NAME);
-        return l.spec?.holderIdentity ? l : undefined;
-      } catch {
-        return undefined;
+test(
+  'liveness and readiness probes answer 200 on the paths and ports the chart gives',
+  async () => {
+    for (const p of [cp, ...dps]) {
+      for (const probe of [p.container.livenessProbe!, p.container.readinessProbe!]) {
+        const url = `http://127.0.0.1:${p.hostPort(probe.httpGet!.port as string)}${probe.httpGet!.path}`;
+        await pollUntil(async () => ((await httpRequest(url)).status === 200 ? true : undefined), {
+          what: `${p.podName} ${url} → 200`,
+          timeoutMs: 20_000,
+          details: logs,
+        });
       }
-    },
-    { what: `Lease ${cp.env.LEASE_NAME} held`, timeoutMs: 30_000, details: logs },
-  );
-  expect(lease.spec.holderIdentity).toBe(cp.podName);
-}, T);
+      // The Prometheus annotations point at a real /metrics.
+      const annotations = (p === cp ? cpDeployment : dpDeployment).spec!.template.metadata!.annotations!;
+      const metrics = await httpRequest(`http://127.0.0.1:${p.hostPort(Number(annotations['prometheus.io/port']))}${annotations['prometheus.io/path']}`);
+      expect(metrics.status).toBe(200);
+      expect(metrics.text).toContain('gatehouse_snapshot_version');
+    }
+  },
+  T,
+);
 
-test('an API created through the admin REST API is served by both data planes (through the chart’s mTLS)', async () => {
-  const created = await client.createApi(apiDefinition({ name: 'orders', listenPath: '/orders/*', stripPath: true, targets: [upstream.url] }));
-  expect(created.status).toBe(201);
-  for (const dp of dps) await served(dp, '/orders/42');
-  // It is a custom resource in the release's namespace.
-  const cr = await read('gatehouse.dev/v1alpha1', 'ApiDefinition', 'orders');
-  expect(cr.spec.proxy.listen_path).toBe('/orders/*');
-}, T);
+test(
+  'log in with the password from the chart’s Secret; both data planes are connected, named by their pods',
+  async () => {
+    const refused = await client.login('admin', 'not-the-password');
+    expect(refused.status).toBe(401);
+    expect((await client.login()).status).toBe(200);
+    await pollUntil(
+      async () => {
+        const ids = ((await client.dataplanes()).body as Array<{ id: string }>).map((d) => d.id).sort();
+        return JSON.stringify(ids) === JSON.stringify(dps.map((d) => d.podName).sort()) ? true : undefined;
+      },
+      { what: 'GET /dataplanes to list both data-plane pods', timeoutMs: 20_000, details: logs },
+    );
+  },
+  T,
+);
 
-test('an ApiDefinition applied with the Kubernetes API is served too and gets Accepted/Programmed status', async () => {
-  await admin.objects.create({
-    apiVersion: 'gatehouse.dev/v1alpha1',
-    kind: 'ApiDefinition',
-    metadata: { name: 'payments', namespace: NS },
-    spec: { proxy: { listen_path: '/payments/*', strip_path: true, upstreams: { targets: [{ target: upstream.url }] } } },
-  } as KubernetesObject);
-  for (const dp of dps) await served(dp, '/payments/7');
-  const conditions = await pollUntil(
-    async () => {
-      const cr = await read('gatehouse.dev/v1alpha1', 'ApiDefinition', 'payments');
-      const byType = Object.fromEntries((cr.status?.conditions ?? []).map((c: any) => [c.type, c.status]));
-      return byType.Accepted === 'True' && byType.Programmed === 'True' ? byType : undefined;
-    },
-    { what: 'payments Accepted=True and Programmed=True', timeoutMs: 30_000, intervalMs: 200, details: logs },
-  );
-  expect(conditions).toEqual({ Accepted: 'True', Programmed: 'True' });
-}, T);
+test(
+  'the control plane holds the chart’s Lease under its pod name (leader election, Downward API)',
+  async () => {
+    const lease = await pollUntil(
+      async () => {
+        try {
+          const l = await read('coordination.k8s.io/v1', 'Lease', cp.env.LEASE_NAME);
+          return l.spec?.holderIdentity ? l : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      { what: `Lease ${cp.env.LEASE_NAME} held`, timeoutMs: 30_000, details: logs },
+    );
+    expect(lease.spec.holderIdentity).toBe(cp.podName);
+  },
+  T,
+);
+
+test(
+  'an API created through the admin REST API is served by both data planes (through the chart’s mTLS)',
+  async () => {
+    const created = await client.createApi(apiDefinition({ name: 'orders', listenPath: '/orders/*', stripPath: true, targets: [upstream.url] }));
+    expect(created.status).toBe(201);
+    for (const dp of dps) await served(dp, '/orders/42');
+    // It is a custom resource in the release's namespace.
+    const cr = await read('gatehouse.dev/v1alpha1', 'ApiDefinition', 'orders');
+    expect(cr.spec.proxy.listen_path).toBe('/orders/*');
+  },
+  T,
+);
+
+test(
+  'an ApiDefinition applied with the Kubernetes API is served too and gets Accepted/Programmed status',
+  async () => {
+    await admin.objects.create({
+      apiVersion: 'gatehouse.dev/v1alpha1',
+      kind: 'ApiDefinition',
+      metadata: { name: 'payments', namespace: NS },
+      spec: { proxy: { listen_path: '/payments/*', strip_path: true, upstreams: { targets: [{ target: upstream.url }] } } },
+    } as KubernetesObject);
+    for (const dp of dps) await served(dp, '/payments/7');
+    const conditions = await pollUntil(
+      async () => {
+        const cr = await read('gatehouse.dev/v1alpha1', 'ApiDefinition', 'payments');
+        const byType = Object.fromEntries((cr.status?.conditions ?? []).map((c: any) => [c.type, c.status]));
+        return byType.Accepted === 'True' && byType.Programmed === 'True' ? byType : undefined;
+      },
+      { what: 'payments Accepted=True and Programmed=True', timeoutMs: 30_000, intervalMs: 200, details: logs },
+    );
+    expect(conditions).toEqual({ Accepted: 'True', Programmed: 'True' });
+  },
+  T,
+);

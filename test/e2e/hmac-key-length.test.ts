@@ -54,7 +54,9 @@ test('by default a short HS key is refused at write (POST, PUT /config), naming 
   expect(created.status).toBe(400);
   expect(created.body).toEqual({ error: REFUSAL });
   expect((await gw.admin.request('GET', '/oauth/servers/janus')).status).toBe(404);
-  const imported = await gw.admin.request('PUT', '/config', { body: { apis: [], oauth_servers: [server('janus', SHORT)], basic_auth_credentials: [], key_auth_credentials: [] } });
+  const imported = await gw.admin.request('PUT', '/config', {
+    body: { apis: [], oauth_servers: [server('janus', SHORT)], basic_auth_credentials: [], key_auth_credentials: [] },
+  });
   expect(imported.status).toBe(400);
   expect(imported.body).toEqual({ error: `oauth_servers[0].${REFUSAL}` });
   expect((await gw.admin.createOAuthServer(server('long', LONG))).status).toBe(201);
@@ -73,7 +75,10 @@ test('ALLOW_SHORT_HMAC_KEYS=true: accepted and served, warned at every start nam
   expect((await gw.admin.dataplanes()).body.map((row) => [row.allow_short_hmac_keys, row.last_nack])).toEqual([[true, null]]);
 
   const startWarnings = () =>
-    gw!.cp.process.lines().filter((l) => l.json?.level === 40 && String(l.json?.msg).startsWith('ALLOW_SHORT_HMAC_KEYS=true')).map((l) => l.json?.shortKeys);
+    gw!.cp.process
+      .lines()
+      .filter((l) => l.json?.level === 40 && String(l.json?.msg).startsWith('ALLOW_SHORT_HMAC_KEYS=true'))
+      .map((l) => l.json?.shortKeys);
   expect(startWarnings()).toEqual([[]]);
   expect((await gw.cp.stop()).code).toBe(0);
   await gw.cp.restart();

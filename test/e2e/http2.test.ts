@@ -233,7 +233,12 @@ test('gateway errors and plugins answer over h2 as over HTTP/1.1: 404 JSON, a CO
     expect(preflight.status).toBe(204);
     expect(preflight.headers['access-control-allow-origin']).toBe('https://app.test');
 
-    const compressed = await request(s, { ':path': `/plugins/${'long/'.repeat(100)}`, ':method': 'GET', 'accept-encoding': 'gzip', origin: 'https://app.test' });
+    const compressed = await request(s, {
+      ':path': `/plugins/${'long/'.repeat(100)}`,
+      ':method': 'GET',
+      'accept-encoding': 'gzip',
+      origin: 'https://app.test',
+    });
     expect(compressed.status).toBe(200);
     expect(compressed.headers['content-encoding']).toBe('gzip');
     expect(compressed.headers['access-control-allow-origin']).toBe('https://app.test');
@@ -305,7 +310,15 @@ test('the access log has one line per h2 request, with its status and the respon
       what: 'the access line of request h2-logged-1',
       timeoutMs: 5_000,
     });
-    expect(line.json).toMatchObject({ method: 'GET', path: '/echo/logged', protocol: 'HTTP/2', status: 200, route: 'api:h2-echo', host: `localhost:${dp.proxyPort}`, bytes: answer.body.length });
+    expect(line.json).toMatchObject({
+      method: 'GET',
+      path: '/echo/logged',
+      protocol: 'HTTP/2',
+      status: 200,
+      route: 'api:h2-echo',
+      host: `localhost:${dp.proxyPort}`,
+      bytes: answer.body.length,
+    });
   } finally {
     s.close();
   }

@@ -161,7 +161,9 @@ describe('a Janus file store', () => {
     expect(versionAfterRefused).toBe(before);
 
     expect(applied.code).toBe(EXIT_ACTION_NEEDED);
-    expect(applied.stdout).toContain(`imported: now version ${before + 1} (apis: 13 added, 0 changed; oauth_servers: 1 added, 0 changed); \`gatehouse rollback ${before}\` undoes it`);
+    expect(applied.stdout).toContain(
+      `imported: now version ${before + 1} (apis: 13 added, 0 changed; oauth_servers: 1 added, 0 changed); \`gatehouse rollback ${before}\` undoes it`,
+    );
     expect(versionAfterApply).toBe(before + 1);
     expect(historyAdded).toBe(1);
     expect((await admin.getApi('janus-root-prefix')).status).toBe(404);
@@ -269,7 +271,6 @@ describe('a Janus file store', () => {
     expect((await dp.request('POST', '/auth/token')).status).toBe(200);
     expect(upstream.last()?.url).toBe('/token');
   });
-
 });
 
 test('a definition the control plane refuses: the error names it, and --apply writes nothing', async () => {
@@ -298,7 +299,13 @@ describe('a mongoexport', () => {
     const dry = await cli(['-o', 'json', 'import', '--from-janus', ...files]);
     expect(dry.code).toBe(EXIT_ACTION_NEEDED);
     const items = byName(JSON.parse(dry.stdout).items);
-    expect(Object.keys(items)).toEqual(['api/mongo-users', 'api/mongo-orders', 'oauth_server/mongo-auth', 'basic_auth_user/janus-bcrypt', 'basic_auth_user/scrypt-user']);
+    expect(Object.keys(items)).toEqual([
+      'api/mongo-users',
+      'api/mongo-orders',
+      'oauth_server/mongo-auth',
+      'basic_auth_user/janus-bcrypt',
+      'basic_auth_user/scrypt-user',
+    ]);
     expect(items['api/mongo-users'].definition._id).toBeUndefined();
     expect(items['oauth_server/mongo-auth']).toMatchObject({ status: 'changed', definition: { token_strategy: { leeway: 30 } } });
     expect(items['oauth_server/mongo-auth'].reason).toBeUndefined();

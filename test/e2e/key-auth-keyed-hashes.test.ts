@@ -112,9 +112,12 @@ test('an unkeyed sha256$ hash still authenticates and is named at every start; a
 
   expect((await gw.cp.stop()).code).toBe(0);
   await gw.cp.restart();
-  const warning = await pollUntil(async () => gw.cp.process.lines().find((l) => typeof l.json?.msg === 'string' && (l.json.msg as string).includes('unkeyed SHA-256')), {
-    what: 'the warning of unkeyed key_auth hashes',
-  });
+  const warning = await pollUntil(
+    async () => gw.cp.process.lines().find((l) => typeof l.json?.msg === 'string' && (l.json.msg as string).includes('unkeyed SHA-256')),
+    {
+      what: 'the warning of unkeyed key_auth hashes',
+    },
+  );
   expect(warning.json).toMatchObject({ level: 40, count: 1, usernames: ['dan'] });
 
   expect(await installationKeyOf(gw)).toBe(installationKey);

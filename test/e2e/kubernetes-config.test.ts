@@ -29,7 +29,8 @@ let dp: DataPlane;
 let client: AdminClient;
 let upstream: Upstream;
 
-const api = (name: string, extra: Partial<Parameters<typeof apiDefinition>[0]> = {}) => apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url], ...extra });
+const api = (name: string, extra: Partial<Parameters<typeof apiDefinition>[0]> = {}) =>
+  apiDefinition({ name, listenPath: `/${name}/*`, targets: [upstream.url], ...extra });
 const jwtServer = (name: string) => ({
   name,
   oauth_endpoints: { token: { listen_path: `/${name}/token`, upstreams: { targets: [{ target: `${upstream.url}/token` }] } } },
@@ -57,7 +58,14 @@ beforeAll(async () => {
   upstream = await startUpstream('k8s-config-upstream');
   cp = await startControlPlane({
     name: 'cp-k8s-config',
-    env: { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp-k8s-config', LEASE_DURATION: '2s', ADMIN_JWT_SECRET: randomBytes(32).toString('hex') },
+    env: {
+      STORE: 'kubernetes',
+      KUBECONFIG: identity.kubeconfig,
+      GATEHOUSE_NAMESPACE: NAMESPACE,
+      POD_NAME: 'cp-k8s-config',
+      LEASE_DURATION: '2s',
+      ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
+    },
   });
   dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr });
   client = await createAdminClient(cp);
@@ -72,7 +80,10 @@ afterAll(async () => {
 
 test('PUT /config creates, updates and deletes custom resources; history and rollback work on this replica', async () => {
   const first = await client.request('PUT', '/config', {
-    body: { apis: [api('k-open'), api('k-closed', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'k-auth' } }] })], oauth_servers: [jwtServer('k-auth')] },
+    body: {
+      apis: [api('k-open'), api('k-closed', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'k-auth' } }] })],
+      oauth_servers: [jwtServer('k-auth')],
+    },
   });
   expect(first.status).toBe(200);
   expect(first.body.diff.apis.added).toEqual(['k-open', 'k-closed']);
@@ -104,7 +115,9 @@ test('PUT /config creates, updates and deletes custom resources; history and rol
 
 test('an invalid document is refused whole: 400 naming the item, no custom resource written', async () => {
   const before = await crNames(APIS);
-  const res = await client.request('PUT', '/config', { body: { apis: [api('v-ok'), { name: 'v-bad', proxy: { listen_path: 'no-slash', upstreams: { targets: [{ target: upstream.url }] } } }] } });
+  const res = await client.request('PUT', '/config', {
+    body: { apis: [api('v-ok'), { name: 'v-bad', proxy: { listen_path: 'no-slash', upstreams: { targets: [{ target: upstream.url }] } } }] },
+  });
   expect(res.status).toBe(400);
   expect(res.body.error).toMatch(/^apis\[1\]\.proxy\.listen_path/);
   expect(await crNames(APIS)).toEqual(before);
@@ -121,7 +134,9 @@ test('a failure part-way is reported with what was applied and what was not', as
   const res = await client.request('PUT', '/config', { body: { apis: [api('p-first'), api('p-second')] } });
   expect(res.status).toBe(409);
   expect(res.body.error).toContain('api name is already registered');
-  expect(res.body.error).toMatch(/partially applied: 1 of \d+ changes done: create ApiDefinition "p-first"; not applied: create ApiDefinition "p-second", .*delete ApiDefinition "p-squatter"/);
+  expect(res.body.error).toMatch(
+    /partially applied: 1 of \d+ changes done: create ApiDefinition "p-first"; not applied: create ApiDefinition "p-second", .*delete ApiDefinition "p-squatter"/,
+  );
   expect((await client.getApi('p-first')).status).toBe(200);
   expect((await client.getApi('p-squatter')).status).toBe(200);
 });

@@ -25,7 +25,9 @@ jest.setTimeout(120_000);
 const NAMESPACE = 'gatehouse';
 
 function hostAddress(): string {
-  const found = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal);
+  const found = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal);
   if (!found) throw new Error('kubernetes-discovery needs a non-loopback IPv4 address on this machine (EndpointSlices refuse loopback)');
   return found.address;
 }
@@ -114,7 +116,14 @@ beforeAll(async () => {
   for (const i of [0, 1, 2]) upstreams.push(await startUpstream(`endpoint-${i}`, { kind: 'fixed' }, { host: ADDRESS }));
   cp = await startControlPlane({
     name: 'cp',
-    env: { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, POD_NAME: 'cp', LEADER_ELECTION: 'false', ADMIN_PASSWORD: randomBytes(12).toString('hex') },
+    env: {
+      STORE: 'kubernetes',
+      KUBECONFIG: identity.kubeconfig,
+      GATEHOUSE_NAMESPACE: NAMESPACE,
+      POD_NAME: 'cp',
+      LEADER_ELECTION: 'false',
+      ADMIN_PASSWORD: randomBytes(12).toString('hex'),
+    },
   });
   dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
   client = await createAdminClient(cp);
@@ -139,7 +148,9 @@ test('an API naming a Service is balanced round robin over its ready endpoints; 
   for (let i = 1; i < seen.length; i++) expect(seen[i]).not.toBe(seen[i - 1]);
   expect(upstreams[0].last()?.url ?? upstreams[1].last()?.url).toBe('/base/items/1');
   const stored = await client.getApi('orders');
-  expect(stored.body.proxy.upstreams.targets).toEqual([{ target: 'k8s://orders:8080/base', weight: expect.anything() }].map((t) => expect.objectContaining({ target: t.target })));
+  expect(stored.body.proxy.upstreams.targets).toEqual(
+    [{ target: 'k8s://orders:8080/base', weight: expect.anything() }].map((t) => expect.objectContaining({ target: t.target })),
+  );
   const explained = await client.request('POST', '/explain', { body: { method: 'GET', path: '/orders/items/1' } });
   expect(JSON.stringify(explained.body)).toContain(`${upstreams[0].url}/base`);
 });
@@ -197,9 +208,13 @@ test('without Kubernetes access (file store) a Service target is refused with 40
   await fileClient.login();
   const res = await fileClient.createApi(apiDefinition({ name: 'orders', listenPath: '/orders/*', targets: ['k8s://orders:8080'] }));
   expect(res.status).toBe(400);
-  expect(res.body.error).toContain('proxy.upstreams.targets[0].target names a Kubernetes Service: service discovery needs the control plane to run with STORE=kubernetes');
+  expect(res.body.error).toContain(
+    'proxy.upstreams.targets[0].target names a Kubernetes Service: service discovery needs the control plane to run with STORE=kubernetes',
+  );
   // A whole-configuration write is refused alike, naming the item.
-  const put = await fileClient.request('PUT', '/config', { body: { apis: [apiDefinition({ name: 'orders', listenPath: '/orders/*', targets: ['k8s://orders:8080'] })] } });
+  const put = await fileClient.request('PUT', '/config', {
+    body: { apis: [apiDefinition({ name: 'orders', listenPath: '/orders/*', targets: ['k8s://orders:8080'] })] },
+  });
   expect(put.status).toBe(400);
   expect(put.body.error).toContain('apis[0].proxy.upstreams.targets[0].target names a Kubernetes Service');
   expect((await fileClient.listApis()).body).toEqual([]);

@@ -39,7 +39,12 @@ const apiCr = (name: string) => ({
   spec: { proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } } },
 });
 
-const secret = (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NAMESPACE }, data: { key: Buffer.from(name).toString('base64') } });
+const secret = (name: string) => ({
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name, namespace: NAMESPACE },
+  data: { key: Buffer.from(name).toString('base64') },
+});
 
 test('the caches keep no managedFields of CRs and Secrets, listed or watched, and everything else of them', async () => {
   await admin.custom.createNamespacedCustomObject({ ...APIS, body: apiCr('listed') });
@@ -66,17 +71,24 @@ test('the caches keep no managedFields of CRs and Secrets, listed or watched, an
 
     // Watched: a new CR, a status write on the listed one (which adds a managedFields entry), a new Secret.
     await admin.custom.createNamespacedCustomObject({ ...APIS, body: apiCr('watched') });
-    const status = { conditions: [{ type: 'Accepted', status: 'True', reason: 'Accepted', message: 'ok', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }] };
+    const status = {
+      conditions: [{ type: 'Accepted', status: 'True', reason: 'Accepted', message: 'ok', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }],
+    };
     await admin.custom.replaceNamespacedCustomObjectStatus({ ...APIS, name: 'listed', body: { ...onServer, status } });
     await createObject(admin, secret('watched-secret'));
-    await pollUntil(async () => (apis.get('watched', NAMESPACE) && apis.get('listed', NAMESPACE)?.status && informers.lookupSecret('watched-secret') ? true : undefined), {
-      what: 'the watch events in the caches',
-    });
+    await pollUntil(
+      async () => (apis.get('watched', NAMESPACE) && apis.get('listed', NAMESPACE)?.status && informers.lookupSecret('watched-secret') ? true : undefined),
+      {
+        what: 'the watch events in the caches',
+      },
+    );
     for (const name of ['listed', 'watched']) {
       const cached = apis.get(name, NAMESPACE)!;
       expect(cached.metadata?.managedFields).toBeUndefined();
       expect(cached.metadata?.annotations?.[LAST_APPLIED]).toBe('{"applied":true}');
-      expect(cached.metadata?.resourceVersion).toBe(((await admin.custom.getNamespacedCustomObject({ ...APIS, name })) as CustomResource).metadata?.resourceVersion);
+      expect(cached.metadata?.resourceVersion).toBe(
+        ((await admin.custom.getNamespacedCustomObject({ ...APIS, name })) as CustomResource).metadata?.resourceVersion,
+      );
     }
     expect(apis.get('listed', NAMESPACE)?.status).toEqual(status);
     expect(informers.lookupSecret('watched-secret')?.metadata?.managedFields).toBeUndefined();

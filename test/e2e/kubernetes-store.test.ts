@@ -55,7 +55,8 @@ function startReplica(name: string, env: Record<string, string> = {}): Promise<C
   return startControlPlane({ name, env: { ...replicaEnv(name), ...env } });
 }
 
-const logs = () => [...cps, ...dps].map((p) => `--- ${p instanceof Object && 'adminUrl' in p ? (p as ControlPlane).name : (p as DataPlane).id}\n${p.recentLogs(30)}`).join('\n');
+const logs = () =>
+  [...cps, ...dps].map((p) => `--- ${p instanceof Object && 'adminUrl' in p ? (p as ControlPlane).name : (p as DataPlane).id}\n${p.recentLogs(30)}`).join('\n');
 
 /** Polls until the DP answers `path` with the upstream's 200 (or, with `gone`, with the gateway's 404). */
 async function served(dp: DataPlane, path: string, gone = false): Promise<void> {
@@ -96,7 +97,9 @@ function crFor(metadataName: string, spec: Record<string, unknown>): KubernetesO
 async function readOwnedSecret(cr: any): Promise<any> {
   const name = `gatehouse-${String(cr.kind).toLowerCase()}-${cr.metadata.name}`;
   const secret = (await admin.objects.read({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NAMESPACE } })) as any;
-  expect(secret.metadata.ownerReferences).toEqual([expect.objectContaining({ apiVersion: 'gatehouse.dev/v1alpha1', kind: cr.kind, name: cr.metadata.name, uid: cr.metadata.uid })]);
+  expect(secret.metadata.ownerReferences).toEqual([
+    expect.objectContaining({ apiVersion: 'gatehouse.dev/v1alpha1', kind: cr.kind, name: cr.metadata.name, uid: cr.metadata.uid }),
+  ]);
   return secret;
 }
 
@@ -144,7 +147,14 @@ async function fleetSettled(): Promise<void> {
   };
   await pollUntil(
     async () => {
-      const ready = await Promise.all(clients.map((c) => c.readyz().then((r) => r.status).catch(() => 0)));
+      const ready = await Promise.all(
+        clients.map((c) =>
+          c
+            .readyz()
+            .then((r) => r.status)
+            .catch(() => 0),
+        ),
+      );
       if (ready.some((status) => status !== 200)) return not(`replica /readyz: ${ready.join(', ')}`);
       // The leader renews every LEASE_DURATION / 5: a renewal this recent means it is leading now.
       const lease = await readLease();
@@ -157,7 +167,15 @@ async function fleetSettled(): Promise<void> {
         const own = (await client.dataplanes()).body;
         if (!own.some((dp: any) => dp.id === dps[i].id && dp.last_ack && dp.hash === hashes[0])) return not(`${cps[i].name} lists ${JSON.stringify(own)}`);
       }
-      const leases = ((await admin.custom.listNamespacedCustomObject({ group: 'coordination.k8s.io', version: 'v1', namespace: NAMESPACE, plural: 'leases', labelSelector: REPORT_SELECTOR })) as any).items;
+      const leases = (
+        (await admin.custom.listNamespacedCustomObject({
+          group: 'coordination.k8s.io',
+          version: 'v1',
+          namespace: NAMESPACE,
+          plural: 'leases',
+          labelSelector: REPORT_SELECTOR,
+        })) as any
+      ).items;
       const reports = leases.map((l: any) => ({
         holder: l.spec?.holderIdentity,
         age: Date.now() - Date.parse(l.spec?.renewTime ?? ''),
@@ -233,13 +251,21 @@ test('admin write on one replica → a CR exists → every DP serves it', async 
 
 test('a basic_auth user created through the admin API is a BasicAuthCredential CR referencing its hash in a Secret it owns, and authenticates on every DP', async () => {
   const basic = (secret: string) => ({ headers: { authorization: `Basic ${Buffer.from(`Ops@Example.com:${secret}`).toString('base64')}` } });
-  const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-basic', listenPath: '/k8s-basic/*', targets: [upstream.url] }), plugins: [{ name: 'basic_auth' }] });
+  const api = await clients[0].createApi({
+    ...apiDefinition({ name: 'k8s-basic', listenPath: '/k8s-basic/*', targets: [upstream.url] }),
+    plugins: [{ name: 'basic_auth' }],
+  });
   expect(api.status).toBe(201);
   const user = await clients[0].request('POST', '/credentials/basic_auth', { body: { username: 'Ops@Example.com', password: 'k8s password 1' } });
   expect(user.status).toBe(201);
-  const cr = ((await admin.custom.listNamespacedCustomObject({ ...GROUP, plural: 'basicauthcredentials' })) as any).items.find((i: any) => i.spec.username === 'Ops@Example.com');
+  const cr = ((await admin.custom.listNamespacedCustomObject({ ...GROUP, plural: 'basicauthcredentials' })) as any).items.find(
+    (i: any) => i.spec.username === 'Ops@Example.com',
+  );
   expect(cr.metadata.name).toMatch(/^ops-example.com-[0-9a-f]{8}$/);
-  expect(cr.spec).toEqual({ username: 'Ops@Example.com', password_hash_secret_ref: { name: `gatehouse-basicauthcredential-${cr.metadata.name}`, key: 'password_hash' } });
+  expect(cr.spec).toEqual({
+    username: 'Ops@Example.com',
+    password_hash_secret_ref: { name: `gatehouse-basicauthcredential-${cr.metadata.name}`, key: 'password_hash' },
+  });
   const hashOf = async () => secretValue(await readOwnedSecret(cr), 'password_hash');
   expect(await hashOf()).toMatch(/^scrypt\$/);
   expect(JSON.stringify(cr)).not.toContain('k8s password 1');
@@ -254,7 +280,9 @@ test('a basic_auth user created through the admin API is a BasicAuthCredential C
     expect(refused.headers['www-authenticate']).toBe('Basic realm="Restricted", charset="UTF-8"');
   }
   // The other replica lists it (never with the hash).
-  await pollUntil(async () => ((await clients[1].request('GET', '/credentials/basic_auth')).body?.length === 1 ? true : undefined), { what: 'cp-b lists the user' });
+  await pollUntil(async () => ((await clients[1].request('GET', '/credentials/basic_auth')).body?.length === 1 ? true : undefined), {
+    what: 'cp-b lists the user',
+  });
   expect((await clients[1].request('GET', '/credentials/basic_auth')).body).toEqual([{ username: 'Ops@Example.com' }]);
   // A password change through the other replica refuses the old one on every DP.
   expect((await clients[1].request('PUT', '/credentials/basic_auth/Ops%40Example.com', { body: { password: 'k8s password 2' } })).status).toBe(200);
@@ -279,7 +307,10 @@ test('a basic_auth user created through the admin API is a BasicAuthCredential C
 });
 
 test('a key_auth credential created through the admin API is a KeyAuthCredential CR referencing its digest in a Secret; a CR with the same key is Conflicted', async () => {
-  const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-key', listenPath: '/k8s-key/*', targets: [upstream.url] }), plugins: [{ name: 'key_auth' }] });
+  const api = await clients[0].createApi({
+    ...apiDefinition({ name: 'k8s-key', listenPath: '/k8s-key/*', targets: [upstream.url] }),
+    plugins: [{ name: 'key_auth' }],
+  });
   expect(api.status).toBe(201);
   const created = await clients[0].request('POST', '/credentials/key_auth', { body: { username: 'Svc@Example.com' } });
   expect(created.status).toBe(201);
@@ -303,7 +334,8 @@ test('a key_auth credential created through the admin API is a KeyAuthCredential
     expect(refused.headers['www-authenticate']).toBe('Key realm="Restricted"');
   }
   // Other tests' credentials may be listed too (each test's own, when it failed before its clean-up): this one's is looked for.
-  const listsIt = async () => ((await clients[1].request('GET', '/credentials/key_auth')).body as Array<{ username: string }> | undefined)?.some((c) => c.username === 'Svc@Example.com');
+  const listsIt = async () =>
+    ((await clients[1].request('GET', '/credentials/key_auth')).body as Array<{ username: string }> | undefined)?.some((c) => c.username === 'Svc@Example.com');
   await pollUntil(async () => ((await listsIt()) ? true : undefined), { what: 'cp-b lists the credential', details: logs });
   expect((await clients[1].request('GET', '/credentials/key_auth')).body).toContainEqual({ username: 'Svc@Example.com' });
   // A younger CR written with kubectl that holds the same key is refused (the older one keeps it), and the key still names the first.
@@ -362,14 +394,22 @@ test("a KeyAuthCredential CR's groups (kubectl apply) are the consumer's: the ad
 test('an HS key written through the admin API is in a Secret the OAuthServer CR owns, never in its spec or status; both replicas show the marker; a PUT of what they show keeps the key', async () => {
   const HS = 'k8s-hs-key-0123456789-abcdefghijklmnop';
   const endpoint = { listen_path: '/k8s-idp/token', upstreams: { targets: [{ target: `${upstream.url}/token` }] }, methods: ['POST'] };
-  const created = await clients[0].createOAuthServer({ name: 'k8s-idp', oauth_endpoints: { token: endpoint }, token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: HS }] } });
+  const created = await clients[0].createOAuthServer({
+    name: 'k8s-idp',
+    oauth_endpoints: { token: endpoint },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: HS }] },
+  });
   expect(created.status).toBe(201);
   expect(created.body.token_strategy.settings).toEqual([{ alg: 'HS256', key: '<redacted>' }]);
-  const api = await clients[0].createApi(apiDefinition({ name: 'k8s-jwt', listenPath: '/k8s-jwt/*', targets: [upstream.url], plugins: [{ name: 'oauth2', config: { server_name: 'k8s-idp' } }] }));
+  const api = await clients[0].createApi(
+    apiDefinition({ name: 'k8s-jwt', listenPath: '/k8s-jwt/*', targets: [upstream.url], plugins: [{ name: 'oauth2', config: { server_name: 'k8s-idp' } }] }),
+  );
   expect(api.status).toBe(201);
   const servers = { ...GROUP, plural: 'oauthservers' };
   const cr = (await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' })) as any;
-  expect(cr.spec.token_strategy.settings).toEqual([{ alg: 'HS256', key_secret_ref: { name: 'gatehouse-oauthserver-k8s-idp', key: 'token_strategy.settings.0.key' } }]);
+  expect(cr.spec.token_strategy.settings).toEqual([
+    { alg: 'HS256', key_secret_ref: { name: 'gatehouse-oauthserver-k8s-idp', key: 'token_strategy.settings.0.key' } },
+  ]);
   expect(secretValue(await readOwnedSecret(cr), 'token_strategy.settings.0.key')).toBe(HS);
   const token = await new SignJWT({ sub: 'k8s-user' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(HS));
   const admitted = async (dp: DataPlane) =>
@@ -380,7 +420,10 @@ test('an HS key written through the admin API is in a Secret the OAuthServer CR 
     });
   for (const dp of dps) await admitted(dp);
 
-  const shown = await pollUntil(async () => ((r) => (r.status === 200 ? r : undefined))(await clients[1].getOAuthServer('k8s-idp')), { what: 'cp-b shows k8s-idp', details: logs });
+  const shown = await pollUntil(async () => ((r) => (r.status === 200 ? r : undefined))(await clients[1].getOAuthServer('k8s-idp')), {
+    what: 'cp-b shows k8s-idp',
+    details: logs,
+  });
   expect(shown.body.token_strategy.settings).toEqual([{ alg: 'HS256', key: '<redacted>' }]);
   const updated = await clients[1].updateOAuthServer('k8s-idp', { ...shown.body, token_strategy: { ...shown.body.token_strategy, leeway: 3 } });
   expect(updated.status).toBe(200);
@@ -388,18 +431,24 @@ test('an HS key written through the admin API is in a Secret the OAuthServer CR 
   expect(after.spec.token_strategy).toMatchObject({ leeway: 3, settings: cr.spec.token_strategy.settings });
   expect(secretValue(await readOwnedSecret(after), 'token_strategy.settings.0.key')).toBe(HS);
   for (const dp of dps) await admitted(dp);
-  await pollUntil(async () => (condition(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' }), 'Accepted')?.status === 'True' ? true : undefined), {
-    what: 'k8s-idp Accepted=True',
-    timeoutMs: 30_000,
-    details: logs,
-  });
+  await pollUntil(
+    async () => (condition(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' }), 'Accepted')?.status === 'True' ? true : undefined),
+    {
+      what: 'k8s-idp Accepted=True',
+      timeoutMs: 30_000,
+      details: logs,
+    },
+  );
   expect(JSON.stringify(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'k8s-idp' }))).not.toContain(HS);
   expect((await clients[0].deleteApi('k8s-jwt')).status).toBe(204);
   expect((await clients[0].deleteOAuthServer('k8s-idp')).status).toBe(204);
 });
 
 test('a CR written with kubectl may reference its own Secret: missing, it is Accepted=False SecretNotFound; created, served; updated, every DP follows; an admin edit keeps the reference', async () => {
-  const api = await clients[0].createApi({ ...apiDefinition({ name: 'k8s-ref', listenPath: '/k8s-ref/*', targets: [upstream.url] }), plugins: [{ name: 'key_auth' }] });
+  const api = await clients[0].createApi({
+    ...apiDefinition({ name: 'k8s-ref', listenPath: '/k8s-ref/*', targets: [upstream.url] }),
+    plugins: [{ name: 'key_auth' }],
+  });
   expect(api.status).toBe(201);
   const digest = (key: string) => Buffer.from(`sha256$${createHash('sha256').update(key).digest('base64url')}`).toString('base64');
   const [first, second] = ['k8s-ref-key-one-0123456789', 'k8s-ref-key-two-0123456789'];
@@ -456,7 +505,10 @@ test('a CR written with the Kubernetes API (kubectl apply) → every DP serves i
 });
 
 test('a health check in a CR: the apiserver holds it to the CRD schema generated from ours, the gateway serves it with its defaults', async () => {
-  const checked = { listen_path: '/kubectl-checked/*', upstreams: { targets: [{ target: upstream.url }], health_check: { passive: { unhealthy_threshold: 2 } } } };
+  const checked = {
+    listen_path: '/kubectl-checked/*',
+    upstreams: { targets: [{ target: upstream.url }], health_check: { passive: { unhealthy_threshold: 2 } } },
+  };
   await admin.objects.create(crFor('kubectl-checked', { proxy: checked }));
   for (const dp of dps) await served(dp, '/kubectl-checked/x');
   expect((await clients[1].getApi('kubectl-checked')).body.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 2, ejection: '30s' } });
@@ -466,9 +518,15 @@ test('a health check in a CR: the apiserver holds it to the CRD schema generated
   const probe = { path: '/h', interval: '1h', method: 'HEAD', statuses: [204, 200], headers: { Host: 'health.internal', 'X-Probe': '1' } };
   const withHeaders = { ...checked, listen_path: '/kubectl-probe-headers/*', upstreams: { ...checked.upstreams, health_check: { active: probe } } };
   await admin.objects.create(crFor('kubectl-probe-headers', { proxy: withHeaders }));
-  const stored = await pollUntil(async () => (await clients[1].getApi('kubectl-probe-headers')).body?.proxy?.upstreams?.health_check, { what: 'kubectl-probe-headers through the store' });
+  const stored = await pollUntil(async () => (await clients[1].getApi('kubectl-probe-headers')).body?.proxy?.upstreams?.health_check, {
+    what: 'kubectl-probe-headers through the store',
+  });
   expect(stored.active).toMatchObject({ method: 'HEAD', statuses: [200, 204], headers: { Host: 'health.internal', 'X-Probe': '1' } });
-  const badValue = { ...withHeaders, listen_path: '/kubectl-bad-header/*', upstreams: { ...checked.upstreams, health_check: { active: { path: '/h', headers: { 'X-Probe': 'a\u0001b' } } } } };
+  const badValue = {
+    ...withHeaders,
+    listen_path: '/kubectl-bad-header/*',
+    upstreams: { ...checked.upstreams, health_check: { active: { path: '/h', headers: { 'X-Probe': 'a\u0001b' } } } },
+  };
   await expect(admin.objects.create(crFor('kubectl-bad-header', { proxy: badValue }))).rejects.toThrow(/health_check\.active\.headers/);
 });
 
@@ -491,7 +549,10 @@ test('header conditions in a CR: the apiserver keeps the map and checks its valu
 });
 
 test('balancing hash in a CR: the apiserver keeps hash_on (not pruned) and checks its source; the gateway stores it with its defaults', async () => {
-  const proxy = { listen_path: '/kubectl-hashed/*', upstreams: { balancing: 'hash', hash_on: { source: 'ip' }, targets: [{ target: upstream.url }, { target: `${upstream.url}/b` }] } };
+  const proxy = {
+    listen_path: '/kubectl-hashed/*',
+    upstreams: { balancing: 'hash', hash_on: { source: 'ip' }, targets: [{ target: upstream.url }, { target: `${upstream.url}/b` }] },
+  };
   await admin.objects.create(crFor('kubectl-hashed', { proxy }));
   for (const dp of dps) await served(dp, '/kubectl-hashed/x');
   expect((await clients[1].getApi('kubectl-hashed')).body.proxy.upstreams.hash_on).toEqual({ source: 'ip', trust_forward_headers: false });
@@ -542,7 +603,10 @@ test('an invalid CR → Accepted=False naming the field; the others keep serving
 });
 
 test('a replica that followed CR changes one by one holds what a replica listing them all at once holds (conflicts, references, renames, deletes)', async () => {
-  const api = (listenPath: string, extra: Record<string, unknown> = {}) => ({ proxy: { listen_path: listenPath, upstreams: { targets: [{ target: upstream.url }] } }, ...extra });
+  const api = (listenPath: string, extra: Record<string, unknown> = {}) => ({
+    proxy: { listen_path: listenPath, upstreams: { targets: [{ target: upstream.url }] } },
+    ...extra,
+  });
   const replace = (name: string, spec: Record<string, unknown>) => editSpec(APIS, name, () => spec);
   // Each step on its own, so that each is one pass of the replicas' stores: those a change of a few
   // CRs can decide, and those where ranks must (a taken name or route, a missing OAuth server).
@@ -552,7 +616,11 @@ test('a replica that followed CR changes one by one holds what a replica listing
     () => replace('inc-b', api('/inc-b/*', { name: 'inc-b' })), // renamed: accepted
     () => admin.objects.create(crFor('inc-c', api('/inc-a/*'))), // route taken by inc-a
     () => admin.objects.create(crFor('inc-g', api('/inc-g/*'))), // beside a refused CR, touching nothing it stands on
-    () => replace('inc-b', api('/inc-b/*', { name: 'inc-b', proxy: { listen_path: '/inc-b/*', strip_path: true, upstreams: { targets: [{ target: upstream.url }] } } })),
+    () =>
+      replace(
+        'inc-b',
+        api('/inc-b/*', { name: 'inc-b', proxy: { listen_path: '/inc-b/*', strip_path: true, upstreams: { targets: [{ target: upstream.url }] } } }),
+      ),
     () => admin.objects.create(crFor('inc-i', api('/inc-a/*'))), // the contested route again, younger than inc-c
     () => admin.objects.delete(crFor('inc-a', {})), // inc-c, the older of the two, takes the route over
     () => admin.objects.create(crFor('inc-d', api('/inc-d/*', { plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'inc-auth' } }] }))),
@@ -595,7 +663,11 @@ test('a replica that followed CR changes one by one holds what a replica listing
       { what: 'every DP, of the replicas that followed and of the one that listed, on one hash', details: logs },
     );
     expect(hashes).toHaveLength(3);
-    const names = async (c: AdminClient) => ((await c.listApis()).body as Array<{ name: string }>).map((a) => a.name).filter((n) => n.startsWith('inc-')).sort();
+    const names = async (c: AdminClient) =>
+      ((await c.listApis()).body as Array<{ name: string }>)
+        .map((a) => a.name)
+        .filter((n) => n.startsWith('inc-'))
+        .sort();
     expect(await names(clients[0])).toEqual(['inc-b', 'inc-c', 'inc-d', 'inc-g', 'inc-h']);
     expect((await waitForCondition('inc-i', 'Accepted', (c) => c.status === 'False', 'False')).reason).toBe('Conflicted');
     expect(await names(client)).toEqual(await names(clients[0]));
@@ -624,7 +696,7 @@ test('concurrent PATCHes on two replicas never lose an update silently', async (
     ]);
     for (const r of [a, b]) expect([200, 409]).toContain(r.status);
     conflicts += [a, b].filter((r) => r.status === 409).length;
-    const spec = (((await admin.custom.listNamespacedCustomObject(APIS)) as any).items.find((i: any) => i.spec.name === 'patched')).spec;
+    const spec = ((await admin.custom.listNamespacedCustomObject(APIS)) as any).items.find((i: any) => i.spec.name === 'patched').spec;
     // Whatever answered 200 is in the stored object; a 409 changed nothing.
     if (a.status === 200) expect(spec.proxy.strip_path).toBe(round % 2 === 0);
     if (b.status === 200) expect(spec.proxy.append_path).toBe(round % 2 === 0);
@@ -679,7 +751,11 @@ test('a data plane joining or leaving the fleet writes no status: only a CR whos
     () => undefined,
   );
   try {
-    await admin.custom.replaceNamespacedCustomObject({ ...APIS, name: names[0], body: { ...cr, spec: { ...cr.spec, proxy: { ...cr.spec.proxy, strip_path: true } } } });
+    await admin.custom.replaceNamespacedCustomObject({
+      ...APIS,
+      name: names[0],
+      body: { ...cr, spec: { ...cr.spec, proxy: { ...cr.spec.proxy, strip_path: true } } },
+    });
     await waitForCondition(names[0], 'Programmed', (c) => c.status === 'True' && c.observedGeneration === 2, 'True for generation 2');
     await delay(2500);
   } finally {
@@ -701,12 +777,18 @@ test('the CP with its restricted token can do its job and nothing else', async (
   await expect(identity.objects.list('v1', 'Secret', NAMESPACE)).resolves.toBeDefined();
   await refused(() => identity.objects.list('v1', 'Secret', 'default'));
   await admin.objects.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE }, data: {} } as KubernetesObject);
-  await refused(() => identity.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE } } as KubernetesObject));
+  await refused(() =>
+    identity.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE } } as KubernetesObject),
+  );
   await admin.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'not-deletable', namespace: NAMESPACE } } as KubernetesObject);
   await refused(() => identity.objects.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: NAMESPACE } } as KubernetesObject));
   await refused(() => identity.custom.listNamespacedCustomObject({ ...APIS, namespace: 'default' }));
   await refused(() =>
-    identity.objects.create({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: 'x.example.com' } } as KubernetesObject),
+    identity.objects.create({
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: 'x.example.com' },
+    } as KubernetesObject),
   );
   // …while it may read its own CRs.
   await expect(identity.custom.listNamespacedCustomObject(APIS)).resolves.toBeDefined();
@@ -746,9 +828,16 @@ test('SIGTERM while the apiserver hangs: a running replica still exits 0 within 
     expect(await extra.process.stop(30_000)).toEqual({ code: 0, signal: null });
     expect(performance.now() - started).toBeLessThan(6_000);
 
-    starting = await spawnService({ name: 'cp-first-list', script: CONTROL_PLANE_SCRIPT, env: { ...replicaEnv('cp-first-list'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' }, listeners: [] });
+    starting = await spawnService({
+      name: 'cp-first-list',
+      script: CONTROL_PLANE_SCRIPT,
+      env: { ...replicaEnv('cp-first-list'), ADMIN_PORT: '0', GRPC_PORT: '0', ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1' },
+      listeners: [],
+    });
     // Into its first list, which the paused apiserver never answers (a fixed wait was too short on a loaded machine: killed before its handler was in place).
-    await pollUntil(async () => starting!.lines().some((line) => line.json?.msg === 'opening kubernetes store') || undefined, { what: 'cp-first-list opening its store' });
+    await pollUntil(async () => starting!.lines().some((line) => line.json?.msg === 'opening kubernetes store') || undefined, {
+      what: 'cp-first-list opening its store',
+    });
     await delay(500);
     process.kill(starting.pid, 'SIGTERM');
     expect(await starting.exited).toEqual({ code: 0, signal: null });
@@ -782,10 +871,17 @@ test('apiserver restarted: DPs keep serving throughout, CPs recover and accept w
     down = true;
     await delay(3000);
     // The CPs' watches are down: readiness says so, serving does not stop.
-    await pollUntil(async () => ((await clients[0].readyz()).status === 503 ? true : undefined), { what: 'cp-a /readyz 503 while the apiserver is down', timeoutMs: 15_000 });
+    await pollUntil(async () => ((await clients[0].readyz()).status === 503 ? true : undefined), {
+      what: 'cp-a /readyz 503 while the apiserver is down',
+      timeoutMs: 15_000,
+    });
     await server.startApiServer();
     down = false;
-    await pollUntil(async () => ((await clients[0].readyz()).status === 200 ? true : undefined), { what: 'cp-a ready again', timeoutMs: 60_000, details: logs });
+    await pollUntil(async () => ((await clients[0].readyz()).status === 200 ? true : undefined), {
+      what: 'cp-a ready again',
+      timeoutMs: 60_000,
+      details: logs,
+    });
     const res = await clients[1].createApi(apiDefinition({ name: 'after-restart', listenPath: '/after/*', targets: [upstream.url] }));
     expect(res.status).toBe(201);
     for (const dp of dps) await served(dp, '/after/1');

@@ -29,7 +29,14 @@ afterAll(async () => {
 
 const CP = CONTROL_PLANE_SCRIPT;
 const DP = DATA_PLANE_SCRIPT;
-const cpEnv = () => ({ ADMIN_HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', ADMIN_PORT: '0', GRPC_PORT: '0', DATA_DIR: dataDir, ADMIN_PASSWORD: 'listen-errors-test' });
+const cpEnv = () => ({
+  ADMIN_HOST: '127.0.0.1',
+  GRPC_HOST: '127.0.0.1',
+  ADMIN_PORT: '0',
+  GRPC_PORT: '0',
+  DATA_DIR: dataDir,
+  ADMIN_PASSWORD: 'listen-errors-test',
+});
 const dpEnv = () => ({ PROXY_HOST: '127.0.0.1', STATUS_HOST: '127.0.0.1', PROXY_PORT: '0', STATUS_PORT: '0', CONTROL_PLANE_ADDR: '127.0.0.1:1' });
 
 /** A stack frame as V8 prints it, raw or inside a JSON string. */
@@ -77,7 +84,10 @@ test.each([
   const lines = service.lines();
   const naming = lines.filter((line) => line.raw.includes('LOG_LEVEL'));
   expect(naming).toHaveLength(1);
-  expect(naming[0]!.json).toMatchObject({ level: 60, err: expect.stringContaining('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"') });
+  expect(naming[0]!.json).toMatchObject({
+    level: 60,
+    err: expect.stringContaining('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'),
+  });
   expect(lines.filter((line) => line.raw.startsWith('[stderr]'))).toEqual([]);
   expect(lines.filter((line) => STACK_FRAME.test(line.raw))).toEqual([]);
 });

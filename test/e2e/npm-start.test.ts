@@ -58,51 +58,71 @@ async function expectAllGone(run: NpmStart, services: Awaited<ReturnType<NpmStar
   for (const port of ports) expect(await portFree(port)).toBe(true);
 }
 
-test('SIGTERM to npm start stops both services and frees their ports', async () => {
-  started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' } });
-  const services = await started.services();
-  expect(processAlive(services.cp.pid) && processAlive(services.dp.pid)).toBe(true);
+test(
+  'SIGTERM to npm start stops both services and frees their ports',
+  async () => {
+    started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' } });
+    const services = await started.services();
+    expect(processAlive(services.cp.pid) && processAlive(services.dp.pid)).toBe(true);
 
-  started.child.kill('SIGTERM');
-  await expectAllGone(started, services);
-}, TIMEOUT_MS);
+    started.child.kill('SIGTERM');
+    await expectAllGone(started, services);
+  },
+  TIMEOUT_MS,
+);
 
-test('the death of the process that ran npm start stops both services and frees their ports', async () => {
-  started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' }, viaIntermediate: true });
-  const services = await started.services();
+test(
+  'the death of the process that ran npm start stops both services and frees their ports',
+  async () => {
+    started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' }, viaIntermediate: true });
+    const services = await started.services();
 
-  started.child.kill('SIGKILL');
-  await started.exited;
-  await expectAllGone(started, services);
-  expect(started.lines()).toContain('[start] the process that started gatehouse is gone: stopping');
-}, TIMEOUT_MS);
+    started.child.kill('SIGKILL');
+    await started.exited;
+    await expectAllGone(started, services);
+    expect(started.lines()).toContain('[start] the process that started gatehouse is gone: stopping');
+  },
+  TIMEOUT_MS,
+);
 
-test('the generated password file is announced after it is written and the control plane listens', async () => {
-  started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir } });
-  const passwordFile = join(dataDir, 'admin-password');
-  const announcements: { line: string; fileExisted: boolean; adminListening: boolean }[] = [];
-  started.onLine((line) => {
-    if (line.startsWith('[start] admin credentials:')) {
-      announcements.push({ line, fileExisted: existsSync(passwordFile), adminListening: started!.lines().some((l) => /"listener":"admin"/.test(l) && /"msg":"listening"/.test(l)) });
+test(
+  'the generated password file is announced after it is written and the control plane listens',
+  async () => {
+    started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir } });
+    const passwordFile = join(dataDir, 'admin-password');
+    const announcements: { line: string; fileExisted: boolean; adminListening: boolean }[] = [];
+    started.onLine((line) => {
+      if (line.startsWith('[start] admin credentials:')) {
+        announcements.push({
+          line,
+          fileExisted: existsSync(passwordFile),
+          adminListening: started!.lines().some((l) => /"listener":"admin"/.test(l) && /"msg":"listening"/.test(l)),
+        });
+      }
+    });
+    await started.services();
+    expect(announcements).toEqual([{ line: `[start] admin credentials: admin / password in ${passwordFile}`, fileExisted: true, adminListening: true }]);
+  },
+  TIMEOUT_MS,
+);
+
+test(
+  'a start that fails (admin port taken) announces no password file',
+  async () => {
+    const blocker: Server = createServer();
+    const busy = await listen(blocker, 0, '127.0.0.1');
+    try {
+      started = npmStart({ env: { ...EPHEMERAL, ADMIN_PORT: String(busy), DATA_DIR: dataDir } });
+      const status = await started.exited;
+      expect(status.code).not.toBe(0);
+      expect(started.lines().filter((line) => line.includes('admin credentials'))).toEqual([]);
+      expect(started.lines().some((line) => line.includes(`ADMIN_PORT ${busy} is already in use`))).toBe(true);
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()));
     }
-  });
-  await started.services();
-  expect(announcements).toEqual([{ line: `[start] admin credentials: admin / password in ${passwordFile}`, fileExisted: true, adminListening: true }]);
-}, TIMEOUT_MS);
-
-test('a start that fails (admin port taken) announces no password file', async () => {
-  const blocker: Server = createServer();
-  const busy = await listen(blocker, 0, '127.0.0.1');
-  try {
-    started = npmStart({ env: { ...EPHEMERAL, ADMIN_PORT: String(busy), DATA_DIR: dataDir } });
-    const status = await started.exited;
-    expect(status.code).not.toBe(0);
-    expect(started.lines().filter((line) => line.includes('admin credentials'))).toEqual([]);
-    expect(started.lines().some((line) => line.includes(`ADMIN_PORT ${busy} is already in use`))).toBe(true);
-  } finally {
-    await new Promise<void>((resolve) => blocker.close(() => resolve()));
-  }
-}, TIMEOUT_MS);
+  },
+  TIMEOUT_MS,
+);
 
 /** The final status of a snapshot stream opened without any credential, and the pushes it got. */
 async function streamWithoutToken(address: string): Promise<{ code: grpc.status; pushes: number }> {
@@ -121,16 +141,20 @@ async function streamWithoutToken(address: string): Promise<{ code: grpc.status;
   return { code: status.code, pushes };
 }
 
-test('the data plane syncs with the join token the control plane generated; a local process without it reads nothing', async () => {
-  started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' } });
-  const services = await started.services();
-  const tokenFile = join(dataDir, 'grpc-join-token');
-  expect(started.lines()).toContain(`[start] data plane join token: in ${tokenFile}`);
-  expect((await readFile(tokenFile, 'utf8')).trim().length).toBeGreaterThanOrEqual(32);
-  await pollUntil(async () => ((await httpRequest(`http://127.0.0.1:${services.dp.ports.status}/readyz`)).status === 200 ? true : undefined), {
-    what: 'the data plane to apply a snapshot',
-    timeoutMs: 30_000,
-    details: () => started!.lines().slice(-30).join('\n'),
-  });
-  expect(await streamWithoutToken(`127.0.0.1:${services.cp.ports.grpc}`)).toEqual({ code: grpc.status.UNAUTHENTICATED, pushes: 0 });
-}, TIMEOUT_MS);
+test(
+  'the data plane syncs with the join token the control plane generated; a local process without it reads nothing',
+  async () => {
+    started = npmStart({ env: { ...EPHEMERAL, DATA_DIR: dataDir, ADMIN_PASSWORD: 'npm-start-test-password' } });
+    const services = await started.services();
+    const tokenFile = join(dataDir, 'grpc-join-token');
+    expect(started.lines()).toContain(`[start] data plane join token: in ${tokenFile}`);
+    expect((await readFile(tokenFile, 'utf8')).trim().length).toBeGreaterThanOrEqual(32);
+    await pollUntil(async () => ((await httpRequest(`http://127.0.0.1:${services.dp.ports.status}/readyz`)).status === 200 ? true : undefined), {
+      what: 'the data plane to apply a snapshot',
+      timeoutMs: 30_000,
+      details: () => started!.lines().slice(-30).join('\n'),
+    });
+    expect(await streamWithoutToken(`127.0.0.1:${services.cp.ports.grpc}`)).toEqual({ code: grpc.status.UNAUTHENTICATED, pushes: 0 });
+  },
+  TIMEOUT_MS,
+);

@@ -59,7 +59,10 @@ beforeAll(async () => {
     },
     {
       name: 'intro',
-      oauth_endpoints: { token: endpoint('/intro/token', `${upstream.url}/token`), introspect: endpoint('/intro/introspect', `${introspectionUrl}/introspect`) },
+      oauth_endpoints: {
+        token: endpoint('/intro/token', `${upstream.url}/token`),
+        introspect: endpoint('/intro/introspect', `${introspectionUrl}/introspect`),
+      },
       token_strategy: { name: 'introspection', settings: { cache_ttl: 60 }, issuer: ISSUER, audiences: ['orders'] },
     },
     { name: 'opaque', oauth_endpoints: { token: endpoint('/opaque/token', `${upstream.url}/token`) }, token_strategy: { name: 'storage' } },
@@ -180,7 +183,16 @@ describe('claims_to_headers', () => {
 });
 
 describe('introspection: issuer and audiences from the response, scopes, claims', () => {
-  const active = (extra: Record<string, unknown>) => ({ active: true, exp: now() + 600, iss: ISSUER, aud: 'orders', scope: 'orders:read', sub: 'svc-7', client_id: 'app', ...extra });
+  const active = (extra: Record<string, unknown>) => ({
+    active: true,
+    exp: now() + 600,
+    iss: ISSUER,
+    aud: 'orders',
+    scope: 'orders:read',
+    sub: 'svc-7',
+    client_id: 'app',
+    ...extra,
+  });
 
   test('an active token with the issuer, audience and scope passes; its members reach the upstream as headers, forged copies do not', async () => {
     answers.set('intro-good', active({}));
@@ -228,7 +240,8 @@ describe('refused configurations', () => {
     const res = await gw.admin.createApi(protectedApi('opaque-api', 'opaque', { scopes: ['a'] }));
     expect(res.status).toBe(400);
     expect(res.body).toEqual({
-      error: 'plugins[0].config.scopes needs an oauth server with the jwt or introspection strategy ("opaque" is storage): a stored token carries no scopes or claims',
+      error:
+        'plugins[0].config.scopes needs an oauth server with the jwt or introspection strategy ("opaque" is storage): a stored token carries no scopes or claims',
     });
     expect((await gw.admin.getApi('opaque-api')).status).toBe(404);
   });

@@ -35,7 +35,11 @@ async function makeKey(kid: string): Promise<Key> {
 const now = () => Math.floor(Date.now() / 1000);
 const sign = (key: Key, kid = key.kid) =>
   new SignJWT({ sub: 'client', iat: now(), exp: now() + 300, jti: `${Math.random()}` }).setProtectedHeader({ alg: 'RS256', kid }).sign(key.privateKey);
-const jwks = (...keys: Key[]) => ({ kind: 'fixed' as const, body: JSON.stringify({ keys: keys.map((k) => k.jwk) }), headers: { 'content-type': 'application/json' } });
+const jwks = (...keys: Key[]) => ({
+  kind: 'fixed' as const,
+  body: JSON.stringify({ keys: keys.map((k) => k.jwk) }),
+  headers: { 'content-type': 'application/json' },
+});
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A JWKS server serving `keys`, an OAuth server fetching it with `settings`, and the API `/api/<name>/*` it protects. */
@@ -50,7 +54,12 @@ async function jwksServer(name: string, keys: Key[], settings: Record<string, un
   });
   expect(server.status).toBe(201);
   const api = await gw.admin.createApi(
-    apiDefinition({ name: `api-${name}`, listenPath: `/api/${name}/*`, targets: [upstream.url], plugins: [{ name: 'oauth2', enabled: true, config: { server_name: name } }] }),
+    apiDefinition({
+      name: `api-${name}`,
+      listenPath: `/api/${name}/*`,
+      targets: [upstream.url],
+      plugins: [{ name: 'oauth2', enabled: true, config: { server_name: name } }],
+    }),
   );
   expect(api.status).toBe(201);
   await gw.admin.waitForDataPlanes(api, gw.dps);
@@ -116,7 +125,8 @@ test('a flood of forged kids makes at most one fetch per cooldown, and every for
   for (const res of answers) expect(answer(res)).toEqual({ status: 401, body: 'access token not authorized' });
   expect(fetches(idp)).toBe(2);
   // Still inside the cooldown the refetch started: more forged kids fetch nothing.
-  for (let i = 0; i < 5; i++) expect(answer(await callApi('forged', await sign(forger, `again-${i}`)))).toEqual({ status: 401, body: 'access token not authorized' });
+  for (let i = 0; i < 5; i++)
+    expect(answer(await callApi('forged', await sign(forger, `again-${i}`)))).toEqual({ status: 401, body: 'access token not authorized' });
   expect(fetches(idp)).toBe(2);
 });
 
@@ -139,9 +149,15 @@ test('metrics: the fetches by outcome, and the keys each server holds under its 
   await jwksServer('metered', [k1, k2]);
   await jwksServer('metered-down', [], { cooldown: '1h' });
   // Both sets are fetched when the snapshot names them; the one that failed holds no keys.
-  await pollUntil(async () => ((await fetched('ok')) > before.ok && (await fetched('failed')) > before.failed ? true : undefined), { what: 'both fetches counted', timeoutMs: 5_000 });
+  await pollUntil(async () => ((await fetched('ok')) > before.ok && (await fetched('failed')) > before.failed ? true : undefined), {
+    what: 'both fetches counted',
+    timeoutMs: 5_000,
+  });
   expect(await fetched('ok')).toBe(before.ok + 1);
-  const keys = (await httpRequest(`${gw.dp.statusUrl}/metrics`)).body.toString().split('\n').filter((l) => /^gatehouse_jwks_keys\{server="metered/.test(l));
+  const keys = (await httpRequest(`${gw.dp.statusUrl}/metrics`)).body
+    .toString()
+    .split('\n')
+    .filter((l) => /^gatehouse_jwks_keys\{server="metered/.test(l));
   expect(keys.sort()).toEqual(['gatehouse_jwks_keys{server="metered"} 2', 'gatehouse_jwks_keys{server="metered-down"} 0']);
 });
 
@@ -155,13 +171,23 @@ test('IdP down from the start: 503 "token signing keys unavailable", never a pas
 });
 
 test.each<[string, (k: Key) => Promise<string>]>([
-  ['alg none', async () => `${Buffer.from('{"alg":"none","kid":"k1"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub: 'x', exp: now() + 300 })).toString('base64url')}.`],
-  ['HS256 signed with the JWKS public key (alg confusion)', async (k) => {
-    const pem = createPublicKey({ key: k.jwk as JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string;
-    return new SignJWT({ sub: 'x', exp: now() + 300 }).setProtectedHeader({ alg: 'HS256', kid: 'k1' }).sign(new TextEncoder().encode(pem));
-  }],
+  [
+    'alg none',
+    async () =>
+      `${Buffer.from('{"alg":"none","kid":"k1"}').toString('base64url')}.${Buffer.from(JSON.stringify({ sub: 'x', exp: now() + 300 })).toString('base64url')}.`,
+  ],
+  [
+    'HS256 signed with the JWKS public key (alg confusion)',
+    async (k) => {
+      const pem = createPublicKey({ key: k.jwk as JsonWebKey, format: 'jwk' }).export({ type: 'spki', format: 'pem' }) as string;
+      return new SignJWT({ sub: 'x', exp: now() + 300 }).setProtectedHeader({ alg: 'HS256', kid: 'k1' }).sign(new TextEncoder().encode(pem));
+    },
+  ],
   // The same RSA key (as a KeyObject, which jose lets sign with any RS alg; the CryptoKey is bound to SHA-256).
-  ['RS384 with a key published for RS256 only', (k) => new SignJWT({ sub: 'x', exp: now() + 300 }).setProtectedHeader({ alg: 'RS384', kid: 'k1' }).sign(KeyObject.from(k.privateKey))],
+  [
+    'RS384 with a key published for RS256 only',
+    (k) => new SignJWT({ sub: 'x', exp: now() + 300 }).setProtectedHeader({ alg: 'RS384', kid: 'k1' }).sign(KeyObject.from(k.privateKey)),
+  ],
 ])('%s is refused 401; only a kid the set lacks (not an alg outside algs) asks the IdP again', async (name, make) => {
   const k1 = await makeKey('k1');
   const server = `confusion-${name.split(' ')[0]!.toLowerCase()}`;

@@ -35,14 +35,29 @@ interface ServerSpec {
 const SERVERS: ServerSpec[] = [
   { name: 'hs', mode: { kind: 'jwt', alg: 'HS256', key: HS_SECRET }, strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: HS_SECRET }] } },
   { name: 'rs', mode: { kind: 'jwt', alg: 'RS256', key: rsa.privateKey }, strategy: { name: 'jwt', settings: [{ alg: 'RS256', key: RSA_PEM }] } },
-  { name: 'es', mode: { kind: 'jwt', alg: 'ES256', key: ec.privateKey }, strategy: { name: 'jwt', settings: [{ alg: 'ES256', key: publicPem(ec.publicKey) }] } },
+  {
+    name: 'es',
+    mode: { kind: 'jwt', alg: 'ES256', key: ec.privateKey },
+    strategy: { name: 'jwt', settings: [{ alg: 'ES256', key: publicPem(ec.publicKey) }] },
+  },
   {
     name: 'rot',
     mode: { kind: 'jwt', alg: 'HS256', key: ROTATION_NEW },
-    strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: ROTATION_OLD }, { alg: 'HS256', key: ROTATION_NEW }, { alg: 'RS256', key: RSA_PEM }] },
+    strategy: {
+      name: 'jwt',
+      settings: [
+        { alg: 'HS256', key: ROTATION_OLD },
+        { alg: 'HS256', key: ROTATION_NEW },
+        { alg: 'RS256', key: RSA_PEM },
+      ],
+    },
   },
   { name: 'legacy', mode: { kind: 'jwt', alg: 'HS256', key: LEGACY_SECRET }, strategy: { name: 'jwt', settings: { secret: LEGACY_SECRET } } },
-  { name: 'lee', mode: { kind: 'jwt', alg: 'HS256', key: LEEWAY_SECRET }, strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: LEEWAY_SECRET }], leeway: LEEWAY } },
+  {
+    name: 'lee',
+    mode: { kind: 'jwt', alg: 'HS256', key: LEEWAY_SECRET },
+    strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: LEEWAY_SECRET }], leeway: LEEWAY },
+  },
 ];
 
 let gw: Gateway;
@@ -166,16 +181,19 @@ describe('token endpoint through the gateway', () => {
 });
 
 describe('a valid token passes', () => {
-  test.each(['hs', 'rs', 'es', 'rot', 'legacy', 'lee'])('%s: token from the proxied endpoint → 200 from the upstream, Authorization unchanged', async (server) => {
-    const token = await obtainToken(server);
-    const before = upstream.requests.length;
-    const res = await callApi(server, `Bearer ${token}`);
-    expect(res.status).toBe(200);
-    const seen = res.json as RecordedRequest;
-    expect(seen.url).toBe(`/api/${server}/resource?x=1`);
-    expect(seen.headers.authorization).toBe(`Bearer ${token}`);
-    expect(upstream.requests.length).toBe(before + 1);
-  });
+  test.each(['hs', 'rs', 'es', 'rot', 'legacy', 'lee'])(
+    '%s: token from the proxied endpoint → 200 from the upstream, Authorization unchanged',
+    async (server) => {
+      const token = await obtainToken(server);
+      const before = upstream.requests.length;
+      const res = await callApi(server, `Bearer ${token}`);
+      expect(res.status).toBe(200);
+      const seen = res.json as RecordedRequest;
+      expect(seen.url).toBe(`/api/${server}/resource?x=1`);
+      expect(seen.headers.authorization).toBe(`Bearer ${token}`);
+      expect(upstream.requests.length).toBe(before + 1);
+    },
+  );
 
   test('the scheme is case-insensitive and the header reaches the upstream as sent', async () => {
     const token = await obtainToken('hs');
@@ -244,10 +262,14 @@ describe('attacks are rejected with 401 "access token not authorized"', () => {
     ['wrong secret', 'hs', () => sign('HS256', 'not-the-secret')],
     ['wrong RSA key', 'rs', () => sign('RS256', otherRsa.privateKey)],
     ['truncated token', 'hs', async () => (await sign('HS256', HS_SECRET)).slice(0, -6)],
-    ['payload tampered', 'hs', async () => {
-      const [h, , s] = (await sign('HS256', HS_SECRET, { exp: now() - 5 })).split('.');
-      return `${h}.${b64({ sub: 'x', exp: now() + 3600 })}.${s}`;
-    }],
+    [
+      'payload tampered',
+      'hs',
+      async () => {
+        const [h, , s] = (await sign('HS256', HS_SECRET, { exp: now() - 5 })).split('.');
+        return `${h}.${b64({ sub: 'x', exp: now() + 3600 })}.${s}`;
+      },
+    ],
     ['garbage', 'hs', () => 'garbage!!'],
     ['empty JWT segments', 'hs', () => '..'],
   ])('%s', async (_name, server, make) => {
@@ -309,7 +331,10 @@ describe('plugin lifecycle', () => {
 
   test('an invalid key is refused by the admin API with the field named', async () => {
     const res = await gw.admin.createOAuthServer(
-      oauthServer({ name: 'bad-key', mode: { kind: 'opaque' }, strategy: { name: 'jwt', settings: [{ alg: 'RS256', key: 'not a pem' }] } }, 'http://127.0.0.1:1'),
+      oauthServer(
+        { name: 'bad-key', mode: { kind: 'opaque' }, strategy: { name: 'jwt', settings: [{ alg: 'RS256', key: 'not a pem' }] } },
+        'http://127.0.0.1:1',
+      ),
     );
     expect(res.status).toBe(400);
     expect(res.body).toEqual({ error: 'token_strategy.settings[0].key is not a valid RSA public key for RS256' });

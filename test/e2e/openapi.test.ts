@@ -14,7 +14,9 @@ import { startControlPlane, type ControlPlane } from '../helpers/start-control-p
 /** ajv is CommonJS: under ESM its class is the module's `default` (or the module itself, through ts-jest). */
 const Ajv2020 = ((Ajv2020Module as unknown as { default?: unknown }).default ?? Ajv2020Module) as typeof Ajv2020Module.default;
 
-type Doc = { paths: Record<string, Record<string, { parameters?: Array<{ name: string }>; responses: Record<string, { content?: Record<string, unknown> }> }>> };
+type Doc = {
+  paths: Record<string, Record<string, { parameters?: Array<{ name: string }>; responses: Record<string, { content?: Record<string, unknown> }> }>>;
+};
 
 const TARGET = 'http://127.0.0.1:9';
 const VIEWER = { username: 'viewer', password: 'viewer-password-long-enough' };
@@ -76,7 +78,9 @@ test('every documented (operation, status) is produced by the live API, nothing 
     }
     const schema = response.content?.['application/json'];
     if (schema) {
-      const validate = ajv.compile({ $ref: `openapi.json#/${pointer('paths', path, method.toLowerCase(), 'responses', String(res.status), 'content', 'application/json', 'schema')}` });
+      const validate = ajv.compile({
+        $ref: `openapi.json#/${pointer('paths', path, method.toLowerCase(), 'responses', String(res.status), 'content', 'application/json', 'schema')}`,
+      });
       if (!validate(res.body)) problems.push(`invalid body: ${key}: ${ajv.errorsText(validate.errors)}`);
     }
     return res;
@@ -140,7 +144,10 @@ test('every documented (operation, status) is produced by the live API, nothing 
     conflict: { oauth_endpoints: { token: { listen_path: '/s1/token' } } },
   });
   // A server an oauth2 plugin refers to cannot be deleted.
-  await expectStatus(201, call('POST', '/apis', '/apis', { body: api('protected', '/protected/*', { plugins: [{ name: 'oauth2', config: { server_name: 's1' } }] }) }));
+  await expectStatus(
+    201,
+    call('POST', '/apis', '/apis', { body: api('protected', '/protected/*', { plugins: [{ name: 'oauth2', config: { server_name: 's1' } }] }) }),
+  );
   await expectStatus(409, call('DELETE', '/oauth/servers/{name}', '/oauth/servers/s1'));
   await expectStatus(204, call('DELETE', '/apis/{name}', '/apis/protected'));
   const users = '/credentials/basic_auth';
@@ -148,7 +155,11 @@ test('every documented (operation, status) is produced by the live API, nothing 
   // key_auth: created with a generated key (shown in the 201) and with a given one; a PUT may not take another's key (409).
   const keys = '/credentials/key_auth';
   await expectStatus(201, call('POST', keys, keys, { body: { username: 'k0' } }));
-  await crud(keys, ['k1', 'k2'], { body: (username) => ({ username, key: `key-of-${username}-0123456789` }), update: { key: 'key-new-0123456789' }, conflict: { key: 'key-new-0123456789' } });
+  await crud(keys, ['k1', 'k2'], {
+    body: (username) => ({ username, key: `key-of-${username}-0123456789` }),
+    update: { key: 'key-new-0123456789' },
+    conflict: { key: 'key-new-0123456789' },
+  });
 
   // Data planes, explain.
   await expectStatus(200, call('GET', '/dataplanes', '/dataplanes'));

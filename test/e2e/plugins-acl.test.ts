@@ -60,7 +60,9 @@ afterAll(async () => {
 });
 
 test('groups are stored lower-cased, deduplicated and sorted, shown by the admin API (never the key) and in the config export', async () => {
-  const created = await gw.admin.request('POST', KEYS, { body: { username: 'ann-show', key: 'ann-show-key-0123456789', groups: ['Partners', 'admins', 'ADMINS'] } });
+  const created = await gw.admin.request('POST', KEYS, {
+    body: { username: 'ann-show', key: 'ann-show-key-0123456789', groups: ['Partners', 'admins', 'ADMINS'] },
+  });
   expect(created.status).toBe(201);
   expect(created.body).toEqual({ username: 'ann-show', groups: ['admins', 'partners'] });
   expect((await gw.admin.request('GET', `${KEYS}/ann-show`)).body).toEqual({ username: 'ann-show', groups: ['admins', 'partners'] });
@@ -123,7 +125,7 @@ test.each([
   expect(groupsSeen()).toEqual(expected);
 });
 
-test('a change of a credential\'s groups (PUT, PATCH, removal) judges the next request by the new ones', async () => {
+test("a change of a credential's groups (PUT, PATCH, removal) judges the next request by the new ones", async () => {
   const key = await createKey('ann-change', ['ops']);
   expect((await get('/acl-allow/x', { apikey: key })).status).toBe(403);
   const put = await gw.admin.request('PUT', `${KEYS}/ann-change`, { body: { groups: ['Partners'] } });
@@ -147,7 +149,10 @@ test('a change of a credential\'s groups (PUT, PATCH, removal) judges the next r
 });
 
 test('basic_auth users carry groups too: the user authenticated is the consumer acl judges', async () => {
-  for (const [username, groups] of [['ann-basic', ['Admins']], ['bob-basic', ['ops']]] as const) {
+  for (const [username, groups] of [
+    ['ann-basic', ['Admins']],
+    ['bob-basic', ['ops']],
+  ] as const) {
     const created = await gw.admin.request('POST', USERS, { body: { username, password: PASSWORD, groups } });
     expect(created.status).toBe(201);
     expect(created.body).toEqual({ username, groups: groups.map((g) => g.toLowerCase()) });
@@ -163,7 +168,12 @@ test('basic_auth users carry groups too: the user authenticated is the consumer 
 });
 
 test.each([
-  ['a group with a space', KEYS, { username: 'bad', key: 'bad-key-0123456789', groups: ['a b'] }, 'groups[0] must be 1-64 characters of a-z 0-9 . _ - (any case)'],
+  [
+    'a group with a space',
+    KEYS,
+    { username: 'bad', key: 'bad-key-0123456789', groups: ['a b'] },
+    'groups[0] must be 1-64 characters of a-z 0-9 . _ - (any case)',
+  ],
   ['an empty group list', KEYS, { username: 'bad', key: 'bad-key-0123456789', groups: [] }, 'groups must not be empty'],
   ['33 groups', USERS, { username: 'bad', password: PASSWORD, groups: Array.from({ length: 33 }, (_, i) => `g${i}`) }, 'groups must have at most 32 groups'],
   ['groups that are not a list', USERS, { username: 'bad', password: PASSWORD, groups: 'admins' }, 'groups must be an array'],
@@ -175,17 +185,40 @@ test.each([
 });
 
 test.each([
-  ['acl without key_auth or basic_auth', [{ name: 'acl', config: { allow: ['admins'] } }], 'plugins[0] acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)'],
+  [
+    'acl without key_auth or basic_auth',
+    [{ name: 'acl', config: { allow: ['admins'] } }],
+    'plugins[0] acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)',
+  ],
   [
     'acl with only a disabled key_auth',
-    [{ name: 'key_auth', enabled: false }, { name: 'acl', config: { allow: ['admins'] } }],
+    [
+      { name: 'key_auth', enabled: false },
+      { name: 'acl', config: { allow: ['admins'] } },
+    ],
     'plugins[1] acl needs key_auth or basic_auth enabled on the API (there is no consumer to authorize without one)',
   ],
-  ['both allow and deny', [{ name: 'key_auth' }, { name: 'acl', config: { allow: ['a'], deny: ['b'] } }], 'plugins[1].config must list groups in exactly one of "allow" and "deny"'],
-  ['neither allow nor deny', [{ name: 'key_auth' }, { name: 'acl', config: { hide_groups_header: true } }], 'plugins[1].config must list groups in exactly one of "allow" and "deny"'],
-  ['a bad group name', [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['no/slash'] } }], 'plugins[1].config.deny[0] must be 1-64 characters of a-z 0-9 . _ - (any case)'],
+  [
+    'both allow and deny',
+    [{ name: 'key_auth' }, { name: 'acl', config: { allow: ['a'], deny: ['b'] } }],
+    'plugins[1].config must list groups in exactly one of "allow" and "deny"',
+  ],
+  [
+    'neither allow nor deny',
+    [{ name: 'key_auth' }, { name: 'acl', config: { hide_groups_header: true } }],
+    'plugins[1].config must list groups in exactly one of "allow" and "deny"',
+  ],
+  [
+    'a bad group name',
+    [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['no/slash'] } }],
+    'plugins[1].config.deny[0] must be 1-64 characters of a-z 0-9 . _ - (any case)',
+  ],
 ])('an API with %s is refused with 400 naming the field, the store unchanged', async (_row, plugins, message) => {
-  await expectRefusedPluginConfig(gw, { definition: apiDefinition({ name: 'acl-refused', listenPath: '/acl-refused/*', targets: [u.url] }), existing: 'acl-none', plugins }, message);
+  await expectRefusedPluginConfig(
+    gw,
+    { definition: apiDefinition({ name: 'acl-refused', listenPath: '/acl-refused/*', targets: [u.url] }), existing: 'acl-none', plugins },
+    message,
+  );
 });
 
 test('the stored config shows the normalised lists and the default', async () => {

@@ -103,10 +103,15 @@ test('no GET shows the password or its hash, and the store file holds only the s
   // The journal also holds the other tests' writes since the last compaction: their users, a password
   // change as a second record of its user, a delete as a record without `def`.
   type Written = { name: string; def?: unknown };
-  const written: Written[] = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'basic-auth-credential'));
+  const written: Written[] = journal
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'basic-auth-credential'));
   const stored: Written[] = (JSON.parse(base).basic_auth_credentials ?? []).map((def: { username: string }) => ({ name: def.username, def }));
   const all = [...stored, ...written];
-  expect(all.filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([{ username: 'alice-store', password_hash: expect.stringMatching(SCRYPT_HASH) }]);
+  expect(all.filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([
+    { username: 'alice-store', password_hash: expect.stringMatching(SCRYPT_HASH) },
+  ]);
   for (const { name, def } of all) if (def !== undefined) expect(def).toEqual({ username: name, password_hash: expect.stringMatching(SCRYPT_HASH) });
 });
 

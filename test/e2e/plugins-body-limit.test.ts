@@ -20,7 +20,10 @@ beforeAll(async () => {
   gw = await startGateway();
   const apis = [
     { ...apiDefinition({ name: 'limited', listenPath: '/limited/*', targets: [u.url] }), plugins: [{ name: 'body_limit', config: { limit: '1k' } }] },
-    { ...apiDefinition({ name: 'unlimited', listenPath: '/unlimited/*', targets: [u.url] }), plugins: [{ name: 'body_limit', enabled: false, config: { limit: '1K' } }] },
+    {
+      ...apiDefinition({ name: 'unlimited', listenPath: '/unlimited/*', targets: [u.url] }),
+      plugins: [{ name: 'body_limit', enabled: false, config: { limit: '1K' } }],
+    },
   ];
   await createApis(gw, apis);
 }, 60_000);
@@ -31,7 +34,11 @@ afterAll(async () => {
 
 /** `chunks` chunks of `size` bytes, chunked. */
 const postChunkedBytes = (path: string, chunks: number, size: number) =>
-  postChunked(gw.dp.proxyPort, path, Array.from({ length: chunks }, () => Buffer.alloc(size, 0x61)));
+  postChunked(
+    gw.dp.proxyPort,
+    path,
+    Array.from({ length: chunks }, () => Buffer.alloc(size, 0x61)),
+  );
 
 const seenAt = (prefix: string) => ({
   completed: u.requests.filter((r) => r.url.startsWith(prefix)),

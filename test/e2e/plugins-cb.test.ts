@@ -30,7 +30,10 @@ const seen = (prefix: string) => u.requests.filter((r) => r.url.startsWith(prefi
 const get = (path: string) => gw.dp.request('GET', path);
 const stateOf = async (route: string, target: string): Promise<string | undefined> => {
   const text = (await httpRequest(`${gw.dp.statusUrl}/metrics`)).text;
-  return text.split('\n').find((l) => l.startsWith(`gatehouse_circuit_breaker_state{route="api:${route}",target="${target}"}`))?.split(' ')[1];
+  return text
+    .split('\n')
+    .find((l) => l.startsWith(`gatehouse_circuit_breaker_state{route="api:${route}",target="${target}"}`))
+    ?.split(' ')[1];
 };
 
 beforeAll(async () => {
@@ -144,7 +147,7 @@ test('timeout: no response headers in time is a 504 and an error for the breaker
   expect(seen('/slow/')).toBe(1);
 });
 
-test('timeout: the timed-out attempt\'s upstream request is cut at once, not left waiting until the route\'s response_header_timeout', async () => {
+test("timeout: the timed-out attempt's upstream request is cut at once, not left waiting until the route's response_header_timeout", async () => {
   // An upstream that never answers and notes when the gateway gives up on each request.
   const cut: number[] = [];
   const received: number[] = [];
@@ -190,7 +193,11 @@ test('enabled: false does nothing', async () => {
 test.each([
   ['error_percent_threshold 0', { error_percent_threshold: 0 }, 'plugins[0].config.error_percent_threshold must be at least 1'],
   ['a sleep_window that is not a number', { sleep_window: '5s' }, 'plugins[0].config.sleep_window must be an integer'],
-  ['a bad predicate', { predicate: 'statusCode >> 2' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found ">" at position 13'],
+  [
+    'a bad predicate',
+    { predicate: 'statusCode >> 2' },
+    'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found ">" at position 13',
+  ],
 ])('%s is refused with 400 naming the field, on create and on update (store unchanged)', async (_row, config, message) => {
   const definition = apiDefinition({ name: 'cb-bad', listenPath: '/cb-bad/*', targets: [u.url] });
   await expectRefusedPluginConfig(gw, { definition, existing: 'trip', plugins: [{ name: 'cb', config }] }, message);

@@ -31,13 +31,28 @@ beforeAll(async () => {
   const apis = [
     api(
       'cors-list',
-      { config: { domains: [APP, '*.example.org'], methods: 'GET,PUT', request_headers: ['X-Token'], exposed_headers: ['X-Total'], allow_credentials: true, max_age: 600 } },
+      {
+        config: {
+          domains: [APP, '*.example.org'],
+          methods: 'GET,PUT',
+          request_headers: ['X-Token'],
+          exposed_headers: ['X-Total'],
+          allow_credentials: true,
+          max_age: 600,
+        },
+      },
       { methods: ['GET', 'PUT'] },
     ),
     api('cors-any', {}),
     api('cors-pass', { config: { domains: [APP], options_passthrough: true } }),
     api('cors-off', { enabled: false, config: { domains: [APP] } }),
-    { ...api('cors-auth', { config: { domains: [APP] } }), plugins: [{ name: 'oauth2', config: { server_name: 'cors-auth' } }, { name: 'cors', config: { domains: [APP] } }] },
+    {
+      ...api('cors-auth', { config: { domains: [APP] } }),
+      plugins: [
+        { name: 'oauth2', config: { server_name: 'cors-auth' } },
+        { name: 'cors', config: { domains: [APP] } },
+      ],
+    },
   ];
   await createApis(gw, apis);
 }, 60_000);
@@ -173,12 +188,19 @@ test('the stored definition shows the normalised config with every default', asy
 });
 
 test.each([
-  ['a bad domain', { domains: ['https://a.com/path'] }, 'plugins[0].config.domains[0] must be "*", an origin such as "https://app.example.com" or a host pattern such as "*.example.com"'],
+  [
+    'a bad domain',
+    { domains: ['https://a.com/path'] },
+    'plugins[0].config.domains[0] must be "*", an origin such as "https://app.example.com" or a host pattern such as "*.example.com"',
+  ],
   ['credentials with any origin', { allow_credentials: true }, 'plugins[0].config.allow_credentials must be false when domains contains "*"'],
   ['a bad method', { methods: ['G T'] }, 'plugins[0].config.methods[0] is not a valid HTTP method'],
   ['a negative max_age', { max_age: -5 }, 'plugins[0].config.max_age must be at least 0'],
 ])('%s is refused with 400 naming the field, on create and on update (store unchanged)', async (_row, config, message) => {
-  const created = await gw.admin.createApi({ ...apiDefinition({ name: 'cors-bad', listenPath: '/cors-bad/*', targets: [u.url] }), plugins: [{ name: 'cors', config }] });
+  const created = await gw.admin.createApi({
+    ...apiDefinition({ name: 'cors-bad', listenPath: '/cors-bad/*', targets: [u.url] }),
+    plugins: [{ name: 'cors', config }],
+  });
   expect(created.status).toBe(400);
   expect(created.body).toEqual({ error: message });
   expect((await gw.admin.getApi('cors-bad')).status).toBe(404);

@@ -97,12 +97,20 @@ test.each([
 ])('refuses %j naming the field, the store unchanged', async (config, message) => {
   await expectRefusedPluginConfig(
     gw,
-    { definition: apiDefinition({ name: 'bad-ipr', listenPath: '/bad-ipr/*', targets: [u.url] }), existing: 'loopback', plugins: [{ name: 'ip_restriction', config }] },
+    {
+      definition: apiDefinition({ name: 'bad-ipr', listenPath: '/bad-ipr/*', targets: [u.url] }),
+      existing: 'loopback',
+      plugins: [{ name: 'ip_restriction', config }],
+    },
     message,
   );
 });
 
 test('entries are stored canonical: trimmed, lower-cased, IPv4-mapped IPv6 as IPv4', async () => {
   await createApis(gw, [restricted('canonical', { allow: [' 2001:DB8::1 ', '::ffff:10.1.2.3', '::ffff:10.1.0.0/112'] })]);
-  expect((await gw.admin.getApi('canonical')).body.plugins[0].config).toEqual({ allow: ['2001:db8::1', '10.1.2.3', '10.1.0.0/16'], deny: [], trust_forward_headers: false });
+  expect((await gw.admin.getApi('canonical')).body.plugins[0].config).toEqual({
+    allow: ['2001:db8::1', '10.1.2.3', '10.1.0.0/16'],
+    deny: [],
+    trust_forward_headers: false,
+  });
 });

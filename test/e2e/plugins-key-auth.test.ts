@@ -27,7 +27,10 @@ const api = (name: string, plugin: Record<string, unknown>) => ({
 });
 const get = (path: string, headers: Record<string, string> = {}) => gw.dp.request('GET', path, { headers });
 /** The stored form: HMAC-SHA256 under the installation key the CP generated into DATA_DIR. */
-const digest = async (key: string) => `hmac-sha256$${createHmac('sha256', (await readFile(join(gw.cp.dataDir, 'key-auth-hash-key'), 'utf8')).trim()).update(key).digest('base64url')}`;
+const digest = async (key: string) =>
+  `hmac-sha256$${createHmac('sha256', (await readFile(join(gw.cp.dataDir, 'key-auth-hash-key'), 'utf8')).trim())
+    .update(key)
+    .digest('base64url')}`;
 
 /** Each test creates the credentials it needs, under its own names and keys, so no test depends on another's. */
 async function createCredential(username: string, key?: string): Promise<string> {
@@ -157,7 +160,10 @@ test('no GET shows the key or its hash, and the store files hold only its keyed 
   const [base, journal] = await Promise.all(['store.json', 'store.journal'].map((f) => readFile(join(gw.cp.dataDir, f), 'utf8')));
   for (const file of [base, journal]) expect(file).not.toContain(key);
   type Written = { name: string; def?: unknown };
-  const written: Written[] = journal.split('\n').filter(Boolean).flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'key-auth-credential'));
+  const written: Written[] = journal
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((line) => JSON.parse(line).changes.filter((c: { kind: string }) => c.kind === 'key-auth-credential'));
   const stored: Written[] = (JSON.parse(base).key_auth_credentials ?? []).map((def: { username: string }) => ({ name: def.username, def }));
   expect([...stored, ...written].filter((c) => c.name === 'alice-store').map((c) => c.def)).toEqual([{ username: 'alice-store', key_hash: await digest(key) }]);
   // The configuration export shows the digest only when an admin asks for secrets, never the key.
@@ -203,7 +209,11 @@ test.each([
 test.each([
   ['no key names', { key_names: [] }, 'plugins[0].config.key_names must not be empty'],
   ['a key name that is not a header name', { key_names: ['api key'] }, 'plugins[0].config.key_names[0] is not a valid header name'],
-  ['neither header nor query', { key_in_header: false, key_in_query: false }, 'plugins[0].config.key_in_header must not be false when key_in_query is false too'],
+  [
+    'neither header nor query',
+    { key_in_header: false, key_in_query: false },
+    'plugins[0].config.key_in_header must not be false when key_in_query is false too',
+  ],
   ['a realm with a quote', { realm: 'a"b' }, 'plugins[0].config.realm must be printable ASCII'],
 ])('a key_auth config with %s is refused with 400 naming the field, the API unchanged', async (_row, config, message) => {
   const before = await gw.admin.getApi('ka');
@@ -216,7 +226,11 @@ test.each([
 test('the stored config shows the defaults', async () => {
   const { body } = await gw.admin.getApi('ka');
   expect(body.plugins).toEqual([
-    { name: 'key_auth', enabled: true, config: { key_names: ['apikey'], key_in_header: true, key_in_query: true, hide_credentials: false, realm: 'Restricted' } },
+    {
+      name: 'key_auth',
+      enabled: true,
+      config: { key_names: ['apikey'], key_in_header: true, key_in_query: true, hide_credentials: false, realm: 'Restricted' },
+    },
   ]);
 });
 
@@ -255,7 +269,9 @@ test('a PUT without a key keeps it; a null key is refused; an unknown credential
 
 test('PUT /config takes a key in clear once and stores its digest; importing the export again changes nothing', async () => {
   const current = (await gw.admin.request('GET', '/config')).body;
-  const imported = await gw.admin.request('PUT', '/config', { body: { ...current, key_auth_credentials: [{ username: 'alice-config', key: 'alice-config-key-0123456789' }] } });
+  const imported = await gw.admin.request('PUT', '/config', {
+    body: { ...current, key_auth_credentials: [{ username: 'alice-config', key: 'alice-config-key-0123456789' }] },
+  });
   expect(imported.status).toBe(200);
   expect(imported.body.diff.key_auth_credentials).toEqual({ added: ['alice-config'], changed: [], removed: [] });
   await gw.admin.waitForDataPlanes(imported, gw.dps);

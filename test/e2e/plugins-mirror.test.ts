@@ -85,7 +85,10 @@ test('the mirror gets the method, rewritten path, query, headers and body the pr
   const body = Buffer.from('{"order":42}');
   const res = await gw.dp.request('POST', '/copied/orders/7?x=1', { body, headers: { 'content-type': 'application/json', 'x-client': 'c1', 'x-secret': 's' } });
   expect(res.status).toBe(200);
-  const [copy] = await until(() => at(mirror, '/base/orders/7'), (c) => c.length === 1);
+  const [copy] = await until(
+    () => at(mirror, '/base/orders/7'),
+    (c) => c.length === 1,
+  );
   const sent = at(primary, '/base/orders/7')[0]!;
   expect(copy!.method).toBe('POST');
   expect(copy!.url).toBe(sent.url);
@@ -99,25 +102,34 @@ test('the mirror gets the method, rewritten path, query, headers and body the pr
   expect(copied).toEqual(forwarded);
   expect(copied).toMatchObject({ 'x-client': 'c1', 'x-added': 'by-gateway', 'x-request-id': res.headers['x-request-id'] });
   expect(copied['x-secret']).toBeUndefined();
-  await until(() => metric('copied', 'responded'), (n) => n === 1);
+  await until(
+    () => metric('copied', 'responded'),
+    (n) => n === 1,
+  );
 });
 
-test('a mirror answering 500 leaves the client the primary\'s answer; counted as server_error', async () => {
+test("a mirror answering 500 leaves the client the primary's answer; counted as server_error", async () => {
   mirror.setBehaviour((r) => (r.url.startsWith('/failing') ? { kind: 'fixed', status: 500, body: 'mirror broke' } : { kind: 'echo' }));
   const res = await gw.dp.request('GET', '/failing/x');
   expect(res.status).toBe(200);
   expect(res.json).toMatchObject({ method: 'GET', url: '/failing/x' });
-  await until(() => metric('failing', 'server_error'), (n) => n === 1);
+  await until(
+    () => metric('failing', 'server_error'),
+    (n) => n === 1,
+  );
   mirror.setBehaviour({ kind: 'echo' });
 });
 
-test('a mirror nobody listens on leaves the client the primary\'s answer; counted as error', async () => {
+test("a mirror nobody listens on leaves the client the primary's answer; counted as error", async () => {
   for (let i = 0; i < 3; i++) expect((await gw.dp.request('POST', '/down/x', { body: 'payload' })).status).toBe(200);
   expect(at(primary, '/down/x')).toHaveLength(3);
-  await until(() => metric('down', 'error'), (n) => n === 3);
+  await until(
+    () => metric('down', 'error'),
+    (n) => n === 3,
+  );
 });
 
-test('a mirror holding its request does not delay the client; it times out on the route\'s response_header_timeout', async () => {
+test("a mirror holding its request does not delay the client; it times out on the route's response_header_timeout", async () => {
   const before = at(slow, '/slow/held').length;
   const started = Date.now();
   const res = await gw.dp.request('GET', '/slow/held');
@@ -125,9 +137,16 @@ test('a mirror holding its request does not delay the client; it times out on th
   // Waiting on the mirror would have taken its 3 s timeout.
   expect(Date.now() - started).toBeLessThan(2_500);
   // The mirror has the copy and has not answered, the timeout not passed: the client had its answer meanwhile.
-  await until(() => at(slow, '/slow/held').length, (n) => n === before + 1);
+  await until(
+    () => at(slow, '/slow/held').length,
+    (n) => n === before + 1,
+  );
   expect(await metric('slow', 'timeout')).toBe(0);
-  await until(() => metric('slow', 'timeout'), (n) => n === 1, 10_000);
+  await until(
+    () => metric('slow', 'timeout'),
+    (n) => n === 1,
+    10_000,
+  );
 });
 
 test('percentage 0 copies nothing; 50 copies some, not all', async () => {
@@ -136,8 +155,14 @@ test('percentage 0 copies nothing; 50 copies some, not all', async () => {
   for (let i = 0; i < N; i++) expect((await gw.dp.request('GET', `/half/${i}`)).status).toBe(200);
   // A copy after those arrives, so the ones before it had time to.
   await gw.dp.request('GET', '/static/after-sampling');
-  await until(() => at(mirror, '/static/after-sampling').length, (n) => n === 1);
-  await until(() => metric('half', 'responded'), (n) => n === at(mirror, '/half/').length);
+  await until(
+    () => at(mirror, '/static/after-sampling').length,
+    (n) => n === 1,
+  );
+  await until(
+    () => metric('half', 'responded'),
+    (n) => n === at(mirror, '/half/').length,
+  );
   expect(at(mirror, '/none/')).toHaveLength(0);
   // Binomial(100, 0.5): outside 20..80 with probability below 1e-9.
   expect(at(mirror, '/half/').length).toBeGreaterThanOrEqual(20);
@@ -156,11 +181,17 @@ test('a body over 1 MiB reaches the primary whole and the mirror not; counted as
   expect(chunked.json).toMatchObject({ bodyLength: big.length });
   const within = await gw.dp.request('POST', '/large/within', { body: Buffer.alloc(1024 ** 2, 0x62) });
   expect(within.status).toBe(200);
-  await until(() => at(mirror, '/large/within'), (c) => c.length === 1 && c[0]!.bodyLength === 1024 ** 2);
+  await until(
+    () => at(mirror, '/large/within'),
+    (c) => c.length === 1 && c[0]!.bodyLength === 1024 ** 2,
+  );
   expect(at(mirror, '/large/upload')).toHaveLength(0);
   expect(at(mirror, '/large/chunked')).toHaveLength(0);
   expect(at(mirror, '/large/')).toHaveLength(1);
-  await until(() => metric('large', 'body_too_large'), (n) => n === 2);
+  await until(
+    () => metric('large', 'body_too_large'),
+    (n) => n === 2,
+  );
 });
 
 test('a WebSocket handshake and a gRPC call are not mirrored', async () => {
@@ -179,7 +210,10 @@ test('a WebSocket handshake and a gRPC call are not mirrored', async () => {
     expect(call.status).toBe(200);
     // A copy after those arrives, so theirs would have had time to.
     await gw.dp.request('GET', '/static/after-upgrade');
-    await until(() => at(mirror, '/static/after-upgrade').length, (n) => n === 1);
+    await until(
+      () => at(mirror, '/static/after-upgrade').length,
+      (n) => n === 1,
+    );
     expect(at(mirror, '/ws-copied')).toHaveLength(0);
     expect(at(mirror, '/static/grpc-call')).toHaveLength(0);
   } finally {
@@ -196,7 +230,11 @@ test.each<[string, unknown, string]>([
 ])('%s is refused with 400 naming the field, store unchanged', async (_row, config, message) => {
   await expectRefusedPluginConfig(
     gw,
-    { definition: apiDefinition({ name: 'refused', listenPath: '/refused/*', targets: [primary.url] }), existing: 'static', plugins: [{ name: 'request_mirror', config }] },
+    {
+      definition: apiDefinition({ name: 'refused', listenPath: '/refused/*', targets: [primary.url] }),
+      existing: 'static',
+      plugins: [{ name: 'request_mirror', config }],
+    },
     message,
   );
 });

@@ -41,7 +41,11 @@ function setCookies(res: HttpResponse): Map<string, string> {
   return out;
 }
 
-const cookieHeader = (jar: Map<string, string>) => [...jar].filter(([, v]) => v !== '').map(([k, v]) => `${k}=${v}`).join('; ');
+const cookieHeader = (jar: Map<string, string>) =>
+  [...jar]
+    .filter(([, v]) => v !== '')
+    .map(([k, v]) => `${k}=${v}`)
+    .join('; ');
 
 /** A gateway URL's path and query (the Location of the gateway's redirects is absolute). */
 const pathOf = (location: string) => {
@@ -78,7 +82,9 @@ beforeAll(async () => {
   u = await startUpstream('oidc-upstream', { kind: 'echo' });
   idp = await startOidcProvider();
   gw = await startGateway();
-  const created = await gw.admin.createApi(apiDefinition({ name: 'app', listenPath: '/app/*', targets: [u.url], plugins: [{ name: 'openid_connect', config: config() }] }));
+  const created = await gw.admin.createApi(
+    apiDefinition({ name: 'app', listenPath: '/app/*', targets: [u.url], plugins: [{ name: 'openid_connect', config: config() }] }),
+  );
   expect(created.body).toMatchObject({ name: 'app' });
   await gw.admin.waitForDataPlanes(created, gw.dps);
 }, 60_000);
@@ -112,7 +118,9 @@ test('a browser is sent to the IdP with code, PKCE S256, state and nonce, and co
 
   for (const [k, v] of setCookies(callback)) jar.set(k, v);
   const before = u.requests.length;
-  const res = await gw.dp.request('GET', '/app/page?x=1', { headers: { cookie: `theme=dark; ${cookieHeader(jar)}`, 'x-authenticated-user': 'admin', 'x-user-email': 'root@evil' } });
+  const res = await gw.dp.request('GET', '/app/page?x=1', {
+    headers: { cookie: `theme=dark; ${cookieHeader(jar)}`, 'x-authenticated-user': 'admin', 'x-user-email': 'root@evil' },
+  });
   expect(res.status).toBe(200);
   expect(u.requests.length).toBe(before + 1);
   const seen = u.last()!;
@@ -152,7 +160,7 @@ test('without a session, requests that are not a browser GET get 401 and nothing
   expect(idp.tokenRequests.length).toBe(tokens);
 });
 
-test('a callback whose state is not the flow cookie\'s is 400, and no code is exchanged', async () => {
+test("a callback whose state is not the flow cookie's is 400, and no code is exchanged", async () => {
   const { authorize, jar } = await startSignIn('/app/state');
   const back = await authorizeAt(authorize);
   const tokens = idp.tokenRequests.length;
@@ -202,7 +210,14 @@ test('a provider that cannot be reached: a browser gets 503, logout still clears
   const down = await startOidcProvider();
   const issuer = down.issuer;
   await down.close();
-  const created = await gw.admin.createApi(apiDefinition({ name: 'app-down', listenPath: '/app-down/*', targets: [u.url], plugins: [{ name: 'openid_connect', config: config({ issuer, timeout: '1s' }) }] }));
+  const created = await gw.admin.createApi(
+    apiDefinition({
+      name: 'app-down',
+      listenPath: '/app-down/*',
+      targets: [u.url],
+      plugins: [{ name: 'openid_connect', config: config({ issuer, timeout: '1s' }) }],
+    }),
+  );
   expect(created.body).toMatchObject({ name: 'app-down' });
   await gw.admin.waitForDataPlanes(created, gw.dps);
   const res = await gw.dp.request('GET', '/app-down/page', { headers: HTML });
@@ -220,8 +235,13 @@ test('metrics: each discovery fetch counted by outcome, ok and failed', async ()
   const [up, down] = [await startOidcProvider(), await startOidcProvider()];
   await down.close();
   try {
-    for (const [name, issuer] of [['app-metered', up.issuer], ['app-metered-down', down.issuer]] as const) {
-      const created = await gw.admin.createApi(apiDefinition({ name, listenPath: `/${name}/*`, targets: [u.url], plugins: [{ name: 'openid_connect', config: config({ issuer, timeout: '1s' }) }] }));
+    for (const [name, issuer] of [
+      ['app-metered', up.issuer],
+      ['app-metered-down', down.issuer],
+    ] as const) {
+      const created = await gw.admin.createApi(
+        apiDefinition({ name, listenPath: `/${name}/*`, targets: [u.url], plugins: [{ name: 'openid_connect', config: config({ issuer, timeout: '1s' }) }] }),
+      );
       expect(created.body).toMatchObject({ name });
       await gw.admin.waitForDataPlanes(created, gw.dps);
     }
@@ -233,7 +253,7 @@ test('metrics: each discovery fetch counted by outcome, ok and failed', async ()
   }
 });
 
-test('logout clears both cookies and goes to the IdP\'s end_session_endpoint', async () => {
+test("logout clears both cookies and goes to the IdP's end_session_endpoint", async () => {
   const jar = await signIn('/app/out');
   const res = await gw.dp.request('GET', '/app/logout', { headers: { cookie: cookieHeader(jar) } });
   expect(res.status).toBe(302);
@@ -247,7 +267,7 @@ test('logout clears both cookies and goes to the IdP\'s end_session_endpoint', a
   expect([res.headers['set-cookie']].flat().every((c) => c!.includes('Max-Age=0'))).toBe(true);
 });
 
-test('no open redirect: the return URL is a path of the request\'s own origin, and a Host that is not a host is 400', async () => {
+test("no open redirect: the return URL is a path of the request's own origin, and a Host that is not a host is 400", async () => {
   // A path that a browser would read as another host comes back absolute, on the gateway's origin (pathOf checks it).
   const jar = await signIn('/app//evil.example/x', '/app/evil.example/x');
   expect(jar.has('gatehouse_oidc')).toBe(true);
@@ -264,7 +284,9 @@ test.each<[string, Record<string, unknown>, string]>([
   ['a reserved user_header', { user_header: 'X-Forwarded-For' }, 'plugins[0].config.user_header'],
   ['no client_secret', { client_secret: undefined }, 'plugins[0].config.client_secret'],
 ])('%s is refused with a 400 naming the field, and nothing is stored', async (_row, extra, field) => {
-  const res = await gw.admin.createApi(apiDefinition({ name: 'app-bad', listenPath: '/app-bad/*', targets: [u.url], plugins: [{ name: 'openid_connect', config: config(extra) }] }));
+  const res = await gw.admin.createApi(
+    apiDefinition({ name: 'app-bad', listenPath: '/app-bad/*', targets: [u.url], plugins: [{ name: 'openid_connect', config: config(extra) }] }),
+  );
   expect(res.status).toBe(400);
   expect(JSON.stringify(res.body)).toContain(field);
   expect((await gw.admin.request('GET', '/apis/app-bad')).status).toBe(404);

@@ -96,7 +96,10 @@ beforeAll(async () => {
     cached('pc-cors', {}, [{ name: 'cors', config: { domains: ['https://a.example', 'https://b.example'] } }]),
     cached('pc-nocc', { cache_control: false }),
     cached('pc-nocc-authz', { cache_control: false, vary_headers: ['Authorization'] }),
-    { ...apiDefinition({ name: 'pc-hosts', hosts: ['*.cache.test'], listenPath: '/pc-hosts/*', targets: [upstreamUrl], preserveHost: true }), plugins: [{ name: 'proxy_cache', config: {} }] },
+    {
+      ...apiDefinition({ name: 'pc-hosts', hosts: ['*.cache.test'], listenPath: '/pc-hosts/*', targets: [upstreamUrl], preserveHost: true }),
+      plugins: [{ name: 'proxy_cache', config: {} }],
+    },
   ]);
   const created = await gw.admin.request('POST', '/credentials/key_auth', { body: { username: 'cache-user', key: KEY } });
   expect(created.status).toBe(201);
@@ -212,7 +215,7 @@ test("without cache_control a request's Authorization keeps its response out of 
   expect(count('/pc-nocc-authz/authz/plain')).toBe(2);
 });
 
-test('one route serving several hosts keeps an entry per Host (any case), never one host\'s answer for another', async () => {
+test("one route serving several hosts keeps an entry per Host (any case), never one host's answer for another", async () => {
   const asHost = (host: string) => gw.dp.request('GET', '/pc-hosts/x/plain', { headers: { host } });
   expect((await asHost('a.cache.test')).headers['x-cache-status']).toBe('Miss');
   expect((await asHost('b.cache.test')).headers['x-cache-status']).toBe('Miss');
@@ -277,7 +280,7 @@ test.each(['big', 'big-chunked'])('a %s body over max_entry_size reaches the cli
   expect(count(`/pc-small/s/${kind}`)).toBe(2);
 });
 
-test("updating the API drops what its former definition stored", async () => {
+test('updating the API drops what its former definition stored', async () => {
   expect((await get('/pc-update/u/plain')).headers['x-cache-status']).toBe('Miss');
   expect((await get('/pc-update/u/plain')).headers['x-cache-status']).toBe('Hit');
   const updated = await gw.admin.updateApi('pc-update', cached('pc-update', { ttl: '1m' }));
@@ -327,11 +330,31 @@ test('HEAD is cached apart from GET, with its Content-Length', async () => {
 test('defaults are stored and shown; a bad configuration is refused naming the field, the store unchanged', async () => {
   const shown = await gw.admin.getApi('pc');
   // Every member shown with its default (the full list is the unit test's, proto/src/plugins/proxy-cache.test.ts).
-  expect(Object.keys(shown.body.plugins[0].config).sort()).toEqual(['cache_control', 'content_types', 'max_entry_size', 'methods', 'per_consumer', 'statuses', 'ttl', 'vary_headers', 'vary_query_params']);
-  expect(shown.body.plugins[0].config).toMatchObject({ ttl: '30s', statuses: [200, 301, 404], vary_query_params: null, max_entry_size: '1MB', per_consumer: false });
+  expect(Object.keys(shown.body.plugins[0].config).sort()).toEqual([
+    'cache_control',
+    'content_types',
+    'max_entry_size',
+    'methods',
+    'per_consumer',
+    'statuses',
+    'ttl',
+    'vary_headers',
+    'vary_query_params',
+  ]);
+  expect(shown.body.plugins[0].config).toMatchObject({
+    ttl: '30s',
+    statuses: [200, 301, 404],
+    vary_query_params: null,
+    max_entry_size: '1MB',
+    per_consumer: false,
+  });
   await expectRefusedPluginConfig(
     gw,
-    { definition: apiDefinition({ name: 'pc-bad', listenPath: '/pc-bad/*', targets: [upstreamUrl] }), existing: 'pc', plugins: [{ name: 'proxy_cache', config: { ttl: '2d' } }] },
+    {
+      definition: apiDefinition({ name: 'pc-bad', listenPath: '/pc-bad/*', targets: [upstreamUrl] }),
+      existing: 'pc',
+      plugins: [{ name: 'proxy_cache', config: { ttl: '2d' } }],
+    },
     'plugins[0].config.ttl must be a duration from "1s" to "24h", e.g. "30s"',
   );
 });

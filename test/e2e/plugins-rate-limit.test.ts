@@ -49,7 +49,16 @@ beforeAll(async () => {
     api('rl-window', { config: { limit: '2-S' } }),
     api('rl-xff', { config: { limit: '2-M', trust_forward_headers: true } }),
     api('rl-token', { config: { limit: '2-M', key: 'token' } }),
-    api('rl-auth', {}, { plugins: [{ name: 'oauth2', config: { server_name: 'rl-auth' } }, { name: 'rate_limit', config: { limit: '2-M' } }] }),
+    api(
+      'rl-auth',
+      {},
+      {
+        plugins: [
+          { name: 'oauth2', config: { server_name: 'rl-auth' } },
+          { name: 'rate_limit', config: { limit: '2-M' } },
+        ],
+      },
+    ),
     api('rl-shared', { config: { limit: '20-M', policy: 'redis' } }),
     api('rl-fallback', { config: { limit: '2-M', policy: 'redis' } }),
     api('rl-down', { config: { limit: '3-M', policy: 'redis' } }),
@@ -167,11 +176,19 @@ test('enabled: false does nothing: no limit, no headers', async () => {
   expect(res.map((r) => r.status)).toEqual([200, 200, 200]);
   expect(res[0].headers['x-ratelimit-limit']).toBeUndefined();
   const stored = await gw.admin.getApi('rl-off');
-  expect(stored.body.plugins[0]).toEqual({ name: 'rate_limit', enabled: false, config: { limit: '1-M', policy: 'local', trust_forward_headers: false, key: 'ip' } });
+  expect(stored.body.plugins[0]).toEqual({
+    name: 'rate_limit',
+    enabled: false,
+    config: { limit: '1-M', policy: 'local', trust_forward_headers: false, key: 'ip' },
+  });
 });
 
 test.each([
-  ['a limit with an unknown unit', { limit: '10-W' }, 'plugins[0].config.limit must be a rate such as "10-S", "100-M", "1000-H" or "5000-D" (at least 1, at most 1000000 per second)'],
+  [
+    'a limit with an unknown unit',
+    { limit: '10-W' },
+    'plugins[0].config.limit must be a rate such as "10-S", "100-M", "1000-H" or "5000-D" (at least 1, at most 1000000 per second)',
+  ],
   ['no limit', { policy: 'local' }, 'plugins[0].config.limit is required'],
   ['an unknown policy', { limit: '10-S', policy: 'cluster' }, 'plugins[0].config.policy must be "local" or "redis"'],
   ['an unknown key', { limit: '10-S', key: 'subject' }, 'plugins[0].config.key must be "ip" or "token"'],
@@ -231,7 +248,10 @@ test('Redis busy: a request waits up to RATE_LIMIT_REDIS_TIMEOUT for it, then is
     let free = false;
     // A script that keeps Redis busy for 3 s (under its 5 s busy threshold): every other command waits behind it.
     const busy = blocker
-      .eval("local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 3000000; return 1", 0)
+      .eval(
+        "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 3000000; return 1",
+        0,
+      )
       .finally(() => (free = true));
     await delay(200);
     const answered = await Promise.all(

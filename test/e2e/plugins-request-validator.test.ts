@@ -19,7 +19,11 @@ let u: Upstream;
 const ORDER_SCHEMA = {
   type: 'object',
   properties: {
-    items: { type: 'array', minItems: 1, items: { type: 'object', properties: { sku: { type: 'string' }, qty: { type: 'integer', minimum: 1 } }, required: ['sku', 'qty'] } },
+    items: {
+      type: 'array',
+      minItems: 1,
+      items: { type: 'object', properties: { sku: { type: 'string' }, qty: { type: 'integer', minimum: 1 } }, required: ['sku', 'qty'] },
+    },
     email: { type: 'string', format: 'email' },
   },
   required: ['items'],
@@ -94,7 +98,7 @@ test('a Content-Type outside allowed_content_types (or none) is a 415', async ()
   expect(reached('/orders/untyped')).toEqual([]);
 });
 
-test('a Content-Length over max_body_bytes is a 413 (body_limit\'s error) and the connection closes', async () => {
+test("a Content-Length over max_body_bytes is a 413 (body_limit's error) and the connection closes", async () => {
   const res = await gw.dp.request('POST', '/orders/big', { headers: JSON_TYPE, body: `{"items":[{"sku":"${'a'.repeat(1100)}","qty":1}]}` });
   expect(res.headers.connection).toBe('close');
   await expectRefused('/orders/big', res, 413, 'request body too large');
@@ -132,7 +136,10 @@ test('a GET without a body passes', async () => {
 
 test('body_required: a POST without a body is a 400', async () => {
   await createApis(gw, [
-    { ...apiDefinition({ name: 'strict', listenPath: '/strict/*', targets: [u.url] }), plugins: [{ name: 'request_validator', config: { body_schema: ORDER_SCHEMA, body_required: true } }] },
+    {
+      ...apiDefinition({ name: 'strict', listenPath: '/strict/*', targets: [u.url] }),
+      plugins: [{ name: 'request_validator', config: { body_schema: ORDER_SCHEMA, body_required: true } }],
+    },
   ]);
   const res = await gw.dp.request('POST', '/strict/empty', { headers: { ...JSON_TYPE, 'content-length': '0' } });
   expect({ status: res.status, json: res.json }).toEqual({ status: 400, json: 'request body required' });
@@ -142,13 +149,25 @@ test('body_required: a POST without a body is a 400', async () => {
 test('the stored config has its defaults filled', async () => {
   const res = await gw.admin.getApi('orders');
   expect(res.body.plugins).toEqual([
-    { name: 'request_validator', enabled: true, config: { body_schema: ORDER_SCHEMA, allowed_content_types: ['application/json'], max_body_bytes: 1024, body_required: false } },
+    {
+      name: 'request_validator',
+      enabled: true,
+      config: { body_schema: ORDER_SCHEMA, allowed_content_types: ['application/json'], max_body_bytes: 1024, body_required: false },
+    },
   ]);
 });
 
 test.each([
-  ['an unknown keyword (ajv strict mode)', { type: 'object', propertiez: {} }, 'plugins[0].config.body_schema is not a valid JSON Schema (draft 2020-12): strict mode: unknown keyword: "propertiez"'],
-  ['a remote $ref (nothing is fetched)', { $ref: 'https://schemas.example/order.json' }, 'plugins[0].config.body_schema is not a valid JSON Schema (draft 2020-12): can\'t resolve reference https://schemas.example/order.json from id #'],
+  [
+    'an unknown keyword (ajv strict mode)',
+    { type: 'object', propertiez: {} },
+    'plugins[0].config.body_schema is not a valid JSON Schema (draft 2020-12): strict mode: unknown keyword: "propertiez"',
+  ],
+  [
+    'a remote $ref (nothing is fetched)',
+    { $ref: 'https://schemas.example/order.json' },
+    "plugins[0].config.body_schema is not a valid JSON Schema (draft 2020-12): can't resolve reference https://schemas.example/order.json from id #",
+  ],
   ['a schema that is not an object', 'order', 'plugins[0].config.body_schema must be an object'],
 ])('a body_schema with %s is refused with 400 naming the field, store unchanged', async (_row, bodySchema, message) => {
   await expectRefusedPluginConfig(

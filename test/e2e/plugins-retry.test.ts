@@ -150,10 +150,11 @@ async function countingUpstream(answer: (n: number, res: ServerResponse) => void
     socket.on('close', () => counts.closed++);
   });
   const port = await listen(server, 0, '127.0.0.1');
-  const close = () => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   return { counts, origin: `http://127.0.0.1:${port}`, close };
 }
 
@@ -164,7 +165,9 @@ test('a response of 1 MiB, more than a parked attempt holds before pausing the u
     res.end(body);
   });
   try {
-    await createApis(gw, [{ ...apiDefinition({ name: 'big', listenPath: '/big/*', targets: [big.origin] }), plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] }]);
+    await createApis(gw, [
+      { ...apiDefinition({ name: 'big', listenPath: '/big/*', targets: [big.origin] }), plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] },
+    ]);
     const res = await httpRequest(`${gw.dp.proxyUrl}/big/x`);
     expect(res.status).toBe(200);
     expect(res.body.length).toBe(body.length);
@@ -182,7 +185,12 @@ test('a complete answer that is retried leaves its connection open (it is not ab
     res.end(text);
   });
   try {
-    await createApis(gw, [{ ...apiDefinition({ name: 'reuse', listenPath: '/reuse/*', targets: [upstream.origin] }), plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }] }]);
+    await createApis(gw, [
+      {
+        ...apiDefinition({ name: 'reuse', listenPath: '/reuse/*', targets: [upstream.origin] }),
+        plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }],
+      },
+    ]);
     const res = await gw.dp.request('GET', '/reuse/x');
     expect([res.status, res.json]).toEqual([200, 'ok']);
     // undici frees a connection on the next turn of the event loop, so the retry itself goes over a second one.
@@ -231,8 +239,16 @@ test('the stored definition shows the normalised config', async () => {
 test.each([
   ['attempts 0', { attempts: 0 }, 'plugins[0].config.attempts must be at least 1'],
   ['a backoff that is not a duration', { backoff: 'later' }, 'plugins[0].config.backoff must be a duration from "0s" to "10s", e.g. "100ms"'],
-  ['code as a predicate', { predicate: 'require("fs")' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "require" at position 1'],
-  ['predicate and statuses together', { predicate: 'statusCode == 500', statuses: [500] }, 'plugins[0].config.statuses must not be given together with predicate'],
+  [
+    'code as a predicate',
+    { predicate: 'require("fs")' },
+    'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "require" at position 1',
+  ],
+  [
+    'predicate and statuses together',
+    { predicate: 'statusCode == 500', statuses: [500] },
+    'plugins[0].config.statuses must not be given together with predicate',
+  ],
 ])('%s is refused with 400 naming the field, on create and on update (store unchanged)', async (_row, config, message) => {
   const definition = apiDefinition({ name: 'retry-bad', listenPath: '/retry-bad/*', targets: [u.url] });
   await expectRefusedPluginConfig(gw, { definition, existing: 'flaky', plugins: [{ name: 'retry', config }] }, message);

@@ -41,7 +41,11 @@ beforeAll(async () => {
     ]),
     api('no-content', [{ name: 'request_termination', config: { status_code: 204 } }]),
     api('terminate-off', [{ name: 'request_termination', enabled: false, config: {} }]),
-    api('moved', [{ name: 'redirect', config: { status_code: 301, scheme: 'https', host: 'new.example.com', path: '/v2', strip_path: true } }], '/moved/{tenant}/*'),
+    api(
+      'moved',
+      [{ name: 'redirect', config: { status_code: 301, scheme: 'https', host: 'new.example.com', path: '/v2', strip_path: true } }],
+      '/moved/{tenant}/*',
+    ),
     {
       ...api('same-host', [
         { name: 'cors', config: { domains: ['https://app.example'] } },
@@ -57,7 +61,8 @@ afterAll(async () => {
   expect(await stopGatewayAndServers(gw, u)).toBe('');
 });
 
-const reachedUpstream = (prefix: string) => u.requests.filter((r) => r.url.startsWith(prefix)).length + u.aborted.filter((r) => r.url.startsWith(prefix)).length;
+const reachedUpstream = (prefix: string) =>
+  u.requests.filter((r) => r.url.startsWith(prefix)).length + u.aborted.filter((r) => r.url.startsWith(prefix)).length;
 
 /** A later request to a route that does go upstream arrived: what was sent before it would have too. */
 async function upstreamCaughtUp(): Promise<void> {
@@ -182,10 +187,16 @@ test('without host, the Location names the request host only when the API lists 
 
 test('a redirect without host on an API that lists no exact host is refused at write: no Host is ever reflected', async () => {
   for (const hosts of [undefined, ['*.example.com']]) {
-    const definition = { ...apiDefinition({ name: 'reflecting', listenPath: '/reflecting/*', targets: [u.url] }), ...(hosts && { hosts }), plugins: [{ name: 'redirect', config: { scheme: 'https' } }] };
+    const definition = {
+      ...apiDefinition({ name: 'reflecting', listenPath: '/reflecting/*', targets: [u.url] }),
+      ...(hosts && { hosts }),
+      plugins: [{ name: 'redirect', config: { scheme: 'https' } }],
+    };
     const res = await gw.admin.createApi(definition);
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'plugins[0].config.host is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)' });
+    expect(res.body).toEqual({
+      error: 'plugins[0].config.host is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)',
+    });
   }
   expect((await gw.admin.getApi('reflecting')).status).toBe(404);
   const probe = await gw.dp.request('GET', '/reflecting/x', { headers: { host: 'evil.example' } });
@@ -202,17 +213,49 @@ test('a Host that is not a host never reaches the Location: 400 "invalid host"',
 });
 
 test('the stored configs are the normalised ones, defaults filled', async () => {
-  expect((await gw.admin.getApi('guarded')).body.plugins[1]).toEqual({ name: 'request_termination', enabled: true, config: { status_code: 410, message: 'request terminated' } });
-  expect((await gw.admin.getApi('same-host')).body.plugins[1]).toEqual({ name: 'redirect', enabled: true, config: { status_code: 308, path: '/elsewhere', strip_path: false } });
+  expect((await gw.admin.getApi('guarded')).body.plugins[1]).toEqual({
+    name: 'request_termination',
+    enabled: true,
+    config: { status_code: 410, message: 'request terminated' },
+  });
+  expect((await gw.admin.getApi('same-host')).body.plugins[1]).toEqual({
+    name: 'redirect',
+    enabled: true,
+    config: { status_code: 308, path: '/elsewhere', strip_path: false },
+  });
 });
 
 test.each([
-  ['message and body', [{ name: 'request_termination', config: { message: 'm', body: 'b', content_type: 'text/plain' } }], 'plugins[0].config.body must not be set together with message'],
+  [
+    'message and body',
+    [{ name: 'request_termination', config: { message: 'm', body: 'b', content_type: 'text/plain' } }],
+    'plugins[0].config.body must not be set together with message',
+  ],
   ['a 1xx status', [{ name: 'request_termination', config: { status_code: 100 } }], 'plugins[0].config.status_code must be at least 200'],
-  ['a body over 64 KiB', [{ name: 'request_termination', config: { body: 'x'.repeat(65_537), content_type: 'text/plain' } }], 'plugins[0].config.body is over 65536 bytes'],
-  ['a host with a path', [{ name: 'redirect', config: { host: 'evil.example/x' } }], 'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port'],
-  ['a status that is no redirect', [{ name: 'redirect', config: { status_code: 200, scheme: 'https' } }], 'plugins[0].config.status_code must be 301, 302, 303, 307 or 308'],
-  ['a redirect that changes nothing', [{ name: 'redirect', config: {} }], 'plugins[0].config must set at least one of scheme, host, port or path (a redirect to the same URL loops)'],
+  [
+    'a body over 64 KiB',
+    [{ name: 'request_termination', config: { body: 'x'.repeat(65_537), content_type: 'text/plain' } }],
+    'plugins[0].config.body is over 65536 bytes',
+  ],
+  [
+    'a host with a path',
+    [{ name: 'redirect', config: { host: 'evil.example/x' } }],
+    'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port',
+  ],
+  [
+    'a status that is no redirect',
+    [{ name: 'redirect', config: { status_code: 200, scheme: 'https' } }],
+    'plugins[0].config.status_code must be 301, 302, 303, 307 or 308',
+  ],
+  [
+    'a redirect that changes nothing',
+    [{ name: 'redirect', config: {} }],
+    'plugins[0].config must set at least one of scheme, host, port or path (a redirect to the same URL loops)',
+  ],
 ])('%s is refused with 400 naming the field, store unchanged', async (_row, plugins, message) => {
-  await expectRefusedPluginConfig(gw, { definition: apiDefinition({ name: 'refused', listenPath: '/refused/*', targets: [u.url] }), existing: 'static', plugins }, message);
+  await expectRefusedPluginConfig(
+    gw,
+    { definition: apiDefinition({ name: 'refused', listenPath: '/refused/*', targets: [u.url] }), existing: 'static', plugins },
+    message,
+  );
 });

@@ -37,10 +37,22 @@ beforeAll(async () => {
   gw = await startGateway();
   const apis = [
     { ...apiDefinition({ name: 'req-t', listenPath: '/req-t/*', targets: [echo.url] }), plugins: [{ name: 'request_transformer', config: REQUEST_CONFIG }] },
-    { ...apiDefinition({ name: 'req-off', listenPath: '/req-off/*', targets: [echo.url] }), plugins: [{ name: 'request_transformer', enabled: false, config: REQUEST_CONFIG }] },
-    { ...apiDefinition({ name: 'resp-t', listenPath: '/resp-t/*', targets: [fixed.url] }), plugins: [{ name: 'response_transformer', config: RESPONSE_CONFIG }] },
-    { ...apiDefinition({ name: 'resp-off', listenPath: '/resp-off/*', targets: [fixed.url] }), plugins: [{ name: 'response_transformer', enabled: false, config: RESPONSE_CONFIG }] },
-    { ...apiDefinition({ name: 'resp-dead', listenPath: '/resp-dead/*', targets: [deadTarget] }), plugins: [{ name: 'response_transformer', config: RESPONSE_CONFIG }] },
+    {
+      ...apiDefinition({ name: 'req-off', listenPath: '/req-off/*', targets: [echo.url] }),
+      plugins: [{ name: 'request_transformer', enabled: false, config: REQUEST_CONFIG }],
+    },
+    {
+      ...apiDefinition({ name: 'resp-t', listenPath: '/resp-t/*', targets: [fixed.url] }),
+      plugins: [{ name: 'response_transformer', config: RESPONSE_CONFIG }],
+    },
+    {
+      ...apiDefinition({ name: 'resp-off', listenPath: '/resp-off/*', targets: [fixed.url] }),
+      plugins: [{ name: 'response_transformer', enabled: false, config: RESPONSE_CONFIG }],
+    },
+    {
+      ...apiDefinition({ name: 'resp-dead', listenPath: '/resp-dead/*', targets: [deadTarget] }),
+      plugins: [{ name: 'response_transformer', config: RESPONSE_CONFIG }],
+    },
   ];
   await createApis(gw, apis);
 }, 60_000);
@@ -106,13 +118,48 @@ test('response_transformer leaves the gateway own errors alone', async () => {
 });
 
 test.each([
-  ['request_transformer', 'Host', { add: { headers: { Host: 'evil.example' } } }, 'plugins[0].config.add.headers.Host is set by the gateway and cannot be changed by a transformer'],
-  ['request_transformer', 'a hop-by-hop header', { remove: { headers: ['Connection'] } }, 'plugins[0].config.remove.headers[0] is a hop-by-hop header and cannot be changed by a transformer'],
-  ['request_transformer', 'X-Forwarded-For', { replace: { headers: { 'X-Forwarded-For': '10.0.0.1' } } }, 'plugins[0].config.replace.headers.X-Forwarded-For is set by the gateway and cannot be changed by a transformer'],
-  ['request_transformer', 'CR/LF injection', { append: { headers: { 'X-A': 'v\r\nX-Evil: 1' } } }, 'plugins[0].config.append.headers.X-A must not contain control characters (CR, LF, NUL)'],
-  ['request_transformer', 'an empty parameter name', { add: { querystring: { '': 'v' } } }, 'plugins[0].config.add.querystring: a parameter name must not be empty'],
-  ['response_transformer', 'X-Request-Id', { remove: { headers: ['X-Request-Id'] } }, 'plugins[0].config.remove.headers[0] is set by the gateway and cannot be changed by a transformer'],
-  ['response_transformer', 'Transfer-Encoding', { add: { headers: { 'Transfer-Encoding': 'chunked' } } }, 'plugins[0].config.add.headers.Transfer-Encoding is a hop-by-hop header and cannot be changed by a transformer'],
+  [
+    'request_transformer',
+    'Host',
+    { add: { headers: { Host: 'evil.example' } } },
+    'plugins[0].config.add.headers.Host is set by the gateway and cannot be changed by a transformer',
+  ],
+  [
+    'request_transformer',
+    'a hop-by-hop header',
+    { remove: { headers: ['Connection'] } },
+    'plugins[0].config.remove.headers[0] is a hop-by-hop header and cannot be changed by a transformer',
+  ],
+  [
+    'request_transformer',
+    'X-Forwarded-For',
+    { replace: { headers: { 'X-Forwarded-For': '10.0.0.1' } } },
+    'plugins[0].config.replace.headers.X-Forwarded-For is set by the gateway and cannot be changed by a transformer',
+  ],
+  [
+    'request_transformer',
+    'CR/LF injection',
+    { append: { headers: { 'X-A': 'v\r\nX-Evil: 1' } } },
+    'plugins[0].config.append.headers.X-A must not contain control characters (CR, LF, NUL)',
+  ],
+  [
+    'request_transformer',
+    'an empty parameter name',
+    { add: { querystring: { '': 'v' } } },
+    'plugins[0].config.add.querystring: a parameter name must not be empty',
+  ],
+  [
+    'response_transformer',
+    'X-Request-Id',
+    { remove: { headers: ['X-Request-Id'] } },
+    'plugins[0].config.remove.headers[0] is set by the gateway and cannot be changed by a transformer',
+  ],
+  [
+    'response_transformer',
+    'Transfer-Encoding',
+    { add: { headers: { 'Transfer-Encoding': 'chunked' } } },
+    'plugins[0].config.add.headers.Transfer-Encoding is a hop-by-hop header and cannot be changed by a transformer',
+  ],
   ['response_transformer', 'a bad header name', { add: { headers: { 'Bad Name': 'v' } } }, 'plugins[0].config.add.headers.Bad Name is not a valid header name'],
 ])('%s refusing %s: 400 naming the field, store unchanged', async (name, _row, config, message) => {
   const existing = name === 'request_transformer' ? 'req-t' : 'resp-t';

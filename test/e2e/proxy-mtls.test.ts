@@ -56,10 +56,13 @@ async function xfccOf(cert: string): Promise<string> {
   return `Hash=${x509.fingerprint256.replace(/:/g, '').toLowerCase()};Subject="${x509.subject.split('\n').join(',')}";URI=spiffe://gatehouse.test/ns/default/sa/client;DNS=client.gatehouse.test`;
 }
 
-test('a client with a certificate of the CA gets through; the upstream gets X-Forwarded-Client-Cert, never the client\'s own', async () => {
+test("a client with a certificate of the CA gets through; the upstream gets X-Forwarded-Client-Cert, never the client's own", async () => {
   const listening = dp.process.lines().find((l) => l.json?.msg === 'listening' && l.json?.listener === 'proxy');
   expect(listening?.json).toMatchObject({ tls: true, clientCertificates: true });
-  const res = await httpRequest(url(dp, '/mtls/a'), { ...(await withCert(certs.clientCert, certs.clientKey)), headers: { 'x-forwarded-client-cert': 'Hash=forged' } });
+  const res = await httpRequest(url(dp, '/mtls/a'), {
+    ...(await withCert(certs.clientCert, certs.clientKey)),
+    headers: { 'x-forwarded-client-cert': 'Hash=forged' },
+  });
   expect(res.status).toBe(200);
   const seen = res.json as RecordedRequest;
   expect(seen.url).toBe('/mtls/a');
@@ -95,7 +98,7 @@ test('over h2 as over HTTP/1.1: the certificate lets the client in and goes upst
   }
 });
 
-test('a data plane without PROXY_TLS_CLIENT_CA asks for no certificate, and still drops a client\'s X-Forwarded-Client-Cert', async () => {
+test("a data plane without PROXY_TLS_CLIENT_CA asks for no certificate, and still drops a client's X-Forwarded-Client-Cert", async () => {
   const own = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey } });
   try {
     const res = await httpRequest(url(own, '/mtls/plain'), { ca, headers: { 'x-forwarded-client-cert': 'Hash=forged' } });
@@ -119,7 +122,10 @@ test('a new PROXY_TLS_CLIENT_CA is taken on SIGHUP: certificates of the new CA g
     expect((await httpRequest(url(d, '/mtls/before'), good)).status).toBe(200);
     await copyFile(certs.rogueCaCert, own);
     process.kill(d.process.pid, 'SIGHUP');
-    await pollUntil(async () => ((await httpRequest(url(d, '/mtls/after'), rogue)).status === 200 ? true : undefined), { what: 'the rogue CA to be trusted after SIGHUP', timeoutMs: 10_000 });
+    await pollUntil(async () => ((await httpRequest(url(d, '/mtls/after'), rogue)).status === 200 ? true : undefined), {
+      what: 'the rogue CA to be trusted after SIGHUP',
+      timeoutMs: 10_000,
+    });
     await expect(httpRequest(url(d, '/mtls/old'), good)).rejects.toThrow();
   } finally {
     await d.stop();
@@ -127,7 +133,10 @@ test('a new PROXY_TLS_CLIENT_CA is taken on SIGHUP: certificates of the new CA g
 });
 
 test('PROXY_TLS_MIN_VERSION=TLSv1.3 refuses a TLS 1.2 client; TLS 1.3 gets in', async () => {
-  const d = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_MIN_VERSION: 'TLSv1.3' } });
+  const d = await startDataPlane({
+    controlPlaneAddr: cp.grpcAddr,
+    env: { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_MIN_VERSION: 'TLSv1.3' },
+  });
   try {
     await expect(httpRequest(url(d, '/mtls/v12'), { ca, maxVersion: 'TLSv1.2' })).rejects.toThrow();
     expect((await httpRequest(url(d, '/mtls/v13'), { ca })).status).toBe(200);
@@ -138,9 +147,21 @@ test('PROXY_TLS_MIN_VERSION=TLSv1.3 refuses a TLS 1.2 client; TLS 1.3 gets in', 
 
 test.each([
   ['PROXY_TLS_CLIENT_CA without TLS', () => ({ PROXY_TLS_CLIENT_CA: certs.caCert }), 'PROXY_TLS_CLIENT_CA asks clients for certificates over TLS'],
-  ['an unreadable PROXY_TLS_CLIENT_CA', () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_CLIENT_CA: '/nonexistent/ca.crt' }), 'PROXY_TLS_CLIENT_CA: cannot read /nonexistent/ca.crt'],
-  ['a PROXY_TLS_CLIENT_CA that is no certificate', () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_CLIENT_CA: certs.serverKey }), 'PROXY_TLS_CLIENT_CA: '],
-  ['an unknown PROXY_TLS_MIN_VERSION', () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_MIN_VERSION: 'TLSv1.1' }), 'PROXY_TLS_MIN_VERSION must be'],
+  [
+    'an unreadable PROXY_TLS_CLIENT_CA',
+    () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_CLIENT_CA: '/nonexistent/ca.crt' }),
+    'PROXY_TLS_CLIENT_CA: cannot read /nonexistent/ca.crt',
+  ],
+  [
+    'a PROXY_TLS_CLIENT_CA that is no certificate',
+    () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_CLIENT_CA: certs.serverKey }),
+    'PROXY_TLS_CLIENT_CA: ',
+  ],
+  [
+    'an unknown PROXY_TLS_MIN_VERSION',
+    () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_MIN_VERSION: 'TLSv1.1' }),
+    'PROXY_TLS_MIN_VERSION must be',
+  ],
 ])('%s stops the start, naming the variable', async (_name, env, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, env(), message);
 });

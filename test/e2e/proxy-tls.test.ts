@@ -97,7 +97,11 @@ test('PROXY_HTTP_REDIRECT_PORT: a plain listener sends every request to HTTPS (3
     expect(get.status).toBe(308);
     expect(get.headers.location).toBe('https://api.example.com/over-tls/x?a=1&b=%2F');
     expect(get.headers['x-request-id']).toBe('redirect-1');
-    const post = await httpRequest(`${plain}/over-tls/form`, { method: 'POST', headers: { host: '[2001:db8::1]:80', 'content-type': 'text/plain' }, body: 'kept' });
+    const post = await httpRequest(`${plain}/over-tls/form`, {
+      method: 'POST',
+      headers: { host: '[2001:db8::1]:80', 'content-type': 'text/plain' },
+      body: 'kept',
+    });
     expect([post.status, post.headers.location]).toEqual([308, 'https://[2001:db8::1]/over-tls/form']);
     for (const host of ['evil.com/x', 'a b', 'x"y', 'a..b', 'h:99999x']) {
       const bad = await httpRequest(`${plain}/over-tls/x`, { headers: { host } });
@@ -155,10 +159,13 @@ test('a renewal caught half-written is refused with a warning; the previous cert
     const before = await servedSerial(dp);
     await copyFile(renewed.serverKey, key); // the new key, the old certificate: not a pair
     process.kill(dp.process.pid, 'SIGHUP');
-    await pollUntil(async () => (dp.process.lines().some((l) => l.json?.msg === 'certificate reload refused; keeping the previous certificate') ? true : undefined), {
-      what: 'the refused reload to be logged',
-      details: () => dp.recentLogs(),
-    });
+    await pollUntil(
+      async () => (dp.process.lines().some((l) => l.json?.msg === 'certificate reload refused; keeping the previous certificate') ? true : undefined),
+      {
+        what: 'the refused reload to be logged',
+        details: () => dp.recentLogs(),
+      },
+    );
     expect(dp.recentLogs()).toContain('PROXY_TLS_KEY');
     expect(await servedSerial(dp)).toBe(before);
     expect((await httpRequest(`${httpsUrl(dp)}/over-tls/still`, { ca: await readFile(certs.caCert) })).status).toBe(200);
@@ -168,10 +175,18 @@ test('a renewal caught half-written is refused with a warning; the previous cert
 });
 
 test.each([
-  ['a certificate file that does not exist', () => ({ PROXY_TLS_CERT: join(certs.dir, 'missing.crt'), PROXY_TLS_KEY: certs.serverKey }), 'PROXY_TLS_CERT: cannot read'],
-  ['a key that is not the certificate\'s', () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: renewed.serverKey }), 'PROXY_TLS_KEY:'],
+  [
+    'a certificate file that does not exist',
+    () => ({ PROXY_TLS_CERT: join(certs.dir, 'missing.crt'), PROXY_TLS_KEY: certs.serverKey }),
+    'PROXY_TLS_CERT: cannot read',
+  ],
+  ["a key that is not the certificate's", () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: renewed.serverKey }), 'PROXY_TLS_KEY:'],
   ['a certificate without its key', () => ({ PROXY_TLS_CERT: certs.serverCert }), 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
-  ['a redirect to HTTPS without HTTPS', () => ({ PROXY_HTTP_REDIRECT_PORT: '0' }), 'PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY'],
+  [
+    'a redirect to HTTPS without HTTPS',
+    () => ({ PROXY_HTTP_REDIRECT_PORT: '0' }),
+    'PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY',
+  ],
 ])('%s: the data plane does not start, and says which setting is wrong', async (_name, tlsEnv, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, tlsEnv(), message);
 });

@@ -33,7 +33,12 @@ const jwt = (sub: string) =>
   new SignJWT({ sub, iat: now(), exp: now() + 300 }).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(new TextEncoder().encode(HS_KEY));
 const ALG_NONE = `${b64({ alg: 'none', typ: 'JWT' })}.${b64({ sub: 'admin', exp: now() + 300 })}.`;
 
-const oidcConfig = () => ({ issuer: idp.issuer, client_id: idp.clientId, client_secret: idp.clientSecret, cookie_secret: 'a cookie secret of at least 32 characters!' });
+const oidcConfig = () => ({
+  issuer: idp.issuer,
+  client_id: idp.clientId,
+  client_secret: idp.clientSecret,
+  cookie_secret: 'a cookie secret of at least 32 characters!',
+});
 const api = (name: string, target: Upstream, plugins: unknown[]) => ({ ...apiDefinition({ name, listenPath: `/${name}/*`, targets: [target.url] }), plugins });
 const echoed = (res: HttpResponse) => (res.json as { headers: Record<string, string | undefined> }).headers;
 const seen = (upstream: Upstream, name: string) => upstream.requests.filter((r) => r.url.startsWith(`/${name}/`)).length;
@@ -78,12 +83,18 @@ async function signIn(sub: string): Promise<string> {
 beforeAll(async () => {
   echo = await startUpstream('identity-echo', { kind: 'echo' });
   shared = await startUpstream('identity-shared');
-  shared.setBehaviour((req) => ({ kind: 'fixed', body: `user=${req.headers['x-sub']}`, headers: { 'content-type': 'text/plain', 'cache-control': 'public, max-age=60' } }));
+  shared.setBehaviour((req) => ({
+    kind: 'fixed',
+    body: `user=${req.headers['x-sub']}`,
+    headers: { 'content-type': 'text/plain', 'cache-control': 'public, max-age=60' },
+  }));
   idp = await startOidcProvider();
   gw = await startGateway();
   const server = await gw.admin.createOAuthServer({
     name: 'hs',
-    oauth_endpoints: { token: { listen_path: '/oauth/hs/token', upstreams: { balancing: 'roundrobin', targets: [{ target: `${echo.url}/token` }] }, methods: ['POST'] } },
+    oauth_endpoints: {
+      token: { listen_path: '/oauth/hs/token', upstreams: { balancing: 'roundrobin', targets: [{ target: `${echo.url}/token` }] }, methods: ['POST'] },
+    },
     token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: HS_KEY }] },
   });
   expect(server.status).toBe(201);
@@ -94,9 +105,18 @@ beforeAll(async () => {
     api('jwt', echo, [oauth2]),
     api('basic', echo, [{ name: 'basic_auth' }]),
     api('keyed', echo, [{ name: 'key_auth' }]),
-    api('app', echo, [{ name: 'openid_connect', config: oidcConfig() }, { name: 'request_transformer', config: { add: { headers: { 'X-User-Id': 'set-by-gateway' } } } }]),
-    api('app-cached', echo, [{ name: 'openid_connect', config: oidcConfig() }, { name: 'proxy_cache', config: {} }]),
-    api('app-per-user', echo, [{ name: 'openid_connect', config: oidcConfig() }, { name: 'proxy_cache', config: { per_consumer: true } }]),
+    api('app', echo, [
+      { name: 'openid_connect', config: oidcConfig() },
+      { name: 'request_transformer', config: { add: { headers: { 'X-User-Id': 'set-by-gateway' } } } },
+    ]),
+    api('app-cached', echo, [
+      { name: 'openid_connect', config: oidcConfig() },
+      { name: 'proxy_cache', config: {} },
+    ]),
+    api('app-per-user', echo, [
+      { name: 'openid_connect', config: oidcConfig() },
+      { name: 'proxy_cache', config: { per_consumer: true } },
+    ]),
     api('jwt-cached', shared, [oauth2, { name: 'proxy_cache', config: {} }]),
     api('jwt-per-user', shared, [oauth2, { name: 'proxy_cache', config: { per_consumer: true } }]),
     api('other', echo, []),
@@ -126,7 +146,7 @@ describe('more than one credential field: 400 CREDENTIALS_AMBIGUOUS, nothing for
     await refused('basic', { authorization: [basic('ann', PASSWORD), basic('admin', 'x')] });
   });
 
-  test("key_auth: its header twice", async () => {
+  test('key_auth: its header twice', async () => {
     expect((await gw.dp.request('GET', '/keyed/x', { headers: { apikey: API_KEY } })).status).toBe(200);
     await refused('keyed', { apikey: [API_KEY, 'another-key'] });
   });
@@ -169,7 +189,12 @@ describe('proxy_cache and signed-in users', () => {
       const res = await get(cookie);
       answers.push([res.headers['x-cache-status'], echoed(res)['x-authenticated-user']]);
     }
-    expect(answers).toEqual([['Miss', 'ada'], ['Miss', 'bob'], ['Hit', 'ada'], ['Hit', 'bob']]);
+    expect(answers).toEqual([
+      ['Miss', 'ada'],
+      ['Miss', 'bob'],
+      ['Hit', 'ada'],
+      ['Hit', 'bob'],
+    ]);
   });
 
   test("oauth2: even when the upstream says public, one subject never gets another's response", async () => {

@@ -67,7 +67,13 @@ beforeAll(async () => {
       name: 'weighted',
       proxy: {
         listen_path: '/weighted/*',
-        upstreams: { balancing: 'weight', targets: [{ target: rr[0].url, weight: 3 }, { target: rr[1].url, weight: 1 }] },
+        upstreams: {
+          balancing: 'weight',
+          targets: [
+            { target: rr[0].url, weight: 3 },
+            { target: rr[1].url, weight: 1 },
+          ],
+        },
       },
     },
     // The DP's own /healthz, /readyz, /metrics live on the status port: on the proxy port they are user routes.
@@ -200,8 +206,7 @@ describe('weighted balancing', () => {
 
 // Each test runs the life cycle of an API of its own, created routed: tests run in any order.
 describe('API life cycle through the proxy', () => {
-  const life = (name: string, listenPath: string): Record<string, unknown> =>
-    apiDefinition({ name, listenPath, targets: [`${upstream.url}/hit/${name}`] });
+  const life = (name: string, listenPath: string): Record<string, unknown> => apiDefinition({ name, listenPath, targets: [`${upstream.url}/hit/${name}`] });
 
   async function createRouted(name: string, listenPath: string): Promise<void> {
     const created = await gw.admin.createApi(life(name, listenPath));
@@ -311,7 +316,9 @@ describe('header conditions (proxy.match_headers)', () => {
       expect(await servedBy('/hm-change/a', { 'X-Canary': 'yes' })).toBe('hm-change-canary');
       expect(await servedBy('/hm-change/a', { 'X-Canary': 'true' })).toBe('hm-change-stable');
 
-      const twin = await gw.admin.createApi(apiDefinition({ name: 'hm-change-twin', listenPath: '/hm-change/*', matchHeaders: { 'X-CANARY': ['yes', 'always'] }, targets: [pair.canary.url] }));
+      const twin = await gw.admin.createApi(
+        apiDefinition({ name: 'hm-change-twin', listenPath: '/hm-change/*', matchHeaders: { 'X-CANARY': ['yes', 'always'] }, targets: [pair.canary.url] }),
+      );
       expect(twin.status).toBe(409);
       expect(twin.body).toEqual({ error: 'api listen path is already registered' });
       // Without its condition the canary would be the stable route's twin.
@@ -345,7 +352,9 @@ describe('header conditions (proxy.match_headers)', () => {
       ]);
       const hit = await gw.admin.request('POST', '/explain', { body: { method: 'GET', path: '/hm-explain/a', headers: { 'X-Canary': 'true' } } });
       expect(hit.body.route).toMatchObject({ name: 'hm-explain-canary', match_headers: { 'x-canary': ['true'] } });
-      expect(ours(hit.body.candidates)).toEqual([expect.objectContaining({ name: 'hm-explain-stable', reasons: ['lower_priority'], outranked_by: expect.objectContaining({ rule: 'more_conditions' }) })]);
+      expect(ours(hit.body.candidates)).toEqual([
+        expect.objectContaining({ name: 'hm-explain-stable', reasons: ['lower_priority'], outranked_by: expect.objectContaining({ rule: 'more_conditions' }) }),
+      ]);
       // What explain says is what the data plane does.
       expect(await servedBy('/hm-explain/a', { 'X-Canary': 'false' })).toBe('hm-explain-stable');
     } finally {

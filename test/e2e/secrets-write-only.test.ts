@@ -82,7 +82,8 @@ afterAll(async () => {
 });
 
 const now = () => Math.floor(Date.now() / 1000);
-const signJwt = (key: string) => new SignJWT({ sub: 'victim' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(new TextEncoder().encode(key));
+const signJwt = (key: string) =>
+  new SignJWT({ sub: 'victim' }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('5m').sign(new TextEncoder().encode(key));
 /** A session cookie as the gateway seals it, for whoever `cookieSecret` lets one be made. */
 const sessionCookie = (cookieSecret: string) => {
   const c = openidConnectPlugin.compile(openidConnectPlugin.schema.parse({ ...oidcConfig(), cookie_secret: cookieSecret }));
@@ -112,7 +113,10 @@ test('a viewer reads every definition endpoint, the export, a kept version and /
   const doc = (await viewer.request('GET', '/config')).body;
   expect(doc.oauth_servers.find((s: { name: string }) => s.name === 'idp').token_strategy.settings).toEqual([{ alg: 'HS256', key: '<redacted>' }]);
   expect(doc.oauth_servers.find((s: { name: string }) => s.name === 'intro').token_strategy.settings.client_secret).toBe('<redacted>');
-  expect(doc.apis.find((a: { name: string }) => a.name === 'oidc-api').plugins[0].config).toMatchObject({ client_secret: '<redacted>', cookie_secret: '<redacted>' });
+  expect(doc.apis.find((a: { name: string }) => a.name === 'oidc-api').plugins[0].config).toMatchObject({
+    client_secret: '<redacted>',
+    cookie_secret: '<redacted>',
+  });
   expect(doc.basic_auth_credentials).toEqual([{ username: 'bob', password_hash: '<redacted>' }]);
   expect(doc.key_auth_credentials).toEqual([{ username: 'kim', key_hash: '<redacted>' }]);
 });
@@ -149,7 +153,10 @@ test('GET → edit → PUT of a redacted definition keeps its secrets; PATCH too
   expect((await gw.dp.request('GET', '/jwt/x', { headers: { authorization: `Bearer ${await signJwt(HS_KEY)}` } })).status).toBe(200);
   const stored = (await gw.admin.request('GET', '/config?secrets=include')).body;
   expect(stored.oauth_servers.find((s: { name: string }) => s.name === 'idp').token_strategy.settings).toEqual([{ alg: 'HS256', key: HS_KEY }]);
-  expect(stored.apis.find((a: { name: string }) => a.name === 'oidc-api').plugins[0].config).toMatchObject({ client_secret: idp.clientSecret, cookie_secret: COOKIE_SECRET });
+  expect(stored.apis.find((a: { name: string }) => a.name === 'oidc-api').plugins[0].config).toMatchObject({
+    client_secret: idp.clientSecret,
+    cookie_secret: COOKIE_SECRET,
+  });
   expect((await gw.admin.updateApi('oidc-api', { proxy: { listen_path: '/app/*' } })).status).toBe(200);
 });
 
@@ -159,7 +166,10 @@ test('PUT /config of the redacted export changes nothing; a marker with no store
   expect(reimport.status).toBe(200);
   expect(reimport.body.changed).toBe(false);
 
-  const renamed = { ...exported.body, oauth_servers: exported.body.oauth_servers.map((s: { name: string }) => (s.name === 'idp' ? { ...s, name: 'idp-copy' } : s)) };
+  const renamed = {
+    ...exported.body,
+    oauth_servers: exported.body.oauth_servers.map((s: { name: string }) => (s.name === 'idp' ? { ...s, name: 'idp-copy' } : s)),
+  };
   const refused = await gw.admin.request('PUT', '/config', { body: { ...renamed, apis: [] } });
   expect(refused.status).toBe(400);
   expect(refused.body.error).toMatch(/^oauth_servers\[\d\]\.token_strategy\.settings\[0\]\.key is <redacted>, but there is no stored secret/);

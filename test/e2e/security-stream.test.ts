@@ -126,7 +126,12 @@ describe('a join token by default on loopback', () => {
 
   test('no environment but ephemeral ports and a fresh DATA_DIR: the CP starts, gRPC on loopback, a join token required', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-cp-bare-'));
-    const proc = await spawnService({ name: 'cp with no settings', script: CONTROL_PLANE_SCRIPT, env: { ADMIN_PORT: '0', GRPC_PORT: '0', DATA_DIR: dataDir }, listeners: ['admin', 'grpc'] });
+    const proc = await spawnService({
+      name: 'cp with no settings',
+      script: CONTROL_PLANE_SCRIPT,
+      env: { ADMIN_PORT: '0', GRPC_PORT: '0', DATA_DIR: dataDir },
+      listeners: ['admin', 'grpc'],
+    });
     try {
       const grpcListening = proc.lines().find((l) => l.json?.msg === 'listening' && l.json?.listener === 'grpc')?.json;
       expect(grpcListening).toMatchObject({ host: '127.0.0.1', dataPlaneAuth: 'join-token' });

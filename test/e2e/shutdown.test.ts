@@ -34,10 +34,14 @@ test('data plane: SIGTERM finishes every in-flight slow request within SHUTDOWN_
   const exited = gw.dp.stop().then((status) => ({ status, ms: performance.now() - signalledAt }));
   const answers = await Promise.all(inFlight);
   expect(answers.map((res) => res.status)).toEqual(Array(IN_FLIGHT).fill(200));
-  expect(answers.map((res) => res.json)).toEqual(Array.from({ length: IN_FLIGHT }, (_, i) => expect.objectContaining({ upstream: 'shutdown', url: `/slow/${i}` })));
+  expect(answers.map((res) => res.json)).toEqual(
+    Array.from({ length: IN_FLIGHT }, (_, i) => expect.objectContaining({ upstream: 'shutdown', url: `/slow/${i}` })),
+  );
   const { status, ms } = await exited;
   expect(status.code).toBe(0);
-  console.log(`DP SIGTERM with ${IN_FLIGHT} in-flight 1 s requests: ${IN_FLIGHT}/${IN_FLIGHT} completed, exit 0 after ${Math.round(ms)} ms (SHUTDOWN_TIMEOUT ${SHUTDOWN_TIMEOUT_MS} ms)`);
+  console.log(
+    `DP SIGTERM with ${IN_FLIGHT} in-flight 1 s requests: ${IN_FLIGHT}/${IN_FLIGHT} completed, exit 0 after ${Math.round(ms)} ms (SHUTDOWN_TIMEOUT ${SHUTDOWN_TIMEOUT_MS} ms)`,
+  );
   expect(ms).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
   await expect(gw.dp.request('GET', '/slow/b', { timeoutMs: 2_000 })).rejects.toThrow(/ECONNREFUSED/);
 });

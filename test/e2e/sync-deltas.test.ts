@@ -24,9 +24,14 @@ async function applied(dp: DataPlane, upTo: number, withTurns = false): Promise<
     dp.process
       .lines()
       .flatMap((l) =>
-        l.json?.msg === 'snapshot applied' ? [{ version: Number(l.json.version), content: String(l.json.content), ...(withTurns ? { inTurns: l.json.inTurns === true } : {}) }] : [],
+        l.json?.msg === 'snapshot applied'
+          ? [{ version: Number(l.json.version), content: String(l.json.content), ...(withTurns ? { inTurns: l.json.inTurns === true } : {}) }]
+          : [],
       );
-  await pollUntil(async () => (lines().some((l) => l.version >= upTo) ? true : undefined), { what: `${dp.id} to log applying version ${upTo}`, details: () => dp.recentLogs() });
+  await pollUntil(async () => (lines().some((l) => l.version >= upTo) ? true : undefined), {
+    what: `${dp.id} to log applying version ${upTo}`,
+    details: () => dp.recentLogs(),
+  });
   return lines();
 }
 

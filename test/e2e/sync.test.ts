@@ -256,7 +256,7 @@ test('SNAPSHOT_CACHE: a data plane cold-started with no reachable CP serves the 
   }
 });
 
-test('SNAPSHOT_CACHE with the CP reachable: a restarted data plane serves the CP\'s configuration, never its older cache', async () => {
+test("SNAPSHOT_CACHE with the CP reachable: a restarted data plane serves the CP's configuration, never its older cache", async () => {
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-cache-'));
   const env = { SNAPSHOT_CACHE: join(dir, 'snapshot.bin') };
   try {
@@ -281,7 +281,7 @@ test('SNAPSHOT_CACHE with the CP reachable: a restarted data plane serves the CP
           seen.add((await restarted.request('GET', '/cached-only/x')).status);
           return seen.has(404) ? true : undefined;
         },
-        { what: 'the restarted DP to apply the CP\'s snapshot', intervalMs: 5 },
+        { what: "the restarted DP to apply the CP's snapshot", intervalMs: 5 },
       );
       expect([...seen].filter((status) => status !== 503 && status !== 404)).toEqual([]);
       expect(restarted.process.lines().filter((line) => line.raw.includes('serving cached snapshot'))).toEqual([]);
@@ -309,7 +309,10 @@ test('a data plane with no reachable CP is alive but not ready, /readyz says why
       { what: '/readyz naming the unreachable control plane', timeoutMs: 10_000 },
     );
     expect(readyz.status).toBe(503);
-    expect(readyz.json).toEqual({ ready: false, reason: expect.stringMatching(new RegExp(`^no snapshot yet: control plane 127\\.0\\.0\\.1:${port} unreachable \\(.*ECONNREFUSED`)) });
+    expect(readyz.json).toEqual({
+      ready: false,
+      reason: expect.stringMatching(new RegExp(`^no snapshot yet: control plane 127\\.0\\.0\\.1:${port} unreachable \\(.*ECONNREFUSED`)),
+    });
     expect(readyz.text).not.toContain(TEST_JOIN_TOKEN);
     const health = await httpRequest(`${dp.statusUrl}/healthz`);
     expect(health.status).toBe(200);
@@ -335,7 +338,9 @@ test('a data plane whose join token the CP refuses: /readyz says so, without the
       { what: '/readyz naming the refusal', timeoutMs: 10_000 },
     );
     expect(readyz.status).toBe(503);
-    expect((readyz.json as { reason: string }).reason).toMatch(new RegExp(`^no snapshot yet: control plane ${gw.cp.grpcAddr.replaceAll('.', '\\.')} refused authentication \\(`));
+    expect((readyz.json as { reason: string }).reason).toMatch(
+      new RegExp(`^no snapshot yet: control plane ${gw.cp.grpcAddr.replaceAll('.', '\\.')} refused authentication \\(`),
+    );
     expect(readyz.text).not.toContain(wrongToken);
     expect(readyz.text).not.toContain(TEST_JOIN_TOKEN);
   } finally {

@@ -119,7 +119,7 @@ describe('sampling', () => {
     expect(parsed(hop.upstream.headers.traceparent)).toEqual({ traceId: client.traceId, parentId: span.spanId, flags: '01' });
   });
 
-  test("traceidratio (not parent-based) at 0 records nothing, even for a sampled caller, and says so upstream", async () => {
+  test('traceidratio (not parent-based) at 0 records nothing, even for a sampled caller, and says so upstream', async () => {
     const client = { traceId: traceId(), spanId: spanId() };
     const hop = await through(plainRatioZero, { traceparent: `00-${client.traceId}-${client.spanId}-01` });
     expect(parsed(hop.upstream.headers.traceparent)).toMatchObject({ traceId: client.traceId, flags: '00' });
@@ -163,7 +163,10 @@ describe('export', () => {
 
 describe('bad settings stop the start, naming the variable', () => {
   test.each([
-    [{ OTEL_TRACES_SAMPLER: 'ratio' }, 'OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got'],
+    [
+      { OTEL_TRACES_SAMPLER: 'ratio' },
+      'OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got',
+    ],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '10%' }, 'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1'],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' }, 'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1'],
     [{ OTEL_BSP_MAX_QUEUE_SIZE: '0' }, 'OTEL_BSP_MAX_QUEUE_SIZE must be a whole number of at least 1'],

@@ -167,10 +167,12 @@ describe('tracing on: a WebSocket', () => {
   beforeAll(async () => {
     const wss = new WebSocketServer({ noServer: true });
     wsServer = createServer((_req, res) => res.writeHead(426).end());
-    wsServer.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => {
-      handshakes.push(req);
-      ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
-    }));
+    wsServer.on('upgrade', (req, socket, head) =>
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        handshakes.push(req);
+        ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+      }),
+    );
     const target = `http://127.0.0.1:${await listen(wsServer, 0, '127.0.0.1')}`;
     const created = await traced.admin.createApi(apiDefinition({ name: 'traced-ws', listenPath: '/traced-ws/*', targets: [target] }));
     expect(created.status).toBe(201);
@@ -225,7 +227,13 @@ describe('tracing on: the OTLP protocols', () => {
       const hop = await through(dp, { traceparent: `00-${client.traceId}-${client.spanId}-01` });
       expect(hop.status).toBe(200);
       const span = await own.waitForSpan(`for request ${hop.requestId}`, (s) => s.attributes['gatehouse.request_id'] === hop.requestId);
-      expect(span).toMatchObject<Partial<ReceivedSpan>>({ service, traceId: client.traceId, parentSpanId: client.spanId, kind: SERVER, name: 'GET api:traced' });
+      expect(span).toMatchObject<Partial<ReceivedSpan>>({
+        service,
+        traceId: client.traceId,
+        parentSpanId: client.spanId,
+        kind: SERVER,
+        name: 'GET api:traced',
+      });
       expect(parsed(hop.upstream.headers.traceparent)).toEqual({ traceId: client.traceId, parentId: span.spanId, flags: '01' });
       expect([...new Set(own.requests.map((r) => `${r.method} ${r.path} ${r.contentType}`))]).toEqual([request]);
       expect(dp.recentLogs(200)).toContain(`"protocol":"${protocol}"`);
@@ -243,7 +251,13 @@ test('an HTTP/2 request over PROXY_TLS_CERT: its span says network.protocol.vers
   try {
     dp = await startDataPlane({
       controlPlaneAddr: traced.cp.grpcAddr,
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: 'edge-h2', PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, ...FAST_EXPORT },
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_SERVICE_NAME: 'edge-h2',
+        PROXY_TLS_CERT: certs.serverCert,
+        PROXY_TLS_KEY: certs.serverKey,
+        ...FAST_EXPORT,
+      },
     });
     const client = { traceId: traceId(), spanId: spanId() };
     const requestId = randomUUID();
@@ -268,7 +282,7 @@ test('an HTTP/2 request over PROXY_TLS_CERT: its span says network.protocol.vers
 });
 
 describe('tracing on: admin writes', () => {
-  test('an accepted write: a CP span with kind, name and result, child of the caller\'s traceparent', async () => {
+  test("an accepted write: a CP span with kind, name and result, child of the caller's traceparent", async () => {
     const name = `write-${randomBytes(4).toString('hex')}`;
     const caller = { traceId: traceId(), spanId: spanId() };
     const res = await traced.admin.request('POST', '/apis', {
@@ -277,7 +291,13 @@ describe('tracing on: admin writes', () => {
     });
     expect(res.status).toBe(201);
     const span = await receiver.waitForSpan(`for the write of ${name}`, (s) => s.attributes['gatehouse.name'] === name);
-    expect(span).toMatchObject<Partial<ReceivedSpan>>({ service: 'gatehouse-control-plane', traceId: caller.traceId, parentSpanId: caller.spanId, kind: SERVER, name: 'POST /apis' });
+    expect(span).toMatchObject<Partial<ReceivedSpan>>({
+      service: 'gatehouse-control-plane',
+      traceId: caller.traceId,
+      parentSpanId: caller.spanId,
+      kind: SERVER,
+      name: 'POST /apis',
+    });
     expect(span.attributes).toMatchObject({ 'gatehouse.kind': 'api', 'gatehouse.result': 'ok', 'http.response.status_code': 201 });
   });
 

@@ -33,7 +33,13 @@ let lastWrite: Awaited<ReturnType<AdminClient['createApi']>>;
 
 async function httpsServer(options: { requestCert: boolean }): Promise<[Server, string]> {
   const s = createServer(
-    { cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey), ca: await readFile(certs.caCert), requestCert: options.requestCert, rejectUnauthorized: options.requestCert },
+    {
+      cert: await readFile(certs.serverCert),
+      key: await readFile(certs.serverKey),
+      ca: await readFile(certs.caCert),
+      requestCert: options.requestCert,
+      rejectUnauthorized: options.requestCert,
+    },
     (req, res) => {
       const peer = (req.socket as TLSSocket).getPeerCertificate();
       res.setHeader('content-type', 'application/json');
@@ -117,7 +123,11 @@ test('SIGHUP takes a replaced CA file for new connections; a half-written one is
   const dp = await dataPlane({ UPSTREAM_CA_FILE: ca });
   expect((await dp.request('GET', '/private/x')).status).toBe(200);
 
-  const reloads = () => dp.process.lines().filter((l) => l.json?.listener === 'upstream').map((l) => l.json!.msg);
+  const reloads = () =>
+    dp.process
+      .lines()
+      .filter((l) => l.json?.listener === 'upstream')
+      .map((l) => l.json!.msg);
   await writeFile(ca, (await readFile(certs.caCert, 'utf8')).slice(0, 100));
   process.kill(dp.process.pid, 'SIGHUP');
   await pollUntil(async () => (reloads().length === 1 ? true : undefined), { what: 'a refused reload', details: () => dp.recentLogs() });
@@ -140,7 +150,7 @@ test('SIGHUP takes a replaced CA file for new connections; a half-written one is
 test.each([
   ['a CA file that does not exist', () => ({ UPSTREAM_CA_FILE: join(certs.dir, 'missing.crt') }), 'UPSTREAM_CA_FILE: cannot read'],
   ['a CA file that is no certificate', () => ({ UPSTREAM_CA_FILE: certs.clientKey }), 'UPSTREAM_CA_FILE:'],
-  ['a key that is not the certificate\'s', () => ({ UPSTREAM_TLS_CERT: certs.clientCert, UPSTREAM_TLS_KEY: other.clientKey }), 'UPSTREAM_TLS_KEY:'],
+  ["a key that is not the certificate's", () => ({ UPSTREAM_TLS_CERT: certs.clientCert, UPSTREAM_TLS_KEY: other.clientKey }), 'UPSTREAM_TLS_KEY:'],
   ['a certificate without its key', () => ({ UPSTREAM_TLS_CERT: certs.clientCert }), 'UPSTREAM_TLS_CERT and UPSTREAM_TLS_KEY must be set together'],
 ])('%s: the data plane does not start, and says which setting is wrong', async (_name, tlsEnv, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, tlsEnv(), message);

@@ -63,7 +63,10 @@ beforeAll(async () => {
     ws('ws'),
     ws('ws-auth', { plugins: [{ name: 'basic_auth' }] }),
     ws('ws-limited', { plugins: [{ name: 'rate_limit', config: { limit: '1-M' } }] }),
-    { ...apiDefinition({ name: 'ws-refused', listenPath: '/ws-refused/*', targets: [wsUrl] }), proxy: { listen_path: '/ws-refused/*', strip_path: true, upstreams: { targets: [{ target: `${wsUrl}/refuse` }] } } },
+    {
+      ...apiDefinition({ name: 'ws-refused', listenPath: '/ws-refused/*', targets: [wsUrl] }),
+      proxy: { listen_path: '/ws-refused/*', strip_path: true, upstreams: { targets: [{ target: `${wsUrl}/refuse` }] } },
+    },
     apiDefinition({ name: 'h2c', listenPath: '/h2c/*', targets: [plain.url] }),
   ]);
 }, 60_000);
@@ -85,7 +88,11 @@ async function open(path: string, headers: Record<string, string> = {}, base?: s
   socket.binaryType = 'arraybuffer';
   await new Promise<void>((resolve, reject) => {
     socket.addEventListener('open', () => resolve(), { once: true });
-    socket.addEventListener('error', (event) => reject(new Error(`WebSocket ${path} failed: ${String((event as { message?: string }).message ?? event.type)}`)), { once: true });
+    socket.addEventListener(
+      'error',
+      (event) => reject(new Error(`WebSocket ${path} failed: ${String((event as { message?: string }).message ?? event.type)}`)),
+      { once: true },
+    );
   });
   return socket;
 }
@@ -152,7 +159,7 @@ test('the handshake is matched and rewritten like any request; text and binary m
   }
 });
 
-test('the 101 carries the gateway\'s X-Request-Id and the target\'s WebSocket headers', async () => {
+test("the 101 carries the gateway's X-Request-Id and the target's WebSocket headers", async () => {
   const key = Buffer.from('0123456789abcdef').toString('base64');
   const head = await rawHead(
     `GET /ws/raw HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nX-Request-Id: raw-101\r\n\r\n`,
@@ -179,9 +186,11 @@ test('closing either side closes the other', async () => {
   expect(await clientClosed).toBe(4001);
 });
 
-test('the route\'s request plugins run on the handshake: basic_auth refuses without credentials, admits with them', async () => {
+test("the route's request plugins run on the handshake: basic_auth refuses without credentials, admits with them", async () => {
   const before = handshakes.length;
-  const refused = await rawExchange('GET /ws-auth/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  const refused = await rawExchange(
+    'GET /ws-auth/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+  );
   expect(refused.head.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
   expect(refused.head.toLowerCase()).toContain('www-authenticate: basic');
   expect(handshakes.length).toBe(before);
@@ -200,14 +209,16 @@ test('rate_limit counts handshakes: past the limit, a 429 with Retry-After and n
   const first = await open('/ws-limited/x');
   first.close();
   const before = handshakes.length;
-  const limited = await rawExchange('GET /ws-limited/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  const limited = await rawExchange(
+    'GET /ws-limited/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+  );
   expect(limited.head.split('\r\n')[0]).toBe('HTTP/1.1 429 Too Many Requests');
   expect(limited.head.toLowerCase()).toMatch(/\r\nretry-after: \d+/);
   expect(limited.body).toBe('"rate limit exceeded"');
   expect(handshakes.length).toBe(before);
 });
 
-test('a target that refuses the upgrade: its answer is relayed, with the gateway\'s X-Request-Id', async () => {
+test("a target that refuses the upgrade: its answer is relayed, with the gateway's X-Request-Id", async () => {
   const refused = await rawExchange(
     'GET /ws-refused/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Request-Id: refused-1\r\n\r\n',
   );
@@ -217,14 +228,18 @@ test('a target that refuses the upgrade: its answer is relayed, with the gateway
   expect(refused.body).toBe('not for you!\r\n');
 });
 
-test('no route and no target: the gateway\'s own JSON errors, as for any request', async () => {
-  const noRoute = await rawExchange('GET /nowhere HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+test("no route and no target: the gateway's own JSON errors, as for any request", async () => {
+  const noRoute = await rawExchange(
+    'GET /nowhere HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+  );
   expect(noRoute.head.split('\r\n')[0]).toBe('HTTP/1.1 404 Not Found');
   expect(noRoute.body).toBe('"no API found with those values"');
 });
 
 test('another upgrade (h2c): without a body served as an ordinary request, with one refused', async () => {
-  const served = await rawExchange('GET /h2c/x HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n');
+  const served = await rawExchange(
+    'GET /h2c/x HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+  );
   expect(served.head.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
   expect(plain.last()?.url).toBe('/h2c/x');
   expect(plain.last()?.headers.upgrade).toBeUndefined();
@@ -273,7 +288,7 @@ function accessLineOf(requestId: string): Promise<Record<string, unknown>> {
   );
 }
 
-test('the access log: one line per handshake, written when the connection closes (status 101, the bytes of its whole life); a refusal\'s line has its status', async () => {
+test("the access log: one line per handshake, written when the connection closes (status 101, the bytes of its whole life); a refusal's line has its status", async () => {
   const socket = await open('/ws/logged', { 'x-request-id': 'ws-access-1' });
   const echoed = nextMessage(socket);
   socket.send('y'.repeat(10_000));
@@ -286,6 +301,8 @@ test('the access log: one line per handshake, written when the connection closes
   // The 101 head, the echoed 10,000 bytes in a frame, the close frame.
   expect(line.bytes).toBeGreaterThan(10_000);
 
-  await rawExchange('GET /ws-auth/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Request-Id: ws-access-2\r\n\r\n');
+  await rawExchange(
+    'GET /ws-auth/x HTTP/1.1\r\nHost: gw.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Request-Id: ws-access-2\r\n\r\n',
+  );
   expect(await accessLineOf('ws-access-2')).toMatchObject({ path: '/ws-auth/x', route: 'api:ws-auth', status: 401 });
 });

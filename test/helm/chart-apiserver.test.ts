@@ -30,7 +30,11 @@ async function createNamespace(name: string): Promise<void> {
 /** Reads an object back; undefined on 404. */
 async function read(object: KubernetesObject): Promise<AnyObject | undefined> {
   try {
-    return (await admin.objects.read({ apiVersion: object.apiVersion, kind: object.kind, metadata: { name: object.metadata!.name!, namespace: object.metadata?.namespace } })) as AnyObject;
+    return (await admin.objects.read({
+      apiVersion: object.apiVersion,
+      kind: object.kind,
+      metadata: { name: object.metadata!.name!, namespace: object.metadata?.namespace },
+    })) as AnyObject;
   } catch (err) {
     if ((err as { code?: number }).code === 404) return undefined;
     throw err;
@@ -71,7 +75,9 @@ describe('server-side dry-run (dryRun=All) of every rendered object', () => {
       dataPlane: { redis: { existingSecret: 'my-redis' } },
     },
     autoscalingOff: { dataPlane: { replicas: 3, autoscaling: { enabled: false } } },
-    loadBalancer: { dataPlane: { service: { type: 'LoadBalancer', externalTrafficPolicy: 'Local', nodePort: 31080, loadBalancerSourceRanges: ['10.0.0.0/8'] } } },
+    loadBalancer: {
+      dataPlane: { service: { type: 'LoadBalancer', externalTrafficPolicy: 'Local', nodePort: 31080, loadBalancerSourceRanges: ['10.0.0.0/8'] } },
+    },
     tlsOff: { grpcTls: { enabled: false } },
   };
 
@@ -79,31 +85,50 @@ describe('server-side dry-run (dryRun=All) of every rendered object', () => {
     await createNamespace('dry-run');
   }, T);
 
-  test.each(Object.keys(sets))('%s: the apiserver accepts every object', async (set) => {
-    const objects = await renderChart({ namespace: 'dry-run', values: sets[set] });
-    expect(objects.length).toBeGreaterThanOrEqual(10);
-    expect(await dryRunAll(objects)).toEqual([]);
-    // Dry run persisted nothing.
-    expect(await read(objects.find((o) => o.kind === 'Deployment')!)).toBeUndefined();
-  }, T);
+  test.each(Object.keys(sets))(
+    '%s: the apiserver accepts every object',
+    async (set) => {
+      const objects = await renderChart({ namespace: 'dry-run', values: sets[set] });
+      expect(objects.length).toBeGreaterThanOrEqual(10);
+      expect(await dryRunAll(objects)).toEqual([]);
+      // Dry run persisted nothing.
+      expect(await read(objects.find((o) => o.kind === 'Deployment')!)).toBeUndefined();
+    },
+    T,
+  );
 
-  test('a broken object is refused (the dry run does validate)', async () => {
-    const objects = await renderChart({ namespace: 'dry-run' });
-    const deployment = structuredClone(objects.find((o) => o.kind === 'Deployment')) as AnyObject;
-    deployment.spec.template.spec.containers[0].ports[0].containerPort = 70000;
-    const refusals = await dryRunAll([deployment]);
-    expect(refusals).toHaveLength(1);
-    expect(refusals[0]).toContain('containerPort');
-  }, T);
+  test(
+    'a broken object is refused (the dry run does validate)',
+    async () => {
+      const objects = await renderChart({ namespace: 'dry-run' });
+      const deployment = structuredClone(objects.find((o) => o.kind === 'Deployment')) as AnyObject;
+      deployment.spec.template.spec.containers[0].ports[0].containerPort = 70000;
+      const refusals = await dryRunAll([deployment]);
+      expect(refusals).toHaveLength(1);
+      expect(refusals[0]).toContain('containerPort');
+    },
+    T,
+  );
 
-  test('plain manifests + the Secrets of the docs/kubernetes.md commands', async () => {
-    await createNamespace('gatehouse-plain');
-    const manifests = parseObjects((await readFile(join(REPO_ROOT, 'deploy/manifests/gatehouse.yaml'), 'utf8')).replaceAll('namespace: gatehouse\n', 'namespace: gatehouse-plain\n'));
-    const secrets = await tlsSecretsFromScript('gatehouse-plain');
-    const adminSecret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gatehouse-admin', namespace: 'gatehouse-plain' }, stringData: { password: 'p', 'jwt-secret': 's' } };
-    expect(manifests.every((o) => o.metadata?.namespace === 'gatehouse-plain')).toBe(true);
-    expect(await dryRunAll([...secrets, adminSecret, ...manifests])).toEqual([]);
-  }, T);
+  test(
+    'plain manifests + the Secrets of the docs/kubernetes.md commands',
+    async () => {
+      await createNamespace('gatehouse-plain');
+      const manifests = parseObjects(
+        (await readFile(join(REPO_ROOT, 'deploy/manifests/gatehouse.yaml'), 'utf8')).replaceAll('namespace: gatehouse\n', 'namespace: gatehouse-plain\n'),
+      );
+      const secrets = await tlsSecretsFromScript('gatehouse-plain');
+      const adminSecret = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'gatehouse-admin', namespace: 'gatehouse-plain' },
+        stringData: { password: 'p', 'jwt-secret': 's' },
+      };
+      expect(manifests.every((o) => o.metadata?.namespace === 'gatehouse-plain')).toBe(true);
+      expect(await dryRunAll([...secrets, adminSecret, ...manifests])).toEqual([]);
+    },
+    T,
+  );
 });
 
 // One test whose steps run in order: each step works on what the one before left (the release and
@@ -112,7 +137,14 @@ describe('helm install → upgrade → uninstall', () => {
   /** The data of the generated Secrets, decoded. */
   async function secretData(): Promise<Record<string, Record<string, string>>> {
     const out: Record<string, Record<string, string>> = {};
-    for (const name of [`${RELEASE}-gatehouse-admin`, `${RELEASE}-gatehouse-join-token`, `${RELEASE}-gatehouse-key-auth-hash-key`, `${RELEASE}-gatehouse-grpc-ca`, `${RELEASE}-gatehouse-control-plane-tls`, `${RELEASE}-gatehouse-data-plane-tls`]) {
+    for (const name of [
+      `${RELEASE}-gatehouse-admin`,
+      `${RELEASE}-gatehouse-join-token`,
+      `${RELEASE}-gatehouse-key-auth-hash-key`,
+      `${RELEASE}-gatehouse-grpc-ca`,
+      `${RELEASE}-gatehouse-control-plane-tls`,
+      `${RELEASE}-gatehouse-data-plane-tls`,
+    ]) {
       const secret = await read({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NS } });
       if (!secret) throw new Error(`Secret ${name} does not exist`);
       out[name] = Object.fromEntries(Object.keys(secret.data).map((k) => [k, decodeSecretValue(secret, k)]));
@@ -124,96 +156,111 @@ describe('helm install → upgrade → uninstall', () => {
     await createNamespace(NS);
   }, T);
 
-  test('install creates every object and Established CRDs; upgrades keep the generated secrets and reissue a lost certificate; uninstall keeps CRDs and CRs', async () => {
-    // Step 1: helm install creates every object and the CRDs, which become Established.
-    const result = await runHelm(['install', RELEASE, CHART_DIR, ...helmArgs()]);
-    expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
-    // NOTES tell how to get the password from the Secret that exists.
-    expect(result.stdout).toContain(`get secret ${RELEASE}-gatehouse-admin -o jsonpath='{.data.password}' | base64 -d`);
-    expect(result.stdout).toContain(`port-forward svc/${RELEASE}-gatehouse-control-plane 8081:8081`);
+  test(
+    'install creates every object and Established CRDs; upgrades keep the generated secrets and reissue a lost certificate; uninstall keeps CRDs and CRs',
+    async () => {
+      // Step 1: helm install creates every object and the CRDs, which become Established.
+      const result = await runHelm(['install', RELEASE, CHART_DIR, ...helmArgs()]);
+      expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' });
+      // NOTES tell how to get the password from the Secret that exists.
+      expect(result.stdout).toContain(`get secret ${RELEASE}-gatehouse-admin -o jsonpath='{.data.password}' | base64 -d`);
+      expect(result.stdout).toContain(`port-forward svc/${RELEASE}-gatehouse-control-plane 8081:8081`);
 
-    const installed = parseObjects(await helmOk(['get', 'manifest', RELEASE, ...helmArgs()]));
-    const kinds = new Set(installed.map((o) => o.kind));
-    for (const kind of ['Deployment', 'Service', 'Secret', 'ServiceAccount', 'Role', 'RoleBinding', 'HorizontalPodAutoscaler', 'PodDisruptionBudget']) {
-      expect(kinds).toContain(kind);
-    }
-    for (const object of installed) {
-      const live = await read(object);
-      expect({ object: `${object.kind}/${object.metadata!.name}`, exists: live !== undefined }).toEqual({ object: `${object.kind}/${object.metadata!.name}`, exists: true });
-      expect(live?.metadata?.annotations?.['meta.helm.sh/release-name']).toBe(RELEASE);
-    }
-    for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev']) {
-      await pollUntil(
-        async () => {
-          const crd = await read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } });
-          return crd?.status?.conditions?.some((c: any) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+      const installed = parseObjects(await helmOk(['get', 'manifest', RELEASE, ...helmArgs()]));
+      const kinds = new Set(installed.map((o) => o.kind));
+      for (const kind of ['Deployment', 'Service', 'Secret', 'ServiceAccount', 'Role', 'RoleBinding', 'HorizontalPodAutoscaler', 'PodDisruptionBudget']) {
+        expect(kinds).toContain(kind);
+      }
+      for (const object of installed) {
+        const live = await read(object);
+        expect({ object: `${object.kind}/${object.metadata!.name}`, exists: live !== undefined }).toEqual({
+          object: `${object.kind}/${object.metadata!.name}`,
+          exists: true,
+        });
+        expect(live?.metadata?.annotations?.['meta.helm.sh/release-name']).toBe(RELEASE);
+      }
+      for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev']) {
+        await pollUntil(
+          async () => {
+            const crd = await read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } });
+            return crd?.status?.conditions?.some((c: any) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+          },
+          { what: `CRD ${name} Established`, timeoutMs: 30_000, intervalMs: 200 },
+        );
+      }
+      const generated = await secretData();
+      // What was generated is usable: a password, a long token secret, a CA that signed both certificates.
+      expect(generated[`${RELEASE}-gatehouse-admin`].password).toMatch(/^[A-Za-z0-9]{32}$/);
+      expect(generated[`${RELEASE}-gatehouse-admin`]['jwt-secret'].length).toBeGreaterThanOrEqual(32);
+      const ca = new X509Certificate(generated[`${RELEASE}-gatehouse-grpc-ca`]['tls.crt']);
+      for (const side of ['control-plane', 'data-plane']) {
+        const data = generated[`${RELEASE}-gatehouse-${side}-tls`];
+        expect(data['ca.crt']).toBe(ca.toString());
+        expect(new X509Certificate(data['tls.crt']).verify(ca.publicKey)).toBe(true);
+      }
+
+      // Step 2: helm upgrade applies new values and keeps the generated admin password, token secret, CA and certificates.
+      await helmOk([
+        'upgrade',
+        RELEASE,
+        CHART_DIR,
+        ...helmArgs(),
+        '--reuse-values',
+        '--set',
+        'dataPlane.autoscaling.maxReplicas=12,controlPlane.logLevel=debug',
+      ]);
+      const hpa = await read(installed.find((o) => o.kind === 'HorizontalPodAutoscaler')!);
+      expect(hpa!.spec.maxReplicas).toBe(12);
+      expect(await secretData()).toEqual(generated);
+      // Back to the chart's defaults (--reset-values): still the same secrets.
+      await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs(), '--reset-values']);
+      expect(await secretData()).toEqual(generated);
+      expect((await read(installed.find((o) => o.kind === 'HorizontalPodAutoscaler')!))!.spec.maxReplicas).toBe(10);
+
+      // Step 3: a lost certificate Secret is issued again by the kept CA on upgrade; the other side keeps its own.
+      const dpTls = `${RELEASE}-gatehouse-data-plane-tls`;
+      await admin.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: dpTls, namespace: NS } });
+      await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs()]);
+      const now = await secretData();
+      expect(now[dpTls]['tls.crt']).not.toBe(generated[dpTls]['tls.crt']);
+      expect(now[dpTls]['ca.crt']).toBe(generated[dpTls]['ca.crt']);
+      expect(new X509Certificate(now[dpTls]['tls.crt']).verify(ca.publicKey)).toBe(true);
+      const { [dpTls]: _renewed, ...rest } = now;
+      const { [dpTls]: _old, ...restBefore } = generated;
+      expect(rest).toEqual(restBefore);
+
+      // Step 4: helm uninstall removes the release’s objects; CRDs and custom resources stay.
+      await admin.custom.createNamespacedCustomObject({
+        group: 'gatehouse.dev',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'apidefinitions',
+        body: {
+          apiVersion: 'gatehouse.dev/v1alpha1',
+          kind: 'ApiDefinition',
+          metadata: { name: 'kept', namespace: NS },
+          spec: { proxy: { listen_path: '/kept/*', upstreams: { targets: [{ target: 'http://kept.example:8080' }] } } },
         },
-        { what: `CRD ${name} Established`, timeoutMs: 30_000, intervalMs: 200 },
-      );
-    }
-    const generated = await secretData();
-    // What was generated is usable: a password, a long token secret, a CA that signed both certificates.
-    expect(generated[`${RELEASE}-gatehouse-admin`].password).toMatch(/^[A-Za-z0-9]{32}$/);
-    expect(generated[`${RELEASE}-gatehouse-admin`]['jwt-secret'].length).toBeGreaterThanOrEqual(32);
-    const ca = new X509Certificate(generated[`${RELEASE}-gatehouse-grpc-ca`]['tls.crt']);
-    for (const side of ['control-plane', 'data-plane']) {
-      const data = generated[`${RELEASE}-gatehouse-${side}-tls`];
-      expect(data['ca.crt']).toBe(ca.toString());
-      expect(new X509Certificate(data['tls.crt']).verify(ca.publicKey)).toBe(true);
-    }
-
-    // Step 2: helm upgrade applies new values and keeps the generated admin password, token secret, CA and certificates.
-    await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs(), '--reuse-values', '--set', 'dataPlane.autoscaling.maxReplicas=12,controlPlane.logLevel=debug']);
-    const hpa = await read(installed.find((o) => o.kind === 'HorizontalPodAutoscaler')!);
-    expect(hpa!.spec.maxReplicas).toBe(12);
-    expect(await secretData()).toEqual(generated);
-    // Back to the chart's defaults (--reset-values): still the same secrets.
-    await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs(), '--reset-values']);
-    expect(await secretData()).toEqual(generated);
-    expect((await read(installed.find((o) => o.kind === 'HorizontalPodAutoscaler')!))!.spec.maxReplicas).toBe(10);
-
-    // Step 3: a lost certificate Secret is issued again by the kept CA on upgrade; the other side keeps its own.
-    const dpTls = `${RELEASE}-gatehouse-data-plane-tls`;
-    await admin.objects.delete({ apiVersion: 'v1', kind: 'Secret', metadata: { name: dpTls, namespace: NS } });
-    await helmOk(['upgrade', RELEASE, CHART_DIR, ...helmArgs()]);
-    const now = await secretData();
-    expect(now[dpTls]['tls.crt']).not.toBe(generated[dpTls]['tls.crt']);
-    expect(now[dpTls]['ca.crt']).toBe(generated[dpTls]['ca.crt']);
-    expect(new X509Certificate(now[dpTls]['tls.crt']).verify(ca.publicKey)).toBe(true);
-    const { [dpTls]: _renewed, ...rest } = now;
-    const { [dpTls]: _old, ...restBefore } = generated;
-    expect(rest).toEqual(restBefore);
-
-    // Step 4: helm uninstall removes the release’s objects; CRDs and custom resources stay.
-    await admin.custom.createNamespacedCustomObject({
-      group: 'gatehouse.dev',
-      version: 'v1alpha1',
-      namespace: NS,
-      plural: 'apidefinitions',
-      body: {
-        apiVersion: 'gatehouse.dev/v1alpha1',
-        kind: 'ApiDefinition',
-        metadata: { name: 'kept', namespace: NS },
-        spec: { proxy: { listen_path: '/kept/*', upstreams: { targets: [{ target: 'http://kept.example:8080' }] } } },
-      },
-    });
-    await helmOk(['uninstall', RELEASE, ...helmArgs()]);
-    // The key_auth installation key outlives the release, as the custom resources whose hashes it keys do.
-    const hashKey = `${RELEASE}-gatehouse-key-auth-hash-key`;
-    for (const object of installed.filter((o) => o.metadata!.name !== hashKey)) {
-      await pollUntil(async () => ((await read(object)) === undefined ? true : undefined), {
-        what: `${object.kind}/${object.metadata!.name} deleted`,
-        timeoutMs: 20_000,
-        intervalMs: 200,
       });
-    }
-    expect(ofKind(installed, 'Secret').length).toBeGreaterThanOrEqual(4);
-    for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev']) {
-      expect(await read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } })).toBeDefined();
-    }
-    expect(await read({ apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'kept', namespace: NS } })).toBeDefined();
-    const keptKey = await read({ apiVersion: 'v1', kind: 'Secret', metadata: { name: hashKey, namespace: NS } });
-    expect(keptKey && decodeSecretValue(keptKey, 'key-auth-hash-key')).toBe(generated[hashKey]['key-auth-hash-key']);
-    expect((await helmOk(['list', '--short', ...helmArgs()])).trim()).toBe('');
-  }, 4 * T); // the budget of the four tests the steps were
+      await helmOk(['uninstall', RELEASE, ...helmArgs()]);
+      // The key_auth installation key outlives the release, as the custom resources whose hashes it keys do.
+      const hashKey = `${RELEASE}-gatehouse-key-auth-hash-key`;
+      for (const object of installed.filter((o) => o.metadata!.name !== hashKey)) {
+        await pollUntil(async () => ((await read(object)) === undefined ? true : undefined), {
+          what: `${object.kind}/${object.metadata!.name} deleted`,
+          timeoutMs: 20_000,
+          intervalMs: 200,
+        });
+      }
+      expect(ofKind(installed, 'Secret').length).toBeGreaterThanOrEqual(4);
+      for (const name of ['apidefinitions.gatehouse.dev', 'oauthservers.gatehouse.dev']) {
+        expect(await read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name } })).toBeDefined();
+      }
+      expect(await read({ apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'kept', namespace: NS } })).toBeDefined();
+      const keptKey = await read({ apiVersion: 'v1', kind: 'Secret', metadata: { name: hashKey, namespace: NS } });
+      expect(keptKey && decodeSecretValue(keptKey, 'key-auth-hash-key')).toBe(generated[hashKey]['key-auth-hash-key']);
+      expect((await helmOk(['list', '--short', ...helmArgs()])).trim()).toBe('');
+    },
+    4 * T,
+  ); // the budget of the four tests the steps were
 });

@@ -84,10 +84,13 @@ export function referencedConfig(spec: V1PodSpec): { secrets: SecretRef[]; confi
   const configMaps: SecretRef[] = [];
   for (const volume of spec.volumes ?? []) {
     if (volume.secret) secrets.push({ name: volume.secret.secretName!, keys: (volume.secret.items ?? []).map((i) => i.key), where: `volume ${volume.name}` });
-    if (volume.configMap) configMaps.push({ name: volume.configMap.name!, keys: (volume.configMap.items ?? []).map((i) => i.key), where: `volume ${volume.name}` });
+    if (volume.configMap)
+      configMaps.push({ name: volume.configMap.name!, keys: (volume.configMap.items ?? []).map((i) => i.key), where: `volume ${volume.name}` });
     for (const source of volume.projected?.sources ?? []) {
-      if (source.secret) secrets.push({ name: source.secret.name!, keys: (source.secret.items ?? []).map((i) => i.key), where: `projected volume ${volume.name}` });
-      if (source.configMap) configMaps.push({ name: source.configMap.name!, keys: (source.configMap.items ?? []).map((i) => i.key), where: `projected volume ${volume.name}` });
+      if (source.secret)
+        secrets.push({ name: source.secret.name!, keys: (source.secret.items ?? []).map((i) => i.key), where: `projected volume ${volume.name}` });
+      if (source.configMap)
+        configMaps.push({ name: source.configMap.name!, keys: (source.configMap.items ?? []).map((i) => i.key), where: `projected volume ${volume.name}` });
     }
   }
   for (const container of [...(spec.initContainers ?? []), ...spec.containers]) {

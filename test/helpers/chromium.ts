@@ -15,7 +15,10 @@ const CANDIDATES = process.env.CHROMIUM_BIN ? [process.env.CHROMIUM_BIN] : ['chr
 
 function onPath(name: string): string | undefined {
   if (isAbsolute(name)) return name;
-  return (process.env.PATH ?? '').split(delimiter).map((dir) => join(dir, name)).find((file) => existsSync(file));
+  return (process.env.PATH ?? '')
+    .split(delimiter)
+    .map((dir) => join(dir, name))
+    .find((file) => existsSync(file));
 }
 
 export function findChromium(): string | undefined {

@@ -12,7 +12,12 @@ import type { KubeApiServer } from './kube-apiserver.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-export const CRD_FILES = ['deploy/crds/gatehouse.dev_apidefinitions.yaml', 'deploy/crds/gatehouse.dev_oauthservers.yaml', 'deploy/crds/gatehouse.dev_basicauthcredentials.yaml', 'deploy/crds/gatehouse.dev_keyauthcredentials.yaml'];
+export const CRD_FILES = [
+  'deploy/crds/gatehouse.dev_apidefinitions.yaml',
+  'deploy/crds/gatehouse.dev_oauthservers.yaml',
+  'deploy/crds/gatehouse.dev_basicauthcredentials.yaml',
+  'deploy/crds/gatehouse.dev_keyauthcredentials.yaml',
+];
 export const ROLE_FILE = 'deploy/rbac/role.yaml';
 
 export interface KubeClients {
@@ -47,7 +52,11 @@ export async function installCrds(admin: KubeClients): Promise<void> {
     await createObject(admin, crd);
     await pollUntil(
       async () => {
-        const got = (await admin.objects.read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: crd.metadata!.name! } })) as {
+        const got = (await admin.objects.read({
+          apiVersion: 'apiextensions.k8s.io/v1',
+          kind: 'CustomResourceDefinition',
+          metadata: { name: crd.metadata!.name! },
+        })) as {
           status?: { conditions?: Array<{ type: string; status: string }> };
         };
         return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;

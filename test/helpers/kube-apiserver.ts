@@ -69,14 +69,16 @@ const ALL_TOOLS: readonly KubeTool[] = ['kube-apiserver', 'etcd', 'helm'];
 
 /** Paths of the tools (of `tools`) that are not executable files. */
 export function missingKubeTools(tools: readonly KubeTool[] = ALL_TOOLS): string[] {
-  return tools.map((tool) => join(KUBE_TOOLS_BIN, tool)).filter((bin) => {
-    try {
-      accessSync(bin, fsConstants.X_OK);
-      return false;
-    } catch {
-      return true;
-    }
-  });
+  return tools
+    .map((tool) => join(KUBE_TOOLS_BIN, tool))
+    .filter((bin) => {
+      try {
+        accessSync(bin, fsConstants.X_OK);
+        return false;
+      } catch {
+        return true;
+      }
+    });
 }
 
 /** Throws with build instructions when a tool is missing (in CI and elsewhere alike). */
@@ -169,17 +171,13 @@ function call(url: string, options: { method?: string; token?: string; ca?: stri
   }
   const request = target.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = request(
-      target,
-      { method: options.method ?? 'GET', headers, ca: options.ca, agent: false, timeout: options.timeoutMs ?? 10_000 },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on('error', reject);
-      },
-    );
+    const req = request(target, { method: options.method ?? 'GET', headers, ca: options.ca, agent: false, timeout: options.timeoutMs ?? 10_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', reject);
+    });
     req.on('timeout', () => req.destroy(new Error(`${options.method ?? 'GET'} ${url} timed out`)));
     req.on('error', reject);
     req.end(payload);
@@ -207,7 +205,8 @@ async function waitReady(child: Child, what: string, probe: () => Promise<boolea
   const deadline = Date.now() + timeoutMs;
   let last = 'no attempt completed';
   for (;;) {
-    if (!child.running()) throw new Error(`${child.name} exited (code ${child.process.exitCode}, signal ${child.process.signalCode}) before ${what}\n${logs()}`);
+    if (!child.running())
+      throw new Error(`${child.name} exited (code ${child.process.exitCode}, signal ${child.process.signalCode}) before ${what}\n${logs()}`);
     try {
       if (await probe()) return;
       last = 'not ready yet';
@@ -264,18 +263,23 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       const [clientPort, peerPort] = [await freePort(), await freePort()];
       etcdUrl = `http://127.0.0.1:${clientPort}`;
       const peerUrl = `http://127.0.0.1:${peerPort}`;
-      etcd = spawnChild('etcd', ETCD_BIN, [
-        '--name=gatehouse-test',
-        `--data-dir=${join(dir, 'etcd')}`,
-        `--listen-client-urls=${etcdUrl}`,
-        `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=${peerUrl}`,
-        `--initial-advertise-peer-urls=${peerUrl}`,
-        `--initial-cluster=gatehouse-test=${peerUrl}`,
-        '--initial-cluster-state=new',
-        '--unsafe-no-fsync',
-        '--log-level=warn',
-      ], logs);
+      etcd = spawnChild(
+        'etcd',
+        ETCD_BIN,
+        [
+          '--name=gatehouse-test',
+          `--data-dir=${join(dir, 'etcd')}`,
+          `--listen-client-urls=${etcdUrl}`,
+          `--advertise-client-urls=${etcdUrl}`,
+          `--listen-peer-urls=${peerUrl}`,
+          `--initial-advertise-peer-urls=${peerUrl}`,
+          `--initial-cluster=gatehouse-test=${peerUrl}`,
+          '--initial-cluster-state=new',
+          '--unsafe-no-fsync',
+          '--log-level=warn',
+        ],
+        logs,
+      );
       const current = etcd;
       try {
         await waitReady(

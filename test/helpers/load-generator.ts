@@ -44,7 +44,13 @@ export interface LoadRun {
 
 export function startLoad(options: LoadOptions): LoadRun {
   const { origin, path, concurrency = 16, connections = concurrency, pipelining = 1, requests, expectStatus = 200, timeoutMs = 10_000, socketPath } = options;
-  const pool = new Pool(origin, { connections, pipelining, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, ...(socketPath === undefined ? {} : { connect: { socketPath } }) });
+  const pool = new Pool(origin, {
+    connections,
+    pipelining,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    ...(socketPath === undefined ? {} : { connect: { socketPath } }),
+  });
   const started = Date.now();
   const result = { sent: 0, ok: 0, failed: 0, failures: [] as string[] };
   let stopping = false;

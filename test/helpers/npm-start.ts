@@ -48,11 +48,15 @@ export function npmStart(options: NpmStartOptions): NpmStart {
   Object.assign(env, options.env);
   const npmArgs = ['start', '--ignore-scripts'];
   const child = options.viaIntermediate
-    ? spawn(process.execPath, ['-e', `require('node:child_process').spawn('npm', ${JSON.stringify(npmArgs)}, { stdio: 'inherit' }); setInterval(() => {}, 1000);`], {
-        cwd: REPO_ROOT,
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
+    ? spawn(
+        process.execPath,
+        ['-e', `require('node:child_process').spawn('npm', ${JSON.stringify(npmArgs)}, { stdio: 'inherit' }); setInterval(() => {}, 1000);`],
+        {
+          cwd: REPO_ROOT,
+          env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      )
     : spawn('npm', npmArgs, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const kept: string[] = [];
   const listeners: ((line: string) => void)[] = [];
@@ -90,11 +94,14 @@ export function npmStart(options: NpmStartOptions): NpmStart {
     onLine: (listener) => listeners.push(listener),
     services(timeoutMs = 60_000) {
       const complete = (tag: keyof typeof LISTENERS): boolean => LISTENERS[tag].every((name) => found[tag]?.ports[name] !== undefined);
-      return pollUntil(async () => (complete('control-plane') && complete('data-plane') ? { cp: found['control-plane']!, dp: found['data-plane']! } : undefined), {
-        what: 'npm start: both services listening',
-        timeoutMs,
-        details: () => kept.slice(-40).join('\n'),
-      });
+      return pollUntil(
+        async () => (complete('control-plane') && complete('data-plane') ? { cp: found['control-plane']!, dp: found['data-plane']! } : undefined),
+        {
+          what: 'npm start: both services listening',
+          timeoutMs,
+          details: () => kept.slice(-40).join('\n'),
+        },
+      );
     },
     killAll,
   };

@@ -66,7 +66,16 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
 
   const signIdToken = (grant: Grant, key: CryptoKey) => {
     const at = Math.floor(Date.now() / 1000);
-    const claims: Record<string, unknown> = { iss: issuer, aud: grant.clientId, sub: subject, iat: at, exp: at + 300, nonce: grant.nonce, email: options.email ?? 'ada@example.com', ...overrides };
+    const claims: Record<string, unknown> = {
+      iss: issuer,
+      aud: grant.clientId,
+      sub: subject,
+      iat: at,
+      exp: at + 300,
+      nonce: grant.nonce,
+      email: options.email ?? 'ada@example.com',
+      ...overrides,
+    };
     for (const [k, v] of Object.entries(claims)) if (v === undefined) delete claims[k];
     return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).sign(key);
   };
@@ -92,7 +101,14 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
   function authorize(url: URL, res: ServerResponse): void {
     const p = url.searchParams;
     const redirectUri = p.get('redirect_uri');
-    if (p.get('response_type') !== 'code' || p.get('client_id') !== clientId || !redirectUri || p.get('code_challenge_method') !== 'S256' || !p.get('code_challenge') || !p.get('nonce')) {
+    if (
+      p.get('response_type') !== 'code' ||
+      p.get('client_id') !== clientId ||
+      !redirectUri ||
+      p.get('code_challenge_method') !== 'S256' ||
+      !p.get('code_challenge') ||
+      !p.get('nonce')
+    ) {
       return json(res, 400, { error: 'invalid_request' });
     }
     const code = randomBytes(16).toString('base64url');

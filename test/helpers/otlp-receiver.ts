@@ -15,7 +15,8 @@ import { pollUntil } from './poll-until.js';
  * The part of opentelemetry/proto/collector/trace/v1 (OTLP 1.x) the tests read, with its field numbers;
  * protobuf skips the fields left out. Enums are read as their numbers.
  */
-const OTLP_TRACES = protobuf.parse(`
+const OTLP_TRACES = protobuf
+  .parse(`
 syntax = "proto3";
 package otlp;
 message ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
@@ -29,7 +30,8 @@ message Span {
 message Status { int32 code = 3; }
 message KeyValue { string key = 1; AnyValue value = 2; }
 message AnyValue { oneof value { string string_value = 1; bool bool_value = 2; int64 int_value = 3; double double_value = 4; } }
-`).root.lookupType('otlp.ExportTraceServiceRequest');
+`)
+  .root.lookupType('otlp.ExportTraceServiceRequest');
 
 const EXPORT_METHOD = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
@@ -80,7 +82,15 @@ interface OtlpExport {
     resource?: { attributes?: OtlpAttribute[] };
     scopeSpans?: Array<{
       /** Ids: hex in the JSON encoding, base64 from decodeProtobuf. */
-      spans?: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: OtlpAttribute[]; status?: { code?: number } }>;
+      spans?: Array<{
+        traceId: string;
+        spanId: string;
+        parentSpanId?: string;
+        name: string;
+        kind: number;
+        attributes?: OtlpAttribute[];
+        status?: { code?: number };
+      }>;
     }>;
   }>;
 }

@@ -73,7 +73,13 @@ function decode(data: Record<string, string> | undefined, binary = true): Record
 }
 
 /** Data of a Secret (base64-decoded) or ConfigMap; throws when it does not exist (unless optional). */
-async function configData(admin: KubeClients, kind: 'Secret' | 'ConfigMap', name: string, namespace: string, optional: boolean | undefined): Promise<Record<string, Buffer> | undefined> {
+async function configData(
+  admin: KubeClients,
+  kind: 'Secret' | 'ConfigMap',
+  name: string,
+  namespace: string,
+  optional: boolean | undefined,
+): Promise<Record<string, Buffer> | undefined> {
   const object = await readObject(admin, 'v1', kind, name, namespace);
   if (!object) {
     if (optional) return undefined;
@@ -82,7 +88,10 @@ async function configData(admin: KubeClients, kind: 'Secret' | 'ConfigMap', name
   return kind === 'Secret' ? decode(object.data) : { ...decode(object.data, false), ...decode(object.binaryData) };
 }
 
-function fieldRef(path: string, pod: { name: string; namespace: string; spec: V1PodSpec; labels: Record<string, string>; annotations: Record<string, string> }): string {
+function fieldRef(
+  path: string,
+  pod: { name: string; namespace: string; spec: V1PodSpec; labels: Record<string, string>; annotations: Record<string, string> },
+): string {
   const label = /^metadata\.labels\['(.+)'\]$/.exec(path);
   if (label) return pod.labels[label[1]] ?? '';
   const annotation = /^metadata\.annotations\['(.+)'\]$/.exec(path);
@@ -127,7 +136,8 @@ export async function startPodProcess(options: StartPodOptions): Promise<PodProc
   const cleanup = () => rm(dir, { recursive: true, force: true });
   try {
     // --- command: the image's ENTRYPOINT (tini) stays; args must be `node [--flag ...] <script>` ---
-    if (container.command !== undefined) throw new Error(`${container.name}: command ${JSON.stringify(container.command)} overrides the image ENTRYPOINT; expected args only`);
+    if (container.command !== undefined)
+      throw new Error(`${container.name}: command ${JSON.stringify(container.command)} overrides the image ENTRYPOINT; expected args only`);
     const args = container.args ?? [];
     const nodeFlags = args.slice(1, -1);
     if (args.length < 2 || args[0] !== 'node' || !nodeFlags.every((flag) => flag.startsWith('--'))) {

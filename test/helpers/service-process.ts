@@ -139,9 +139,7 @@ export async function spawnService(options: SpawnServiceOptions): Promise<Servic
         }),
         exited.then((status) => {
           if (settled) return;
-          throw new Error(
-            `${name} exited (code ${status.code}, signal ${status.signal}) before listening on ${[...waiting].join(', ')}\n${recentLogs()}`,
-          );
+          throw new Error(`${name} exited (code ${status.code}, signal ${status.signal}) before listening on ${[...waiting].join(', ')}\n${recentLogs()}`);
         }),
         new Promise<never>((_, reject) => {
           timer = setTimeout(

@@ -64,11 +64,7 @@ export interface UpstreamOptions {
   host?: string;
 }
 
-export async function startUpstream(
-  name = 'upstream',
-  initial: UpstreamBehaviour = { kind: 'fixed' },
-  options: UpstreamOptions = {},
-): Promise<Upstream> {
+export async function startUpstream(name = 'upstream', initial: UpstreamBehaviour = { kind: 'fixed' }, options: UpstreamOptions = {}): Promise<Upstream> {
   const requests: RecordedRequest[] = [];
   const aborted: RecordedRequest[] = [];
   let choose: (req: RecordedRequest) => UpstreamBehaviour = () => initial;

@@ -162,113 +162,143 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
     return { container, admin, grpc };
   }
 
-  test('containerd holds the images under the names `test-images.sh names` prints', async () => {
-    expect(Object.keys(images).sort()).toEqual(['GATEHOUSE_IMAGE', 'UPSTREAM_IMAGE']);
-    const listed = (await containerd.ctrOk(['images', 'ls', '-q'])).split('\n').filter(Boolean);
-    for (const image of Object.values(images)) expect(listed).toContain(image);
-  }, T);
+  test(
+    'containerd holds the images under the names `test-images.sh names` prints',
+    async () => {
+      expect(Object.keys(images).sort()).toEqual(['GATEHOUSE_IMAGE', 'UPSTREAM_IMAGE']);
+      const listed = (await containerd.ctrOk(['images', 'ls', '-q'])).split('\n').filter(Boolean);
+      for (const image of Object.values(images)) expect(listed).toContain(image);
+    },
+    T,
+  );
 
-  test('the image config: user 10001, tini as entrypoint, the CP as cmd, the Dockerfile’s workdir, env and ports', async () => {
-    const config = await imageConfig(images.GATEHOUSE_IMAGE);
-    expect(config.User).toBe('10001:10001');
-    expect(config.Entrypoint).toEqual(['/usr/bin/tini', '--']);
-    expect(config.Cmd).toEqual(['node', 'control-plane/bundle/main.js']);
-    // The same as the Dockerfile's final stage says (what a change to it must carry into the image).
-    expect(config.User).toBe(last(dockerfile.final, 'USER')!.args[0]);
-    expect(config.Entrypoint).toEqual(last(dockerfile.final, 'ENTRYPOINT')!.args);
-    expect(config.Cmd).toEqual(last(dockerfile.final, 'CMD')!.args);
-    expect(config.WorkingDir).toBe(last(dockerfile.final, 'WORKDIR')!.args[0]);
-    for (const env of dockerfile.final.instructions.filter((i) => i.keyword === 'ENV').map((i) => i.args[0])) expect(config.Env).toContain(env);
-    // The base's PATH: node and npm in /usr/local/bin, as in the official image.
-    expect(config.Env).toContain('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
-    const exposed = dockerfile.final.instructions.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => i.args);
-    expect(Object.keys(config.ExposedPorts ?? {}).sort()).toEqual(exposed.map((port) => `${port}/tcp`).sort());
-  }, T);
+  test(
+    'the image config: user 10001, tini as entrypoint, the CP as cmd, the Dockerfile’s workdir, env and ports',
+    async () => {
+      const config = await imageConfig(images.GATEHOUSE_IMAGE);
+      expect(config.User).toBe('10001:10001');
+      expect(config.Entrypoint).toEqual(['/usr/bin/tini', '--']);
+      expect(config.Cmd).toEqual(['node', 'control-plane/bundle/main.js']);
+      // The same as the Dockerfile's final stage says (what a change to it must carry into the image).
+      expect(config.User).toBe(last(dockerfile.final, 'USER')!.args[0]);
+      expect(config.Entrypoint).toEqual(last(dockerfile.final, 'ENTRYPOINT')!.args);
+      expect(config.Cmd).toEqual(last(dockerfile.final, 'CMD')!.args);
+      expect(config.WorkingDir).toBe(last(dockerfile.final, 'WORKDIR')!.args[0]);
+      for (const env of dockerfile.final.instructions.filter((i) => i.keyword === 'ENV').map((i) => i.args[0])) expect(config.Env).toContain(env);
+      // The base's PATH: node and npm in /usr/local/bin, as in the official image.
+      expect(config.Env).toContain('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
+      const exposed = dockerfile.final.instructions.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => i.args);
+      expect(Object.keys(config.ExposedPorts ?? {}).sort()).toEqual(exposed.map((port) => `${port}/tcp`).sort());
+    },
+    T,
+  );
 
-  test('a container of the image runs the CP under tini as uid 10001 on a read-only root; /healthz and /readyz answer; SIGTERM stops it', async () => {
-    const { container, admin } = await startControlPlane();
-    expect((await httpRequest(`http://127.0.0.1:${admin}/healthz`)).status).toBe(200);
-    const readyz = await httpRequest(`http://127.0.0.1:${admin}/readyz`);
-    expect(readyz.json).toMatchObject({ ready: true });
-    // PID 1 is tini, the CP its only child, both as the image's user.
-    expect(await processOf(container.pid)).toEqual({ name: 'tini', uid: '10001\t10001\t10001\t10001', cmdline: ['/usr/bin/tini', '--', 'node', 'control-plane/bundle/main.js'] });
-    const node = await childOf(container.pid);
-    expect(await processOf(node)).toEqual({ name: 'node', uid: '10001\t10001\t10001\t10001', cmdline: ['node', 'control-plane/bundle/main.js'] });
-    const environ = (await readFile(`/proc/${node}/environ`, 'utf8')).split('\0');
-    expect(environ).toEqual(expect.arrayContaining(['NODE_ENV=production', 'GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072']));
-    // The root filesystem is read-only; the store went to the tmpfs at DATA_DIR.
-    const write = await containerd.ctr(['tasks', 'exec', '--exec-id', 'write', container.id, 'sh', '-c', 'touch /app/x']);
-    expect(write.code).not.toBe(0);
-    expect(write.stderr + write.stdout).toMatch(/Read-only file system/);
-    const ls = await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'ls', container.id, 'ls', '-n', '/var/lib/gatehouse']);
-    expect(ls).toMatch(/ 10001 +10001 .* store\.json/);
-    // The build's npm settings (this machine's CA file, mounted over /usr/local/etc for the RUN steps only) are not in the image.
-    expect(await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'etc', container.id, 'ls', '-A', '/usr/local/etc'])).toBe('');
-    // The console's static files reached the image (from the build stage).
-    expect((await httpRequest(`http://127.0.0.1:${admin}/console/`)).status).toBe(200);
+  test(
+    'a container of the image runs the CP under tini as uid 10001 on a read-only root; /healthz and /readyz answer; SIGTERM stops it',
+    async () => {
+      const { container, admin } = await startControlPlane();
+      expect((await httpRequest(`http://127.0.0.1:${admin}/healthz`)).status).toBe(200);
+      const readyz = await httpRequest(`http://127.0.0.1:${admin}/readyz`);
+      expect(readyz.json).toMatchObject({ ready: true });
+      // PID 1 is tini, the CP its only child, both as the image's user.
+      expect(await processOf(container.pid)).toEqual({
+        name: 'tini',
+        uid: '10001\t10001\t10001\t10001',
+        cmdline: ['/usr/bin/tini', '--', 'node', 'control-plane/bundle/main.js'],
+      });
+      const node = await childOf(container.pid);
+      expect(await processOf(node)).toEqual({ name: 'node', uid: '10001\t10001\t10001\t10001', cmdline: ['node', 'control-plane/bundle/main.js'] });
+      const environ = (await readFile(`/proc/${node}/environ`, 'utf8')).split('\0');
+      expect(environ).toEqual(expect.arrayContaining(['NODE_ENV=production', 'GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072']));
+      // The root filesystem is read-only; the store went to the tmpfs at DATA_DIR.
+      const write = await containerd.ctr(['tasks', 'exec', '--exec-id', 'write', container.id, 'sh', '-c', 'touch /app/x']);
+      expect(write.code).not.toBe(0);
+      expect(write.stderr + write.stdout).toMatch(/Read-only file system/);
+      const ls = await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'ls', container.id, 'ls', '-n', '/var/lib/gatehouse']);
+      expect(ls).toMatch(/ 10001 +10001 .* store\.json/);
+      // The build's npm settings (this machine's CA file, mounted over /usr/local/etc for the RUN steps only) are not in the image.
+      expect(await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'etc', container.id, 'ls', '-A', '/usr/local/etc'])).toBe('');
+      // The console's static files reached the image (from the build stage).
+      expect((await httpRequest(`http://127.0.0.1:${admin}/console/`)).status).toBe(200);
 
-    // SIGTERM to PID 1 (what the kubelet sends): tini forwards it and the CP shuts down.
-    await containerd.ctrOk(['tasks', 'kill', container.id]);
-    await pollUntil(async () => (/^\S+\s+\d+\s+STOPPED/m.test((await containerd.ctrOk(['tasks', 'ls'])).split('\n').find((l) => l.startsWith(`${container.id} `)) ?? '') ? true : undefined), {
-      what: 'the CP container to stop on SIGTERM',
-      timeoutMs: 30_000,
-    });
-    const logs = await container.logs();
-    expect(logs).toMatch(/"signal":"SIGTERM".*"msg":"shutting down"/);
-    expect(logs).toMatch(/"msg":"stopped"/);
-  }, T);
+      // SIGTERM to PID 1 (what the kubelet sends): tini forwards it and the CP shuts down.
+      await containerd.ctrOk(['tasks', 'kill', container.id]);
+      await pollUntil(
+        async () =>
+          /^\S+\s+\d+\s+STOPPED/m.test((await containerd.ctrOk(['tasks', 'ls'])).split('\n').find((l) => l.startsWith(`${container.id} `)) ?? '')
+            ? true
+            : undefined,
+        {
+          what: 'the CP container to stop on SIGTERM',
+          timeoutMs: 30_000,
+        },
+      );
+      const logs = await container.logs();
+      expect(logs).toMatch(/"signal":"SIGTERM".*"msg":"shutting down"/);
+      expect(logs).toMatch(/"msg":"stopped"/);
+    },
+    T,
+  );
 
-  test('the DP, started with the chart’s args after the image’s ENTRYPOINT, syncs from the CP and is ready', async () => {
-    const { grpc } = await startControlPlane();
-    const config = await imageConfig(images.GATEHOUSE_IMAGE);
-    const chartArgs = onlyContainer(deploymentOf(await renderChart(), 'data-plane')).args!;
-    const [proxy, status] = [await freePort(), await freePort()];
-    const dp = await runContainer(
-      images.GATEHOUSE_IMAGE,
-      {
-        PROXY_HOST: '127.0.0.1',
-        PROXY_PORT: String(proxy),
-        STATUS_HOST: '127.0.0.1',
-        STATUS_PORT: String(status),
-        CONTROL_PLANE_ADDR: `127.0.0.1:${grpc}`,
-        GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
-        SNAPSHOT_CACHE: '/var/cache/gatehouse/snapshot.json',
-      },
-      ['/tmp', '/var/cache/gatehouse'],
-      [...config.Entrypoint!, ...chartArgs],
-    );
-    const ready = await pollUntil(
-      async () => {
-        const res = await httpRequest(`http://127.0.0.1:${status}/readyz`);
-        return res.status === 200 ? res : undefined;
-      },
-      { what: 'the data plane in its container to apply a snapshot', timeoutMs: 60_000 },
-    ).catch(async (err: Error) => {
-      throw new Error(`${err.message}\ncontainer output:\n${await dp.logs()}`);
-    });
-    expect(ready.json).toMatchObject({ ready: true, version: expect.any(Number) });
-    expect((await httpRequest(`http://127.0.0.1:${status}/healthz`)).status).toBe(200);
-    const node = await childOf(dp.pid);
-    expect(await processOf(node)).toEqual({ name: 'node', uid: '10001\t10001\t10001\t10001', cmdline: chartArgs });
-    // The snapshot cache went to its tmpfs, written by the image's user.
-    const ls = await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'ls', dp.id, 'ls', '-n', '/var/cache/gatehouse']);
-    expect(ls).toMatch(/ 10001 +10001 .* snapshot\.json/);
-  }, T);
+  test(
+    'the DP, started with the chart’s args after the image’s ENTRYPOINT, syncs from the CP and is ready',
+    async () => {
+      const { grpc } = await startControlPlane();
+      const config = await imageConfig(images.GATEHOUSE_IMAGE);
+      const chartArgs = onlyContainer(deploymentOf(await renderChart(), 'data-plane')).args!;
+      const [proxy, status] = [await freePort(), await freePort()];
+      const dp = await runContainer(
+        images.GATEHOUSE_IMAGE,
+        {
+          PROXY_HOST: '127.0.0.1',
+          PROXY_PORT: String(proxy),
+          STATUS_HOST: '127.0.0.1',
+          STATUS_PORT: String(status),
+          CONTROL_PLANE_ADDR: `127.0.0.1:${grpc}`,
+          GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
+          SNAPSHOT_CACHE: '/var/cache/gatehouse/snapshot.json',
+        },
+        ['/tmp', '/var/cache/gatehouse'],
+        [...config.Entrypoint!, ...chartArgs],
+      );
+      const ready = await pollUntil(
+        async () => {
+          const res = await httpRequest(`http://127.0.0.1:${status}/readyz`);
+          return res.status === 200 ? res : undefined;
+        },
+        { what: 'the data plane in its container to apply a snapshot', timeoutMs: 60_000 },
+      ).catch(async (err: Error) => {
+        throw new Error(`${err.message}\ncontainer output:\n${await dp.logs()}`);
+      });
+      expect(ready.json).toMatchObject({ ready: true, version: expect.any(Number) });
+      expect((await httpRequest(`http://127.0.0.1:${status}/healthz`)).status).toBe(200);
+      const node = await childOf(dp.pid);
+      expect(await processOf(node)).toEqual({ name: 'node', uid: '10001\t10001\t10001\t10001', cmdline: chartArgs });
+      // The snapshot cache went to its tmpfs, written by the image's user.
+      const ls = await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'ls', dp.id, 'ls', '-n', '/var/cache/gatehouse']);
+      expect(ls).toMatch(/ 10001 +10001 .* snapshot\.json/);
+    },
+    T,
+  );
 
-  test('the test upstream image answers with the host that served the request, as a non-root user', async () => {
-    const port = await freePort();
-    const upstream = await runContainer(images.UPSTREAM_IMAGE, { PORT: String(port) }, []);
-    const res = await pollUntil(
-      async () => {
-        const r = await httpRequest(`http://127.0.0.1:${port}/echo?status=201`, { method: 'POST', body: 'hello' });
-        return r.status === 201 ? r : undefined;
-      },
-      { what: 'the upstream container to answer', timeoutMs: 30_000 },
-    ).catch(async (err: Error) => {
-      throw new Error(`${err.message}\ncontainer output:\n${await upstream.logs()}`);
-    });
-    expect(res.json).toMatchObject({ method: 'POST', url: '/echo?status=201', bodyLength: 5, host: expect.any(String) });
-    expect(res.headers['x-upstream-host']).toBe((res.json as { host: string }).host);
-    expect((await processOf(upstream.pid)).uid).toBe('1000\t1000\t1000\t1000');
-  }, T);
+  test(
+    'the test upstream image answers with the host that served the request, as a non-root user',
+    async () => {
+      const port = await freePort();
+      const upstream = await runContainer(images.UPSTREAM_IMAGE, { PORT: String(port) }, []);
+      const res = await pollUntil(
+        async () => {
+          const r = await httpRequest(`http://127.0.0.1:${port}/echo?status=201`, { method: 'POST', body: 'hello' });
+          return r.status === 201 ? r : undefined;
+        },
+        { what: 'the upstream container to answer', timeoutMs: 30_000 },
+      ).catch(async (err: Error) => {
+        throw new Error(`${err.message}\ncontainer output:\n${await upstream.logs()}`);
+      });
+      expect(res.json).toMatchObject({ method: 'POST', url: '/echo?status=201', bodyLength: 5, host: expect.any(String) });
+      expect(res.headers['x-upstream-host']).toBe((res.json as { host: string }).host);
+      expect((await processOf(upstream.pid)).uid).toBe('1000\t1000\t1000\t1000');
+    },
+    T,
+  );
 });

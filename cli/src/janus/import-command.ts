@@ -84,7 +84,10 @@ async function write(conn: Connection, items: ItemReport[], dryRun: boolean): Pr
     const at = err instanceof CliError ? /^(apis|oauth_servers|basic_auth_credentials)\[(\d+)\]/.exec(err.message) : null;
     const item = at && (doc[at[1] as keyof ConfigDocument] as Record<string, unknown>[])[Number(at[2])];
     if (!item) throw err;
-    throw new CliError(`the control plane refused the import, nothing written: ${String(item.name ?? item.username)}: ${err instanceof Error ? err.message : ''}`, (err as CliError).exitCode);
+    throw new CliError(
+      `the control plane refused the import, nothing written: ${String(item.name ?? item.username)}: ${err instanceof Error ? err.message : ''}`,
+      (err as CliError).exitCode,
+    );
   }
 }
 
@@ -115,19 +118,29 @@ export async function importFromJanus(ctx: CliContext, sources: string[], option
     } else {
       const result = await write(conn, items, true);
       out.dry_run = result;
-      if (!json) console.log(`\ndry run: nothing written; the control plane at ${conn.server} accepts it (${diffLine(result) || 'no change'}). --apply writes it.`);
+      if (!json)
+        console.log(`\ndry run: nothing written; the control plane at ${conn.server} accepts it (${diffLine(result) || 'no change'}). --apply writes it.`);
     }
   } else {
     if (blocking.length > 0 && !options.skipRefused) {
       if (json) console.log(formatData({ ...out, written: false }, ctx.output === 'yaml' ? 'yaml' : 'json'));
-      throw new CliError(`nothing written: ${blocking.length} item(s) refused (${blocking.map((i) => `${i.kind} ${i.name}`).join(', ')}); fix them in Janus, or pass --skip-refused to import the rest`, EXIT_ACTION_NEEDED);
+      throw new CliError(
+        `nothing written: ${blocking.length} item(s) refused (${blocking.map((i) => `${i.kind} ${i.name}`).join(', ')}); fix them in Janus, or pass --skip-refused to import the rest`,
+        EXIT_ACTION_NEEDED,
+      );
     }
     const result = await write(conn, items, false);
     out.written = result;
     // The import removes nothing it read: a removal is a write made between its GET and its PUT, now undone.
     const removed = Object.entries(result.diff).flatMap(([kind, d]) => d.removed.map((n) => `${kind} ${n}`));
-    if (removed.length > 0) console.error(`warning: written over a change made during the import (removed: ${removed.join(', ')}); \`gatehouse rollback ${result.before}\` undoes the import`);
-    if (!json) console.log(`\n${result.changed ? `imported: now version ${result.version} (${diffLine(result)}); \`gatehouse rollback ${result.version - 1}\` undoes it` : `nothing to change (version ${result.version})`}`);
+    if (removed.length > 0)
+      console.error(
+        `warning: written over a change made during the import (removed: ${removed.join(', ')}); \`gatehouse rollback ${result.before}\` undoes the import`,
+      );
+    if (!json)
+      console.log(
+        `\n${result.changed ? `imported: now version ${result.version} (${diffLine(result)}); \`gatehouse rollback ${result.version - 1}\` undoes it` : `nothing to change (version ${result.version})`}`,
+      );
   }
   if (json) console.log(formatData(out, ctx.output === 'yaml' ? 'yaml' : 'json'));
   return code;

@@ -67,13 +67,17 @@ export function classify(docs: unknown[], where: string, into: JanusConfig): voi
     if (isObject(doc) && 'proxy' in doc) into.apis.push(doc);
     else if (isObject(doc) && ('oauth_endpoints' in doc || 'token_strategy' in doc)) into.oauthServers.push(doc);
     else if (isObject(doc) && 'username' in doc && 'password' in doc) into.basicAuthUsers.push(doc);
-    else throw new CliError(`${where}: a document that is neither an API definition, an OAuth server nor a basic_auth user: ${JSON.stringify(doc).slice(0, 120)}`);
+    else
+      throw new CliError(`${where}: a document that is neither an API definition, an OAuth server nor a basic_auth user: ${JSON.stringify(doc).slice(0, 120)}`);
   }
 }
 
 async function jsonFiles(dir: string, matches: (name: string) => boolean): Promise<string[]> {
   try {
-    return (await readdir(dir)).filter(matches).sort().map((f) => join(dir, f));
+    return (await readdir(dir))
+      .filter(matches)
+      .sort()
+      .map((f) => join(dir, f));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw new CliError(`cannot read ${dir}: ${(err as Error).message}`);
@@ -123,7 +127,8 @@ async function jsonOf(res: Response, what: string): Promise<unknown> {
 
 async function readAdminApi(base: string, credentials: JanusAdminCredentials, into: JanusConfig): Promise<void> {
   const root = base.replace(/\/+$/, '');
-  if (!credentials.username || !credentials.password) throw new CliError('a Janus admin API needs --janus-user and --janus-password (or JANUS_USER / JANUS_PASSWORD)', 2);
+  if (!credentials.username || !credentials.password)
+    throw new CliError('a Janus admin API needs --janus-user and --janus-password (or JANUS_USER / JANUS_PASSWORD)', 2);
   const login = await janusRequest(`${root}/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -1,11 +1,25 @@
 import { readFileSync } from 'node:fs';
 import { exitCodeOf } from './import-command.js';
 import { classify, parseMongoExport } from './sources.js';
-import { DIFFERING_DEFAULTS, gatehouseUpstreamPath, janusUpstreamPath, translateAll, translateApi, translateBasicAuthUser, translateOAuthServer } from './translate.js';
+import {
+  DIFFERING_DEFAULTS,
+  gatehouseUpstreamPath,
+  janusUpstreamPath,
+  translateAll,
+  translateApi,
+  translateBasicAuthUser,
+  translateOAuthServer,
+} from './translate.js';
 
 const api = (proxy: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   name: 'a',
-  proxy: { listen_path: '/a/*', methods: ['GET'], upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u/t' }] }, forwarding_timeouts: { response_header_timeout: '30s' }, ...proxy },
+  proxy: {
+    listen_path: '/a/*',
+    methods: ['GET'],
+    upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u/t' }] },
+    forwarding_timeouts: { response_header_timeout: '30s' },
+    ...proxy,
+  },
   ...extra,
 });
 
@@ -58,7 +72,17 @@ describe('API definitions', () => {
     const rr = translateApi(api({ upstreams: { balancing: 'rr', targets: [{ target: 'http://u/t', weight: 0 }] } }));
     expect(JSON.parse(JSON.stringify(rr.definition!.proxy)).upstreams.targets).toEqual([{ target: 'http://u/t' }]);
     expect(rr.status).toBe('unchanged');
-    const some = translateApi(api({ upstreams: { balancing: 'weight', targets: [{ target: 'http://u/t', weight: 2 }, { target: 'http://v/t', weight: 0 }] } }));
+    const some = translateApi(
+      api({
+        upstreams: {
+          balancing: 'weight',
+          targets: [
+            { target: 'http://u/t', weight: 2 },
+            { target: 'http://v/t', weight: 0 },
+          ],
+        },
+      }),
+    );
     expect((some.definition!.proxy as any).upstreams.targets).toEqual([{ target: 'http://u/t', weight: 2 }]);
     const none = translateApi(api({ upstreams: { balancing: 'weight', targets: [{ target: 'http://u/t' }] } }));
     expect(none).toMatchObject({ status: 'refused', definition: undefined });
@@ -70,7 +94,9 @@ describe('API definitions', () => {
     expect(report.differences.join()).toContain('without limit');
     // What Go's time.ParseDuration refuses is 0 in Janus too; a valid one is kept.
     for (const dial_timeout of [30, '30', '0.0s', '0m0s']) {
-      expect((translateApi(api({ forwarding_timeouts: { dial_timeout, response_header_timeout: '1m0s' } })).definition!.proxy as any).forwarding_timeouts).toEqual({ response_header_timeout: '1m0s' });
+      expect(
+        (translateApi(api({ forwarding_timeouts: { dial_timeout, response_header_timeout: '1m0s' } })).definition!.proxy as any).forwarding_timeouts,
+      ).toEqual({ response_header_timeout: '1m0s' });
     }
   });
 
@@ -82,11 +108,13 @@ describe('API definitions', () => {
     expect(prefix.reason).toContain('Set append_path');
     const overlap = translateApi(api({ listen_path: '/api/*', strip_path: true, upstreams: { balancing: 'rr', targets: [{ target: 'http://u/v1/apis' }] } }));
     expect(overlap.reason).toContain('Janus forwards /api to /v1s');
-    const params = translateApi(api({ listen_path: '/prepath/{service}/*', strip_path: true, upstreams: { balancing: 'rr', targets: [{ target: 'http://{service}:9000' }] } }));
+    const params = translateApi(
+      api({ listen_path: '/prepath/{service}/*', strip_path: true, upstreams: { balancing: 'rr', targets: [{ target: 'http://{service}:9000' }] } }),
+    );
     expect(params.status).toBe('unchanged');
   });
 
-  test("hosts: a top-level one (ignored by Janus) is left out; a port is reported, since Gatehouse ignores it", () => {
+  test('hosts: a top-level one (ignored by Janus) is left out; a port is reported, since Gatehouse ignores it', () => {
     const report = translateApi(api({ hosts: ['api.example.com:8080', '*.example.com'] }, { hosts: ['other.example.com'] }));
     expect(report.definition!.hosts).toBeUndefined();
     expect(report.definition!.proxy).toMatchObject({ hosts: ['api.example.com', '*.example.com'] });
@@ -95,16 +123,19 @@ describe('API definitions', () => {
 
   test('plugins: enabled absent is off; cors credentials; cb hystrix defaults; retry methods; response_transformer off; unknown dropped; organization_auth refused', () => {
     const report = translateApi(
-      api({ methods: ['GET', 'POST'] }, {
-        plugins: [
-          { name: 'compression' },
-          { name: 'cors', enabled: true, config: { domains: ['https://a.example'] } },
-          { name: 'cb', enabled: true, config: { name: 'x', timeout: 500 } },
-          { name: 'retry', enabled: true, config: { attempts: 2 } },
-          { name: 'response_transformer', enabled: true, config: {} },
-          { name: 'not-a-janus-plugin', enabled: true },
-        ],
-      }),
+      api(
+        { methods: ['GET', 'POST'] },
+        {
+          plugins: [
+            { name: 'compression' },
+            { name: 'cors', enabled: true, config: { domains: ['https://a.example'] } },
+            { name: 'cb', enabled: true, config: { name: 'x', timeout: 500 } },
+            { name: 'retry', enabled: true, config: { attempts: 2 } },
+            { name: 'response_transformer', enabled: true, config: {} },
+            { name: 'not-a-janus-plugin', enabled: true },
+          ],
+        },
+      ),
     );
     expect(report.definition!.plugins).toEqual([
       { name: 'compression', enabled: false, config: {} },
@@ -127,7 +158,13 @@ describe('OAuth servers', () => {
   const server = (settings: unknown) => ({
     name: 's',
     oauth_endpoints: {
-      token: { listen_path: '/auth/token', methods: ['POST'], strip_path: true, upstreams: { balancing: 'rr', targets: [{ target: 'http://u/token' }] }, forwarding_timeouts: { response_header_timeout: '5s' } },
+      token: {
+        listen_path: '/auth/token',
+        methods: ['POST'],
+        strip_path: true,
+        upstreams: { balancing: 'rr', targets: [{ target: 'http://u/token' }] },
+        forwarding_timeouts: { response_header_timeout: '5s' },
+      },
       authorize: { listen_path: '', upstreams: { targets: [] } },
     },
     token_strategy: { name: 'jwt', settings },
@@ -157,7 +194,9 @@ describe('OAuth servers', () => {
     expect(report.status).toBe('changed');
     expect(report.reason).toBeUndefined();
     expect(Object.keys(report.definition!.oauth_endpoints as object)).toEqual(['token']);
-    expect(report.differences).toEqual(["CORS: Janus answers CORS on every OAuth endpoint (any origin, with credentials); Gatehouse's OAuth endpoints answer none"]);
+    expect(report.differences).toEqual([
+      "CORS: Janus answers CORS on every OAuth endpoint (any origin, with credentials); Gatehouse's OAuth endpoints answer none",
+    ]);
   });
 
   test('access_rules are refused (dropping them would let tokens through); secrets and client endpoints are reported', () => {
@@ -172,7 +211,10 @@ describe('OAuth servers', () => {
 });
 
 test('basic_auth users: an scrypt hash is carried over, a bcrypt one listed for reset', () => {
-  expect(translateBasicAuthUser({ username: 'u', password: 'scrypt$16384$8$1$salt$key' })).toMatchObject({ status: 'unchanged', definition: { username: 'u', password_hash: 'scrypt$16384$8$1$salt$key' } });
+  expect(translateBasicAuthUser({ username: 'u', password: 'scrypt$16384$8$1$salt$key' })).toMatchObject({
+    status: 'unchanged',
+    definition: { username: 'u', password_hash: 'scrypt$16384$8$1$salt$key' },
+  });
   const bcrypt = translateBasicAuthUser({ username: 'b', password: '$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy' });
   expect(bcrypt.status).toBe('reset');
   expect(bcrypt.definition).toBeUndefined();
@@ -188,12 +230,19 @@ test('a name defined twice: the last one read is imported, as Janus keeps it', (
 
 test('exit codes: 0 nothing to do, 3 changes to review, 4 refused items or users to reset', () => {
   expect(exitCodeOf([translateApi(api({}))])).toBe(0);
-  expect(exitCodeOf([translateApi({ name: 'a', proxy: { listen_path: '/a/*', upstreams: { balancing: 'rr', targets: [{ target: 'http://u/t' }] } } })])).toBe(3);
+  expect(exitCodeOf([translateApi({ name: 'a', proxy: { listen_path: '/a/*', upstreams: { balancing: 'rr', targets: [{ target: 'http://u/t' }] } } })])).toBe(
+    3,
+  );
   expect(exitCodeOf([translateBasicAuthUser({ username: 'b', password: '$2a$10$x' })])).toBe(4);
 });
 
 describe('mongoexport', () => {
-  const doc = { _id: { $oid: '5a1d6b8c2c4f8a0001a1b2c3' }, name: 'm', proxy: { upstreams: { targets: [{ target: 'http://u', weight: { $numberInt: '2' } }] } }, token: { $numberLong: '30' } };
+  const doc = {
+    _id: { $oid: '5a1d6b8c2c4f8a0001a1b2c3' },
+    name: 'm',
+    proxy: { upstreams: { targets: [{ target: 'http://u', weight: { $numberInt: '2' } }] } },
+    token: { $numberLong: '30' },
+  };
   const plain = { name: 'm', proxy: { upstreams: { targets: [{ target: 'http://u', weight: 2 }] } }, token: 30 };
 
   test('a JSON array and one document per line, extended JSON decoded, _id ignored', () => {

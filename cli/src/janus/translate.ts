@@ -36,15 +36,30 @@ export const DIFFERING_DEFAULTS: ReadonlyArray<{ field: string; janus: string; g
   { field: 'plugins[].enabled (absent)', janus: 'false (Go zero value)', gatehouse: 'true', imported: 'false' },
   { field: 'proxy.methods (absent)', janus: '["GET"]', gatehouse: '["ALL"]', imported: '["GET"]' },
   { field: 'proxy.methods null or []', janus: 'no route: the API is not served', gatehouse: 'refused / ALL', imported: 'active: false, methods ["GET"]' },
-  { field: 'proxy.upstreams.balancing absent or not roundrobin/rr/weight', janus: 'route not registered ("unsupported balancing algorithm")', gatehouse: 'roundrobin', imported: 'active: false, balancing "roundrobin"' },
+  {
+    field: 'proxy.upstreams.balancing absent or not roundrobin/rr/weight',
+    janus: 'route not registered ("unsupported balancing algorithm")',
+    gatehouse: 'roundrobin',
+    imported: 'active: false, balancing "roundrobin"',
+  },
   { field: 'targets[].weight with balancing weight', janus: '0: never elected', gatehouse: 'at least 1', imported: 'targets of weight 0 left out' },
   { field: 'forwarding_timeouts.response_header_timeout', janus: '0: no limit', gatehouse: '60s', imported: '"60s" (reported: no unlimited wait)' },
-  { field: 'rewrite: no strip_path/append_path, target without a path', janus: 'upstream path "/"', gatehouse: "the client's path", imported: 'strip_path: true on an exact listen_path; refused on a /* one' },
+  {
+    field: 'rewrite: no strip_path/append_path, target without a path',
+    janus: 'upstream path "/"',
+    gatehouse: "the client's path",
+    imported: 'strip_path: true on an exact listen_path; refused on a /* one',
+  },
   { field: 'plugins cors.allow_credentials', janus: 'always true', gatehouse: 'false', imported: 'true (kept false, reported, when any origin is allowed)' },
   { field: 'plugins cb.timeout', janus: '1000 (hystrix)', gatehouse: '0 (off)', imported: '1000' },
   { field: 'plugins cb.max_concurrent_requests', janus: '10 (hystrix)', gatehouse: '0 (off)', imported: '10' },
   { field: 'plugins retry.methods', janus: 'every method', gatehouse: 'the idempotent ones', imported: "the route's methods" },
-  { field: 'plugins rate_limit.policy absent or not local/redis', janus: 'plugin not applied ("policy is not supported")', gatehouse: 'local', imported: 'enabled: false' },
+  {
+    field: 'plugins rate_limit.policy absent or not local/redis',
+    janus: 'plugin not applied ("policy is not supported")',
+    gatehouse: 'local',
+    imported: 'enabled: false',
+  },
   { field: 'plugins[].name unknown to Janus', janus: 'ignored', gatehouse: 'refused', imported: 'left out' },
   { field: 'plugins response_transformer', janus: 'no effect (headers changed after they were sent)', gatehouse: 'applied', imported: 'enabled: false' },
 ];
@@ -137,14 +152,19 @@ function mapRewrite(p: Rewrite, targets: string[]): RewriteOutcome {
   const mismatches = (c: Rewrite) =>
     targets.flatMap((t) => {
       const tp = targetPathOf(t);
-      return samples.filter((r) => janusUpstreamPath(p, tp, r) !== gatehouseUpstreamPath(c, tp, r)).map((r) => ({ r, janus: janusUpstreamPath(p, tp, r), ours: gatehouseUpstreamPath(c, tp, r) }));
+      return samples
+        .filter((r) => janusUpstreamPath(p, tp, r) !== gatehouseUpstreamPath(c, tp, r))
+        .map((r) => ({ r, janus: janusUpstreamPath(p, tp, r), ours: gatehouseUpstreamPath(c, tp, r) }));
     });
   const results = candidates.map((c) => ({ c, bad: mismatches(c) }));
   const exact = results.find((x) => x.bad.length === 0);
   if (exact) {
     if (exact.c === p) return {};
     const tp = targetPathOf(targets[0] ?? '') || '/';
-    return { strip_path: true, change: `strip_path: true: Janus forwards ${p.listen_path} to ${tp} (the target's path); without it Gatehouse would forward the client's path` };
+    return {
+      strip_path: true,
+      change: `strip_path: true: Janus forwards ${p.listen_path} to ${tp} (the target's path); without it Gatehouse would forward the client's path`,
+    };
   }
   // Only paths ending in "/" differ: Janus drops that slash after stripping, Gatehouse keeps it.
   const slashOnly = results.find((x) => x.bad.every((m) => m.r.endsWith('/') && m.r !== '/' && `${m.janus}/` === m.ours));
@@ -203,8 +223,15 @@ function translateProxy(raw: unknown): ProxyOutcome {
   const targets = (Array.isArray(upstreams.targets) ? upstreams.targets : []).filter(isObject);
   if (upstreams.balancing === 'weight') {
     const weighted = targets.filter((t) => typeof t.weight === 'number' && t.weight > 0);
-    if (weighted.length === 0 && targets.length > 0) refusal = 'every target has weight 0: Janus cannot elect any (its 502 for every request). Give the targets weights in Janus, then import again';
-    else if (weighted.length < targets.length) changes.push(`targets of weight 0 left out (${targets.filter((t) => !weighted.includes(t)).map((t) => t.target).join(', ')}): Janus never elects them`);
+    if (weighted.length === 0 && targets.length > 0)
+      refusal = 'every target has weight 0: Janus cannot elect any (its 502 for every request). Give the targets weights in Janus, then import again';
+    else if (weighted.length < targets.length)
+      changes.push(
+        `targets of weight 0 left out (${targets
+          .filter((t) => !weighted.includes(t))
+          .map((t) => t.target)
+          .join(', ')}): Janus never elects them`,
+      );
     upstreams.targets = weighted;
   } else {
     // Go's zero weight, as Janus serves it; unused by round robin on both gateways.
@@ -218,12 +245,18 @@ function translateProxy(raw: unknown): ProxyOutcome {
   if (zero(timeouts.dial_timeout)) delete timeouts.dial_timeout;
   if (zero(timeouts.response_header_timeout)) {
     timeouts.response_header_timeout = '60s';
-    differences.push('response_header_timeout "60s": Janus waits for response headers without limit, Gatehouse has no unlimited wait (raise it for slower upstreams)');
+    differences.push(
+      'response_header_timeout "60s": Janus waits for response headers without limit, Gatehouse has no unlimited wait (raise it for slower upstreams)',
+    );
   }
   proxy.forwarding_timeouts = timeouts;
 
   const rewrite = mapRewrite(
-    { listen_path: typeof proxy.listen_path === 'string' ? proxy.listen_path : '', strip_path: proxy.strip_path === true, append_path: proxy.append_path === true },
+    {
+      listen_path: typeof proxy.listen_path === 'string' ? proxy.listen_path : '',
+      strip_path: proxy.strip_path === true,
+      append_path: proxy.append_path === true,
+    },
     (upstreams.targets as Record<string, unknown>[]).map((t) => String(t.target ?? '')),
   );
   if (rewrite.strip_path) proxy.strip_path = true;
@@ -235,7 +268,19 @@ function translateProxy(raw: unknown): ProxyOutcome {
 
 // ---- Plugins.
 
-const JANUS_PLUGINS = new Set(['basic_auth', 'body_limit', 'cb', 'compression', 'cors', 'oauth2', 'organization_auth', 'rate_limit', 'request_transformer', 'response_transformer', 'retry']);
+const JANUS_PLUGINS = new Set([
+  'basic_auth',
+  'body_limit',
+  'cb',
+  'compression',
+  'cors',
+  'oauth2',
+  'organization_auth',
+  'rate_limit',
+  'request_transformer',
+  'response_transformer',
+  'retry',
+]);
 
 const HYSTRIX_DEFAULTS = { timeout: 1000, max_concurrent_requests: 10 } as const;
 
@@ -245,68 +290,84 @@ function translatePlugins(raw: unknown, routeMethods: unknown): { plugins: unkno
   let refusal: string | undefined;
   const given = (Array.isArray(raw) ? raw : []).filter(isObject);
   // Janus skips a plugin it does not know (and serves the API without it).
-  for (const p of given.filter((p) => !JANUS_PLUGINS.has(String(p.name)))) changes.push(`plugin ${JSON.stringify(p.name)} left out: Janus does not know it and ignores it`);
-  const plugins = given.filter((p) => JANUS_PLUGINS.has(String(p.name))).map((p) => {
-    const plugin = clone(p);
-    // Go's zero value: `enabled` absent is false in Janus (Gatehouse's default is true).
-    if (plugin.enabled === undefined) {
-      plugin.enabled = false;
-      changes.push(`${plugin.name}: enabled: false: Janus's zero value when enabled is absent`);
-    }
-    const config: Record<string, unknown> = isObject(plugin.config) ? plugin.config : {};
-    plugin.config = config;
-    if (plugin.enabled !== true) return plugin;
-    switch (plugin.name) {
-      case 'cors': {
-        const domains = Array.isArray(config.domains) ? config.domains : [];
-        if (domains.length > 0 && !domains.includes('*')) {
-          config.allow_credentials = true;
-          changes.push('cors: allow_credentials: true: Janus always allows credentials');
-        } else {
-          differences.push('cors: credentials not allowed: Janus allows them from any origin, which Gatehouse refuses (list the origins in domains to allow credentials)');
-        }
-        break;
+  for (const p of given.filter((p) => !JANUS_PLUGINS.has(String(p.name))))
+    changes.push(`plugin ${JSON.stringify(p.name)} left out: Janus does not know it and ignores it`);
+  const plugins = given
+    .filter((p) => JANUS_PLUGINS.has(String(p.name)))
+    .map((p) => {
+      const plugin = clone(p);
+      // Go's zero value: `enabled` absent is false in Janus (Gatehouse's default is true).
+      if (plugin.enabled === undefined) {
+        plugin.enabled = false;
+        changes.push(`${plugin.name}: enabled: false: Janus's zero value when enabled is absent`);
       }
-      case 'cb':
-        for (const [field, value] of Object.entries(HYSTRIX_DEFAULTS)) {
-          if (!config[field]) {
-            config[field] = value;
-            changes.push(`cb: ${field}: ${value}: hystrix's default in Janus (Gatehouse: off)`);
+      const config: Record<string, unknown> = isObject(plugin.config) ? plugin.config : {};
+      plugin.config = config;
+      if (plugin.enabled !== true) return plugin;
+      switch (plugin.name) {
+        case 'cors': {
+          const domains = Array.isArray(config.domains) ? config.domains : [];
+          if (domains.length > 0 && !domains.includes('*')) {
+            config.allow_credentials = true;
+            changes.push('cors: allow_credentials: true: Janus always allows credentials');
+          } else {
+            differences.push(
+              'cors: credentials not allowed: Janus allows them from any origin, which Gatehouse refuses (list the origins in domains to allow credentials)',
+            );
           }
-        }
-        break;
-      case 'retry':
-        if (config.methods === undefined) {
-          config.methods = Array.isArray(routeMethods) && !routeMethods.some((m) => String(m).toUpperCase() === 'ALL') ? routeMethods : ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
-          changes.push(`retry: methods: ${JSON.stringify(config.methods)}: Janus retries every method (Gatehouse: the idempotent ones); a request whose body went upstream is still not re-sent`);
-        }
-        break;
-      case 'rate_limit':
-        differences.push('rate_limit: a JSON 429 with Retry-After instead of Janus\'s plain-text "Limit exceeded"');
-        if (config.trust_forward_headers === true) differences.push('rate_limit: the right-most X-Forwarded-For address is counted, not the left-most (a client cannot choose it)');
-        if (config.policy !== 'local' && config.policy !== 'redis') {
-          // Janus's setup fails ("policy is not supported") and the API is served without the plugin.
-          plugin.enabled = false;
-          changes.push(`rate_limit: enabled: false: Janus does not apply it (policy ${JSON.stringify(config.policy ?? null)} is neither "local" nor "redis")`);
           break;
         }
-        if (config.policy === 'redis') changes.push('rate_limit: redis.dsn/prefix dropped: counters go to the data plane\'s REDIS_URL');
-        break;
-      case 'response_transformer':
-        plugin.enabled = false;
-        changes.push('response_transformer: enabled: false: Janus changes the headers after the response was sent, so the plugin has no effect there (enable it to get its documented effect)');
-        break;
-      case 'request_transformer':
-        if (['add', 'append', 'replace', 'remove'].some((a) => isObject(config[a]) && (config[a] as Record<string, unknown>).body !== undefined)) {
-          differences.push('request_transformer: body actions are not supported and are dropped');
-        }
-        break;
-      case 'organization_auth':
-        refusal = 'plugin organization_auth has no Gatehouse equivalent: use basic_auth or key_auth with acl groups, remove the plugin in Janus, then import again';
-        break;
-    }
-    return plugin;
-  });
+        case 'cb':
+          for (const [field, value] of Object.entries(HYSTRIX_DEFAULTS)) {
+            if (!config[field]) {
+              config[field] = value;
+              changes.push(`cb: ${field}: ${value}: hystrix's default in Janus (Gatehouse: off)`);
+            }
+          }
+          break;
+        case 'retry':
+          if (config.methods === undefined) {
+            config.methods =
+              Array.isArray(routeMethods) && !routeMethods.some((m) => String(m).toUpperCase() === 'ALL')
+                ? routeMethods
+                : ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+            changes.push(
+              `retry: methods: ${JSON.stringify(config.methods)}: Janus retries every method (Gatehouse: the idempotent ones); a request whose body went upstream is still not re-sent`,
+            );
+          }
+          break;
+        case 'rate_limit':
+          differences.push('rate_limit: a JSON 429 with Retry-After instead of Janus\'s plain-text "Limit exceeded"');
+          if (config.trust_forward_headers === true)
+            differences.push('rate_limit: the right-most X-Forwarded-For address is counted, not the left-most (a client cannot choose it)');
+          if (config.policy !== 'local' && config.policy !== 'redis') {
+            // Janus's setup fails ("policy is not supported") and the API is served without the plugin.
+            plugin.enabled = false;
+            changes.push(
+              `rate_limit: enabled: false: Janus does not apply it (policy ${JSON.stringify(config.policy ?? null)} is neither "local" nor "redis")`,
+            );
+            break;
+          }
+          if (config.policy === 'redis') changes.push("rate_limit: redis.dsn/prefix dropped: counters go to the data plane's REDIS_URL");
+          break;
+        case 'response_transformer':
+          plugin.enabled = false;
+          changes.push(
+            'response_transformer: enabled: false: Janus changes the headers after the response was sent, so the plugin has no effect there (enable it to get its documented effect)',
+          );
+          break;
+        case 'request_transformer':
+          if (['add', 'append', 'replace', 'remove'].some((a) => isObject(config[a]) && (config[a] as Record<string, unknown>).body !== undefined)) {
+            differences.push('request_transformer: body actions are not supported and are dropped');
+          }
+          break;
+        case 'organization_auth':
+          refusal =
+            'plugin organization_auth has no Gatehouse equivalent: use basic_auth or key_auth with acl groups, remove the plugin in Janus, then import again';
+          break;
+      }
+      return plugin;
+    });
   return { plugins, changes, differences, refusal };
 }
 
@@ -356,7 +417,11 @@ function hsKeyBytes(strategy: Record<string, unknown>): number | undefined {
   if (strategy.name !== 'jwt') return undefined;
   const settings = strategy.settings;
   // Janus's legacy {"secret"} is one HS256 key.
-  const keys = Array.isArray(settings) ? settings.filter(isObject) : isObject(settings) && typeof settings.secret === 'string' ? [{ alg: 'HS256', key: settings.secret }] : [];
+  const keys = Array.isArray(settings)
+    ? settings.filter(isObject)
+    : isObject(settings) && typeof settings.secret === 'string'
+      ? [{ alg: 'HS256', key: settings.secret }]
+      : [];
   const lengths = keys.filter((k) => /^HS/i.test(String(k.alg ?? '')) && typeof k.key === 'string').map((k) => Buffer.byteLength(k.key as string));
   const short = lengths.filter((n) => n < MIN_HS_KEY_BYTES);
   return short.length > 0 ? Math.min(...short) : undefined;
@@ -387,15 +452,31 @@ export function translateOAuthServer(raw: unknown): ItemReport {
   const corsMeta = isObject(input.cors_meta) ? input.cors_meta : {};
   const origins = Array.isArray(corsMeta.domains) && corsMeta.domains.length > 0 ? corsMeta.domains.join(', ') : 'any origin';
   differences.push(`CORS: Janus answers CORS on every OAuth endpoint (${origins}, with credentials); Gatehouse's OAuth endpoints answer none`);
-  if (isObject(input.rate_limit) && input.rate_limit.enabled === true) differences.push(`rate_limit ${String(input.rate_limit.limit)} on the endpoints: Gatehouse's OAuth endpoints have no rate limit`);
-  if (isObject(input.secrets) && Object.keys(input.secrets).length > 0) differences.push("secrets: Janus adds a client's secret to token requests; Gatehouse does not (clients must send their own)");
-  const clientEndpoints = isObject(input.oauth_client_endpoints) ? Object.entries(input.oauth_client_endpoints).filter(([, e]) => isObject(e) && e.listen_path) : [];
-  if (clientEndpoints.length > 0) differences.push(`oauth_client_endpoints (${clientEndpoints.map(([k]) => k).join(', ')}) are not served by Gatehouse: define them as APIs`);
+  if (isObject(input.rate_limit) && input.rate_limit.enabled === true)
+    differences.push(`rate_limit ${String(input.rate_limit.limit)} on the endpoints: Gatehouse's OAuth endpoints have no rate limit`);
+  if (isObject(input.secrets) && Object.keys(input.secrets).length > 0)
+    differences.push("secrets: Janus adds a client's secret to token requests; Gatehouse does not (clients must send their own)");
+  const clientEndpoints = isObject(input.oauth_client_endpoints)
+    ? Object.entries(input.oauth_client_endpoints).filter(([, e]) => isObject(e) && e.listen_path)
+    : [];
+  if (clientEndpoints.length > 0)
+    differences.push(`oauth_client_endpoints (${clientEndpoints.map(([k]) => k).join(', ')}) are not served by Gatehouse: define them as APIs`);
   if (Array.isArray(input.access_rules) && input.access_rules.length > 0) {
     // Dropping them would let tokens through that Janus denies.
-    reason ??= 'access_rules have no Gatehouse equivalent, and without them tokens Janus denies would pass: express them with the token policy (issuer, audiences, scopes) or remove them in Janus, then import again';
+    reason ??=
+      'access_rules have no Gatehouse equivalent, and without them tokens Janus denies would pass: express them with the token policy (issuer, audiences, scopes) or remove them in Janus, then import again';
   }
-  for (const member of ['cors_meta', 'rate_limit', 'secrets', 'oauth_client_endpoints', 'access_rules', 'allowed_access_types', 'allowed_authorize_types', 'auth_login_redirect']) delete input[member];
+  for (const member of [
+    'cors_meta',
+    'rate_limit',
+    'secrets',
+    'oauth_client_endpoints',
+    'access_rules',
+    'allowed_access_types',
+    'allowed_authorize_types',
+    'auth_login_redirect',
+  ])
+    delete input[member];
   const strategy = isObject(input.token_strategy) ? input.token_strategy : {};
   const introspection = isObject(strategy.settings) ? strategy.settings : {};
   if (strategy.name === 'introspection' && introspection.use_auth_header !== true) {
@@ -443,11 +524,21 @@ export interface JanusConfig {
 function lastOfEachName(items: ItemReport[]): ItemReport[] {
   return items.map((item, i) =>
     items.some((later, j) => j > i && later.kind === item.kind && later.name === item.name)
-      ? { kind: item.kind, name: item.name, status: 'changed', changes: ['not imported: a later definition of the same name replaces it, as in Janus (it keeps the last one read)'], differences: [] }
+      ? {
+          kind: item.kind,
+          name: item.name,
+          status: 'changed',
+          changes: ['not imported: a later definition of the same name replaces it, as in Janus (it keeps the last one read)'],
+          differences: [],
+        }
       : item,
   );
 }
 
 export function translateAll(config: JanusConfig): ItemReport[] {
-  return lastOfEachName([...config.apis.map(translateApi), ...config.oauthServers.map(translateOAuthServer), ...config.basicAuthUsers.map(translateBasicAuthUser)]);
+  return lastOfEachName([
+    ...config.apis.map(translateApi),
+    ...config.oauthServers.map(translateOAuthServer),
+    ...config.basicAuthUsers.map(translateBasicAuthUser),
+  ]);
 }

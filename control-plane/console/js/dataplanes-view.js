@@ -21,7 +21,11 @@ const columns = (cpVersion) => [
   ['Auth', (dp) => [dp.auth?.method ?? '', dp.auth?.subject ? h('div', { class: 'hint' }, dp.auth.subject) : null]],
   ['Snapshot version', (dp) => versionCell(dp, cpVersion)],
   ['Last ACK', (dp) => (dp.last_ack ? `v${dp.last_ack.version} at ${at(dp.last_ack.at)}` : '')],
-  ['Last NACK', (dp) => (dp.last_nack ? [badge('bad', `NACK v${dp.last_nack.version}`), ' ', at(dp.last_nack.at), h('div', { class: 'field-error' }, dp.last_nack.error)] : '')],
+  [
+    'Last NACK',
+    (dp) =>
+      dp.last_nack ? [badge('bad', `NACK v${dp.last_nack.version}`), ' ', at(dp.last_nack.at), h('div', { class: 'field-error' }, dp.last_nack.error)] : '',
+  ],
   ['Connected since', (dp) => at(dp.connected_since)],
 ];
 
@@ -34,9 +38,16 @@ export async function dataPlanesView(ctx) {
     summary.textContent = `Control plane snapshot version: ${cpVersion ?? 'unknown'} · ${dataPlanes.length} data plane(s) connected`;
     // ALLOW_SHORT_HMAC_KEYS=true on the control plane: said above the table while it lasts.
     const shortKeys = dataPlanes.some((dp) => dp.allow_short_hmac_keys)
-      ? h('p', { class: 'field-error', id: 'short-hmac-keys' }, 'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32). Rotate them, then unset it.')
+      ? h(
+          'p',
+          { class: 'field-error', id: 'short-hmac-keys' },
+          'ALLOW_SHORT_HMAC_KEYS=true: HS keys shorter than 32 bytes are accepted (RFC 7518 §3.2 asks for 32). Rotate them, then unset it.',
+        )
       : null;
-    body.replaceChildren(...(shortKeys ? [shortKeys] : []), table(columns(cpVersion), dataPlanes, 'No data plane is connected.', (dp) => ({ 'data-id': dp.id })));
+    body.replaceChildren(
+      ...(shortKeys ? [shortKeys] : []),
+      table(columns(cpVersion), dataPlanes, 'No data plane is connected.', (dp) => ({ 'data-id': dp.id })),
+    );
   };
   await load();
   const timer = setInterval(() => load().catch(() => {}), REFRESH_MS);
@@ -44,7 +55,12 @@ export async function dataPlanesView(ctx) {
   return h(
     'section',
     { 'aria-labelledby': 'title' },
-    h('div', { class: 'actions' }, h('h1', { id: 'title' }, 'Data planes'), h('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Refresh')),
+    h(
+      'div',
+      { class: 'actions' },
+      h('h1', { id: 'title' }, 'Data planes'),
+      h('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Refresh'),
+    ),
     summary,
     body,
   );

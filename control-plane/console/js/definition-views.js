@@ -49,11 +49,7 @@ export async function definitionListView(kind) {
 
   view.append(
     table(
-      [
-        ['Name', (d) => h('a', { href: editHash(kind, d.name) }, d.name)],
-        ...kind.columns,
-        ['', (d) => deleteButton(d)],
-      ],
+      [['Name', (d) => h('a', { href: editHash(kind, d.name) }, d.name)], ...kind.columns, ['', (d) => deleteButton(d)]],
       items,
       `No ${kind.title} yet.`,
       (d) => ({ 'data-name': d.name }),
@@ -140,15 +136,12 @@ export async function definitionEditView(kind, name) {
     const draft = parseJson();
     if (!draft) return;
     try {
-      const { data, snapshotVersion } = creating
-        ? await api('POST', kind.path, draft)
-        : await api('PUT', itemPath(kind, name), mergePatch(original, draft));
+      const { data, snapshotVersion } = creating ? await api('POST', kind.path, draft) : await api('PUT', itemPath(kind, name), mergePatch(original, draft));
       flash = savedText(creating ? 'Created' : 'Saved', kind, data.name, snapshotVersion);
       location.hash = `#/${kind.route}`;
     } catch (err) {
       if (!(err instanceof ApiError)) formError.append(notice('error', `The control plane did not answer: ${err.message}`));
       else if (err.status !== 401) showApiError(err, draft); // 401: the session ended, the login is shown
-
     }
   };
 

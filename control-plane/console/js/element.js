@@ -33,13 +33,27 @@ export function table(columns, rows, empty, rowAttrs = () => ({})) {
   return h(
     'table',
     {},
-    h('thead', {}, h('tr', {}, columns.map(([heading]) => h('th', { scope: 'col' }, heading)))),
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        columns.map(([heading]) => h('th', { scope: 'col' }, heading)),
+      ),
+    ),
     h(
       'tbody',
       {},
       rows.length === 0
         ? h('tr', {}, h('td', { class: 'empty', colspan: columns.length }, empty))
-        : rows.map((row) => h('tr', rowAttrs(row), columns.map(([, cell]) => h('td', {}, cell(row) ?? '')))),
+        : rows.map((row) =>
+            h(
+              'tr',
+              rowAttrs(row),
+              columns.map(([, cell]) => h('td', {}, cell(row) ?? '')),
+            ),
+          ),
     ),
   );
 }

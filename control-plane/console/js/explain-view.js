@@ -12,7 +12,10 @@ function field(id, label, input, hint) {
 /** "Name: value" lines → { name: value }. */
 function parseHeaders(text) {
   const headers = {};
-  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+  for (const line of text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)) {
     const colon = line.indexOf(':');
     if (colon <= 0) throw new Error(`header line "${line}" is not "Name: value"`);
     headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
@@ -65,7 +68,15 @@ function renderExplanation(result) {
       [
         ['Route', (c) => routeLabel(c)],
         ['Listen path', (c) => c.listen_path ?? ''],
-        ['Why it lost', (c) => h('ul', {}, (c.details ?? c.reasons ?? []).map((d) => h('li', {}, d)))],
+        [
+          'Why it lost',
+          (c) =>
+            h(
+              'ul',
+              {},
+              (c.details ?? c.reasons ?? []).map((d) => h('li', {}, d)),
+            ),
+        ],
       ],
       result.candidates ?? [],
       'No other route was considered.',

@@ -3,7 +3,11 @@
 import { h, markInvalid } from './element.js';
 import { getPath, setPath } from './json-path.js';
 
-const splitList = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
+const splitList = (text) =>
+  text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 /** How each field type shows a value and turns the input back into one. */
 const types = {
@@ -38,7 +42,9 @@ const types = {
     show: (input, value) =>
       (input.value =
         value && typeof value === 'object' && !Array.isArray(value)
-          ? Object.entries(value).map(([name, values]) => `${name}: ${Array.isArray(values) ? values.join(', ') : ''}`).join('\n')
+          ? Object.entries(value)
+              .map(([name, values]) => `${name}: ${Array.isArray(values) ? values.join(', ') : ''}`)
+              .join('\n')
           : ''),
     read: (input) => {
       const entries = input.value
@@ -58,7 +64,13 @@ const types = {
     read: (input) => input.checked,
   },
   select: {
-    input: (id, field) => h('select', { id }, h('option', { value: '' }, '—'), field.options.map((o) => h('option', { value: o }, o))),
+    input: (id, field) =>
+      h(
+        'select',
+        { id },
+        h('option', { value: '' }, '—'),
+        field.options.map((o) => h('option', { value: o }, o)),
+      ),
     show: (input, value) => (input.value = typeof value === 'string' ? value : ''),
     read: (input) => (input.value === '' ? undefined : input.value),
   },

@@ -68,7 +68,13 @@ export function credentialFingerprint(role: AdminRole, user: string, password: s
 export function createAdminAuth({ user, password, viewer, jwtSecret, tokenTtlSeconds, now = () => new Date() }: AdminAuthOptions): AdminAuth {
   const account = (role: AdminRole, name: string, secret: string): Account => {
     const fingerprint = credentialFingerprint(role, name, secret, jwtSecret);
-    return { identity: { user: name, role }, userDigest: secretDigest(name), passwordDigest: secretDigest(secret), fingerprint, fingerprintDigest: secretDigest(fingerprint) };
+    return {
+      identity: { user: name, role },
+      userDigest: secretDigest(name),
+      passwordDigest: secretDigest(secret),
+      fingerprint,
+      fingerprintDigest: secretDigest(fingerprint),
+    };
   };
   const accounts = [account('admin', user, password), ...(viewer ? [account('viewer', viewer.user, viewer.password)] : [])];
   // Imported once: given the secret's bytes, jose would import them through WebCrypto on every admin request.

@@ -50,12 +50,15 @@ describe('admin secrets', () => {
 
   test('a DATA_DIR that does not exist yet (STORE=kubernetes keeps nothing else there) is created, mode 0700', async () => {
     const nested = join(dir, 'not', 'yet');
-    const secrets = await resolveAdminSecrets({ ...sources(), adminPasswordFile: join(nested, 'admin-password'), adminJwtSecretFile: join(nested, 'admin-jwt-secret') }, capture());
+    const secrets = await resolveAdminSecrets(
+      { ...sources(), adminPasswordFile: join(nested, 'admin-password'), adminJwtSecretFile: join(nested, 'admin-jwt-secret') },
+      capture(),
+    );
     expect((await readFile(join(nested, 'admin-password'), 'utf8')).trim()).toBe(secrets.password);
     expect((await stat(nested)).mode & 0o777).toBe(0o700);
   });
 
-  test('the generated password\'s location is printed at LOG_LEVEL=warn too', async () => {
+  test("the generated password's location is printed at LOG_LEVEL=warn too", async () => {
     await resolveAdminSecrets(sources(), capture('warn'));
     expect(lines.join('')).toContain(join(dir, 'admin-password'));
   });
@@ -68,10 +71,7 @@ describe('admin secrets', () => {
   });
 
   test('values from the environment win and no file is written', async () => {
-    const secrets = await resolveAdminSecrets(
-      { ...sources(), adminPassword: 'from-env', adminJwtSecret: 'x'.repeat(40) },
-      capture(),
-    );
+    const secrets = await resolveAdminSecrets({ ...sources(), adminPassword: 'from-env', adminJwtSecret: 'x'.repeat(40) }, capture());
     expect(secrets).toEqual({ password: 'from-env', jwtSecret: 'x'.repeat(40) });
     await expect(stat(join(dir, 'admin-password'))).rejects.toMatchObject({ code: 'ENOENT' });
   });

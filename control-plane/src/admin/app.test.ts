@@ -200,7 +200,11 @@ describe('login and admin tokens', () => {
     ['garbage JWT', async () => 'Bearer abc.def.ghi', 'invalid or expired token'],
     ['wrong signature', async () => `Bearer ${await sign(admin(), { secret: 'another-secret-another-secret-xx' })}`, 'invalid or expired token'],
     ['expired', async () => `Bearer ${await sign(admin(), { exp: Math.floor(Date.now() / 1000) - 120 })}`, 'invalid or expired token'],
-    ['no credential fingerprint (a token of an earlier release)', async () => `Bearer ${await sign({ role: 'admin' })}`, 'token was issued for credentials that changed; log in again'],
+    [
+      'no credential fingerprint (a token of an earlier release)',
+      async () => `Bearer ${await sign({ role: 'admin' })}`,
+      'token was issued for credentials that changed; log in again',
+    ],
     [
       'fingerprint of an earlier password',
       async () => `Bearer ${await sign({ role: 'admin', cfp: credentialFingerprint('admin', 'admin', 'old password', SECRET) })}`,
@@ -211,7 +215,11 @@ describe('login and admin tokens', () => {
       async () => `Bearer ${await sign({ role: 'admin', cfp: credentialFingerprint('viewer', 'auditor', VIEWER_PASSWORD, SECRET) })}`,
       'token was issued for credentials that changed; log in again',
     ],
-    ['alg none', async () => `Bearer ${new UnsecuredJWT({ sub: 'admin', iss: ADMIN_TOKEN_ISSUER, aud: ADMIN_TOKEN_AUDIENCE, exp: 2e9 }).encode()}`, 'invalid or expired token'],
+    [
+      'alg none',
+      async () => `Bearer ${new UnsecuredJWT({ sub: 'admin', iss: ADMIN_TOKEN_ISSUER, aud: ADMIN_TOKEN_AUDIENCE, exp: 2e9 }).encode()}`,
+      'invalid or expired token',
+    ],
     ['HS512 with the right secret (alg not allowed)', async () => `Bearer ${await sign(admin(), { alg: 'HS512' })}`, 'invalid or expired token'],
     [
       'wrong audience',
@@ -347,7 +355,11 @@ describe('/apis', () => {
     expect((await call('GET', '/apis')).body).toEqual([res.body]);
     expect((await call('GET', '/apis/users')).body).toEqual(res.body);
     const stored = await readStoredContent(dir, logger);
-    expect(JSON.parse(JSON.stringify({ revision: stored.revision, apis: stored.defs.apis, oauth_servers: stored.defs.oauthServers }))).toEqual({ revision: 2, apis: [res.body], oauth_servers: [] });
+    expect(JSON.parse(JSON.stringify({ revision: stored.revision, apis: stored.defs.apis, oauth_servers: stored.defs.oauthServers }))).toEqual({
+      revision: 2,
+      apis: [res.body],
+      oauth_servers: [],
+    });
     expect(builder.current().version).toBe(2);
   });
 
@@ -387,7 +399,7 @@ describe('/apis', () => {
     expect((await call('POST', '/apis', apiBody('b', {}, { listen_path: '/a/*' }))).status).toBe(409);
   });
 
-  test('PUT onto another API\'s listen path → 409, unchanged', async () => {
+  test("PUT onto another API's listen path → 409, unchanged", async () => {
     await call('POST', '/apis', apiBody('a'));
     await call('POST', '/apis', apiBody('b'));
     const res = await call('PUT', '/apis/b', { proxy: { listen_path: '/a/*' } });
@@ -426,7 +438,10 @@ describe('/apis', () => {
   ])('%s %s, a path that does not decode → 400, store unchanged', async (method, path) => {
     await call('POST', '/apis', apiBody('kept'));
     const before = (await call('GET', '/apis')).body;
-    expect(await call(method, path, method === 'PUT' ? {} : undefined)).toMatchObject({ status: 400, body: { error: 'malformed percent-encoding in the request path' } });
+    expect(await call(method, path, method === 'PUT' ? {} : undefined)).toMatchObject({
+      status: 400,
+      body: { error: 'malformed percent-encoding in the request path' },
+    });
     expect((await call('GET', '/apis')).body).toEqual(before);
   });
 
@@ -467,7 +482,11 @@ describe('/apis', () => {
 
   test.each<[string, Record<string, unknown>, string[]]>([
     ['PUT with the proxy.hosts alias replaces the hosts, as hosts would', { proxy: { hosts: ['B.example.com'] } }, ['b.example.com']],
-    ['PATCH with the alias and hosts: both replace the stored hosts together', { hosts: ['c.example.com'], proxy: { hosts: ['d.example.com'] } }, ['c.example.com', 'd.example.com']],
+    [
+      'PATCH with the alias and hosts: both replace the stored hosts together',
+      { hosts: ['c.example.com'], proxy: { hosts: ['d.example.com'] } },
+      ['c.example.com', 'd.example.com'],
+    ],
     ['an empty alias clears them', { proxy: { hosts: [] } }, []],
     ['a null alias clears them too (null removes)', { proxy: { hosts: null } }, []],
     ['a patch without the alias leaves them', { proxy: { strip_path: true } }, ['a.example.com', 'x.example.com']],
@@ -564,7 +583,7 @@ describe('/oauth/servers', () => {
     expect(res).toMatchObject({ status: 409, body: { error: 'oauth server name is already registered' } });
   });
 
-  test('409 on DELETE while an API\'s oauth2 plugin references it; the message names the API', async () => {
+  test("409 on DELETE while an API's oauth2 plugin references it; the message names the API", async () => {
     await call('POST', '/oauth/servers', serverBody('auth'));
     await call('POST', '/apis', apiBody('orders', { plugins: oauth2('auth') }));
     const res = await call('DELETE', '/oauth/servers/auth');
@@ -575,7 +594,7 @@ describe('/oauth/servers', () => {
     expect((await call('DELETE', '/oauth/servers/auth')).status).toBe(204);
   });
 
-  test('an endpoint on an API\'s listen path → 409; an API on an endpoint\'s path → 409', async () => {
+  test("an endpoint on an API's listen path → 409; an API on an endpoint's path → 409", async () => {
     await call('POST', '/apis', apiBody('a', {}, { listen_path: '/a/token', methods: ['POST'] }));
     expect((await call('POST', '/oauth/servers', serverBody('auth', '/a/token'))).status).toBe(409);
     await call('POST', '/oauth/servers', serverBody('auth2'));
@@ -609,7 +628,9 @@ describe('/dataplanes', () => {
   test('lists a connected data plane with its ACKed version, and drops it when the stream closes', async () => {
     expect((await call('GET', '/dataplanes')).body).toEqual([]);
     const client = new proto.Client(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
-    const stream = (client as unknown as { StreamSnapshots(): grpc.ClientDuplexStream<object, { nonce: string; snapshot: { version: number } }> }).StreamSnapshots();
+    const stream = (
+      client as unknown as { StreamSnapshots(): grpc.ClientDuplexStream<object, { nonce: string; snapshot: { version: number } }> }
+    ).StreamSnapshots();
     stream.on('error', () => undefined);
     stream.on('data', (push) => stream.write({ ack: { version: push.snapshot.version, nonce: push.nonce } }));
     stream.write({ hello: { id: 'dp-1', hostname: 'host-1', proxy_address: '10.0.0.1:8080' } });

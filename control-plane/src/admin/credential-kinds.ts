@@ -37,7 +37,10 @@ interface SecretRules {
 
 function credentialKind<T extends { username: string; groups?: string[] }>(stored: StoredKind<T>, rules: SecretRules): DefinitionKind<T> {
   const { field, hashField } = rules;
-  const hashed = async (rest: Record<string, unknown>, secret: string): Promise<Record<string, unknown>> => ({ ...rest, [hashField]: await rules.hash(secret) });
+  const hashed = async (rest: Record<string, unknown>, secret: string): Promise<Record<string, unknown>> => ({
+    ...rest,
+    [hashField]: await rules.hash(secret),
+  });
   async function prepare(body: Record<string, unknown>, op: 'create' | 'update'): Promise<Prepared> {
     const { [field]: secret, [hashField]: _ignored, ...rest } = body;
     if (secret === undefined) {

@@ -60,7 +60,10 @@ function resourceRoutes<T>(router: Router, store: DefinitionStore, update: Recor
     .post(async (req, res) => {
       const { body, reveal } = await prepared(req.body, 'create');
       const created = await write(req, res, (defs) => createDefinition(kind, defs, body));
-      res.status(201).location(`${path}/${encodeURIComponent(kind.nameOf(created))}`).json(present(created, reveal));
+      res
+        .status(201)
+        .location(`${path}/${encodeURIComponent(kind.nameOf(created))}`)
+        .json(present(created, reveal));
     })
     .all(methodNotAllowed(['GET', 'HEAD', 'POST']));
 

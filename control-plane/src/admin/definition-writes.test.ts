@@ -9,6 +9,9 @@ test('indexForWrites (called at start) leaves the configuration indexed, and a w
   expect(knownConfigIndex(defs)).toBeUndefined();
   indexForWrites(defs);
   expect(knownConfigIndex(defs)).toBeTruthy();
-  const { defs: next } = createDefinition(apiKind, defs, { name: 'c', proxy: { listen_path: '/c/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } } });
+  const { defs: next } = createDefinition(apiKind, defs, {
+    name: 'c',
+    proxy: { listen_path: '/c/*', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } },
+  });
   expect(knownConfigIndex(next)).toBeTruthy();
 });

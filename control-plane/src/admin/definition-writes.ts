@@ -11,7 +11,15 @@ import { isPlainObject } from '#proto/definition/field-path';
 import { keepRedactedSecrets } from '#proto/definition/secret-fields';
 import { compileDefinitions, MIN_HMAC_KEY_BYTES, shortHmacKeysOf, type DefinitionKindName } from '#proto/compile/index';
 import { fieldError } from '#proto/definition/field-path';
-import { applyChanges, ChangeRejected, configIndexOf, definitionIn, knownConfigIndex, rememberConfigIndex, type DefinitionChange } from '#proto/compile/incremental';
+import {
+  applyChanges,
+  ChangeRejected,
+  configIndexOf,
+  definitionIn,
+  knownConfigIndex,
+  rememberConfigIndex,
+  type DefinitionChange,
+} from '#proto/compile/incremental';
 import { deriveDefinitions } from '#proto/snapshot/codec';
 import { storedApis, storedOAuthServers, type StoredKind } from '../store/definition-kinds.js';
 import { compileCache } from '../store/compile-cache.js';
@@ -191,12 +199,7 @@ export function createDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, 
 }
 
 /** PUT and PATCH: RFC 7396 merge patch onto the stored definition (a REDACTED secret keeps the stored one), then full validation. */
-export function updateDefinition<T>(
-  kind: DefinitionKind<T>,
-  defs: Definitions,
-  name: string,
-  body: unknown,
-): WriteResult<T> {
+export function updateDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, name: string, body: unknown): WriteResult<T> {
   const stored = findDefinition(kind, defs, name);
   const patch = requireObject(body);
   requireSameName(patch, name, kind.nameField);
@@ -213,7 +216,10 @@ export function updateDefinition<T>(
 export function deleteDefinition<T>(kind: DefinitionKind<T>, defs: Definitions, name: string): Definitions {
   const before = findDefinition(kind, defs, name);
   kind.checkDelete?.(defs, name);
-  const next = kind.withList(defs, kind.list(defs).filter((d) => kind.nameOf(d) !== name));
+  const next = kind.withList(
+    defs,
+    kind.list(defs).filter((d) => kind.nameOf(d) !== name),
+  );
   deriveDefinitions(defs, next, [{ kind: kind.compileKind, before: before as object }]);
   indexAfter(defs, next, { kind: kind.compileKind, name });
   return next;

@@ -146,7 +146,9 @@ const storedCredential = (hashField: string): JsonSchema => ({
 function schemas(): Record<string, JsonSchema> {
   const credentialView = z.object({
     username: usernameSchema,
-    groups: groupListSchema(MAX_CREDENTIAL_GROUPS).optional().describe("the consumer's groups, which the acl plugin authorizes by (lower-cased, deduplicated, sorted)"),
+    groups: groupListSchema(MAX_CREDENTIAL_GROUPS)
+      .optional()
+      .describe("the consumer's groups, which the acl plugin authorizes by (lower-cased, deduplicated, sorted)"),
   });
   return {
     Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
@@ -161,7 +163,10 @@ function schemas(): Record<string, JsonSchema> {
     BasicAuthUserInput: jsonSchema(credentialView.extend({ password: passwordSchema }), 'input'),
     BasicAuthUserPatch: patchOf(jsonSchema(credentialView.extend({ password: passwordSchema }), 'input')),
     BasicAuthUser: jsonSchema(credentialView, 'output'),
-    KeyAuthCredentialInput: jsonSchema(credentialView.extend({ key: apiKeySchema.optional().describe('the API key; a create without one gets a generated key (32 random bytes, base64url)') }), 'input'),
+    KeyAuthCredentialInput: jsonSchema(
+      credentialView.extend({ key: apiKeySchema.optional().describe('the API key; a create without one gets a generated key (32 random bytes, base64url)') }),
+      'input',
+    ),
     KeyAuthCredentialPatch: patchOf(jsonSchema(credentialView.extend({ key: apiKeySchema }), 'input')),
     KeyAuthCredential: jsonSchema(credentialView, 'output'),
     KeyAuthCredentialCreated: jsonSchema(
@@ -223,8 +228,20 @@ export interface OperationSpec {
 
 /** pagination.ts */
 const pageParameters: JsonSchema[] = [
-  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE }, description: 'a page of this many items (100 when only after is given)' },
-  { name: 'after', in: 'query', required: false, schema: { type: 'string' }, description: 'the items whose names sort after this one (the last name of the previous page)' },
+  {
+    name: 'limit',
+    in: 'query',
+    required: false,
+    schema: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE },
+    description: 'a page of this many items (100 when only after is given)',
+  },
+  {
+    name: 'after',
+    in: 'query',
+    required: false,
+    schema: { type: 'string' },
+    description: 'the items whose names sort after this one (the last name of the previous page)',
+  },
 ];
 const nameParam = (description: string): JsonSchema => ({ name: 'name', in: 'path', required: true, schema: { type: 'string' }, description });
 const secretsParam: JsonSchema = {
@@ -234,7 +251,13 @@ const secretsParam: JsonSchema = {
   schema: { type: 'string', enum: ['include'] },
   description: `include: the secrets as stored (admin only; logged), else each is shown as "${REDACTED}"`,
 };
-const versionParam: JsonSchema = { name: 'version', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9]+$' }, description: 'a version listed by GET /config/history' };
+const versionParam: JsonSchema = {
+  name: 'version',
+  in: 'path',
+  required: true,
+  schema: { type: 'string', pattern: '^[0-9]+$' },
+  description: 'a version listed by GET /config/history',
+};
 
 /** CRUD of one definition kind (definition-routes.ts). */
 function resourceOperations(o: {
@@ -285,7 +308,14 @@ function resourceOperations(o: {
       success: { status: 201, description: `the stored ${o.noun} (Location: its URL)`, schema: ref(o.created ?? o.shown) },
       errors: { 409: o.conflicts },
     },
-    { method: 'get', path: item, summary: `Get ${o.noun}`, parameters, success: { status: 200, description: `the ${o.noun}`, schema: ref(o.shown) }, errors: notFound },
+    {
+      method: 'get',
+      path: item,
+      summary: `Get ${o.noun}`,
+      parameters,
+      success: { status: 200, description: `the ${o.noun}`, schema: ref(o.shown) },
+      errors: notFound,
+    },
     update('put'),
     update('patch'),
     {
@@ -302,7 +332,13 @@ function resourceOperations(o: {
 
 /** Every admin route (app.ts and the routers it mounts), except the web console's static files. */
 export const OPERATIONS: readonly OperationSpec[] = [
-  { method: 'get', path: '/healthz', summary: 'Liveness', public: true, success: { status: 200, description: 'alive', schema: { type: 'object', properties: { status: { const: 'ok' } } } } },
+  {
+    method: 'get',
+    path: '/healthz',
+    summary: 'Liveness',
+    public: true,
+    success: { status: 200, description: 'alive', schema: { type: 'object', properties: { status: { const: 'ok' } } } },
+  },
   {
     method: 'get',
     path: '/readyz',
@@ -311,8 +347,20 @@ export const OPERATIONS: readonly OperationSpec[] = [
     success: { status: 200, description: 'ready', schema: ref('Ready') },
     errors: { 503: 'store unreachable (body: Ready with ready false)' },
   },
-  { method: 'get', path: '/metrics', summary: 'Prometheus metrics', public: true, success: { status: 200, description: 'Prometheus text format', contentType: 'text/plain' } },
-  { method: 'get', path: '/openapi.json', summary: 'This document', public: true, success: { status: 200, description: 'OpenAPI 3.1 document', schema: { type: 'object' } } },
+  {
+    method: 'get',
+    path: '/metrics',
+    summary: 'Prometheus metrics',
+    public: true,
+    success: { status: 200, description: 'Prometheus text format', contentType: 'text/plain' },
+  },
+  {
+    method: 'get',
+    path: '/openapi.json',
+    summary: 'This document',
+    public: true,
+    success: { status: 200, description: 'OpenAPI 3.1 document', schema: { type: 'object' } },
+  },
   {
     method: 'post',
     path: '/login',
@@ -363,7 +411,12 @@ export const OPERATIONS: readonly OperationSpec[] = [
     conflicts: '`key_auth credential already exists` or `api key is already registered`',
     updateConflicts: '`api key is already registered`',
   }),
-  { method: 'get', path: '/dataplanes', summary: 'Connected data planes', success: { status: 200, description: 'one entry per stream', schema: { type: 'array', items: ref('DataPlane') } } },
+  {
+    method: 'get',
+    path: '/dataplanes',
+    summary: 'Connected data planes',
+    success: { status: 200, description: 'one entry per stream', schema: { type: 'array', items: ref('DataPlane') } },
+  },
   {
     method: 'post',
     path: '/explain',
@@ -386,9 +439,18 @@ export const OPERATIONS: readonly OperationSpec[] = [
     write: true,
     body: 'ConfigDocument',
     parameters: [{ name: 'dry_run', in: 'query', required: false, schema: { type: 'string', enum: ['true', 'false'] } }],
-    success: { status: 200, description: 'the new version and the diff (dry run: ConfigDryRun)', schema: { oneOf: [ref('ConfigChange'), ref('ConfigDryRun')] } },
+    success: {
+      status: 200,
+      description: 'the new version and the diff (dry run: ConfigDryRun)',
+      schema: { oneOf: [ref('ConfigChange'), ref('ConfigDryRun')] },
+    },
   },
-  { method: 'get', path: '/config/history', summary: 'Kept versions, newest first', success: { status: 200, description: 'the history', schema: { type: 'array', items: ref('HistoryEntry') } } },
+  {
+    method: 'get',
+    path: '/config/history',
+    summary: 'Kept versions, newest first',
+    success: { status: 200, description: 'the history', schema: { type: 'array', items: ref('HistoryEntry') } },
+  },
   {
     method: 'get',
     path: '/config/history/{version}',
@@ -422,7 +484,10 @@ function operation(op: OperationSpec): JsonSchema {
   for (const [status, description] of Object.entries(statusesOf(op))) {
     if (Number(status) === op.success.status) {
       const { schema, contentType = 'application/json' } = op.success;
-      responses[status] = { description, ...(schema || contentType !== 'application/json' ? { content: { [contentType]: { schema: schema ?? { type: 'string' } } } } : {}) };
+      responses[status] = {
+        description,
+        ...(schema || contentType !== 'application/json' ? { content: { [contentType]: { schema: schema ?? { type: 'string' } } } } : {}),
+      };
     } else {
       const schema = op.path === '/readyz' ? ref('Ready') : ref('Error');
       responses[status] = { description, content: { 'application/json': { schema } } };

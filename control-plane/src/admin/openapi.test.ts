@@ -57,7 +57,10 @@ describe('OpenAPI document', () => {
   });
 
   test('every operation has the Error body on each error status, and a bearer requirement unless public', () => {
-    const paths = document.paths as Record<string, Record<string, { security?: unknown[]; responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>;
+    const paths = document.paths as Record<
+      string,
+      Record<string, { security?: unknown[]; responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>
+    >;
     for (const op of OPERATIONS) {
       const doc = paths[op.path][op.method];
       expect(Object.keys(doc.responses).sort()).toEqual([...Object.keys(statusesOf(op)), 'default'].sort());

@@ -8,19 +8,29 @@ describe('pageRequestOf', () => {
   test.each([
     [{}, null],
     [{ limit: '5' }, { limit: 5, after: undefined }],
-    [{ limit: '1000', after: 'b' }, { limit: 1000, after: 'b' }],
+    [
+      { limit: '1000', after: 'b' },
+      { limit: 1000, after: 'b' },
+    ],
     [{ after: 'b' }, { limit: 100, after: 'b' }],
     [{ after: '' }, { limit: 100, after: '' }],
   ])('%j → %j', (query, expected) => {
     expect(pageRequestOf(query)).toEqual(expected);
   });
 
-  test.each([[{ limit: '0' }], [{ limit: '1001' }], [{ limit: '-1' }], [{ limit: '2.5' }], [{ limit: 'ten' }], [{ limit: '' }], [{ limit: ['1', '2'] }]])('%j is refused, naming limit', (query) => {
-    expect(() => pageRequestOf(query)).toThrow(expect.objectContaining({ code: 'VALIDATION_FAILED', message: `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}` }));
-  });
+  test.each([[{ limit: '0' }], [{ limit: '1001' }], [{ limit: '-1' }], [{ limit: '2.5' }], [{ limit: 'ten' }], [{ limit: '' }], [{ limit: ['1', '2'] }]])(
+    '%j is refused, naming limit',
+    (query) => {
+      expect(() => pageRequestOf(query)).toThrow(
+        expect.objectContaining({ code: 'VALIDATION_FAILED', message: `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}` }),
+      );
+    },
+  );
 
   test('after given twice is refused, naming after', () => {
-    expect(() => pageRequestOf({ limit: '2', after: ['a', 'b'] })).toThrow(expect.objectContaining({ code: 'VALIDATION_FAILED', message: 'after must be given once' }));
+    expect(() => pageRequestOf({ limit: '2', after: ['a', 'b'] })).toThrow(
+      expect.objectContaining({ code: 'VALIDATION_FAILED', message: 'after must be given once' }),
+    );
   });
 });
 

@@ -21,7 +21,8 @@ export function pageRequestOf(query: Record<string, unknown>): PageRequest | nul
   if (after !== undefined && typeof after !== 'string') throw new GatehouseError('VALIDATION_FAILED', 'after must be given once', { field: 'after' });
   if (limit === undefined) return { limit: DEFAULT_PAGE_SIZE, after };
   const n = typeof limit === 'string' && /^\d{1,4}$/.test(limit) ? Number(limit) : NaN;
-  if (!(n >= 1 && n <= MAX_PAGE_SIZE)) throw new GatehouseError('VALIDATION_FAILED', `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}`, { field: 'limit' });
+  if (!(n >= 1 && n <= MAX_PAGE_SIZE))
+    throw new GatehouseError('VALIDATION_FAILED', `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}`, { field: 'limit' });
   return { limit: n, after };
 }
 

@@ -19,7 +19,12 @@ export function identityOf(res: Response): AdminIdentity | undefined {
 }
 
 /** `versionOf`: the snapshot version serving a store revision (they differ once Service endpoints changed). */
-export function createRecordedUpdate(store: DefinitionStore, history: ConfigHistory, logger: Logger, versionOf = (revision: number) => revision): RecordedUpdate {
+export function createRecordedUpdate(
+  store: DefinitionStore,
+  history: ConfigHistory,
+  logger: Logger,
+  versionOf = (revision: number) => revision,
+): RecordedUpdate {
   return async (req, res, mutation, action) => {
     let written!: Definitions;
     const result = await store.update(async (current) => (written = await mutation(current)));

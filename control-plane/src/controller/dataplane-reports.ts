@@ -96,7 +96,9 @@ export function startDataPlaneReports(deps: {
       if (!closed) schedule(200);
     },
     async others() {
-      const list = (await api.listNamespacedCustomObject({ ...LEASES, namespace, labelSelector: `${REPORT_LABEL}=${deps.leaseName}` })) as { items: ReportLease[] };
+      const list = (await api.listNamespacedCustomObject({ ...LEASES, namespace, labelSelector: `${REPORT_LABEL}=${deps.leaseName}` })) as {
+        items: ReportLease[];
+      };
       const fresh = Date.now() - 3 * deps.leaseDurationMs;
       return list.items
         .filter((l) => l.metadata.name !== name && Date.parse(l.spec?.renewTime ?? '') >= fresh)

@@ -55,7 +55,13 @@ export function startController(deps: {
       return null;
     }
     const ids = new Set(own.map((dp) => dp.id));
-    return [...own, ...toViews(remote.filter((dp) => !ids.has(dp.id)), (h) => store.revisionOfHash(h))];
+    return [
+      ...own,
+      ...toViews(
+        remote.filter((dp) => !ids.has(dp.id)),
+        (h) => store.revisionOfHash(h),
+      ),
+    ];
   }
 
   const status = createStatusController({

@@ -20,7 +20,18 @@ const dp = (id: string, acked: number | null, nack?: { version: number; error: s
 
 /** The status a CR holds after `generation` was Programmed. */
 function programmedAt(generation: number): Record<string, unknown> {
-  return { conditions: [{ type: 'Programmed', status: 'True', reason: 'Programmed', message: 'served by every synced data plane', observedGeneration: generation, lastTransitionTime: AT }] };
+  return {
+    conditions: [
+      {
+        type: 'Programmed',
+        status: 'True',
+        reason: 'Programmed',
+        message: 'served by every synced data plane',
+        observedGeneration: generation,
+        lastTransitionTime: AT,
+      },
+    ],
+  };
 }
 
 function condition(status: Record<string, unknown>, type: string) {
@@ -30,18 +41,74 @@ function condition(status: Record<string, unknown>, type: string) {
 describe('desiredStatus', () => {
   test.each<[string, Partial<ResourceVerdict>, DataPlaneView[], [string, string], [string, string], string]>([
     ['all data planes ACKed this generation', {}, [dp('a', 5), dp('b', 6)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced data plane'],
-    ['one has not ACKed it yet', {}, [dp('a', 5), dp('b', 4)], ['True', 'Accepted'], ['False', 'Pending'], 'not every synced data plane serves generation 3 yet'],
+    [
+      'one has not ACKed it yet',
+      {},
+      [dp('a', 5), dp('b', 4)],
+      ['True', 'Accepted'],
+      ['False', 'Pending'],
+      'not every synced data plane serves generation 3 yet',
+    ],
     ['one still on its first sync is not asked', {}, [dp('a', 5), dp('b', null)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
-    ['a NACK of a snapshot with it', {}, [dp('a', 4, { version: 5, error: 'boom' }), dp('b', 5)], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
-    ['a NACK of its first snapshot', {}, [dp('a', null, { version: 6, error: 'boom' })], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
-    ['a NACK older than the ACK does not count', {}, [dp('a', 6, { version: 5, error: 'old' })], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
+    [
+      'a NACK of a snapshot with it',
+      {},
+      [dp('a', 4, { version: 5, error: 'boom' }), dp('b', 5)],
+      ['True', 'Accepted'],
+      ['False', 'Rejected'],
+      'a data plane rejected it: boom',
+    ],
+    [
+      'a NACK of its first snapshot',
+      {},
+      [dp('a', null, { version: 6, error: 'boom' })],
+      ['True', 'Accepted'],
+      ['False', 'Rejected'],
+      'a data plane rejected it: boom',
+    ],
+    [
+      'a NACK older than the ACK does not count',
+      {},
+      [dp('a', 6, { version: 5, error: 'old' })],
+      ['True', 'Accepted'],
+      ['True', 'Programmed'],
+      'served by every synced',
+    ],
     // The data plane keeps serving its last good snapshot, which holds this generation.
-    ['a NACK of a later snapshot by a data plane that serves it', {}, [dp('a', 6, { version: 7, error: 'later' }), dp('b', 7)], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
-    ['a NACK of a later snapshot, its generation newer than what that data plane serves', { sinceRevision: 7 }, [dp('a', 6, { version: 8, error: 'boom' }), dp('b', 8)], ['True', 'Accepted'], ['False', 'Rejected'], 'a data plane rejected it: boom'],
+    [
+      'a NACK of a later snapshot by a data plane that serves it',
+      {},
+      [dp('a', 6, { version: 7, error: 'later' }), dp('b', 7)],
+      ['True', 'Accepted'],
+      ['True', 'Programmed'],
+      'served by every synced',
+    ],
+    [
+      'a NACK of a later snapshot, its generation newer than what that data plane serves',
+      { sinceRevision: 7 },
+      [dp('a', 6, { version: 8, error: 'boom' }), dp('b', 8)],
+      ['True', 'Accepted'],
+      ['False', 'Rejected'],
+      'a data plane rejected it: boom',
+    ],
     ['no data plane, never programmed', {}, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
     ['none synced yet, never programmed', {}, [dp('a', null)], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
-    ['no data plane, this generation programmed before', { status: programmedAt(3) }, [], ['True', 'Accepted'], ['True', 'Programmed'], 'served by every synced'],
-    ['no data plane, an older generation programmed before', { status: programmedAt(2) }, [], ['True', 'Accepted'], ['False', 'NoDataPlanes'], 'no data plane has synced yet'],
+    [
+      'no data plane, this generation programmed before',
+      { status: programmedAt(3) },
+      [],
+      ['True', 'Accepted'],
+      ['True', 'Programmed'],
+      'served by every synced',
+    ],
+    [
+      'no data plane, an older generation programmed before',
+      { status: programmedAt(2) },
+      [],
+      ['True', 'Accepted'],
+      ['False', 'NoDataPlanes'],
+      'no data plane has synced yet',
+    ],
     [
       'invalid definition',
       { error: new GatehouseError('VALIDATION_FAILED', 'proxy.listen_path must start with "/"', { field: 'proxy.listen_path' }), sinceRevision: null },
@@ -50,8 +117,22 @@ describe('desiredStatus', () => {
       ['False', 'Invalid'],
       'not accepted',
     ],
-    ['route conflict', { error: new GatehouseError('API_LISTEN_PATH_TAKEN', 'api listen path is already registered'), sinceRevision: null }, [], ['False', 'Conflicted'], ['False', 'Invalid'], 'not accepted'],
-    ['name taken', { error: new GatehouseError('API_NAME_TAKEN', 'api name is already registered'), sinceRevision: null }, [], ['False', 'NameTaken'], ['False', 'Invalid'], 'not accepted'],
+    [
+      'route conflict',
+      { error: new GatehouseError('API_LISTEN_PATH_TAKEN', 'api listen path is already registered'), sinceRevision: null },
+      [],
+      ['False', 'Conflicted'],
+      ['False', 'Invalid'],
+      'not accepted',
+    ],
+    [
+      'name taken',
+      { error: new GatehouseError('API_NAME_TAKEN', 'api name is already registered'), sinceRevision: null },
+      [],
+      ['False', 'NameTaken'],
+      ['False', 'Invalid'],
+      'not accepted',
+    ],
   ])('%s', (_name, v, dps, accepted, programmed, programmedMessage) => {
     const status = desiredStatus(verdict(v), dps, AT);
     expect(condition(status, 'Accepted')).toMatchObject({ status: accepted[0], reason: accepted[1], observedGeneration: 3 });
@@ -60,7 +141,9 @@ describe('desiredStatus', () => {
   });
 
   test('the Accepted message of a rejected definition names the field', () => {
-    const error = new GatehouseError('VALIDATION_FAILED', 'proxy.upstreams.targets[0].target is not a valid URL', { field: 'proxy.upstreams.targets[0].target' });
+    const error = new GatehouseError('VALIDATION_FAILED', 'proxy.upstreams.targets[0].target is not a valid URL', {
+      field: 'proxy.upstreams.targets[0].target',
+    });
     expect(condition(desiredStatus(verdict({ error }), [], AT), 'Accepted')!.message).toBe('proxy.upstreams.targets[0].target is not a valid URL');
   });
 });
@@ -82,7 +165,15 @@ describe('statusUpdate', () => {
 
   test('a status read back from the apiserver, its keys sorted, is the status written: nothing to write', () => {
     const sortedKeys = (value: unknown): unknown =>
-      Array.isArray(value) ? value.map(sortedKeys) : value && typeof value === 'object' ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, sortedKeys(v)])) : value;
+      Array.isArray(value)
+        ? value.map(sortedKeys)
+        : value && typeof value === 'object'
+          ? Object.fromEntries(
+              Object.entries(value)
+                .sort(([a], [b]) => (a < b ? -1 : 1))
+                .map(([k, v]) => [k, sortedKeys(v)]),
+            )
+          : value;
     const readBack = sortedKeys(desired) as Record<string, unknown>;
     expect(JSON.stringify(readBack)).not.toBe(JSON.stringify(desired));
     expect(statusUpdate(readBack, desiredStatus(verdict(), [dp('a', 5)], '2026-11-22T21:00:00Z'))).toBeNull();
@@ -92,7 +183,7 @@ describe('statusUpdate', () => {
     expect(statusUpdate(undefined, desired)).toEqual(desired);
   });
 
-  test('the fleet\'s size is not in a status: another data plane syncing or leaving changes nothing to write', () => {
+  test("the fleet's size is not in a status: another data plane syncing or leaving changes nothing to write", () => {
     expect(statusUpdate(desired, desiredStatus(verdict(), [dp('a', 5), dp('b', 7), dp('c', null)], AT))).toBeNull();
     expect(statusUpdate(desired, desiredStatus(verdict({ status: desired }), [], AT))).toBeNull();
   });
@@ -179,7 +270,7 @@ describe('createStatusController', () => {
     await s.controller.close();
   });
 
-  test('while the fleet cannot be known (another replica\'s reports unreadable) nothing is written; once it can, every CR is', async () => {
+  test("while the fleet cannot be known (another replica's reports unreadable) nothing is written; once it can, every CR is", async () => {
     let known = false;
     // Its own data plane has ACKed everything: a round that took it for the whole fleet would call all 30 Programmed.
     const s = setup(30, [dp('a', 5)], () => known);
@@ -224,9 +315,14 @@ describe('createStatusController', () => {
   test('data planes syncing while a round writes many first statuses: the CRs not yet written get Programmed at once, never NoDataPlanes first', async () => {
     const dps: DataPlaneView[] = [];
     // The first data plane syncs once the round has written 100 NoDataPlanes statuses.
-    const s = setup(3000, dps, () => true, (n) => {
-      if (n === 100) dps.push(dp('a', 5));
-    });
+    const s = setup(
+      3000,
+      dps,
+      () => true,
+      (n) => {
+        if (n === 100) dps.push(dp('a', 5));
+      },
+    );
     const { writes } = await s.round();
     expect(s.programmed()).toBe(3000);
     // Only the CRs written before the fleet was read again (the first batch) were written twice.

@@ -4,7 +4,17 @@
  * use, so a control plane whose definitions name no Service sends the apiserver nothing. A watch that
  * fails is restarted with backoff; its cache, and so the served endpoints, are kept meanwhile.
  */
-import { CoreV1Api, DiscoveryV1Api, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache, type V1EndpointSlice, type V1Service } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type ObjectCache,
+  type V1EndpointSlice,
+  type V1Service,
+} from '@kubernetes/client-node';
 import type { ServiceTarget } from '#proto/compile/index';
 import type { Logger } from '#proto/logger';
 import { runInformer } from '../store/kubernetes/run-informer.js';
@@ -32,7 +42,12 @@ export interface EndpointWatch {
 
 type Cached<T extends KubernetesObject> = Informer<T> & ObjectCache<T>;
 
-export function createEndpointWatch(deps: { kubeConfig: KubeConfig; namespaces: readonly string[]; changed(namespace: string, service: string): void; logger: Logger }): EndpointWatch {
+export function createEndpointWatch(deps: {
+  kubeConfig: KubeConfig;
+  namespaces: readonly string[];
+  changed(namespace: string, service: string): void;
+  logger: Logger;
+}): EndpointWatch {
   const core = deps.kubeConfig.makeApiClient(CoreV1Api);
   const discovery = deps.kubeConfig.makeApiClient(DiscoveryV1Api);
   const watched = new Map<string, { services: Cached<V1Service>; slices: Cached<V1EndpointSlice> }>();
@@ -45,8 +60,7 @@ export function createEndpointWatch(deps: { kubeConfig: KubeConfig; namespaces: 
       const name = nameOf(obj);
       if (name) deps.changed(namespace, name);
     };
-    const failed = (err: unknown, retryMs: number) =>
-      deps.logger.warn({ err, namespace, kind, retryMs }, 'service discovery list/watch failed; retrying');
+    const failed = (err: unknown, retryMs: number) => deps.logger.warn({ err, namespace, kind, retryMs }, 'service discovery list/watch failed; retrying');
     firstLists.push(runInformer(informer, changed, { baseMs: RETRY_BASE_MS, maxMs: RETRY_MAX_MS, timers, closed: () => closed, failed }));
   }
 

@@ -46,7 +46,15 @@ function fakeWatch(endpoints: Map<string, Endpoint[]>): EndpointWatch & { watche
 const targetsOf = (state: StoreState, name: string) => state.defs.apis.find((a) => a.name === name)!.proxy.upstreams.targets;
 
 test('a Service target becomes one target per endpoint, with its weight and path; IPv6 bracketed; URL targets kept', () => {
-  const endpoints = new Map([['shop/orders/http', [{ ip: '10.0.0.1', port: 3000 }, { ip: 'fd00::7', port: 3000 }]]]);
+  const endpoints = new Map([
+    [
+      'shop/orders/http',
+      [
+        { ip: '10.0.0.1', port: 3000 },
+        { ip: 'fd00::7', port: 3000 },
+      ],
+    ],
+  ]);
   const store = fakeStore([api('orders', [{ target: 'http://fixed:80' }, { target: 'k8s://orders.shop:http/base', weight: 3 }])]);
   const watch = fakeWatch(endpoints);
   const served = serveServiceTargets(store, watch, logger);
@@ -73,13 +81,19 @@ test('an endpoint change is a new, higher version whose delta holds only the API
   const store = fakeStore([api('a', [{ target: 'k8s://a:80' }]), api('b', [{ target: 'k8s://b:80' }]), api('c', [{ target: 'http://c' }])]);
   const served = serveServiceTargets(store, fakeWatch(endpoints), logger);
   const before = served.current();
-  endpoints.set('gatehouse/a/80', [{ ip: '10.0.0.1', port: 8080 }, { ip: '10.0.0.2', port: 8080 }]);
+  endpoints.set('gatehouse/a/80', [
+    { ip: '10.0.0.1', port: 8080 },
+    { ip: '10.0.0.2', port: 8080 },
+  ]);
   served.endpointsChanged('gatehouse', 'a');
   await flush();
   const after = served.current();
   expect(after.revision).toBe(before.revision + 1);
   expect(served.storeRevisionOf(after.revision)).toBe(store.current().revision);
-  const delta = toDeltaMessage({ version: before.revision, hash: before.hash, defs: before.defs }, { version: after.revision, hash: after.hash, defs: after.defs });
+  const delta = toDeltaMessage(
+    { version: before.revision, hash: before.hash, defs: before.defs },
+    { version: after.revision, hash: after.hash, defs: after.defs },
+  );
   expect(delta.apis.map((m) => (m as { name: string }).name)).toEqual(['a']);
   // A Service without endpoints keeps its target (the data plane answers NO_ENDPOINTS).
   expect(targetsOf(after, 'b')).toEqual([{ target: 'k8s://b:80', weight: 1 }]);
@@ -120,7 +134,7 @@ test('the admin check: no Kubernetes client, or a namespace not discovered in, i
   expect(() => checkServiceTargets(api('b', [{ target: 'k8s://orders.shop:80' }]), { namespaces: ['gatehouse', 'shop'] })).not.toThrow();
 });
 
-test('route APIs (Gateway API) are served after the store\'s, expanded, in a new version that maps back to the store revision; store writes keep them', () => {
+test("route APIs (Gateway API) are served after the store's, expanded, in a new version that maps back to the store revision; store writes keep them", () => {
   const endpoints = new Map([['gatehouse/web/8080', [{ ip: '10.0.0.9', port: 3000 }]]]);
   const store = fakeStore([api('own', [{ target: 'http://fixed:80' }])]);
   const served = serveServiceTargets(store, fakeWatch(endpoints), logger);

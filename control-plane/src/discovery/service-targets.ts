@@ -49,7 +49,10 @@ export function checkServiceTargets(api: ApiDefinition, watch: Pick<EndpointWatc
     if (!watch) throw fieldError(field, 'names a Kubernetes Service: service discovery needs the control plane to run with STORE=kubernetes');
     const namespace = serviceOf(t.target).service.namespace ?? watch.namespaces[0];
     if (!watch.namespaces.includes(namespace)) {
-      throw fieldError(field, `names namespace "${namespace}", where this control plane does not discover Services (${watch.namespaces.join(', ')}; see DISCOVERY_NAMESPACES)`);
+      throw fieldError(
+        field,
+        `names namespace "${namespace}", where this control plane does not discover Services (${watch.namespaces.join(', ')}; see DISCOVERY_NAMESPACES)`,
+      );
     }
   });
 }
@@ -79,10 +82,12 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
   const discoverable = (name: string, namespace: string) => watch!.namespaces.includes(namespace) || routeNames.has(name);
 
   function refsOf(api: ApiDefinition): string[] {
-    return api.proxy.upstreams.targets.filter((t) => isServiceTarget(t.target)).map((t) => {
-      const { service } = serviceOf(t.target);
-      return `${service.namespace ?? watch?.namespaces[0] ?? ''}/${service.name}`;
-    });
+    return api.proxy.upstreams.targets
+      .filter((t) => isServiceTarget(t.target))
+      .map((t) => {
+        const { service } = serviceOf(t.target);
+        return `${service.namespace ?? watch?.namespaces[0] ?? ''}/${service.name}`;
+      });
   }
 
   function expand(api: ApiDefinition): ApiDefinition {
@@ -122,7 +127,9 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
     const storeNames = routeApis.length === 0 ? null : new Set(stored.defs.apis.map((a) => a.name));
     const routes = storeNames ? routeApis.filter((a) => !storeNames.has(a.name)) : [];
     const defs =
-      sources.size === 0 && routes.length === 0 ? stored.defs : { ...stored.defs, apis: [...stored.defs.apis, ...routes].map((a) => expanded.get(a.name) ?? a) };
+      sources.size === 0 && routes.length === 0
+        ? stored.defs
+        : { ...stored.defs, apis: [...stored.defs.apis, ...routes].map((a) => expanded.get(a.name) ?? a) };
     const hash = defs === stored.defs ? stored.hash : definitionsHash(defs);
     if (endpoints && hash === served.hash) return false;
     if (endpoints) bumps++;
@@ -147,7 +154,12 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
     } else {
       // Compared whole (a config import, the Kubernetes store's full pass): only APIs that name or named a Service.
       const now = new Map(state.defs.apis.filter(hasServiceTarget).map((a) => [a.name, a]));
-      for (const name of sources.keys()) if (!now.has(name) && !routeApis.some((a) => a.name === name)) put(name, state.defs.apis.find((a) => a.name === name));
+      for (const name of sources.keys())
+        if (!now.has(name) && !routeApis.some((a) => a.name === name))
+          put(
+            name,
+            state.defs.apis.find((a) => a.name === name),
+          );
       for (const [name, api] of now) if (sources.get(name) !== api) put(name, api);
     }
     publish();

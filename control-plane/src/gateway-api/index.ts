@@ -9,13 +9,34 @@
  * store's APIs or an older HTTPRoute already hold) is left out with its route's Accepted False, so one
  * route never makes a data plane NACK the whole snapshot.
  */
-import { CoreV1Api, CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type ObjectCache,
+  type V1Service,
+} from '@kubernetes/client-node';
 import { compileDefinitions, createCompileCache } from '#proto/compile/index';
 import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../store/index.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
-import { allows, GROUP, listenerKinds, referenceGranted, translateRoute, type Condition, type GatewayObject, type GRPCRouteObject, type HTTPRouteObject, type ReferenceGrantObject, type RouteKind } from './translate.js';
+import {
+  allows,
+  GROUP,
+  listenerKinds,
+  referenceGranted,
+  translateRoute,
+  type Condition,
+  type GatewayObject,
+  type GRPCRouteObject,
+  type HTTPRouteObject,
+  type ReferenceGrantObject,
+  type RouteKind,
+} from './translate.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
@@ -69,7 +90,12 @@ export function startGatewayApi(deps: {
       const message = String((err as Error)?.message ?? err).slice(0, 300);
       const missing = (err as { code?: number }).code === 404 || /HTTP-Code: 404|not found/i.test(message);
       // Our own CRDs keep being served: only the Gateway API part waits for its CRDs.
-      logger.error({ err: message, resource: what, retryMs }, missing ? `Gateway API: ${what} cannot be listed: are the Gateway API CRDs (gateway.networking.k8s.io/v1) installed? Retrying` : `Gateway API: ${what} list/watch failed; retrying`);
+      logger.error(
+        { err: message, resource: what, retryMs },
+        missing
+          ? `Gateway API: ${what} cannot be listed: are the Gateway API CRDs (gateway.networking.k8s.io/v1) installed? Retrying`
+          : `Gateway API: ${what} list/watch failed; retrying`,
+      );
     };
     void runInformer(inf, schedule, { baseMs: RETRY_BASE_MS, maxMs: RETRY_MAX_MS, timers, closed: () => closed, failed });
     return inf;
@@ -81,10 +107,15 @@ export function startGatewayApi(deps: {
   const grpcRoutes = informer('grpcroutes');
   const grants = informer('referencegrants', 'v1beta1');
   const PLURAL: Record<RouteKind, string> = { HTTPRoute: 'httproutes', GRPCRoute: 'grpcroutes' };
-  const services = run(makeInformer<Obj>(kubeConfig, '/api/v1/services', () => core.listServiceForAllNamespaces() as never), 'services') as unknown as Informer<V1Service> &
-    ObjectCache<V1Service>;
+  const services = run(
+    makeInformer<Obj>(kubeConfig, '/api/v1/services', () => core.listServiceForAllNamespaces() as never),
+    'services',
+  ) as unknown as Informer<V1Service> & ObjectCache<V1Service>;
   // allowedRoutes.namespaces.from Selector selects on the route namespace's labels.
-  const namespaces = run(makeInformer<Obj>(kubeConfig, '/api/v1/namespaces', () => core.listNamespace() as never), 'namespaces');
+  const namespaces = run(
+    makeInformer<Obj>(kubeConfig, '/api/v1/namespaces', () => core.listNamespace() as never),
+    'namespaces',
+  );
   const unsubscribe = deps.store.subscribe(schedule);
   const resync = setInterval(schedule, RESYNC_MS);
 
@@ -106,7 +137,8 @@ export function startGatewayApi(deps: {
     const gws = (gateways.list() as unknown as GatewayObject[]).filter((g) => classNames.has(g.spec.gatewayClassName));
     const attached = new Map<string, number>(); // `namespace/gateway/listener` → routes
     const grantList = grants.list() as unknown as ReferenceGrantObject[];
-    const labelsOf = (ns: string) => (namespaces.get(ns) as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? (namespaces.get(ns) ? {} : undefined);
+    const labelsOf = (ns: string) =>
+      (namespaces.get(ns) as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? (namespaces.get(ns) ? {} : undefined);
     type Verdict = { route: HTTPRouteObject | GRPCRouteObject; kind: RouteKind; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> };
     const verdicts: Verdict[] = [];
     const candidates: Array<{ api: ApiDefinition; verdict: Verdict }> = [];
@@ -117,11 +149,13 @@ export function startGatewayApi(deps: {
       ...(grpcRoutes.list() as unknown as GRPCRouteObject[]).map((route) => ({ route, kind: 'GRPCRoute' as const })),
     ].sort(
       ({ route: a }, { route: b }) =>
-        String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace}/${b.metadata.name}`),
+        String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) ||
+        `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace}/${b.metadata.name}`),
     );
     for (const { route, kind } of sorted) {
       const routeNs = route.metadata.namespace;
-      const gatewayOf = (p: { name: string; namespace?: string }) => gws.find((g) => g.metadata.name === p.name && g.metadata.namespace === (p.namespace ?? routeNs));
+      const gatewayOf = (p: { name: string; namespace?: string }) =>
+        gws.find((g) => g.metadata.name === p.name && g.metadata.namespace === (p.namespace ?? routeNs));
       const refs = (route.spec.parentRefs ?? []).filter((p) => (p.group ?? GROUP) === GROUP && (p.kind ?? 'Gateway') === 'Gateway' && gatewayOf(p));
       if (refs.length === 0) continue;
       const verdict: Verdict = { route, kind, parents: [] };
@@ -130,7 +164,9 @@ export function startGatewayApi(deps: {
       const listenersOf = refs.map((ref) => {
         const gw = gatewayOf(ref)!;
         // sectionName and port pick listeners; none picked is NoMatchingParent, none of those admitting it NotAllowedByListeners.
-        const named = (gw.spec.listeners ?? []).filter((l) => (!ref.sectionName || l.name === ref.sectionName) && (ref.port === undefined || l.port === ref.port));
+        const named = (gw.spec.listeners ?? []).filter(
+          (l) => (!ref.sectionName || l.name === ref.sectionName) && (ref.port === undefined || l.port === ref.port),
+        );
         const listeners = named.filter((l) => allows(l, kind, routeNs, gw.metadata.namespace, labelsOf));
         hosts.push(...listeners.map((l) => l.hostname));
         return { ref, gw, named, listeners };
@@ -142,7 +178,12 @@ export function startGatewayApi(deps: {
           named.length === 0
             ? { type: 'Accepted', status: 'False', reason: 'NoMatchingParent', message: `Gateway ${gw.metadata.name} has no listener ${which}` }
             : listeners.length === 0
-              ? { type: 'Accepted', status: 'False', reason: 'NotAllowedByListeners', message: `no HTTP or HTTPS listener${which ? ` ${which}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace` }
+              ? {
+                  type: 'Accepted',
+                  status: 'False',
+                  reason: 'NotAllowedByListeners',
+                  message: `no HTTP or HTTPS listener${which ? ` ${which}` : ''} on Gateway ${gw.metadata.name} allows a ${kind} from this namespace`,
+                }
               : translated.accepted;
         verdict.parents.push({ ref, accepted, resolvedRefs: translated.resolvedRefs });
         const key = (l: { name: string }) => `${gw.metadata.namespace}/${gw.metadata.name}/${l.name}`;
@@ -177,13 +218,18 @@ export function startGatewayApi(deps: {
   }
 
   function refuse(verdict: { parents: Array<{ accepted: Condition }> }, message: string): void {
-    for (const p of verdict.parents) if (p.accepted.status === 'True') p.accepted = { type: 'Accepted', status: 'False', reason: 'UnsupportedValue', message: message.slice(0, 1000) };
+    for (const p of verdict.parents)
+      if (p.accepted.status === 'True') p.accepted = { type: 'Accepted', status: 'False', reason: 'UnsupportedValue', message: message.slice(0, 1000) };
   }
 
   async function writeStatuses(
     ours: GatewayClassObject[],
     gws: GatewayObject[],
-    verdicts: Array<{ route: HTTPRouteObject | GRPCRouteObject; kind: RouteKind; parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }> }>,
+    verdicts: Array<{
+      route: HTTPRouteObject | GRPCRouteObject;
+      kind: RouteKind;
+      parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }>;
+    }>,
     attached: Map<string, number>,
   ): Promise<void> {
     const writes: Array<Promise<void>> = [];
@@ -200,18 +246,44 @@ export function startGatewayApi(deps: {
           supportedKinds: kinds.map((kind) => ({ group: GROUP, kind })),
           attachedRoutes: attached.get(`${gw.metadata.namespace}/${gw.metadata.name}/${l.name}`) ?? 0,
           conditions: [
-            cond(gw.metadata.generation, http ? ok('Accepted') : { type: 'Accepted', status: 'False', reason: 'UnsupportedProtocol', message: `protocol ${l.protocol} is not supported (HTTPRoute and GRPCRoute only)` }),
-            cond(gw.metadata.generation, http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' }),
-            cond(gw.metadata.generation, invalid.length ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` } : ok('ResolvedRefs')),
+            cond(
+              gw.metadata.generation,
+              http
+                ? ok('Accepted')
+                : {
+                    type: 'Accepted',
+                    status: 'False',
+                    reason: 'UnsupportedProtocol',
+                    message: `protocol ${l.protocol} is not supported (HTTPRoute and GRPCRoute only)`,
+                  },
+            ),
+            cond(
+              gw.metadata.generation,
+              http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' },
+            ),
+            cond(
+              gw.metadata.generation,
+              invalid.length
+                ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` }
+                : ok('ResolvedRefs'),
+            ),
           ],
         };
       });
-      const conditions = [cond(gw.metadata.generation, ok('Accepted')), cond(gw.metadata.generation, { ...ok('Programmed'), message: "served by the data planes' own listeners (a Gateway's addresses and ports do not configure them)" })];
+      const conditions = [
+        cond(gw.metadata.generation, ok('Accepted')),
+        cond(gw.metadata.generation, {
+          ...ok('Programmed'),
+          message: "served by the data planes' own listeners (a Gateway's addresses and ports do not configure them)",
+        }),
+      ];
       const addresses = gatewayAddresses();
       writes.push(put('gateways', gw as never, { ...(addresses.length && { addresses }), conditions, listeners }, false));
     }
     for (const { route, kind, parents } of verdicts) {
-      const held = ((route as { status?: { parents?: Array<{ controllerName?: string }> } }).status?.parents ?? []).filter((p) => p.controllerName !== controllerName);
+      const held = ((route as { status?: { parents?: Array<{ controllerName?: string }> } }).status?.parents ?? []).filter(
+        (p) => p.controllerName !== controllerName,
+      );
       const mine = parents.map((p) => ({
         parentRef: p.ref,
         controllerName,
@@ -227,7 +299,9 @@ export function startGatewayApi(deps: {
     const svc = deps.addressService ? services.get(deps.addressService, namespace) : undefined;
     if (!svc) return [];
     const ip = (value: string) => ({ type: 'IPAddress' as const, value });
-    const ingress = (svc.status?.loadBalancer?.ingress ?? []).map((i) => (i.ip ? ip(i.ip) : { type: 'Hostname' as const, value: i.hostname ?? '' })).filter((a) => a.value);
+    const ingress = (svc.status?.loadBalancer?.ingress ?? [])
+      .map((i) => (i.ip ? ip(i.ip) : { type: 'Hostname' as const, value: i.hostname ?? '' }))
+      .filter((a) => a.value);
     if (ingress.length) return ingress;
     if (svc.spec?.externalIPs?.length) return svc.spec.externalIPs.map(ip);
     return (svc.spec?.clusterIPs ?? (svc.spec?.clusterIP ? [svc.spec.clusterIP] : [])).filter((c) => c !== 'None').map(ip);
@@ -245,7 +319,8 @@ export function startGatewayApi(deps: {
       if (Array.isArray(value)) value.forEach(collect);
       else if (value && typeof value === 'object') {
         const c = value as Record<string, unknown>;
-        if (typeof c.lastTransitionTime === 'string' && typeof c.type === 'string') held.set(`${c.type}|${c.status}|${c.reason}|${c.message}|${c.observedGeneration}`, c.lastTransitionTime);
+        if (typeof c.lastTransitionTime === 'string' && typeof c.type === 'string')
+          held.set(`${c.type}|${c.status}|${c.reason}|${c.message}|${c.observedGeneration}`, c.lastTransitionTime);
         Object.values(c).forEach(collect);
       }
     };
@@ -283,4 +358,6 @@ export function startGatewayApi(deps: {
 
 /** JSON with sorted keys: the apiserver need not keep the order status was written in. */
 const canonical = (value: unknown): string =>
-  JSON.stringify(value, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v));
+  JSON.stringify(value, (_k, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
+  );

@@ -1,8 +1,22 @@
 import { parseApiDefinition } from '#proto/definition/index';
 import { joinPaths, stripMatched } from '#proto/routing/rewrite';
-import { allows, definitionName, hostsOf, listenerKinds, referenceGranted, translateRoute, type GRPCRouteObject, type HTTPRouteObject, type Listener, type ReferenceGrantObject } from './translate.js';
+import {
+  allows,
+  definitionName,
+  hostsOf,
+  listenerKinds,
+  referenceGranted,
+  translateRoute,
+  type GRPCRouteObject,
+  type HTTPRouteObject,
+  type Listener,
+  type ReferenceGrantObject,
+} from './translate.js';
 
-const route = (spec: HTTPRouteObject['spec']): HTTPRouteObject => ({ metadata: { name: 'r', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], ...spec } });
+const route = (spec: HTTPRouteObject['spec']): HTTPRouteObject => ({
+  metadata: { name: 'r', namespace: 'ns' },
+  spec: { parentRefs: [{ name: 'gw' }], ...spec },
+});
 const exists = () => true;
 const backend = { name: 'svc', port: 8080 };
 
@@ -13,8 +27,15 @@ describe('translateRoute', () => {
         hostnames: ['shop.example.com'],
         rules: [
           {
-            matches: [{ path: { type: 'PathPrefix', value: '/api/' }, method: 'POST', headers: [{ name: 'X-Canary', value: 'true' }] }, { path: { type: 'Exact', value: '/health' } }],
-            backendRefs: [{ ...backend, weight: 3 }, { name: 'b', port: 80, weight: 0 }, { name: 'c', port: 81 }],
+            matches: [
+              { path: { type: 'PathPrefix', value: '/api/' }, method: 'POST', headers: [{ name: 'X-Canary', value: 'true' }] },
+              { path: { type: 'Exact', value: '/health' } },
+            ],
+            backendRefs: [
+              { ...backend, weight: 3 },
+              { name: 'b', port: 80, weight: 0 },
+              { name: 'c', port: 81 },
+            ],
           },
         ],
       }),
@@ -30,7 +51,13 @@ describe('translateRoute', () => {
           listen_path: '/api/*',
           methods: ['POST'],
           match_headers: { 'X-Canary': ['true'] },
-          upstreams: { balancing: 'weight', targets: [{ target: 'k8s://svc.ns:8080', weight: 3 }, { target: 'k8s://c.ns:81', weight: 1 }] },
+          upstreams: {
+            balancing: 'weight',
+            targets: [
+              { target: 'k8s://svc.ns:8080', weight: 3 },
+              { target: 'k8s://c.ns:81', weight: 1 },
+            ],
+          },
         },
       },
       expect.objectContaining({ name: 'httproute.ns.r.0.1', proxy: expect.objectContaining({ listen_path: '/health' }) }),
@@ -48,7 +75,11 @@ describe('translateRoute', () => {
 
   test.each([
     ['RegularExpression path', { matches: [{ path: { type: 'RegularExpression', value: '/a.*' } }] }, 'path match type RegularExpression is not supported'],
-    ['RegularExpression header', { matches: [{ headers: [{ type: 'RegularExpression', name: 'a', value: '.*' }] }] }, 'header match type RegularExpression is not supported'],
+    [
+      'RegularExpression header',
+      { matches: [{ headers: [{ type: 'RegularExpression', name: 'a', value: '.*' }] }] },
+      'header match type RegularExpression is not supported',
+    ],
     ['queryParams', { matches: [{ queryParams: [{ name: 'a', value: 'b' }] }] }, 'queryParams is not supported'],
     ['RequestMirror', { filters: [{ type: 'RequestMirror' }] }, 'filter RequestMirror is not supported'],
     ['URLRewrite hostname', { filters: [{ type: 'URLRewrite', urlRewrite: { hostname: 'x' } }] }, 'filter URLRewrite with hostname is not supported'],
@@ -64,7 +95,11 @@ describe('translateRoute', () => {
     ['another kind', { group: 'example.com', kind: 'Bucket', name: 'x', port: 80 }, 'InvalidKind'],
     ['a missing Service', { name: 'missing', port: 80 }, 'BackendNotFound'],
   ])('a backendRef to %s: ResolvedRefs False, left out; alone in its rule, the rule answers 500', (_name, ref, reason) => {
-    const t = translateRoute(route({ rules: [{ backendRefs: [backend, ref] }, { matches: [{ path: { value: '/only' } }], backendRefs: [ref] }] }), [undefined], (_ns, name) => name !== 'missing');
+    const t = translateRoute(
+      route({ rules: [{ backendRefs: [backend, ref] }, { matches: [{ path: { value: '/only' } }], backendRefs: [ref] }] }),
+      [undefined],
+      (_ns, name) => name !== 'missing',
+    );
     expect(t.resolvedRefs).toMatchObject({ status: 'False', reason });
     expect((t.apis[0].proxy as { upstreams: { targets: unknown[] } }).upstreams.targets).toEqual([{ target: 'k8s://svc.ns:8080', weight: 1 }]);
     expect(t.apis[1].plugins).toEqual([expect.objectContaining({ name: 'request_termination', config: expect.objectContaining({ status_code: 500 }) })]);
@@ -89,8 +124,15 @@ describe('translateRoute', () => {
               { type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/bar' } } },
             ],
           },
-          { matches: [{ path: { type: 'PathPrefix', value: '/old' } }], filters: [{ type: 'RequestRedirect', requestRedirect: { scheme: 'https', path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' } } }] },
-          { matches: [{ path: { type: 'PathPrefix', value: '/full' } }], backendRefs: [backend], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplaceFullPath', replaceFullPath: '/one' } } }] },
+          {
+            matches: [{ path: { type: 'PathPrefix', value: '/old' } }],
+            filters: [{ type: 'RequestRedirect', requestRedirect: { scheme: 'https', path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' } } }],
+          },
+          {
+            matches: [{ path: { type: 'PathPrefix', value: '/full' } }],
+            backendRefs: [backend],
+            filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplaceFullPath', replaceFullPath: '/one' } } }],
+          },
         ],
       }),
       [undefined],
@@ -98,7 +140,12 @@ describe('translateRoute', () => {
     );
     expect(t.apis[0]).toMatchObject({
       proxy: { listen_path: '/foo/*', strip_path: true, upstreams: { targets: [{ target: 'k8s://svc.ns:8080/bar' }] } },
-      plugins: [{ name: 'request_transformer', config: { replace: { headers: { A: '1' } }, add: { headers: { A: '1' } }, append: { headers: { B: '2' } }, remove: { headers: ['C'] } } }],
+      plugins: [
+        {
+          name: 'request_transformer',
+          config: { replace: { headers: { A: '1' } }, add: { headers: { A: '1' } }, append: { headers: { B: '2' } }, remove: { headers: ['C'] } },
+        },
+      ],
     });
     expect(t.apis[1].plugins).toEqual([{ name: 'redirect', config: { status_code: 302, scheme: 'https', path: '/new', strip_path: true } }]);
     expect(t.apis[2]).toMatchObject({ proxy: { listen_path: '/full/*', upstreams: { targets: [{ target: 'k8s://svc.ns:8080/one' }] } } });
@@ -145,7 +192,15 @@ test.each([
   ['/', '/xyz', '/bar', '/xyz/bar'],
 ])('PathPrefix %s, ReplacePrefixMatch %s: %s → %s', (prefix, replace, request, upstream) => {
   const t = translateRoute(
-    route({ rules: [{ matches: [{ path: { type: 'PathPrefix', value: prefix } }], backendRefs: [backend], filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: replace } } }] }] }),
+    route({
+      rules: [
+        {
+          matches: [{ path: { type: 'PathPrefix', value: prefix } }],
+          backendRefs: [backend],
+          filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: replace } } }],
+        },
+      ],
+    }),
     [undefined],
     exists,
   );
@@ -158,13 +213,19 @@ test.each([
 });
 
 describe('translateRoute of a GRPCRoute', () => {
-  const grpcRoute = (rules: NonNullable<GRPCRouteObject['spec']['rules']>): GRPCRouteObject => ({ metadata: { name: 'g', namespace: 'ns' }, spec: { parentRefs: [{ name: 'gw' }], hostnames: ['grpc.test'], rules } });
+  const grpcRoute = (rules: NonNullable<GRPCRouteObject['spec']['rules']>): GRPCRouteObject => ({
+    metadata: { name: 'g', namespace: 'ns' },
+    spec: { parentRefs: [{ name: 'gw' }], hostnames: ['grpc.test'], rules },
+  });
 
   test('service + method → Exact /service/method, service only → /service/*, no match → /*; POST over http2; headers, header modifiers', () => {
     const t = translateRoute(
       grpcRoute([
         {
-          matches: [{ method: { service: 'shop.v1.Cart', method: 'Add' }, headers: [{ name: 'x-tenant', value: 'acme' }] }, { method: { type: 'Exact', service: 'shop.v1.Stock' } }],
+          matches: [
+            { method: { service: 'shop.v1.Cart', method: 'Add' }, headers: [{ name: 'x-tenant', value: 'acme' }] },
+            { method: { type: 'Exact', service: 'shop.v1.Stock' } },
+          ],
           backendRefs: [backend],
           filters: [{ type: 'ResponseHeaderModifier', responseHeaderModifier: { set: [{ name: 'X-Via', value: 'gw' }] } }],
         },
@@ -195,7 +256,11 @@ describe('translateRoute of a GRPCRoute', () => {
 
   test.each([
     ['a method without service', { matches: [{ method: { method: 'Add' } }] }, 'a method match without service is not supported'],
-    ['a RegularExpression method', { matches: [{ method: { type: 'RegularExpression', service: 'shop\\..*' } }] }, 'method match type RegularExpression is not supported'],
+    [
+      'a RegularExpression method',
+      { matches: [{ method: { type: 'RegularExpression', service: 'shop\\..*' } }] },
+      'method match type RegularExpression is not supported',
+    ],
     ['RequestMirror', { filters: [{ type: 'RequestMirror' }] }, 'filter RequestMirror is not supported'],
     ['ExtensionRef', { filters: [{ type: 'ExtensionRef' }] }, 'filter ExtensionRef is not supported'],
   ])('%s: Accepted False UnsupportedValue, nothing served', (_name, rule, message) => {
@@ -206,27 +271,44 @@ describe('translateRoute of a GRPCRoute', () => {
 });
 
 describe('listener allowedRoutes', () => {
-  const listener = (allowedRoutes?: Listener['allowedRoutes'], protocol = 'HTTP'): Listener => ({ name: 'l', protocol, port: 80, ...(allowedRoutes && { allowedRoutes }) });
+  const listener = (allowedRoutes?: Listener['allowedRoutes'], protocol = 'HTTP'): Listener => ({
+    name: 'l',
+    protocol,
+    port: 80,
+    ...(allowedRoutes && { allowedRoutes }),
+  });
 
   test.each<[string, Listener, string[], string[]]>([
     ['HTTP without kinds: both', listener(), ['HTTPRoute', 'GRPCRoute'], []],
     ['HTTPS without kinds: both', listener(undefined, 'HTTPS'), ['HTTPRoute', 'GRPCRoute'], []],
     ['TCP: none', listener(undefined, 'TCP'), [], []],
     ['kinds GRPCRoute', listener({ kinds: [{ kind: 'GRPCRoute' }] }), ['GRPCRoute'], []],
-    ['kinds HTTPRoute of the group, and a TCPRoute', listener({ kinds: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }, { kind: 'TCPRoute' }] }), ['HTTPRoute'], ['gateway.networking.k8s.io/TCPRoute']],
+    [
+      'kinds HTTPRoute of the group, and a TCPRoute',
+      listener({ kinds: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }, { kind: 'TCPRoute' }] }),
+      ['HTTPRoute'],
+      ['gateway.networking.k8s.io/TCPRoute'],
+    ],
     ['a kind of another group', listener({ kinds: [{ group: 'example.com', kind: 'HTTPRoute' }] }), [], ['example.com/HTTPRoute']],
   ])('%s', (_name, l, kinds, invalid) => {
     expect(listenerKinds(l)).toEqual({ kinds, invalid });
     for (const kind of ['HTTPRoute', 'GRPCRoute'] as const) expect(allows(l, kind, 'ns', 'ns', () => ({}))).toBe(kinds.includes(kind));
   });
 
-  test('namespaces.from: Same (the default) admits the Gateway\'s namespace only, All any, Selector those whose labels it selects', () => {
-    const labels = (ns: string) => ({ a: { team: 'red', tier: 'web' }, b: { team: 'blue' } } as Record<string, Record<string, string>>)[ns];
-    const admits = (namespaces: NonNullable<Listener['allowedRoutes']>['namespaces'], ns: string) => allows(listener(namespaces && { namespaces }), 'HTTPRoute', ns, 'gw', labels);
+  test("namespaces.from: Same (the default) admits the Gateway's namespace only, All any, Selector those whose labels it selects", () => {
+    const labels = (ns: string) => (({ a: { team: 'red', tier: 'web' }, b: { team: 'blue' } }) as Record<string, Record<string, string>>)[ns];
+    const admits = (namespaces: NonNullable<Listener['allowedRoutes']>['namespaces'], ns: string) =>
+      allows(listener(namespaces && { namespaces }), 'HTTPRoute', ns, 'gw', labels);
     expect([admits(undefined, 'gw'), admits(undefined, 'a'), admits({ from: 'Same' }, 'a')]).toEqual([true, false, false]);
     expect([admits({ from: 'All' }, 'a'), admits({ from: 'All' }, 'gw')]).toEqual([true, true]);
-    expect([admits({ from: 'Selector', selector: { matchLabels: { team: 'red' } } }, 'a'), admits({ from: 'Selector', selector: { matchLabels: { team: 'red' } } }, 'b')]).toEqual([true, false]);
-    const expr = (operator: string, values?: string[]) => ({ from: 'Selector', selector: { matchExpressions: [{ key: 'tier', operator, ...(values && { values }) }] } });
+    expect([
+      admits({ from: 'Selector', selector: { matchLabels: { team: 'red' } } }, 'a'),
+      admits({ from: 'Selector', selector: { matchLabels: { team: 'red' } } }, 'b'),
+    ]).toEqual([true, false]);
+    const expr = (operator: string, values?: string[]) => ({
+      from: 'Selector',
+      selector: { matchExpressions: [{ key: 'tier', operator, ...(values && { values }) }] },
+    });
     expect(['a', 'b'].map((ns) => admits(expr('In', ['web']), ns))).toEqual([true, false]);
     expect(['a', 'b'].map((ns) => admits(expr('NotIn', ['web']), ns))).toEqual([false, true]);
     expect(['a', 'b'].map((ns) => admits(expr('Exists'), ns))).toEqual([true, false]);

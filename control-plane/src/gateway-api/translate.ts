@@ -68,7 +68,10 @@ export function listenerKinds(listener: Listener): { kinds: RouteKind[]; invalid
   const asked = listener.allowedRoutes?.kinds;
   if (!asked?.length) return { kinds: [...ROUTE_KINDS], invalid: [] };
   const ours = (k: { group?: string; kind: string }) => (k.group ?? GROUP) === GROUP && ROUTE_KINDS.includes(k.kind as RouteKind);
-  return { kinds: ROUTE_KINDS.filter((kind) => asked.some((k) => ours(k) && k.kind === kind)), invalid: asked.filter((k) => !ours(k)).map((k) => `${k.group ?? GROUP}/${k.kind}`) };
+  return {
+    kinds: ROUTE_KINDS.filter((kind) => asked.some((k) => ours(k) && k.kind === kind)),
+    invalid: asked.filter((k) => !ours(k)).map((k) => `${k.group ?? GROUP}/${k.kind}`),
+  };
 }
 
 /** A Kubernetes label selector (`matchLabels`, `matchExpressions` In/NotIn/Exists/DoesNotExist). */
@@ -94,7 +97,13 @@ export function selects(selector: LabelSelector, labels: Readonly<Record<string,
  * Whether a listener of a Gateway in `gatewayNamespace` admits a route of `kind` from `routeNamespace`
  * (`allowedRoutes.namespaces.from`: Same, the default; All; Selector, on the route namespace's labels).
  */
-export function allows(listener: Listener, kind: RouteKind, routeNamespace: string, gatewayNamespace: string, namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined): boolean {
+export function allows(
+  listener: Listener,
+  kind: RouteKind,
+  routeNamespace: string,
+  gatewayNamespace: string,
+  namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined,
+): boolean {
   if (!listenerKinds(listener).kinds.includes(kind)) return false;
   const { from = 'Same', selector } = listener.allowedRoutes?.namespaces ?? {};
   if (from === 'All') return true;
@@ -199,8 +208,14 @@ type BackendRef = NonNullable<HTTPRouteRule['backendRefs']>[number];
 export type Granted = (toNamespace: string, name: string) => boolean;
 
 /** Why a backendRef does not resolve (a ResolvedRefs reason), or null; throws what is not supported at all. */
-function refProblem(ref: BackendRef, namespace: string, serviceExists: (namespace: string, name: string) => boolean, granted: Granted): { reason: string; message: string } | null {
-  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Service') !== 'Service') return { reason: 'InvalidKind', message: `backendRef ${ref.name}: only core Services are supported, not ${ref.group ?? ''}/${ref.kind}` };
+function refProblem(
+  ref: BackendRef,
+  namespace: string,
+  serviceExists: (namespace: string, name: string) => boolean,
+  granted: Granted,
+): { reason: string; message: string } | null {
+  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Service') !== 'Service')
+    return { reason: 'InvalidKind', message: `backendRef ${ref.name}: only core Services are supported, not ${ref.group ?? ''}/${ref.kind}` };
   const to = ref.namespace ?? namespace;
   if (!granted(to, ref.name)) return { reason: 'RefNotPermitted', message: `backendRef ${to}/${ref.name}: no ReferenceGrant in namespace ${to} allows it` };
   if (ref.port === undefined) throw new Unsupported(`backendRef ${ref.name}: port is required`);
@@ -259,11 +274,25 @@ export function translateRoute(
   granted: Granted = () => false,
 ): Translation {
   const { namespace, name } = route.metadata;
-  const ok = (type: Condition['type']): Condition => ({ type, status: 'True', reason: type, message: type === 'Accepted' ? 'Route is accepted' : 'All references are resolved' });
+  const ok = (type: Condition['type']): Condition => ({
+    type,
+    status: 'True',
+    reason: type,
+    message: type === 'Accepted' ? 'Route is accepted' : 'All references are resolved',
+  });
   let resolvedRefs = ok('ResolvedRefs');
   const hosts = hostsOf(route.spec.hostnames ?? [], listenerHosts);
   if (!hosts) {
-    return { apis: [], accepted: { type: 'Accepted', status: 'False', reason: 'NoMatchingListenerHostname', message: 'no hostname of the route matches a listener of the Gateway' }, resolvedRefs };
+    return {
+      apis: [],
+      accepted: {
+        type: 'Accepted',
+        status: 'False',
+        reason: 'NoMatchingListenerHostname',
+        message: 'no hostname of the route matches a listener of the Gateway',
+      },
+      resolvedRefs,
+    };
   }
   const apis: Array<Record<string, unknown>> = [];
   try {
@@ -284,17 +313,22 @@ export function translateRoute(
       const plugins: Array<Record<string, unknown>> = [];
       let rewrite: PathModifier | undefined;
       for (const filter of rule.filters ?? []) {
-        if (filter.type === 'RequestHeaderModifier' && filter.requestHeaderModifier) plugins.push({ name: 'request_transformer', config: transformer(filter.requestHeaderModifier) });
-        else if (filter.type === 'ResponseHeaderModifier' && filter.responseHeaderModifier) plugins.push({ name: 'response_transformer', config: transformer(filter.responseHeaderModifier) });
-        else if (filter.type === 'RequestRedirect' && filter.requestRedirect) plugins.push({ name: 'redirect', config: redirectConfig(filter.requestRedirect) });
+        if (filter.type === 'RequestHeaderModifier' && filter.requestHeaderModifier)
+          plugins.push({ name: 'request_transformer', config: transformer(filter.requestHeaderModifier) });
+        else if (filter.type === 'ResponseHeaderModifier' && filter.responseHeaderModifier)
+          plugins.push({ name: 'response_transformer', config: transformer(filter.responseHeaderModifier) });
+        else if (filter.type === 'RequestRedirect' && filter.requestRedirect)
+          plugins.push({ name: 'redirect', config: redirectConfig(filter.requestRedirect) });
         else if (filter.type === 'URLRewrite' && filter.urlRewrite && !filter.urlRewrite.hostname && filter.urlRewrite.path) rewrite = filter.urlRewrite.path;
-        else if (filter.type === 'RequestMirror') throw new Unsupported('filter RequestMirror is not supported: request_mirror takes a URL, and Services are resolved for upstream targets only');
+        else if (filter.type === 'RequestMirror')
+          throw new Unsupported('filter RequestMirror is not supported: request_mirror takes a URL, and Services are resolved for upstream targets only');
         else throw new Unsupported(`filter ${filter.type}${filter.type === 'URLRewrite' ? ' with hostname' : ''} is not supported`);
       }
       // A redirect answers without asking an upstream: its rule needs no backend. Without one, and without a
       // backend to forward to (none given, none resolved, every weight 0), the rule answers 500.
       const redirects = plugins.some((p) => p.name === 'redirect');
-      if (targets.length === 0 && !redirects) plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } });
+      if (targets.length === 0 && !redirects)
+        plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } });
       const matches = rule.matches?.length ? rule.matches : [{ path: { type: 'PathPrefix', value: '/' } }];
       matches.forEach((match, m) => {
         if (match.queryParams?.length) throw new Unsupported('matches[].queryParams is not supported');
@@ -316,8 +350,15 @@ export function translateRoute(
           proxy.match_headers = { ...(proxy.match_headers as object), [header.name]: [header.value] };
         }
         if (rewrite) applyRewrite(proxy, rewrite, type, prefix);
-        const matchPlugins = plugins.map((p) => (p.name === 'redirect' && (p.config as { strip_path?: boolean }).strip_path && type !== 'PathPrefix' ? unsupportedPrefix() : p));
-        apis.push({ name: definitionName(namespace, name, r, m, kind), ...(hosts.length && { hosts }), proxy, ...(matchPlugins.length && { plugins: matchPlugins }) });
+        const matchPlugins = plugins.map((p) =>
+          p.name === 'redirect' && (p.config as { strip_path?: boolean }).strip_path && type !== 'PathPrefix' ? unsupportedPrefix() : p,
+        );
+        apis.push({
+          name: definitionName(namespace, name, r, m, kind),
+          ...(hosts.length && { hosts }),
+          proxy,
+          ...(matchPlugins.length && { plugins: matchPlugins }),
+        });
       });
     });
   } catch (err) {
@@ -329,12 +370,16 @@ export function translateRoute(
 
 /** A GRPCRoute rule as the HTTPRoute rule it means (the table above). */
 function asHttpRule(rule: GRPCRouteRule): HTTPRouteRule {
-  for (const filter of rule.filters ?? []) if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier') throw new Unsupported(`filter ${filter.type} is not supported`);
+  for (const filter of rule.filters ?? [])
+    if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier') throw new Unsupported(`filter ${filter.type} is not supported`);
   const matches = (rule.matches ?? []).map(({ method, headers }) => {
     if (!method) return { headers };
     if ((method.type ?? 'Exact') !== 'Exact') throw new Unsupported(`method match type ${method.type} is not supported`);
     if (!method.service) throw new Unsupported('a method match without service is not supported (no listen_path matches "any service, this method")');
-    return { path: method.method ? { type: 'Exact', value: `/${method.service}/${method.method}` } : { type: 'PathPrefix', value: `/${method.service}` }, headers };
+    return {
+      path: method.method ? { type: 'Exact', value: `/${method.service}/${method.method}` } : { type: 'PathPrefix', value: `/${method.service}` },
+      headers,
+    };
   });
   return { ...rule, matches };
 }
@@ -367,6 +412,7 @@ function applyRewrite(proxy: Record<string, unknown>, path: PathModifier, type: 
     proxy.strip_path = true;
     if (prefix === '/' && targetPath === '/') delete proxy.strip_path;
   } else throw new Unsupported(`URLRewrite path ${path.type} on a ${type} match is not supported`);
-  if (targetPath === '/' && path.type === 'ReplaceFullPath') throw new Unsupported('URLRewrite ReplaceFullPath "/" is not supported (a target path "/" forwards the client\'s path)');
+  if (targetPath === '/' && path.type === 'ReplaceFullPath')
+    throw new Unsupported('URLRewrite ReplaceFullPath "/" is not supported (a target path "/" forwards the client\'s path)');
   upstreams.targets = upstreams.targets.map((t) => ({ ...t, target: `${t.target}${targetPath === '/' ? '' : targetPath}` }));
 }

@@ -18,16 +18,18 @@ const proto = loadGatehouseProto();
 /** The test reads `snapshot` only from pushes it knows to be full ones. */
 type Push = wire.SnapshotPush & { snapshot: wire.Snapshot };
 
-const withApi = (name: string) => (defs: Definitions): Definitions => ({
-  ...defs,
-  apis: [
-    ...defs.apis,
-    parseApiDefinition({
-      name,
-      proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000' }] } },
-    }),
-  ],
-});
+const withApi =
+  (name: string) =>
+  (defs: Definitions): Definitions => ({
+    ...defs,
+    apis: [
+      ...defs.apis,
+      parseApiDefinition({
+        name,
+        proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000' }] } },
+      }),
+    ],
+  });
 
 /** A data plane as the wire sees it: a real grpc-js client on a real port. */
 function connect(port: number) {
@@ -48,8 +50,7 @@ function connect(port: number) {
   let read = 0;
   return {
     send: (message: object) => call.write(message),
-    hello: (id: string, extra: object = {}) =>
-      call.write({ hello: { id, hostname: `${id}.local`, proxy_address: '127.0.0.1:8080', ...extra } }),
+    hello: (id: string, extra: object = {}) => call.write({ hello: { id, hostname: `${id}.local`, proxy_address: '127.0.0.1:8080', ...extra } }),
     async next(timeoutMs = 5000): Promise<Push> {
       const deadline = Date.now() + timeoutMs;
       while (read >= received.length) {
@@ -303,7 +304,11 @@ describe('snapshot server', () => {
     same.hello('dp-same', { accepts_deltas: true, version: 41, hash });
     expect(await same.next()).toMatchObject({ content: 'delta', delta: { base_version: 41, base_hash: hash, version, hash, apis: [], removed_apis: [] } });
 
-    for (const [id, holds] of [['dp-unknown', { version: 41, hash: held.hash }], ['dp-empty', {}], ['dp-no-deltas', { version: held.version, hash: held.hash, accepts_deltas: false }]] as const) {
+    for (const [id, holds] of [
+      ['dp-unknown', { version: 41, hash: held.hash }],
+      ['dp-empty', {}],
+      ['dp-no-deltas', { version: held.version, hash: held.hash, accepts_deltas: false }],
+    ] as const) {
       const dp = open();
       dp.hello(id, { accepts_deltas: true, ...holds });
       expect(await dp.next()).toMatchObject({ content: 'snapshot', snapshot: { version, hash } });
@@ -313,14 +318,26 @@ describe('snapshot server', () => {
   test('a data plane whose stream was full is sent, once it drains, the delta from the last version it was sent, not the whole', async () => {
     // Deltas of ~40 KB each (every API's target changes), so that a stream that is not read fills within a few dozen versions.
     const apis = Array.from({ length: 300 }, (_, i) => `api-${i}`);
-    const retarget = (port: number) => (defs: Definitions): Definitions => ({
-      ...defs,
-      apis: apis.map((name) => parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: `http://127.0.0.1:${port}` }] } } })),
-    });
+    const retarget =
+      (port: number) =>
+      (defs: Definitions): Definitions => ({
+        ...defs,
+        apis: apis.map((name) =>
+          parseApiDefinition({
+            name,
+            proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: `http://127.0.0.1:${port}` }] } },
+          }),
+        ),
+      });
     await store.update(retarget(1000));
     // A raw HTTP/2 client that reads nothing until told to: grpc-js's own client keeps reading into its buffers.
     const session = http2.connect(`http://127.0.0.1:${port}`);
-    const stream = session.request({ ':method': 'POST', ':path': '/gatehouse.v1.SnapshotService/StreamSnapshots', 'content-type': 'application/grpc', te: 'trailers' });
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/gatehouse.v1.SnapshotService/StreamSnapshots',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
     stream.on('error', () => undefined);
     try {
       stream.pause();
@@ -376,4 +393,3 @@ describe('snapshot server', () => {
     expect(await dp.next()).toMatchObject({ content: 'snapshot', snapshot: { version: 3 } });
   });
 });
-

@@ -234,7 +234,16 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
 
     dataPlanes() {
       return [...streams].flatMap((s) =>
-        s.status ? [{ ...s.status, auth: { ...s.status.auth }, last_ack: s.status.last_ack && { ...s.status.last_ack }, last_nack: s.status.last_nack && { ...s.status.last_nack } }] : [],
+        s.status
+          ? [
+              {
+                ...s.status,
+                auth: { ...s.status.auth },
+                last_ack: s.status.last_ack && { ...s.status.last_ack },
+                last_nack: s.status.last_nack && { ...s.status.last_nack },
+              },
+            ]
+          : [],
       );
     },
 

@@ -45,7 +45,7 @@ export function createStreamAuthenticator({ joinTokens, clientCertificates }: St
         return new GatehouseError('DATAPLANE_UNAUTHENTICATED', 'join token required: set GRPC_JOIN_TOKEN on the data plane');
       }
       if (!matchesAnySecret(token, digests)) {
-        return new GatehouseError('DATAPLANE_UNAUTHENTICATED', 'join token not accepted: GRPC_JOIN_TOKEN differs from the control plane\'s');
+        return new GatehouseError('DATAPLANE_UNAUTHENTICATED', "join token not accepted: GRPC_JOIN_TOKEN differs from the control plane's");
       }
     }
     if (clientCertificates) return { method: 'mtls', subject: subjectOf(call.getAuthContext()?.sslPeerCertificate) };

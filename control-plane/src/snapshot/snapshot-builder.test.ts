@@ -15,13 +15,15 @@ const proto = loadGatehouseProto();
 const Snapshot = protobuf.loadSync(PROTO_PATH).lookupType('gatehouse.v1.Snapshot');
 const Delta = new protobuf.Root().loadSync(PROTO_PATH, { keepCase: true }).lookupType('gatehouse.v1.SnapshotDelta');
 
-const withApi = (name: string) => (defs: Definitions): Definitions => ({
-  ...defs,
-  apis: [
-    ...defs.apis,
-    parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }] } } }),
-  ],
-});
+const withApi =
+  (name: string) =>
+  (defs: Definitions): Definitions => ({
+    ...defs,
+    apis: [
+      ...defs.apis,
+      parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }] } } }),
+    ],
+  });
 
 let dir: string;
 let store: DefinitionStore;
@@ -99,7 +101,15 @@ describe('snapshot builder', () => {
   });
 
   test('deltaFrom: a delta from any of the recent versions, an empty one from the current content under another version, none from an older one', async () => {
-    const decode = (bytes: Buffer) => Delta.toObject(Delta.decode(bytes), { longs: Number, defaults: true, arrays: true }) as { base_version: number; base_hash: string; version: number; hash: string; apis: { name: string }[]; removed_apis: string[] };
+    const decode = (bytes: Buffer) =>
+      Delta.toObject(Delta.decode(bytes), { longs: Number, defaults: true, arrays: true }) as {
+        base_version: number;
+        base_hash: string;
+        version: number;
+        hash: string;
+        apis: { name: string }[];
+        removed_apis: string[];
+      };
     const first = builder.current();
     await store.update(withApi('a'));
     const second = builder.current();

@@ -51,7 +51,10 @@ describe('file config history', () => {
     const history = await openHistory();
     await writeVersions(history, 3);
     expect(await historyFiles()).toEqual([HISTORY_JOURNAL]);
-    const lines = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const lines = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => [l.seq, l.version, l.changes.map((c: { name: string }) => c.name)])).toEqual([
       [1, 2, ['v2']],
       [2, 3, ['v3']],
@@ -69,7 +72,15 @@ describe('file config history', () => {
   test('the limit drops the oldest; compaction moves the base to the oldest kept version, which rebuilds the same after a restart', async () => {
     const history = await openHistory(3);
     // A first version of ~100 KiB: the journal outgrows the 64 KiB floor and is compacted.
-    const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };
+    const wide = {
+      apis: Array.from({ length: 150 }, (_, i) =>
+        api(
+          `w${i}`,
+          Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`),
+        ),
+      ),
+      oauthServers: [],
+    };
     const contents = await writeVersions(history, 6, wide);
     expect(history.list().map((e) => e.version)).toEqual([7, 6, 5]);
     expect(await history.definitions(4)).toBeUndefined();
@@ -87,12 +98,24 @@ describe('file config history', () => {
     await again.record(state(8, contents[3]), { author: 'admin', action: 'rollback to 5' });
     await again.close();
     const third = await openHistory(3);
-    expect(third.list().map((e) => [e.version, e.action])).toEqual([[8, 'rollback to 5'], [7, 'PUT /apis/x'], [6, 'PUT /apis/x']]);
+    expect(third.list().map((e) => [e.version, e.action])).toEqual([
+      [8, 'rollback to 5'],
+      [7, 'PUT /apis/x'],
+      [6, 'PUT /apis/x'],
+    ]);
     expect(names(await third.definitions(8))).toEqual(names(contents[3]));
   });
 
   test('a compaction never drops a kept version: after every write, each listed version rebuilds from the files alone', async () => {
-    const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };
+    const wide = {
+      apis: Array.from({ length: 150 }, (_, i) =>
+        api(
+          `w${i}`,
+          Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`),
+        ),
+      ),
+      oauthServers: [],
+    };
     const contents = new Map<number, Definitions>();
     let history = await openHistory(3);
     let defs: Definitions = wide;
@@ -106,7 +129,10 @@ describe('file config history', () => {
       const listed = history.list().map((e) => e.version);
       expect(listed).toEqual([v, v - 1, v - 2].filter((x) => x >= 2));
       for (const version of listed) {
-        expect({ version, hash: definitionsHash((await history.definitions(version)) ?? { apis: [], oauthServers: [] }) }).toEqual({ version, hash: definitionsHash(contents.get(version)!) });
+        expect({ version, hash: definitionsHash((await history.definitions(version)) ?? { apis: [], oauthServers: [] }) }).toEqual({
+          version,
+          hash: definitionsHash(contents.get(version)!),
+        });
       }
     }
     // The ~100 KiB first version did drop out, and the base moved past it.
@@ -115,7 +141,15 @@ describe('file config history', () => {
 
   test('a crash between writing the new base and replacing the journal: the old journal on the new base loads the same', async () => {
     const history = await openHistory(2);
-    const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };
+    const wide = {
+      apis: Array.from({ length: 150 }, (_, i) =>
+        api(
+          `w${i}`,
+          Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`),
+        ),
+      ),
+      oauthServers: [],
+    };
     const contents = new Map<number, Definitions>([
       [2, wide],
       [3, { ...wide, apis: [...wide.apis, api('a')] }],
@@ -138,7 +172,15 @@ describe('file config history', () => {
 
   test('a write that drops a large entry does not wait for the compaction it starts; lines appended meanwhile are carried into the new journal', async () => {
     const history = await openHistory(2);
-    const wide = { apis: Array.from({ length: 150 }, (_, i) => api(`w${i}`, Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`))), oauthServers: [] };
+    const wide = {
+      apis: Array.from({ length: 150 }, (_, i) =>
+        api(
+          `w${i}`,
+          Array.from({ length: 8 }, (_, j) => `h${j}.w${i}.example`),
+        ),
+      ),
+      oauthServers: [],
+    };
     const contents = await writeVersions(history, 2, wide);
     const basePath = join(dir, HISTORY_DIR, HISTORY_BASE);
     // Version 2 (~100 KiB) drops out: a compaction starts, and this write has returned before its base is written.
@@ -157,7 +199,10 @@ describe('file config history', () => {
     // The base moved past version 2's line and the journal holds every line from the base's on, in order.
     const baseSeq = JSON.parse(await readFile(basePath, 'utf8')).seq;
     expect(baseSeq).toBeGreaterThan(1);
-    const seqs = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).seq);
+    const seqs = (await readFile(join(dir, HISTORY_DIR, HISTORY_JOURNAL), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).seq);
     expect(seqs).toEqual(Array.from({ length: 6 - baseSeq }, (_, i) => baseSeq + i));
     const again = await openHistory(2);
     expect(again.list()).toEqual(list);
@@ -202,11 +247,20 @@ describe('file config history', () => {
     expect(await readFile(journal, 'utf8')).toBe(lines);
   });
 
-  test('a previous release\'s history (a complete copy per version + index.json) is converted at the first start', async () => {
+  test("a previous release's history (a complete copy per version + index.json) is converted at the first start", async () => {
     await mkdir(join(dir, HISTORY_DIR), { recursive: true });
     const v2 = { apis: [api('a')], oauthServers: [] };
     const v3 = { apis: [api('a'), api('b')], oauthServers: [] };
-    const entry = (version: number, defs: Definitions) => ({ version, time: '2024-01-01T00:00:00.000Z', author: 'old', action: 'POST /apis', hash: definitionsHash(defs), apis: defs.apis.length, oauth_servers: 0, basic_auth_credentials: 0 });
+    const entry = (version: number, defs: Definitions) => ({
+      version,
+      time: '2024-01-01T00:00:00.000Z',
+      author: 'old',
+      action: 'POST /apis',
+      hash: definitionsHash(defs),
+      apis: defs.apis.length,
+      oauth_servers: 0,
+      basic_auth_credentials: 0,
+    });
     await writeFile(join(dir, HISTORY_DIR, '2.json'), serialize(2, v2));
     await writeFile(join(dir, HISTORY_DIR, '3.json'), serialize(3, v3));
     await writeFile(join(dir, HISTORY_DIR, 'index.json'), JSON.stringify([entry(2, v2), entry(3, v3)]));

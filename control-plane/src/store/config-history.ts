@@ -217,7 +217,8 @@ async function readLegacyIndex(dir: string, logger: Logger): Promise<HistoryEntr
   if (text === undefined) return undefined;
   try {
     const parsed: unknown = JSON.parse(text.toString('utf8'));
-    if (Array.isArray(parsed)) return parsed.filter((e): e is HistoryEntry => Number.isSafeInteger((e as HistoryEntry)?.version)).sort((a, b) => a.version - b.version);
+    if (Array.isArray(parsed))
+      return parsed.filter((e): e is HistoryEntry => Number.isSafeInteger((e as HistoryEntry)?.version)).sort((a, b) => a.version - b.version);
   } catch {
     // Unreadable: nothing to convert.
   }

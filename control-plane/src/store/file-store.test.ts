@@ -16,7 +16,9 @@ const api = (name: string, listenPath = `/${name}/*`) =>
     proxy: { listen_path: listenPath, upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://127.0.0.1:9000' }] } },
   });
 
-const withApi = (name: string) => (defs: Definitions): Definitions => ({ ...defs, apis: [...defs.apis, api(name)] });
+const withApi =
+  (name: string) =>
+  (defs: Definitions): Definitions => ({ ...defs, apis: [...defs.apis, api(name)] });
 
 let dir: string;
 let store: DefinitionStore;
@@ -206,7 +208,10 @@ describe('file store journal', () => {
     await store.update(withApi('b'));
     await store.update((defs) => ({ ...defs, apis: defs.apis.filter((x) => x.name !== 'a') }));
     expect(await readFile(join(dir, STORE_FILE), 'utf8')).toBe(base);
-    const records = (await readFile(journalPath(), 'utf8')).trim().split('\n').map((line) => JSON.parse(line));
+    const records = (await readFile(journalPath(), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     expect(records.map((r) => [r.revision, r.hash, r.changes.map((c: { name: string; def?: unknown }) => [c.name, c.def !== undefined])])).toEqual([
       [2, expect.any(String), [['a', true]]],
       [3, expect.any(String), [['b', true]]],
@@ -248,8 +253,16 @@ describe('file store journal', () => {
     ['a damaged record before the last', (lines: string[]) => [lines[0].slice(0, 20), ...lines.slice(1)], 'record 1'],
     ['a gap in the revisions', (lines: string[]) => [lines[0], lines[2]], 'record 2 is revision 4, expected 3'],
     ['an invalid definition', (lines: string[]) => [lines[0].replace('"listen_path":"/a/*"', '"listen_path":7'), lines[1], lines[2]], 'record 1 (revision 2)'],
-    ['a record under another name', (lines: string[]) => [lines[0].replace('"name":"a"', '"name":"z"'), lines[1], lines[2]], 'api "z" holds a definition named "a"'],
-    ['content that does not hash to the record\'s hash', (lines: string[]) => [lines[0], lines[1], lines[2].replace(/"hash":"[0-9a-f]+"/, '"hash":"0"')], 'the journal does not continue store.json'],
+    [
+      'a record under another name',
+      (lines: string[]) => [lines[0].replace('"name":"a"', '"name":"z"'), lines[1], lines[2]],
+      'api "z" holds a definition named "a"',
+    ],
+    [
+      "content that does not hash to the record's hash",
+      (lines: string[]) => [lines[0], lines[1], lines[2].replace(/"hash":"[0-9a-f]+"/, '"hash":"0"')],
+      'the journal does not continue store.json',
+    ],
   ])('%s: STORE_UNAVAILABLE naming the journal, files left as they were', async (_what, spoil, message) => {
     for (const name of ['a', 'b', 'c']) await store.update(withApi(name));
     const lines = (await readFile(journalPath(), 'utf8')).trim().split('\n');
@@ -287,11 +300,15 @@ describe('file store journal', () => {
     await writeFile(join(dir, STORE_FILE), '{"revision":1,"apis":[],"oauth_servers":[]}\n');
     const journal = await readFile(journalPath(), 'utf8');
     await writeFile(journalPath(), journal.replace(/"name":"a"/g, '"name":"q"').replace('"/a/*"', '"/q/*"'));
-    await expect(openFileStore({ dataDir: dir, logger })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('does not continue store.json') });
+    await expect(openFileStore({ dataDir: dir, logger })).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining('does not continue store.json'),
+    });
   });
 
   test('the journal is compacted once it outgrows the base (64 KiB at least), and every write survives it', async () => {
-    const big = (name: string) => parseApiDefinition({ ...JSON.parse(JSON.stringify(api(name))), hosts: Array.from({ length: 40 }, (_, i) => `h${i}-${name}.example`) });
+    const big = (name: string) =>
+      parseApiDefinition({ ...JSON.parse(JSON.stringify(api(name))), hosts: Array.from({ length: 40 }, (_, i) => `h${i}-${name}.example`) });
     let compacted = 0;
     for (let i = 0; i < 60; i++) {
       await store.update((defs) => ({ ...defs, apis: [...defs.apis, big(`n${i}`)] }));

@@ -135,7 +135,9 @@ export function replayJournal(path: string, base: { revision: number; defs: Defi
     const defs = replay ? replay.defs() : base.defs;
     const loaded = { revision, defs, hash: definitionsHash(defs), validBytes };
     if (replay && loaded.hash !== hash) {
-      throw new Error(`the content at revision ${revision} hashes to ${loaded.hash}, its record says ${JSON.stringify(hash)}: the journal does not continue store.json (replaced by hand? see docs/operations.md "Reliability")`);
+      throw new Error(
+        `the content at revision ${revision} hashes to ${loaded.hash}, its record says ${JSON.stringify(hash)}: the journal does not continue store.json (replaced by hand? see docs/operations.md "Reliability")`,
+      );
     }
     return loaded;
   } catch (err) {

@@ -6,7 +6,12 @@ import { changesBetween, createReplay, encodeRecord, parseJournal } from './jour
 
 const api = (name: string, version: number) =>
   parseApiDefinition({ name, proxy: { listen_path: `/${name}/v${version}/*`, upstreams: { targets: [{ target: 'http://127.0.0.1:9000' }] } } });
-const server = (name: string) => parseOAuthServer({ name, oauth_endpoints: { token: { listen_path: `/${name}/token`, upstreams: { targets: [{ target: 'http://127.0.0.1:9000' }] } } }, token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }] } });
+const server = (name: string) =>
+  parseOAuthServer({
+    name,
+    oauth_endpoints: { token: { listen_path: `/${name}/token`, upstreams: { targets: [{ target: 'http://127.0.0.1:9000' }] } } },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: 'k' }] },
+  });
 
 type Edit =
   | { op: 'replace'; at: number; version: number }
@@ -37,7 +42,11 @@ function applyEdit(defs: Definitions, e: Edit): Definitions {
     case 'remove':
       return { ...defs, apis: apis.filter((_, i) => i !== at) };
     default:
-      return { ...defs, apis: [...apis].sort((a, b) => ((a.name.charCodeAt(0) * (e.seed + 7)) % 11) - ((b.name.charCodeAt(0) * (e.seed + 7)) % 11)), oauthServers: e.seed % 2 ? [server('s')] : [] };
+      return {
+        ...defs,
+        apis: [...apis].sort((a, b) => ((a.name.charCodeAt(0) * (e.seed + 7)) % 11) - ((b.name.charCodeAt(0) * (e.seed + 7)) % 11)),
+        oauthServers: e.seed % 2 ? [server('s')] : [],
+      };
   }
 }
 
@@ -97,7 +106,11 @@ test('the memo of the last diff keeps no earlier configuration alive: a chain of
 
 test('parseJournal: a torn or damaged last line is left out, a damaged line before it throws', () => {
   const line = '{"revision":2,"changes":[]}\n';
-  expect(parseJournal(Buffer.from(`${line}${line}{"revis`))).toMatchObject({ records: [{ revision: 2 }, { revision: 2 }], validBytes: line.length * 2, tornBytes: 7 });
+  expect(parseJournal(Buffer.from(`${line}${line}{"revis`))).toMatchObject({
+    records: [{ revision: 2 }, { revision: 2 }],
+    validBytes: line.length * 2,
+    tornBytes: 7,
+  });
   expect(parseJournal(Buffer.from(`${line}\0\0\0\n`))).toMatchObject({ validBytes: line.length, tornBytes: 4 });
   expect(() => parseJournal(Buffer.from(`{"revis\n${line}`))).toThrow('record 1 (at byte 0) is not a JSON object');
 });

@@ -124,7 +124,9 @@ function diffLists(before: Definitions, after: Definitions): DefinitionChanges {
 
 /** One journal line (with its newline), `head` first; definitions as their kept JSON. */
 export function encodeRecord(head: object, { changes, order }: DefinitionChanges): string {
-  const items = changes.map(({ kind, name, def }) => `{"kind":${JSON.stringify(kind)},"name":${JSON.stringify(name)}${def ? `,"def":${definitionJson(def)}` : ''}}`);
+  const items = changes.map(
+    ({ kind, name, def }) => `{"kind":${JSON.stringify(kind)},"name":${JSON.stringify(name)}${def ? `,"def":${definitionJson(def)}` : ''}}`,
+  );
   return `${JSON.stringify(head).slice(0, -1)},"changes":[${items.join(',')}]${order ? `,"order":${JSON.stringify(order)}` : ''}}\n`;
 }
 
@@ -194,7 +196,8 @@ export function createReplay(start: Definitions): Replay {
       if (order === undefined) return;
       for (const [kindName, names] of Object.entries(order as object)) {
         const list = lists.get(kindName as DefinitionKindName);
-        if (!list || !Array.isArray(names) || names.length !== list.size || names.some((n) => !list.has(n))) throw new Error(`order of ${kindName} does not name its definitions`);
+        if (!list || !Array.isArray(names) || names.length !== list.size || names.some((n) => !list.has(n)))
+          throw new Error(`order of ${kindName} does not name its definitions`);
         lists.set(kindName as DefinitionKindName, new Map(names.map((n: string) => [n, list.get(n)!])));
       }
     },

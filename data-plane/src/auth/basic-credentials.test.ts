@@ -73,7 +73,11 @@ describe('basic_auth checker', () => {
     const fresh = [1, 2, 3, 4].map((i) => checker.check(users, basic(`alice:guess ${i}`)));
     expect(fresh.slice(2)).toEqual([BUSY, BUSY]);
     expect(await Promise.all(fresh.slice(0, 2))).toEqual([null, null]);
-    const mixed = await Promise.all([checker.check(users, basic('alice:guess 5')), checker.check(users, basic('alice:guess 6')), checker.check(users, basic('alice:alice password'))]);
+    const mixed = await Promise.all([
+      checker.check(users, basic('alice:guess 5')),
+      checker.check(users, basic('alice:guess 6')),
+      checker.check(users, basic('alice:alice password')),
+    ]);
     expect(mixed).toEqual([null, null, 'alice']);
   });
 

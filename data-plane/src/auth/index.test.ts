@@ -25,7 +25,17 @@ function oauthServer(name: string, strategy: TokenStrategy): CompiledOAuthServer
 
 function apiRoute(serverName?: string): CompiledRoute {
   return {
-    id: 'api:x', kind: 'api', name: 'x', hosts: [], methods: null, listenPath: null, headers: [], proxy, targets: [], conditionCount: 0, plugins: [],
+    id: 'api:x',
+    kind: 'api',
+    name: 'x',
+    hosts: [],
+    methods: null,
+    listenPath: null,
+    headers: [],
+    proxy,
+    targets: [],
+    conditionCount: 0,
+    plugins: [],
     ...(serverName ? { oauth2: { serverName } } : {}),
   };
 }
@@ -39,8 +49,7 @@ const servers = new Map<string, CompiledOAuthServer>([
   ['store-auth', oauthServer('store-auth', { name: 'storage', settings: { default_ttl: 60 }, leeway: 0 })],
 ]);
 
-const sign = (key = SECRET) =>
-  new SignJWT({ sub: 'c', exp: T + 60 }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(key));
+const sign = (key = SECRET) => new SignJWT({ sub: 'c', exp: T + 60 }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(key));
 
 /** A refusal may be thrown (known at once) or a rejection: both count. */
 async function codeOf(check: () => unknown): Promise<string> {
@@ -105,7 +114,9 @@ describe('Authorization header parsing', () => {
     // Scheme spellings and the characters that decide a parse: ASCII and non-ASCII whitespace, case-folding traps (İ, K).
     const scheme = fc.constantFrom('Bearer', 'bearer', 'BEARER', 'bEaReR', 'Bearerx', 'Beare', 'Basic', 'Bearer\u0130', 'Be\u212Arer', '');
     const piece = fc.constantFrom(' ', '  ', '\t', '\u00a0', '\ufeff', '\u2028', '\u3000', '\v', 'a', 'Z', '.', '-', '\u0130', '~');
-    const header = fc.tuple(fc.array(piece, { maxLength: 3 }), scheme, fc.array(piece, { maxLength: 12 })).map(([lead, s, rest]) => lead.join('') + s + rest.join(''));
+    const header = fc
+      .tuple(fc.array(piece, { maxLength: 3 }), scheme, fc.array(piece, { maxLength: 12 }))
+      .map(([lead, s, rest]) => lead.join('') + s + rest.join(''));
     fc.assert(
       fc.property(header, (value) => {
         expect(outcome(value)).toBe(general(value));

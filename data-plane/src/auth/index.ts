@@ -94,7 +94,10 @@ export function createAuthorizer(deps: {
       },
     };
     if (jwks) jwksConfigs.push(jwks);
-    verifiers.set(name, createJwtVerifier({ keys: server.jwtKeys, lookup, leeway: strategy.leeway ?? 0, issuer: strategy.issuer, audiences: strategy.audiences, now }));
+    verifiers.set(
+      name,
+      createJwtVerifier({ keys: server.jwtKeys, lookup, leeway: strategy.leeway ?? 0, issuer: strategy.issuer, audiences: strategy.audiences, now }),
+    );
   }
   // Fetched now, so the first tokens find their keys.
   deps.jwks?.retain(jwksConfigs);

@@ -46,30 +46,30 @@ async function readJson(body: Dispatcher.ResponseData['body'], call: JsonCall, f
 }
 
 /** Resolves with the parsed JSON object; rejects with `fail(reason)`. */
-export async function callJson(
-  pools: CallPools,
-  call: JsonCall,
-  fail: (reason: string, cause?: unknown) => GatehouseError,
-): Promise<Record<string, unknown>> {
+export async function callJson(pools: CallPools, call: JsonCall, fail: (reason: string, cause?: unknown) => GatehouseError): Promise<Record<string, unknown>> {
   let json: unknown;
   try {
-    json = await withDeadline(call.timeoutMs, () => new DOMException(`${call.label} timed out`, 'TimeoutError'), async (signal) => {
-      const pool = pools.get(call.origin, { dialTimeoutMs: call.dialTimeoutMs, insecureSkipVerify: call.insecureSkipVerify });
-      const res = await pool.request({
-        method: call.method,
-        path: call.path,
-        headers: call.headers,
-        body: call.body,
-        signal,
-        headersTimeout: call.timeoutMs,
-        bodyTimeout: call.timeoutMs,
-      });
-      if (res.statusCode !== 200) {
-        res.body.on('error', () => undefined).destroy();
-        throw fail(`${call.label} answered ${res.statusCode}`);
-      }
-      return readJson(res.body, call, fail);
-    });
+    json = await withDeadline(
+      call.timeoutMs,
+      () => new DOMException(`${call.label} timed out`, 'TimeoutError'),
+      async (signal) => {
+        const pool = pools.get(call.origin, { dialTimeoutMs: call.dialTimeoutMs, insecureSkipVerify: call.insecureSkipVerify });
+        const res = await pool.request({
+          method: call.method,
+          path: call.path,
+          headers: call.headers,
+          body: call.body,
+          signal,
+          headersTimeout: call.timeoutMs,
+          bodyTimeout: call.timeoutMs,
+        });
+        if (res.statusCode !== 200) {
+          res.body.on('error', () => undefined).destroy();
+          throw fail(`${call.label} answered ${res.statusCode}`);
+        }
+        return readJson(res.body, call, fail);
+      },
+    );
   } catch (err) {
     if (isGatehouseError(err)) throw err;
     const e = err as { name?: string; code?: string; message?: string };

@@ -139,7 +139,11 @@ test.each([
   ['not JSON', () => ({ status: 200, body: '<html>' }), 'response is not JSON'],
   ['a JSON array', () => ({ status: 200, body: '[]' }), 'response is not a JSON object'],
   ['no keys array', () => ({ status: 200, body: '{"jwks":[]}' }), 'JWKS is not a JSON object with a "keys" array'],
-  ['an HMAC key in the set', () => ({ status: 200, body: JSON.stringify({ keys: [K1, { kty: 'oct', k: 'c2VjcmV0' }] }) }), 'JWKS keys[1] is a symmetric (oct) key: a JWKS carries public keys only'],
+  [
+    'an HMAC key in the set',
+    () => ({ status: 200, body: JSON.stringify({ keys: [K1, { kty: 'oct', k: 'c2VjcmV0' }] }) }),
+    'JWKS keys[1] is a symmetric (oct) key: a JWKS carries public keys only',
+  ],
 ])('a response %s is no key set, and the set held before stays', async (_name, bad, reason) => {
   answer = bad();
   expect(await refusal('k1')).toBe(`JWKS_UNAVAILABLE: JWKS of oauth server idp unavailable: ${reason}`);
@@ -174,11 +178,18 @@ test('metrics: each fetch counted by outcome, and the keys each server holds (0 
   serve([K1, K2]);
   cache.retain([config()]);
   await kids('k1');
-  expect(await scrape()).toEqual(['gatehouse_jwks_fetches_total{outcome="ok"} 1', 'gatehouse_jwks_fetches_total{outcome="failed"} 0', 'gatehouse_jwks_keys{server="idp"} 2']);
+  expect(await scrape()).toEqual([
+    'gatehouse_jwks_fetches_total{outcome="ok"} 1',
+    'gatehouse_jwks_fetches_total{outcome="failed"} 0',
+    'gatehouse_jwks_keys{server="idp"} 2',
+  ]);
   answer = { status: 500, body: '' };
   clock += 60_000;
   await kids('k1'); // past cache_ttl: the background refresh fails, the held set serves
-  await pollUntil(async () => ((await scrape()).includes('gatehouse_jwks_fetches_total{outcome="failed"} 1') ? true : undefined), { what: 'the failed fetch counted', timeoutMs: 5_000 });
+  await pollUntil(async () => ((await scrape()).includes('gatehouse_jwks_fetches_total{outcome="failed"} 1') ? true : undefined), {
+    what: 'the failed fetch counted',
+    timeoutMs: 5_000,
+  });
   expect(await scrape()).toContain('gatehouse_jwks_keys{server="idp"} 2');
   clock += 61_000;
   expect(await scrape()).toContain('gatehouse_jwks_keys{server="idp"} 0');

@@ -77,7 +77,14 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
     try {
       const body = await getJsonDocument(
         options.pools,
-        { origin: config.origin, path: config.path, accept: 'application/jwk-set+json, application/json', timeoutMs: config.timeoutMs, maxBytes: MAX_JWKS_BYTES, label: 'JWKS URI' },
+        {
+          origin: config.origin,
+          path: config.path,
+          accept: 'application/jwk-set+json, application/json',
+          timeoutMs: config.timeoutMs,
+          maxBytes: MAX_JWKS_BYTES,
+          label: 'JWKS URI',
+        },
         (reason, cause) => unavailable(config, reason, cause),
       );
       const parsed = parseJwks(body, config.algs);
@@ -85,7 +92,10 @@ export function createJwksCache(options: JwksCacheOptions): JwksCache {
       set.fetchedAt = now();
       set.lastError = undefined;
       options.metrics?.jwksFetch('ok');
-      options.logger?.[parsed.ignored.some((j) => j.broken) ? 'warn' : 'info']({ server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored }, 'JWKS fetched');
+      options.logger?.[parsed.ignored.some((j) => j.broken) ? 'warn' : 'info'](
+        { server: config.serverName, uri: config.uri, keys: parsed.keys.length, ignored: parsed.ignored },
+        'JWKS fetched',
+      );
     } catch (err) {
       // The whole message, prefixed once: a refused set's reason comes from parseJwks, a failed call's from callJson (json-call.ts).
       set.lastError = isGatehouseError(err) ? err.message : unavailable(config, err instanceof Error ? err.message : String(err)).message;

@@ -28,15 +28,25 @@ const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringi
 
 /** Header/payload/signature parts that are almost tokens: known and unknown algs, crit, wrong types. */
 const header = fc.oneof(
-  fc.record({ alg: fc.constantFrom('HS256', 'none', 'RS256', 'HS512', 'ES256', 'PS256', '', 'hs256'), typ: fc.constantFrom('JWT', 'at+jwt', undefined) }, { requiredKeys: ['alg'] }),
+  fc.record(
+    { alg: fc.constantFrom('HS256', 'none', 'RS256', 'HS512', 'ES256', 'PS256', '', 'hs256'), typ: fc.constantFrom('JWT', 'at+jwt', undefined) },
+    { requiredKeys: ['alg'] },
+  ),
   fc.record({ alg: fc.constant('HS256'), crit: fc.array(fc.string({ maxLength: 5 }), { maxLength: 2 }), b64: fc.boolean() }),
   fc.jsonValue({ maxDepth: 2 }),
 );
 const payload = fc.oneof(
-  fc.record({ sub: fc.string({ maxLength: 8 }), exp: fc.oneof(fc.integer(), fc.constant(NOW + 60), fc.string()), nbf: fc.oneof(fc.integer(), fc.double()) }, { requiredKeys: [] }),
+  fc.record(
+    { sub: fc.string({ maxLength: 8 }), exp: fc.oneof(fc.integer(), fc.constant(NOW + 60), fc.string()), nbf: fc.oneof(fc.integer(), fc.double()) },
+    { requiredKeys: [] },
+  ),
   fc.jsonValue({ maxDepth: 2 }),
 );
-const part = fc.oneof(fc.base64String({ maxLength: 40 }).map((s) => s.replace(/=+$/, '')), fc.string({ maxLength: 20 }), fc.constant(''));
+const part = fc.oneof(
+  fc.base64String({ maxLength: 40 }).map((s) => s.replace(/=+$/, '')),
+  fc.string({ maxLength: 20 }),
+  fc.constant(''),
+);
 
 const almostTokens = fc.oneof(
   fc.string({ maxLength: 200 }),

@@ -28,9 +28,7 @@ const PAIRS: Record<JwtAlg, { sign: SigningKey; setting: JwtKeySetting }> = {
 };
 
 function sign(alg: string, key: SigningKey, claims: JWTPayload = {}): Promise<string> {
-  return new SignJWT({ sub: 'client-1', iat: T, exp: T + 300, ...claims })
-    .setProtectedHeader({ alg, typ: 'JWT' })
-    .sign(key);
+  return new SignJWT({ sub: 'client-1', iat: T, exp: T + 300, ...claims }).setProtectedHeader({ alg, typ: 'JWT' }).sign(key);
 }
 
 const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
@@ -58,12 +56,7 @@ describe('each supported alg verifies its own tokens', () => {
 });
 
 describe('rotation: several settings, valid under any one', () => {
-  const settings: JwtKeySetting[] = [
-    { alg: 'HS256', key: 'old-secret' },
-    { alg: 'HS256', key: 'new-secret' },
-    PAIRS.RS256.setting,
-    PAIRS.ES256.setting,
-  ];
+  const settings: JwtKeySetting[] = [{ alg: 'HS256', key: 'old-secret' }, { alg: 'HS256', key: 'new-secret' }, PAIRS.RS256.setting, PAIRS.ES256.setting];
   test.each<[string, () => Promise<string>, string]>([
     ['first HS key', () => sign('HS256', secret('old-secret')), 'ok'],
     ['second HS key', () => sign('HS256', secret('new-secret')), 'ok'],
@@ -115,10 +108,14 @@ describe('attacks are rejected with TOKEN_REJECTED', () => {
     ['ES256 token against an RS256 server', rsServer, () => sign('ES256', p256.privateKey)],
     ['truncated signature', hsServer, async () => (await sign('HS256', PAIRS.HS256.sign)).slice(0, -4)],
     ['signature removed', hsServer, async () => (await sign('HS256', PAIRS.HS256.sign)).replace(/\.[^.]+$/, '.')],
-    ['payload swapped (exp extended)', hsServer, async () => {
-      const [h, , s] = (await sign('HS256', PAIRS.HS256.sign, { exp: T - 1 })).split('.');
-      return `${h}.${b64({ sub: 'client-1', iat: T, exp: T + 3600 })}.${s}`;
-    }],
+    [
+      'payload swapped (exp extended)',
+      hsServer,
+      async () => {
+        const [h, , s] = (await sign('HS256', PAIRS.HS256.sign, { exp: T - 1 })).split('.');
+        return `${h}.${b64({ sub: 'client-1', iat: T, exp: T + 3600 })}.${s}`;
+      },
+    ],
     ['garbage', hsServer, () => 'not-a-jwt'],
     ['three empty segments', hsServer, () => '..'],
     ['empty token', hsServer, () => ''],
@@ -208,7 +205,9 @@ describe('issuer and audiences (RFC 8725 §3.8-3.9), by jose', () => {
 
   test('the refusal names the claim for the logs', async () => {
     const token = await sign('HS256', PAIRS.HS256.sign, { aud: 'billing' });
-    await expect((async () => checked({ audiences: ['orders'] }).verify(token))()).rejects.toThrow('access token not authorized: ERR_JWT_CLAIM_VALIDATION_FAILED (aud)');
+    await expect((async () => checked({ audiences: ['orders'] }).verify(token))()).rejects.toThrow(
+      'access token not authorized: ERR_JWT_CLAIM_VALIDATION_FAILED (aud)',
+    );
   });
 
   test('unset, neither is checked', async () => {

@@ -54,9 +54,14 @@ const DEFAULT_CACHE_MAX_AGE = 300;
 export const MAX_TOKEN_LENGTH = 8192;
 
 const HASHES: Record<JwtAlg, string> = {
-  HS256: 'SHA-256', HS384: 'SHA-384', HS512: 'SHA-512',
-  RS256: 'SHA-256', RS384: 'SHA-384', RS512: 'SHA-512',
-  ES256: 'SHA-256', ES384: 'SHA-384',
+  HS256: 'SHA-256',
+  HS384: 'SHA-384',
+  HS512: 'SHA-512',
+  RS256: 'SHA-256',
+  RS384: 'SHA-384',
+  RS512: 'SHA-512',
+  ES256: 'SHA-256',
+  ES384: 'SHA-384',
 };
 
 type Jose = typeof import('jose');
@@ -96,9 +101,7 @@ function importForAlg({ alg, key }: CompiledJwtKey): Promise<webcrypto.CryptoKey
     return webcrypto.subtle.importKey('raw', key.export(), { name: 'HMAC', hash }, false, ['verify']);
   }
   const spki = key.export({ type: 'spki', format: 'der' });
-  const algorithm = alg.startsWith('RS')
-    ? { name: 'RSASSA-PKCS1-v1_5', hash }
-    : { name: 'ECDSA', namedCurve: alg === 'ES256' ? 'P-256' : 'P-384' };
+  const algorithm = alg.startsWith('RS') ? { name: 'RSASSA-PKCS1-v1_5', hash } : { name: 'ECDSA', namedCurve: alg === 'ES256' ? 'P-256' : 'P-384' };
   return webcrypto.subtle.importKey('spki', spki, algorithm, false, ['verify']);
 }
 

@@ -17,7 +17,11 @@ let oidc: OidcProviders;
 
 function openidConnectConfig(provider: OidcProvider): CompiledOpenidConnect {
   const config = { issuer: provider.issuer, client_id: provider.clientId, client_secret: provider.clientSecret, cookie_secret: 'k'.repeat(32) };
-  const def = parseApiDefinition({ name: 'app', proxy: { listen_path: '/app/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'openid_connect', config }] });
+  const def = parseApiDefinition({
+    name: 'app',
+    proxy: { listen_path: '/app/*', upstreams: { targets: [{ target: 'http://u' }] } },
+    plugins: [{ name: 'openid_connect', config }],
+  });
   return compilePlugins(def.plugins)[0]!.config as CompiledOpenidConnect;
 }
 

@@ -97,7 +97,14 @@ export function createOidcProviders(options: {
       const fail = (reason: string, cause?: unknown) => unavailable(config, reason, cause);
       const doc = await getJsonDocument(
         options.pools,
-        { origin: config.discoveryOrigin, path: config.discoveryPath, accept: 'application/json', timeoutMs: config.timeoutMs, maxBytes: MAX_DOCUMENT_BYTES, label: 'discovery' },
+        {
+          origin: config.discoveryOrigin,
+          path: config.discoveryPath,
+          accept: 'application/json',
+          timeoutMs: config.timeoutMs,
+          maxBytes: MAX_DOCUMENT_BYTES,
+          label: 'discovery',
+        },
         fail,
       );
       entry.endpoints = endpointsOf(config, doc);

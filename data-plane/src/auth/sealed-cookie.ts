@@ -50,6 +50,9 @@ export function withoutCookies(header: string, names: ReadonlySet<string>): stri
     const eq = pair.indexOf('=');
     return !names.has((eq < 0 ? pair : pair.slice(0, eq)).trim());
   });
-  const joined = kept.map((p) => p.trim()).filter((p) => p !== '').join('; ');
+  const joined = kept
+    .map((p) => p.trim())
+    .filter((p) => p !== '')
+    .join('; ');
   return joined === '' ? null : joined;
 }

@@ -48,7 +48,7 @@ type Headers = Record<string, string | string[] | undefined>;
 
 function header(headers: Headers, name: string): string {
   const value = headers[name];
-  return (Array.isArray(value) ? value[0] : value ?? '').toLowerCase();
+  return (Array.isArray(value) ? value[0] : (value ?? '')).toLowerCase();
 }
 
 /** Request parameters: form-urlencoded (RFC 6749) or, leniently, a JSON object. Only string values count. */
@@ -159,10 +159,7 @@ export function createTokenObserver(options: TokenObserverOptions): EndpointObse
         if (options.endpoint === 'token') await onTokenResponse();
         else await onRevokeResponse();
       } catch (err) {
-        logger.warn(
-          { server, endpoint: options.endpoint, err },
-          'token store not updated',
-        );
+        logger.warn({ server, endpoint: options.endpoint, err }, 'token store not updated');
       }
     },
   };

@@ -1,13 +1,6 @@
 import { pino } from 'pino';
 import { Redis } from 'ioredis';
-import {
-  accessKey,
-  createMemoryTokenStore,
-  createRedisTokenStore,
-  createTokenStore,
-  refreshKey,
-  type TokenStore,
-} from './token-store.js';
+import { accessKey, createMemoryTokenStore, createRedisTokenStore, createTokenStore, refreshKey, type TokenStore } from './token-store.js';
 import { freePort } from '../../../test/helpers/free-port.js';
 import { startRedisServer, type RedisServer } from '../../../test/helpers/redis-server.js';
 

@@ -16,10 +16,22 @@ type Passive = NonNullable<HealthCheckDefinition['passive']>;
 const POOL: PoolOptions = { dialTimeoutMs: 1000, insecureSkipVerify: false };
 
 /** Short durations: a probe every 100 ms (the schema's minimum), a passive ejection of 100 ms. */
-const active = (o: Partial<Active> = {}): Active => ({ path: '/healthz', interval: '100ms', timeout: '50ms', healthy_threshold: 2, unhealthy_threshold: 3, ...o });
+const active = (o: Partial<Active> = {}): Active => ({
+  path: '/healthz',
+  interval: '100ms',
+  timeout: '50ms',
+  healthy_threshold: 2,
+  unhealthy_threshold: 3,
+  ...o,
+});
 const passive = (o: Partial<Passive> = {}): Passive => ({ unhealthy_threshold: 3, ejection: '100ms', ...o });
 
-const target = (template: string, params: string[] = []): CompiledTarget => ({ template, weight: 1, hostPattern: null, plan: compileTarget(template, params, 'target') });
+const target = (template: string, params: string[] = []): CompiledTarget => ({
+  template,
+  weight: 1,
+  hostPattern: null,
+  plan: compileTarget(template, params, 'target'),
+});
 
 /** A probe that never answers (for checks whose probes the test does not look at). */
 const neverAnswers: Probe = () => new Promise<never>(() => undefined);
@@ -405,7 +417,17 @@ describe('poolProbe', () => {
   });
 
   const probeOf = (origin: string, timeoutMs = 1000, path = '/healthz', options: Partial<ProbeRequest> = {}) =>
-    poolProbe(pools)({ origin, path, method: 'GET', headers: { host: 'svc.example:8080', 'user-agent': 'gatehouse-health-check' }, healthy: null, grpcService: null, timeoutMs, pool: POOL, ...options });
+    poolProbe(pools)({
+      origin,
+      path,
+      method: 'GET',
+      headers: { host: 'svc.example:8080', 'user-agent': 'gatehouse-health-check' },
+      healthy: null,
+      grpcService: null,
+      timeoutMs,
+      pool: POOL,
+      ...options,
+    });
 
   test.each([
     [200, null],
@@ -430,7 +452,9 @@ describe('poolProbe', () => {
   });
 
   test('HEAD with headers of its own is sent as given', async () => {
-    await expect(probeOf(upstream.url, 1000, '/h', { method: 'HEAD', headers: { host: 'health.internal', 'user-agent': 'gatehouse-health-check', 'x-probe': 'yes' } })).resolves.toBeNull();
+    await expect(
+      probeOf(upstream.url, 1000, '/h', { method: 'HEAD', headers: { host: 'health.internal', 'user-agent': 'gatehouse-health-check', 'x-probe': 'yes' } }),
+    ).resolves.toBeNull();
     const seen = upstream.last()!;
     expect(seen).toMatchObject({ method: 'HEAD', url: '/h' });
     expect(seen.headers).toMatchObject({ host: 'health.internal', 'x-probe': 'yes' });
@@ -489,7 +513,15 @@ describe('poolProbe', () => {
 describe('poolProbe, gRPC health protocol (active.grpc)', () => {
   const same = (b: Buffer): Buffer => b;
   const HEALTH = {
-    Check: { path: '/grpc.health.v1.Health/Check', requestStream: false, responseStream: false, requestSerialize: same, requestDeserialize: same, responseSerialize: same, responseDeserialize: same },
+    Check: {
+      path: '/grpc.health.v1.Health/Check',
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: same,
+      requestDeserialize: same,
+      responseSerialize: same,
+      responseDeserialize: same,
+    },
   };
   /** HealthCheckResponse{status}: field 1, varint. */
   const answer = (status: number) => Buffer.from([0x08, status]);
@@ -511,7 +543,9 @@ describe('poolProbe, gRPC health protocol (active.grpc)', () => {
         else callback({ code: grpc.status.NOT_FOUND, details: 'unknown service' });
       },
     });
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
     origin = `http://127.0.0.1:${port}`;
     pools = createUpstreamPools();
   });
@@ -521,7 +555,16 @@ describe('poolProbe, gRPC health protocol (active.grpc)', () => {
   });
 
   const probe = (grpcService: string, timeoutMs = 1000) =>
-    poolProbe(pools)({ origin, path: '/grpc.health.v1.Health/Check', method: 'GET', grpcService, headers: { host: 'svc', 'user-agent': 'gatehouse-health-check' }, healthy: null, timeoutMs, pool: { ...POOL, http2: true } });
+    poolProbe(pools)({
+      origin,
+      path: '/grpc.health.v1.Health/Check',
+      method: 'GET',
+      grpcService,
+      headers: { host: 'svc', 'user-agent': 'gatehouse-health-check' },
+      healthy: null,
+      timeoutMs,
+      pool: { ...POOL, http2: true },
+    });
 
   test.each([
     ['', null],

@@ -86,7 +86,11 @@ function settingsOf(check: HealthCheckDefinition, host: string): Settings {
       healthy: active.healthy_threshold,
       unhealthy: active.unhealthy_threshold,
     },
-    passive: passive && { unhealthy: passive.unhealthy_threshold, ejectionMs: parseDuration(passive.ejection), failures: new Set([0, ...(passive.statuses ?? PASSIVE_FAILURES)]) },
+    passive: passive && {
+      unhealthy: passive.unhealthy_threshold,
+      ejectionMs: parseDuration(passive.ejection),
+      failures: new Set([0, ...(passive.statuses ?? PASSIVE_FAILURES)]),
+    },
   };
 }
 
@@ -133,7 +137,8 @@ export class TargetHealth {
     const last = unavailable ? 'grpc-status 14 (UNAVAILABLE)' : status === 0 ? 'no response' : status;
     this.down(`${count(this.passiveFailures, 'proxied request')} failed in a row (the last: ${last})`);
     // Without probes, nothing else would ever bring it back.
-    if (!this.settings.active && this.running) this.timer = setTimeout(() => this.up(`its ejection of ${passive.ejectionMs} ms ended`), passive.ejectionMs).unref();
+    if (!this.settings.active && this.running)
+      this.timer = setTimeout(() => this.up(`its ejection of ${passive.ejectionMs} ms ended`), passive.ejectionMs).unref();
   }
 
   private schedule(delayMs: number): void {
@@ -152,7 +157,8 @@ export class TargetHealth {
       if (!this.healthy && ++this.probeSuccesses >= active.healthy) this.up(`${count(this.probeSuccesses, 'probe')} of ${active.name} succeeded in a row`);
     } else {
       this.probeSuccesses = 0;
-      if (this.healthy && ++this.probeFailures >= active.unhealthy) this.down(`${count(this.probeFailures, 'probe')} of ${active.name} failed in a row (the last: ${failure})`);
+      if (this.healthy && ++this.probeFailures >= active.unhealthy)
+        this.down(`${count(this.probeFailures, 'probe')} of ${active.name} failed in a row (the last: ${failure})`);
     }
     this.schedule(active.intervalMs);
   }
@@ -195,15 +201,19 @@ export interface HealthRegistry {
 export function poolProbe(pools: UpstreamPools): Probe {
   return async ({ origin, path, method, grpcService, headers, healthy, timeoutMs, pool }) => {
     try {
-      return await withDeadline(timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`), async (signal) => {
-        const request = { path, headers, signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs };
-        if (grpcService !== null) return grpcProbe(pools.get(origin, pool), request, grpcService);
-        const res = await pools.get(origin, pool).request({ ...request, method });
-        // Read to the end (bounded), so the connection goes back to the pool.
-        await res.body.dump({ limit: 64 * 1024 });
-        const good = healthy ? healthy.has(res.statusCode) : res.statusCode >= 200 && res.statusCode < 400;
-        return good ? null : `status ${res.statusCode}`;
-      });
+      return await withDeadline(
+        timeoutMs,
+        () => new Error(`no answer within ${timeoutMs} ms`),
+        async (signal) => {
+          const request = { path, headers, signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs };
+          if (grpcService !== null) return grpcProbe(pools.get(origin, pool), request, grpcService);
+          const res = await pools.get(origin, pool).request({ ...request, method });
+          // Read to the end (bounded), so the connection goes back to the pool.
+          await res.body.dump({ limit: 64 * 1024 });
+          const good = healthy ? healthy.has(res.statusCode) : res.statusCode >= 200 && res.statusCode < 400;
+          return good ? null : `status ${res.statusCode}`;
+        },
+      );
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
     }

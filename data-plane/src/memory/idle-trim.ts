@@ -72,7 +72,12 @@ export function v8Collections(): Collections {
  * follows requests (never before the first one): 'scavenge' when they have stood still for `idleMs`, then 'full'
  * WINDOW_MS later if they still have; a request in between starts over.
  */
-export function idleTrimmer(idleMs: number, requests: number, now: number, windowMs = WINDOW_MS): { check(now: number, requests: number): 'scavenge' | 'full' | null } {
+export function idleTrimmer(
+  idleMs: number,
+  requests: number,
+  now: number,
+  windowMs = WINDOW_MS,
+): { check(now: number, requests: number): 'scavenge' | 'full' | null } {
   let seen = requests;
   let quietSince = now;
   let trimmedAt = requests;

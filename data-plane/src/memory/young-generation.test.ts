@@ -1,6 +1,6 @@
 import { youngGenerationHold } from './young-generation.js';
 
-test('the growth factor is 1 while any hold lasts and back to V8\'s 2 when the last one ends; ending twice counts once', () => {
+test("the growth factor is 1 while any hold lasts and back to V8's 2 when the last one ends; ending twice counts once", () => {
   const set: string[] = [];
   const hold = youngGenerationHold((flags) => set.push(flags));
   const endStartUp = hold();

@@ -117,7 +117,9 @@ test('the registry keeps a breaker across generations while route, target and co
   first.get('api:a', 'http://t2', settings);
   first.commit();
   run(a, true);
-  expect(await registry.getSingleMetricAsString('gatehouse_circuit_breaker_state')).toContain('gatehouse_circuit_breaker_state{route="api:a",target="http://t1"} 2');
+  expect(await registry.getSingleMetricAsString('gatehouse_circuit_breaker_state')).toContain(
+    'gatehouse_circuit_breaker_state{route="api:a",target="http://t1"} 2',
+  );
 
   const second = breakers.begin();
   expect(second.get('api:a', 'http://t1', settings)).toBe(a);

@@ -24,10 +24,7 @@ export type Admission = typeof REFUSED_OPEN | typeof REFUSED_BUSY | typeof ADMIT
 const BUCKETS = 10;
 const BUCKET_MS = 1_000;
 
-export type BreakerSettings = Pick<
-  CompiledCb,
-  'maxConcurrent' | 'errorPercentThreshold' | 'requestVolumeThreshold' | 'sleepWindowMs' | 'consecutiveFailures'
->;
+export type BreakerSettings = Pick<CompiledCb, 'maxConcurrent' | 'errorPercentThreshold' | 'requestVolumeThreshold' | 'sleepWindowMs' | 'consecutiveFailures'>;
 
 export class CircuitBreaker {
   private state: BreakerState = 'closed';

@@ -9,7 +9,13 @@ const trusted = parseTrustedProxies('10.0.0.0/8, 2001:db8::/32,192.0.2.7');
 
 describe('clientAddress', () => {
   test.each([
-    ['no trusted proxies: the peer, whatever the headers say', '203.0.113.5', { 'x-forwarded-for': '1.1.1.1', 'x-real-ip': '1.1.1.1' }, '203.0.113.5', parseTrustedProxies('')],
+    [
+      'no trusted proxies: the peer, whatever the headers say',
+      '203.0.113.5',
+      { 'x-forwarded-for': '1.1.1.1', 'x-real-ip': '1.1.1.1' },
+      '203.0.113.5',
+      parseTrustedProxies(''),
+    ],
     ['an untrusted peer: the peer', '203.0.113.5', { 'x-forwarded-for': '1.1.1.1' }, '203.0.113.5'],
     ['a trusted peer: the right-most entry', '10.0.0.1', { 'x-forwarded-for': '9.9.9.9, 198.51.100.4' }, '198.51.100.4'],
     ['trusted hops are walked past', '10.0.0.1', { 'x-forwarded-for': '9.9.9.9, 198.51.100.4, 10.2.3.4, 192.0.2.7' }, '198.51.100.4'],
@@ -34,8 +40,17 @@ describe('what the upstream is told', () => {
     expect(forwardedForUpstream(request('203.0.113.5'))).toBe('203.0.113.5');
   });
   test("a trusted peer's are kept, the peer appended to X-Forwarded-For", () => {
-    const req = request('10.0.0.1', { host: 'internal:8080', 'x-forwarded-for': '198.51.100.4', 'x-forwarded-proto': 'HTTPS', 'x-forwarded-host': 'shop.example.com' });
-    expect([forwardedForUpstream(req), originalScheme(req, trusted), originalHost(req, trusted)]).toEqual(['198.51.100.4, 10.0.0.1', 'https', 'shop.example.com']);
+    const req = request('10.0.0.1', {
+      host: 'internal:8080',
+      'x-forwarded-for': '198.51.100.4',
+      'x-forwarded-proto': 'HTTPS',
+      'x-forwarded-host': 'shop.example.com',
+    });
+    expect([forwardedForUpstream(req), originalScheme(req, trusted), originalHost(req, trusted)]).toEqual([
+      '198.51.100.4, 10.0.0.1',
+      'https',
+      'shop.example.com',
+    ]);
   });
   test("a trusted peer's list or unknown values are not believed: the listener's scheme and the Host", () => {
     const req = request('10.0.0.1', { host: 'gw.test', 'x-forwarded-proto': 'https, http', 'x-forwarded-host': 'a b' }, true);

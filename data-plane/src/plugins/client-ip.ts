@@ -31,7 +31,9 @@ export function parseTrustedProxies(text: string | undefined): TrustedProxies {
     text.split(',').map((raw) => {
       const entry = raw.trim();
       if (parseIpRange(entry.toLowerCase()) === null) {
-        throw new Error(`TRUSTED_PROXIES must list IP addresses and CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", separated by commas; "${entry}" is neither`);
+        throw new Error(
+          `TRUSTED_PROXIES must list IP addresses and CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", separated by commas; "${entry}" is neither`,
+        );
       }
       return wordRange(entry.toLowerCase());
     }),
@@ -64,7 +66,10 @@ export function clientAddress(req: IncomingMessage, trusted: TrustedProxies): st
   let end = xff.length;
   while (end > 0) {
     const comma = xff.lastIndexOf(',', end - 1);
-    const entry = xff.slice(comma + 1, end).trim().toLowerCase();
+    const entry = xff
+      .slice(comma + 1, end)
+      .trim()
+      .toLowerCase();
     end = comma === -1 ? 0 : comma;
     if (entry === '' && end > 0) continue; // an empty list element (`a,,b`) is no hop
     if (addressWords(entry) === null) return address;

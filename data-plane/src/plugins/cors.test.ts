@@ -18,7 +18,12 @@ test.each([
       'access-control-max-age': '600',
     },
   ],
-  ['any origin: "*", never the origin', { domains: ['*'] }, ['https://x.com', 'GET', undefined], { vary: VARY, 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, POST, HEAD' }],
+  [
+    'any origin: "*", never the origin',
+    { domains: ['*'] },
+    ['https://x.com', 'GET', undefined],
+    { vary: VARY, 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, POST, HEAD' },
+  ],
   ['origin not allowed: no CORS headers', { domains: ['https://a.com'] }, ['https://b.com', 'GET', undefined], { vary: VARY }],
   ['method not allowed: no CORS headers', { methods: ['GET'] }, ['https://a.com', 'DELETE', undefined], { vary: VARY }],
   ['a header not allowed: no CORS headers', { request_headers: ['X-A'] }, ['https://a.com', 'GET', 'X-A, X-B'], { vary: VARY }],

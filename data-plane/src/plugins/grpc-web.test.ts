@@ -49,7 +49,9 @@ test('binary mode: the body as it came, then the trailers frame; none when there
   const body = randomBytes(300);
   const transform = new GrpcWebBody(false);
   transform.trailers = { 'grpc-status': '7', 'grpc-message': 'denied' };
-  expect(await through(transform, cut(body))).toEqual(Buffer.concat([body, Buffer.from([0x80, 0, 0, 0, 36]), Buffer.from('grpc-status:7\r\ngrpc-message:denied\r\n')]));
+  expect(await through(transform, cut(body))).toEqual(
+    Buffer.concat([body, Buffer.from([0x80, 0, 0, 0, 36]), Buffer.from('grpc-status:7\r\ngrpc-message:denied\r\n')]),
+  );
   expect(await through(new GrpcWebBody(false), [body])).toEqual(body);
 });
 

@@ -137,11 +137,12 @@ export const grpcWebRuntime: PluginRuntime<unknown> = {
       if (!mode) return;
       ex.grpcWeb = mode;
       ex.headers = upstreamHeaders(ex.headers, mode);
-      if (mode.text) ex.wrapBody((body: Readable) => {
-        const decoder = new Base64Decoder();
-        body.once('error', (err) => decoder.destroy(err));
-        return body.pipe(decoder);
-      });
+      if (mode.text)
+        ex.wrapBody((body: Readable) => {
+          const decoder = new Base64Decoder();
+          body.once('error', (err) => decoder.destroy(err));
+          return body.pipe(decoder);
+        });
     },
     response(ex, _status, headers) {
       const mode = ex.grpcWeb;

@@ -65,7 +65,18 @@ export function buildPipeline(route: CompiledRoute, deps: Omit<StageDeps, 'route
   return pipelineOf(innermost ? [...stages, innermost] : stages);
 }
 
-export { isPromise, PluginExchange, runRequestHooks, type AttemptStarted, type ForwardHook, type ForwardNext, type Pipeline, type PluginAnswer, type PluginStage, type UpstreamOutcome } from './pipeline.js';
+export {
+  isPromise,
+  PluginExchange,
+  runRequestHooks,
+  type AttemptStarted,
+  type ForwardHook,
+  type ForwardNext,
+  type Pipeline,
+  type PluginAnswer,
+  type PluginStage,
+  type UpstreamOutcome,
+} from './pipeline.js';
 export type { PluginRuntime, StageDeps } from './runtime.js';
 export { MirrorCopy, MIRROR_BODY_BYTES, type CopyFailure } from './request-mirror.js';
 export { createResponseCache, type ResponseCache } from './proxy-cache/index.js';

@@ -65,7 +65,11 @@ test('the matcher agrees with node:net BlockList over generated addresses and ra
   const range = fc.oneof(
     fc.tuple(v4, fc.nat(32)).map(([a, p]) => ({ address: a, prefix: p, family: 'ipv4' as const })),
     fc.tuple(v6, fc.nat(128)).map(([a, p]) => ({ address: a, prefix: p, family: 'ipv6' as const })),
-    fc.constantFrom({ address: '10.0.0.0', prefix: 8, family: 'ipv4' as const }, { address: '::', prefix: 0, family: 'ipv6' as const }, { address: '2001:db8::', prefix: 32, family: 'ipv6' as const }),
+    fc.constantFrom(
+      { address: '10.0.0.0', prefix: 8, family: 'ipv4' as const },
+      { address: '::', prefix: 0, family: 'ipv6' as const },
+      { address: '2001:db8::', prefix: 32, family: 'ipv6' as const },
+    ),
   );
   fc.assert(
     fc.property(address, fc.array(range, { minLength: 1, maxLength: 4 }), (client, ranges) => {

@@ -14,7 +14,11 @@ const KEYS = new Map([
 ]);
 
 function stage(config: unknown) {
-  const def = parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth', config }] });
+  const def = parseApiDefinition({
+    name: 'k',
+    proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } },
+    plugins: [{ name: 'key_auth', config }],
+  });
   const compiled = compilePlugins(def.plugins)[0].config as CompiledKeyAuth;
   return keyAuthRuntime.stage(compiled, { apiKeyOwner: apiKeyLookup(KEYS, INSTALLATION_KEY), keyAuthGroups: new Map() } as unknown as StageDeps);
 }
@@ -38,7 +42,11 @@ function run(config: unknown, headers: string[], query = '') {
 }
 
 test('a percent-encoded key in the query is decoded before the lookup', () => {
-  expect(run({}, [], `x=1&apikey=${encodeURIComponent('ann-key+/=0123456789')}`)).toEqual({ consumer: 'ann', headers: [], query: `x=1&apikey=${encodeURIComponent('ann-key+/=0123456789')}` });
+  expect(run({}, [], `x=1&apikey=${encodeURIComponent('ann-key+/=0123456789')}`)).toEqual({
+    consumer: 'ann',
+    headers: [],
+    query: `x=1&apikey=${encodeURIComponent('ann-key+/=0123456789')}`,
+  });
 });
 
 test('a header wins over the query; among headers the key_names order decides; surrounding spaces are trimmed', () => {
@@ -47,7 +55,11 @@ test('a header wins over the query; among headers the key_names order decides; s
 });
 
 test('hide_credentials drops every header and query parameter named by key_names, and only those', () => {
-  const res = run({ key_names: ['apikey', 'token'], hide_credentials: true }, ['ApiKey', 'bob-key-0123456789', 'Token', 'other', 'Accept', '*/*'], 'token=x&a=1&apikey=y');
+  const res = run(
+    { key_names: ['apikey', 'token'], hide_credentials: true },
+    ['ApiKey', 'bob-key-0123456789', 'Token', 'other', 'Accept', '*/*'],
+    'token=x&a=1&apikey=y',
+  );
   expect(res).toEqual({ consumer: 'bob', headers: ['Accept', '*/*'], query: 'a=1' });
 });
 

@@ -10,7 +10,11 @@ import type { StageDeps } from './runtime.js';
 
 const SECRET = 'oauth2-runtime-secret';
 const server = compileOAuthServer(
-  parseOAuthServer({ name: 'idp', oauth_endpoints: { token: { listen_path: '/idp/token', upstreams: { targets: [{ target: 'http://idp' }] } } }, token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: SECRET }] } }),
+  parseOAuthServer({
+    name: 'idp',
+    oauth_endpoints: { token: { listen_path: '/idp/token', upstreams: { targets: [{ target: 'http://idp' }] } } },
+    token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key: SECRET }] },
+  }),
 );
 const authorizer = createAuthorizer({ servers: new Map([['idp', server]]), tokenStore: createMemoryTokenStore() });
 const sign = (claims: JWTPayload) =>
@@ -18,7 +22,11 @@ const sign = (claims: JWTPayload) =>
 
 function stage(config: object) {
   const route = compileApi(
-    parseApiDefinition({ name: 'orders', proxy: { listen_path: '/o/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'oauth2', config: { server_name: 'idp', ...config } }] }),
+    parseApiDefinition({
+      name: 'orders',
+      proxy: { listen_path: '/o/*', upstreams: { targets: [{ target: 'http://u' }] } },
+      plugins: [{ name: 'oauth2', config: { server_name: 'idp', ...config } }],
+    }),
   );
   return oauth2Runtime.stage(route.plugins[0].config as CompiledOAuth2, { route, authorizer } as unknown as StageDeps);
 }
@@ -39,7 +47,16 @@ async function run(config: object, headers: string[]) {
 test('claim headers replace every client copy, whatever its case; other headers keep their order', async () => {
   const token = await sign({ sub: 'u-1', tenant: 7 });
   const result = await run({ claims_to_headers: { sub: 'X-User-Id', tenant: 'X-Tenant' } }, [
-    'x-user-id', 'forged-1', 'Authorization', `Bearer ${token}`, 'X-USER-ID', 'forged-2', 'X-Tenant', 'forged', 'Accept', '*/*',
+    'x-user-id',
+    'forged-1',
+    'Authorization',
+    `Bearer ${token}`,
+    'X-USER-ID',
+    'forged-2',
+    'X-Tenant',
+    'forged',
+    'Accept',
+    '*/*',
   ]);
   expect(result).toEqual({ headers: ['Authorization', `Bearer ${token}`, 'Accept', '*/*', 'x-user-id', 'u-1', 'x-tenant', '7'] });
 });

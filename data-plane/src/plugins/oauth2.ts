@@ -34,7 +34,11 @@ export const oauth2Runtime: PluginRuntime<CompiledOAuth2> = {
     const refused = (ex: PluginExchange, err: unknown): never => {
       if (isGatehouseError(err)) {
         const challenge =
-          err.code === 'AUTH_HEADER_MISSING' ? (ex.req.headers.authorization === undefined ? realm : `${realm}, error="invalid_request"`) : challenges[err.code];
+          err.code === 'AUTH_HEADER_MISSING'
+            ? ex.req.headers.authorization === undefined
+              ? realm
+              : `${realm}, error="invalid_request"`
+            : challenges[err.code];
         if (challenge !== undefined) ex.addClientHeader('www-authenticate', challenge);
       }
       throw err;
@@ -47,7 +51,10 @@ export const oauth2Runtime: PluginRuntime<CompiledOAuth2> = {
       }
       // The token's subject, else (a token without `sub`) the token itself, hashed: each its own cache entries.
       const sub = grant.claims.get('sub');
-      ex.identity = sub !== undefined ? `oauth2:${grant.claims.get('iss') ?? ''}\0${sub}` : `oauth2-token:${hash('sha256', ex.req.headers.authorization ?? '', 'base64url')}`;
+      ex.identity =
+        sub !== undefined
+          ? `oauth2:${grant.claims.get('iss') ?? ''}\0${sub}`
+          : `oauth2-token:${hash('sha256', ex.req.headers.authorization ?? '', 'base64url')}`;
       ex.personal = true;
       if (!removeClaimHeaders) return;
       const headers = editHeaderList(ex.headers, removeClaimHeaders);

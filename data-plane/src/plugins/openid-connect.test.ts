@@ -8,12 +8,20 @@ import type { PluginAnswer, PluginExchange } from './pipeline.js';
 import type { StageDeps } from './runtime.js';
 import { parseTrustedProxies } from './client-ip.js';
 
-const ENDPOINTS = { authorization: 'https://idp.test/authorize?tenant=1', token: new URL('https://idp.test/token'), endSession: undefined } as unknown as ProviderEndpoints;
+const ENDPOINTS = {
+  authorization: 'https://idp.test/authorize?tenant=1',
+  token: new URL('https://idp.test/token'),
+  endSession: undefined,
+} as unknown as ProviderEndpoints;
 const oidc = { endpoints: () => ENDPOINTS } as unknown as OidcProviders;
 
 function compiled(extra: Record<string, unknown> = {}): CompiledOpenidConnect {
   const config = { issuer: 'https://idp.test', client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32), ...extra };
-  const def = parseApiDefinition({ name: 'app', proxy: { listen_path: '/app/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'openid_connect', config }] });
+  const def = parseApiDefinition({
+    name: 'app',
+    proxy: { listen_path: '/app/*', upstreams: { targets: [{ target: 'http://u' }] } },
+    plugins: [{ name: 'openid_connect', config }],
+  });
   return compilePlugins(def.plugins)[0]!.config as CompiledOpenidConnect;
 }
 
@@ -24,9 +32,17 @@ function run(c: CompiledOpenidConnect, path: string, rawHeaders: string[], tls =
     const name = rawHeaders[i]!.toLowerCase();
     headers[name] = headers[name] === undefined ? rawHeaders[i + 1]! : `${headers[name]}${name === 'cookie' ? '; ' : ', '}${rawHeaders[i + 1]}`;
   }
-  const ex = { req: { method: 'GET', headers: { host: 'app.example.com', ...headers }, socket: { encrypted: tls, remoteAddress: peer } }, headers: rawHeaders, path, query: '', matched: '/app' } as unknown as PluginExchange;
+  const ex = {
+    req: { method: 'GET', headers: { host: 'app.example.com', ...headers }, socket: { encrypted: tls, remoteAddress: peer } },
+    headers: rawHeaders,
+    path,
+    query: '',
+    matched: '/app',
+  } as unknown as PluginExchange;
   try {
-    const answer = openidConnectRuntime.stage(c, { oidc, trustedProxies: parseTrustedProxies(trustedProxies) } as unknown as StageDeps).request!(ex) as PluginAnswer | undefined;
+    const answer = openidConnectRuntime.stage(c, { oidc, trustedProxies: parseTrustedProxies(trustedProxies) } as unknown as StageDeps).request!(ex) as
+      | PluginAnswer
+      | undefined;
     return { answer, upstream: ex.headers };
   } catch (err) {
     return { refused: (err as GatehouseError).code };
@@ -35,7 +51,7 @@ function run(c: CompiledOpenidConnect, path: string, rawHeaders: string[], tls =
 
 const now = () => Math.floor(Date.now() / 1000);
 
-test('over TLS the sign-in redirect asks for an https redirect_uri, keeps the endpoint\'s own query, and the flow cookie is Secure', () => {
+test("over TLS the sign-in redirect asks for an https redirect_uri, keeps the endpoint's own query, and the flow cookie is Secure", () => {
   const { answer } = run(compiled(), '/app/x', ['Accept', 'text/html'], true);
   const location = new URL(String(answer!.headers!.location));
   expect(location.searchParams.get('tenant')).toBe('1');
@@ -57,7 +73,18 @@ test('behind a trusted proxy that terminated TLS (X-Forwarded-Proto: https) the 
 test('a session passes: every client copy of the user and claim headers is replaced, our cookies leave every Cookie line, the others stay', () => {
   const c = compiled({ claims_to_headers: { email: 'X-Email' } });
   const session = seal(c.cookieKey, c.cookieName, { sub: 'ada', c: { email: 'ada@example.com' }, exp: now() + 60 });
-  const { upstream } = run(c, '/app/x', ['Cookie', 'a=1', 'X-AUTHENTICATED-USER', 'admin', 'cookie', `gatehouse_oidc=${session}; b=2`, 'x-email', 'root@x', 'Accept', '*/*']);
+  const { upstream } = run(c, '/app/x', [
+    'Cookie',
+    'a=1',
+    'X-AUTHENTICATED-USER',
+    'admin',
+    'cookie',
+    `gatehouse_oidc=${session}; b=2`,
+    'x-email',
+    'root@x',
+    'Accept',
+    '*/*',
+  ]);
   expect(upstream).toEqual(['Accept', '*/*', 'cookie', 'a=1; b=2', 'x-authenticated-user', 'ada', 'x-email', 'ada@example.com']);
 });
 

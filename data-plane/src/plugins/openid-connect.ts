@@ -57,7 +57,11 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
     // The client's own copies of the headers this plugin sets never reach the upstream.
     const strip: CompiledHeaderEdits = { remove: new Set(['cookie', c.userHeader, ...c.claimHeaders.map(([, h]) => h)]), replace: [], add: [], append: [] };
 
-    const provider = (): OidcProviders => oidc ?? (() => { throw new GatehouseError('IDENTITY_PROVIDER_UNAVAILABLE', 'openid_connect: no OpenID provider client in this process'); })();
+    const provider = (): OidcProviders =>
+      oidc ??
+      (() => {
+        throw new GatehouseError('IDENTITY_PROVIDER_UNAVAILABLE', 'openid_connect: no OpenID provider client in this process');
+      })();
     const withEndpoints = <T>(use: (e: ProviderEndpoints) => T): T | Promise<T> => {
       const found = provider().endpoints(c);
       return isPromise<ProviderEndpoints>(found) ? found.then(use) : use(found);
@@ -83,7 +87,11 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
         for (const [k, v] of Object.entries(params)) authorize.searchParams.set(k, v);
         return {
           status: 302,
-          headers: { location: authorize.href, 'set-cookie': cookie(c.flowCookieName, seal(c.cookieKey, c.flowCookieName, flow), FLOW_TTL_S, schemeOf(ex) === 'https'), 'cache-control': 'no-store' },
+          headers: {
+            location: authorize.href,
+            'set-cookie': cookie(c.flowCookieName, seal(c.cookieKey, c.flowCookieName, flow), FLOW_TTL_S, schemeOf(ex) === 'https'),
+            'cache-control': 'no-store',
+          },
         };
       });
     }
@@ -93,8 +101,10 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
       const flow = unseal(c.cookieKey, c.flowCookieName, cookieValue(ex.req.headers.cookie, c.flowCookieName), nowS());
       const state = queryParam(ex.query, 'state');
       const code = queryParam(ex.query, 'code');
-      if (!flow || typeof flow.s !== 'string' || state !== flow.s) throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', 'sign-in callback: state does not match a sign-in of this browser');
-      if (code === null) throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', `sign-in callback: no code (error ${JSON.stringify(queryParam(ex.query, 'error'))})`);
+      if (!flow || typeof flow.s !== 'string' || state !== flow.s)
+        throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', 'sign-in callback: state does not match a sign-in of this browser');
+      if (code === null)
+        throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', `sign-in callback: no code (error ${JSON.stringify(queryParam(ex.query, 'error'))})`);
       const redirectUri = url(joinPaths(ex.matched, c.redirectPath));
       const grant = await provider().signIn(c, code, String(flow.v), redirectUri, String(flow.n));
       const sub = grant.claims.get('sub')!;
@@ -105,12 +115,17 @@ export const openidConnectRuntime: PluginRuntime<CompiledOpenidConnect> = {
       }
       const secure = schemeOf(ex) === 'https';
       const session = seal(c.cookieKey, c.cookieName, { sub, c: claims, exp: nowS() + c.sessionTtlS });
-      if (session.length > MAX_SEALED_LENGTH) throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', 'sign-in callback: the session would not fit in a cookie (claims_to_headers values too long)');
+      if (session.length > MAX_SEALED_LENGTH)
+        throw new GatehouseError('SIGN_IN_CALLBACK_INVALID', 'sign-in callback: the session would not fit in a cookie (claims_to_headers values too long)');
       // The saved URL is a path of this origin (the flow cookie is sealed; a path starting // is made absolute here).
       const back = typeof flow.u === 'string' && flow.u.startsWith('/') ? flow.u : '/';
       return {
         status: 302,
-        headers: { location: url(back), 'set-cookie': [cookie(c.cookieName, session, c.sessionTtlS, secure), cookie(c.flowCookieName, '', 0, secure)], 'cache-control': 'no-store' },
+        headers: {
+          location: url(back),
+          'set-cookie': [cookie(c.cookieName, session, c.sessionTtlS, secure), cookie(c.flowCookieName, '', 0, secure)],
+          'cache-control': 'no-store',
+        },
       };
     }
 

@@ -4,7 +4,13 @@ import { outcomeGrpcStatus, outcomeStatus } from './outcome-status.js';
 import type { UpstreamOutcome } from './pipeline.js';
 
 const request = (contentType?: string) => ({ headers: contentType === undefined ? {} : { 'content-type': contentType } }) as IncomingMessage;
-const response = (status: number, headers: Record<string, string>): UpstreamOutcome => ({ kind: 'response', status, headers, deliver: () => undefined, discard: () => undefined });
+const response = (status: number, headers: Record<string, string>): UpstreamOutcome => ({
+  kind: 'response',
+  status,
+  headers,
+  deliver: () => undefined,
+  discard: () => undefined,
+});
 const failure: UpstreamOutcome = { kind: 'error', error: new GatehouseError('UPSTREAM_UNREACHABLE', 'refused') };
 
 test.each([

@@ -13,11 +13,7 @@ function walk(request: RequestHook[]): unknown {
 describe('runRequestHooks', () => {
   test('runs every hook in order and resolves null when none answers, synchronous and asynchronous hooks alike', async () => {
     const ran: string[] = [];
-    const result = walk([
-      () => void ran.push('sync 1'),
-      () => Promise.resolve().then(() => void ran.push('async 2')),
-      () => void ran.push('sync 3'),
-    ]);
+    const result = walk([() => void ran.push('sync 1'), () => Promise.resolve().then(() => void ran.push('async 2')), () => void ran.push('sync 3')]);
     expect(ran).toEqual(['sync 1']);
     await expect(result).resolves.toBeNull();
     expect(ran).toEqual(['sync 1', 'async 2', 'sync 3']);

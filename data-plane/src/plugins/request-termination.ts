@@ -9,7 +9,12 @@ import type { PluginRuntime } from './runtime.js';
 
 export const requestTerminationRuntime: PluginRuntime<CompiledRequestTermination> = {
   stage: ({ status, contentType, body, message }) => {
-    const answer: PluginAnswer = { status, headers: contentType === null ? {} : { 'content-type': contentType }, body: Buffer.from(body), ...(message !== null && { message }) };
+    const answer: PluginAnswer = {
+      status,
+      headers: contentType === null ? {} : { 'content-type': contentType },
+      body: Buffer.from(body),
+      ...(message !== null && { message }),
+    };
     return { request: () => answer };
   },
 };

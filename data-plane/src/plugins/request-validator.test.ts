@@ -21,16 +21,25 @@ const ORDER = {
 };
 
 /** A request carrying `body` (undefined: none; an array: chunked, one chunk each). */
-function exchange(body: string | Buffer | (string | Buffer)[] | undefined, headers: Record<string, string> = { 'content-type': 'application/json' }): PluginExchange {
+function exchange(
+  body: string | Buffer | (string | Buffer)[] | undefined,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+): PluginExchange {
   const chunks = body === undefined ? [] : Array.isArray(body) ? body : [body];
   const all = { ...headers };
   if (Array.isArray(body)) all['transfer-encoding'] = 'chunked';
   else if (body !== undefined) all['content-length'] = String(Buffer.byteLength(body));
-  const req = Object.assign(Readable.from(chunks.map((c) => Buffer.from(c)), { objectMode: false }), {
-    headers: all,
-    rawHeaders: Object.entries(all).flat(),
-    httpVersionMajor: 1,
-  });
+  const req = Object.assign(
+    Readable.from(
+      chunks.map((c) => Buffer.from(c)),
+      { objectMode: false },
+    ),
+    {
+      headers: all,
+      rawHeaders: Object.entries(all).flat(),
+      httpVersionMajor: 1,
+    },
+  );
   const match = { route: {}, matched: '' } as unknown as RouteMatch;
   return new PluginExchange(req as unknown as IncomingMessage, match, 'r', '/', '', { request: [], response: [], forward: [] });
 }
@@ -53,7 +62,11 @@ test.each<[string, string, string]>([
   ['the root of another type', '[1]', 'request body invalid: must be object'],
   ['a member below a limit', '{"items":[{"qty":1},{"qty":0}]}', 'request body invalid: /items/1/qty must be >= 1'],
   ['a required member missing', '{"items":[{}]}', "request body invalid: /items/0 must have required property 'qty'"],
-  ['a member the schema does not know (its name is not echoed)', '{"items":[{"qty":1,"secret-name":2}]}', 'request body invalid: /items/0 must NOT have additional properties'],
+  [
+    'a member the schema does not know (its name is not echoed)',
+    '{"items":[{"qty":1,"secret-name":2}]}',
+    'request body invalid: /items/0 must NOT have additional properties',
+  ],
   ['a value outside an enum (the value is not echoed)', '{"tier":"secret-tier"}', 'request body invalid: /tier must be equal to one of the allowed values'],
   ['a value of another type (the value is not echoed)', '{"tags":{"a":12345678}}', 'request body invalid: /tags/a must be string'],
   ['not JSON', '{"items":', 'request body is not valid JSON'],
@@ -71,7 +84,11 @@ test('the instance path (keys the client chose) is cut at 200 characters', async
 
 test('a valid body goes upstream as it came, with one Content-Length; a chunked one gets its length', async () => {
   const body = '{ "items": [ {"qty": 2} ],\n "tier": "gold" }';
-  expect(await verdict(exchange(body, { 'content-type': 'application/json', 'Content-Length': 'x' }))).toEqual({ body, length: String(body.length), lengths: 1 });
+  expect(await verdict(exchange(body, { 'content-type': 'application/json', 'Content-Length': 'x' }))).toEqual({
+    body,
+    length: String(body.length),
+    lengths: 1,
+  });
   expect(await verdict(exchange(['{"items":', '[{"qty":3}]}']))).toEqual({ body: '{"items":[{"qty":3}]}', length: '21', lengths: 1 });
 });
 
@@ -83,7 +100,7 @@ test('over max_body_bytes: 413 at once by Content-Length, or once the chunks rea
   expect(await verdict(exchange('{"items":[]}'), { max_body_bytes: 12 })).toMatchObject({ body: '{"items":[]}' });
 });
 
-test("body_limit in front counts the chunks the validator reads: its smaller limit wins with its error", async () => {
+test('body_limit in front counts the chunks the validator reads: its smaller limit wins with its error', async () => {
   const ex = exchange(['{"items":', '[]}        ']);
   bodyLimitRuntime.stage(bodyLimitPlugin.compile({ limit: '10B' }), {} as StageDeps).request!(ex);
   expect(await verdict(ex)).toEqual({ code: 'REQUEST_BODY_TOO_LARGE', message: 'request body over the limit of 10 bytes' });
@@ -93,7 +110,9 @@ test('415 for a Content-Type outside allowed_content_types, or none; parameters 
   expect(await verdict(exchange('{}', { 'content-type': 'text/plain' }))).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' });
   expect(await verdict(exchange('{}', {}))).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' });
   expect(await verdict(exchange('{}', { 'content-type': 'Application/JSON; charset=UTF-8' }))).toMatchObject({ body: '{}' });
-  expect(await verdict(exchange('{}', { 'content-type': 'application/problem+json' }), { allowed_content_types: ['application/*+json'] })).toMatchObject({ body: '{}' });
+  expect(await verdict(exchange('{}', { 'content-type': 'application/problem+json' }), { allowed_content_types: ['application/*+json'] })).toMatchObject({
+    body: '{}',
+  });
 });
 
 test('no body passes (an empty chunked one too) unless body_required', async () => {
@@ -104,7 +123,10 @@ test('no body passes (an empty chunked one too) unless body_required', async () 
 });
 
 test('gRPC, gRPC-Web and WebSocket requests are not validated (nor read)', async () => {
-  for (const headers of [{ 'content-type': 'application/grpc' }, { 'content-type': 'application/grpc-web-text' }, { upgrade: 'websocket' }] as Record<string, string>[]) {
+  for (const headers of [{ 'content-type': 'application/grpc' }, { 'content-type': 'application/grpc-web-text' }, { upgrade: 'websocket' }] as Record<
+    string,
+    string
+  >[]) {
     const ex = exchange('not json', headers);
     expect(await verdict(ex, { body_required: true })).toEqual({ body: 'not json', length: '8', lengths: 1 });
   }
@@ -114,5 +136,8 @@ test('a recursive schema over a document nested deeper than the stack is refused
   const schema = { $ref: '#/$defs/list', $defs: { list: { type: 'array', items: { $ref: '#/$defs/list' } } } };
   const depth = 200_000;
   const ex = exchange('['.repeat(depth) + ']'.repeat(depth));
-  expect(await verdict(ex, { body_schema: schema, max_body_bytes: 1024 * 1024 })).toEqual({ code: 'REQUEST_INVALID', message: 'request body is nested too deeply' });
+  expect(await verdict(ex, { body_schema: schema, max_body_bytes: 1024 * 1024 })).toEqual({
+    code: 'REQUEST_INVALID',
+    message: 'request body is nested too deeply',
+  });
 });

@@ -14,7 +14,12 @@ const response = (config: unknown) => responseTransformerPlugin.compile(response
 
 test.each([
   ['remove: every occurrence, any case', { remove: { headers: ['x-a'] } }, ['X-A', '1', 'X-B', '2', 'x-a', '3'], ['X-B', '2']],
-  ['replace: only when present, one value at the first place', { replace: { headers: { 'X-A': 'new', 'X-Z': 'z' } } }, ['X-A', '1', 'X-B', '2', 'x-a', '3'], ['X-A', 'new', 'X-B', '2']],
+  [
+    'replace: only when present, one value at the first place',
+    { replace: { headers: { 'X-A': 'new', 'X-Z': 'z' } } },
+    ['X-A', '1', 'X-B', '2', 'x-a', '3'],
+    ['X-A', 'new', 'X-B', '2'],
+  ],
   ['add: only when absent', { add: { headers: { 'X-A': 'no', 'X-C': 'yes' } } }, ['x-a', '1'], ['x-a', '1', 'X-C', 'yes']],
   ['append: another line', { append: { headers: { 'X-A': '2' } } }, ['X-A', '1'], ['X-A', '1', 'X-A', '2']],
   [
@@ -48,7 +53,14 @@ test.each([
   const stage = requestTransformerRuntime.stage(request(config), {} as StageDeps);
   const pipeline = { request: [stage.request!], response: [], forward: [] };
   for (let i = 0; i < 2; i++) {
-    const ex = new PluginExchange(new IncomingMessage(new Socket()), { route: { id: 'r' } as CompiledRoute, params: {}, matched: '' }, 'id', '/', query, pipeline);
+    const ex = new PluginExchange(
+      new IncomingMessage(new Socket()),
+      { route: { id: 'r' } as CompiledRoute, params: {}, matched: '' },
+      'id',
+      '/',
+      query,
+      pipeline,
+    );
     stage.request!(ex);
     expect(ex.query).toBe(expected);
     expect(ex.query).toBe(editQuery(query, request(config).query!));

@@ -4,9 +4,21 @@ test.each<[string | undefined, Array<[string, string]>]>([
   [undefined, []],
   ['', []],
   ['DNS:a.example', [['DNS', 'a.example']]],
-  ['URI:spiffe://td/ns/x/sa/y, DNS:a.example, IP Address:10.0.0.1, email:x@y', [['URI', 'spiffe://td/ns/x/sa/y'], ['DNS', 'a.example']]],
+  [
+    'URI:spiffe://td/ns/x/sa/y, DNS:a.example, IP Address:10.0.0.1, email:x@y',
+    [
+      ['URI', 'spiffe://td/ns/x/sa/y'],
+      ['DNS', 'a.example'],
+    ],
+  ],
   // node writes a name holding a comma (or other specials) JSON-quoted
-  ['URI:"spiffe://td/a,b", DNS:c.example', [['URI', 'spiffe://td/a,b'], ['DNS', 'c.example']]],
+  [
+    'URI:"spiffe://td/a,b", DNS:c.example',
+    [
+      ['URI', 'spiffe://td/a,b'],
+      ['DNS', 'c.example'],
+    ],
+  ],
 ])('subjectAltName %j gives %j', (san, names) => {
   expect(alternativeNames(san)).toEqual(names);
 });

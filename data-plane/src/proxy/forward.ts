@@ -187,7 +187,9 @@ export function recordGrpcStatus(res: ServerResponse, metrics: ProxyMetrics | un
 /** UPSTREAM_TIMEOUT when the gRPC call's deadline has passed before an attempt (a slow authentication, a retry's backoff): nothing goes upstream then. */
 export function timeUp(res: ServerResponse): GatehouseError | null {
   const deadline = (res as ProxyResponse).deadline ?? null;
-  return deadline !== null && deadline <= performance.now() ? new GatehouseError('UPSTREAM_TIMEOUT', "the gRPC call's grpc-timeout passed before it went upstream") : null;
+  return deadline !== null && deadline <= performance.now()
+    ? new GatehouseError('UPSTREAM_TIMEOUT', "the gRPC call's grpc-timeout passed before it went upstream")
+    : null;
 }
 
 /** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
@@ -229,7 +231,13 @@ export function requestBodyOf(req: IncomingMessage, plan: ForwardPlan): Readable
   if (!requestHasBody(req)) return null;
   const { observer, plugins } = plan;
   const body = plugins ? plugins.requestBody(req) : req;
-  return observer ? pipeline(body, tap((chunk) => observer.requestChunk(chunk)), noop) : body;
+  return observer
+    ? pipeline(
+        body,
+        tap((chunk) => observer.requestChunk(chunk)),
+        noop,
+      )
+    : body;
 }
 
 /** One attempt of the forward hooks (forward-hooks.ts): its own body stream, and whether undici has started reading it. */
@@ -252,7 +260,15 @@ export function forwardAttempt(
   started?: AttemptStarted,
 ): Promise<UpstreamOutcome> {
   return new Promise((resolve) => {
-    exchange(req, res, plan, deps, attempt, (error, outcome) => resolve(error !== null ? { kind: 'error', error: error as GatehouseError } : outcome!), started);
+    exchange(
+      req,
+      res,
+      plan,
+      deps,
+      attempt,
+      (error, outcome) => resolve(error !== null ? { kind: 'error', error: error as GatehouseError } : outcome!),
+      started,
+    );
   });
 }
 
@@ -508,10 +524,12 @@ function exchange(
         state = 'done';
         if (was === 'waiting') {
           if (headerWait.fired) {
-            const why = headerWait.byDeadline ? "the gRPC call's grpc-timeout passed before the upstream's response headers" : 'upstream response headers timed out';
+            const why = headerWait.byDeadline
+              ? "the gRPC call's grpc-timeout passed before the upstream's response headers"
+              : 'upstream response headers timed out';
             reject(new GatehouseError('UPSTREAM_TIMEOUT', why, { cause: err }));
-          }
-          else if ((clientGone || res.destroyed) && !attempt) resolve(); // nobody left to answer
+          } else if ((clientGone || res.destroyed) && !attempt)
+            resolve(); // nobody left to answer
           else reject(upstreamError(err));
           if (attempt) res.off('close', onClientClose);
         } else if (was === 'parked') {

@@ -26,7 +26,11 @@ function pairs(flat: string[]): Array<[string, string]> {
 describe('upstreamRequestHeaders', () => {
   test('names that are Object.prototype keys are ordinary end-to-end headers (the lower-casing table has no prototype)', () => {
     const raw = ['Constructor', 'a', '__proto__', 'b', 'toString', 'c'];
-    expect(pairs(upstreamRequestHeaders(raw, facts)).slice(0, 3)).toEqual([['constructor', 'a'], ['__proto__', 'b'], ['tostring', 'c']]);
+    expect(pairs(upstreamRequestHeaders(raw, facts)).slice(0, 3)).toEqual([
+      ['constructor', 'a'],
+      ['__proto__', 'b'],
+      ['tostring', 'c'],
+    ]);
   });
   test.each([
     ['Connection itself', ['Connection', 'keep-alive'], 'connection'],
@@ -65,25 +69,29 @@ describe('upstreamRequestHeaders', () => {
     ]);
   });
 
-  test("the session cookies are taken out of every Cookie line; a line left empty goes; other cookies stay", () => {
+  test('the session cookies are taken out of every Cookie line; a line left empty goes; other cookies stay', () => {
     const raw = ['Cookie', 'a=1; gh_oidc=sealed; b=2', 'Cookie', 'gh_oidc_flow=x', 'Accept', '*/*'];
     const got = pairs(upstreamRequestHeaders(raw, { ...facts, sessionCookies: new Set(['gh_oidc', 'gh_oidc_flow']) })).filter(([n]) => n === 'cookie');
     expect(got).toEqual([['cookie', 'a=1; b=2']]);
   });
 
-  test('X-Consumer-Username is the gateway\'s: a client\'s copies (any case) never go upstream; the consumer key_auth found does, once', () => {
+  test("X-Consumer-Username is the gateway's: a client's copies (any case) never go upstream; the consumer key_auth found does, once", () => {
     const raw = ['X-Consumer-Username', 'admin', 'Accept', '*/*', 'x-consumer-username', 'root'];
     expect(pairs(upstreamRequestHeaders(raw, facts)).filter(([n]) => n === 'x-consumer-username')).toEqual([]);
-    expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumer: 'ann' })).filter(([n]) => n === 'x-consumer-username')).toEqual([['x-consumer-username', 'ann']]);
+    expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumer: 'ann' })).filter(([n]) => n === 'x-consumer-username')).toEqual([
+      ['x-consumer-username', 'ann'],
+    ]);
   });
 
   test("X-Consumer-Groups is the gateway's (acl's): a client's copies never go upstream; the consumer's groups acl sends do, once", () => {
     const raw = ['X-Consumer-Groups', 'admins', 'Accept', '*/*', 'x-consumer-groups', 'root'];
     expect(pairs(upstreamRequestHeaders(raw, facts)).filter(([n]) => n === 'x-consumer-groups')).toEqual([]);
-    expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumerGroups: 'a, b' })).filter(([n]) => n === 'x-consumer-groups')).toEqual([['x-consumer-groups', 'a, b']]);
+    expect(pairs(upstreamRequestHeaders(raw, { ...facts, consumerGroups: 'a, b' })).filter(([n]) => n === 'x-consumer-groups')).toEqual([
+      ['x-consumer-groups', 'a, b'],
+    ]);
   });
 
-  test('Host and X-Request-Id are the gateway\'s, once each', () => {
+  test("Host and X-Request-Id are the gateway's, once each", () => {
     const raw = ['Host', 'evil', 'X-Request-Id', 'client', 'host', 'evil2'];
     const list = pairs(upstreamRequestHeaders(raw, facts));
     expect(list.filter(([n]) => n === 'host')).toEqual([['host', 'upstream:9000']]);
@@ -94,8 +102,14 @@ describe('upstreamRequestHeaders', () => {
 describe('upstreamRequestHeaders: W3C trace context', () => {
   const clientTraceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01';
   test.each([
-    ['the client sent none: the gateway\'s is added', [], true, [GATEWAY_TRACEPARENT], []],
-    ['the client\'s is replaced by the gateway\'s, tracestate kept', ['traceparent', clientTraceparent, 'tracestate', 'v=1'], true, [GATEWAY_TRACEPARENT], ['v=1']],
+    ["the client sent none: the gateway's is added", [], true, [GATEWAY_TRACEPARENT], []],
+    [
+      "the client's is replaced by the gateway's, tracestate kept",
+      ['traceparent', clientTraceparent, 'tracestate', 'v=1'],
+      true,
+      [GATEWAY_TRACEPARENT],
+      ['v=1'],
+    ],
     ['an invalid traceparent is replaced and its tracestate dropped', ['Traceparent', 'garbage', 'TraceState', 'v=1'], false, [GATEWAY_TRACEPARENT], []],
   ])('%s', (_name, raw, keepTracestate, traceparents, tracestates) => {
     const list = pairs(upstreamRequestHeaders(raw, { ...facts, keepTracestate }));

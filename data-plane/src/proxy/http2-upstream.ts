@@ -17,7 +17,15 @@
  * | a body of unknown length                    | DATA frames until END_STREAM                                    |
  * | Upgrade (WebSocket)                         | refused: no RFC 8441 extended CONNECT to upstreams              |
  */
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type IncomingHttpStatusHeader, type OutgoingHttpHeaders } from 'node:http2';
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+  type IncomingHttpStatusHeader,
+  type OutgoingHttpHeaders,
+} from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { SecureContext } from 'node:tls';
 import type { Dispatcher as UndiciDispatcher } from 'undici';
@@ -140,7 +148,12 @@ class Exchange implements UndiciDispatcher.DispatchController {
     this.body = null;
   }
 
-  start(session: ClientHttp2Session, headers: OutgoingHttpHeaders, body: UndiciDispatcher.DispatchOptions['body'], headersTimeoutMs: number | undefined): ClientHttp2Stream {
+  start(
+    session: ClientHttp2Session,
+    headers: OutgoingHttpHeaders,
+    body: UndiciDispatcher.DispatchOptions['body'],
+    headersTimeoutMs: number | undefined,
+  ): ClientHttp2Stream {
     const hasBody = body !== null && body !== undefined;
     const stream = session.request(headers, { endStream: !hasBody });
     this.stream = stream;
@@ -310,7 +323,9 @@ export class Http2Upstream extends Dispatcher {
   override close(): Promise<void> {
     this.isClosed = true;
     const open = this.connections.splice(0);
-    return Promise.all(open.map(({ session }) => new Promise<void>((resolve) => (session.closed ? resolve() : session.close(() => resolve()))))).then(() => undefined);
+    return Promise.all(open.map(({ session }) => new Promise<void>((resolve) => (session.closed ? resolve() : session.close(() => resolve()))))).then(
+      () => undefined,
+    );
   }
 
   override destroy(): Promise<void> {

@@ -30,24 +30,25 @@ beforeAll(async () => {
   certs = await createTestCertificates();
   ca = await readFile(certs.caCert);
   const [cert, key] = await Promise.all([readFile(certs.serverCert), readFile(certs.serverKey)]);
-  const make = (idleTimeoutMs: number) => createHttp2Listener(
-    { cert, key },
-    { headersTimeout: 30_000, requestTimeout: 300_000, maxHeaderSize: 16 * 1024, ServerResponse: ProxyResponse },
-    (req, res) => {
-      const bodyEnded = new Promise<boolean>((resolve) => {
-        req.once('end', () => resolve(true));
-        req.once('close', () => resolve(req.readableEnded));
-      });
-      seen.push({ url: req.url ?? '', rawHeaders: req.rawHeaders, bodyEnded });
-      req.resume();
-      if (req.url !== '/upload') res.end(`ok ${req.headers.host}`);
-    },
-    (_req, res) => {
-      res.writeHead(400);
-      res.end('refused');
-    },
-    { maxConcurrentStreams: 8, idleTimeoutMs, requestTimeoutMs: 400 },
-  );
+  const make = (idleTimeoutMs: number) =>
+    createHttp2Listener(
+      { cert, key },
+      { headersTimeout: 30_000, requestTimeout: 300_000, maxHeaderSize: 16 * 1024, ServerResponse: ProxyResponse },
+      (req, res) => {
+        const bodyEnded = new Promise<boolean>((resolve) => {
+          req.once('end', () => resolve(true));
+          req.once('close', () => resolve(req.readableEnded));
+        });
+        seen.push({ url: req.url ?? '', rawHeaders: req.rawHeaders, bodyEnded });
+        req.resume();
+        if (req.url !== '/upload') res.end(`ok ${req.headers.host}`);
+      },
+      (_req, res) => {
+        res.writeHead(400);
+        res.end('refused');
+      },
+      { maxConcurrentStreams: 8, idleTimeoutMs, requestTimeoutMs: 400 },
+    );
   const start = async (l: Http2Listener) => {
     await new Promise<void>((resolve) => l.server.listen(0, '127.0.0.1', resolve));
     return (l.server.address() as AddressInfo).port;
@@ -115,7 +116,10 @@ test('an h2 request gets Host from :authority; one whose Host names another host
     expect(await text({ ':path': '/a', ':authority': 'gw.test', host: 'GW.test' })).toBe('ok GW.test');
     expect(await text({ ':path': '/a', ':authority': 'gw.test', host: 'other.test' })).toBe('refused');
     // An empty one never reaches the proxy: nghttp2 resets the stream.
-    await expect(text({ ':path': '/a', ':authority': '' })).rejects.toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', message: expect.stringContaining('NGHTTP2_PROTOCOL_ERROR') });
+    await expect(text({ ':path': '/a', ':authority': '' })).rejects.toMatchObject({
+      code: 'ERR_HTTP2_STREAM_ERROR',
+      message: expect.stringContaining('NGHTTP2_PROTOCOL_ERROR'),
+    });
   } finally {
     s.destroy();
   }

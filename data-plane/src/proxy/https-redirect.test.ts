@@ -13,7 +13,21 @@ test.each([
   expect(httpsLocation(host, target)).toBe(location);
 });
 
-test.each([undefined, '', 'evil.com/x', 'evil.com@x', 'a b', 'a..b', '-a.com', 'a-.com', 'h:99999x', '[::1', 'x\r\nSet-Cookie: a=1', `${'a'.repeat(64)}.com`, `${'a.'.repeat(128)}com`])('Host %j is refused', (host) => {
+test.each([
+  undefined,
+  '',
+  'evil.com/x',
+  'evil.com@x',
+  'a b',
+  'a..b',
+  '-a.com',
+  'a-.com',
+  'h:99999x',
+  '[::1',
+  'x\r\nSet-Cookie: a=1',
+  `${'a'.repeat(64)}.com`,
+  `${'a.'.repeat(128)}com`,
+])('Host %j is refused', (host) => {
   expect(httpsLocation(host, '/')).toBeNull();
 });
 

@@ -54,7 +54,13 @@ export function createMirrorSender(deps: { pools: UpstreamPools; logger: Logger;
       const pool = pools.get(copy.origin, upstream);
       const body = copy.chunks.length === 0 ? null : copy.chunks.length === 1 ? copy.chunks[0]! : Buffer.concat(copy.chunks);
       copy.chunks = [];
-      const answer = await pool.request({ method, path: plan.path, headers: shadowHeaders(plan.headers), body, signal: AbortSignal.timeout(upstream.headersTimeoutMs) });
+      const answer = await pool.request({
+        method,
+        path: plan.path,
+        headers: shadowHeaders(plan.headers),
+        body,
+        signal: AbortSignal.timeout(upstream.headersTimeoutMs),
+      });
       await answer.body.dump();
       return answer.statusCode >= 500 ? 'server_error' : 'responded';
     } catch (err) {

@@ -36,7 +36,12 @@ export function createOtelRequestTracer(tracing: Pick<Tracing, 'tracer' | 'sampl
     const parent = parseTraceparent(req.headers.traceparent);
     const traceId = parent === null ? newTraceId() : parent.traceId;
     if (!tracing.sampled(parent === null ? null : (parseInt(parent.flags, 16) & 1) === 1, traceId)) {
-      const trace = { traceparent: formatTraceparent(traceId, newSpanId(), '00'), keepTracestate: parent !== null, route: notRecording, upstream: notRecording };
+      const trace = {
+        traceparent: formatTraceparent(traceId, newSpanId(), '00'),
+        keepTracestate: parent !== null,
+        route: notRecording,
+        upstream: notRecording,
+      };
       return { span: null, trace };
     }
     const method = req.method ?? 'GET';

@@ -98,13 +98,13 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
   // (see above) is not worth maps of our own here.
   const grpcCalls = new Counter({
     name: 'gatehouse_proxy_grpc_responses_total',
-    help: 'gRPC calls by route and gRPC status (grpc-status of the answer, or of the gateway\'s own refusal).',
+    help: "gRPC calls by route and gRPC status (grpc-status of the answer, or of the gateway's own refusal).",
     labelNames: ['route', 'grpc_status'],
     registers: [registry],
   });
   const mirrors = new Counter({
     name: 'gatehouse_mirror_requests_total',
-    help: 'request_mirror copies by route and outcome (the mirror\'s answer, its failure, or why the copy was not sent).',
+    help: "request_mirror copies by route and outcome (the mirror's answer, its failure, or why the copy was not sent).",
     labelNames: ['route', 'outcome'],
     registers: [registry],
   });

@@ -207,7 +207,11 @@ describe('gateway errors', () => {
   test('a response_header_timeout of a second or more is kept to the millisecond too (the gateway timer, not undici)', async () => {
     const silentUpstream = await startUpstream(() => undefined);
     const gw = await startGateway([
-      api('slow', { listen_path: '/slow/*', upstreams: targets(silentUpstream.origin), forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '1200ms' } }),
+      api('slow', {
+        listen_path: '/slow/*',
+        upstreams: targets(silentUpstream.origin),
+        forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '1200ms' },
+      }),
     ]);
     const started = Date.now();
     const res = await httpRequest(`${gw.url}/slow/x`);
@@ -238,9 +242,7 @@ describe('gateway errors', () => {
   });
 
   test('400 BAD_UPSTREAM_HOST when a placeholder would make an invalid host', async () => {
-    const gw = await startGateway([
-      api('dyn', { listen_path: '/dyn/{service}/*', strip_path: true, upstreams: targets('http://{service}:9000') }),
-    ]);
+    const gw = await startGateway([api('dyn', { listen_path: '/dyn/{service}/*', strip_path: true, upstreams: targets('http://{service}:9000') })]);
     const res = await httpRequest(`${gw.url}/dyn/a%40evil.test/x`);
     expect(res.status).toBe(400);
     expect(res.headers['content-type']).toBe('application/json');
@@ -286,7 +288,11 @@ describe('forwarded request', () => {
       headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', 'x-forwarded-proto': 'https', host: 'api.test' },
     });
     const got = up.received[0]!;
-    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual(['203.0.113.7, 127.0.0.1', 'api.test', 'http']);
+    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual([
+      '203.0.113.7, 127.0.0.1',
+      'api.test',
+      'http',
+    ]);
   });
 
   test('X-Forwarded-* from a peer in TRUSTED_PROXIES are kept, the peer appended to X-Forwarded-For', async () => {
@@ -296,7 +302,11 @@ describe('forwarded request', () => {
       headers: { 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'edge.test', 'x-forwarded-proto': 'https', host: 'api.test' },
     });
     const got = up.received[0]!;
-    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual(['203.0.113.7, 127.0.0.1', 'edge.test', 'https']);
+    expect([got.headers['x-forwarded-for'], got.headers['x-forwarded-host'], got.headers['x-forwarded-proto']]).toEqual([
+      '203.0.113.7, 127.0.0.1',
+      'edge.test',
+      'https',
+    ]);
   });
 
   test('hop-by-hop headers are removed in both directions', async () => {
@@ -348,9 +358,7 @@ describe('forwarded request', () => {
     ['preserve_host true: the client host', true, () => 'client.example.test:8443'],
   ])('Host header, %s', async (_name, preserveHost, expected) => {
     const up = await startUpstream();
-    const gw = await startGateway([
-      api('h', { listen_path: '/h/*', preserve_host: preserveHost, upstreams: targets(up.origin) }),
-    ]);
+    const gw = await startGateway([api('h', { listen_path: '/h/*', preserve_host: preserveHost, upstreams: targets(up.origin) })]);
     await httpRequest(`${gw.url}/h/x`, { headers: { host: 'client.example.test:8443' } });
     expect(up.received[0]!.headers.host).toBe(expected(up.port));
   });
@@ -515,9 +523,7 @@ describe('response streaming', () => {
 describe('balancing', () => {
   test('round robin: successive requests go to successive targets', async () => {
     const up = await startUpstream();
-    const gw = await startGateway([
-      api('rr', { listen_path: '/rr', upstreams: targets(`${up.origin}/a`, `${up.origin}/b`, `${up.origin}/c`) }),
-    ]);
+    const gw = await startGateway([api('rr', { listen_path: '/rr', upstreams: targets(`${up.origin}/a`, `${up.origin}/b`, `${up.origin}/c`) })]);
     for (let i = 0; i < 6; i++) expect((await httpRequest(`${gw.url}/rr`)).status).toBe(200);
     expect(up.received.map((r) => r.url)).toEqual(['/a', '/b', '/c', '/a', '/b', '/c']);
   });
@@ -553,7 +559,11 @@ describe('least_conn: every way an attempt ends takes its count back down', () =
     }
     res.end('ok');
   };
-  const leastConn = (urls: string[], extra: Record<string, unknown> = {}) => ({ balancing: 'least_conn', targets: urls.map((target) => ({ target })), ...extra });
+  const leastConn = (urls: string[], extra: Record<string, unknown> = {}) => ({
+    balancing: 'least_conn',
+    targets: urls.map((target) => ({ target })),
+    ...extra,
+  });
 
   /** The in-flight counts of the targets of the route that `path` matches. */
   function counts(gw: Gateway, path: string): number[] {
@@ -654,7 +664,10 @@ describe('upstream pools', () => {
     const statuses = [];
     for (const path of ['/a/1', '/b/1', '/a/2', '/b/2', '/a/3']) statuses.push((await httpRequest(`${gw.url}${path}`)).status);
     expect(statuses).toEqual([200, 200, 200, 200, 200]);
-    expect([a.received.map((r) => r.url), b.received.map((r) => r.url)]).toEqual([['/a/1', '/a/2', '/a/3'], ['/b/1', '/b/2']]);
+    expect([a.received.map((r) => r.url), b.received.map((r) => r.url)]).toEqual([
+      ['/a/1', '/a/2', '/a/3'],
+      ['/b/1', '/b/2'],
+    ]);
   });
 });
 
@@ -663,11 +676,29 @@ describe('insecure_skip_verify', () => {
   let tls: { key: Buffer; cert: Buffer };
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'gatehouse-tls-'));
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1',
-      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
-    ], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
     tls = { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -705,9 +736,13 @@ describe('oauth2 storage strategy through the proxy', () => {
     };
     const gw = await startGateway(
       [
-        api('protected', { listen_path: '/p/*', upstreams: targets(up.origin) }, {
-          plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'auth' } }],
-        }),
+        api(
+          'protected',
+          { listen_path: '/p/*', upstreams: targets(up.origin) },
+          {
+            plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'auth' } }],
+          },
+        ),
       ],
       {
         oauthServers: [
@@ -797,7 +832,7 @@ describe('graceful close', () => {
     expect(await gw.proxy.close(200)).toBe(false);
     expect(Date.now() - started).toBeLessThan(2_000);
     // Node's own errors come from another realm than jest's Error: check the message, not the class.
-    expect(String((await inFlight as Error).message)).toMatch(/socket hang up|ECONNRESET/);
+    expect(String(((await inFlight) as Error).message)).toMatch(/socket hang up|ECONNRESET/);
   });
 });
 

@@ -154,7 +154,10 @@ export function createProxyServer(deps: {
       return recordFailure(req, requestId, new GatehouseError('INTERNAL', 'internal error', { cause: err }), '');
     }
     metrics?.request(routeId || UNMATCHED_ROUTE, err.status);
-    logger[logLevelOf(err.code)]({ requestId, method: req.method, path: pathOf(req.url), route: routeId || undefined, code: err.code, err: err.message }, 'gateway error');
+    logger[logLevelOf(err.code)](
+      { requestId, method: req.method, path: pathOf(req.url), route: routeId || undefined, code: err.code, err: err.message },
+      'gateway error',
+    );
     return err;
   }
 
@@ -353,7 +356,19 @@ export function createProxyServer(deps: {
         withPlugins(req, res, requestId, snapshot, match, upstream, upstream.pipeline, path, query, access, trace);
         return;
       }
-      const plan = planFor(req, requestId, null, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route, trusted)), path, query, access, trace);
+      const plan = planFor(
+        req,
+        requestId,
+        null,
+        snapshot,
+        match,
+        upstream,
+        upstream.balancer.next(hashKeyOf(req, match.route, trusted)),
+        path,
+        query,
+        access,
+        trace,
+      );
       forward(req, res, plan, forwardDeps, (err) => failed(res, requestId, err, route.id, null));
     } catch (err) {
       failed(res, requestId, err, route.id, null);
@@ -427,12 +442,15 @@ export function createProxyServer(deps: {
       return plan;
     };
     if (pipeline.forward.length > 0) {
-      forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route, trusted), planOf, forwardDeps).then(undefined, (err: unknown) =>
-        failed(res, requestId, err, routeId, ex.clientHeaders),
+      forwardThroughHooks(req, res, ex, pipeline.forward, upstream.balancer, hashKeyOf(req, match.route, trusted), planOf, forwardDeps).then(
+        undefined,
+        (err: unknown) => failed(res, requestId, err, routeId, ex.clientHeaders),
       );
       return;
     }
-    forward(req, res, planOf(upstream.balancer.next(hashKeyOf(req, match.route, trusted))), forwardDeps, (err) => failed(res, requestId, err, routeId, ex.clientHeaders));
+    forward(req, res, planOf(upstream.balancer.next(hashKeyOf(req, match.route, trusted))), forwardDeps, (err) =>
+      failed(res, requestId, err, routeId, ex.clientHeaders),
+    );
   }
 
   /**
@@ -513,7 +531,19 @@ export function createProxyServer(deps: {
           return;
         }
       }
-      const plan = planFor(req, requestId, ex, snapshot, match, upstream, upstream.balancer.next(hashKeyOf(req, match.route, trusted)), path, ex ? ex.query : query, access, trace);
+      const plan = planFor(
+        req,
+        requestId,
+        ex,
+        snapshot,
+        match,
+        upstream,
+        upstream.balancer.next(hashKeyOf(req, match.route, trusted)),
+        path,
+        ex ? ex.query : query,
+        access,
+        trace,
+      );
       if ((load = plan.load)) load.inFlight++;
       const result = await handshake(plan.pool, plan, socket);
       if (result.kind === 'response') {
@@ -527,7 +557,12 @@ export function createProxyServer(deps: {
       }
       metrics?.request(routeId, (status = 101));
       // The target's 101 head minus hop-by-hop headers, then the two that make it a 101.
-      switchProtocols(socket, { ...clientResponseHeaders(result.headers, requestId), ...ex?.clientHeaders, connection: 'Upgrade', upgrade: result.headers.upgrade ?? 'websocket' });
+      switchProtocols(socket, {
+        ...clientResponseHeaders(result.headers, requestId),
+        ...ex?.clientHeaders,
+        connection: 'Upgrade',
+        upgrade: result.headers.upgrade ?? 'websocket',
+      });
       upgraded.add(socket);
       await join(socket, result.socket, head);
       upgraded.delete(socket);
@@ -558,7 +593,13 @@ export function createProxyServer(deps: {
 
   /** An h2 request whose Host contradicts its `:authority`, or that has neither (http2.ts). */
   const refuseHost = (req: IncomingMessage, res: ServerResponse): void =>
-    failed(res, requestIdOf(req.headers['x-request-id']), new GatehouseError('BAD_REQUEST_HOST', 'Host differs from :authority, or neither is given'), '', null);
+    failed(
+      res,
+      requestIdOf(req.headers['x-request-id']),
+      new GatehouseError('BAD_REQUEST_HOST', 'Host differs from :authority, or neither is given'),
+      '',
+      null,
+    );
 
   const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
   const tls = deps.tls;

@@ -6,8 +6,7 @@ const PARENT_ID = '00f067aa0ba902b7';
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 describe('propagationOnly (tracing off)', () => {
-  const start = (headers: Record<string, string>) =>
-    propagationOnly.start({ headers } as unknown as IncomingMessage, {} as ServerResponse, 'rid');
+  const start = (headers: Record<string, string>) => propagationOnly.start({ headers } as unknown as IncomingMessage, {} as ServerResponse, 'rid');
 
   test('a valid traceparent: same trace and flags, a new parent id (the gateway), tracestate kept', () => {
     const trace = start({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-00` });

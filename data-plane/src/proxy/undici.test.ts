@@ -11,7 +11,8 @@ import { Pool } from './undici.js';
 const table = (constantsModule as { headerNameLowerCasedRecord: Record<string, string> }).headerNameLowerCasedRecord;
 
 test('undici is installed at exactly the version package.json pins', () => {
-  const pinned = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> }).dependencies.undici;
+  const pinned = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> }).dependencies
+    .undici;
   const installed = (createRequire(import.meta.url)('undici/package.json') as { version: string }).version;
   expect(pinned).toMatch(/^\d+\.\d+\.\d+$/);
   expect(installed).toBe(pinned);

@@ -31,7 +31,12 @@ describe('answerOnSocket: a whole response on a connection without a ServerRespo
 
   test('framing headers of the caller are replaced, and a header node would refuse is left out, never written raw', () => {
     const text = written((s) =>
-      answerOnSocket(s, 403, { 'content-length': '999', 'Transfer-Encoding': 'chunked', connection: 'keep-alive', 'x-evil': 'a\r\nset-cookie: b', 'bad name': 'v', 'x-ok': '1' }, 'no'),
+      answerOnSocket(
+        s,
+        403,
+        { 'content-length': '999', 'Transfer-Encoding': 'chunked', connection: 'keep-alive', 'x-evil': 'a\r\nset-cookie: b', 'bad name': 'v', 'x-ok': '1' },
+        'no',
+      ),
     );
     expect(text).toBe('HTTP/1.1 403 Forbidden\r\nx-ok: 1\r\ncontent-length: 2\r\nconnection: close\r\n\r\nno');
   });

@@ -141,6 +141,9 @@ export function handshake(
         );
       },
     };
-    pool.dispatch({ method: 'GET', path: request.path, headers: request.headers as string[], upgrade: 'websocket', headersTimeout: request.headersTimeoutMs }, handler);
+    pool.dispatch(
+      { method: 'GET', path: request.path, headers: request.headers as string[], upgrade: 'websocket', headersTimeout: request.headersTimeoutMs },
+      handler,
+    );
   });
 }

@@ -67,7 +67,12 @@ export function createUpstreamPools(options: { maxPools?: number; tls?: Upstream
       const key = `${insecureSkipVerify ? 'insecure' : 'verify'} ${dialTimeoutMs} ${http2 ? 'h2 ' : ''}${origin}`;
       let pool = pools.get(key);
       if (!pool && http2) {
-        pool = new Http2Upstream(origin, { dialTimeoutMs, insecureSkipVerify, idleTimeoutMs: UPSTREAM_IDLE_TIMEOUT_MS, ...(secureContext && { secureContext }) });
+        pool = new Http2Upstream(origin, {
+          dialTimeoutMs,
+          insecureSkipVerify,
+          idleTimeoutMs: UPSTREAM_IDLE_TIMEOUT_MS,
+          ...(secureContext && { secureContext }),
+        });
         pools.set(key, pool);
       } else if (!pool) {
         pool = new Pool(origin, {

@@ -111,7 +111,12 @@ describe('createBalancer with target health', () => {
     ['no health at all', undefined],
     ['null health', null],
   ])('%s: the balancer behaves as without health checks', (_name, health) => {
-    const targets: CompiledTarget[] = ['http://a', 'http://b'].map((template) => ({ template, weight: 1, hostPattern: null, plan: compileTarget(template, [], 'target') }));
+    const targets: CompiledTarget[] = ['http://a', 'http://b'].map((template) => ({
+      template,
+      weight: 1,
+      hostPattern: null,
+      plan: compileTarget(template, [], 'target'),
+    }));
     const balancer = createBalancer('roundrobin', targets, health);
     expect(Array.from({ length: 4 }, () => balancer.next().template)).toEqual(['http://a', 'http://b', 'http://a', 'http://b']);
   });
@@ -119,7 +124,12 @@ describe('createBalancer with target health', () => {
 
 /** Targets http://a, http://b, … with the given weights (or the given URLs), each with a health view the test flips. */
 function route(balancing: 'least_conn' | 'hash', weights: number[], templates = weights.map((_, i) => `http://${String.fromCharCode(97 + i)}`)) {
-  const targets: CompiledTarget[] = templates.map((template, i) => ({ template, weight: weights[i]!, hostPattern: null, plan: compileTarget(template, [], 'target') }));
+  const targets: CompiledTarget[] = templates.map((template, i) => ({
+    template,
+    weight: weights[i]!,
+    hostPattern: null,
+    plan: compileTarget(template, [], 'target'),
+  }));
   const health = targets.map(() => ({ healthy: true }));
   const balancer = createBalancer(balancing, targets, health);
   const letter = (t: CompiledTarget) => t.template.slice('http://'.length);

@@ -53,7 +53,10 @@ export async function* messageJsonPieces(message: SnapshotMessage): AsyncGenerat
       continue;
     }
     for (let i = 0; i < value.length; i += ITEMS_PER_PIECE) {
-      const items = value.slice(i, i + ITEMS_PER_PIECE).map((item) => JSON.stringify(item)).join(',');
+      const items = value
+        .slice(i, i + ITEMS_PER_PIECE)
+        .map((item) => JSON.stringify(item))
+        .join(',');
       yield `${i === 0 ? `${head}[` : ','}${items}${i + ITEMS_PER_PIECE >= value.length ? ']' : ''}`;
     }
   }

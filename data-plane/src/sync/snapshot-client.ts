@@ -200,13 +200,15 @@ export function createSnapshotClient(deps: {
       'snapshot applied',
     );
     // The whole content, also after a delta; built when the cache writes (consecutive pushes coalesce).
-    deps.cache?.save(() => {
-      const held = holder.content()!;
-      // The definitions' hash is memoised (hash.ts); the key, when held, is hashed in again.
-      return toSnapshotMessage(held.version, held.defs, undefined, held.keyAuthHashKey);
-    }).catch((err: Error) => {
-      logger.warn({ path: deps.cache?.path, err }, 'could not write the snapshot cache');
-    });
+    deps.cache
+      ?.save(() => {
+        const held = holder.content()!;
+        // The definitions' hash is memoised (hash.ts); the key, when held, is hashed in again.
+        return toSnapshotMessage(held.version, held.defs, undefined, held.keyAuthHashKey);
+      })
+      .catch((err: Error) => {
+        logger.warn({ path: deps.cache?.path, err }, 'could not write the snapshot cache');
+      });
   }
 
   return {

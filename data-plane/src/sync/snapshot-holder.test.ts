@@ -35,7 +35,14 @@ const upstreamAt = (snapshot: AppliedSnapshot, path: string) => snapshot.upstrea
 function keyOwner(holder: ReturnType<typeof createSnapshotHolder>, key: string): string {
   const pipeline = upstreamAt(holder.current()!, '/keyed/x')!.pipeline!;
   const req = { rawHeaders: ['apikey', key], headers: { apikey: key } };
-  const exchange = { req, headers: req.rawHeaders, query: '', consumer: null, addClientHeader: () => undefined, authenticate: PluginExchange.prototype.authenticate } as unknown as PluginExchange;
+  const exchange = {
+    req,
+    headers: req.rawHeaders,
+    query: '',
+    consumer: null,
+    addClientHeader: () => undefined,
+    authenticate: PluginExchange.prototype.authenticate,
+  } as unknown as PluginExchange;
   try {
     for (const hook of pipeline.request) hook(exchange);
   } catch (err) {
@@ -162,7 +169,8 @@ describe('snapshot holder', () => {
     expect(servedOld).toBe(true);
     const atOnce = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     atOnce.apply(many(2, 'second'));
-    const names = (h: typeof holder) => ['/second/x', '/first/x', '/api-8/x', '/none/x'].map((path) => h.current()!.table.match({ ...lookup, path })?.route.name ?? null);
+    const names = (h: typeof holder) =>
+      ['/second/x', '/first/x', '/api-8/x', '/none/x'].map((path) => h.current()!.table.match({ ...lookup, path })?.route.name ?? null);
     expect(names(holder)).toEqual(['api-7', null, 'api-8', null]);
     expect(names(holder)).toEqual(names(atOnce));
     // A delta then applies on top of it as on any full snapshot.
@@ -177,7 +185,10 @@ describe('snapshot holder', () => {
       const defs: Definitions = { apis, oauthServers: [] };
       return { version, hash: definitionsHash(defs), defs };
     };
-    const base = content(1, Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`)));
+    const base = content(
+      1,
+      Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`)),
+    );
     // Every other API moved, one removed, one added.
     const next = content(2, [...base.defs.apis.slice(1).map((a, i) => (i % 2 === 0 ? apiDef(a.name, `/moved/${a.name}/*`) : a)), apiDef('added')]);
     const delta = toDeltaMessage(base, next);
@@ -194,16 +205,23 @@ describe('snapshot holder', () => {
     expect(result).toEqual(atOnce.applyDelta(delta));
     expect(result).toEqual({ ok: true, version: 2, hash: next.hash, changed: true });
     expect(ticks).toBeGreaterThanOrEqual(2);
-    const names = (h: typeof inTurns) => ['/moved/api-1/x', '/api-1/x', '/api-2/x', '/api-0/x', '/added/x'].map((path) => h.current()!.table.match({ ...lookup, path })?.route.name ?? null);
+    const names = (h: typeof inTurns) =>
+      ['/moved/api-1/x', '/api-1/x', '/api-2/x', '/api-0/x', '/added/x'].map((path) => h.current()!.table.match({ ...lookup, path })?.route.name ?? null);
     expect(names(inTurns)).toEqual(['api-1', null, 'api-2', null, 'added']);
     expect(names(inTurns)).toEqual(names(atOnce));
     expect(inTurns.content()).toMatchObject({ version: 2, hash: next.hash });
   });
 
-  test("a large delta applied in turns keeps what was built for the definitions it leaves alone: their upstreams and, with no server changed, the authorizer", async () => {
+  test('a large delta applied in turns keeps what was built for the definitions it leaves alone: their upstreams and, with no server changed, the authorizer', async () => {
     const withCors = (name: string) => parseApiDefinition({ ...apiDef(name), plugins: [{ name: 'cors' }] });
-    const base = { apis: [withCors('kept-cors'), apiDef('kept-plain'), ...Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`))], oauthServers: [] };
-    const next = { apis: [withCors('kept-cors'), apiDef('kept-plain'), ...base.apis.slice(2).map((a) => apiDef(a.name, `/moved/${a.name}/*`))], oauthServers: [] };
+    const base = {
+      apis: [withCors('kept-cors'), apiDef('kept-plain'), ...Array.from({ length: APPLY_TURN * 3 }, (_, i) => apiDef(`api-${i}`))],
+      oauthServers: [],
+    };
+    const next = {
+      apis: [withCors('kept-cors'), apiDef('kept-plain'), ...base.apis.slice(2).map((a) => apiDef(a.name, `/moved/${a.name}/*`))],
+      oauthServers: [],
+    };
     const delta = toDeltaMessage({ version: 1, hash: definitionsHash(base), defs: base }, { version: 2, hash: definitionsHash(next), defs: next });
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
     holder.apply(toSnapshotMessage(1, base));
@@ -218,7 +236,9 @@ describe('snapshot holder', () => {
     expect(after.authorizer).toBe(before.authorizer);
     // What a later small delta builds on is the large one's result.
     const last = { ...next, apis: next.apis.filter((a) => a.name !== 'kept-plain') };
-    expect(holder.applyDelta(toDeltaMessage({ version: 2, hash: definitionsHash(next), defs: next }, { version: 3, hash: definitionsHash(last), defs: last }))).toMatchObject({ ok: true, version: 3 });
+    expect(
+      holder.applyDelta(toDeltaMessage({ version: 2, hash: definitionsHash(next), defs: next }, { version: 3, hash: definitionsHash(last), defs: last })),
+    ).toMatchObject({ ok: true, version: 3 });
     expect(holder.current()!.table.match({ ...lookup, path: '/kept-plain/x' })).toBeNull();
     expect(upstreamAt(holder.current()!, '/kept-cors/x')).toBe(cors);
   });
@@ -284,9 +304,13 @@ describe('snapshot holder', () => {
       const defs: Definitions = { apis, oauthServers: [] };
       return { version, hash: definitionsHash(defs), defs };
     };
-    const withCb = (name: string) => parseApiDefinition({ ...apiDef(name), plugins: [{ name: 'cb', config: { consecutive_failures: 1, sleep_window: 60_000 } }] });
+    const withCb = (name: string) =>
+      parseApiDefinition({ ...apiDef(name), plugins: [{ name: 'cb', config: { consecutive_failures: 1, sleep_window: 60_000 } }] });
     const checked = (name: string, target: string) =>
-      parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target }], health_check: { passive: { unhealthy_threshold: 1 } } } } });
+      parseApiDefinition({
+        name,
+        proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target }], health_check: { passive: { unhealthy_threshold: 1 } } } },
+      });
     const registry = new Registry();
     const health = createHealthRegistry({ probe: async () => null, registry });
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), registry, health });
@@ -329,22 +353,37 @@ describe('snapshot holder', () => {
   test('a delta re-keys key_auth credentials, two of them swapping keys included; untouched keys keep working', () => {
     const protectedApi = parseApiDefinition({ ...apiDef('keyed'), plugins: [{ name: 'key_auth' }] });
     const content = (version: number, credentials: Array<[string, string]>) => {
-      const defs: Definitions = { apis: [protectedApi], oauthServers: [], keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: legacyHashApiKey(key) })) };
+      const defs: Definitions = {
+        apis: [protectedApi],
+        oauthServers: [],
+        keyAuthCredentials: credentials.map(([username, key]) => ({ username, key_hash: legacyHashApiKey(key) })),
+      };
       return { version, hash: definitionsHash(defs), defs };
     };
     const owner = (key: string) => keyOwner(holder, key);
     const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
-    const v1 = content(1, [['ann', 'key-one-0123456789'], ['bob', 'key-two-0123456789'], ['cy', 'key-three-0123456789']]);
+    const v1 = content(1, [
+      ['ann', 'key-one-0123456789'],
+      ['bob', 'key-two-0123456789'],
+      ['cy', 'key-three-0123456789'],
+    ]);
     holder.apply(toSnapshotMessage(1, v1.defs));
     expect([owner('key-one-0123456789'), owner('key-two-0123456789'), owner('nobody-0123456789')]).toEqual(['ann', 'bob', 'KEY_REJECTED']);
-    const v2 = content(2, [['ann', 'key-two-0123456789'], ['bob', 'key-one-0123456789'], ['cy', 'key-three-0123456789']]);
+    const v2 = content(2, [
+      ['ann', 'key-two-0123456789'],
+      ['bob', 'key-one-0123456789'],
+      ['cy', 'key-three-0123456789'],
+    ]);
     expect(holder.applyDelta(toDeltaMessage(v1, v2)).ok).toBe(true);
     expect([owner('key-one-0123456789'), owner('key-two-0123456789'), owner('key-three-0123456789')]).toEqual(['bob', 'ann', 'cy']);
-    const v3 = content(3, [['bob', 'key-one-0123456789'], ['cy', 'key-three-0123456789']]);
+    const v3 = content(3, [
+      ['bob', 'key-one-0123456789'],
+      ['cy', 'key-three-0123456789'],
+    ]);
     expect(holder.applyDelta(toDeltaMessage(v2, v3)).ok).toBe(true);
     expect([owner('key-two-0123456789'), owner('key-one-0123456789')]).toEqual(['KEY_REJECTED', 'bob']);
   });
-  test('keyed key_auth hashes verify under the snapshot\'s installation key only; a snapshot with another key re-keys them; one without a key is refused', () => {
+  test("keyed key_auth hashes verify under the snapshot's installation key only; a snapshot with another key re-keys them; one without a key is refused", () => {
     const protectedApi = parseApiDefinition({ ...apiDef('keyed'), plugins: [{ name: 'key_auth' }] });
     const first = 'first-installation-key-0123456789';
     const second = 'second-installation-key-0123456789';
@@ -410,33 +449,36 @@ describe('snapshot holder', () => {
     expect([verdict('ann-key-0123456789'), verdict('bob-key-0123456789')]).toEqual(['ACL_FORBIDDEN', 'admins']);
   });
 
-  test.each(['a full snapshot', 'a delta'])("an issuer %s no longer names is forgotten by the process's OpenID provider client; a kept one is not fetched again", async (how) => {
-    const [kept, dropped] = await Promise.all([startOidcProvider(), startOidcProvider()]);
-    const pools = createUpstreamPools();
-    try {
-      const withOidc = (name: string, issuer: string) =>
-        parseApiDefinition({
-          name,
-          proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://127.0.0.1:9000' }] } },
-          plugins: [{ name: 'openid_connect', config: { issuer, client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) } }],
-        });
-      const [keptApi, droppedApi] = [withOidc('kept', kept.issuer), withOidc('dropped', dropped.issuer)];
-      const configOf = (api: ApiDefinition) => compilePlugins(api.plugins)[0]!.config as CompiledOpenidConnect;
-      const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools }) });
-      const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), oidc });
-      const content = (version: number, apis: ApiDefinition[]) => {
-        const defs: Definitions = { apis, oauthServers: [] };
-        return { version, hash: definitionsHash(defs), defs };
-      };
-      const [v1, v2] = [content(1, [keptApi, droppedApi, apiDef('plain')]), content(2, [keptApi, apiDef('plain')])];
-      expect(holder.apply(toSnapshotMessage(1, v1.defs)).ok).toBe(true);
-      await Promise.all([oidc.endpoints(configOf(keptApi)), oidc.endpoints(configOf(droppedApi))]);
-      expect((how === 'a delta' ? holder.applyDelta(toDeltaMessage(v1, v2)) : holder.apply(toSnapshotMessage(2, v2.defs))).ok).toBe(true);
-      await Promise.all([oidc.endpoints(configOf(keptApi)), oidc.endpoints(configOf(droppedApi))]);
-      expect([kept.discoveryFetches, dropped.discoveryFetches]).toEqual([1, 2]);
-    } finally {
-      await pools.close();
-      await Promise.all([kept.close(), dropped.close()]);
-    }
-  });
+  test.each(['a full snapshot', 'a delta'])(
+    "an issuer %s no longer names is forgotten by the process's OpenID provider client; a kept one is not fetched again",
+    async (how) => {
+      const [kept, dropped] = await Promise.all([startOidcProvider(), startOidcProvider()]);
+      const pools = createUpstreamPools();
+      try {
+        const withOidc = (name: string, issuer: string) =>
+          parseApiDefinition({
+            name,
+            proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://127.0.0.1:9000' }] } },
+            plugins: [{ name: 'openid_connect', config: { issuer, client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) } }],
+          });
+        const [keptApi, droppedApi] = [withOidc('kept', kept.issuer), withOidc('dropped', dropped.issuer)];
+        const configOf = (api: ApiDefinition) => compilePlugins(api.plugins)[0]!.config as CompiledOpenidConnect;
+        const oidc = createOidcProviders({ pools, jwks: createJwksCache({ pools }) });
+        const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), oidc });
+        const content = (version: number, apis: ApiDefinition[]) => {
+          const defs: Definitions = { apis, oauthServers: [] };
+          return { version, hash: definitionsHash(defs), defs };
+        };
+        const [v1, v2] = [content(1, [keptApi, droppedApi, apiDef('plain')]), content(2, [keptApi, apiDef('plain')])];
+        expect(holder.apply(toSnapshotMessage(1, v1.defs)).ok).toBe(true);
+        await Promise.all([oidc.endpoints(configOf(keptApi)), oidc.endpoints(configOf(droppedApi))]);
+        expect((how === 'a delta' ? holder.applyDelta(toDeltaMessage(v1, v2)) : holder.apply(toSnapshotMessage(2, v2.defs))).ok).toBe(true);
+        await Promise.all([oidc.endpoints(configOf(keptApi)), oidc.endpoints(configOf(droppedApi))]);
+        expect([kept.discoveryFetches, dropped.discoveryFetches]).toEqual([1, 2]);
+      } finally {
+        await pools.close();
+        await Promise.all([kept.close(), dropped.close()]);
+      }
+    },
+  );
 });

@@ -14,13 +14,31 @@
  * routing table in turns, the requests in flight served between them, and then swapped in as apply() does.
  */
 import type { CompiledOAuthServer, CompiledRoute } from '#proto/compile/index';
-import { applyChanges, applyChangesInTurns, indexConfig, indexConfigInTurns, indexRoutes, indexRoutesInTurns, type ConfigIndex } from '#proto/compile/incremental';
+import {
+  applyChanges,
+  applyChangesInTurns,
+  indexConfig,
+  indexConfigInTurns,
+  indexRoutes,
+  indexRoutesInTurns,
+  type ConfigIndex,
+} from '#proto/compile/incremental';
 import type { PasswordHash } from '#proto/password-hash';
 import type { ApiDefinition } from '#proto/definition/types';
 import { parseDuration } from '#proto/duration';
 import { LayeredMap } from '#proto/layered-map';
 import { allTurns } from '#proto/turns';
-import { applyDeltaMessage, applyDeltaMessageInTurns, fromSnapshotMessage, fromSnapshotMessageInTurns, prepareForDeltas, type ContentChange, type DeltaMessage, type SnapshotContent, type SnapshotMessage } from '#proto/snapshot/codec';
+import {
+  applyDeltaMessage,
+  applyDeltaMessageInTurns,
+  fromSnapshotMessage,
+  fromSnapshotMessageInTurns,
+  prepareForDeltas,
+  type ContentChange,
+  type DeltaMessage,
+  type SnapshotContent,
+  type SnapshotMessage,
+} from '#proto/snapshot/codec';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { createAuthorizer, type AuthLogger, type Authorizer, type Introspector, type JwksCache } from '../auth/index.js';
 import { createBasicAuthChecker, type BasicAuthChecker } from '../auth/basic-credentials.js';
@@ -108,11 +126,10 @@ function routeUpstream(forwarding: ReturnType<typeof forwardingOf>, balancer: Ba
   return { balancer, dialTimeoutMs, headersTimeoutMs, insecureSkipVerify, http2, pipeline };
 }
 
-const plainUpstreamOf = (route: CompiledRoute): RouteUpstream => routeUpstream(forwardingOf(route), createBalancer(route.proxy.upstreams.balancing, route.targets, null), null);
+const plainUpstreamOf = (route: CompiledRoute): RouteUpstream =>
+  routeUpstream(forwardingOf(route), createBalancer(route.proxy.upstreams.balancing, route.targets, null), null);
 
-export type ApplyResult =
-  | { ok: true; version: number; hash: string; changed: boolean }
-  | { ok: false; version: number; error: string };
+export type ApplyResult = { ok: true; version: number; hash: string; changed: boolean } | { ok: false; version: number; error: string };
 
 export interface SnapshotHolder {
   current(): AppliedSnapshot | null;
@@ -294,7 +311,18 @@ export function createSnapshotHolder(deps: {
 
   function pipelineDepsOf(authorizer: Authorizer, credentials: HeldCredentials, breakers: BreakerGeneration): Omit<StageDeps, 'route'> {
     const { basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups } = credentials;
-    return { authorizer, rateLimiter, basicAuth, apiKeyOwner, basicAuthGroups, keyAuthGroups, breakers, responseCache, oidc: deps.oidc, trustedProxies: deps.trustedProxies ?? NO_TRUSTED_PROXIES };
+    return {
+      authorizer,
+      rateLimiter,
+      basicAuth,
+      apiKeyOwner,
+      basicAuthGroups,
+      keyAuthGroups,
+      breakers,
+      responseCache,
+      oidc: deps.oidc,
+      trustedProxies: deps.trustedProxies ?? NO_TRUSTED_PROXIES,
+    };
   }
 
   /** The routes' plain upstreams (RouteUpstreams), for as long as each route object lives. */
@@ -306,7 +334,10 @@ export function createSnapshotHolder(deps: {
     const { dialTimeoutMs, insecureSkipVerify, http2 } = forwarding;
     const check = route.proxy.upstreams.health_check;
     // A Service target left in a snapshot stands for "no ready endpoints": nothing to probe.
-    const checks = check && health && !route.targets.some((t) => t.plan.service) ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 })) : null;
+    const checks =
+      check && health && !route.targets.some((t) => t.plan.service)
+        ? route.targets.map((t) => health.get(route.id, t, check, { dialTimeoutMs, insecureSkipVerify, http2 }))
+        : null;
     const balancer = createBalancer(route.proxy.upstreams.balancing, route.targets, checks);
     return routeUpstream(forwarding, balancer, buildPipeline(route, pipelineDeps, checks && check!.passive ? passiveStage(route.targets, checks) : undefined));
   }
@@ -338,7 +369,14 @@ export function createSnapshotHolder(deps: {
     // The CP sends only accepted definitions: anything rejected here means the whole snapshot is bad.
     const index = prepared?.index ?? indexConfig(content.defs);
     const { routes, oauthServers, ...credentialMaps } = prepared?.routed ?? indexRoutes(index);
-    const authorizer = createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
+    const authorizer = createAuthorizer({
+      servers: oauthServers,
+      tokenStore: deps.tokenStore,
+      introspector: deps.introspector,
+      jwks: deps.jwks,
+      now: deps.now,
+      logger: deps.logger,
+    });
     const credentials = heldCredentials(credentialMaps, content.keyAuthHashKey);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     breakers.releaseAll();
@@ -377,7 +415,13 @@ export function createSnapshotHolder(deps: {
      * `held` with the changes of `kind` made: each changed definition's entry (keyed by `keyOf`) taken
      * out as it was, then put in as it is, in two passes, so that changes may swap keys among themselves.
      */
-    const patched = <V>(held: ReadonlyMap<string, V>, kind: ContentChange['kind'], entryValue: (e: IndexEntry | undefined) => V | undefined, keyOf: (name: string, value: V) => string, valueOf: (name: string, value: V) => V) => {
+    const patched = <V>(
+      held: ReadonlyMap<string, V>,
+      kind: ContentChange['kind'],
+      entryValue: (e: IndexEntry | undefined) => V | undefined,
+      keyOf: (name: string, value: V) => string,
+      valueOf: (name: string, value: V) => V,
+    ) => {
       const mine = changes.filter((c) => c.kind === kind);
       if (mine.length === 0) return held;
       const map = new Map(held);
@@ -391,10 +435,35 @@ export function createSnapshotHolder(deps: {
       }
       return map;
     };
-    const oauthServers = patched(previous.oauthServers, 'oauth-server', (e) => e?.server, (name) => name, (_name, server) => server);
-    const basicAuthUsers = patched(previous.credentials.basicAuthUsers, 'basic-auth-credential', (e) => e?.passwordHash, (name) => name, (_name, hash) => hash);
-    const apiKeys = patched(previous.credentials.apiKeys, 'key-auth-credential', (e) => e?.keyHash, (_name, keyHash) => keyHash, (name) => name);
-    const groupsOf = (kind: ContentChange['kind'], held: ReadonlyMap<string, readonly string[]>) => patched(held, kind, (e) => e?.groups, (name) => name, (_name, groups) => groups);
+    const oauthServers = patched(
+      previous.oauthServers,
+      'oauth-server',
+      (e) => e?.server,
+      (name) => name,
+      (_name, server) => server,
+    );
+    const basicAuthUsers = patched(
+      previous.credentials.basicAuthUsers,
+      'basic-auth-credential',
+      (e) => e?.passwordHash,
+      (name) => name,
+      (_name, hash) => hash,
+    );
+    const apiKeys = patched(
+      previous.credentials.apiKeys,
+      'key-auth-credential',
+      (e) => e?.keyHash,
+      (_name, keyHash) => keyHash,
+      (name) => name,
+    );
+    const groupsOf = (kind: ContentChange['kind'], held: ReadonlyMap<string, readonly string[]>) =>
+      patched(
+        held,
+        kind,
+        (e) => e?.groups,
+        (name) => name,
+        (_name, groups) => groups,
+      );
     const basicAuthGroups = groupsOf('basic-auth-credential', previous.credentials.basicAuthGroups);
     const keyAuthGroups = groupsOf('key-auth-credential', previous.credentials.keyAuthGroups);
     // Unchanged servers and credentials keep the authorizer and its caches, and every route its upstream.
@@ -407,8 +476,17 @@ export function createSnapshotHolder(deps: {
       keyAuthGroups === previous.credentials.keyAuthGroups;
     const authorizer = authReused
       ? current.authorizer
-      : createAuthorizer({ servers: oauthServers, tokenStore: deps.tokenStore, introspector: deps.introspector, jwks: deps.jwks, now: deps.now, logger: deps.logger });
-    const credentials = credentialsReused ? previous.credentials : heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups }, content.keyAuthHashKey);
+      : createAuthorizer({
+          servers: oauthServers,
+          tokenStore: deps.tokenStore,
+          introspector: deps.introspector,
+          jwks: deps.jwks,
+          now: deps.now,
+          logger: deps.logger,
+        });
+    const credentials = credentialsReused
+      ? previous.credentials
+      : heldCredentials({ basicAuthUsers, apiKeys, basicAuthGroups, keyAuthGroups }, content.keyAuthHashKey);
     const pipelineDeps = pipelineDepsOf(authorizer, credentials, breakers);
     // Only a route with plugins or a health check holds breakers or health state (a plain route gets none).
     for (const route of removed) {
@@ -431,7 +509,14 @@ export function createSnapshotHolder(deps: {
     const oidcMoved = oidcConfigsOf(removed).length > 0 || oidcConfigsOf(added).length > 0;
     const sessionCookies = oidcMoved ? sessionCookiesOf((prepared?.routed ?? indexRoutes(index)).routes) : current.sessionCookies;
     return {
-      next: { version: content.version, hash: content.hash, table: prepared?.table ?? updateRoutingTable(current.table, removed, added), authorizer, upstreams, sessionCookies },
+      next: {
+        version: content.version,
+        hash: content.hash,
+        table: prepared?.table ?? updateRoutingTable(current.table, removed, added),
+        authorizer,
+        upstreams,
+        sessionCookies,
+      },
       held: { content, index, oauthServers, credentials },
       oidc: deps.oidc && oidcConfigsOf(removed).length > 0 ? oidcConfigsOf((prepared?.routed ?? indexRoutes(index)).routes) : null,
     };
@@ -443,7 +528,8 @@ export function createSnapshotHolder(deps: {
     const health = deps.health?.begin() ?? null;
     try {
       const { changes, ...next } = content();
-      built = previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes, prepared) : build(next, breakers, health, prepared);
+      built =
+        previous && applied && changes ? buildDelta(next, breakers, health, previous, applied, changes, prepared) : build(next, breakers, health, prepared);
     } catch (err) {
       applies?.inc({ result: 'rejected' });
       return { ok: false, version, error: err instanceof Error ? err.message : String(err) };
@@ -484,7 +570,12 @@ export function createSnapshotHolder(deps: {
    * their compiled routes and, when still held at the swap, what was built for them (buildDelta: upstreams with their
    * balancer positions, the authorizer with its verification caches, when no server changed).
    */
-  async function wholeInTurns(version: number, steps: Generator<void, SnapshotContent & { changes?: ContentChange[] }>, wanted: () => boolean, previous: Held | null = null): Promise<ApplyResult | null> {
+  async function wholeInTurns(
+    version: number,
+    steps: Generator<void, SnapshotContent & { changes?: ContentChange[] }>,
+    wanted: () => boolean,
+    previous: Held | null = null,
+  ): Promise<ApplyResult | null> {
     const endHold = deps.holdYoungGeneration?.() ?? noop;
     let content: (SnapshotContent & { changes?: ContentChange[] }) | null;
     let prepared: Prepared | null;
@@ -502,13 +593,23 @@ export function createSnapshotHolder(deps: {
     }
     const whole = content;
     // Built on `previous` only while it is what is applied; otherwise as a full snapshot is (the index is whole either way).
-    return served(swap(version, () => whole, previous !== null && held === previous ? previous : null, prepared), endHold);
+    return served(
+      swap(version, () => whole, previous !== null && held === previous ? previous : null, prepared),
+      endHold,
+    );
   }
 
   /** wholeInTurns' index, changed routes (a delta's on `previous`), route list and routing table; null when no longer wanted. */
-  async function prepareInTurns(content: SnapshotContent & { changes?: ContentChange[] }, previous: Held | null, wanted: () => boolean): Promise<Prepared | null> {
+  async function prepareInTurns(
+    content: SnapshotContent & { changes?: ContentChange[] },
+    previous: Held | null,
+    wanted: () => boolean,
+  ): Promise<Prepared | null> {
     const delta = previous && content.changes ? { previous, changes: content.changes } : null;
-    const index = await inTurns(delta ? applyChangesInTurns(delta.previous.index, delta.changes, undefined, APPLY_TURN) : indexConfigInTurns(content.defs, APPLY_TURN), wanted);
+    const index = await inTurns(
+      delta ? applyChangesInTurns(delta.previous.index, delta.changes, undefined, APPLY_TURN) : indexConfigInTurns(content.defs, APPLY_TURN),
+      wanted,
+    );
     if (!index) return null;
     const moved = delta ? await inTurns(changedRoutesInTurns(delta.previous.index, index, delta.changes, APPLY_TURN), wanted) : undefined;
     if (moved === null) return null;
@@ -537,7 +638,10 @@ export function createSnapshotHolder(deps: {
       const version = Number(message?.version ?? 0);
       if (holdsHash(message)) return unchanged(version);
       const endHold = deps.holdYoungGeneration?.() ?? noop;
-      return served(swap(version, () => fromSnapshotMessage(message), null), endHold);
+      return served(
+        swap(version, () => fromSnapshotMessage(message), null),
+        endHold,
+      );
     },
     async applyInTurns(message, wanted = () => true) {
       const version = Number(message?.version ?? 0);

@@ -101,9 +101,7 @@ export async function runPrimary(config: DataPlaneConfig, logger: Logger): Promi
 
   const source: StatusSource = {
     async readiness() {
-      const workers = await Promise.all(
-        slots.map(async (slot) => ({ worker: slot.number, pid: slot.worker?.process.pid ?? null, ...(await stateOf(slot)) })),
-      );
+      const workers = await Promise.all(slots.map(async (slot) => ({ worker: slot.number, pid: slot.worker?.process.pid ?? null, ...(await stateOf(slot)) })));
       return readinessOf(workers);
     },
     async metrics() {
@@ -186,11 +184,14 @@ export async function runPrimary(config: DataPlaneConfig, logger: Logger): Promi
     if (stopping) return;
     logger.info({ signal, timeoutMs: config.shutdownTimeoutMs, workers: config.workers }, 'shutting down');
     // A worker gives up 5 s after SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT; one that is still there after that is stuck.
-    setTimeout(() => {
-      logger.error('workers did not stop in time');
-      for (const slot of slots) slot.worker?.process.kill('SIGKILL');
-      process.exit(1);
-    }, config.shutdownDelayMs + config.shutdownTimeoutMs + 6_000).unref();
+    setTimeout(
+      () => {
+        logger.error('workers did not stop in time');
+        for (const slot of slots) slot.worker?.process.kill('SIGKILL');
+        process.exit(1);
+      },
+      config.shutdownDelayMs + config.shutdownTimeoutMs + 6_000,
+    ).unref();
     status.markDraining();
     const clean = await stopWorkers();
     await status.close();

@@ -42,7 +42,6 @@ function server(name: string, endpoints: Partial<Record<'token' | 'authorize' | 
   };
 }
 
-
 describe('listen_path matching', () => {
   test.each<[string, string, string, { params: Record<string, string>; matched: string } | null]>([
     ['/foo/* matches /foo', '/foo/*', '/foo', { params: {}, matched: '/foo' }],
@@ -62,7 +61,12 @@ describe('listen_path matching', () => {
     ['{name} in wildcard path', '/p/{s}/*', '/p/x/y/z', { params: { s: 'x' }, matched: '/p/x' }],
     ['{name} in wildcard path, no rest', '/p/{s}/*', '/p/x', { params: { s: 'x' }, matched: '/p/x' }],
     ['wildcard with param needs the param segment', '/p/{s}/*', '/p', null],
-    ['regex with braces', '/r/{id:[\\da-f]{24}}', '/r/5252b1b5301bbf46038b473f', { params: { id: '5252b1b5301bbf46038b473f' }, matched: '/r/5252b1b5301bbf46038b473f' }],
+    [
+      'regex with braces',
+      '/r/{id:[\\da-f]{24}}',
+      '/r/5252b1b5301bbf46038b473f',
+      { params: { id: '5252b1b5301bbf46038b473f' }, matched: '/r/5252b1b5301bbf46038b473f' },
+    ],
     ['regex is anchored (too long)', '/r/{id:[\\da-f]{24}}', '/r/5252b1b5301bbf46038b473fa', null],
     ['regex is anchored (prefix only)', '/r/{n:\\d+}', '/r/12abc', null],
     ['regex alternation is anchored as a whole', '/r/{k:a|b}', '/r/ax', null],
@@ -156,7 +160,11 @@ describe('target validation', () => {
     const field = 'proxy.upstreams.targets[0].target';
     test.each<[string, string, object]>([
       ['own namespace, port number', 'k8s://orders:8080', { scheme: 'http', path: '/', service: { name: 'orders', namespace: null, port: 8080 } }],
-      ['namespace, port name, path', 'k8s://orders.shop:http/base/v1', { scheme: 'http', path: '/base/v1', service: { name: 'orders', namespace: 'shop', port: 'http' } }],
+      [
+        'namespace, port name, path',
+        'k8s://orders.shop:http/base/v1',
+        { scheme: 'http', path: '/base/v1', service: { name: 'orders', namespace: 'shop', port: 'http' } },
+      ],
       ['https', 'k8s+https://Orders.Shop:443', { scheme: 'https', path: '/', service: { name: 'orders', namespace: 'shop', port: 443 } }],
     ])('valid: %s', (_name, template, plan) => {
       expect(compileTarget(template, [], field)).toMatchObject(plan);
@@ -178,7 +186,19 @@ describe('target validation', () => {
     test('a data plane holding one (no ready endpoints) answers NO_ENDPOINTS, and a health check skips it', () => {
       const plan = compileTarget('k8s://orders:8080', [], field);
       expect(gatehouseErrorOf(() => resolveTarget(plan, {}))).toMatchObject({ code: 'NO_ENDPOINTS', status: 503 });
-      expect(() => compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'k8s://orders:8080' }], health_check: { passive: { unhealthy_threshold: 5, ejection: '30s' } } } as never } }))).not.toThrow();
+      expect(() =>
+        compileApi(
+          api({
+            proxy: {
+              upstreams: {
+                balancing: 'roundrobin',
+                targets: [{ target: 'k8s://orders:8080' }],
+                health_check: { passive: { unhealthy_threshold: 5, ejection: '30s' } },
+              } as never,
+            },
+          }),
+        ),
+      ).not.toThrow();
     });
   });
 
@@ -216,7 +236,18 @@ describe('target validation', () => {
 describe('compileApi', () => {
   test('a gRPC health check needs an HTTP/2 upstream', () => {
     const checked = (protocol?: 'http2') =>
-      compileApi(api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }], health_check: { active: { grpc: { service: '' } } as never }, ...(protocol && { protocol }) } } }));
+      compileApi(
+        api({
+          proxy: {
+            upstreams: {
+              balancing: 'roundrobin',
+              targets: [{ target: 'http://u' }],
+              health_check: { active: { grpc: { service: '' } } as never },
+              ...(protocol && { protocol }),
+            },
+          },
+        }),
+      );
     expect(gatehouseErrorOf(() => checked())).toMatchObject({
       field: 'proxy.upstreams.health_check.active.grpc',
       message: 'proxy.upstreams.health_check.active.grpc needs proxy.upstreams.protocol "http2"',
@@ -229,11 +260,17 @@ describe('compileApi', () => {
       compileApi(
         api({
           proxy: { upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://u' }], ...(protocol && { protocol }) } },
-          plugins: [{ name: 'body_limit', enabled: true, config: { limit: '1K' } }, { name: 'grpc_web', enabled, config: {} }],
+          plugins: [
+            { name: 'body_limit', enabled: true, config: { limit: '1K' } },
+            { name: 'grpc_web', enabled, config: {} },
+          ],
         }),
       );
     for (const protocol of [undefined, 'http1'] as const) {
-      expect(gatehouseErrorOf(() => grpcWeb(protocol))).toMatchObject({ field: 'plugins[1]', message: 'plugins[1] grpc_web needs proxy.upstreams.protocol "http2"' });
+      expect(gatehouseErrorOf(() => grpcWeb(protocol))).toMatchObject({
+        field: 'plugins[1]',
+        message: 'plugins[1] grpc_web needs proxy.upstreams.protocol "http2"',
+      });
     }
     expect(grpcWeb('http2').plugins.map((p) => p.name)).toEqual(['body_limit', 'grpc_web']);
     expect(grpcWeb(undefined, false).plugins.map((p) => p.name)).toEqual(['body_limit']);
@@ -249,12 +286,25 @@ describe('compileApi', () => {
     ]) {
       expect(gatehouseErrorOf(() => withPlugins([other, acl]))).toMatchObject({ field: 'plugins[1]', message });
     }
-    const keyAuth = parseApiDefinition({ name: 'k', proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'key_auth' }] }).plugins[0];
-    const basicAuth = parseApiDefinition({ name: 'b', proxy: { listen_path: '/b/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'basic_auth' }] }).plugins[0];
+    const keyAuth = parseApiDefinition({
+      name: 'k',
+      proxy: { listen_path: '/k/*', upstreams: { targets: [{ target: 'http://u' }] } },
+      plugins: [{ name: 'key_auth' }],
+    }).plugins[0];
+    const basicAuth = parseApiDefinition({
+      name: 'b',
+      proxy: { listen_path: '/b/*', upstreams: { targets: [{ target: 'http://u' }] } },
+      plugins: [{ name: 'basic_auth' }],
+    }).plugins[0];
     // After authentication whatever the listed order.
     expect(withPlugins([acl, keyAuth]).plugins.map((p) => p.name)).toEqual(['key_auth', 'acl']);
     expect(withPlugins([basicAuth, acl]).plugins.map((p) => p.name)).toEqual(['basic_auth', 'acl']);
-    expect(withPlugins([{ name: 'body_limit', enabled: true, config: { limit: '1K' } }, { ...acl, enabled: false }]).plugins.map((p) => p.name)).toEqual(['body_limit']);
+    expect(
+      withPlugins([
+        { name: 'body_limit', enabled: true, config: { limit: '1K' } },
+        { ...acl, enabled: false },
+      ]).plugins.map((p) => p.name),
+    ).toEqual(['body_limit']);
   });
 
   test('route shape', () => {
@@ -298,9 +348,19 @@ describe('compileApi', () => {
     ['bad host pattern', api({ hosts: ['a.com', 'bad host'] }), 'hosts[1]', 'hosts[1] must be a host name'],
     ['wildcard in the middle of a host', api({ hosts: ['a.*.com'] }), 'hosts[0]', 'hosts[0] must be a host name'],
     ['bad method', api({ proxy: { methods: ['GET', 'NOT A METHOD'] } }), 'proxy.methods[1]', 'proxy.methods[1] is not an HTTP method'],
-    ['no targets', api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [] } } }), 'proxy.upstreams.targets', 'proxy.upstreams.targets must contain at least one target'],
+    [
+      'no targets',
+      api({ proxy: { upstreams: { balancing: 'roundrobin', targets: [] } } }),
+      'proxy.upstreams.targets',
+      'proxy.upstreams.targets must contain at least one target',
+    ],
     ['bad listen_path', api({ proxy: { listen_path: 'x' } }), 'proxy.listen_path', 'proxy.listen_path must start with /'],
-    ['target param missing from listen_path', api({ proxy: { listen_path: '/a/*', target: 'http://{svc}' } }), 'proxy.upstreams.targets[0].target', 'proxy.upstreams.targets[0].target uses {svc} which is not defined in proxy.listen_path'],
+    [
+      'target param missing from listen_path',
+      api({ proxy: { listen_path: '/a/*', target: 'http://{svc}' } }),
+      'proxy.upstreams.targets[0].target',
+      'proxy.upstreams.targets[0].target uses {svc} which is not defined in proxy.listen_path',
+    ],
   ])('error: %s', (_name, def, field, message) => {
     const err = gatehouseErrorOf(() => compileApi(def));
     expect(err).toMatchObject({ code: 'VALIDATION_FAILED', field });
@@ -443,10 +503,7 @@ describe('compileDefinitions', () => {
     ['list order without ranks', () => 0, 'second'],
     ['the higher rank loses', (_k, name) => (name === 'first' ? 1 : 0), 'first'],
   ])('route conflict: %s', (_name, rank, loser) => {
-    const config = compileDefinitions(
-      { apis: [api({ name: 'first' }), api({ name: 'second', hosts: [] })], oauthServers: [] },
-      { rank },
-    );
+    const config = compileDefinitions({ apis: [api({ name: 'first' }), api({ name: 'second', hosts: [] })], oauthServers: [] }, { rank });
     expect(config.rejected).toHaveLength(1);
     expect(config.rejected[0]).toMatchObject({ name: loser, error: { code: 'API_LISTEN_PATH_TAKEN', message: 'api listen path is already registered' } });
     expect(config.routes.map((r) => r.name)).toEqual([loser === 'first' ? 'second' : 'first']);
@@ -506,7 +563,12 @@ describe('routeConflictKey', () => {
     ['different hosts', api({ hosts: ['a.com'] }), api({ name: 'b', hosts: ['b.com'] }), false],
     ['different methods', api({ proxy: { methods: ['GET'] } }), api({ name: 'b', proxy: { methods: ['POST'] } }), false],
     ['hosts subset', api({ hosts: ['a.com'] }), api({ name: 'b', hosts: ['a.com', 'b.com'] }), false],
-    ['a listen_path holding a newline is not read as hosts', api({ proxy: { listen_path: '/a\nb.com' } }), api({ name: 'b', hosts: ['b.com'], proxy: { listen_path: '/a' } }), false],
+    [
+      'a listen_path holding a newline is not read as hosts',
+      api({ proxy: { listen_path: '/a\nb.com' } }),
+      api({ name: 'b', hosts: ['b.com'], proxy: { listen_path: '/a' } }),
+      false,
+    ],
     ['a host is not a method', api({ hosts: ['get'] }), api({ name: 'b', proxy: { methods: ['GET'] } }), false],
   ])('%s', (_name, a, b, same) => {
     expect(key(a) === key(b)).toBe(same);
@@ -518,7 +580,12 @@ describe('header conditions and route conflicts', () => {
     parseApiDefinition({ name, ...extra, proxy: { listen_path: '/api/*', match_headers, upstreams: { targets: [{ target: 'http://u' }] } } });
 
   test.each<[string, ApiDefinition, ApiDefinition, boolean]>([
-    ['the same conditions written in another case and order', canary('a', { 'X-A': ['1', '2'], 'X-B': ['3'] }), canary('b', { 'x-b': ['3'], 'x-a': ['2', '1', '2'] }), true],
+    [
+      'the same conditions written in another case and order',
+      canary('a', { 'X-A': ['1', '2'], 'X-B': ['3'] }),
+      canary('b', { 'x-b': ['3'], 'x-a': ['2', '1', '2'] }),
+      true,
+    ],
     ['with and without a header', canary('a', { 'X-Canary': ['true'] }), canary('b'), false],
     ['another value', canary('a', { 'X-Canary': ['true'] }), canary('b', { 'X-Canary': ['false'] }), false],
     ['a value more', canary('a', { 'X-Canary': ['true'] }), canary('b', { 'X-Canary': ['true', 'yes'] }), false],
@@ -535,10 +602,16 @@ describe('header conditions and route conflicts', () => {
   });
 
   test('two APIs on one listen_path with different header conditions are both accepted; equal ones are a 409', () => {
-    const both = compileDefinitions({ apis: [canary('stable'), canary('canary', { 'X-Canary': ['true'] }), canary('beta', { 'X-Beta': ['1'] })], oauthServers: [] });
+    const both = compileDefinitions({
+      apis: [canary('stable'), canary('canary', { 'X-Canary': ['true'] }), canary('beta', { 'X-Beta': ['1'] })],
+      oauthServers: [],
+    });
     expect(both.rejected).toEqual([]);
     expect(both.routes.map((r) => r.name)).toEqual(['stable', 'canary', 'beta']);
-    const twice = compileDefinitions({ apis: [canary('canary', { 'X-Canary': ['true'] }), canary('again', { 'x-canary': ['true', 'true'] })], oauthServers: [] });
+    const twice = compileDefinitions({
+      apis: [canary('canary', { 'X-Canary': ['true'] }), canary('again', { 'x-canary': ['true', 'true'] })],
+      oauthServers: [],
+    });
     expect(twice.rejected).toHaveLength(1);
     expect(twice.rejected[0]).toMatchObject({ name: 'again', error: { code: 'API_LISTEN_PATH_TAKEN', message: 'api listen path is already registered' } });
   });
@@ -556,7 +629,12 @@ describe('header conditions and route conflicts', () => {
 describe('proxy.upstreams.health_check', () => {
   const CHECK = { active: { path: '/healthz', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 } };
   const checked = (listen_path: string, targets: string[], health_check: ProxyDefinition['upstreams']['health_check'] | null = CHECK) =>
-    api({ proxy: { listen_path, upstreams: { balancing: 'roundrobin', targets: targets.map((target) => ({ target, weight: 1 })), ...(health_check && { health_check }) } } });
+    api({
+      proxy: {
+        listen_path,
+        upstreams: { balancing: 'roundrobin', targets: targets.map((target) => ({ target, weight: 1 })), ...(health_check && { health_check }) },
+      },
+    });
 
   test.each<[string, string, string[], string]>([
     ['a placeholder host', '/a/{svc}/*', ['http://{svc}.internal:9000'], 'http://{svc}.internal:9000'],
@@ -589,7 +667,10 @@ describe('proxy.upstreams.health_check', () => {
 
   test('an OAuth endpoint is refused the same way, named under that endpoint', () => {
     const def = server('s', {
-      revoke: proxy({ listen_path: '/s/{svc}/revoke', upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://{svc}/revoke', weight: 1 }], health_check: CHECK } }),
+      revoke: proxy({
+        listen_path: '/s/{svc}/revoke',
+        upstreams: { balancing: 'roundrobin', targets: [{ target: 'http://{svc}/revoke', weight: 1 }], health_check: CHECK },
+      }),
     });
     const err = gatehouseErrorOf(() => compileOAuthServer(def));
     expect(err).toMatchObject({

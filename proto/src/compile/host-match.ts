@@ -55,12 +55,12 @@ export function hostMatcher(patterns: readonly string[]): HostMatcher {
   const suffixes: string[] = [];
   const prefixes: string[] = [];
   for (const p of patterns) {
-    if (p.startsWith('*.')) suffixes.push(p.slice(1)); // '.example.com'
-    else if (p.endsWith('.*')) prefixes.push(p.slice(0, -1)); // 'example.'
+    if (p.startsWith('*.'))
+      suffixes.push(p.slice(1)); // '.example.com'
+    else if (p.endsWith('.*'))
+      prefixes.push(p.slice(0, -1)); // 'example.'
     else exact.add(p);
   }
   return (host) =>
-    exact.has(host) ||
-    suffixes.some((s) => host.length > s.length && host.endsWith(s)) ||
-    prefixes.some((s) => host.length > s.length && host.startsWith(s));
+    exact.has(host) || suffixes.some((s) => host.length > s.length && host.endsWith(s)) || prefixes.some((s) => host.length > s.length && host.startsWith(s));
 }

@@ -172,7 +172,12 @@ export function indexConfigInTurns(defs: Definitions, turn: number): Generator<v
 }
 
 /** applyChanges, yielding after every `turn` changes of its passes over them (a serving data plane's large delta, snapshot-holder.ts). */
-export function* applyChangesInTurns(index: ConfigIndex, changes: readonly DefinitionChange[], cache?: CompileCache, turn = Infinity): Generator<void, ConfigIndex> {
+export function* applyChangesInTurns(
+  index: ConfigIndex,
+  changes: readonly DefinitionChange[],
+  cache?: CompileCache,
+  turn = Infinity,
+): Generator<void, ConfigIndex> {
   // Read and written through drafts, so that a rejection (a throw below) leaves `index` as it was at no cost.
   const entries = new Draft(index.entries);
   const routeOwners = new Draft(index.routeOwners);
@@ -219,7 +224,8 @@ export function* applyChangesInTurns(index: ConfigIndex, changes: readonly Defin
     if (kind !== 'oauth-server' || (serverRefs.get(name) ?? 0) === 0) continue;
     const strategy = strategyOf(name);
     // A server that became `storage` may leave an API's scopes or claims_to_headers with nothing to read them from.
-    const becameStorage = strategy === 'storage' && (index.entries.get(entryKey(kind, name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name !== 'storage';
+    const becameStorage =
+      strategy === 'storage' && (index.entries.get(entryKey(kind, name))?.def as OAuthServerDefinition | undefined)?.token_strategy.name !== 'storage';
     if (strategy !== undefined && !becameStorage) continue;
     // O(n), on these (rare) changes only.
     for (const user of entries.result().values()) {
@@ -230,7 +236,10 @@ export function* applyChangesInTurns(index: ConfigIndex, changes: readonly Defin
         if (!becameStorage) throw named(user, err as GatehouseError);
         // The server's write is the one refused: the API was fine until then.
         const field = (err as GatehouseError).field?.replace(/^plugins\[\d+\]\.config\./, '');
-        throw named({ kind, name }, fieldError('token_strategy.name', `cannot be "storage" while the oauth2 plugin of api "${user.name}" sets ${field}: ${STORAGE_SEES_NO_CLAIMS}`));
+        throw named(
+          { kind, name },
+          fieldError('token_strategy.name', `cannot be "storage" while the oauth2 plugin of api "${user.name}" sets ${field}: ${STORAGE_SEES_NO_CLAIMS}`),
+        );
       }
     }
   }

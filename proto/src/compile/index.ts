@@ -318,7 +318,10 @@ export function compileApi(api: ApiDefinition): CompiledRoute {
   // Without a host of its own, redirect names one of the API's exact hosts, never a Host only the client chose.
   const redirect = api.plugins?.findIndex((p) => p.name === 'redirect' && p.enabled && (p.config as { host?: string } | undefined)?.host === undefined) ?? -1;
   if (redirect !== -1 && exactHosts(hosts).length === 0) {
-    invalid(`plugins[${redirect}].config.host`, 'is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)');
+    invalid(
+      `plugins[${redirect}].config.host`,
+      'is required when the API lists no exact host in hosts (the Location would name whatever Host the client sent)',
+    );
   }
   return {
     id: `api:${api.name}`,
@@ -427,7 +430,12 @@ export interface CredentialMaps {
   keyAuthGroups: Map<string, readonly string[]>;
 }
 
-export const emptyCredentialMaps = (): CredentialMaps => ({ basicAuthUsers: new Map(), apiKeys: new Map(), basicAuthGroups: new Map(), keyAuthGroups: new Map() });
+export const emptyCredentialMaps = (): CredentialMaps => ({
+  basicAuthUsers: new Map(),
+  apiKeys: new Map(),
+  basicAuthGroups: new Map(),
+  keyAuthGroups: new Map(),
+});
 
 /** Adds one accepted definition's credential (if it is one) to the maps. */
 export function addCredential(maps: CredentialMaps, name: string, built: { passwordHash?: PasswordHash; keyHash?: string; groups?: readonly string[] }): void {
@@ -530,12 +538,14 @@ export function checkPluginReferences(api: ApiDefinition, strategyOf: (server: s
     if (strategy !== 'storage') return;
     for (const field of ['scopes', 'claims_to_headers'] as const) {
       if (p.config[field] !== undefined) {
-        invalid(`plugins[${i}].config.${field}`, `needs an oauth server with the jwt or introspection strategy ("${serverName}" is storage): ${STORAGE_SEES_NO_CLAIMS}`);
+        invalid(
+          `plugins[${i}].config.${field}`,
+          `needs an oauth server with the jwt or introspection strategy ("${serverName}" is storage): ${STORAGE_SEES_NO_CLAIMS}`,
+        );
       }
     }
   });
 }
-
 
 /**
  * Two routes with the same key cannot be told apart by a request (same listen_path, hosts, methods

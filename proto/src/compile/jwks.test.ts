@@ -48,8 +48,16 @@ test.each([
   ['keys missing', { jwks: [] }, 'JWKS is not a JSON object with a "keys" array'],
   ['keys not an array', { keys: {} }, 'JWKS is not a JSON object with a "keys" array'],
   ['a key not an object', { keys: ['x'] }, 'JWKS keys[0] is not a JSON object'],
-  ['an HMAC (oct) key', { keys: [jwk(rsa), { kty: 'oct', k: 'c2VjcmV0', alg: 'HS256' }] }, 'JWKS keys[1] is a symmetric (oct) key: a JWKS carries public keys only'],
-  ['a private RSA key', { keys: [jwk(generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey)] }, 'JWKS keys[0] holds private key material ("d"): a JWKS carries public keys only'],
+  [
+    'an HMAC (oct) key',
+    { keys: [jwk(rsa), { kty: 'oct', k: 'c2VjcmV0', alg: 'HS256' }] },
+    'JWKS keys[1] is a symmetric (oct) key: a JWKS carries public keys only',
+  ],
+  [
+    'a private RSA key',
+    { keys: [jwk(generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey)] },
+    'JWKS keys[0] holds private key material ("d"): a JWKS carries public keys only',
+  ],
   ['a private EC key', { keys: [jwk(p384.privateKey)] }, 'JWKS keys[0] holds private key material ("d"): a JWKS carries public keys only'],
   ['too many keys', { keys: Array.from({ length: MAX_JWKS_KEYS + 1 }, () => jwk(p256)) }, `JWKS holds more than ${MAX_JWKS_KEYS} keys`],
 ])('the whole set is refused: %s', (_name, body, message) => {
@@ -61,13 +69,20 @@ test('an empty key set is a set (tokens then find no key)', () => {
 });
 
 test('compileJwks: times in ms, one cache key for one JWKS whatever the server, another for other settings', () => {
-  const settings = (parseOAuthServer({
+  const settings = parseOAuthServer({
     name: 'a',
     oauth_endpoints: { token: { listen_path: '/t', upstreams: { targets: [{ target: 'http://t' }] } } },
     token_strategy: { name: 'jwt', settings: { jwks_uri: 'https://idp.example/keys?x=1' } },
-  }).token_strategy.settings as JwksSettings);
+  }).token_strategy.settings as JwksSettings;
   const a = compileJwks('a', settings);
-  expect(a).toMatchObject({ origin: 'https://idp.example', path: '/keys?x=1', cacheTtlMs: 300_000, timeoutMs: 2000, cooldownMs: 30_000, maxStaleMs: 86_400_000 });
+  expect(a).toMatchObject({
+    origin: 'https://idp.example',
+    path: '/keys?x=1',
+    cacheTtlMs: 300_000,
+    timeoutMs: 2000,
+    cooldownMs: 30_000,
+    maxStaleMs: 86_400_000,
+  });
   expect(compileJwks('b', settings).cacheKey).toBe(a.cacheKey);
   expect(compileJwks('a', { ...settings, algs: ['RS256'] }).cacheKey).not.toBe(a.cacheKey);
 });

@@ -105,11 +105,12 @@ function verificationKeys(k: Record<string, unknown>, allowed: readonly JwtAlg[]
   const skip = (reason: string): Refusal => ({ reason, broken: false });
   if (k.use !== undefined && k.use !== 'sig') return skip(`use is ${JSON.stringify(k.use)}, not "sig"`);
   if (k.key_ops !== undefined && !(Array.isArray(k.key_ops) && k.key_ops.includes('verify'))) return skip('key_ops lacks "verify"');
-  const forKty: JwtAlg[] =
-    k.kty === 'RSA' ? ['RS256', 'RS384', 'RS512'] : k.kty === 'EC' && typeof k.crv === 'string' && EC_ALG[k.crv] ? [EC_ALG[k.crv]!] : [];
-  if (forKty.length === 0) return skip(k.kty === 'EC' ? `EC curve ${JSON.stringify(k.crv)} is not P-256 or P-384` : `kty ${JSON.stringify(k.kty)} is not RSA or EC`);
+  const forKty: JwtAlg[] = k.kty === 'RSA' ? ['RS256', 'RS384', 'RS512'] : k.kty === 'EC' && typeof k.crv === 'string' && EC_ALG[k.crv] ? [EC_ALG[k.crv]!] : [];
+  if (forKty.length === 0)
+    return skip(k.kty === 'EC' ? `EC curve ${JSON.stringify(k.crv)} is not P-256 or P-384` : `kty ${JSON.stringify(k.kty)} is not RSA or EC`);
   const algs = forKty.filter((a) => allowed.includes(a) && (k.alg === undefined || k.alg === a));
-  if (algs.length === 0) return skip(k.alg === undefined ? `none of its algs (${forKty.join(', ')}) is allowed` : `alg ${JSON.stringify(k.alg)} is not allowed for this key`);
+  if (algs.length === 0)
+    return skip(k.alg === undefined ? `none of its algs (${forKty.join(', ')}) is allowed` : `alg ${JSON.stringify(k.alg)} is not allowed for this key`);
   let key: KeyObject;
   try {
     // Only the public members: nothing else of the JWK reaches the import.

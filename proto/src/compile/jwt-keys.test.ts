@@ -76,19 +76,87 @@ describe('compileJwtKeys accepts keys that fit their alg', () => {
 describe('compileJwtKeys refuses keys that do not fit', () => {
   test.each<[string, JwtKeySetting[], string, string]>([
     ['empty HS secret', [{ alg: 'HS256', key: '' }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is required'],
-    ['PEM as HMAC secret (alg confusion set-up)', [{ alg: 'HS256', key: rsaSpki }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is a PEM key, not a shared secret for HS256'],
-    ['garbage for RS256', [{ alg: 'RS256', key: 'not a pem' }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is not a valid RSA public key for RS256'],
-    ['PKCS#8 private key for RS256', [{ alg: 'RS256', key: rsaPrivate }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is a private key; RS256 needs a public key'],
-    ['PKCS#1 private key for RS384', [{ alg: 'RS384', key: rsaPrivatePkcs1 }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is a private key; RS384 needs a public key'],
-    ['SEC1 private key for ES256', [{ alg: 'ES256', key: ecPrivate }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is a private key; ES256 needs a public key'],
-    ['EC key for RS256', [{ alg: 'RS256', key: spki(p256) }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is not a valid RSA public key for RS256'],
-    ['RSA key for ES256', [{ alg: 'ES256', key: rsaSpki }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is not a valid EC P-256 public key for ES256'],
-    ['P-384 key for ES256', [{ alg: 'ES256', key: spki(p384) }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is not a valid EC P-256 public key for ES256'],
-    ['P-256 key for ES384', [{ alg: 'ES384', key: spki(p256) }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is not a valid EC P-384 public key for ES384'],
-    ['Ed25519 key for ES256', [{ alg: 'ES256', key: spki(ed) }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is not a valid EC P-256 public key for ES256'],
-    ['RSA-1024 for RS256', [{ alg: 'RS256', key: spki(rsaSmall) }], 'token_strategy.settings[0].key', 'token_strategy.settings[0].key is an RSA key shorter than 2048 bits'],
-    ['unknown alg', [{ alg: 'none' as JwtAlg, key: 'x' }], 'token_strategy.settings[0].alg', 'token_strategy.settings[0].alg must be one of HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384'],
-    ['second entry names its index', [{ alg: 'HS256', key: 'ok' }, { alg: 'RS256', key: 'bad' }], 'token_strategy.settings[1].key', 'token_strategy.settings[1].key is not a valid RSA public key for RS256'],
+    [
+      'PEM as HMAC secret (alg confusion set-up)',
+      [{ alg: 'HS256', key: rsaSpki }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is a PEM key, not a shared secret for HS256',
+    ],
+    [
+      'garbage for RS256',
+      [{ alg: 'RS256', key: 'not a pem' }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is not a valid RSA public key for RS256',
+    ],
+    [
+      'PKCS#8 private key for RS256',
+      [{ alg: 'RS256', key: rsaPrivate }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is a private key; RS256 needs a public key',
+    ],
+    [
+      'PKCS#1 private key for RS384',
+      [{ alg: 'RS384', key: rsaPrivatePkcs1 }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is a private key; RS384 needs a public key',
+    ],
+    [
+      'SEC1 private key for ES256',
+      [{ alg: 'ES256', key: ecPrivate }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is a private key; ES256 needs a public key',
+    ],
+    [
+      'EC key for RS256',
+      [{ alg: 'RS256', key: spki(p256) }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is not a valid RSA public key for RS256',
+    ],
+    [
+      'RSA key for ES256',
+      [{ alg: 'ES256', key: rsaSpki }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is not a valid EC P-256 public key for ES256',
+    ],
+    [
+      'P-384 key for ES256',
+      [{ alg: 'ES256', key: spki(p384) }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is not a valid EC P-256 public key for ES256',
+    ],
+    [
+      'P-256 key for ES384',
+      [{ alg: 'ES384', key: spki(p256) }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is not a valid EC P-384 public key for ES384',
+    ],
+    [
+      'Ed25519 key for ES256',
+      [{ alg: 'ES256', key: spki(ed) }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is not a valid EC P-256 public key for ES256',
+    ],
+    [
+      'RSA-1024 for RS256',
+      [{ alg: 'RS256', key: spki(rsaSmall) }],
+      'token_strategy.settings[0].key',
+      'token_strategy.settings[0].key is an RSA key shorter than 2048 bits',
+    ],
+    [
+      'unknown alg',
+      [{ alg: 'none' as JwtAlg, key: 'x' }],
+      'token_strategy.settings[0].alg',
+      'token_strategy.settings[0].alg must be one of HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384',
+    ],
+    [
+      'second entry names its index',
+      [
+        { alg: 'HS256', key: 'ok' },
+        { alg: 'RS256', key: 'bad' },
+      ],
+      'token_strategy.settings[1].key',
+      'token_strategy.settings[1].key is not a valid RSA public key for RS256',
+    ],
   ])('%s', (_name, settings, field, message) => {
     let caught: unknown;
     try {

@@ -22,7 +22,11 @@ export const MIN_HMAC_KEY_BYTES = 32;
 
 /** The fields (`<field>[i].key`) of HS keys shorter than MIN_HMAC_KEY_BYTES. */
 export function shortHmacKeyFields(settings: readonly JwtKeySetting[], field: string): string[] {
-  return settings.flatMap((s, i) => (typeof s.alg === 'string' && s.alg.startsWith('HS') && typeof s.key === 'string' && Buffer.byteLength(s.key, 'utf8') < MIN_HMAC_KEY_BYTES ? [`${field}[${i}].key`] : []));
+  return settings.flatMap((s, i) =>
+    typeof s.alg === 'string' && s.alg.startsWith('HS') && typeof s.key === 'string' && Buffer.byteLength(s.key, 'utf8') < MIN_HMAC_KEY_BYTES
+      ? [`${field}[${i}].key`]
+      : [],
+  );
 }
 
 /** `field` is the settings path for messages, e.g. `token_strategy.settings` → `token_strategy.settings[1].key ...`. */
@@ -49,9 +53,7 @@ function importKey({ alg, key }: JwtKeySetting, at: string): KeyObject {
   if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) return fail(`is a private key; ${alg} needs a public key`);
   let publicKey: KeyObject;
   try {
-    publicKey = key.includes('-----BEGIN CERTIFICATE-----')
-      ? new X509Certificate(key).publicKey
-      : createPublicKey({ key, format: 'pem' });
+    publicKey = key.includes('-----BEGIN CERTIFICATE-----') ? new X509Certificate(key).publicKey : createPublicKey({ key, format: 'pem' });
   } catch {
     return fail(invalidKey(alg));
   }

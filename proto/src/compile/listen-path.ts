@@ -158,9 +158,7 @@ export function compileListenPath(source: string, field = 'proxy.listen_path'): 
     if (s.literal === '.' || s.literal === '..') fail(field, 'must not contain . or .. segments');
   });
   const first = tokens[0];
-  const literalPrefix = normalizePercentEncoding(
-    first === undefined ? '' : 'literal' in first ? first.literal : '',
-  );
+  const literalPrefix = normalizePercentEncoding(first === undefined ? '' : 'literal' in first ? first.literal : '');
   const literals = segments.map((s) => (s.kind === 'literal' ? s.literal : null));
   const names = paramNames.length === 0 ? EMPTY_LIST : paramNames.slice();
   return new ListenPath(source, literalPrefix, wildcard, names, literals, paramNames.length === 0 ? null : segments);

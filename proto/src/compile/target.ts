@@ -54,7 +54,8 @@ export interface ServiceTarget {
 }
 
 // DNS-1035 label (a Service name), DNS-1123 label (a namespace), IANA_SVC_NAME (a port name): what the apiserver allows.
-const SERVICE_TARGET = /^k8s(?:\+(https?))?:\/\/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)(?:\.([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?))?:([0-9]{1,5}|[a-z0-9](?:[-a-z0-9]{0,13}[a-z0-9])?)(\/[^?#]*)?$/i;
+const SERVICE_TARGET =
+  /^k8s(?:\+(https?))?:\/\/([a-z]([-a-z0-9]{0,61}[a-z0-9])?)(?:\.([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?))?:([0-9]{1,5}|[a-z0-9](?:[-a-z0-9]{0,13}[a-z0-9])?)(\/[^?#]*)?$/i;
 
 /** `k8s://`, `k8s+http://`, `k8s+https://`: a target that names a Kubernetes Service. */
 export const isServiceTarget = (template: string): boolean => /^k8s(\+https?)?:\/\//i.test(template);
@@ -115,7 +116,8 @@ export function resolveTarget(plan: TargetPlan, params: Readonly<Record<string, 
   const authority = substitute(hostTemplate, params, hostPattern ? hostCharsValue : labelValue) + substitute(plan.authority.slice(split), params, portValue);
   const { origin, host, hostname } = resolveAuthority(plan.scheme, authority);
   if (hasPlaceholder(hostTemplate)) {
-    if (IP_HOST.test(hostname) || hostname === 'localhost' || hostname.endsWith('.localhost')) badHost(`upstream host "${hostname}" is not one a request may choose`);
+    if (IP_HOST.test(hostname) || hostname === 'localhost' || hostname.endsWith('.localhost'))
+      badHost(`upstream host "${hostname}" is not one a request may choose`);
     if (hostPattern && !hostPattern.test(hostname)) badHost(`upstream host "${hostname}" does not match the target's host_pattern`);
   }
   const path = substitute(plan.path, params, encodePathValue) || '/';
@@ -151,12 +153,7 @@ export function fixedAuthority(plan: TargetPlan): Pick<ResolvedTarget, 'origin' 
  * `proxy.upstreams.targets[0].target`, `listenPathField` e.g. `proxy.listen_path`.
  * Throws GatehouseError VALIDATION_FAILED.
  */
-export function compileTarget(
-  template: string,
-  paramNames: readonly string[],
-  field: string,
-  listenPathField = 'proxy.listen_path',
-): TargetPlan {
+export function compileTarget(template: string, paramNames: readonly string[], field: string, listenPathField = 'proxy.listen_path'): TargetPlan {
   const fail = (message: string): never => {
     throw fieldError(field, message);
   };
@@ -193,7 +190,13 @@ function parseServiceTarget(template: string, fail: (message: string) => never):
   if (typeof port === 'string' && !/[a-z]/.test(port)) fail('names a port that is neither a number nor a name');
   const path = new URL(`http://x${rawPath}`).pathname;
   const service = { name: name.toLowerCase(), namespace: namespace?.toLowerCase() ?? null, port };
-  return { scheme: scheme.toLowerCase() as 'http' | 'https', authority: `${service.name}${service.namespace ? `.${service.namespace}` : ''}:${port}`, path, query: '', service };
+  return {
+    scheme: scheme.toLowerCase() as 'http' | 'https',
+    authority: `${service.name}${service.namespace ? `.${service.namespace}` : ''}:${port}`,
+    path,
+    query: '',
+    service,
+  };
 }
 
 /** The plan of a template whose placeholders are known to be listen_path parameters; `fail` throws. */

@@ -61,15 +61,18 @@ export function parseApiDefinition(input: unknown): ApiDefinition {
   if (!result.ok) throw result.error;
   const parsed = result.data;
 
-  const plugins = parsed.plugins.length === 0 ? EMPTY_LIST : parsed.plugins.map((p, i): PluginDefinition => {
-    if (parsed.plugins.findIndex((q) => q.name === p.name) < i) {
-      throw validationError(['plugins', i, 'name'], `: duplicate plugin ${JSON.stringify(p.name)}`);
-    }
-    const name = p.name as PluginDefinition['name'];
-    // A missing config is {}: `plugins[0].config.server_name is required` rather than `config is required`.
-    const config = parsePluginConfig(name, p.config ?? {}, ['plugins', i, 'config']);
-    return { name, enabled: p.enabled, config } as PluginDefinition;
-  });
+  const plugins =
+    parsed.plugins.length === 0
+      ? EMPTY_LIST
+      : parsed.plugins.map((p, i): PluginDefinition => {
+          if (parsed.plugins.findIndex((q) => q.name === p.name) < i) {
+            throw validationError(['plugins', i, 'name'], `: duplicate plugin ${JSON.stringify(p.name)}`);
+          }
+          const name = p.name as PluginDefinition['name'];
+          // A missing config is {}: `plugins[0].config.server_name is required` rather than `config is required`.
+          const config = parsePluginConfig(name, p.config ?? {}, ['plugins', i, 'config']);
+          return { name, enabled: p.enabled, config } as PluginDefinition;
+        });
 
   return {
     name: parsed.name,

@@ -13,7 +13,30 @@ import { compiledOf } from './field-path.js';
 import { introspectionSettingsSchema, jwksSettingsSchema, jwtSettingsSchema, serverSchema, storageSettingsSchema } from './oauth-server-schema.js';
 import { PLUGINS } from '../plugins/index.js';
 
-const STRINGS = ['', 'a', 'A-b_c.1', 'GET', 'get', 'G ET', '/', '/x', '/x/{id}/*', 'x', '*', '*.example.com', 'http://a:1', 'ftp://a', '1s', '250ms', 'bad', 'rr', 'WEIGHT', 'HS256', 'x-h', 'a\nb'];
+const STRINGS = [
+  '',
+  'a',
+  'A-b_c.1',
+  'GET',
+  'get',
+  'G ET',
+  '/',
+  '/x',
+  '/x/{id}/*',
+  'x',
+  '*',
+  '*.example.com',
+  'http://a:1',
+  'ftp://a',
+  '1s',
+  '250ms',
+  'bad',
+  'rr',
+  'WEIGHT',
+  'HS256',
+  'x-h',
+  'a\nb',
+];
 
 /** Values a member of that name accepts (elsewhere any string or number): without them few inputs would pass. */
 const VALID: Record<string, (string | number)[]> = {
@@ -173,7 +196,10 @@ function arbitraryOf(schema: z.core.$ZodType, noisy: boolean, depth = 0, member 
     case 'string':
     case 'number': {
       const usual = VALID[member] ? fc.constantFrom(...VALID[member]) : def.type === 'string' ? fc.constantFrom(...STRINGS) : fc.integer({ min: 1, max: 10 });
-      const others = def.type === 'string' ? [fc.constantFrom(...STRINGS), fc.string({ maxLength: 6 })] : [fc.integer({ min: -3, max: 100_000 }), fc.constantFrom(0, 200, 503, 1001, 1.5, 86_401)];
+      const others =
+        def.type === 'string'
+          ? [fc.constantFrom(...STRINGS), fc.string({ maxLength: 6 })]
+          : [fc.integer({ min: -3, max: 100_000 }), fc.constantFrom(0, 200, 503, 1001, 1.5, 86_401)];
       shaped = noisy ? fc.oneof(usual, ...others) : usual;
       break;
     }
@@ -206,11 +232,14 @@ describe.each(SCHEMAS)('the %s schema: generated parser and runtime parser', (_,
     const fast = compiledOf(schema);
     let accepted = 0;
     fc.assert(
-      fc.property(fc.boolean().chain((noisy) => arbitraryOf(schema, noisy)), (input) => {
-        const runtime = schema.safeParse(input);
-        if (runtime.success) accepted++;
-        expect(verdict(fast.safeParse(input))).toStrictEqual(verdict(runtime));
-      }),
+      fc.property(
+        fc.boolean().chain((noisy) => arbitraryOf(schema, noisy)),
+        (input) => {
+          const runtime = schema.safeParse(input);
+          if (runtime.success) accepted++;
+          expect(verdict(fast.safeParse(input))).toStrictEqual(verdict(runtime));
+        },
+      ),
       { numRuns: 500 },
     );
     // Otherwise the property would only have compared rejections.

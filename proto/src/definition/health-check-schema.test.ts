@@ -38,8 +38,22 @@ test('keeps the values given, and parses its own output to itself', () => {
 });
 
 test('method, statuses and headers are kept when given (statuses deduplicated and sorted, headers sorted by name), and absent when not', () => {
-  expect(checkOf({ active: { path: '/h', method: 'HEAD', statuses: [204, 200, 204], headers: { 'X-B': '2', Host: 'health.internal' } }, passive: { statuses: [503, 429] } })).toEqual({
-    active: { path: '/h', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, method: 'HEAD', statuses: [200, 204], headers: { Host: 'health.internal', 'X-B': '2' } },
+  expect(
+    checkOf({
+      active: { path: '/h', method: 'HEAD', statuses: [204, 200, 204], headers: { 'X-B': '2', Host: 'health.internal' } },
+      passive: { statuses: [503, 429] },
+    }),
+  ).toEqual({
+    active: {
+      path: '/h',
+      interval: '10s',
+      timeout: '2s',
+      healthy_threshold: 2,
+      unhealthy_threshold: 3,
+      method: 'HEAD',
+      statuses: [200, 204],
+      headers: { Host: 'health.internal', 'X-B': '2' },
+    },
     passive: { unhealthy_threshold: 5, ejection: '30s', statuses: [429, 503] },
   });
   const plain = checkOf({ active: { path: '/h' }, passive: {} })!;
@@ -50,7 +64,9 @@ test('method, statuses and headers are kept when given (statuses deduplicated an
 });
 
 test('a gRPC health check: no path; its service defaults to "" (the whole server); headers allowed', () => {
-  expect(checkOf({ active: { grpc: {} } })).toEqual({ active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, grpc: { service: '' } } });
+  expect(checkOf({ active: { grpc: {} } })).toEqual({
+    active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, grpc: { service: '' } },
+  });
   const named = checkOf({ active: { grpc: { service: 'helloworld.Greeter' }, headers: { 'X-Probe': '1' } } })!;
   expect(named.active).toMatchObject({ grpc: { service: 'helloworld.Greeter' }, headers: { 'X-Probe': '1' } });
   expect(named.active).not.toHaveProperty('path');
@@ -79,7 +95,7 @@ test.each<[string, string, string | number]>([
   ['unhealthy_threshold at 100', 'unhealthy_threshold', 100],
   ['path "/"', 'path', '/'],
   ['path with a query', 'path', '/health?full=1&x=%20'],
-  ['path with every other printable character', 'path', "/!\"$%&'()*+,-./:;<=>?@[\\]^_`{|}~"],
+  ['path with every other printable character', 'path', '/!"$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'],
 ])('accepts active %s', (_name, key, value) => {
   expect(checkOf({ active: { path: '/h', [key]: value } })!.active![key as 'path']).toBe(value);
 });
@@ -147,9 +163,24 @@ test.each<[string, unknown, string, string]>([
   ['a status of 600', { passive: { statuses: [600] } }, `${FIELD}.passive.statuses[0]`, 'must be a status from 100 to 599'],
   ['a fractional status', { passive: { statuses: [502.5] } }, `${FIELD}.passive.statuses[0]`, 'must be a whole number'],
   ['a header name with a space', { active: { path: '/h', headers: { 'X Probe': '1' } } }, `${FIELD}.active.headers.X Probe`, 'is not a valid header name'],
-  ['a header value with CRLF', { active: { path: '/h', headers: { 'X-Probe': '1\r\nX-Injected: 1' } } }, `${FIELD}.active.headers.X-Probe`, 'must not contain control characters (CR, LF, NUL)'],
-  ['a hop-by-hop header', { active: { path: '/h', headers: { Connection: 'close' } } }, `${FIELD}.active.headers.Connection`, 'is a header a probe cannot send'],
-  ['Content-Length', { active: { path: '/h', headers: { 'content-length': '5' } } }, `${FIELD}.active.headers.content-length`, 'is a header a probe cannot send'],
+  [
+    'a header value with CRLF',
+    { active: { path: '/h', headers: { 'X-Probe': '1\r\nX-Injected: 1' } } },
+    `${FIELD}.active.headers.X-Probe`,
+    'must not contain control characters (CR, LF, NUL)',
+  ],
+  [
+    'a hop-by-hop header',
+    { active: { path: '/h', headers: { Connection: 'close' } } },
+    `${FIELD}.active.headers.Connection`,
+    'is a header a probe cannot send',
+  ],
+  [
+    'Content-Length',
+    { active: { path: '/h', headers: { 'content-length': '5' } } },
+    `${FIELD}.active.headers.content-length`,
+    'is a header a probe cannot send',
+  ],
 ])('rejects %s', (_name, check, field, message) => {
   const err = gatehouseErrorOf(() => parseApiDefinition(withCheck(check)));
   expect(err.code).toBe('VALIDATION_FAILED');
@@ -164,7 +195,12 @@ test('an OAuth endpoint takes a health check too, its errors named under that en
     oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: { targets: [{ target: 'http://auth' }], health_check: check } } },
     token_strategy: { name: 'storage', settings: {} },
   });
-  expect(parseOAuthServer(server({ passive: {} })).oauth_endpoints.token.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '30s' } });
+  expect(parseOAuthServer(server({ passive: {} })).oauth_endpoints.token.upstreams.health_check).toEqual({
+    passive: { unhealthy_threshold: 5, ejection: '30s' },
+  });
   const err = gatehouseErrorOf(() => parseOAuthServer(server({})));
-  expect(err).toMatchObject({ field: 'oauth_endpoints.token.upstreams.health_check', message: 'oauth_endpoints.token.upstreams.health_check must have "active", "passive" or both' });
+  expect(err).toMatchObject({
+    field: 'oauth_endpoints.token.upstreams.health_check',
+    message: 'oauth_endpoints.token.upstreams.health_check must have "active", "passive" or both',
+  });
 });

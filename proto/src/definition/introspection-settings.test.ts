@@ -42,7 +42,9 @@ test('compiled: targets, timeouts, client_secret_basic encoded once, form tail, 
   expect(post).toMatchObject({ authScheme: 'Bearer', formTail: '&client_id=gw&client_secret=s' });
   expect(post.headers.authorization).toBeUndefined();
   expect(post.cacheKey).not.toBe(basic.cacheKey);
-  expect(compileOAuthServer(parseOAuthServer(server({ client_id: 'g w', client_secret: 'p:ss', token_type_hint: 'access_token' }))).introspection!.cacheKey).toBe(basic.cacheKey);
+  expect(
+    compileOAuthServer(parseOAuthServer(server({ client_id: 'g w', client_secret: 'p:ss', token_type_hint: 'access_token' }))).introspection!.cacheKey,
+  ).toBe(basic.cacheKey);
 });
 
 test.each([
@@ -62,7 +64,11 @@ test.each([
     server({ client_id: 'a', use_auth_header: true }),
     'token_strategy.settings.client_auth must be "post" when use_auth_header is true (the token takes the Authorization header)',
   ],
-  ['auth_header_type with a space', server({ auth_header_type: 'Bear er' }), 'token_strategy.settings.auth_header_type must be an authentication scheme such as "Bearer"'],
+  [
+    'auth_header_type with a space',
+    server({ auth_header_type: 'Bear er' }),
+    'token_strategy.settings.auth_header_type must be an authentication scheme such as "Bearer"',
+  ],
   ['use_auth_header not a boolean', server({ use_auth_header: 'yes' }), 'token_strategy.settings.use_auth_header must be a boolean'],
 ])('refuses %s', (_row, raw, message) => {
   expect(gatehouseErrorOf(() => parseOAuthServer(raw)).message).toBe(message);

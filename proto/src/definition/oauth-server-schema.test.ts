@@ -22,12 +22,28 @@ test.each([
   ['token missing', withPatch({ oauth_endpoints: { token: null, authorize: ENDPOINT } }), 'oauth_endpoints.token is required'],
   ['token listen_path missing', withPatch({ oauth_endpoints: { token: { listen_path: null } } }), 'oauth_endpoints.token.listen_path is required'],
   ['token listen_path empty', withPatch({ oauth_endpoints: { token: { listen_path: '' } } }), 'oauth_endpoints.token.listen_path is required'],
-  ['token listen_path without slash', withPatch({ oauth_endpoints: { token: { listen_path: 'token' } } }), 'oauth_endpoints.token.listen_path must start with "/"'],
+  [
+    'token listen_path without slash',
+    withPatch({ oauth_endpoints: { token: { listen_path: 'token' } } }),
+    'oauth_endpoints.token.listen_path must start with "/"',
+  ],
   ['token targets missing', withPatch({ oauth_endpoints: { token: { upstreams: null } } }), 'oauth_endpoints.token.upstreams.targets is required'],
   ['token method invalid', withPatch({ oauth_endpoints: { token: { methods: ['PO ST'] } } }), 'oauth_endpoints.token.methods[0] is not a valid HTTP method'],
-  ['token timeout invalid', withPatch({ oauth_endpoints: { token: { forwarding_timeouts: { dial_timeout: '-1s' } } } }), 'oauth_endpoints.token.forwarding_timeouts.dial_timeout is not a valid duration'],
-  ['authorize listen_path missing', withPatch({ oauth_endpoints: { authorize: { upstreams: ENDPOINT.upstreams } } }), 'oauth_endpoints.authorize.listen_path is required'],
-  ['revoke balancing invalid', withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, upstreams: { balancing: 'x', targets: [{ target: 'http://a' }] } } } }), 'oauth_endpoints.revoke.upstreams.balancing must be "roundrobin" (alias "rr"), "weight", "least_conn" or "hash"'],
+  [
+    'token timeout invalid',
+    withPatch({ oauth_endpoints: { token: { forwarding_timeouts: { dial_timeout: '-1s' } } } }),
+    'oauth_endpoints.token.forwarding_timeouts.dial_timeout is not a valid duration',
+  ],
+  [
+    'authorize listen_path missing',
+    withPatch({ oauth_endpoints: { authorize: { upstreams: ENDPOINT.upstreams } } }),
+    'oauth_endpoints.authorize.listen_path is required',
+  ],
+  [
+    'revoke balancing invalid',
+    withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, upstreams: { balancing: 'x', targets: [{ target: 'http://a' }] } } } }),
+    'oauth_endpoints.revoke.upstreams.balancing must be "roundrobin" (alias "rr"), "weight", "least_conn" or "hash"',
+  ],
   ['token_strategy missing', withPatch({ token_strategy: null }), 'token_strategy is required'],
   ['strategy name missing', withPatch({ token_strategy: { name: null } }), 'token_strategy.name is required'],
   ['strategy name unknown', withPatch({ token_strategy: { name: 'opaque' } }), 'token_strategy.name must be "jwt", "storage" or "introspection"'],
@@ -44,22 +60,82 @@ test.each([
   ['jwt legacy secret empty', withPatch({ token_strategy: { settings: { secret: '' } } }), 'token_strategy.settings[0].key is required'],
   ['jwks_uri empty', withPatch({ token_strategy: { settings: { jwks_uri: '' } } }), 'token_strategy.settings.jwks_uri is required'],
   ['jwks_uri a number', withPatch({ token_strategy: { settings: { jwks_uri: 5 } } }), 'token_strategy.settings.jwks_uri must be a string'],
-  ['jwks_uri not a URL', withPatch({ token_strategy: { settings: { jwks_uri: 'idp/jwks' } } }), 'token_strategy.settings.jwks_uri must be an absolute http(s) URL'],
-  ['jwks_uri ftp', withPatch({ token_strategy: { settings: { jwks_uri: 'ftp://idp/jwks' } } }), 'token_strategy.settings.jwks_uri must be an absolute http(s) URL'],
-  ['jwks_uri http to a remote host', withPatch({ token_strategy: { settings: { jwks_uri: 'http://idp.example/jwks' } } }), 'token_strategy.settings.jwks_uri must be https (http only for a loopback host, or with allow_http: true)'],
-  ['jwks_uri with credentials', withPatch({ token_strategy: { settings: { jwks_uri: 'https://u:p@idp.example/jwks' } } }), 'token_strategy.settings.jwks_uri must not contain credentials'],
-  ['jwks_uri with a fragment', withPatch({ token_strategy: { settings: { jwks_uri: 'https://idp.example/jwks#x' } } }), 'token_strategy.settings.jwks_uri must not contain a fragment'],
-  ['jwks_uri too long', withPatch({ token_strategy: { settings: { jwks_uri: `https://idp.example/${'a'.repeat(2048)}` } } }), 'token_strategy.settings.jwks_uri must be at most 2048 characters'],
-  ['jwks algs with HS256', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: ['RS256', 'HS256'] } } }), 'token_strategy.settings.algs[1] must be one of RS256, RS384, RS512, ES256, ES384 (a JWKS holds public keys only)'],
-  ['jwks algs with none', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: ['none'] } } }), 'token_strategy.settings.algs[0] must be one of RS256, RS384, RS512, ES256, ES384 (a JWKS holds public keys only)'],
+  [
+    'jwks_uri not a URL',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'idp/jwks' } } }),
+    'token_strategy.settings.jwks_uri must be an absolute http(s) URL',
+  ],
+  [
+    'jwks_uri ftp',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'ftp://idp/jwks' } } }),
+    'token_strategy.settings.jwks_uri must be an absolute http(s) URL',
+  ],
+  [
+    'jwks_uri http to a remote host',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'http://idp.example/jwks' } } }),
+    'token_strategy.settings.jwks_uri must be https (http only for a loopback host, or with allow_http: true)',
+  ],
+  [
+    'jwks_uri with credentials',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://u:p@idp.example/jwks' } } }),
+    'token_strategy.settings.jwks_uri must not contain credentials',
+  ],
+  [
+    'jwks_uri with a fragment',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://idp.example/jwks#x' } } }),
+    'token_strategy.settings.jwks_uri must not contain a fragment',
+  ],
+  [
+    'jwks_uri too long',
+    withPatch({ token_strategy: { settings: { jwks_uri: `https://idp.example/${'a'.repeat(2048)}` } } }),
+    'token_strategy.settings.jwks_uri must be at most 2048 characters',
+  ],
+  [
+    'jwks algs with HS256',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: ['RS256', 'HS256'] } } }),
+    'token_strategy.settings.algs[1] must be one of RS256, RS384, RS512, ES256, ES384 (a JWKS holds public keys only)',
+  ],
+  [
+    'jwks algs with none',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: ['none'] } } }),
+    'token_strategy.settings.algs[0] must be one of RS256, RS384, RS512, ES256, ES384 (a JWKS holds public keys only)',
+  ],
   ['jwks algs empty', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', algs: [] } } }), 'token_strategy.settings.algs must not be empty'],
-  ['jwks cache_ttl too long', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cache_ttl: '25h' } } }), 'token_strategy.settings.cache_ttl must be a duration from "1s" to "24h"'],
-  ['jwks cooldown under a second', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cooldown: '500ms' } } }), 'token_strategy.settings.cooldown must be a duration from "1s" to "1h"'],
-  ['jwks timeout a number', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', timeout: 2 } } }), 'token_strategy.settings.timeout must be a duration from "1ms" to "60s"'],
-  ['jwks max_stale under cache_ttl', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cache_ttl: '10m', max_stale: '5m' } } }), 'token_strategy.settings.max_stale must not be shorter than cache_ttl'],
-  ['jwks allow_http a string', withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', allow_http: 'yes' } } }), 'token_strategy.settings.allow_http must be a boolean'],
-  ['storage default_ttl zero', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: 0 } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
-  ['storage default_ttl a string', withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: '60' } } }), 'token_strategy.settings.default_ttl must be a positive integer (seconds)'],
+  [
+    'jwks cache_ttl too long',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cache_ttl: '25h' } } }),
+    'token_strategy.settings.cache_ttl must be a duration from "1s" to "24h"',
+  ],
+  [
+    'jwks cooldown under a second',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cooldown: '500ms' } } }),
+    'token_strategy.settings.cooldown must be a duration from "1s" to "1h"',
+  ],
+  [
+    'jwks timeout a number',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', timeout: 2 } } }),
+    'token_strategy.settings.timeout must be a duration from "1ms" to "60s"',
+  ],
+  [
+    'jwks max_stale under cache_ttl',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', cache_ttl: '10m', max_stale: '5m' } } }),
+    'token_strategy.settings.max_stale must not be shorter than cache_ttl',
+  ],
+  [
+    'jwks allow_http a string',
+    withPatch({ token_strategy: { settings: { jwks_uri: 'https://i/j', allow_http: 'yes' } } }),
+    'token_strategy.settings.allow_http must be a boolean',
+  ],
+  [
+    'storage default_ttl zero',
+    withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: 0 } } }),
+    'token_strategy.settings.default_ttl must be a positive integer (seconds)',
+  ],
+  [
+    'storage default_ttl a string',
+    withPatch({ token_strategy: { name: 'storage', settings: { default_ttl: '60' } } }),
+    'token_strategy.settings.default_ttl must be a positive integer (seconds)',
+  ],
   ['storage settings a string', withPatch({ token_strategy: { name: 'storage', settings: 'x' } }), 'token_strategy.settings must be an object'],
   ['issuer empty', withPatch({ token_strategy: { issuer: '' } }), 'token_strategy.issuer must not be empty'],
   ['issuer with a newline', withPatch({ token_strategy: { issuer: 'https://a\n' } }), 'token_strategy.issuer must not contain control characters'],
@@ -67,9 +143,21 @@ test.each([
   ['issuer too long', withPatch({ token_strategy: { issuer: 'i'.repeat(1025) } }), 'token_strategy.issuer must be at most 1024 characters'],
   ['audiences a string', withPatch({ token_strategy: { audiences: 'orders' } }), 'token_strategy.audiences must be an array'],
   ['an empty audience', withPatch({ token_strategy: { audiences: ['orders', ''] } }), 'token_strategy.audiences[1] must not be empty'],
-  ['17 audiences', withPatch({ token_strategy: { audiences: Array.from({ length: 17 }, (_, i) => `a${i}`) } }), 'token_strategy.audiences must have at most 16 entries'],
-  ['issuer with storage', withPatch({ token_strategy: { name: 'storage', settings: {}, issuer: 'https://idp' } }), 'token_strategy.issuer is only checked by the jwt and introspection strategies'],
-  ['audiences with storage', withPatch({ token_strategy: { name: 'storage', settings: {}, audiences: ['a'] } }), 'token_strategy.audiences is only checked by the jwt and introspection strategies'],
+  [
+    '17 audiences',
+    withPatch({ token_strategy: { audiences: Array.from({ length: 17 }, (_, i) => `a${i}`) } }),
+    'token_strategy.audiences must have at most 16 entries',
+  ],
+  [
+    'issuer with storage',
+    withPatch({ token_strategy: { name: 'storage', settings: {}, issuer: 'https://idp' } }),
+    'token_strategy.issuer is only checked by the jwt and introspection strategies',
+  ],
+  [
+    'audiences with storage',
+    withPatch({ token_strategy: { name: 'storage', settings: {}, audiences: ['a'] } }),
+    'token_strategy.audiences is only checked by the jwt and introspection strategies',
+  ],
 ])('rejects %s', (_name, raw, message) => {
   const err = errorOf(raw);
   expect(err.code).toBe('VALIDATION_FAILED');
@@ -107,21 +195,47 @@ test.each([
   ['legacy object form', { secret: 'k1' }, [{ alg: 'HS256', key: 'k1' }]],
   ['legacy array element', [{ secret: 'k1' }], [{ alg: 'HS256', key: 'k1' }]],
   ['legacy element with alg', [{ alg: 'HS512', secret: 'k1' }], [{ alg: 'HS512', key: 'k1' }]],
-  ['rotation: several keys kept in order', [{ alg: 'HS256', key: 'new' }, { secret: 'old' }], [{ alg: 'HS256', key: 'new' }, { alg: 'HS256', key: 'old' }]],
+  [
+    'rotation: several keys kept in order',
+    [{ alg: 'HS256', key: 'new' }, { secret: 'old' }],
+    [
+      { alg: 'HS256', key: 'new' },
+      { alg: 'HS256', key: 'old' },
+    ],
+  ],
   ['extra members stripped', [{ alg: 'RS256', key: 'PEM', kid: 'x' }], [{ alg: 'RS256', key: 'PEM' }]],
 ])('jwt settings: %s', (_name, settings, expected) => {
   const server = parseOAuthServer({ ...VALID, token_strategy: { name: 'jwt', settings, leeway: 30 } });
   expect(server.token_strategy).toEqual({ name: 'jwt', settings: expected, leeway: 30 });
 });
 
-const JWKS_DEFAULTS = { algs: ['RS256', 'RS384', 'RS512', 'ES256', 'ES384'], cache_ttl: '5m', timeout: '2s', cooldown: '30s', max_stale: '24h', allow_http: false };
+const JWKS_DEFAULTS = {
+  algs: ['RS256', 'RS384', 'RS512', 'ES256', 'ES384'],
+  cache_ttl: '5m',
+  timeout: '2s',
+  cooldown: '30s',
+  max_stale: '24h',
+  allow_http: false,
+};
 
 test.each([
-  ['https, defaults filled', { jwks_uri: 'https://idp.example/.well-known/jwks.json' }, { jwks_uri: 'https://idp.example/.well-known/jwks.json', ...JWKS_DEFAULTS }],
+  [
+    'https, defaults filled',
+    { jwks_uri: 'https://idp.example/.well-known/jwks.json' },
+    { jwks_uri: 'https://idp.example/.well-known/jwks.json', ...JWKS_DEFAULTS },
+  ],
   ['http to loopback', { jwks_uri: 'http://127.0.0.1:8080/jwks' }, { jwks_uri: 'http://127.0.0.1:8080/jwks', ...JWKS_DEFAULTS }],
   ['http to [::1] and localhost', { jwks_uri: 'http://localhost/jwks' }, { jwks_uri: 'http://localhost/jwks', ...JWKS_DEFAULTS }],
-  ['http elsewhere with allow_http', { jwks_uri: 'http://idp:80/jwks', allow_http: true }, { jwks_uri: 'http://idp:80/jwks', ...JWKS_DEFAULTS, allow_http: true }],
-  ['every setting, algs deduplicated, unknown members stripped', { jwks_uri: 'https://i/j', algs: ['ES256', 'ES256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '1h', key: 'ignored' }, { jwks_uri: 'https://i/j', algs: ['ES256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '1h', allow_http: false }],
+  [
+    'http elsewhere with allow_http',
+    { jwks_uri: 'http://idp:80/jwks', allow_http: true },
+    { jwks_uri: 'http://idp:80/jwks', ...JWKS_DEFAULTS, allow_http: true },
+  ],
+  [
+    'every setting, algs deduplicated, unknown members stripped',
+    { jwks_uri: 'https://i/j', algs: ['ES256', 'ES256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '1h', key: 'ignored' },
+    { jwks_uri: 'https://i/j', algs: ['ES256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '1h', allow_http: false },
+  ],
 ])('jwt JWKS settings: %s', (_name, settings, expected) => {
   const server = parseOAuthServer({ ...VALID, token_strategy: { name: 'jwt', settings } });
   expect(server.token_strategy).toEqual({ name: 'jwt', settings: expected, leeway: 0 });
@@ -140,9 +254,7 @@ test.each([
 });
 
 test('optional endpoints are normalised and proxy.hosts on an endpoint is ignored', () => {
-  const server = parseOAuthServer(
-    withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, hosts: ['a.com'], methods: ['post'] }, introspect: null } }),
-  );
+  const server = parseOAuthServer(withPatch({ oauth_endpoints: { revoke: { ...ENDPOINT, hosts: ['a.com'], methods: ['post'] }, introspect: null } }));
   expect(server.oauth_endpoints.revoke).toEqual({ ...DEFAULTED_ENDPOINT, methods: ['POST'] });
   expect(server.oauth_endpoints).not.toHaveProperty('introspect');
   expect(server.oauth_endpoints).not.toHaveProperty('authorize');

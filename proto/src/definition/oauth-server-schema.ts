@@ -91,7 +91,10 @@ export const durationIn = (minMs: number, maxMs: number, range: string) =>
  */
 export const jwksSettingsSchema = z
   .object({
-    jwks_uri: z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') }).min(1, 'is required').max(MAX_JWKS_URI_LENGTH, `must be at most ${MAX_JWKS_URI_LENGTH} characters`),
+    jwks_uri: z
+      .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
+      .min(1, 'is required')
+      .max(MAX_JWKS_URI_LENGTH, `must be at most ${MAX_JWKS_URI_LENGTH} characters`),
     algs: z
       .array(z.enum(JWKS_ALGS, { error: `must be one of ${JWKS_ALGS.join(', ')} (a JWKS holds public keys only)` }), {
         error: 'must be an array of algs',
@@ -147,8 +150,15 @@ export const introspectionSettingsSchema = z.preprocess(
       use_auth_header: z.boolean().default(false),
       auth_header_type: z.string().regex(HTTP_TOKEN, 'must be an authentication scheme such as "Bearer"').default('Bearer'),
       token_type_hint: z.string().regex(HTTP_TOKEN, 'must be a token type such as "access_token"').optional(),
-      client_id: z.string().min(1, 'must not be empty').regex(/^[\x20-\x7e]+$/, 'must be printable ASCII').optional(),
-      client_secret: z.string().regex(/^[\x20-\x7e]*$/, 'must be printable ASCII').optional(),
+      client_id: z
+        .string()
+        .min(1, 'must not be empty')
+        .regex(/^[\x20-\x7e]+$/, 'must be printable ASCII')
+        .optional(),
+      client_secret: z
+        .string()
+        .regex(/^[\x20-\x7e]*$/, 'must be printable ASCII')
+        .optional(),
       client_auth: z.enum(['basic', 'post'], { error: 'must be "basic" or "post"' }).default('basic'),
       timeout: z
         .string()
@@ -161,7 +171,11 @@ export const introspectionSettingsSchema = z.preprocess(
         ctx.addIssue({ code: 'custom', path: ['client_id'], message: 'is required with client_secret' });
       }
       if (c.use_auth_header && c.client_id !== undefined && c.client_auth === 'basic') {
-        ctx.addIssue({ code: 'custom', path: ['client_auth'], message: 'must be "post" when use_auth_header is true (the token takes the Authorization header)' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['client_auth'],
+          message: 'must be "post" when use_auth_header is true (the token takes the Authorization header)',
+        });
       }
     }),
 );

@@ -16,7 +16,10 @@ export { HTTP_TOKEN } from '../http-fields.js';
 
 const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-export const hostSchema = z.string().min(1, 'must not be empty').regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
+export const hostSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
 
 const durationSchema = (fallback: string) =>
   z
@@ -55,7 +58,12 @@ const boundedDuration = (fallback: string, min: number, minText: string, max: nu
     }, `must be a duration from "${minText}" to "${maxText}"`)
     .default(fallback);
 
-const threshold = (fallback: number) => z.int({ error: 'must be an integer from 1 to 100' }).min(1, 'must be an integer from 1 to 100').max(100, 'must be an integer from 1 to 100').default(fallback);
+const threshold = (fallback: number) =>
+  z
+    .int({ error: 'must be an integer from 1 to 100' })
+    .min(1, 'must be an integer from 1 to 100')
+    .max(100, 'must be an integer from 1 to 100')
+    .default(fallback);
 
 /**
  * Upstream health checks (the data plane's health/): `active` probes every target, `passive` watches the
@@ -96,7 +104,10 @@ const healthCheckSchema = z
       .object({
         // Printable ASCII but '#': a probe's request line is this path as it is (a query is allowed).
         // Required unless `grpc` is given (the refinement below).
-        path: z.string('must be a string').regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"').optional(),
+        path: z
+          .string('must be a string')
+          .regex(/^\/[!"$-~]*$/, 'must start with "/" and hold only printable ASCII without spaces or "#"')
+          .optional(),
         interval: boundedDuration(HEALTH_CHECK_DEFAULTS.active.interval, 100, '100ms', 3_600_000, '1h'),
         timeout: boundedDuration(HEALTH_CHECK_DEFAULTS.active.timeout, 10, '10ms', 60_000, '1m'),
         healthy_threshold: threshold(HEALTH_CHECK_DEFAULTS.active.healthy_threshold),
@@ -108,7 +119,13 @@ const healthCheckSchema = z
         // gRPC's health protocol instead of an HTTP request: grpc.health.v1.Health/Check for `service` ("" = the
         // whole server), healthy when it answers SERVING. Over HTTP/2 only (checked when the API is compiled).
         grpc: z
-          .object({ service: z.string('must be a string').max(256, 'must be at most 256 characters').regex(/^[!-~]*$/, 'must be printable ASCII without spaces').default('') })
+          .object({
+            service: z
+              .string('must be a string')
+              .max(256, 'must be at most 256 characters')
+              .regex(/^[!-~]*$/, 'must be printable ASCII without spaces')
+              .default(''),
+          })
           .optional(),
       })
       .superRefine((active, ctx) => {
@@ -157,7 +174,12 @@ const hashOnSchema = z
     if (h.name === undefined) refuse('name', `is required with source "${h.source}"`);
     else if (!HTTP_TOKEN.test(h.name)) refuse('name', `is not a valid ${h.source} name`);
   })
-  .transform((h): HashOn => (h.source === 'ip' ? { source: 'ip', trust_forward_headers: h.trust_forward_headers ?? false } : { source: h.source, name: h.source === 'header' ? h.name!.toLowerCase() : h.name! }));
+  .transform(
+    (h): HashOn =>
+      h.source === 'ip'
+        ? { source: 'ip', trust_forward_headers: h.trust_forward_headers ?? false }
+        : { source: h.source, name: h.source === 'header' ? h.name!.toLowerCase() : h.name! },
+  );
 
 const upstreamsSchema = z
   .object({
@@ -171,7 +193,8 @@ const upstreamsSchema = z
   })
   .superRefine((u, ctx) => {
     if (u.balancing === 'hash' && u.hash_on === undefined) ctx.addIssue({ code: 'custom', path: ['hash_on'], message: 'is required with balancing "hash"' });
-    if (u.balancing !== 'hash' && u.hash_on !== undefined) ctx.addIssue({ code: 'custom', path: ['hash_on'], message: 'can be given only with balancing "hash"' });
+    if (u.balancing !== 'hash' && u.hash_on !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['hash_on'], message: 'can be given only with balancing "hash"' });
   });
 
 const listenPathSchema = z.string().refine((s) => s === '' || s.startsWith('/'), 'must start with "/"');
@@ -192,7 +215,10 @@ const matchHeaderValueSchema = z
  * empty), so equal conditions have one hash and one route conflict key.
  */
 const matchHeadersSchema = z
-  .record(z.string(), z.array(matchHeaderValueSchema).min(1, 'must not be empty').max(MAX_MATCH_HEADER_VALUES, `must have at most ${MAX_MATCH_HEADER_VALUES} values`))
+  .record(
+    z.string(),
+    z.array(matchHeaderValueSchema).min(1, 'must not be empty').max(MAX_MATCH_HEADER_VALUES, `must have at most ${MAX_MATCH_HEADER_VALUES} values`),
+  )
   .superRefine((h, ctx) => {
     const names = Object.keys(h);
     if (names.length > MAX_MATCH_HEADERS) ctx.addIssue({ code: 'custom', message: `must have at most ${MAX_MATCH_HEADERS} headers` });
@@ -214,7 +240,9 @@ const matchHeadersSchema = z
   .transform((h) => {
     const names = Object.keys(h);
     if (names.length === 0) return undefined;
-    return Object.fromEntries(names.map((name) => [name.toLowerCase(), [...new Set(h[name])].sort(byCodeUnits)] as const).sort(([a], [b]) => byCodeUnits(a, b)));
+    return Object.fromEntries(
+      names.map((name) => [name.toLowerCase(), [...new Set(h[name])].sort(byCodeUnits)] as const).sort(([a], [b]) => byCodeUnits(a, b)),
+    );
   });
 
 /** Raw shape; `normalizeProxy` turns it into a ProxyDefinition. Unknown members are stripped. */
@@ -271,7 +299,9 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
   const proxy: ProxyDefinition = {
     upstreams: {
       balancing: raw.upstreams.balancing,
-      targets: raw.upstreams.targets.map((t) => (t.host_pattern ? { target: t.target, weight: t.weight, host_pattern: t.host_pattern } : { target: t.target, weight: t.weight })),
+      targets: raw.upstreams.targets.map((t) =>
+        t.host_pattern ? { target: t.target, weight: t.weight, host_pattern: t.host_pattern } : { target: t.target, weight: t.weight },
+      ),
       ...(raw.upstreams.health_check && { health_check: raw.upstreams.health_check }),
       ...(raw.upstreams.protocol && { protocol: raw.upstreams.protocol }),
       ...(raw.upstreams.hash_on && { hash_on: raw.upstreams.hash_on }),
@@ -286,7 +316,9 @@ export function normalizeProxy(raw: RawProxy): ProxyDefinition {
     // Stored only when true: false is the default, and absent keeps older definitions' hashes.
     ...(raw.allow_encoded_slashes && { allow_encoded_slashes: true }),
     forwarding_timeouts:
-      dial_timeout === DEFAULT_DIAL_TIMEOUT && response_header_timeout === DEFAULT_RESPONSE_HEADER_TIMEOUT ? DEFAULT_TIMEOUTS : { dial_timeout, response_header_timeout },
+      dial_timeout === DEFAULT_DIAL_TIMEOUT && response_header_timeout === DEFAULT_RESPONSE_HEADER_TIMEOUT
+        ? DEFAULT_TIMEOUTS
+        : { dial_timeout, response_header_timeout },
   };
   return raw.listen_path ? { listen_path: raw.listen_path, ...proxy } : proxy;
 }

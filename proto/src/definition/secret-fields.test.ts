@@ -32,11 +32,21 @@ describe('redactSecrets', () => {
     expect(shown.plugins[0]).toEqual(withOidc.plugins[0]);
     expect(withOidc.plugins[1]!.config).toMatchObject({ client_secret: 'client-secret-1' });
 
-    const jwt = jwtServer([{ alg: 'HS256', key: 'hs-key' }, { alg: 'RS256', key: RSA_PUBLIC }]);
-    expect(redactSecrets('oauth-server', jwt).token_strategy.settings).toEqual([{ alg: 'HS256', key: REDACTED }, { alg: 'RS256', key: RSA_PUBLIC }]);
+    const jwt = jwtServer([
+      { alg: 'HS256', key: 'hs-key' },
+      { alg: 'RS256', key: RSA_PUBLIC },
+    ]);
+    expect(redactSecrets('oauth-server', jwt).token_strategy.settings).toEqual([
+      { alg: 'HS256', key: REDACTED },
+      { alg: 'RS256', key: RSA_PUBLIC },
+    ]);
     expect(JSON.stringify(redactSecrets('oauth-server', introspectionServer('intro-secret')))).not.toContain('intro-secret');
     expect(redactSecrets('basic-auth-credential', { username: 'u', password_hash: 'scrypt$x' })).toEqual({ username: 'u', password_hash: REDACTED });
-    expect(redactSecrets('key-auth-credential', { username: 'u', key_hash: 'sha256$x', groups: ['a'] })).toEqual({ username: 'u', key_hash: REDACTED, groups: ['a'] });
+    expect(redactSecrets('key-auth-credential', { username: 'u', key_hash: 'sha256$x', groups: ['a'] })).toEqual({
+      username: 'u',
+      key_hash: REDACTED,
+      groups: ['a'],
+    });
   });
 
   test('a definition without secrets is returned as it is (no copy)', () => {
@@ -54,8 +64,24 @@ describe('keepRedactedSecrets + refuseRedacted', () => {
     expect(body.plugins[1]!.config).toMatchObject({ client_secret: REDACTED });
 
     const server = jwtServer([{ alg: 'HS256', key: 'old-key' }]);
-    const rotated = keepRedactedSecrets('oauth-server', { ...server, token_strategy: { ...server.token_strategy, settings: [{ alg: 'HS256', key: REDACTED }, { alg: 'HS512', key: 'new-key' }] } }, server);
-    expect(rotated.token_strategy.settings).toEqual([{ alg: 'HS256', key: 'old-key' }, { alg: 'HS512', key: 'new-key' }]);
+    const rotated = keepRedactedSecrets(
+      'oauth-server',
+      {
+        ...server,
+        token_strategy: {
+          ...server.token_strategy,
+          settings: [
+            { alg: 'HS256', key: REDACTED },
+            { alg: 'HS512', key: 'new-key' },
+          ],
+        },
+      },
+      server,
+    );
+    expect(rotated.token_strategy.settings).toEqual([
+      { alg: 'HS256', key: 'old-key' },
+      { alg: 'HS512', key: 'new-key' },
+    ]);
   });
 
   test('a new secret replaces the stored one; a marker with nothing stored at its place is refused naming the field', () => {
@@ -65,8 +91,17 @@ describe('keepRedactedSecrets + refuseRedacted', () => {
     expect(changed.plugins[0]!.config).toMatchObject({ client_secret: 'new-client', cookie_secret: 's'.repeat(40) });
 
     const server = jwtServer([{ alg: 'HS256', key: 'only-key' }]);
-    const extra = keepRedactedSecrets('oauth-server', jwtServer([{ alg: 'HS256', key: 'only-key' }, { alg: 'HS256', key: REDACTED }]), server);
-    expect(() => refuseRedacted('oauth-server', extra)).toThrow('token_strategy.settings[1].key is <redacted>, but there is no stored secret at that place to keep: give the secret');
+    const extra = keepRedactedSecrets(
+      'oauth-server',
+      jwtServer([
+        { alg: 'HS256', key: 'only-key' },
+        { alg: 'HS256', key: REDACTED },
+      ]),
+      server,
+    );
+    expect(() => refuseRedacted('oauth-server', extra)).toThrow(
+      'token_strategy.settings[1].key is <redacted>, but there is no stored secret at that place to keep: give the secret',
+    );
     expect(() => refuseRedacted('basic-auth-credential', { username: 'u', password_hash: REDACTED })).toThrow(/^password_hash is <redacted>/);
     expect(() => refuseRedacted('oauth-server', server)).not.toThrow();
   });
@@ -85,7 +120,13 @@ describe('the table', () => {
       }
       for (const key of ['items', 'anyOf', 'oneOf', 'allOf', 'additionalProperties']) [s[key]].flat().forEach((sub) => walk(sub, where));
     };
-    const schemas: Record<string, z.ZodType> = { jwt: jwtSettingsSchema, introspection: introspectionSettingsSchema, server: serverSchema, basic: credentialSchema, key: keyAuthCredentialSchema };
+    const schemas: Record<string, z.ZodType> = {
+      jwt: jwtSettingsSchema,
+      introspection: introspectionSettingsSchema,
+      server: serverSchema,
+      basic: credentialSchema,
+      key: keyAuthCredentialSchema,
+    };
     for (const [name, plugin] of Object.entries(PLUGINS)) schemas[`plugin ${name}`] = (plugin as { schema: z.ZodType }).schema;
     for (const [where, schema] of Object.entries(schemas)) walk(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }), where);
     return out;
@@ -108,7 +149,14 @@ describe('the table', () => {
     ].filter((l) => typeof l.holder[l.row.field] === 'string');
     expect(new Set(found.map((l) => l.row))).toEqual(new Set(SECRET_FIELDS));
     expect(found.map((l) => l.id).sort()).toEqual(
-      ['key_hash', 'password_hash', 'plugins.openid_connect.config.client_secret', 'plugins.openid_connect.config.cookie_secret', 'token_strategy.settings.0.key', 'token_strategy.settings.client_secret'].sort(),
+      [
+        'key_hash',
+        'password_hash',
+        'plugins.openid_connect.config.client_secret',
+        'plugins.openid_connect.config.cookie_secret',
+        'token_strategy.settings.0.key',
+        'token_strategy.settings.client_secret',
+      ].sort(),
     );
   });
 });

@@ -29,8 +29,18 @@ export const SECRET_FIELDS: readonly SecretField[] = Object.freeze([
   { kind: 'api', holder: ['plugins', OIDC_PLUGIN, 'config'], field: 'client_secret', what: "openid_connect: the gateway's client secret at the provider" },
   { kind: 'api', holder: ['plugins', OIDC_PLUGIN, 'config'], field: 'cookie_secret', what: 'openid_connect: the key of the session cookies' },
   // RS and ES keys are public keys: shown as they are.
-  { kind: 'oauth-server', holder: ['token_strategy', 'settings', { each: true, where: { alg: ['HS256', 'HS384', 'HS512'] } }], field: 'key', what: 'jwt: an HS shared key' },
-  { kind: 'oauth-server', holder: ['token_strategy', 'settings'], field: 'client_secret', what: "introspection: the gateway's client secret at the introspection endpoint" },
+  {
+    kind: 'oauth-server',
+    holder: ['token_strategy', 'settings', { each: true, where: { alg: ['HS256', 'HS384', 'HS512'] } }],
+    field: 'key',
+    what: 'jwt: an HS shared key',
+  },
+  {
+    kind: 'oauth-server',
+    holder: ['token_strategy', 'settings'],
+    field: 'client_secret',
+    what: "introspection: the gateway's client secret at the introspection endpoint",
+  },
   { kind: 'basic-auth-credential', holder: [], field: 'password_hash', what: "basic_auth: the user's password hash" },
   { kind: 'key-auth-credential', holder: [], field: 'key_hash', what: "key_auth: the API key's hash" },
 ] satisfies SecretField[]);
@@ -91,7 +101,11 @@ export function redactSecrets<T>(kind: SecretKind, def: T): T {
 export function keepRedactedSecrets<T>(kind: SecretKind, body: T, stored: unknown): T {
   const redacted = secretLocations(kind, body).filter((l) => l.holder[l.row.field] === REDACTED);
   if (redacted.length === 0 || stored === undefined) return body;
-  const storedById = new Map(secretLocations(kind, stored).filter(hasSecret).map((l) => [l.id, l.holder[l.row.field]]));
+  const storedById = new Map(
+    secretLocations(kind, stored)
+      .filter(hasSecret)
+      .map((l) => [l.id, l.holder[l.row.field]]),
+  );
   const copy = structuredClone(body);
   for (const l of secretLocations(kind, copy)) {
     if (l.holder[l.row.field] === REDACTED && storedById.has(l.id)) l.holder[l.row.field] = storedById.get(l.id);

@@ -41,7 +41,11 @@ describe('credential groups', () => {
     expect(parseKeyAuthCredential(key)).toEqual(key);
     expect(Object.keys(parseKeyAuthCredential(key))).toEqual(['username', 'key_hash']);
     expect(parseKeyAuthCredential({ ...key, groups: ['Ops', 'admins', 'ops'] })).toEqual({ ...key, groups: ['admins', 'ops'] });
-    expect(parseBasicAuthCredential({ username: 'bob', password_hash: hash, groups: ['partners'] })).toEqual({ username: 'bob', password_hash: hash, groups: ['partners'] });
+    expect(parseBasicAuthCredential({ username: 'bob', password_hash: hash, groups: ['partners'] })).toEqual({
+      username: 'bob',
+      password_hash: hash,
+      groups: ['partners'],
+    });
   });
 
   test.each([

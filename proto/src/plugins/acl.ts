@@ -15,7 +15,7 @@ const groups = groupListSchema(256, true).default([]);
 
 const schema = z
   .object({ allow: groups, deny: groups, hide_groups_header: z.boolean().default(false) })
-  .refine((c) => (c.allow.length > 0) !== (c.deny.length > 0), 'must list groups in exactly one of "allow" and "deny"');
+  .refine((c) => c.allow.length > 0 !== c.deny.length > 0, 'must list groups in exactly one of "allow" and "deny"');
 
 export interface CompiledAcl {
   /** The listed groups; `allow` says what they mean. */
@@ -26,5 +26,6 @@ export interface CompiledAcl {
 
 export const aclPlugin = definePlugin({
   schema,
-  compile: (c): CompiledAcl => deepFreeze({ groups: new Set(c.allow.length > 0 ? c.allow : c.deny), allow: c.allow.length > 0, hideGroupsHeader: c.hide_groups_header }),
+  compile: (c): CompiledAcl =>
+    deepFreeze({ groups: new Set(c.allow.length > 0 ? c.allow : c.deny), allow: c.allow.length > 0, hideGroupsHeader: c.hide_groups_header }),
 });

@@ -12,11 +12,7 @@ import { deepFreeze, definePlugin } from './plugin.js';
 import { compilePredicate, DEFAULT_PREDICATE, type StatusPredicate } from './status-predicate.js';
 import { predicateSchema } from './retry.js';
 
-const count = (max: number) =>
-  z
-    .int({ error: 'must be an integer' })
-    .min(0, 'must be at least 0')
-    .max(max, `must be at most ${max}`);
+const count = (max: number) => z.int({ error: 'must be an integer' }).min(0, 'must be at least 0').max(max, `must be at most ${max}`);
 
 const schema = z.object({
   timeout: count(3_600_000).default(0),
@@ -54,6 +50,10 @@ export const cbPlugin = definePlugin({
       sleepWindowMs: c.sleep_window,
       consecutiveFailures: c.consecutive_failures,
       failed: compilePredicate(c.predicate),
-      key: JSON.stringify(Object.keys(c).sort().map((k) => [k, c[k as keyof CbConfig]])),
+      key: JSON.stringify(
+        Object.keys(c)
+          .sort()
+          .map((k) => [k, c[k as keyof CbConfig]]),
+      ),
     }),
 });

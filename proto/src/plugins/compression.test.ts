@@ -66,9 +66,21 @@ test.each([
   ['min_size not an integer', { min_size: 1.5 }, 'plugins[0].config.min_size must be an integer number of bytes'],
   ['min_size a string', { min_size: '1K' }, 'plugins[0].config.min_size must be an integer number of bytes'],
   ['content_types empty', { content_types: [] }, 'plugins[0].config.content_types must not be empty'],
-  ['content type without subtype', { content_types: ['text/'] }, 'plugins[0].config.content_types[0] must be a media type such as "application/json", "text/*" or "application/*+json"'],
-  ['content type with a space', { content_types: ['text/plain', 'text /x'] }, 'plugins[0].config.content_types[1] must be a media type such as "application/json", "text/*" or "application/*+json"'],
-  ['content type wildcard major', { content_types: ['*/json'] }, 'plugins[0].config.content_types[0] must be a media type such as "application/json", "text/*" or "application/*+json"'],
+  [
+    'content type without subtype',
+    { content_types: ['text/'] },
+    'plugins[0].config.content_types[0] must be a media type such as "application/json", "text/*" or "application/*+json"',
+  ],
+  [
+    'content type with a space',
+    { content_types: ['text/plain', 'text /x'] },
+    'plugins[0].config.content_types[1] must be a media type such as "application/json", "text/*" or "application/*+json"',
+  ],
+  [
+    'content type wildcard major',
+    { content_types: ['*/json'] },
+    'plugins[0].config.content_types[0] must be a media type such as "application/json", "text/*" or "application/*+json"',
+  ],
   ['unknown encoding', { encodings: ['deflate'] }, 'plugins[0].config.encodings[0] must be "br" or "gzip"'],
   ['encodings empty', { encodings: [] }, 'plugins[0].config.encodings must not be empty'],
 ])('refuses %s', (_row, config, message) => {

@@ -36,18 +36,11 @@ const MEDIA_RANGE = new RegExp(`^(?:\\*|\\*/\\*|${TOKEN}+/${TOKEN}*\\*?${TOKEN}*
 export const contentTypeSchema = z
   .string()
   .transform((s) => s.trim().toLowerCase())
-  .refine(
-    (s) => MEDIA_RANGE.test(s) && !s.endsWith('/'),
-    'must be a media type such as "application/json", "text/*" or "application/*+json"',
-  )
+  .refine((s) => MEDIA_RANGE.test(s) && !s.endsWith('/'), 'must be a media type such as "application/json", "text/*" or "application/*+json"')
   .transform((s) => (s === '*' ? '*/*' : s));
 
 const schema = z.object({
-  min_size: z
-    .int({ error: 'must be an integer number of bytes' })
-    .min(0, 'must be at least 0')
-    .max(UINT32_MAX, `must be at most ${UINT32_MAX}`)
-    .default(1024),
+  min_size: z.int({ error: 'must be an integer number of bytes' }).min(0, 'must be at least 0').max(UINT32_MAX, `must be at most ${UINT32_MAX}`).default(1024),
   content_types: commaList(contentTypeSchema)
     .default(DEFAULT_COMPRESSIBLE_TYPES)
     .refine((t) => t.length > 0, 'must not be empty')

@@ -5,7 +5,10 @@ import { corsPlugin, originListed, DEFAULT_CORS_METHODS, DEFAULT_CORS_REQUEST_HE
 const withCors = (config: unknown) => ({
   name: 'c',
   proxy: { listen_path: '/c/*', upstreams: { targets: [{ target: 'http://u' }] } },
-  plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 's' } }, { name: 'cors', config }],
+  plugins: [
+    { name: 'oauth2', enabled: false, config: { server_name: 's' } },
+    { name: 'cors', config },
+  ],
 });
 const stored = (config: unknown) => parseApiDefinition(withCors(config)).plugins[1].config;
 const errorOf = (config: unknown) => gatehouseErrorOf(() => parseApiDefinition(withCors(config)));
@@ -24,7 +27,9 @@ test('defaults are filled and stored (what is shown is what runs)', () => {
 });
 
 test('Janus comma-delimited strings become lists; methods upper-cased, domains lower-cased, duplicates dropped', () => {
-  expect(stored({ domains: 'HTTPS://A.example.com, *.example.org', methods: 'get,POST, get', request_headers: 'X-A, x-a', exposed_headers: 'X-B' })).toMatchObject({
+  expect(
+    stored({ domains: 'HTTPS://A.example.com, *.example.org', methods: 'get,POST, get', request_headers: 'X-A, x-a', exposed_headers: 'X-B' }),
+  ).toMatchObject({
     domains: ['https://a.example.com', '*.example.org'],
     methods: ['GET', 'POST'],
     request_headers: ['X-A'],
@@ -38,8 +43,16 @@ test('a stored config parses to itself', () => {
 });
 
 test.each([
-  ['domain with a path', { domains: ['https://a.com/x'] }, 'plugins[1].config.domains[0] must be "*", an origin such as "https://app.example.com" or a host pattern such as "*.example.com"'],
-  ['domain with two wildcards', { domains: ['ok.com', '*.*.com'] }, 'plugins[1].config.domains[1] must be "*", an origin such as "https://app.example.com" or a host pattern such as "*.example.com"'],
+  [
+    'domain with a path',
+    { domains: ['https://a.com/x'] },
+    'plugins[1].config.domains[0] must be "*", an origin such as "https://app.example.com" or a host pattern such as "*.example.com"',
+  ],
+  [
+    'domain with two wildcards',
+    { domains: ['ok.com', '*.*.com'] },
+    'plugins[1].config.domains[1] must be "*", an origin such as "https://app.example.com" or a host pattern such as "*.example.com"',
+  ],
   ['domain not a string', { domains: [3] }, 'plugins[1].config.domains[0] must be a string'],
   ['domains not a list', { domains: 3 }, 'plugins[1].config.domains must be an array'],
   ['bad method', { methods: ['GET', 'GE T'] }, 'plugins[1].config.methods[1] is not a valid HTTP method'],

@@ -39,16 +39,52 @@ test('a stored config parses to itself', () => {
 describe.each(['request_transformer', 'response_transformer'])('%s refuses', (name) => {
   test.each([
     ['Host', { add: { headers: { Host: 'evil' } } }, 'plugins[0].config.add.headers.Host is set by the gateway and cannot be changed by a transformer'],
-    ['hop-by-hop', { replace: { headers: { Connection: 'close' } } }, 'plugins[0].config.replace.headers.Connection is a hop-by-hop header and cannot be changed by a transformer'],
-    ['Transfer-Encoding', { append: { headers: { 'transfer-encoding': 'chunked' } } }, 'plugins[0].config.append.headers.transfer-encoding is a hop-by-hop header and cannot be changed by a transformer'],
-    ['X-Forwarded-For', { add: { headers: { 'X-Forwarded-For': '1.2.3.4' } } }, 'plugins[0].config.add.headers.X-Forwarded-For is set by the gateway and cannot be changed by a transformer'],
-    ['X-Request-Id removal', { remove: { headers: ['X-Ok', 'X-Request-Id'] } }, 'plugins[0].config.remove.headers[1] is set by the gateway and cannot be changed by a transformer'],
-    ['Content-Length', { replace: { headers: { 'Content-Length': '0' } } }, 'plugins[0].config.replace.headers.Content-Length is set by the gateway and cannot be changed by a transformer'],
-    ['X-Consumer-Username', { add: { headers: { 'X-Consumer-Username': 'admin' } } }, 'plugins[0].config.add.headers.X-Consumer-Username is set by the gateway and cannot be changed by a transformer'],
+    [
+      'hop-by-hop',
+      { replace: { headers: { Connection: 'close' } } },
+      'plugins[0].config.replace.headers.Connection is a hop-by-hop header and cannot be changed by a transformer',
+    ],
+    [
+      'Transfer-Encoding',
+      { append: { headers: { 'transfer-encoding': 'chunked' } } },
+      'plugins[0].config.append.headers.transfer-encoding is a hop-by-hop header and cannot be changed by a transformer',
+    ],
+    [
+      'X-Forwarded-For',
+      { add: { headers: { 'X-Forwarded-For': '1.2.3.4' } } },
+      'plugins[0].config.add.headers.X-Forwarded-For is set by the gateway and cannot be changed by a transformer',
+    ],
+    [
+      'X-Request-Id removal',
+      { remove: { headers: ['X-Ok', 'X-Request-Id'] } },
+      'plugins[0].config.remove.headers[1] is set by the gateway and cannot be changed by a transformer',
+    ],
+    [
+      'Content-Length',
+      { replace: { headers: { 'Content-Length': '0' } } },
+      'plugins[0].config.replace.headers.Content-Length is set by the gateway and cannot be changed by a transformer',
+    ],
+    [
+      'X-Consumer-Username',
+      { add: { headers: { 'X-Consumer-Username': 'admin' } } },
+      'plugins[0].config.add.headers.X-Consumer-Username is set by the gateway and cannot be changed by a transformer',
+    ],
     // The data plane writes its own traceparent upstream (proxy/headers.ts), so a configured one would be dropped.
-    ['traceparent', { add: { headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } } }, 'plugins[0].config.add.headers.traceparent is set by the gateway and cannot be changed by a transformer'],
-    ['removal of a hop-by-hop header (Janus object form)', { remove: { headers: { Upgrade: '' } } }, 'plugins[0].config.remove.headers[0] is a hop-by-hop header and cannot be changed by a transformer'],
-    ['CR/LF in a value', { add: { headers: { 'X-A': 'v\r\nX-Injected: 1' } } }, 'plugins[0].config.add.headers.X-A must not contain control characters (CR, LF, NUL)'],
+    [
+      'traceparent',
+      { add: { headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } } },
+      'plugins[0].config.add.headers.traceparent is set by the gateway and cannot be changed by a transformer',
+    ],
+    [
+      'removal of a hop-by-hop header (Janus object form)',
+      { remove: { headers: { Upgrade: '' } } },
+      'plugins[0].config.remove.headers[0] is a hop-by-hop header and cannot be changed by a transformer',
+    ],
+    [
+      'CR/LF in a value',
+      { add: { headers: { 'X-A': 'v\r\nX-Injected: 1' } } },
+      'plugins[0].config.add.headers.X-A must not contain control characters (CR, LF, NUL)',
+    ],
     ['NUL in a value', { append: { headers: { 'X-A': 'v\u0000' } } }, 'plugins[0].config.append.headers.X-A must not contain control characters (CR, LF, NUL)'],
     ['a bad header name', { add: { headers: { 'X A': 'v' } } }, 'plugins[0].config.add.headers.X A is not a valid header name'],
     ['a bad removed header name', { remove: { headers: ['X:A'] } }, 'plugins[0].config.remove.headers[0] is not a valid header name'],

@@ -32,8 +32,7 @@ const queryMapSchema = z
   .default({});
 
 /** A list of names, or Janus's `{name: ""}` object (its keys). */
-const nameList = <T extends z.ZodType<string>>(item: T) =>
-  z.preprocess((v) => (isPlainObject(v) ? Object.keys(v) : v), z.array(item)).default([]);
+const nameList = <T extends z.ZodType<string>>(item: T) => z.preprocess((v) => (isPlainObject(v) ? Object.keys(v) : v), z.array(item)).default([]);
 
 const removedHeaderSchema = z.string().superRefine((name, ctx) => checkHeaderName(name, ctx, []));
 const removedParamSchema = z.string().min(1, 'must not be empty');
@@ -85,8 +84,7 @@ export interface CompiledQueryEdits {
   append: readonly QueryEntry[];
 }
 
-const headerEntries = (map: Record<string, string>): HeaderEntry[] =>
-  Object.entries(map).map(([name, value]) => ({ lower: name.toLowerCase(), name, value }));
+const headerEntries = (map: Record<string, string>): HeaderEntry[] => Object.entries(map).map(([name, value]) => ({ lower: name.toLowerCase(), name, value }));
 
 const queryEntries = (map: Record<string, string>): QueryEntry[] =>
   Object.entries(map).map(([name, value]) => ({ name, pair: `${encodeURIComponent(name)}=${encodeURIComponent(value)}` }));

@@ -40,7 +40,6 @@ export function reservedHeaderReason(name: string): string | null {
   return null;
 }
 
-
 /** A JSON array, or (Janus) one comma-delimited string; empty items are dropped. */
 export function commaList<T extends z.ZodType>(item: T) {
   return z.preprocess(

@@ -6,7 +6,28 @@ const api = (plugins: unknown[]) =>
   parseApiDefinition({ name: 'p', proxy: { listen_path: '/p/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins });
 
 test('execution order is the documented one', () => {
-  expect(PLUGIN_ORDER).toEqual(['cors', 'ip_restriction', 'rate_limit', 'oauth2', 'basic_auth', 'key_auth', 'openid_connect', 'acl', 'body_limit', 'request_termination', 'redirect', 'request_validator', 'grpc_web', 'request_transformer', 'request_mirror', 'retry', 'cb', 'response_transformer', 'compression', 'proxy_cache']);
+  expect(PLUGIN_ORDER).toEqual([
+    'cors',
+    'ip_restriction',
+    'rate_limit',
+    'oauth2',
+    'basic_auth',
+    'key_auth',
+    'openid_connect',
+    'acl',
+    'body_limit',
+    'request_termination',
+    'redirect',
+    'request_validator',
+    'grpc_web',
+    'request_transformer',
+    'request_mirror',
+    'retry',
+    'cb',
+    'response_transformer',
+    'compression',
+    'proxy_cache',
+  ]);
   expect(Object.keys(PLUGINS)).toEqual(PLUGIN_ORDER);
 });
 
@@ -22,7 +43,10 @@ test('compiled plugins follow the execution order, whatever the definition order
 });
 
 test('a disabled plugin is validated but not compiled', () => {
-  const def = api([{ name: 'cors', enabled: false, config: {} }, { name: 'body_limit', config: { limit: '1K' } }]);
+  const def = api([
+    { name: 'cors', enabled: false, config: {} },
+    { name: 'body_limit', config: { limit: '1K' } },
+  ]);
   expect(def.plugins[0]).toMatchObject({ name: 'cors', enabled: false, config: { domains: ['*'] } });
   expect(compilePlugins(def.plugins)).toEqual([{ name: 'body_limit', config: { bytes: 1024 } }]);
   expect(gatehouseErrorOf(() => api([{ name: 'body_limit', enabled: false, config: { limit: 'x' } }])).message).toBe(

@@ -137,7 +137,7 @@ export function inRanges(address: Words, ranges: readonly WordRange[]): boolean 
     let inside = true;
     for (let i = 0; i < 4 && bits > 0; i++, bits -= 32) {
       const mask = bits >= 32 ? 0xffffffff : (0xffffffff << (32 - bits)) >>> 0;
-      if ((((address[i]! ^ range.words[i]!) & mask) >>> 0) !== 0) {
+      if (((address[i]! ^ range.words[i]!) & mask) >>> 0 !== 0) {
         inside = false;
         break;
       }

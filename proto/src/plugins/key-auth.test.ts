@@ -14,14 +14,25 @@ const api = (config: unknown) =>
 
 describe('key_auth config', () => {
   test('defaults are filled and shown', () => {
-    expect(api(undefined).plugins[0].config).toEqual({ key_names: ['apikey'], key_in_header: true, key_in_query: true, hide_credentials: false, realm: 'Restricted' });
+    expect(api(undefined).plugins[0].config).toEqual({
+      key_names: ['apikey'],
+      key_in_header: true,
+      key_in_query: true,
+      hide_credentials: false,
+      realm: 'Restricted',
+    });
   });
 
   test('compiles to lower-cased header names, query names as written, and the Key challenge', () => {
     const [plugin] = compilePlugins(api({ key_names: ['X-Api-Key', 'token', 'x-api-key'], hide_credentials: true, realm: 'Payments' }).plugins);
     expect(plugin).toEqual({
       name: 'key_auth',
-      config: { headerNames: ['x-api-key', 'token'], queryNames: ['X-Api-Key', 'token', 'x-api-key'], hideCredentials: true, challenge: 'Key realm="Payments"' },
+      config: {
+        headerNames: ['x-api-key', 'token'],
+        queryNames: ['X-Api-Key', 'token', 'x-api-key'],
+        hideCredentials: true,
+        challenge: 'Key realm="Payments"',
+      },
     });
     expect(Object.isFrozen(plugin.config)).toBe(true);
   });
@@ -78,11 +89,16 @@ describe('API keys', () => {
   });
 
   test('a stored credential must hold a digest, not a key', () => {
-    expect(parseKeyAuthCredential({ username: 'ann', key_hash: legacyHashApiKey('k'.repeat(20)) })).toEqual({ username: 'ann', key_hash: legacyHashApiKey('k'.repeat(20)) });
+    expect(parseKeyAuthCredential({ username: 'ann', key_hash: legacyHashApiKey('k'.repeat(20)) })).toEqual({
+      username: 'ann',
+      key_hash: legacyHashApiKey('k'.repeat(20)),
+    });
     expect(gatehouseErrorOf(() => parseKeyAuthCredential({ username: 'ann', key_hash: 'k'.repeat(20) })).message).toBe(
       'key_hash must be a keyed digest "hmac-sha256$<43 base64url characters>" (or the earlier unkeyed "sha256$<43 base64url characters>")',
     );
-    expect(gatehouseErrorOf(() => parseKeyAuthCredential({ username: 'a:b', key_hash: legacyHashApiKey('x') })).message).toContain('username must be 1-128 characters');
+    expect(gatehouseErrorOf(() => parseKeyAuthCredential({ username: 'a:b', key_hash: legacyHashApiKey('x') })).message).toContain(
+      'username must be 1-128 characters',
+    );
   });
 });
 
@@ -94,7 +110,12 @@ describe('key_auth credentials compiled', () => {
   });
 
   test('the data plane looks keys up by digest', () => {
-    const compiled = compileDefinitions(defs([['ann', 'ann-key-0123456789'], ['bob', 'bob-key-0123456789']]));
+    const compiled = compileDefinitions(
+      defs([
+        ['ann', 'ann-key-0123456789'],
+        ['bob', 'bob-key-0123456789'],
+      ]),
+    );
     expect(compiled.rejected).toEqual([]);
     expect([...compiled.apiKeys]).toEqual([
       [legacyHashApiKey('ann-key-0123456789'), 'ann'],
@@ -104,7 +125,10 @@ describe('key_auth credentials compiled', () => {
   });
 
   test('two credentials with the same key: the later one is refused with API_KEY_TAKEN, by the whole compile and the index alike', () => {
-    const both = defs([['ann', 'shared-key-0123456789'], ['bob', 'shared-key-0123456789']]);
+    const both = defs([
+      ['ann', 'shared-key-0123456789'],
+      ['bob', 'shared-key-0123456789'],
+    ]);
     const compiled = compileDefinitions(both);
     expect(compiled.rejected.map((r) => [r.kind, r.name, r.error.code, r.error.message])).toEqual([
       ['key-auth-credential', 'bob', 'API_KEY_TAKEN', 'api key is already registered (by another key_auth credential)'],
@@ -116,14 +140,21 @@ describe('key_auth credentials compiled', () => {
   });
 
   test('two credentials may swap keys in one change; a removed credential frees its key', () => {
-    const index = indexConfig(defs([['ann', 'key-one-0123456789'], ['bob', 'key-two-0123456789']]));
+    const index = indexConfig(
+      defs([
+        ['ann', 'key-one-0123456789'],
+        ['bob', 'key-two-0123456789'],
+      ]),
+    );
     const swapped = applyChanges(index, [
       { kind: 'key-auth-credential', name: 'ann', def: { username: 'ann', key_hash: legacyHashApiKey('key-two-0123456789') } },
       { kind: 'key-auth-credential', name: 'bob', def: { username: 'bob', key_hash: legacyHashApiKey('key-one-0123456789') } },
     ]);
     expect(indexRoutes(swapped).apiKeys.get(legacyHashApiKey('key-one-0123456789'))).toBe('bob');
     const removed = applyChanges(index, [{ kind: 'key-auth-credential', name: 'ann' }]);
-    const reused = applyChanges(removed, [{ kind: 'key-auth-credential', name: 'cy', def: { username: 'cy', key_hash: legacyHashApiKey('key-one-0123456789') } }]);
+    const reused = applyChanges(removed, [
+      { kind: 'key-auth-credential', name: 'cy', def: { username: 'cy', key_hash: legacyHashApiKey('key-one-0123456789') } },
+    ]);
     expect(indexRoutes(reused).apiKeys.get(legacyHashApiKey('key-one-0123456789'))).toBe('cy');
   });
 });

@@ -29,24 +29,22 @@ export const emptyIsAbsent = (v: unknown) =>
   (Array.isArray(v) && v.length === 0) || (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0) ? undefined : v;
 
 /** Also openid_connect's (its ID token's claims). */
-export const claimsToHeadersSchema = z
-  .record(z.string(), z.string({ error: 'must be a header name' }))
-  .superRefine((map, ctx) => {
-    const taken = new Map<string, string>();
-    for (const [claim, header] of Object.entries(map)) {
-      const issue = (message: string) => ctx.addIssue({ code: 'custom', path: [claim], message });
-      if (!CLAIM_NAME.test(claim)) issue('is not a claim name (1-256 printable ASCII characters without space)');
-      else if (!headerNameSchema.safeParse(header).success) issue('is not a valid header name');
-      else {
-        const lower = header.toLowerCase();
-        const reason = lower === 'authorization' ? "is the bearer token's own header" : reservedHeaderReason(lower);
-        if (reason) issue(`${reason} and cannot carry a claim`);
-        else if (taken.has(lower)) issue(`names header ${header}, which claim "${taken.get(lower)}" already sets`);
-        else taken.set(lower, claim);
-      }
+export const claimsToHeadersSchema = z.record(z.string(), z.string({ error: 'must be a header name' })).superRefine((map, ctx) => {
+  const taken = new Map<string, string>();
+  for (const [claim, header] of Object.entries(map)) {
+    const issue = (message: string) => ctx.addIssue({ code: 'custom', path: [claim], message });
+    if (!CLAIM_NAME.test(claim)) issue('is not a claim name (1-256 printable ASCII characters without space)');
+    else if (!headerNameSchema.safeParse(header).success) issue('is not a valid header name');
+    else {
+      const lower = header.toLowerCase();
+      const reason = lower === 'authorization' ? "is the bearer token's own header" : reservedHeaderReason(lower);
+      if (reason) issue(`${reason} and cannot carry a claim`);
+      else if (taken.has(lower)) issue(`names header ${header}, which claim "${taken.get(lower)}" already sets`);
+      else taken.set(lower, claim);
     }
-    if (taken.size > MAX_CLAIM_HEADERS) ctx.addIssue({ code: 'custom', path: [], message: `must have at most ${MAX_CLAIM_HEADERS} entries` });
-  });
+  }
+  if (taken.size > MAX_CLAIM_HEADERS) ctx.addIssue({ code: 'custom', path: [], message: `must have at most ${MAX_CLAIM_HEADERS} entries` });
+});
 
 const schema = z.object({
   server_name: z.string().min(1, 'is required'),

@@ -73,7 +73,8 @@ const schema = z
     const user = c.user_header.toLowerCase();
     const reason = user === 'cookie' || user === 'authorization' ? 'is a credential header' : reservedHeaderReason(user);
     if (reason) issue('user_header', `${reason} and cannot carry the user`);
-    if (Object.values(c.claims_to_headers ?? {}).some((h) => h.toLowerCase() === user)) issue('claims_to_headers', `must not name user_header ${c.user_header}`);
+    if (Object.values(c.claims_to_headers ?? {}).some((h) => h.toLowerCase() === user))
+      issue('claims_to_headers', `must not name user_header ${c.user_header}`);
   });
 
 export interface CompiledOpenidConnect {

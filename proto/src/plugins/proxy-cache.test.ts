@@ -3,7 +3,11 @@ import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 import { compilePlugins } from './index.js';
 
 const api = (config: unknown) =>
-  parseApiDefinition({ name: 'pc', proxy: { listen_path: '/pc/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'proxy_cache', config }] });
+  parseApiDefinition({
+    name: 'pc',
+    proxy: { listen_path: '/pc/*', upstreams: { targets: [{ target: 'http://u' }] } },
+    plugins: [{ name: 'proxy_cache', config }],
+  });
 
 const DEFAULTS = {
   ttl: '30s',

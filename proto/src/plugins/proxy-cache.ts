@@ -63,7 +63,9 @@ const schema = z.object({
     .transform((t) => [...new Set(t)])
     .nullable()
     .default(null),
-  vary_headers: nameList(headerNameSchema).transform((names) => dedupeCaseInsensitive(names).map((n) => n.toLowerCase())).default([]),
+  vary_headers: nameList(headerNameSchema)
+    .transform((names) => dedupeCaseInsensitive(names).map((n) => n.toLowerCase()))
+    .default([]),
   vary_query_params: nameList(z.string().min(1, 'must not be empty')).nullable().default(null),
   cache_control: z.boolean().default(true),
   max_entry_size: z

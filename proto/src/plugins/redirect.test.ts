@@ -24,8 +24,22 @@ test('defaults: 302, strip_path false; only the parts given are stored; scheme a
 });
 
 test('compiled: unset parts are null (taken from the request)', () => {
-  expect(redirectPlugin.compile({ status_code: 301, path: '/x', strip_path: true })).toEqual({ status: 301, scheme: null, host: null, port: null, path: '/x', prefix: true });
-  expect(redirectPlugin.compile({ status_code: 302, scheme: 'https', strip_path: false })).toEqual({ status: 302, scheme: 'https', host: null, port: null, path: null, prefix: false });
+  expect(redirectPlugin.compile({ status_code: 301, path: '/x', strip_path: true })).toEqual({
+    status: 301,
+    scheme: null,
+    host: null,
+    port: null,
+    path: '/x',
+    prefix: true,
+  });
+  expect(redirectPlugin.compile({ status_code: 302, scheme: 'https', strip_path: false })).toEqual({
+    status: 302,
+    scheme: 'https',
+    host: null,
+    port: null,
+    path: null,
+    prefix: false,
+  });
 });
 
 test.each([
@@ -36,7 +50,11 @@ test.each([
   ['a host with a path', { host: 'evil.com/x' }, 'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port'],
   ['a host with a port', { host: 'a.com:80' }, 'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port'],
   ['a host with user info', { host: 'a@b.com' }, 'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port'],
-  ['a host with CR LF', { host: 'a.com\r\nSet-Cookie: a=1' }, 'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port'],
+  [
+    'a host with CR LF',
+    { host: 'a.com\r\nSet-Cookie: a=1' },
+    'plugins[0].config.host must be a host name or an IP address ("[2001:db8::1]" for IPv6), without a port',
+  ],
   ['port 0', { port: 0 }, 'plugins[0].config.port must be at least 1'],
   ['port 65536', { port: 65_536 }, 'plugins[0].config.port must be at most 65535'],
   ['a port as a string', { port: '80' }, 'plugins[0].config.port must be an integer port'],

@@ -3,12 +3,21 @@ import { gatehouseErrorOf } from '../../../test/helpers/gatehouse-error-of.js';
 import { compilePlugins } from './index.js';
 
 const withMirror = (config: unknown) =>
-  parseApiDefinition({ name: 'm', proxy: { listen_path: '/m/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'request_mirror', config }] });
+  parseApiDefinition({
+    name: 'm',
+    proxy: { listen_path: '/m/*', upstreams: { targets: [{ target: 'http://u' }] } },
+    plugins: [{ name: 'request_mirror', config }],
+  });
 
 test('the target is stored as its origin; percentage defaults to 100 and may be fractional', () => {
   expect(withMirror({ target: 'HTTP://Orders-V2:8080' }).plugins[0]!.config).toEqual({ target: 'http://orders-v2:8080', percentage: 100 });
-  expect(withMirror({ target: 'https://shadow.example.com:443/', percentage: 12.5 }).plugins[0]!.config).toEqual({ target: 'https://shadow.example.com', percentage: 12.5 });
-  expect(compilePlugins(withMirror({ target: 'http://m:1', percentage: 0 }).plugins)).toEqual([{ name: 'request_mirror', config: { origin: 'http://m:1', percentage: 0 } }]);
+  expect(withMirror({ target: 'https://shadow.example.com:443/', percentage: 12.5 }).plugins[0]!.config).toEqual({
+    target: 'https://shadow.example.com',
+    percentage: 12.5,
+  });
+  expect(compilePlugins(withMirror({ target: 'http://m:1', percentage: 0 }).plugins)).toEqual([
+    { name: 'request_mirror', config: { origin: 'http://m:1', percentage: 0 } },
+  ]);
 });
 
 test.each([

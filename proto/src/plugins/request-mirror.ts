@@ -15,7 +15,8 @@ function originOf(target: string): { origin: string; host: string } | string {
   if (/[{}]/.test(target)) return 'must not contain placeholders (the mirror target is one fixed origin)';
   try {
     const resolved = compileTarget(target, [], '').resolved!;
-    if (resolved.path !== '/' || resolved.query !== '' || /#/.test(target)) return 'must be an origin such as "http://orders-v2:8080" (no path, query or fragment)';
+    if (resolved.path !== '/' || resolved.query !== '' || /#/.test(target))
+      return 'must be an origin such as "http://orders-v2:8080" (no path, query or fragment)';
     return resolved;
   } catch (err) {
     if (isGatehouseError(err)) return err.message;

@@ -16,7 +16,12 @@ test('defaults: 503 with the message "request terminated", stored as sent', () =
 
 test('message: the gateway error shape (a JSON string, application/json)', () => {
   expect(stored({ message: 'down for maintenance' })).toEqual({ status_code: 503, message: 'down for maintenance' });
-  expect(requestTerminationPlugin.compile({ status_code: 503, message: 'down "now"' })).toEqual({ status: 503, contentType: 'application/json', body: '"down \\"now\\""', message: 'down "now"' });
+  expect(requestTerminationPlugin.compile({ status_code: 503, message: 'down "now"' })).toEqual({
+    status: 503,
+    contentType: 'application/json',
+    body: '"down \\"now\\""',
+    message: 'down "now"',
+  });
 });
 
 test('body: sent as written with its content_type', () => {
@@ -45,7 +50,11 @@ test.each([
   ['message and body', { message: 'm', body: 'b', content_type: 'text/plain' }, 'plugins[0].config.body must not be set together with message'],
   ['body without content_type', { body: 'b' }, 'plugins[0].config.content_type is required with body'],
   ['content_type without body', { message: 'm', content_type: 'text/plain' }, 'plugins[0].config.content_type is allowed only with body'],
-  ['content_type with CR LF', { body: 'b', content_type: 'text/plain\r\nSet-Cookie: a=1' }, 'plugins[0].config.content_type must not contain control characters (CR, LF, NUL)'],
+  [
+    'content_type with CR LF',
+    { body: 'b', content_type: 'text/plain\r\nSet-Cookie: a=1' },
+    'plugins[0].config.content_type must not contain control characters (CR, LF, NUL)',
+  ],
   ['an empty content_type', { body: 'b', content_type: '' }, 'plugins[0].config.content_type must not be empty'],
   ['a message for a 204', { status_code: 204, message: 'm' }, 'plugins[0].config.message must not be set: a 204 has no content'],
   ['a body for a 304', { status_code: 304, body: 'b', content_type: 'text/plain' }, 'plugins[0].config.body must not be set: a 304 has no content'],

@@ -26,8 +26,10 @@ const schema = z
     if (c.message !== undefined && c.body !== undefined) issue('body', 'must not be set together with message');
     else if (c.body !== undefined && c.content_type === undefined) issue('content_type', 'is required with body');
     else if (c.body === undefined && c.content_type !== undefined) issue('content_type', 'is allowed only with body');
-    else if (NO_CONTENT.has(c.status_code) && (c.message ?? c.body) !== undefined) issue(c.body === undefined ? 'message' : 'body', `must not be set: a ${c.status_code} has no content`);
-    else if (Buffer.byteLength(sentBody(c)) > MAX_TERMINATION_BODY_BYTES) issue(c.body === undefined ? 'message' : 'body', `is over ${MAX_TERMINATION_BODY_BYTES} bytes`);
+    else if (NO_CONTENT.has(c.status_code) && (c.message ?? c.body) !== undefined)
+      issue(c.body === undefined ? 'message' : 'body', `must not be set: a ${c.status_code} has no content`);
+    else if (Buffer.byteLength(sentBody(c)) > MAX_TERMINATION_BODY_BYTES)
+      issue(c.body === undefined ? 'message' : 'body', `is over ${MAX_TERMINATION_BODY_BYTES} bytes`);
   })
   // Stored with the default message filled, so what is shown is what is sent.
   .transform((c) => (c.body === undefined && c.message === undefined && !NO_CONTENT.has(c.status_code) ? { ...c, message: DEFAULT_MESSAGE } : c));

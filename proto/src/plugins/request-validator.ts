@@ -44,7 +44,11 @@ const schema = z
       .default(['application/json'])
       .refine((t) => t.length > 0, 'must not be empty')
       .transform((t) => [...new Set(t)]),
-    max_body_bytes: z.int().min(1).max(MAX_VALIDATED_BODY_BYTES).default(1024 * 1024),
+    max_body_bytes: z
+      .int()
+      .min(1)
+      .max(MAX_VALIDATED_BODY_BYTES)
+      .default(1024 * 1024),
     body_required: z.boolean().default(false),
   })
   .superRefine((c, ctx) => {

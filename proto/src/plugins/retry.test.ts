@@ -51,13 +51,37 @@ describe('retry', () => {
     ['attempts 1.5', { attempts: 1.5 }, 'plugins[0].config.attempts must be an integer'],
     ['a backoff that is not a duration', { backoff: 'soon' }, 'plugins[0].config.backoff must be a duration from "0s" to "10s", e.g. "100ms"'],
     ['a backoff over 10s', { backoff: '11s' }, 'plugins[0].config.backoff must be a duration from "0s" to "10s", e.g. "100ms"'],
-    ['code as a predicate', { predicate: 'process.exit()' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "process.exit" at position 1'],
-    ['predicate and grpc_statuses together', { predicate: 'statusCode == 500', grpc_statuses: [14] }, 'plugins[0].config.grpc_statuses must not be given together with predicate'],
-    ['an unknown gRPC status name', { grpc_statuses: ['UNAVAILABLE', 'GONE'] }, 'plugins[0].config.grpc_statuses[1] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16'],
-    ['a gRPC status number out of range', { grpc_statuses: [17] }, 'plugins[0].config.grpc_statuses[0] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16'],
-    ['a gRPC status of another type', { grpc_statuses: [true] }, 'plugins[0].config.grpc_statuses[0] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16'],
+    [
+      'code as a predicate',
+      { predicate: 'process.exit()' },
+      'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "process.exit" at position 1',
+    ],
+    [
+      'predicate and grpc_statuses together',
+      { predicate: 'statusCode == 500', grpc_statuses: [14] },
+      'plugins[0].config.grpc_statuses must not be given together with predicate',
+    ],
+    [
+      'an unknown gRPC status name',
+      { grpc_statuses: ['UNAVAILABLE', 'GONE'] },
+      'plugins[0].config.grpc_statuses[1] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16',
+    ],
+    [
+      'a gRPC status number out of range',
+      { grpc_statuses: [17] },
+      'plugins[0].config.grpc_statuses[0] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16',
+    ],
+    [
+      'a gRPC status of another type',
+      { grpc_statuses: [true] },
+      'plugins[0].config.grpc_statuses[0] must be a gRPC status: a name such as "UNAVAILABLE" or a number from 0 to 16',
+    ],
     ['no gRPC status', { grpc_statuses: [] }, 'plugins[0].config.grpc_statuses must not be empty'],
-    ['predicate and statuses together', { predicate: 'statusCode == 500', statuses: [500] }, 'plugins[0].config.statuses must not be given together with predicate'],
+    [
+      'predicate and statuses together',
+      { predicate: 'statusCode == 500', statuses: [500] },
+      'plugins[0].config.statuses must not be given together with predicate',
+    ],
     ['a status out of range', { statuses: [700] }, 'plugins[0].config.statuses[0] must be an HTTP status'],
     ['a bad method', { methods: ['G T'] }, 'plugins[0].config.methods[0] is not a valid HTTP method'],
     ['no method', { methods: [] }, 'plugins[0].config.methods must not be empty'],
@@ -81,7 +105,14 @@ describe('cb', () => {
 
   test('compiled, with a key that changes with the config', () => {
     const a = cbPlugin.compile(stored('cb', { timeout: 1000, consecutive_failures: 5 }) as never);
-    expect(a).toMatchObject({ timeoutMs: 1000, maxConcurrent: 0, errorPercentThreshold: 50, requestVolumeThreshold: 20, sleepWindowMs: 5000, consecutiveFailures: 5 });
+    expect(a).toMatchObject({
+      timeoutMs: 1000,
+      maxConcurrent: 0,
+      errorPercentThreshold: 50,
+      requestVolumeThreshold: 20,
+      sleepWindowMs: 5000,
+      consecutiveFailures: 5,
+    });
     expect(a.failed(502, 'GET')).toBe(true);
     expect(cbPlugin.compile(stored('cb', { timeout: 1000, consecutive_failures: 5 }) as never).key).toBe(a.key);
     expect(cbPlugin.compile(stored('cb', { timeout: 1000, consecutive_failures: 6 }) as never).key).not.toBe(a.key);
@@ -93,7 +124,11 @@ describe('cb', () => {
     ['a negative timeout', { timeout: -1 }, 'plugins[0].config.timeout must be at least 0'],
     ['a string sleep_window', { sleep_window: '5s' }, 'plugins[0].config.sleep_window must be an integer'],
     ['request_volume_threshold 0', { request_volume_threshold: 0 }, 'plugins[0].config.request_volume_threshold must be at least 1'],
-    ['a bad predicate', { predicate: 'statusCode >= ' }, 'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string at the end'],
+    [
+      'a bad predicate',
+      { predicate: 'statusCode >= ' },
+      'plugins[0].config.predicate is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string at the end',
+    ],
   ])('refuses %s', (_row, config, message) => {
     expect(gatehouseErrorOf(() => parseApiDefinition(withPlugin('cb', config))).message).toBe(message);
   });

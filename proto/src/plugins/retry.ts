@@ -70,18 +70,18 @@ export const methodListSchema = commaList(z.string().regex(HTTP_TOKEN, 'is not a
 
 const schema = z
   .object({
-    attempts: z
-      .int({ error: 'must be an integer' })
-      .min(1, 'must be at least 1')
-      .max(MAX_ATTEMPTS, `must be at most ${MAX_ATTEMPTS}`)
-      .default(3),
+    attempts: z.int({ error: 'must be an integer' }).min(1, 'must be at least 1').max(MAX_ATTEMPTS, `must be at most ${MAX_ATTEMPTS}`).default(3),
     backoff: z
       .string()
       .refine((s) => backoffMs(s) !== null, 'must be a duration from "0s" to "10s", e.g. "100ms"')
       .default('1s'),
     predicate: predicateSchema.optional(),
     statuses: z.array(z.int({ error: 'must be an HTTP status' }).min(100, 'must be an HTTP status').max(599, 'must be an HTTP status')).optional(),
-    grpc_statuses: z.array(grpcStatusSchema).min(1, 'must not be empty').max(GRPC_STATUS_NAMES.length, `must hold at most ${GRPC_STATUS_NAMES.length} statuses`).optional(),
+    grpc_statuses: z
+      .array(grpcStatusSchema)
+      .min(1, 'must not be empty')
+      .max(GRPC_STATUS_NAMES.length, `must hold at most ${GRPC_STATUS_NAMES.length} statuses`)
+      .optional(),
     methods: methodListSchema.pipe(z.array(z.string()).min(1, 'must not be empty')).default(IDEMPOTENT_METHODS),
   })
   .superRefine((c, ctx) => {
@@ -95,11 +95,9 @@ const schema = z
     ...rest,
     predicate:
       statuses || grpc_statuses
-        ? [
-            'statusCode == 0',
-            ...[...new Set(statuses)].map((s) => `statusCode == ${s}`),
-            ...[...new Set(grpc_statuses)].map((s) => `grpcStatus == ${s}`),
-          ].join(' || ')
+        ? ['statusCode == 0', ...[...new Set(statuses)].map((s) => `statusCode == ${s}`), ...[...new Set(grpc_statuses)].map((s) => `grpcStatus == ${s}`)].join(
+            ' || ',
+          )
         : (predicate ?? DEFAULT_PREDICATE),
   }));
 

@@ -27,12 +27,21 @@ test.each([
   ['os.exit(1)', 'is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "os.exit" at position 1'],
   ['statusCode >= 500 ||', 'is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string at the end'],
   ['grpc_status == 14', 'is not a valid predicate: expected statusCode, grpcStatus, request.Method, a number or a string, found "grpc_status" at position 1'],
-  ['grpcStatus == "UNAVAILABLE"', 'is not a valid predicate: comparison at position 12 must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)'],
+  [
+    'grpcStatus == "UNAVAILABLE"',
+    'is not a valid predicate: comparison at position 12 must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)',
+  ],
   ['(statusCode >= 500', 'is not a valid predicate: expected ")" at the end'],
   ['statusCode >= 500 statusCode', 'is not a valid predicate: expected "||", "&&" or the end, found "statusCode" at position 19'],
   ['1 == 1', 'is not a valid predicate: comparison at position 3 does not use statusCode or grpcStatus'],
-  ['statusCode == "GET"', 'is not a valid predicate: comparison at position 12 must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)'],
-  ['request.Method > "GET"', 'is not a valid predicate: comparison at position 16 must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)'],
+  [
+    'statusCode == "GET"',
+    'is not a valid predicate: comparison at position 12 must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)',
+  ],
+  [
+    'request.Method > "GET"',
+    'is not a valid predicate: comparison at position 16 must compare statusCode or grpcStatus with a number or request.Method with a string (== or !=)',
+  ],
   ['statusCode >= 500 ; rm', 'is not a valid predicate: unexpected ";" at position 19'],
 ])('%j is refused: %s', (source, message) => {
   expect(predicateProblem(source)).toBe(message);

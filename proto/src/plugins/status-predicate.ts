@@ -101,13 +101,15 @@ export function compilePredicate(source: string): StatusPredicate {
     const cmp = COMPARE[op]!;
     const isStatusSide = (o: Operand) => o.type === 'status' || o.type === 'grpc' || o.type === 'int';
     if (isStatusSide(left) && isStatusSide(right)) {
-      if (left.type === 'int' && right.type === 'int') throw new PredicateSyntaxError(`comparison at position ${opToken.at + 1} does not use statusCode or grpcStatus`);
+      if (left.type === 'int' && right.type === 'int')
+        throw new PredicateSyntaxError(`comparison at position ${opToken.at + 1} does not use statusCode or grpcStatus`);
       const value = (o: Operand, status: number, grpc: number) => (o.type === 'int' ? o.value : o.type === 'status' ? status : grpc);
       return (status, _m, grpc = NO_GRPC_STATUS) => cmp(value(left, status, grpc), value(right, status, grpc));
     }
     const isMethodSide = (o: Operand) => o.type === 'method' || o.type === 'str';
     if (isMethodSide(left) && isMethodSide(right) && (op === '==' || op === '!=')) {
-      if (left.type !== 'method' && right.type !== 'method') throw new PredicateSyntaxError(`comparison at position ${opToken.at + 1} does not use request.Method`);
+      if (left.type !== 'method' && right.type !== 'method')
+        throw new PredicateSyntaxError(`comparison at position ${opToken.at + 1} does not use request.Method`);
       const literal = left.type === 'str' ? left.value : right.type === 'str' ? right.value : null;
       const equal = (method: string) => (literal === null ? true : method.toUpperCase() === literal);
       return op === '==' ? (_s, method) => equal(method) : (_s, method) => !equal(method);

@@ -61,21 +61,57 @@ type Row = [name: string, apis: ApiOpts[], req: Req, winner: string | null, lose
 describe('explain: candidate reasons', () => {
   test.each<Row>([
     ['method mismatch', [{ name: 'posts', listen_path: '/x/*', methods: ['POST'] }], { path: '/x/1' }, null, { posts: ['method_mismatch'] }],
-    ['host mismatch', [{ name: 'tenant', listen_path: '/x/*', hosts: ['a.example.com'] }], { path: '/x/1', host: 'b.example.com' }, null, { tenant: ['host_mismatch'] }],
+    [
+      'host mismatch',
+      [{ name: 'tenant', listen_path: '/x/*', hosts: ['a.example.com'] }],
+      { path: '/x/1', host: 'b.example.com' },
+      null,
+      { tenant: ['host_mismatch'] },
+    ],
     ['host required but absent', [{ name: 'tenant', hosts: ['a.example.com'] }], { path: '/' }, null, { tenant: ['host_mismatch'] }],
     ['path mismatch (parameter regex)', [{ name: 'ids', listen_path: '/item/{id:[0-9]+}' }], { path: '/item/abc' }, null, { ids: ['path_mismatch'] }],
-    ['several conditions fail at once', [{ name: 'strict', listen_path: '/x/*', methods: ['PUT'], hosts: ['a.com'] }], { path: '/x', host: 'b.com' }, null, { strict: ['method_mismatch', 'host_mismatch'] }],
+    [
+      'several conditions fail at once',
+      [{ name: 'strict', listen_path: '/x/*', methods: ['PUT'], hosts: ['a.com'] }],
+      { path: '/x', host: 'b.com' },
+      null,
+      { strict: ['method_mismatch', 'host_mismatch'] },
+    ],
     ['inactive API', [{ name: 'off', listen_path: '/x/*', active: false }], { path: '/x/1' }, null, { off: ['inactive'] }],
-    ['inactive API that would fail its method too', [{ name: 'off', listen_path: '/x/*', methods: ['POST'], active: false }], { path: '/x/1' }, null, { off: ['inactive', 'method_mismatch'] }],
-    ['lower priority: shorter prefix', [{ name: 'short', listen_path: '/x/*' }, { name: 'long', listen_path: '/x/y/*' }], { path: '/x/y/z' }, 'long', { short: ['lower_priority'] }],
+    [
+      'inactive API that would fail its method too',
+      [{ name: 'off', listen_path: '/x/*', methods: ['POST'], active: false }],
+      { path: '/x/1' },
+      null,
+      { off: ['inactive', 'method_mismatch'] },
+    ],
+    [
+      'lower priority: shorter prefix',
+      [
+        { name: 'short', listen_path: '/x/*' },
+        { name: 'long', listen_path: '/x/y/*' },
+      ],
+      { path: '/x/y/z' },
+      'long',
+      { short: ['lower_priority'] },
+    ],
     [
       'winner plus a mismatch in the same bucket',
-      [{ name: 'get', listen_path: '/x/*', methods: ['GET'] }, { name: 'post', listen_path: '/x/*', methods: ['POST'] }],
+      [
+        { name: 'get', listen_path: '/x/*', methods: ['GET'] },
+        { name: 'post', listen_path: '/x/*', methods: ['POST'] },
+      ],
       { path: '/x/1' },
       'get',
       { post: ['method_mismatch'] },
     ],
-    ['header mismatch', [{ name: 'canary', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'] } }], { path: '/x', headers: { 'x-canary': 'no' } }, null, { canary: ['header_mismatch'] }],
+    [
+      'header mismatch',
+      [{ name: 'canary', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'] } }],
+      { path: '/x', headers: { 'x-canary': 'no' } },
+      null,
+      { canary: ['header_mismatch'] },
+    ],
     [
       'header mismatch beside a method mismatch, in condition order',
       [{ name: 'canary', listen_path: '/x/*', methods: ['PUT'], match_headers: { 'X-Canary': ['true'] } }],
@@ -85,12 +121,24 @@ describe('explain: candidate reasons', () => {
     ],
     [
       'the canary missed, the stable route served',
-      [{ name: 'stable', listen_path: '/x/*' }, { name: 'canary', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'] } }],
+      [
+        { name: 'stable', listen_path: '/x/*' },
+        { name: 'canary', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'] } },
+      ],
       { path: '/x' },
       'stable',
       { canary: ['header_mismatch'] },
     ],
-    ['a route whose prefix the path does not start with is not a candidate', [{ name: 'other', listen_path: '/other/*' }, { name: 'x', listen_path: '/x/*' }], { path: '/x' }, 'x', {}],
+    [
+      'a route whose prefix the path does not start with is not a candidate',
+      [
+        { name: 'other', listen_path: '/other/*' },
+        { name: 'x', listen_path: '/x/*' },
+      ],
+      { path: '/x' },
+      'x',
+      {},
+    ],
   ])('%s', (_name, apis, req, winner, losers) => {
     const e = explain(apis, req);
     expect(e.route?.name ?? null).toBe(winner);
@@ -98,11 +146,56 @@ describe('explain: candidate reasons', () => {
   });
 
   test.each<[name: string, apis: ApiOpts[], path: string, winner: string, rule: string]>([
-    ['longer literal prefix', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/y/*' }], '/x/y/z', 'b', 'longer_prefix'],
-    ['more conditions', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', methods: ['GET'] }], '/x/1', 'b', 'more_conditions'],
-    ['more conditions: a header', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', match_headers: { 'x-c': ['1'] } }], '/x/1', 'b', 'more_conditions'],
-    ['exact listen_path before /* at equal prefix', [{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x' }], '/x', 'b', 'exact_listen_path'],
-    ['name order', [{ name: 'b', listen_path: '/x/{id}' }, { name: 'a', listen_path: '/x/{key}' }], '/x/1', 'a', 'name_order'],
+    [
+      'longer literal prefix',
+      [
+        { name: 'a', listen_path: '/x/*' },
+        { name: 'b', listen_path: '/x/y/*' },
+      ],
+      '/x/y/z',
+      'b',
+      'longer_prefix',
+    ],
+    [
+      'more conditions',
+      [
+        { name: 'a', listen_path: '/x/*' },
+        { name: 'b', listen_path: '/x/*', methods: ['GET'] },
+      ],
+      '/x/1',
+      'b',
+      'more_conditions',
+    ],
+    [
+      'more conditions: a header',
+      [
+        { name: 'a', listen_path: '/x/*' },
+        { name: 'b', listen_path: '/x/*', match_headers: { 'x-c': ['1'] } },
+      ],
+      '/x/1',
+      'b',
+      'more_conditions',
+    ],
+    [
+      'exact listen_path before /* at equal prefix',
+      [
+        { name: 'a', listen_path: '/x/*' },
+        { name: 'b', listen_path: '/x' },
+      ],
+      '/x',
+      'b',
+      'exact_listen_path',
+    ],
+    [
+      'name order',
+      [
+        { name: 'b', listen_path: '/x/{id}' },
+        { name: 'a', listen_path: '/x/{key}' },
+      ],
+      '/x/1',
+      'a',
+      'name_order',
+    ],
   ])('lower priority names its rule: %s', (_name, apis, path, winner, rule) => {
     const e = explain(apis, { path, headers: { 'x-c': '1' } });
     expect(e.route?.name).toBe(winner);
@@ -112,7 +205,13 @@ describe('explain: candidate reasons', () => {
   });
 
   test('the winner is the one match() elects, and is never listed as a candidate', () => {
-    const e = explain([{ name: 'a', listen_path: '/x/*' }, { name: 'b', listen_path: '/x/*', hosts: ['h.com'] }], { path: '/x', host: 'h.com' });
+    const e = explain(
+      [
+        { name: 'a', listen_path: '/x/*' },
+        { name: 'b', listen_path: '/x/*', hosts: ['h.com'] },
+      ],
+      { path: '/x', host: 'h.com' },
+    );
     expect(e.route?.name).toBe('b');
     expect(e.candidates.map((c) => c.name)).toEqual(['a']);
     expect(candidate(e, 'a').outranked_by?.rule).toBe('more_conditions');
@@ -124,7 +223,9 @@ describe('explain: candidate reasons', () => {
   });
 
   test('a header mismatch says which header failed, what the request carried and what the route accepts', () => {
-    const apis: ApiOpts[] = [{ name: 'v2', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'], 'Accept-Version': ['v2', 'v2.1'], 'X-Tenant': ['acme'] } }];
+    const apis: ApiOpts[] = [
+      { name: 'v2', listen_path: '/x/*', match_headers: { 'X-Canary': ['true'], 'Accept-Version': ['v2', 'v2.1'], 'X-Tenant': ['acme'] } },
+    ];
     const e = explain(apis, { path: '/x', headers: { 'x-canary': 'false, no', 'x-tenant': 'acme' } });
     expect(candidate(e, 'v2').details).toEqual([
       'header accept-version is absent; the route requires one of "v2", "v2.1"; header x-canary is "false, no"; the route requires "true"',

@@ -119,7 +119,13 @@ function label(route: CompiledRoute): string {
   return route.endpoint ? `oauth server "${route.name}" (${route.endpoint} endpoint)` : `api "${route.name}"`;
 }
 
-function loser(considered: ConsideredRoute, active: boolean, winner: RouteMatch | null, request: RequestExplanation['request'], headers: RequestHeaders | undefined): ExplainedCandidate {
+function loser(
+  considered: ConsideredRoute,
+  active: boolean,
+  winner: RouteMatch | null,
+  request: RequestExplanation['request'],
+  headers: RequestHeaders | undefined,
+): ExplainedCandidate {
   const { route, failed } = considered;
   const reasons: LossReason[] = [];
   const details: string[] = [];
@@ -144,7 +150,11 @@ function loser(considered: ConsideredRoute, active: boolean, winner: RouteMatch 
   return { ...describe(route), active, reasons, details, ...(outranked ? { outranked_by: outranked } : {}) };
 }
 
-function upstreamOf(match: RouteMatch, target: CompiledRoute['targets'][number], request: { path: string; query: string; host: string | undefined }): ExplainedUpstream {
+function upstreamOf(
+  match: RouteMatch,
+  target: CompiledRoute['targets'][number],
+  request: { path: string; query: string; host: string | undefined },
+): ExplainedUpstream {
   try {
     const to = rewrite(match, target, request);
     return { target: target.template, weight: target.weight, url: to.origin + to.path, host_header: to.host };

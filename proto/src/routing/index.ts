@@ -76,4 +76,12 @@ export { rewrite, joinPaths, stripMatched } from './rewrite.js';
 /** Call before `match` and forward the result: see proto/src/compile/normalize-path.ts. */
 export { ambiguousPathForm, hasEncodedSlash, normalizePath, refusedBeforeRouting, refusedForApi } from '../compile/normalize-path.js';
 /** POST /explain: a request's route, the candidates that lost and why, its upstream URLs. */
-export { explainRequest, LOSS_REASONS, type ExplainInput, type ExplainTables, type ExplainedCandidate, type LossReason, type RequestExplanation } from './explain.js';
+export {
+  explainRequest,
+  LOSS_REASONS,
+  type ExplainInput,
+  type ExplainTables,
+  type ExplainedCandidate,
+  type LossReason,
+  type RequestExplanation,
+} from './explain.js';

@@ -53,12 +53,32 @@ const url = (u: UpstreamTarget): string => u.origin + u.path;
 
 describe('SPEC §4 rewrite table', () => {
   test.each<[string, Case, string]>([
-    ['row 1: /foo/* no strip, target without path → client URI with query', { listen_path: '/foo/*', target: 'http://u', request: '/foo/bar?x=1' }, 'http://u/foo/bar?x=1'],
+    [
+      'row 1: /foo/* no strip, target without path → client URI with query',
+      { listen_path: '/foo/*', target: 'http://u', request: '/foo/bar?x=1' },
+      'http://u/foo/bar?x=1',
+    ],
     ['row 2: /service/* strip → /a/b', { listen_path: '/service/*', target: 'http://u', strip: true, request: '/service/a/b' }, 'http://u/a/b'],
-    ['row 3: /service/* append, target /example → /example/service/a', { listen_path: '/service/*', target: 'http://u/example', append: true, request: '/service/a' }, 'http://u/example/service/a'],
-    ['row 4: /prepath/{service}/* strip, target {service}:9000 → orders:9000/a', { listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/orders/a' }, 'http://orders:9000/a'],
-    ['row 5: regex id substituted into target path', { listen_path: '/api/recipes/{id:[\\da-f]{24}}', target: 'http://u/recipes/{id}', request: '/api/recipes/5252b1b5301bbf46038b473f' }, 'http://u/recipes/5252b1b5301bbf46038b473f'],
-    ['row 6: exact /auth/token strip, target /token → /token', { listen_path: '/auth/token', target: 'http://auth/token', strip: true, method: 'POST', request: '/auth/token' }, 'http://auth/token'],
+    [
+      'row 3: /service/* append, target /example → /example/service/a',
+      { listen_path: '/service/*', target: 'http://u/example', append: true, request: '/service/a' },
+      'http://u/example/service/a',
+    ],
+    [
+      'row 4: /prepath/{service}/* strip, target {service}:9000 → orders:9000/a',
+      { listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/orders/a' },
+      'http://orders:9000/a',
+    ],
+    [
+      'row 5: regex id substituted into target path',
+      { listen_path: '/api/recipes/{id:[\\da-f]{24}}', target: 'http://u/recipes/{id}', request: '/api/recipes/5252b1b5301bbf46038b473f' },
+      'http://u/recipes/5252b1b5301bbf46038b473f',
+    ],
+    [
+      'row 6: exact /auth/token strip, target /token → /token',
+      { listen_path: '/auth/token', target: 'http://auth/token', strip: true, method: 'POST', request: '/auth/token' },
+      'http://auth/token',
+    ],
   ])('%s', (_name, c, expected) => {
     expect(url(forward(c))).toBe(expected);
   });
@@ -74,17 +94,57 @@ describe('seed routing rules 7, 9–12', () => {
     ['seed rule 10: strip exact prefix → /', { listen_path: '/service/*', target: 'http://u', strip: true, request: '/service' }, 'http://u/'],
     ['seed rule 10: strip prefix with trailing slash → /', { listen_path: '/service/*', target: 'http://u', strip: true, request: '/service/' }, 'http://u/'],
     ['seed rule 10: strip onto a target path', { listen_path: '/service/*', target: 'http://u/base', strip: true, request: '/service/x' }, 'http://u/base/x'],
-    ['seed rule 10: strip onto a target path ending in /', { listen_path: '/service/*', target: 'http://u/base/', strip: true, request: '/service/x' }, 'http://u/base/x'],
-    ['seed rule 10: strip everything onto a target path', { listen_path: '/service/*', target: 'http://u/base', strip: true, request: '/service' }, 'http://u/base'],
-    ['seed rule 10: strip with append is still strip', { listen_path: '/service/*', target: 'http://u/base', strip: true, append: true, request: '/service/x' }, 'http://u/base/x'],
-    ['seed rule 11: strip with params, value becomes host', { listen_path: '/prepath/{service}/*', target: 'http://{service}.com', strip: true, request: '/prepath/example/p/q' }, 'http://example.com/p/q'],
-    ['seed rule 11: strip with params, only the first occurrence of the value', { listen_path: '/prepath/{service}/*', target: 'http://{service}.com', strip: true, request: '/prepath/dup/dup/x' }, 'http://dup.com/dup/x'],
-    ['seed rule 11: strip with params, only the first occurrence of a section', { listen_path: '/prepath/{service}/*', target: 'http://u', strip: true, request: '/prepath/s/prepath/x' }, 'http://u/prepath/x'],
+    [
+      'seed rule 10: strip onto a target path ending in /',
+      { listen_path: '/service/*', target: 'http://u/base/', strip: true, request: '/service/x' },
+      'http://u/base/x',
+    ],
+    [
+      'seed rule 10: strip everything onto a target path',
+      { listen_path: '/service/*', target: 'http://u/base', strip: true, request: '/service' },
+      'http://u/base',
+    ],
+    [
+      'seed rule 10: strip with append is still strip',
+      { listen_path: '/service/*', target: 'http://u/base', strip: true, append: true, request: '/service/x' },
+      'http://u/base/x',
+    ],
+    [
+      'seed rule 11: strip with params, value becomes host',
+      { listen_path: '/prepath/{service}/*', target: 'http://{service}.com', strip: true, request: '/prepath/example/p/q' },
+      'http://example.com/p/q',
+    ],
+    [
+      'seed rule 11: strip with params, only the first occurrence of the value',
+      { listen_path: '/prepath/{service}/*', target: 'http://{service}.com', strip: true, request: '/prepath/dup/dup/x' },
+      'http://dup.com/dup/x',
+    ],
+    [
+      'seed rule 11: strip with params, only the first occurrence of a section',
+      { listen_path: '/prepath/{service}/*', target: 'http://u', strip: true, request: '/prepath/s/prepath/x' },
+      'http://u/prepath/x',
+    ],
     ['seed rule 11: strip with a regex parameter', { listen_path: '/v/{n:\\d+}/*', target: 'http://u', strip: true, request: '/v/12/items' }, 'http://u/items'],
-    ['seed rule 11: strip with a parameter in the middle of a segment', { listen_path: '/api/v{ver}/*', target: 'http://u/v{ver}', strip: true, request: '/api/v2/items' }, 'http://u/v2/items'],
-    ['seed rule 12: append /example + /service/<path>', { listen_path: '/service/*', target: 'http://u/example', append: true, request: '/service/p' }, 'http://u/example/service/p'],
-    ['seed rule 12: append onto target path ending in /', { listen_path: '/service/*', target: 'http://u/example/', append: true, request: '/service/p' }, 'http://u/example/service/p'],
-    ['seed rule 12: append onto a target without path', { listen_path: '/service/*', target: 'http://u', append: true, request: '/service/p' }, 'http://u/service/p'],
+    [
+      'seed rule 11: strip with a parameter in the middle of a segment',
+      { listen_path: '/api/v{ver}/*', target: 'http://u/v{ver}', strip: true, request: '/api/v2/items' },
+      'http://u/v2/items',
+    ],
+    [
+      'seed rule 12: append /example + /service/<path>',
+      { listen_path: '/service/*', target: 'http://u/example', append: true, request: '/service/p' },
+      'http://u/example/service/p',
+    ],
+    [
+      'seed rule 12: append onto target path ending in /',
+      { listen_path: '/service/*', target: 'http://u/example/', append: true, request: '/service/p' },
+      'http://u/example/service/p',
+    ],
+    [
+      'seed rule 12: append onto a target without path',
+      { listen_path: '/service/*', target: 'http://u', append: true, request: '/service/p' },
+      'http://u/service/p',
+    ],
   ])('%s', (_name, c, expected) => {
     expect(url(forward(c))).toBe(expected);
   });
@@ -109,11 +169,31 @@ describe('query merge', () => {
 
 describe('Host header and origin', () => {
   test.each<[string, Case, Partial<UpstreamTarget>]>([
-    ['target host', { listen_path: '/x', target: 'http://up.internal:8080/p', request: '/x', host: 'gw.example.com' }, { origin: 'http://up.internal:8080', host: 'up.internal:8080' }],
-    ['default port omitted', { listen_path: '/x', target: 'https://up.internal:443', request: '/x', host: 'gw' }, { origin: 'https://up.internal', host: 'up.internal' }],
-    ['preserve_host keeps the client Host', { listen_path: '/x', target: 'http://up:81', preserve_host: true, request: '/x', host: 'gw.example.com:8080' }, { origin: 'http://up:81', host: 'gw.example.com:8080' }],
-    ['preserve_host without a client Host uses the target', { listen_path: '/x', target: 'http://up:81', preserve_host: true, request: '/x' }, { host: 'up:81' }],
-    ['substituted host', { listen_path: '/p/{svc}/*', target: 'http://{svc}.svc.local:9000', request: '/p/orders/x' }, { origin: 'http://orders.svc.local:9000', host: 'orders.svc.local:9000' }],
+    [
+      'target host',
+      { listen_path: '/x', target: 'http://up.internal:8080/p', request: '/x', host: 'gw.example.com' },
+      { origin: 'http://up.internal:8080', host: 'up.internal:8080' },
+    ],
+    [
+      'default port omitted',
+      { listen_path: '/x', target: 'https://up.internal:443', request: '/x', host: 'gw' },
+      { origin: 'https://up.internal', host: 'up.internal' },
+    ],
+    [
+      'preserve_host keeps the client Host',
+      { listen_path: '/x', target: 'http://up:81', preserve_host: true, request: '/x', host: 'gw.example.com:8080' },
+      { origin: 'http://up:81', host: 'gw.example.com:8080' },
+    ],
+    [
+      'preserve_host without a client Host uses the target',
+      { listen_path: '/x', target: 'http://up:81', preserve_host: true, request: '/x' },
+      { host: 'up:81' },
+    ],
+    [
+      'substituted host',
+      { listen_path: '/p/{svc}/*', target: 'http://{svc}.svc.local:9000', request: '/p/orders/x' },
+      { origin: 'http://orders.svc.local:9000', host: 'orders.svc.local:9000' },
+    ],
   ])('%s', (_name, c, expected) => {
     expect(forward(c)).toMatchObject(expected);
   });
@@ -167,8 +247,12 @@ describe('BAD_UPSTREAM_HOST: the client never picks the authority', () => {
   });
 
   test('a one-label value passes, in any case', () => {
-    expect(url(forward({ listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/My-Svc/a' }))).toBe('http://my-svc:9000/a');
-    expect(url(forward({ listen_path: '/p/{service}/*', target: 'http://{service}.ns.svc:9000', strip: true, request: '/p/orders/a' }))).toBe('http://orders.ns.svc:9000/a');
+    expect(url(forward({ listen_path: '/prepath/{service}/*', target: 'http://{service}:9000', strip: true, request: '/prepath/My-Svc/a' }))).toBe(
+      'http://my-svc:9000/a',
+    );
+    expect(url(forward({ listen_path: '/p/{service}/*', target: 'http://{service}.ns.svc:9000', strip: true, request: '/p/orders/a' }))).toBe(
+      'http://orders.ns.svc:9000/a',
+    );
   });
 
   const refused = (c: Case): unknown => {
@@ -239,7 +323,9 @@ describe('OAuth endpoint routes rewrite like APIs', () => {
   test('token endpoint with strip', () => {
     const server = compileOAuthServer({
       name: 'auth',
-      oauth_endpoints: { token: { ...api({ listen_path: '/auth/token', target: 'http://idp:9000/oauth/token', strip: true, request: '' }).proxy, methods: ['POST'] } },
+      oauth_endpoints: {
+        token: { ...api({ listen_path: '/auth/token', target: 'http://idp:9000/oauth/token', strip: true, request: '' }).proxy, methods: ['POST'] },
+      },
       token_strategy: { name: 'storage', settings: {}, leeway: 0 },
     });
     const t = buildRoutingTable(server.routes);

@@ -32,11 +32,7 @@ export function stripMatched(path: string, matched: string): string {
   return path.startsWith(matched) ? path.slice(matched.length) : path;
 }
 
-export function rewrite(
-  match: RouteMatch,
-  target: CompiledTarget,
-  request: { path: string; query: string; host: string | undefined },
-): UpstreamTarget {
+export function rewrite(match: RouteMatch, target: CompiledTarget, request: { path: string; query: string; host: string | undefined }): UpstreamTarget {
   const { proxy } = match.route;
   const t = resolveTarget(target.plan, match.params, target.hostPattern);
   const r = request.path || '/';

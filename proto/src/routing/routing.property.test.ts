@@ -12,7 +12,30 @@ import { buildRoutingTable, joinPaths, normalizePath, rewrite } from './index.js
 const PARAMS = { seed: 20261123, numRuns: 2_000 };
 
 /** Path pieces that interact: dot segments, their encodings, empty segments, escapes. */
-const piece = fc.constantFrom('/', '//', '.', '..', '/./', '/../', '%2e', '%2E', '%2e%2e', '.%2e', '%2f', '%2F', '%25', '%', '%%32%65', '%7e', 'a', 'b', 'api', '~', ';', '%41');
+const piece = fc.constantFrom(
+  '/',
+  '//',
+  '.',
+  '..',
+  '/./',
+  '/../',
+  '%2e',
+  '%2E',
+  '%2e%2e',
+  '.%2e',
+  '%2f',
+  '%2F',
+  '%25',
+  '%',
+  '%%32%65',
+  '%7e',
+  'a',
+  'b',
+  'api',
+  '~',
+  ';',
+  '%41',
+);
 const rawPath = fc.array(piece, { maxLength: 14 }).map((parts) => parts.join(''));
 
 /** Each segment as an upstream that percent-decodes it once would see it. */
@@ -82,7 +105,6 @@ function forward(c: typeof cases extends fc.Arbitrary<infer C> ? C : never) {
 }
 
 describe('rewrite of a matched request (SPEC §4 rules 9–12)', () => {
-
   test('no path that reaches an upstream holds a dot segment, however the client spelled it', () => {
     fc.assert(
       fc.property(cases, (c) => {

@@ -15,13 +15,42 @@ const PARAMS = { seed: 20261124, numRuns: 300 };
 const NAMES = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
 // Prefixes nest ('/a' in '/a/' in '/a/b'), diverge inside an edge ('/ab', '/abc') and share a bucket
 // ('/a/{id}…' all sit in '/a/'), so updates split, empty and merge nodes.
-const PATHS = ['/a/*', '/a', '/a/b/*', '/a/b', '/ab/*', '/abc', '/a/bc/*', '/a/{id}', '/a/{id}/c/*', '/a/{id}/d', '/a/x/{id}', '/{x}', '/*', '/', '/b/c/{n:[0-9]+}', undefined];
+const PATHS = [
+  '/a/*',
+  '/a',
+  '/a/b/*',
+  '/a/b',
+  '/ab/*',
+  '/abc',
+  '/a/bc/*',
+  '/a/{id}',
+  '/a/{id}/c/*',
+  '/a/{id}/d',
+  '/a/x/{id}',
+  '/{x}',
+  '/*',
+  '/',
+  '/b/c/{n:[0-9]+}',
+  undefined,
+];
 const HOSTS = [[], ['h.test'], ['g.test'], ['*.w.test'], ['h.test', 'g.test'], ['h.test', '*.w.test']];
 const METHODS = [['ALL'], ['GET'], ['GET', 'POST']];
 // Routes on one path and hosts that differ only by their header conditions, and conditions that overlap.
-const HEADERS: Array<Record<string, string[]> | undefined> = [undefined, undefined, { 'X-C': ['1'] }, { 'x-c': ['2'] }, { 'x-c': ['1', '2'], 'X-V': ['a'] }, { 'x-v': ['a', 'b'] }];
+const HEADERS: Array<Record<string, string[]> | undefined> = [
+  undefined,
+  undefined,
+  { 'X-C': ['1'] },
+  { 'x-c': ['2'] },
+  { 'x-c': ['1', '2'], 'X-V': ['a'] },
+  { 'x-v': ['a', 'b'] },
+];
 
-const spec = fc.record({ path: fc.constantFrom(...PATHS), hosts: fc.constantFrom(...HOSTS), methods: fc.constantFrom(...METHODS), headers: fc.constantFrom(...HEADERS) });
+const spec = fc.record({
+  path: fc.constantFrom(...PATHS),
+  hosts: fc.constantFrom(...HOSTS),
+  methods: fc.constantFrom(...METHODS),
+  headers: fc.constantFrom(...HEADERS),
+});
 type Spec = typeof spec extends fc.Arbitrary<infer S> ? S : never;
 
 /** A route without listen_path needs some other condition: such a spec with neither gets methods POST. */
@@ -45,10 +74,40 @@ const config = fc.tuple(...NAMES.map(() => fc.option(spec, { nil: null })));
 const delta = fc.tuple(...NAMES.map(() => fc.oneof(fc.constant(undefined), fc.constant(null), spec)));
 
 const request = fc.record({
-  path: fc.constantFrom('/', '/a', '/a/', '/a/b', '/a/b/x', '/ab', '/ab/q', '/abc', '/abcd', '/a/bc', '/a/bc/1', '/a/7', '/a/7/c', '/a/7/c/z', '/a/7/d', '/a/x/9', '/b/c/12', '/b/c/x', '/zz', '/q/r/s'),
+  path: fc.constantFrom(
+    '/',
+    '/a',
+    '/a/',
+    '/a/b',
+    '/a/b/x',
+    '/ab',
+    '/ab/q',
+    '/abc',
+    '/abcd',
+    '/a/bc',
+    '/a/bc/1',
+    '/a/7',
+    '/a/7/c',
+    '/a/7/c/z',
+    '/a/7/d',
+    '/a/x/9',
+    '/b/c/12',
+    '/b/c/x',
+    '/zz',
+    '/q/r/s',
+  ),
   host: fc.constantFrom(undefined, 'h.test', 'g.test', 'x.w.test', 'H.TEST:8080', 'other.test'),
   method: fc.constantFrom('GET', 'POST', 'put'),
-  headers: fc.constantFrom(undefined, {}, { 'x-c': '1' }, { 'x-c': '2' }, { 'x-c': '3, 2' }, { 'x-c': '1', 'x-v': 'b' }, { 'x-c': '2', 'x-v': 'a,b' }, { 'x-v': 'a' }),
+  headers: fc.constantFrom(
+    undefined,
+    {},
+    { 'x-c': '1' },
+    { 'x-c': '2' },
+    { 'x-c': '3, 2' },
+    { 'x-c': '1', 'x-v': 'b' },
+    { 'x-c': '2', 'x-v': 'a,b' },
+    { 'x-v': 'a' },
+  ),
 });
 const requests = fc.array(request, { minLength: 20, maxLength: 20 });
 
@@ -132,6 +191,8 @@ describe('updateRoutingTable', () => {
 
   test('refuses to remove a route the table does not hold', () => {
     const table = buildRoutingTable([route('a', { path: '/a/*', hosts: [], methods: ['ALL'], headers: undefined })]);
-    expect(() => updateRoutingTable(table, [route('b', { path: '/a/*', hosts: [], methods: ['ALL'], headers: undefined })], [])).toThrow('route api:b is not in the table');
+    expect(() => updateRoutingTable(table, [route('b', { path: '/a/*', hosts: [], methods: ['ALL'], headers: undefined })], [])).toThrow(
+      'route api:b is not in the table',
+    );
   });
 });

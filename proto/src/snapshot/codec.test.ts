@@ -5,7 +5,17 @@ import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, p
 import type { ApiDefinition, Definitions } from '../definition/types.js';
 import { hash as sha256 } from 'node:crypto';
 import { legacyHashApiKey } from '../api-key.js';
-import { apiMessage, applyDeltaMessage, contentHash, snapshotContent, definitionsHash, fromSnapshotMessage, oauthServerMessage, toDeltaMessage, toSnapshotMessage } from './codec.js';
+import {
+  apiMessage,
+  applyDeltaMessage,
+  contentHash,
+  snapshotContent,
+  definitionsHash,
+  fromSnapshotMessage,
+  oauthServerMessage,
+  toDeltaMessage,
+  toSnapshotMessage,
+} from './codec.js';
 import type { OAuthServerMessage, SnapshotMessage } from './codec.js';
 
 const target = (t: string) => ({ upstreams: { targets: [{ target: t }] } });
@@ -18,7 +28,10 @@ const DEFS: Definitions = {
       // Every plugin's config travels as its own typed message (gatehouse.proto `Plugin.config`).
       plugins: [
         { name: 'cors', config: { domains: ['https://a.com', '*.b.com'], exposed_headers: ['X-E'], allow_credentials: true, max_age: 60 } },
-        { name: 'request_transformer', config: { add: { headers: { 'X-A': '1' }, querystring: { q: 'v' } }, remove: { headers: ['X-R'], querystring: ['z'] } } },
+        {
+          name: 'request_transformer',
+          config: { add: { headers: { 'X-A': '1' }, querystring: { q: 'v' } }, remove: { headers: ['X-R'], querystring: ['z'] } },
+        },
         { name: 'response_transformer', enabled: false, config: { append: { headers: { 'X-B': '2' } } } },
         { name: 'body_limit', config: { limit: '512K' } },
         { name: 'rate_limit', config: { limit: '100-m', policy: 'redis', trust_forward_headers: true, key: 'token' } },
@@ -139,7 +152,12 @@ describe('token checks: issuer and audiences, scopes and claims_to_headers', () 
       parseApiDefinition({
         name: 'orders',
         proxy: { listen_path: '/orders/*', ...target('http://o:1') },
-        plugins: [{ name: 'oauth2', config: { server_name: 'idp', scopes: ['orders:read', 'orders:write'], claims_to_headers: { sub: 'X-User-Id', email: 'X-User-Email' } } }],
+        plugins: [
+          {
+            name: 'oauth2',
+            config: { server_name: 'idp', scopes: ['orders:read', 'orders:write'], claims_to_headers: { sub: 'X-User-Id', email: 'X-User-Email' } },
+          },
+        ],
       }),
     ],
     oauthServers: [
@@ -150,7 +168,10 @@ describe('token checks: issuer and audiences, scopes and claims_to_headers', () 
       }),
       parseOAuthServer({
         name: 'intro',
-        oauth_endpoints: { token: { listen_path: '/i/token', ...target('http://i') }, introspect: { listen_path: '/i/introspect', ...target('http://i/introspect') } },
+        oauth_endpoints: {
+          token: { listen_path: '/i/token', ...target('http://i') },
+          introspect: { listen_path: '/i/introspect', ...target('http://i/introspect') },
+        },
         token_strategy: { name: 'introspection', issuer: 'https://i.test' },
       }),
     ],
@@ -182,13 +203,19 @@ test('empty definitions encode and decode', () => {
 test.each([
   ['apis reversed', { apis: [...DEFS.apis].reverse(), oauthServers: DEFS.oauthServers }],
   ['servers reversed', { apis: DEFS.apis, oauthServers: [...DEFS.oauthServers].reverse() }],
-  ['keys inserted in another order', JSON.parse(JSON.stringify(DEFS, (_k, v) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v)))],
+  [
+    'keys inserted in another order',
+    JSON.parse(JSON.stringify(DEFS, (_k, v) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v))),
+  ],
 ])('hash is stable: %s', (_name, defs) => {
   expect(definitionsHash(defs)).toBe(definitionsHash(DEFS));
 });
 
 const alpha = DEFS.apis[1];
-const changed = (api: Partial<ApiDefinition>): Definitions => ({ apis: [{ ...alpha, ...api }, ...DEFS.apis.filter((a) => a !== alpha)], oauthServers: DEFS.oauthServers });
+const changed = (api: Partial<ApiDefinition>): Definitions => ({
+  apis: [{ ...alpha, ...api }, ...DEFS.apis.filter((a) => a !== alpha)],
+  oauthServers: DEFS.oauthServers,
+});
 
 test.each([
   ['active flipped', changed({ active: true })],
@@ -197,9 +224,38 @@ test.each([
   ['timeout', changed({ proxy: { ...alpha.proxy, forwarding_timeouts: { dial_timeout: '1s', response_header_timeout: '1m30s' } } })],
   ['plugin enabled', changed({ plugins: [{ name: 'oauth2', enabled: true, config: { server_name: 'jwt-server' } }] })],
   ['plugin scopes', changed({ plugins: [{ name: 'oauth2', enabled: false, config: { server_name: 'jwt-server', scopes: ['orders:read'] } }] })],
-  ['server audiences', { apis: DEFS.apis, oauthServers: [{ ...DEFS.oauthServers[0], token_strategy: { name: 'jwt' as const, settings: [{ alg: 'HS256' as const, key: 'new' }, { alg: 'HS256' as const, key: 'old' }], leeway: 30, audiences: ['orders'] } }, ...DEFS.oauthServers.slice(1)] }],
+  [
+    'server audiences',
+    {
+      apis: DEFS.apis,
+      oauthServers: [
+        {
+          ...DEFS.oauthServers[0],
+          token_strategy: {
+            name: 'jwt' as const,
+            settings: [
+              { alg: 'HS256' as const, key: 'new' },
+              { alg: 'HS256' as const, key: 'old' },
+            ],
+            leeway: 30,
+            audiences: ['orders'],
+          },
+        },
+        ...DEFS.oauthServers.slice(1),
+      ],
+    },
+  ],
   ['api removed', { apis: DEFS.apis.slice(1), oauthServers: DEFS.oauthServers }],
-  ['server leeway', { apis: DEFS.apis, oauthServers: [{ ...DEFS.oauthServers[0], token_strategy: { name: 'jwt' as const, settings: [{ alg: 'HS256' as const, key: 'new' }], leeway: 30 } }, ...DEFS.oauthServers.slice(1)] }],
+  [
+    'server leeway',
+    {
+      apis: DEFS.apis,
+      oauthServers: [
+        { ...DEFS.oauthServers[0], token_strategy: { name: 'jwt' as const, settings: [{ alg: 'HS256' as const, key: 'new' }], leeway: 30 } },
+        ...DEFS.oauthServers.slice(1),
+      ],
+    },
+  ],
 ])('hash changes when content changes: %s', (_name, defs) => {
   expect(definitionsHash(defs)).not.toBe(definitionsHash(DEFS));
 });
@@ -217,8 +273,16 @@ test.each([
   ['api without targets', mutated((m) => (m.apis[0].proxy.upstreams.targets = [])), 'snapshot apis[0]: proxy.upstreams.targets must not be empty'],
   ['api without proxy', mutated((m) => (m.apis[1].proxy = null)), 'snapshot apis[1]: proxy is required'],
   ['unknown plugin', mutated((m) => (m.apis[0].plugins[0].name = 'no_such_plugin')), 'snapshot apis[0]: plugins[0].name: unknown plugin "no_such_plugin"'],
-  ['jwt server without keys', mutated((m) => (m.oauth_servers[0].token_strategy.keys = [])), 'snapshot oauth_servers[0]: token_strategy.settings must not be empty'],
-  ['endpoint without listen_path', mutated((m) => (m.oauth_servers[1].oauth_endpoints.token.listen_path = '')), 'snapshot oauth_servers[1]: oauth_endpoints.token.listen_path is required'],
+  [
+    'jwt server without keys',
+    mutated((m) => (m.oauth_servers[0].token_strategy.keys = [])),
+    'snapshot oauth_servers[0]: token_strategy.settings must not be empty',
+  ],
+  [
+    'endpoint without listen_path',
+    mutated((m) => (m.oauth_servers[1].oauth_endpoints.token.listen_path = '')),
+    'snapshot oauth_servers[1]: oauth_endpoints.token.listen_path is required',
+  ],
   ['duplicate api names', mutated((m) => (m.apis[1] = m.apis[0])), 'snapshot apis[1]: duplicate name "alpha"'],
   ['apis not an array', mutated((m) => (m.apis = null)), 'snapshot apis must be an array'],
 ])('malformed message is rejected: %s', (_name, msg, message) => {
@@ -278,13 +342,24 @@ test('50,000 APIs encode within sane bounds and decode back', () => {
 
 test('basic_auth users travel sorted by username; none at all leaves the hash as it was', () => {
   const hash = (n: number) => `scrypt$16384$8$1$${Buffer.alloc(16, n).toString('base64url')}$${Buffer.alloc(32, n).toString('base64url')}`;
-  const withUsers: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'zed', password_hash: hash(1) }, { username: 'amy', password_hash: hash(2) }] };
+  const withUsers: Definitions = {
+    ...DEFS,
+    basicAuthCredentials: [
+      { username: 'zed', password_hash: hash(1) },
+      { username: 'amy', password_hash: hash(2) },
+    ],
+  };
   const message = toSnapshotMessage(3, withUsers);
-  expect(message.basic_auth_credentials).toEqual([{ username: 'amy', password_hash: hash(2) }, { username: 'zed', password_hash: hash(1) }]);
+  expect(message.basic_auth_credentials).toEqual([
+    { username: 'amy', password_hash: hash(2) },
+    { username: 'zed', password_hash: hash(1) },
+  ]);
   expect(fromSnapshotMessage(structuredClone(message)).defs.basicAuthCredentials).toEqual(message.basic_auth_credentials);
   expect(definitionsHash({ ...DEFS, basicAuthCredentials: [] })).toBe(definitionsHash(DEFS));
   expect(definitionsHash(withUsers)).not.toBe(definitionsHash(DEFS));
-  expect(() => fromSnapshotMessage({ ...message, basic_auth_credentials: [{ username: 'amy', password_hash: 'plain' }] })).toThrow(/basic_auth_credentials\[0\]: password_hash/);
+  expect(() => fromSnapshotMessage({ ...message, basic_auth_credentials: [{ username: 'amy', password_hash: 'plain' }] })).toThrow(
+    /basic_auth_credentials\[0\]: password_hash/,
+  );
 });
 
 const KEYS = [
@@ -302,36 +377,47 @@ test.each(decoders)('key_auth credentials travel sorted by username, as digests,
   expect(definitionsHash(withKeys)).not.toBe(definitionsHash(DEFS));
 });
 
-test.each(decoders)('credential groups and the acl plugin travel through encodeSnapshot and %s; a credential without groups has no groups member', (_name, decode) => {
-  const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
-  const acl = parseApiDefinition({
-    name: 'acl',
-    proxy: { listen_path: '/acl/*', ...target('http://a:1') },
-    plugins: [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['Partners', 'banned'], hide_groups_header: true } }],
-  });
-  const withGroups: Definitions = {
-    ...DEFS,
-    apis: [...DEFS.apis, acl],
-    basicAuthCredentials: [parseBasicAuthCredential({ username: 'amy', password_hash: hash, groups: ['Ops', 'admins', 'ops'] })],
-    keyAuthCredentials: [parseKeyAuthCredential({ ...KEYS[0], groups: ['partners'] }), KEYS[1]],
-  };
-  const message = toSnapshotMessage(5, withGroups);
-  expect(message.basic_auth_credentials).toEqual([{ username: 'amy', password_hash: hash, groups: ['admins', 'ops'] }]);
-  expect(message.key_auth_credentials).toEqual([KEYS[1], { ...KEYS[0], groups: ['partners'] }]);
-  const back = fromSnapshotMessage(decode(proto.encodeSnapshot(message)) as SnapshotMessage);
-  expect(back.hash).toBe(definitionsHash(withGroups));
-  expect(back.defs.basicAuthCredentials).toEqual([{ username: 'amy', password_hash: hash, groups: ['admins', 'ops'] }]);
-  expect(back.defs.keyAuthCredentials).toEqual([KEYS[1], { ...KEYS[0], groups: ['partners'] }]);
-  expect(back.defs.keyAuthCredentials![0]).not.toHaveProperty('groups');
-  expect(back.defs.apis.find((a) => a.name === 'acl')!.plugins[1]).toEqual({ name: 'acl', enabled: true, config: { allow: [], deny: ['banned', 'partners'], hide_groups_header: true } });
-  // Groups are content: a change of groups alone is a new hash.
-  expect(definitionsHash({ ...withGroups, keyAuthCredentials: KEYS })).not.toBe(definitionsHash(withGroups));
-});
+test.each(decoders)(
+  'credential groups and the acl plugin travel through encodeSnapshot and %s; a credential without groups has no groups member',
+  (_name, decode) => {
+    const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
+    const acl = parseApiDefinition({
+      name: 'acl',
+      proxy: { listen_path: '/acl/*', ...target('http://a:1') },
+      plugins: [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['Partners', 'banned'], hide_groups_header: true } }],
+    });
+    const withGroups: Definitions = {
+      ...DEFS,
+      apis: [...DEFS.apis, acl],
+      basicAuthCredentials: [parseBasicAuthCredential({ username: 'amy', password_hash: hash, groups: ['Ops', 'admins', 'ops'] })],
+      keyAuthCredentials: [parseKeyAuthCredential({ ...KEYS[0], groups: ['partners'] }), KEYS[1]],
+    };
+    const message = toSnapshotMessage(5, withGroups);
+    expect(message.basic_auth_credentials).toEqual([{ username: 'amy', password_hash: hash, groups: ['admins', 'ops'] }]);
+    expect(message.key_auth_credentials).toEqual([KEYS[1], { ...KEYS[0], groups: ['partners'] }]);
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(message)) as SnapshotMessage);
+    expect(back.hash).toBe(definitionsHash(withGroups));
+    expect(back.defs.basicAuthCredentials).toEqual([{ username: 'amy', password_hash: hash, groups: ['admins', 'ops'] }]);
+    expect(back.defs.keyAuthCredentials).toEqual([KEYS[1], { ...KEYS[0], groups: ['partners'] }]);
+    expect(back.defs.keyAuthCredentials![0]).not.toHaveProperty('groups');
+    expect(back.defs.apis.find((a) => a.name === 'acl')!.plugins[1]).toEqual({
+      name: 'acl',
+      enabled: true,
+      config: { allow: [], deny: ['banned', 'partners'], hide_groups_header: true },
+    });
+    // Groups are content: a change of groups alone is a new hash.
+    expect(definitionsHash({ ...withGroups, keyAuthCredentials: KEYS })).not.toBe(definitionsHash(withGroups));
+  },
+);
 
 test('a snapshot key_auth credential must hold a key digest and a unique username', () => {
   const message = toSnapshotMessage(4, { ...DEFS, keyAuthCredentials: KEYS });
-  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [{ username: 'amy', key_hash: 'amy-key-in-clear' }] })).toThrow(/key_auth_credentials\[0\]: key_hash must be a keyed digest/);
-  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [KEYS[1], { ...KEYS[0], username: 'amy' }] })).toThrow(/key_auth_credentials\[1\]: duplicate name "amy"/);
+  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [{ username: 'amy', key_hash: 'amy-key-in-clear' }] })).toThrow(
+    /key_auth_credentials\[0\]: key_hash must be a keyed digest/,
+  );
+  expect(() => fromSnapshotMessage({ ...message, key_auth_credentials: [KEYS[1], { ...KEYS[0], username: 'amy' }] })).toThrow(
+    /key_auth_credentials\[1\]: duplicate name "amy"/,
+  );
 });
 
 test('without key_auth credentials the content hash is the three-kind one it was before key_auth existed', () => {
@@ -354,7 +440,10 @@ test('a delta adds, changes and removes key_auth credentials, and the result has
   const withKeys: Definitions = { ...DEFS, keyAuthCredentials: KEYS };
   const added = applyDeltaMessage(base, toDeltaMessage(base, { version: 2, hash: definitionsHash(withKeys), defs: withKeys }));
   expect(added.defs.keyAuthCredentials).toEqual(KEYS);
-  expect(added.changes.map((c) => [c.kind, c.name])).toEqual([['key-auth-credential', 'zed'], ['key-auth-credential', 'amy']]);
+  expect(added.changes.map((c) => [c.kind, c.name])).toEqual([
+    ['key-auth-credential', 'zed'],
+    ['key-auth-credential', 'amy'],
+  ]);
   const rotated: Definitions = { ...DEFS, keyAuthCredentials: [{ username: 'zed', key_hash: legacyHashApiKey('zed-new-key-0123456789') }] };
   const next = applyDeltaMessage(added, toDeltaMessage(added, { version: 3, hash: definitionsHash(rotated), defs: rotated }));
   expect(next.hash).toBe(definitionsHash(rotated));
@@ -399,7 +488,12 @@ test("a data plane's deserializer keeps a full snapshot's definitions as bytes, 
   type Push = { nonce: string; content: string; snapshot: SnapshotMessage; delta: unknown };
   const whole = proto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
   const lazy = lazyProto.Client.service.StreamSnapshots.responseDeserialize(bytes) as Push;
-  expect(lazy).toMatchObject({ nonce: 'n7', content: 'snapshot', delta: null, snapshot: { version: 2 ** 40, hash: whole.snapshot.hash, key_auth_hash_key: 'installation-key-of-at-least-32-bytes' } });
+  expect(lazy).toMatchObject({
+    nonce: 'n7',
+    content: 'snapshot',
+    delta: null,
+    snapshot: { version: 2 ** 40, hash: whole.snapshot.hash, key_auth_hash_key: 'installation-key-of-at-least-32-bytes' },
+  });
   expect(whole.snapshot.key_auth_hash_key).toBe('installation-key-of-at-least-32-bytes');
   for (const list of ['apis', 'oauth_servers', 'basic_auth_credentials', 'key_auth_credentials'] as const) {
     const items = lazy.snapshot[list]!;
@@ -408,7 +502,11 @@ test("a data plane's deserializer keeps a full snapshot's definitions as bytes, 
     expect(items.map((item) => lazy.snapshot.decodeDefinition!(list, item as Uint8Array))).toEqual(whole.snapshot[list]);
   }
   expect(fromSnapshotMessage(lazy.snapshot)).toEqual(fromSnapshotMessage(whole.snapshot));
-  const delta = proto.wrapPush('n8', proto.encodeDelta({ base_version: 1, base_hash: 'h', version: 2, hash: 'g', apis: [apiMessage(DEFS.apis[0])], removed_apis: ['x'] }), 'delta');
+  const delta = proto.wrapPush(
+    'n8',
+    proto.encodeDelta({ base_version: 1, base_hash: 'h', version: 2, hash: 'g', apis: [apiMessage(DEFS.apis[0])], removed_apis: ['x'] }),
+    'delta',
+  );
   expect(lazyProto.Client.service.StreamSnapshots.responseDeserialize(delta)).toEqual(proto.Client.service.StreamSnapshots.responseDeserialize(delta));
 });
 
@@ -441,7 +539,10 @@ describe('encoded slashes and target host patterns', () => {
         upstreams: { targets: [{ target: 'http://{svc}:8080', ...(extra.pattern !== undefined && { host_pattern: extra.pattern }) }] },
       },
     });
-  const DEFS_WITH: Definitions = { apis: [api('both', { allow: true, pattern: '[a-z]+\\.ns' }), api('refused', { allow: false, pattern: '' }), api('plain')], oauthServers: [] };
+  const DEFS_WITH: Definitions = {
+    apis: [api('both', { allow: true, pattern: '[a-z]+\\.ns' }), api('refused', { allow: false, pattern: '' }), api('plain')],
+    oauthServers: [],
+  };
 
   test.each(decoders)('round-trips through encodeSnapshot and %s; false and "" are stored as absent', (_name, decode) => {
     const back = fromSnapshotMessage(decode(proto.encodeSnapshot(toSnapshotMessage(3, DEFS_WITH))) as SnapshotMessage);
@@ -470,12 +571,24 @@ describe('encoded slashes and target host patterns', () => {
 
 describe('jwt strategy with a JWKS source', () => {
   const server = (name: string, settings: object) =>
-    parseOAuthServer({ name, oauth_endpoints: { token: { listen_path: `/${name}/token`, ...target('http://idp') } }, token_strategy: { name: 'jwt', settings } });
+    parseOAuthServer({
+      name,
+      oauth_endpoints: { token: { listen_path: `/${name}/token`, ...target('http://idp') } },
+      token_strategy: { name: 'jwt', settings },
+    });
   const DEFS_WITH: Definitions = {
     apis: [],
     oauthServers: [
       server('defaults', { jwks_uri: 'https://idp.example/.well-known/jwks.json' }),
-      server('every', { jwks_uri: 'http://idp:8080/jwks?tenant=a', algs: ['ES384', 'RS256'], cache_ttl: '1m', timeout: '500ms', cooldown: '5s', max_stale: '2h', allow_http: true }),
+      server('every', {
+        jwks_uri: 'http://idp:8080/jwks?tenant=a',
+        algs: ['ES384', 'RS256'],
+        cache_ttl: '1m',
+        timeout: '500ms',
+        cooldown: '5s',
+        max_stale: '2h',
+        allow_http: true,
+      }),
       server('keys', [{ alg: 'HS256', key: 'k' }]),
     ],
   };
@@ -491,7 +604,14 @@ describe('jwt strategy with a JWKS source', () => {
     expect(fromSnapshotMessage(structuredClone(msg))).toEqual({ version: 3, hash: definitionsHash(DEFS_WITH), defs: sortedByName(DEFS_WITH) });
     expect((msg.oauth_servers as OAuthServerMessage[]).map((m) => Object.keys(m.token_strategy).includes('jwks'))).toEqual([true, true, false]);
     const every = DEFS_WITH.oauthServers[1].token_strategy.settings;
-    for (const change of [{ algs: ['ES384'] }, { cache_ttl: '2m' }, { timeout: '1s' }, { cooldown: '6s' }, { max_stale: '3h' }, { allow_http: false, jwks_uri: 'https://idp:8080/jwks?tenant=a' }]) {
+    for (const change of [
+      { algs: ['ES384'] },
+      { cache_ttl: '2m' },
+      { timeout: '1s' },
+      { cooldown: '6s' },
+      { max_stale: '3h' },
+      { allow_http: false, jwks_uri: 'https://idp:8080/jwks?tenant=a' },
+    ]) {
       const changed = { apis: [], oauthServers: [DEFS_WITH.oauthServers[0], server('every', { ...every, ...change }), DEFS_WITH.oauthServers[2]] };
       expect(definitionsHash(changed)).not.toBe(definitionsHash(DEFS_WITH));
     }
@@ -499,7 +619,11 @@ describe('jwt strategy with a JWKS source', () => {
 });
 
 describe('balancing least_conn and hash (hash_on)', () => {
-  const api = (name: string, upstreams: object) => parseApiDefinition({ name, proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://u1:8080' }, { target: 'http://u2:8080', weight: 3 }], ...upstreams } } });
+  const api = (name: string, upstreams: object) =>
+    parseApiDefinition({
+      name,
+      proxy: { listen_path: `/${name}/*`, upstreams: { targets: [{ target: 'http://u1:8080' }, { target: 'http://u2:8080', weight: 3 }], ...upstreams } },
+    });
   const DEFS_WITH: Definitions = {
     apis: [
       api('lc', { balancing: 'least_conn' }),
@@ -512,7 +636,12 @@ describe('balancing least_conn and hash (hash_on)', () => {
     oauthServers: [
       parseOAuthServer({
         name: 'auth',
-        oauth_endpoints: { token: { listen_path: '/auth/token', upstreams: { balancing: 'hash', hash_on: { source: 'cookie', name: 'sid' }, targets: [{ target: 'http://a' }, { target: 'http://b' }] } } },
+        oauth_endpoints: {
+          token: {
+            listen_path: '/auth/token',
+            upstreams: { balancing: 'hash', hash_on: { source: 'cookie', name: 'sid' }, targets: [{ target: 'http://a' }, { target: 'http://b' }] },
+          },
+        },
         token_strategy: { name: 'storage', settings: [] },
       }),
     ],
@@ -532,11 +661,18 @@ describe('balancing least_conn and hash (hash_on)', () => {
   });
 
   test('round-trips as the plain message (no wire)', () => {
-    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(3, DEFS_WITH)))).toEqual({ version: 3, hash: definitionsHash(DEFS_WITH), defs: sortedByName(DEFS_WITH) });
+    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(3, DEFS_WITH)))).toEqual({
+      version: 3,
+      hash: definitionsHash(DEFS_WITH),
+      defs: sortedByName(DEFS_WITH),
+    });
   });
 
   test('a hash_on added by a delta travels through encodeDelta and applies', () => {
-    expectDeltaApplies({ apis: [api('x', {})], oauthServers: [] }, { apis: [api('x', { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } })], oauthServers: [] });
+    expectDeltaApplies(
+      { apis: [api('x', {})], oauthServers: [] },
+      { apis: [api('x', { balancing: 'hash', hash_on: { source: 'header', name: 'X-User' } })], oauthServers: [] },
+    );
   });
 
   test('the message holds the members of its source only; without hash_on there is no member, so the hash is the one before it existed', () => {
@@ -596,7 +732,11 @@ describe('proxy.match_headers', () => {
   });
 
   test('round-trips as the plain message (no wire)', () => {
-    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(3, DEFS_WITH)))).toEqual({ version: 3, hash: definitionsHash(DEFS_WITH), defs: sortedByName(DEFS_WITH) });
+    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(3, DEFS_WITH)))).toEqual({
+      version: 3,
+      hash: definitionsHash(DEFS_WITH),
+      defs: sortedByName(DEFS_WITH),
+    });
   });
 
   test('a condition added by a delta travels through encodeDelta and applies', () => {
@@ -609,8 +749,10 @@ describe('proxy.match_headers', () => {
     expect(definitionsHash({ apis: [api('stable', {})], oauthServers: [] })).toBe(definitionsHash({ apis: [api('stable')], oauthServers: [] }));
   });
 
-  test('the wire\'s empty map, which every proxy without conditions decodes with, is read as absent', () => {
-    const message = proto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n1', proto.encodeSnapshot(toSnapshotMessage(1, { apis: [api('stable')], oauthServers: [] })))) as {
+  test("the wire's empty map, which every proxy without conditions decodes with, is read as absent", () => {
+    const message = proto.Client.service.StreamSnapshots.responseDeserialize(
+      proto.wrapPush('n1', proto.encodeSnapshot(toSnapshotMessage(1, { apis: [api('stable')], oauthServers: [] }))),
+    ) as {
       snapshot: SnapshotMessage;
     };
     expect((message.snapshot.apis[0] as { proxy: { match_headers: unknown } }).proxy.match_headers).toEqual({});
@@ -620,13 +762,24 @@ describe('proxy.match_headers', () => {
   test('the hash follows the conditions, not the order they were written in', () => {
     const hashOf = (h?: unknown) => definitionsHash({ apis: [api('x', h)], oauthServers: [] });
     expect(hashOf({ 'X-A': ['1', '2'], 'X-B': ['3'] })).toBe(hashOf({ 'x-b': ['3'], 'x-a': ['2', '1'] }));
-    const hashes = [hashOf(), hashOf({ 'X-A': ['1'] }), hashOf({ 'X-A': ['2'] }), hashOf({ 'X-B': ['1'] }), hashOf({ 'X-A': ['1', '2'] }), hashOf({ 'X-A': ['1'], 'X-B': ['1'] })];
+    const hashes = [
+      hashOf(),
+      hashOf({ 'X-A': ['1'] }),
+      hashOf({ 'X-A': ['2'] }),
+      hashOf({ 'X-B': ['1'] }),
+      hashOf({ 'X-A': ['1', '2'] }),
+      hashOf({ 'X-A': ['1'], 'X-B': ['1'] }),
+    ];
     expect(new Set(hashes).size).toBe(hashes.length);
   });
 });
 
 describe('upstream health checks', () => {
-  const upstreams = (health_check?: unknown) => ({ balancing: 'weight', targets: [{ target: 'http://u1:8080', weight: 2 }, { target: 'http://u2:8080' }], health_check });
+  const upstreams = (health_check?: unknown) => ({
+    balancing: 'weight',
+    targets: [{ target: 'http://u1:8080', weight: 2 }, { target: 'http://u2:8080' }],
+    health_check,
+  });
   /** The definition whose hash below was computed with the codec of commit 11e399d, before health checks existed. */
   const unchecked = () => parseApiDefinition({ name: 'unchecked', proxy: { listen_path: '/u/*', upstreams: upstreams() } });
   const UNCHECKED_HASH = 'a7c43714e206d81600dcae66a1ac5a79bc9806f34048d2e7e82486e00395184c';
@@ -657,12 +810,17 @@ describe('upstream health checks', () => {
       unchecked(),
       // gRPC checks: the default service "" must survive the wire as a check (a set message), not as none.
       parseApiDefinition({ name: 'grpc-whole', proxy: { listen_path: '/gw/*', upstreams: { ...upstreams({ active: { grpc: {} } }), protocol: 'http2' } } }),
-      parseApiDefinition({ name: 'grpc-named', proxy: { listen_path: '/gn/*', upstreams: { ...upstreams({ active: { grpc: { service: 'a.B' }, interval: '1s' } }), protocol: 'http2' } } }),
+      parseApiDefinition({
+        name: 'grpc-named',
+        proxy: { listen_path: '/gn/*', upstreams: { ...upstreams({ active: { grpc: { service: 'a.B' }, interval: '1s' } }), protocol: 'http2' } },
+      }),
     ],
     oauthServers: [
       parseOAuthServer({
         name: 'checked-server',
-        oauth_endpoints: { token: { listen_path: '/c/token', upstreams: { targets: [{ target: 'http://auth' }], health_check: { passive: { ejection: '10s' } } } } },
+        oauth_endpoints: {
+          token: { listen_path: '/c/token', upstreams: { targets: [{ target: 'http://auth' }], health_check: { passive: { ejection: '10s' } } } },
+        },
         token_strategy: { name: 'storage', settings: [] },
       }),
     ],
@@ -682,29 +840,47 @@ describe('upstream health checks', () => {
     expect(back.defs.apis.find((a) => a.name === 'active-only')!.proxy.upstreams.health_check).toEqual({
       active: { path: '/', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3 },
     });
-    expect(back.defs.apis.find((a) => a.name === 'passive-only')!.proxy.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '30s' } });
+    expect(back.defs.apis.find((a) => a.name === 'passive-only')!.proxy.upstreams.health_check).toEqual({
+      passive: { unhealthy_threshold: 5, ejection: '30s' },
+    });
     expect(back.defs.apis.find((a) => a.name === 'grpc-whole')!.proxy.upstreams.health_check).toEqual({
       active: { interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, grpc: { service: '' } },
     });
-    expect(back.defs.apis.find((a) => a.name === 'grpc-named')!.proxy.upstreams.health_check!.active).toMatchObject({ grpc: { service: 'a.B' }, interval: '1s' });
+    expect(back.defs.apis.find((a) => a.name === 'grpc-named')!.proxy.upstreams.health_check!.active).toMatchObject({
+      grpc: { service: 'a.B' },
+      interval: '1s',
+    });
     expect(back.defs.apis.find((a) => a.name === 'active-only')!.proxy.upstreams.health_check!.active).not.toHaveProperty('grpc');
     expect(back.defs.apis.find((a) => a.name === 'unchecked')!.proxy.upstreams).not.toHaveProperty('health_check');
     expect(back.defs.oauthServers[0].oauth_endpoints.token.upstreams.health_check).toEqual({ passive: { unhealthy_threshold: 5, ejection: '10s' } });
     // The probe's method, statuses and headers and the passive statuses arrive as written; unset ones stay absent (above).
     expect(back.defs.apis.find((a) => a.name === 'options')!.proxy.upstreams.health_check).toEqual({
-      active: { path: '/h', interval: '10s', timeout: '2s', healthy_threshold: 2, unhealthy_threshold: 3, method: 'HEAD', statuses: [200, 418], headers: { Host: 'health.internal', 'X-Probe': '1' } },
+      active: {
+        path: '/h',
+        interval: '10s',
+        timeout: '2s',
+        healthy_threshold: 2,
+        unhealthy_threshold: 3,
+        method: 'HEAD',
+        statuses: [200, 418],
+        headers: { Host: 'health.internal', 'X-Probe': '1' },
+      },
       passive: { unhealthy_threshold: 5, ejection: '30s', statuses: [429, 500] },
     });
   });
 
-  test("a check without method, statuses or headers has none of them in its message, so its hash is the one before they existed", () => {
+  test('a check without method, statuses or headers has none of them in its message, so its hash is the one before they existed', () => {
     const { active, passive } = apiMessage(CHECKED.apis[0]).proxy!.upstreams!.health_check!;
     expect(Object.keys(active!)).toEqual(['path', 'interval', 'timeout', 'healthy_threshold', 'unhealthy_threshold']);
     expect(Object.keys(passive!)).toEqual(['unhealthy_threshold', 'ejection']);
   });
 
   test('definitions with health checks round-trip as the plain message (no wire)', () => {
-    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(9, CHECKED)))).toEqual({ version: 9, hash: definitionsHash(CHECKED), defs: sortedByName(CHECKED) });
+    expect(fromSnapshotMessage(structuredClone(toSnapshotMessage(9, CHECKED)))).toEqual({
+      version: 9,
+      hash: definitionsHash(CHECKED),
+      defs: sortedByName(CHECKED),
+    });
   });
 
   test('a health check added by a delta travels through encodeDelta and applies', () => {
@@ -723,7 +899,8 @@ describe('upstream health checks', () => {
   });
 
   test('the hash changes with the health check: added, a threshold, an ejection, a part added', () => {
-    const hashOf = (check?: unknown) => definitionsHash({ apis: [parseApiDefinition({ name: 'unchecked', proxy: { listen_path: '/u/*', upstreams: upstreams(check) } })], oauthServers: [] });
+    const hashOf = (check?: unknown) =>
+      definitionsHash({ apis: [parseApiDefinition({ name: 'unchecked', proxy: { listen_path: '/u/*', upstreams: upstreams(check) } })], oauthServers: [] });
     const hashes = [
       hashOf(),
       hashOf({ passive: {} }),
@@ -745,7 +922,11 @@ describe('upstream health checks', () => {
       Array.isArray(value)
         ? value.map(reversed)
         : value && typeof value === 'object'
-          ? Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, reversed(v)]))
+          ? Object.fromEntries(
+              Object.entries(value)
+                .reverse()
+                .map(([k, v]) => [k, reversed(v)]),
+            )
           : value;
     const defs = reversed(CHECKED) as Definitions;
     expect(Object.keys(defs.apis[0].proxy.upstreams.health_check!.active!)[0]).toBe('unhealthy_threshold');
@@ -785,7 +966,9 @@ describe('proxy_cache', () => {
     const [defaults, empty] = CACHED.apis.map((a) => apiMessage(a).plugins[0].proxy_cache);
     expect(defaults).toMatchObject({ content_types: null, vary_query_params: null });
     expect(empty).toMatchObject({ content_types: null, vary_query_params: { values: [] } });
-    expect(definitionsHash({ ...CACHED, apis: [CACHED.apis[0]] })).not.toBe(definitionsHash({ ...CACHED, apis: [cachedApi('pc-defaults', { vary_query_params: [] })] }));
+    expect(definitionsHash({ ...CACHED, apis: [CACHED.apis[0]] })).not.toBe(
+      definitionsHash({ ...CACHED, apis: [cachedApi('pc-defaults', { vary_query_params: [] })] }),
+    );
   });
 
   test('configurations without proxy_cache keep the hash they had before it existed', () => {
@@ -808,7 +991,14 @@ describe('request_termination, redirect, request_mirror and openid_connect', () 
       answering('rd-all', 'redirect', { status_code: 308, scheme: 'http', host: 'n.example.com', port: 8443, path: '/v2', strip_path: true }),
       answering('rm-none', 'request_mirror', { target: 'http://m:1', percentage: 0 }),
       answering('rm-part', 'request_mirror', { target: 'HTTPS://M.example', percentage: 0.5 }),
-      answering('oidc', 'openid_connect', { issuer: 'https://idp.example', client_id: 'app', client_secret: 's 1', cookie_secret: 'k'.repeat(32), scopes: ['email'], claims_to_headers: { email: 'X-Email' } }),
+      answering('oidc', 'openid_connect', {
+        issuer: 'https://idp.example',
+        client_id: 'app',
+        client_secret: 's 1',
+        cookie_secret: 'k'.repeat(32),
+        scopes: ['email'],
+        claims_to_headers: { email: 'X-Email' },
+      }),
       answering('oidc-min', 'openid_connect', { issuer: 'http://127.0.0.1:9', client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) }),
     ],
     oauthServers: [],
@@ -838,7 +1028,11 @@ describe('request_validator', () => {
   const SCHEMA = { type: 'object', required: ['b', 'a'], properties: { b: { type: 'array', items: {} }, a: { const: 'x"\n\u00e9' } }, $defs: {} };
   const VALIDATED: Definitions = {
     apis: [
-      parseApiDefinition({ name: 'rv', proxy: { listen_path: '/rv/*', ...target('http://c:1') }, plugins: [{ name: 'request_validator', config: { body_schema: SCHEMA, body_required: true } }] }),
+      parseApiDefinition({
+        name: 'rv',
+        proxy: { listen_path: '/rv/*', ...target('http://c:1') },
+        plugins: [{ name: 'request_validator', config: { body_schema: SCHEMA, body_required: true } }],
+      }),
     ],
     oauthServers: [],
   };

@@ -70,17 +70,37 @@ const apiArb = fc
       { name: 'redirect', config: { scheme: 'https' } },
       { name: 'redirect', config: { host: 'n.test', port: 8443, path: '/v2', strip_path: true } },
       { name: 'openid_connect', config: { issuer: 'https://idp.test', client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32) } },
-      { name: 'openid_connect', config: { issuer: 'http://idp.test', allow_http: true, client_id: 'app', client_secret: 's', cookie_secret: 'k'.repeat(32), scopes: ['email'], claims_to_headers: { email: 'X-Email' } } },
+      {
+        name: 'openid_connect',
+        config: {
+          issuer: 'http://idp.test',
+          allow_http: true,
+          client_id: 'app',
+          client_secret: 's',
+          cookie_secret: 'k'.repeat(32),
+          scopes: ['email'],
+          claims_to_headers: { email: 'X-Email' },
+        },
+      },
     ),
     // acl alone is refused (no consumer to authorize); with key_auth it is accepted.
     // request_mirror: a percentage of 0 is proto3's default and must come back as 0, a fraction as itself.
-    mirror: fc.constantFrom([], [{ name: 'request_mirror', config: { target: 'http://m.test:8080', percentage: 0 } }], [{ name: 'request_mirror', config: { target: 'http://m.test', percentage: 12.5 } }]),
+    mirror: fc.constantFrom(
+      [],
+      [{ name: 'request_mirror', config: { target: 'http://m.test:8080', percentage: 0 } }],
+      [{ name: 'request_mirror', config: { target: 'http://m.test', percentage: 12.5 } }],
+    ),
     acl: fc.constantFrom([], [{ name: 'acl', config: { allow: ['admins'] } }], [{ name: 'key_auth' }, { name: 'acl', config: { deny: ['banned'] } }]),
     // request_validator: its schema travels as JSON text; the same keys in another order are another schema text.
     validator: fc.constantFrom(
       [],
       [{ name: 'request_validator', config: { body_schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } }],
-      [{ name: 'request_validator', config: { body_schema: { required: ['a'], type: 'object', properties: { a: { type: 'integer' } } }, body_required: true } }],
+      [
+        {
+          name: 'request_validator',
+          config: { body_schema: { required: ['a'], type: 'object', properties: { a: { type: 'integer' } } }, body_required: true },
+        },
+      ],
     ),
   })
   .map((r) =>
@@ -95,7 +115,13 @@ const apiArb = fc
         strip_path: r.strip,
         upstreams: { ...r.balancing, targets: [{ target: 'http://up.test', weight: r.weight }] },
       },
-      plugins: [...(r.server ? [{ name: 'oauth2', config: { server_name: r.server, ...r.tokenChecks } }] : []), ...(r.answer ? [r.answer] : []), ...r.acl, ...r.mirror, ...r.validator],
+      plugins: [
+        ...(r.server ? [{ name: 'oauth2', config: { server_name: r.server, ...r.tokenChecks } }] : []),
+        ...(r.answer ? [r.answer] : []),
+        ...r.acl,
+        ...r.mirror,
+        ...r.validator,
+      ],
     }),
   );
 
@@ -116,7 +142,9 @@ const serverArb = fc
   .map((r) =>
     parseOAuthServer({
       name: r.name,
-      oauth_endpoints: { token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } } },
+      oauth_endpoints: {
+        token: { listen_path: r.shared ? '/auth-s1/token' : `/auth-${r.name}/token`, upstreams: { targets: [{ target: 'http://auth.test' }] } },
+      },
       token_strategy: { ...r.strategy, leeway: r.leeway },
     }),
   );
@@ -185,7 +213,12 @@ function step(defs: Definitions, op: Op): Definitions {
 /** The edit `op` makes to `defs`, as the admin API tells the codec (deriveDefinitions). */
 function editOf(defs: Definitions, op: Op): DefinitionEdit {
   const kind = changeOf(op).kind as DefinitionEdit['kind'];
-  const lists = { api: defs.apis, 'oauth-server': defs.oauthServers, 'basic-auth-credential': defs.basicAuthCredentials, 'key-auth-credential': defs.keyAuthCredentials };
+  const lists = {
+    api: defs.apis,
+    'oauth-server': defs.oauthServers,
+    'basic-auth-credential': defs.basicAuthCredentials,
+    'key-auth-credential': defs.keyAuthCredentials,
+  };
   const list: readonly object[] = lists[kind] ?? [];
   const nameOf = (d: object) => (d as { name?: string }).name ?? (d as { username: string }).username;
   const after = 'value' in op ? op.value : undefined;
@@ -249,7 +282,8 @@ test('delta on the wire and cached compile agree with a full rebuild over random
 });
 
 test('a long chain of deltas leaves every version whole: lists made only when read, patches folded on the way', () => {
-  const api = (i: number, v: number) => parseApiDefinition({ name: `api-${i}`, proxy: { listen_path: `/api-${i}/v${v}/*`, upstreams: { targets: [{ target: 'http://up.test' }] } } });
+  const api = (i: number, v: number) =>
+    parseApiDefinition({ name: `api-${i}`, proxy: { listen_path: `/api-${i}/v${v}/*`, upstreams: { targets: [{ target: 'http://up.test' }] } } });
   const editArb = fc.record({ i: fc.nat(399), v: fc.nat(3), remove: fc.boolean() });
   fc.assert(
     fc.property(fc.array(editArb, { minLength: 300, maxLength: 400 }), (edits) => {
@@ -277,7 +311,8 @@ test('a long chain of deltas leaves every version whole: lists made only when re
 });
 
 test('a data plane holding only the newest version keeps none of the earlier ones alive', async () => {
-  const api = (i: number, v: number) => parseApiDefinition({ name: `api-${i}`, proxy: { listen_path: `/api-${i}/v${v}/*`, upstreams: { targets: [{ target: 'http://up.test' }] } } });
+  const api = (i: number, v: number) =>
+    parseApiDefinition({ name: `api-${i}`, proxy: { listen_path: `/api-${i}/v${v}/*`, upstreams: { targets: [{ target: 'http://up.test' }] } } });
   let cp: SnapshotContent = (() => {
     const defs = { apis: Array.from({ length: 100 }, (_, i) => api(i, 0)), oauthServers: [] };
     return { version: 1, hash: definitionsHash(defs), defs };
@@ -379,7 +414,10 @@ test('the indexed check of a change agrees with compiling the whole: same verdic
         expect([...routes.oauthServers.keys()].sort()).toEqual([...full.oauthServers.keys()].sort());
         expect([...routes.basicAuthUsers.keys()].sort()).toEqual([...full.basicAuthUsers.keys()].sort());
         expect([...routes.apiKeys].sort()).toEqual([...full.apiKeys].sort());
-        expect([[...routes.basicAuthGroups].sort(), [...routes.keyAuthGroups].sort()]).toEqual([[...full.basicAuthGroups].sort(), [...full.keyAuthGroups].sort()]);
+        expect([[...routes.basicAuthGroups].sort(), [...routes.keyAuthGroups].sort()]).toEqual([
+          [...full.basicAuthGroups].sort(),
+          [...full.keyAuthGroups].sort(),
+        ]);
       }
     }),
     { numRuns: 200 },
@@ -390,7 +428,8 @@ test('the indexed check of a change agrees with compiling the whole: same verdic
 });
 
 describe('a delta is applied only where it belongs', () => {
-  const api = (name: string, path: string) => parseApiDefinition({ name, proxy: { listen_path: path, upstreams: { targets: [{ target: 'http://up.test' }] } } });
+  const api = (name: string, path: string) =>
+    parseApiDefinition({ name, proxy: { listen_path: path, upstreams: { targets: [{ target: 'http://up.test' }] } } });
   const v1: SnapshotContent = (() => {
     const defs = { apis: [api('a', '/a/*'), api('b', '/b/*')], oauthServers: [] };
     return { version: 1, hash: definitionsHash(defs), defs };

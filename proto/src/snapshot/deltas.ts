@@ -49,12 +49,19 @@ function editsOfKind<D extends object>(codec: KindCodec<D>, edits: readonly Defi
 
 /** The delta that turns `base` into `next` (both as the CP's store holds them). */
 export function toDeltaMessage(base: SnapshotContent, next: SnapshotContent): DeltaMessage {
-  const delta = { base_version: base.version, base_hash: base.hash, version: next.version, hash: next.hash, ...(next.keyAuthHashKey && { key_auth_hash_key: next.keyAuthHashKey }) } as DeltaMessage;
+  const delta = {
+    base_version: base.version,
+    base_hash: base.hash,
+    version: next.version,
+    hash: next.hash,
+    ...(next.keyAuthHashKey && { key_auth_hash_key: next.keyAuthHashKey }),
+  } as DeltaMessage;
   const edits = editsFrom(base.defs, next.defs);
   for (const key of KIND_KEYS) {
     const codec = KIND_CODECS[key] as KindCodec<object>;
     // The same lists (a data plane holding the current content under another version): nothing to compare.
-    const { upserts, removed } = base.defs === next.defs ? { upserts: [], removed: [] } : edits ? editsOfKind(codec, edits) : diffKind(codec, base.defs, next.defs);
+    const { upserts, removed } =
+      base.defs === next.defs ? { upserts: [], removed: [] } : edits ? editsOfKind(codec, edits) : diffKind(codec, base.defs, next.defs);
     delta[key] = upserts;
     delta[`removed_${key}`] = removed;
   }
@@ -109,7 +116,8 @@ function versionOf<D extends object>(key: KindKey, defs: Definitions): ListVersi
   const codec = KIND_CODECS[key] as KindCodec<D>;
   const list = codec.list(defs);
   let version = listVersions.get(list) as ListVersion<D> | undefined;
-  if (!version) listVersions.set(list, (version = new ListVersion(list, NO_PATCH, list.length, LayeredMap.of(new Map(list.map((def, i) => [codec.nameOf(def), i]))))));
+  if (!version)
+    listVersions.set(list, (version = new ListVersion(list, NO_PATCH, list.length, LayeredMap.of(new Map(list.map((def, i) => [codec.nameOf(def), i]))))));
   return version;
 }
 
@@ -118,7 +126,13 @@ function versionOf<D extends object>(key: KindKey, defs: Definitions): ListVersi
  * replacements in place, a removal filled by the last element and additions at the end. Order does
  * not matter to the hash; definitions untouched keep their objects.
  */
-function patchList<D extends object>(codec: KindCodec<D>, from: ListVersion<D>, removed: ReadonlySet<string>, upserts: D[], edits: DefinitionEdit[]): ListVersion<D> {
+function patchList<D extends object>(
+  codec: KindCodec<D>,
+  from: ListVersion<D>,
+  removed: ReadonlySet<string>,
+  upserts: D[],
+  edits: DefinitionEdit[],
+): ListVersion<D> {
   if (removed.size === 0 && upserts.length === 0) return from;
   const patch = new Map(from.patch);
   const at = (i: number) => patch.get(i) ?? from.base[i];
@@ -193,7 +207,11 @@ export function applyDeltaMessage(base: SnapshotContent, delta: DeltaMessage): S
 }
 
 /** applyDeltaMessage, yielding after every `turn` definitions decoded or hashed (a serving data plane's large delta). */
-export function* applyDeltaMessageInTurns(base: SnapshotContent, delta: DeltaMessage, turn = Infinity): Generator<void, SnapshotContent & { changes: ContentChange[] }> {
+export function* applyDeltaMessageInTurns(
+  base: SnapshotContent,
+  delta: DeltaMessage,
+  turn = Infinity,
+): Generator<void, SnapshotContent & { changes: ContentChange[] }> {
   const version = Number(delta.version);
   if (Number(delta.base_version) !== base.version || delta.base_hash !== base.hash) {
     throw new GatehouseError(
@@ -221,8 +239,10 @@ export function* applyDeltaMessageInTurns(base: SnapshotContent, delta: DeltaMes
   const key = delta.key_auth_hash_key || undefined;
   const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key);
   if (hash !== delta.hash) {
-    throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch after delta ${base.version} → ${version}: message says ${JSON.stringify(delta.hash)}, content is ${hash}`);
+    throw new GatehouseError(
+      'VALIDATION_FAILED',
+      `snapshot hash mismatch after delta ${base.version} → ${version}: message says ${JSON.stringify(delta.hash)}, content is ${hash}`,
+    );
   }
   return { version, hash, defs, changes, ...(key && { keyAuthHashKey: key }) };
 }
-

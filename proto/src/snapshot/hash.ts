@@ -84,7 +84,9 @@ export function editsFrom(base: Definitions, next: Definitions): readonly Defini
 
 function sealed(counts: number[], sums: bigint[]): HashSums {
   const wrapped = sums.map((sum) => BigInt.asUintN(256, sum));
-  const lines = KIND_KEYS.flatMap((key, i) => (counts[i] === 0 && (KIND_CODECS[key] as KindCodec<object>).unhashedWhenEmpty ? [] : [`${key} ${counts[i]} ${wrapped[i].toString(16).padStart(64, '0')}\n`]));
+  const lines = KIND_KEYS.flatMap((key, i) =>
+    counts[i] === 0 && (KIND_CODECS[key] as KindCodec<object>).unhashedWhenEmpty ? [] : [`${key} ${counts[i]} ${wrapped[i].toString(16).padStart(64, '0')}\n`],
+  );
   return { hash: digest('sha256', lines.join(''), 'hex'), counts, sums: wrapped };
 }
 

@@ -80,7 +80,11 @@ test('with a rate limit, a burst goes at once and the rest wait for their tokens
   const limiter = createRateLimiter({ qps: 5, burst: 2 });
   const apis = [customObjectsApi(kubeConfigWithToken({ value: 't' }), 5000, limiter), customObjectsApi(kubeConfigWithToken({ value: 't' }), 5000, limiter)];
   const started = performance.now();
-  await Promise.all(Array.from({ length: 6 }, (_, i) => apis[i % 2]!.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: 'ns', plural: 'apidefinitions' })));
+  await Promise.all(
+    Array.from({ length: 6 }, (_, i) =>
+      apis[i % 2]!.listNamespacedCustomObject({ group: 'gatehouse.dev', version: 'v1alpha1', namespace: 'ns', plural: 'apidefinitions' }),
+    ),
+  );
   const sorted = arrivals.map((t) => t - started).sort((a, b) => a - b);
   expect(sorted).toHaveLength(6);
   // 2 from the burst, then one per 200 ms: the 3rd no sooner than 200 ms, the 6th than 800 ms (lower bounds: load only delays).

@@ -20,7 +20,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent as HttpsAgent } from 'node:https';
-import { createConfiguration, CustomObjectsApi, KubeConfig, ServerConfiguration, type Configuration, type SecurityAuthentication } from '@kubernetes/client-node';
+import {
+  createConfiguration,
+  CustomObjectsApi,
+  KubeConfig,
+  ServerConfiguration,
+  type Configuration,
+  type SecurityAuthentication,
+} from '@kubernetes/client-node';
 
 /** `kubeConfig` with its TLS files (CA, client certificate and key) read into data; the rest shared, token sources included. */
 function withTlsFilesRead(kubeConfig: KubeConfig): KubeConfig {
@@ -29,7 +36,9 @@ function withTlsFilesRead(kubeConfig: KubeConfig): KubeConfig {
   read.loadFromOptions({
     clusters: kubeConfig.clusters.map((c) => (c.caFile ? { ...c, caFile: undefined, caData: data(c.caFile) } : c)),
     users: kubeConfig.users.map((u) =>
-      u.certFile || u.keyFile ? { ...u, certFile: undefined, keyFile: undefined, certData: data(u.certFile) ?? u.certData, keyData: data(u.keyFile) ?? u.keyData } : u,
+      u.certFile || u.keyFile
+        ? { ...u, certFile: undefined, keyFile: undefined, certData: data(u.certFile) ?? u.certData, keyData: data(u.keyFile) ?? u.keyData }
+        : u,
     ),
     contexts: kubeConfig.contexts,
     currentContext: kubeConfig.currentContext,

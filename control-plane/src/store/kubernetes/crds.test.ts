@@ -20,12 +20,16 @@ describe('structural schema', () => {
     ['a member zod cannot describe keeps any value', {}, { 'x-kubernetes-preserve-unknown-fields': true }],
     ['additionalProperties dropped (unknown fields are pruned)', { type: 'object', additionalProperties: false }, { type: 'object' }],
     [
-      "a map keeps its value schema, without propertyNames (the apiserver has none)",
+      'a map keeps its value schema, without propertyNames (the apiserver has none)',
       { type: 'object', propertyNames: { type: 'string' }, additionalProperties: { type: 'string', pattern: '^\\u0041$', default: 'A' } },
       { type: 'object', additionalProperties: { type: 'string', pattern: '^\\x{0041}$' } },
     ],
     ['JS \\u escapes become RE2 \\x{}', { type: 'string', pattern: '^[^\\s\\u0000-\\u001f]+$' }, { type: 'string', pattern: '^[^\\s\\x{0000}-\\x{001f}]+$' }],
-    ['nested properties and items', { type: 'array', items: { type: 'object', properties: { a: { default: 1, type: 'integer' } } } }, { type: 'array', items: { type: 'object', properties: { a: { type: 'integer' } } } }],
+    [
+      'nested properties and items',
+      { type: 'array', items: { type: 'object', properties: { a: { default: 1, type: 'integer' } } } },
+      { type: 'array', items: { type: 'object', properties: { a: { type: 'integer' } } } },
+    ],
   ])('%s', (_name, input, expected) => {
     expect(structural(input)).toEqual(expected);
   });

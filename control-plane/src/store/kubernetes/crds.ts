@@ -70,7 +70,16 @@ export const OAUTH_SERVER: ResourceKind = {
 /** A global credential kind: spec `{username, <hash>}`, named by its username. */
 function credentialResource(kind: 'BasicAuthCredential' | 'KeyAuthCredential', shortName: string, schema: z.ZodType, definitionKind: SecretKind): ResourceKind {
   const singular = kind.toLowerCase();
-  return { kind, plural: `${singular}s`, singular, shortNames: [shortName], columns: [{ name: 'Username', jsonPath: '.spec.username' }], schema, nameField: 'username', definitionKind };
+  return {
+    kind,
+    plural: `${singular}s`,
+    singular,
+    shortNames: [shortName],
+    columns: [{ name: 'Username', jsonPath: '.spec.username' }],
+    schema,
+    nameField: 'username',
+    definitionKind,
+  };
 }
 
 /** A basic_auth user: spec `{username, password_hash}` (an scrypt hash; the admin API makes them). */

@@ -149,8 +149,14 @@ export function startInformers(options: {
   for (const kind of KINDS) {
     const target = crTarget(namespace, kind);
     let w: Watched | undefined;
-    const informer = makeInformer<CustomResource>(kubeConfig, `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`, () =>
-      listed(() => w, listInPages((_continue) => api.listNamespacedCustomObject({ ...target, limit: PAGE, _continue }))) as never,
+    const informer = makeInformer<CustomResource>(
+      kubeConfig,
+      `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${kind.resource.plural}`,
+      () =>
+        listed(
+          () => w,
+          listInPages((_continue) => api.listNamespacedCustomObject({ ...target, limit: PAGE, _continue })),
+        ) as never,
     );
     informer.on('add', (obj: CustomResource) => events.touched(kind, stripForCache(obj), false));
     informer.on('update', (obj: CustomResource) => events.touched(kind, stripForCache(obj), false));
@@ -159,8 +165,14 @@ export function startInformers(options: {
     crs.set(kind, informer);
   }
   let secretsWatched: Watched | undefined;
-  const secrets = makeInformer<V1Secret>(kubeConfig, `/api/v1/namespaces/${namespace}/secrets`, () =>
-    listed(() => secretsWatched, listInPages((_continue) => core.listNamespacedSecret({ namespace, limit: PAGE, _continue }))) as never,
+  const secrets = makeInformer<V1Secret>(
+    kubeConfig,
+    `/api/v1/namespaces/${namespace}/secrets`,
+    () =>
+      listed(
+        () => secretsWatched,
+        listInPages((_continue) => core.listNamespacedSecret({ namespace, limit: PAGE, _continue })),
+      ) as never,
   );
   for (const event of ['add', 'update'] as const) secrets.on(event, (secret: V1Secret) => events.secretChanged(stripForCache(secret)));
   secrets.on('delete', events.secretChanged);
@@ -169,7 +181,13 @@ export function startInformers(options: {
   for (const w of watched) void run(w, retry);
   return {
     crs: (kind) => crs.get(kind)!,
-    all: () => KINDS.flatMap((kind) => crs.get(kind)!.list(namespace).map((obj) => ({ kind, obj }))),
+    all: () =>
+      KINDS.flatMap((kind) =>
+        crs
+          .get(kind)!
+          .list(namespace)
+          .map((obj) => ({ kind, obj })),
+      ),
     lookupSecret: (name) => secrets.get(name, namespace),
     synced: () =>
       new Promise<void>((resolve) => {

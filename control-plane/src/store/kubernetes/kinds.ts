@@ -55,7 +55,16 @@ export function httpStatusOf(err: unknown): number | undefined {
 
 export function reasonOf(err: unknown): string | undefined {
   const body = (err as { body?: unknown })?.body;
-  const parsed = typeof body === 'string' ? (() => { try { return JSON.parse(body); } catch { return undefined; } })() : body;
+  const parsed =
+    typeof body === 'string'
+      ? (() => {
+          try {
+            return JSON.parse(body);
+          } catch {
+            return undefined;
+          }
+        })()
+      : body;
   return (parsed as { reason?: string } | undefined)?.reason;
 }
 

@@ -61,7 +61,8 @@ export function resolveSecretRefs(kind: SecretKind, spec: Record<string, unknown
     if (ref === undefined) continue;
     const at = formatPath([...l.path.slice(0, -1), refField]);
     if (!isSecretRef(ref)) throw new GatehouseError('VALIDATION_FAILED', `${at} must be {name, key}`, { field: at });
-    if (l.holder[l.row.field] !== undefined) throw new GatehouseError('VALIDATION_FAILED', `${at}: give ${l.row.field} or ${refField}, not both`, { field: at });
+    if (l.holder[l.row.field] !== undefined)
+      throw new GatehouseError('VALIDATION_FAILED', `${at}: give ${l.row.field} or ${refField}, not both`, { field: at });
     const secret = lookup(ref.name);
     refs.push(`${ref.name}@${secret?.metadata?.resourceVersion ?? ''}`);
     const value = valueOf(secret, ref.key);

@@ -206,7 +206,10 @@ export class Verdicts {
     this.blockers = blocked;
     let accepted: Definitions = { apis: [], oauthServers: [] };
     for (const kind of KINDS as readonly StoredKind<unknown>[]) {
-      accepted = kind.withList(accepted, kind.list(defs).filter((d) => !rejected.has(`${kind.compileKind}:${kind.nameOf(d)}`)));
+      accepted = kind.withList(
+        accepted,
+        kind.list(defs).filter((d) => !rejected.has(`${kind.compileKind}:${kind.nameOf(d)}`)),
+      );
     }
     const hashChanged = this.setDefs(accepted);
 
@@ -257,7 +260,11 @@ export class Verdicts {
       const nameKey = `${kind.compileKind}:${verdict.name}`;
       const owner = owners.get(nameKey);
       if (owner !== undefined) {
-        verdict.error = new GatehouseError(kind.nameTaken.code, `${kind.nameTaken.message}: ${kind.resource.kind} "${owner.metadataName}" has spec.name "${verdict.name}"`, { field: 'name' });
+        verdict.error = new GatehouseError(
+          kind.nameTaken.code,
+          `${kind.nameTaken.message}: ${kind.resource.kind} "${owner.metadataName}" has spec.name "${verdict.name}"`,
+          { field: 'name' },
+        );
         nameTaken.push({ kind, verdict, value: value as object });
         return;
       }

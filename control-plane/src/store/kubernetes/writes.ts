@@ -45,7 +45,11 @@ export async function applyMutation(ctx: WriteContext, mutation: Mutation): Prom
       await write(ctx, change.kind, change.prev, change.def);
     } catch (err) {
       if (changes.length === 1 || !(err instanceof GatehouseError)) throw err;
-      throw partiallyApplied(err, changes.slice(0, index).map((c) => c.what), changes.slice(index).map((c) => c.what));
+      throw partiallyApplied(
+        err,
+        changes.slice(0, index).map((c) => c.what),
+        changes.slice(index).map((c) => c.what),
+      );
     }
   }
   return { ...ctx.verdicts.state, changed: true };
@@ -86,7 +90,8 @@ function planChanges(state: StoreState, after: StoreState['defs']): Change[] {
       const prev = old.get(name);
       // Definitions are normalised with a fixed key order, so equal JSON = equal definition. A mutation
       // keeps the objects it does not change: only the others are serialised.
-      if (!prev || (prev !== def && JSON.stringify(prev) !== JSON.stringify(def))) changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
+      if (!prev || (prev !== def && JSON.stringify(prev) !== JSON.stringify(def)))
+        changes.push({ kind, prev, def, what: label(prev ? 'update' : 'create', name) });
     }
   };
   for (const kind of [servers, ...credentials, apis]) plan(kind, true);
@@ -146,7 +151,9 @@ async function replace(ctx: WriteContext, kind: AnyKind, current: CustomResource
     }) as Promise<CustomResource>;
   const replaced = await unlessSpecMoved(ctx, kind, current, put);
   const rv = replaced.metadata?.resourceVersion;
-  await ctx.observed(() => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), replaced));
+  await ctx.observed(
+    () => informer.get(metadataName, namespace)?.metadata?.resourceVersion === rv || !sameUid(informer.get(metadataName, namespace), replaced),
+  );
   await putSecret(ctx, kind, replaced, data);
 }
 
@@ -189,7 +196,12 @@ function translate(kind: AnyKind, err: unknown): never {
  * moves resourceVersion: when only that happened, the write is made once more with the fresh one;
  * a changed spec (or a new object) is a lost race, and its 409 stands.
  */
-async function unlessSpecMoved<R>(ctx: WriteContext, kind: AnyKind, current: CustomResource, attempt: (metadata: CustomResource['metadata']) => Promise<R>): Promise<R> {
+async function unlessSpecMoved<R>(
+  ctx: WriteContext,
+  kind: AnyKind,
+  current: CustomResource,
+  attempt: (metadata: CustomResource['metadata']) => Promise<R>,
+): Promise<R> {
   try {
     return await attempt(current.metadata);
   } catch (err) {
@@ -228,9 +240,14 @@ function specAndSecrets(ctx: WriteContext, kind: AnyKind, def: object, metadataN
 
 /** The failed change's error, with what a multi-change write had applied before it and what it had not. */
 function partiallyApplied(err: GatehouseError, applied: string[], notApplied: string[]): GatehouseError {
-  const list = (items: string[]) => (items.length > LISTED_CHANGES ? `${items.slice(0, LISTED_CHANGES).join(', ')} and ${items.length - LISTED_CHANGES} more` : items.join(', ') || 'none');
-  return new GatehouseError(err.code, `${err.message} (partially applied: ${applied.length} of ${applied.length + notApplied.length} changes done: ${list(applied)}; not applied: ${list(notApplied)})`, {
-    field: err.field,
-    cause: err,
-  });
+  const list = (items: string[]) =>
+    items.length > LISTED_CHANGES ? `${items.slice(0, LISTED_CHANGES).join(', ')} and ${items.length - LISTED_CHANGES} more` : items.join(', ') || 'none';
+  return new GatehouseError(
+    err.code,
+    `${err.message} (partially applied: ${applied.length} of ${applied.length + notApplied.length} changes done: ${list(applied)}; not applied: ${list(notApplied)})`,
+    {
+      field: err.field,
+      cause: err,
+    },
+  );
 }

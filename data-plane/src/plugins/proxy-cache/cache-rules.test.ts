@@ -4,7 +4,11 @@ import { cacheDirectives, freshnessMs, headerValues, keyedQuery, requestUse } fr
 import { hitHeaders, responseVary } from './index.js';
 
 const compiled = (config: unknown = {}): CompiledProxyCache => {
-  const def = parseApiDefinition({ name: 'pc', proxy: { listen_path: '/pc/*', upstreams: { targets: [{ target: 'http://u' }] } }, plugins: [{ name: 'proxy_cache', config }] });
+  const def = parseApiDefinition({
+    name: 'pc',
+    proxy: { listen_path: '/pc/*', upstreams: { targets: [{ target: 'http://u' }] } },
+    plugins: [{ name: 'proxy_cache', config }],
+  });
   return compilePlugins(def.plugins)[0].config as CompiledProxyCache;
 };
 const json = { 'content-type': 'application/json' };

@@ -27,7 +27,13 @@ export function cacheDirectives(value: string | undefined): Map<string, string> 
     const eq = part.indexOf('=');
     const name = (eq === -1 ? part : part.slice(0, eq)).trim().toLowerCase();
     if (name === '') continue;
-    const argument = eq === -1 ? '' : part.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1');
+    const argument =
+      eq === -1
+        ? ''
+        : part
+            .slice(eq + 1)
+            .trim()
+            .replace(/^"(.*)"$/, '$1');
     if (!directives.has(name)) directives.set(name, argument);
   }
   return directives;

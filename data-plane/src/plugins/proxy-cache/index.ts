@@ -120,7 +120,16 @@ function lookupOf(config: CompiledProxyCache, namespace: string, ex: PluginExcha
   // The scheme and forwarded host as the upstream gets them (X-Forwarded-*), which it may build links from.
   const host = (req.headers.host ?? '').toLowerCase();
   const origin = `${originalScheme(req, trusted)}://${(originalHost(req, trusted) ?? '').toLowerCase()}`;
-  const primary = keyOf([namespace, req.method!, origin, host, ex.path, keyedQuery(ex.query, config.varyQueryParams), ex.identity ?? '', ...headerValues(ex.headers, config.varyHeaders)]);
+  const primary = keyOf([
+    namespace,
+    req.method!,
+    origin,
+    host,
+    ex.path,
+    keyedQuery(ex.query, config.varyQueryParams),
+    ex.identity ?? '',
+    ...headerValues(ex.headers, config.varyHeaders),
+  ]);
   // An Authorization in the key gives every credential entries of its own: then it restricts nothing.
   // So does per_consumer's identity in the key (personalUnkeyed let only such a request of a personal one come here).
   const keyed = config.varyHeaders.includes('authorization') || (ex.personal && config.perConsumer);

@@ -4,7 +4,13 @@ import { Registry } from 'prom-client';
 import { copyingStream } from './index.js';
 import { createResponseCache, type CachedResponse } from './response-cache.js';
 
-const entry = (body: string, storedAt = 0, expiresAt = 1000): CachedResponse => ({ status: 200, headers: { 'content-type': 'text/plain' }, body: Buffer.from(body), storedAt, expiresAt });
+const entry = (body: string, storedAt = 0, expiresAt = 1000): CachedResponse => ({
+  status: 200,
+  headers: { 'content-type': 'text/plain' },
+  body: Buffer.from(body),
+  storedAt,
+  expiresAt,
+});
 
 describe('createResponseCache', () => {
   test('each stage instance gets a namespace of its own', () => {
@@ -48,7 +54,10 @@ describe('createResponseCache', () => {
     cache.count('r1', 'Miss');
     const metric = await registry.getSingleMetric('gatehouse_proxy_cache_total')!.get();
     expect(metric.values).toEqual(
-      expect.arrayContaining([expect.objectContaining({ labels: { route: 'r1', status: 'Hit' }, value: 2 }), expect.objectContaining({ labels: { route: 'r1', status: 'Miss' }, value: 1 })]),
+      expect.arrayContaining([
+        expect.objectContaining({ labels: { route: 'r1', status: 'Hit' }, value: 2 }),
+        expect.objectContaining({ labels: { route: 'r1', status: 'Miss' }, value: 1 }),
+      ]),
     );
   });
 });
@@ -60,7 +69,11 @@ describe('copyingStream', () => {
     const sink = new PassThrough();
     sink.on('data', (c: Buffer) => (out += c.toString()));
     const source = new PassThrough();
-    const done = pipeline(source, copyingStream(limit, (body) => (copy = body.toString())), sink);
+    const done = pipeline(
+      source,
+      copyingStream(limit, (body) => (copy = body.toString())),
+      sink,
+    );
     for (const c of chunks) source.write(c);
     source.end();
     await done;

@@ -118,7 +118,10 @@ test('a Redis that answers late: a decision waits for it up to its timeout (RATE
   // A script that keeps Redis busy for 1.5 s: every other client's command waits behind it.
   const blocker = new Redis(redis.url);
   try {
-    const busy = blocker.eval("local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 1500000; return 1", 0);
+    const busy = blocker.eval(
+      "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s > 1500000; return 1",
+      0,
+    );
     await new Promise((r) => setTimeout(r, 200));
     const key = 'api:late:5-M:ip:7.7.7.7';
     const [fromRedis, inProcess] = await Promise.all([patient.decider(limit, 'api:late')(key), hasty.decider(limit, 'api:late')(key)]);

@@ -128,10 +128,7 @@ export function createRateLimiter(deps: {
     } catch (err) {
       if (!outage) {
         outage = true;
-        logger?.warn(
-          { store: 'redis', err },
-          'rate limit store unreachable: limits with policy redis are counted per data plane until it is back',
-        );
+        logger?.warn({ store: 'redis', err }, 'rate limit store unreachable: limits with policy redis are counted per data plane until it is back');
       }
       redisError?.inc();
       return local(key, limit);

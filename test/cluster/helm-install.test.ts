@@ -5,12 +5,15 @@
  * the control plane's Service, an API whose target is an upstream Service, called through the data
  * plane's Service by ClusterIP and by NodePort.
  */
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from '@jest/globals';
 import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { CHART_DIR } from '../helpers/helm.js';
-import { startLoad, type LoadResult } from '../helpers/load-generator.js';
+import { startLoad, stopAllLoads, type LoadResult } from '../helpers/load-generator.js';
 import { forwardIntoNode, helm, kubectl, kubectlOk, nodeUnavailable, testNode, type NodeForward, type TestNode } from '../helpers/test-node.js';
+
+// A test that fails while its load runs must not leave the load running into the next ones.
+afterEach(stopAllLoads);
 
 const NS = 'gatehouse';
 const RELEASE = 'gatehouse';
@@ -216,7 +219,12 @@ async function installRelease(): Promise<number> {
 
   afterAll(async () => {
     await Promise.all(forwards.map((f) => f.close()));
-  }, 30_000);
+    // The suites after this one get the machine back: no release left running on the node.
+    if (node) {
+      await helm(['uninstall', RELEASE, '-n', NS, '--wait=false'], { timeoutMs: 60_000 });
+      await kubectl(['delete', 'namespace', NS, UPSTREAM_NS, '--ignore-not-found', '--wait=false'], { timeoutMs: 60_000 });
+    }
+  }, 150_000);
 
   test('every control-plane and data-plane pod of a default install is Ready', async () => {
     const [cp, dp] = [installedCp, installedDp];

@@ -9,9 +9,12 @@ import { Client } from 'undici';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { h2Request, h2Session } from '../helpers/h2-client.js';
 import { startDataPlane } from '../helpers/start-data-plane.js';
-import { startLoad } from '../helpers/load-generator.js';
+import { startLoad, stopAllLoads } from '../helpers/load-generator.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+// A test that fails while its load runs must not leave the load running into the next ones.
+afterEach(stopAllLoads);
 
 const SHUTDOWN_DELAY_MS = 3_000;
 

@@ -10,12 +10,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createAdminClient } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
-import { startLoad } from '../helpers/load-generator.js';
+import { startLoad, stopAllLoads } from '../helpers/load-generator.js';
 import { delay, pollUntil } from '../helpers/poll-until.js';
 import { spawnService } from '../helpers/service-process.js';
 import { CONTROL_PLANE_SCRIPT, startControlPlane, type ControlPlane } from '../helpers/start-control-plane.js';
 import { startGateway } from '../helpers/start-gateway.js';
 import { startUpstream } from '../helpers/upstream-server.js';
+
+// A test that fails while its load runs must not leave the load running into the next ones.
+afterEach(stopAllLoads);
 
 const STORE_FILE = 'store.json';
 

@@ -7,11 +7,14 @@
 import { connect, type Socket } from 'node:net';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { httpRequest } from '../helpers/http-request.js';
-import { startLoad } from '../helpers/load-generator.js';
+import { startLoad, stopAllLoads } from '../helpers/load-generator.js';
 import { delay } from '../helpers/poll-until.js';
 import { rssMiB } from '../helpers/process-stats.js';
 import { startGateway, type Gateway } from '../helpers/start-gateway.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
+
+// A test that fails while its load runs must not leave the load running into the next ones.
+afterEach(stopAllLoads);
 
 async function gatewayWithApi(name: string): Promise<{ gw: Gateway; upstream: Upstream; path: string }> {
   const upstream = await startUpstream(name);

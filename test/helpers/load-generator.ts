@@ -22,6 +22,8 @@ export interface LoadOptions {
   timeoutMs?: number;
   /** Connect to this Unix socket instead of the origin's host and port. */
   socketPath?: string;
+  /** Stops sending after this long even without stop(), so a failed test leaves no load behind (default 5 min). */
+  maxDurationMs?: number;
 }
 
 export interface LoadResult {
@@ -43,7 +45,18 @@ export interface LoadRun {
 }
 
 export function startLoad(options: LoadOptions): LoadRun {
-  const { origin, path, concurrency = 16, connections = concurrency, pipelining = 1, requests, expectStatus = 200, timeoutMs = 10_000, socketPath } = options;
+  const {
+    origin,
+    path,
+    concurrency = 16,
+    connections = concurrency,
+    pipelining = 1,
+    requests,
+    expectStatus = 200,
+    timeoutMs = 10_000,
+    socketPath,
+    maxDurationMs = 300_000,
+  } = options;
   const pool = new Pool(origin, {
     connections,
     pipelining,
@@ -75,11 +88,17 @@ export function startLoad(options: LoadOptions): LoadRun {
     }
   };
 
+  const cap = setTimeout(() => {
+    stopping = true;
+  }, maxDurationMs);
+  cap.unref();
   const done = Promise.all(Array.from({ length: concurrency }, worker)).then(async () => {
+    clearTimeout(cap);
+    running.delete(run);
     await pool.close();
     return snapshot();
   });
-  return {
+  const run: LoadRun = {
     done,
     progress: snapshot,
     stop() {
@@ -87,4 +106,16 @@ export function startLoad(options: LoadOptions): LoadRun {
       return done;
     },
   };
+  running.add(run);
+  return run;
+}
+
+const running = new Set<LoadRun>();
+
+/**
+ * Stops every load still running: for `afterEach`, so that a test failing between startLoad and stop() does not
+ * leave requests flowing into the tests after it.
+ */
+export async function stopAllLoads(): Promise<void> {
+  await Promise.all([...running].map((run) => run.stop()));
 }

@@ -36,9 +36,11 @@ beforeAll(async () => {
     ...apiDefinition({ name: 'retried', listenPath: '/retried/*', targets: [u.url] }),
     plugins: [{ name: 'retry', config: { attempts: 2, backoff: '0s' } }],
   });
+  // Under a second, undici arms a timer of its own per request (its shared coarse timers serve longer waits); the
+  // longest such wait, so that a loaded machine does not turn the measurement into 504s.
   const last = await admin.createApi({
     ...apiDefinition({ name: 'short-wait', listenPath: '/short-wait/*', targets: [u.url] }),
-    proxy: { listen_path: '/short-wait/*', upstreams: { targets: [{ target: u.url }] }, forwarding_timeouts: { response_header_timeout: '500ms' } },
+    proxy: { listen_path: '/short-wait/*', upstreams: { targets: [{ target: u.url }] }, forwarding_timeouts: { response_header_timeout: '999ms' } },
   });
   expect(last.status).toBe(201);
   // The chart's young generation, and the access log on as by default (its lines go to the test's pipe).

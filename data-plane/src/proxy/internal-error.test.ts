@@ -12,12 +12,13 @@ import { toSnapshotMessage } from '#proto/snapshot/codec';
 import { httpRequest } from '../../../test/helpers/http-request.js';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotHolder, type SnapshotHolder } from '../sync/snapshot-holder.js';
+import { createTableBuilder } from '../table/index.js';
 import { createProxyServer } from './proxy-server.js';
 import { createUpstreamPools } from './upstream-pools.js';
 
 test('a route matcher that throws is a logged 500 INTERNAL, not a 404', async () => {
   const definition = parseApiDefinition({ name: 'broken', proxy: { listen_path: '/b/{id}', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } } });
-  const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+  const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createMemoryTokenStore() }) });
   expect(holder.apply(toSnapshotMessage(1, { apis: [definition], oauthServers: [] }))).toMatchObject({ ok: true });
   const route = compileApi(definition);
   const listenPath = Object.assign(Object.create(Object.getPrototypeOf(route.listenPath)), route.listenPath, {

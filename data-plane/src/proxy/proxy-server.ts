@@ -8,7 +8,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import { answerGrpcStatus, GatehouseError, gatewayBody, gatewayBodyOf, gatewayGrpcStatus, isGatehouseError, logLevelOf } from '#proto/errors';
 import type { Logger } from '#proto/logger';
 import { normalizePath, refusedBeforeRouting, refusedForApi, rewrite } from '../routing/index.js';
-import type { AppliedSnapshot, RouteUpstream, SnapshotHolder } from '../sync/snapshot-holder.js';
+import type { RouteUpstream, ServingTable, TableSource } from '../table/index.js';
 import { isPromise, PluginExchange, runRequestHooks, type PluginAnswer, type Pipeline } from '../plugins/index.js';
 import type { RouteMatch } from '../routing/index.js';
 import type { CompiledTarget } from '#proto/compile/index';
@@ -106,18 +106,18 @@ const CLIENT_LIMITS = { headersTimeout: 30_000, requestTimeout: 300_000, maxHead
  * asks about another method: when no route takes OPTIONS itself, the route the announced method would
  * reach answers it, provided that route has a cors plugin (which then answers the preflight).
  */
-function matchRequest(snapshot: AppliedSnapshot, req: IncomingMessage, path: string): RouteMatch | null {
+function matchRequest(snapshot: ServingTable, req: IncomingMessage, path: string): RouteMatch | null {
   const facts = { method: req.method ?? 'GET', host: req.headers.host, path, headers: req.headers };
-  const match = snapshot.table.match(facts);
+  const match = snapshot.routing.match(facts);
   if (match || req.method !== 'OPTIONS') return match;
   const announced = req.headers['access-control-request-method'];
   if (announced === undefined || req.headers.origin === undefined) return null;
-  const preflight = snapshot.table.match({ ...facts, method: announced.toUpperCase() });
+  const preflight = snapshot.routing.match({ ...facts, method: announced.toUpperCase() });
   return preflight && preflight.route.plugins.some((p) => p.name === 'cors') ? preflight : null;
 }
 
 export function createProxyServer(deps: {
-  holder: SnapshotHolder;
+  holder: TableSource;
   pools: UpstreamPools;
   logger: Logger;
   metrics?: ProxyMetrics;
@@ -271,7 +271,7 @@ export function createProxyServer(deps: {
     req: IncomingMessage,
     requestId: string,
     ex: PluginExchange | null,
-    snapshot: AppliedSnapshot,
+    snapshot: ServingTable,
     match: RouteMatch,
     upstream: RouteUpstream,
     target: CompiledTarget,
@@ -325,7 +325,7 @@ export function createProxyServer(deps: {
    * NO_SNAPSHOT / AMBIGUOUS_PATH / NO_ROUTE. A path an upstream could read otherwise than the router did is refused
    * before matching; encoded slashes after it, unless the matched API allows them (proxy.allow_encoded_slashes).
    */
-  function routeOf(req: IncomingMessage): { snapshot: AppliedSnapshot; match: RouteMatch; path: string; query: string } {
+  function routeOf(req: IncomingMessage): { snapshot: ServingTable; match: RouteMatch; path: string; query: string } {
     // Read the reference once: this request uses this snapshot to the end, whatever is applied meanwhile.
     const snapshot = holder.current();
     if (!snapshot) throw new GatehouseError('NO_SNAPSHOT', 'no snapshot applied yet');
@@ -386,7 +386,7 @@ export function createProxyServer(deps: {
     req: IncomingMessage,
     res: ProxyResponse,
     requestId: string,
-    snapshot: AppliedSnapshot,
+    snapshot: ServingTable,
     match: RouteMatch,
     upstream: RouteUpstream,
     pipeline: Pipeline,
@@ -420,7 +420,7 @@ export function createProxyServer(deps: {
     req: IncomingMessage,
     res: ProxyResponse,
     ex: PluginExchange,
-    snapshot: AppliedSnapshot,
+    snapshot: ServingTable,
     match: RouteMatch,
     upstream: RouteUpstream,
     pipeline: Pipeline,

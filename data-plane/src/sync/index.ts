@@ -2,10 +2,4 @@
 export { backoffDelay, type BackoffOptions } from './backoff.js';
 export { createSnapshotCache, type SnapshotCache } from './snapshot-cache.js';
 export { createSnapshotClient, type DataPlaneIdentity, type SnapshotClient } from './snapshot-client.js';
-export {
-  createSnapshotHolder,
-  type AppliedSnapshot,
-  type ApplyResult,
-  type RouteUpstream,
-  type SnapshotHolder,
-} from './snapshot-holder.js';
+export { createSnapshotHolder, type ApplyResult, type SnapshotHolder } from './snapshot-holder.js';

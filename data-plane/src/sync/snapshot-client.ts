@@ -196,7 +196,7 @@ export function createSnapshotClient(deps: {
       return;
     }
     logger.info(
-      { version: result.version, hash: result.hash, routes: holder.current()?.table.size, content: push.content === 'delta' ? 'delta' : 'snapshot', inTurns },
+      { version: result.version, hash: result.hash, routes: holder.current()?.routing.size, content: push.content === 'delta' ? 'delta' : 'snapshot', inTurns },
       'snapshot applied',
     );
     // The whole content, also after a delta; built when the cache writes (consecutive pushes coalesce).

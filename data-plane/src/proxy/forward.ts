@@ -51,11 +51,11 @@ export interface ForwardPlan {
  */
 export class ProxyResponse extends ServerResponse {
   onClientClose: (() => void) | null = null;
-  /** The proxy listener's access record of this request (proxy-server.ts), null when the log is off. */
+  /** The proxy listener's access record of this request (dispatch.ts), null when the log is off. */
   access: AccessRecord | null = null;
   /** What counts the answer's bytes for the access log: the client's connection (`socket` is detached by 'close'). */
   sent: ByteCounter | null = null;
-  /** A gRPC call's deadline (performance.now() ms) from its grpc-timeout (proxy-server.ts), null when it has none. */
+  /** A gRPC call's deadline (performance.now() ms) from its grpc-timeout (dispatch.ts), null when it has none. */
   deadline: number | null = null;
 }
 
@@ -95,7 +95,7 @@ function tap(see: (chunk: Buffer) => void): Transform {
  * outlived two scavenges (V8 builds a literal's getter at run time). No per-request object literal on
  * the proxy path has a getter.
  *
- * A gRPC call's deadline (its grpc-timeout, proxy-server.ts) runs on the same timer: from dispatch, whatever the
+ * A gRPC call's deadline (its grpc-timeout, dispatch.ts) runs on the same timer: from dispatch, whatever the
  * upload, the timer fires at the sooner of the deadline and the header wait, and once the headers came it stays
  * armed for the deadline alone, which bounds the whole call.
  */

@@ -11,8 +11,8 @@ import { buildRoutingTable } from '#proto/routing/index';
 import { toSnapshotMessage } from '#proto/snapshot/codec';
 import { httpRequest } from '../../../test/helpers/http-request.js';
 import { createMemoryTokenStore } from '../auth/index.js';
-import { createSnapshotHolder, type SnapshotHolder } from '../sync/snapshot-holder.js';
-import { createTableBuilder } from '../table/index.js';
+import { createSnapshotHolder } from '../sync/snapshot-holder.js';
+import { createTableBuilder, type TableSource } from '../table/index.js';
 import { createProxyServer } from './proxy-server.js';
 import { createUpstreamPools } from './upstream-pools.js';
 
@@ -26,8 +26,8 @@ test('a route matcher that throws is a logged 500 INTERNAL, not a 404', async ()
       throw new TypeError('listen path matcher bug');
     },
   });
-  const table = buildRoutingTable([{ ...route, listenPath }]);
-  const faulty: SnapshotHolder = { ...holder, current: () => ({ ...holder.current()!, table }) };
+  const routing = buildRoutingTable([{ ...route, listenPath }]);
+  const faulty: TableSource = { current: () => ({ ...holder.current()!, routing }) };
 
   const lines: Array<Record<string, unknown>> = [];
   const sink = new Writable({

@@ -192,7 +192,7 @@ export function timeUp(res: ServerResponse): GatehouseError | null {
     : null;
 }
 
-/** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
+/** Body bytes a parked attempt's response may hold before undici is paused (see Exchange.park). */
 const PARKED_BYTES = 64 * 1024;
 
 /**
@@ -293,8 +293,8 @@ function failureBeforeHead(headerWait: HeaderWait, err: Error): GatehouseError {
  * One exchange, and undici's dispatch handler for it: forward() when `attempt` is null; forwardAttempt() otherwise
  * (the response is then parked at its start). `settle` is called once: with null (and an attempt's outcome) or with
  * the error. Its state goes waiting for the response headers → (parked: an attempt's, until delivered) → streaming
- * the body → done. A class, its steps methods of the prototype: a request makes this one object where closures over
- * the exchange's variables made one function each.
+ * the body → done. A class, its steps methods of the prototype: a request makes this one object, where closures
+ * over its variables would make one function each (scripts/alloc-per-request.sh).
  */
 class Exchange implements Dispatcher.DispatchHandler {
   /**
@@ -373,7 +373,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       if ((this.load = plan.load)) this.load.inFlight++;
       plan.pool.dispatch(upstreamRequest(req, plan, body, deadline), this);
     } catch (err) {
-      // What the promise executor this replaced did with a throw: the exchange fails with it.
+      // A throw fails the exchange, as it would fail a promise's executor.
       this.load = unload(this.load);
       this.reject(err);
     }

@@ -1,4 +1,4 @@
-/** Apply stage of the pipeline: snapshot messages → the applied snapshot every request reads. */
+/** Apply stage of the pipeline: snapshot messages in, checked, cached and applied; table/ builds what every request reads. */
 export { backoffDelay, type BackoffOptions } from './backoff.js';
 export { createSnapshotCache, type SnapshotCache } from './snapshot-cache.js';
 export { createSnapshotClient, type DataPlaneIdentity, type SnapshotClient } from './snapshot-client.js';

@@ -415,7 +415,7 @@ describe('forwarded request', () => {
   test('a client that disconnects aborts the upstream request', async () => {
     let upstreamClosed!: () => void;
     const closed = new Promise<void>((resolve) => (upstreamClosed = resolve));
-    const hanging = createHttpServer((req, res) => {
+    const hanging = createHttpServer((_req, res) => {
       res.writeHead(200);
       res.write('partial');
       res.on('close', () => upstreamClosed());
@@ -544,7 +544,8 @@ describe('balancing', () => {
       }),
     ]);
     for (let i = 0; i < 8; i++) await httpRequest(`${gw.url}/w`);
-    const counts = up.received.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.url]: (acc[r.url] ?? 0) + 1 }), {});
+    const counts: Record<string, number> = {};
+    for (const r of up.received) counts[r.url] = (counts[r.url] ?? 0) + 1;
     expect(counts).toEqual({ '/heavy': 6, '/light': 2 });
   });
 });

@@ -98,7 +98,7 @@ export function createSnapshotClient(deps: {
       ...CHANNEL_OPTIONS,
       'grpc.use_local_subchannel_pool': 1,
     });
-    const stream = (channel['StreamSnapshots'] as (metadata: grpc.Metadata) => SnapshotCall).call(channel, joinTokenMetadata(deps.joinToken));
+    const stream = (channel.StreamSnapshots as (metadata: grpc.Metadata) => SnapshotCall).call(channel, joinTokenMetadata(deps.joinToken));
     client = channel;
     call = stream;
     let down = false;

@@ -18,6 +18,7 @@ const { parseApiDefinition } = await load('proto/dist/definition/index.js');
 const { toSnapshotMessage, toDeltaMessage } = await load('proto/dist/snapshot/codec.js');
 const { loadGatehouseProto } = await load('proto/dist/grpc.js');
 const { createSnapshotHolder } = await load('data-plane/dist/sync/snapshot-holder.js');
+const { createTableBuilder } = await load('data-plane/dist/table/index.js');
 const { createTokenStore } = await load('data-plane/dist/auth/index.js');
 const { createHealthRegistry } = await load('data-plane/dist/health/index.js');
 
@@ -34,7 +35,7 @@ for (const mode of modes) {
   };
   const defs = { apis: Array.from({ length: size }, (_, i) => api(i)), oauthServers: [] };
   const health = createHealthRegistry({ probe: async () => null });
-  const holder = createSnapshotHolder({ tokenStore: createTokenStore({}), health });
+  const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createTokenStore({}), health }) });
   const full = holder.apply(
     dp.Client.service.StreamSnapshots.responseDeserialize(cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(1, defs)))).snapshot,
   );

@@ -19,6 +19,7 @@ export async function measureFullApply(size, rounds) {
   const { toSnapshotMessage, keepDefinitionHashes } = await load('proto/dist/snapshot/codec.js');
   const { loadGatehouseProto } = await load('proto/dist/grpc.js');
   const { createSnapshotHolder } = await load('data-plane/dist/sync/snapshot-holder.js');
+  const { createTableBuilder } = await load('data-plane/dist/table/index.js');
   const { createTokenStore } = await load('data-plane/dist/auth/index.js');
 
   const cp = loadGatehouseProto();
@@ -33,7 +34,7 @@ export async function measureFullApply(size, rounds) {
     cp.wrapPush('bench', cp.encodeSnapshot(toSnapshotMessage(version, { apis: Array.from({ length: size }, (_, i) => api(i, version)), oauthServers: [] })));
   keepDefinitionHashes(false); // as data-plane/src/main.ts
 
-  const holder = createSnapshotHolder({ tokenStore: createTokenStore({}) });
+  const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createTokenStore({}) }) });
   const runs = { 'at once': [], 'in turns': [] };
   let version = 0;
   const apply = async (how) => {

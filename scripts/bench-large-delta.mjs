@@ -14,6 +14,7 @@ const load = (path) => import(pathToFileURL(join(root, path)).href);
 const { parseApiDefinition } = await load('proto/dist/definition/index.js');
 const { toSnapshotMessage, toDeltaMessage, definitionsHash, keepDefinitionHashes } = await load('proto/dist/snapshot/codec.js');
 const { createSnapshotHolder } = await load('data-plane/dist/sync/snapshot-holder.js');
+const { createTableBuilder } = await load('data-plane/dist/table/index.js');
 const { createTokenStore } = await load('data-plane/dist/auth/index.js');
 
 const size = Number(process.argv[2] ?? 10000);
@@ -33,7 +34,7 @@ const content = (version) => {
   return { version, hash: definitionsHash(defs), defs };
 };
 
-const holder = createSnapshotHolder({ tokenStore: createTokenStore({}) });
+const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createTokenStore({}) }) });
 let held = content(0);
 holder.apply(toSnapshotMessage(0, held.defs));
 for (let version = 1; version <= rounds; version++) {

@@ -540,9 +540,9 @@ async function pluginCodeUs(row) {
   const upstream = { 'content-type': 'text/plain', 'content-length': '2', date: new Date().toUTCString(), connection: 'keep-alive', 'keep-alive': 'timeout=5' };
   const outcome = { kind: 'response', status: 200, headers: upstream, deliver() {}, discard() {} };
   const withPipeline = async () => {
-    // As proxy-server.ts makes it: the route's match, the normalised path, the query.
+    // As proxy/route-request.ts makes it: the route's match, the normalised path, the query.
     const ex = new PluginExchange(req, { route, params: {}, matched: '/p' }, 'id', '/p/x', '', pipeline);
-    // As the proxy does (proxy-server.ts withPlugins): awaited only when the walk returned a promise.
+    // As the proxy does (proxy/dispatch.ts withPlugins): awaited only when the walk returned a promise.
     const walk = runRequestHooks(pipeline, ex);
     if (isPromise(walk) ? await walk : walk) throw new Error(`${row.name} answered the bench request itself`);
     ex.target = route.targets[0];

@@ -1,5 +1,5 @@
 // The data plane's per-request access-log and tracing work in process, without sockets: what `ACCESS_LOG` and the
-// `OTEL_*` variables add to a proxied request, the way the proxy calls it (proxy-server.ts), from a built tree's
+// `OTEL_*` variables add to a proxied request, the way the proxy calls it (proxy/dispatch.ts), from a built tree's
 // dist/ files (`npm run build`). Each iteration makes a request id, starts the request's trace (propagation only, or
 // the OpenTelemetry tracer as main.ts starts it), starts the access record, names the route and upstream, closes
 // the response and finishes the record; every 100 iterations the event loop turns (1 ms), so the access log's writer and

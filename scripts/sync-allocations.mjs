@@ -18,6 +18,7 @@ const { parseApiDefinition } = await load('proto/dist/definition/index.js');
 const { keepDefinitionHashes, toSnapshotMessage } = await load('proto/dist/snapshot/codec.js');
 const { loadGatehouseProto } = await load('proto/dist/grpc.js');
 const { createSnapshotHolder } = await load('data-plane/dist/sync/snapshot-holder.js');
+const { createTableBuilder } = await load('data-plane/dist/table/index.js');
 const { createTokenStore } = await load('data-plane/dist/auth/index.js');
 
 // The CP's side, in its own scope so that none of it is reachable while the DP's side is counted.
@@ -28,7 +29,7 @@ const bytes = (() => {
 })();
 const dp = loadGatehouseProto({ lazyDefinitions: true });
 keepDefinitionHashes(false); // as data-plane/src/main.ts
-const holder = createSnapshotHolder({ tokenStore: createTokenStore({}) });
+const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createTokenStore({}) }) });
 
 const session = new Session();
 session.connect();
@@ -53,11 +54,9 @@ const name = ({ functionName, url, lineNumber }) =>
 })(profile.head, []);
 
 const mb = (bytes) => (bytes / 1e6).toFixed(1).padStart(8);
-const list = (map) =>
-  [...map]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, top)
-    .forEach(([fn, bytes]) => console.log(`${mb(bytes)}  ${fn}`));
+const list = (map) => {
+  for (const [fn, bytes] of [...map].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${mb(bytes)}  ${fn}`);
+};
 console.log(`applying a full snapshot of ${size} APIs allocated ${(total / 1e6).toFixed(0)} MB (sampled; ${(total / size / 1024).toFixed(1)} KiB an API)`);
 console.log('\nMB allocated by the function itself');
 list(own);

@@ -4,9 +4,9 @@
  * plus, with the Kubernetes store, the controller (controller/: leader election, CR status),
  * and shuts them down in reverse order on SIGTERM/SIGINT.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { logCertificateReload, watchListenerCertificates } from '#proto/certificate-files';
+import { logCertificateReload, watchListenerCertificates, type CertificateWatcher } from '#proto/certificate-files';
 import { shortHmacKeysOf } from '#proto/compile/index';
 import type { KeyAuthCredential, OAuthServerDefinition } from '#proto/definition/index';
 import { GRPC_TLS_NAMES, isLoopbackHost, loadGatehouseProto, routeGrpcLogs, serverCredentials } from '#proto/grpc';
@@ -48,17 +48,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   const adminCertificates =
     config.adminTls &&
     watchListenerCertificates('admin', config.adminTls, { cert: 'ADMIN_TLS_CERT', key: 'ADMIN_TLS_KEY' }, config.tlsReloadIntervalMs, logger);
-  const opened = await openStore(config, logger);
+  const { opened, history } = await openConfiguration(config, logger);
   const store = opened.store;
-  const historyOptions = { limit: config.configHistory, logger };
-  const history = opened.kind === 'file' ? await openFileHistory({ ...historyOptions, dataDir: config.dataDir }) : createMemoryHistory(historyOptions);
-  await history.seed(store.current());
-  const indexing = performance.now();
-  const { defs } = store.current();
-  indexForWrites(defs);
-  acceptShortHmacKeys(config.allowShortHmacKeys);
-  warnOfShortHmacKeys(config.allowShortHmacKeys, defs.oauthServers, logger);
-  logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   const secrets = await resolveAdminSecrets(config, logger);
   const joinTokens = await resolveJoinTokens(config, logger);
   const keyAuthHashKey = await resolveKeyAuthHashKey(config, logger);
@@ -125,18 +116,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   // joinTokenFile: where `npm start` reads the generated token for its data plane.
   const joinTokenFile = generatesJoinToken(config) ? config.grpcJoinTokenFile : undefined;
   logger.info({ listener: 'grpc', port: grpcPort, host: config.grpcHost, tls: config.grpcTls !== null, dataPlaneAuth, joinTokenFile }, 'listening');
-  if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
-    logger.warn(
-      { host: config.grpcHost },
-      'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port',
-    );
-  }
-  if (dataPlaneAuth === 'none') {
-    logger.warn(
-      { host: config.grpcHost },
-      'GRPC_INSECURE=true without GRPC_JOIN_TOKEN: any process that reaches the gRPC port reads every snapshot (upstreams, secrets)',
-    );
-  }
+  warnOfOpenGrpc(config, dataPlaneAuth, logger);
 
   const auth = createAdminAuth({
     user: config.adminUser,
@@ -162,16 +142,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     writeSpans,
     allowShortHmacKeys: config.allowShortHmacKeys,
   });
-  const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
-  let http: Server;
-  if (adminCertificates) {
-    const { cert, key } = adminCertificates.current();
-    const https = createHttpsServer({ ...serverOptions, cert, key }, app);
-    adminCertificates.subscribe((set) => https.setSecureContext({ cert: set.cert, key: set.key }));
-    http = https;
-  } else {
-    http = createServer(serverOptions, app);
-  }
+  const http = adminServer(app, adminCertificates);
   const adminSetting = { listener: 'admin', portVariable: 'ADMIN_PORT', hostVariable: 'ADMIN_HOST', port: config.adminPort, host: config.adminHost };
   const adminPort = await bindListener(adminSetting, () => listen(http, config.adminPort, config.adminHost));
   logger.info({ listener: 'admin', port: adminPort, host: config.adminHost, tls: adminCertificates !== null }, 'listening');
@@ -181,6 +152,72 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     if (adminCertificates) logCertificateReload(logger, 'admin', adminCertificates.reload());
   });
 
+  process.off('SIGTERM', stopEarly);
+  process.off('SIGINT', stopEarly);
+  // Reverse order of creation: admin HTTP (in-flight writes finish, stopOnSignals), gRPC streams, builder, store.
+  stopOnSignals(config, logger, http, async (timeLeftMs) => {
+    await controller?.close();
+    await grpcServer.close(timeLeftMs());
+    snapshots.close();
+    gatewayApi?.close();
+    discovery.close();
+    grpcCertificates?.close();
+    adminCertificates?.close();
+    await store.close();
+    await tracing?.shutdown(2_000); // the spans of the last writes
+    await history.close();
+  });
+}
+
+/** The store (file or Kubernetes CRs) and the configuration history, indexed for admin writes; what they hold checked at start. */
+async function openConfiguration(config: ControlPlaneConfig, logger: Logger) {
+  const opened = await openStore(config, logger);
+  const store = opened.store;
+  const historyOptions = { limit: config.configHistory, logger };
+  const history = opened.kind === 'file' ? await openFileHistory({ ...historyOptions, dataDir: config.dataDir }) : createMemoryHistory(historyOptions);
+  await history.seed(store.current());
+  const indexing = performance.now();
+  const { defs } = store.current();
+  indexForWrites(defs);
+  acceptShortHmacKeys(config.allowShortHmacKeys);
+  warnOfShortHmacKeys(config.allowShortHmacKeys, defs.oauthServers, logger);
+  logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
+  return { opened, history };
+}
+
+/** What a gRPC listener open to more than loopback, or to anyone, exposes: said at every start. */
+function warnOfOpenGrpc(config: ControlPlaneConfig, dataPlaneAuth: string, logger: Logger): void {
+  if (!config.grpcTls && !isLoopbackHost(config.grpcHost)) {
+    logger.warn(
+      { host: config.grpcHost },
+      'GRPC_INSECURE=true: snapshots (upstreams, JWT secrets) are served in plaintext to any client that reaches this port',
+    );
+  }
+  if (dataPlaneAuth === 'none') {
+    logger.warn(
+      { host: config.grpcHost },
+      'GRPC_INSECURE=true without GRPC_JOIN_TOKEN: any process that reaches the gRPC port reads every snapshot (upstreams, secrets)',
+    );
+  }
+}
+
+/** The admin API's server: HTTPS with the watched ADMIN_TLS_* files (new ones for new connections), else HTTP. */
+function adminServer(app: RequestListener, adminCertificates: CertificateWatcher | null): Server {
+  const serverOptions = { requestTimeout: ADMIN_REQUEST_TIMEOUT_MS, headersTimeout: ADMIN_HEADERS_TIMEOUT_MS };
+  if (adminCertificates) {
+    const { cert, key } = adminCertificates.current();
+    const https = createHttpsServer({ ...serverOptions, cert, key }, app);
+    adminCertificates.subscribe((set) => https.setSecureContext({ cert: set.cert, key: set.key }));
+    return https;
+  }
+  return createServer(serverOptions, app);
+}
+
+/**
+ * On SIGTERM or SIGINT: the admin server closes (in-flight writes finish, keep-alive connections close once idle),
+ * then `closeRest` closes the rest in the reverse order of creation, all within SHUTDOWN_TIMEOUT, and the process exits.
+ */
+function stopOnSignals(config: ControlPlaneConfig, logger: Logger, http: Server, closeRest: (timeLeftMs: () => number) => Promise<void>): void {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -193,22 +230,12 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
     }, config.shutdownTimeoutMs);
     deadline.unref();
     exitIfShutdownHangs(logger, config.shutdownTimeoutMs); // e.g. an apiserver that answers nothing while the Lease is released
-    // Reverse order of creation: admin HTTP (in-flight writes finish), gRPC streams, builder, store.
     const httpClosed = new Promise<void>((resolve) => http.close(() => resolve()));
     // Keep-alive connections become idle once their in-flight request is answered: close them then.
     const idleSweep = setInterval(() => http.closeIdleConnections(), 50);
     await httpClosed;
     clearInterval(idleSweep);
-    await controller?.close();
-    await grpcServer.close(Math.max(0, deadlineAt - Date.now()));
-    snapshots.close();
-    gatewayApi?.close();
-    discovery.close();
-    grpcCertificates?.close();
-    adminCertificates?.close();
-    await store.close();
-    await tracing?.shutdown(2_000); // the spans of the last writes
-    await history.close();
+    await closeRest(() => Math.max(0, deadlineAt - Date.now()));
     clearTimeout(deadline);
     logger.info('stopped');
     process.exit(0);
@@ -218,8 +245,6 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
       logger.error({ err }, 'shutdown failed');
       process.exit(1);
     });
-  process.off('SIGTERM', stopEarly);
-  process.off('SIGINT', stopEarly);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
 }

@@ -27,6 +27,7 @@ import { createResponseCache } from './plugins/index.js';
 import { createHealthRegistry, poolProbe } from './health/index.js';
 import { createStatusServer } from './status/index.js';
 import { startIdleTrim } from './memory/index.js';
+import { createTableBuilder } from './table/index.js';
 import { createSnapshotCache, createSnapshotClient, createSnapshotHolder, type SnapshotCache, type SnapshotHolder } from './sync/index.js';
 import { answerStateRequests, exposeWorkerMetrics, replacementProxyPort, runPrimary, until, workerNumber } from './workers/index.js';
 
@@ -79,7 +80,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
   const responseCache = createResponseCache({ maxBytes: config.proxyCacheBytes, registry });
   // Each definition is hashed when it arrives and once more when an edit replaces it: keeping the hashes cost more.
   keepDefinitionHashes(false);
-  const holder = createSnapshotHolder({
+  const tables = createTableBuilder({
     tokenStore,
     introspector,
     jwks,
@@ -89,10 +90,9 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     rateLimiter,
     health,
     responseCache,
-    holdYoungGeneration,
-    endStartUpHold,
     trustedProxies: config.trustedProxies,
   });
+  const holder = createSnapshotHolder({ tables, registry, holdYoungGeneration, endStartUpHold });
   const cache = config.snapshotCache ? createSnapshotCache(config.snapshotCache) : undefined;
 
   const accessLog = createAccessLog(config.accessLog, logger, config.trustedProxies);

@@ -10,7 +10,7 @@ export async function collectGarbage(): Promise<void> {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
   // Twice, each after a macrotask: what the first collection's clean-up (a finalizer, a callback queued meanwhile) lets go
-  // of is collected by the second. One round can leave a replaced route's state alive (snapshot-holder.test.ts
+  // of is collected by the second. One round can leave a replaced route's state alive (table/build.test.ts
   // saw it in a few CI runs); the cause is not known.
   for (let round = 0; round < 2; round++) {
     await new Promise((resolve) => setImmediate(resolve));

@@ -5,7 +5,7 @@
  */
 import type { Dispatcher } from 'undici';
 import { isGatehouseError, type GatehouseError } from '#proto/errors';
-import { withDeadline } from '../proxy/deadline.js';
+import { withDeadline } from '../with-deadline.js';
 
 /** Where connections come from: the proxy's upstream pools (proxy/upstream-pools.ts) fit. */
 export interface CallPools {

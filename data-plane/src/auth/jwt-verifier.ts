@@ -2,7 +2,7 @@
  * jwt token strategy (docs/oauth2.md "OAuth 2.0"): signature with the server's own keys (or its JWKS's) and algs only, then exp/nbf with leeway,
  * and `iss` / `aud` when the server names an issuer / audiences (jose's own checks).
  * One verifier per OAuth server per authorizer (a new one whenever a snapshot changes any OAuth server, see
- * sync/snapshot-holder.ts): its key imports and its cache die with it, so a verdict made under a server's old issuer,
+ * table/build.ts): its key imports and its cache die with it, so a verdict made under a server's old issuer,
  * audiences, keys or leeway is never reused. The cache holds the token's grant (token-grant.ts), not a route's
  * verdict: scopes and claim headers are the route's plugin's to judge on every request.
  */
@@ -17,7 +17,7 @@ export interface JwtVerifier {
   /**
    * Returns the token's grant when it is known valid (a cached verification), a promise of it when it must be
    * verified; a refusal is a GatehouseError TOKEN_REJECTED, thrown or rejected. No promise on the cached path: the
-   * proxy then goes on in the same tick (see proxy-server.ts withPlugins).
+   * proxy then goes on in the same tick (see proxy/dispatch.ts withPlugins).
    */
   verify(token: string): TokenGrant | Promise<TokenGrant>;
   /** Successful verifications currently remembered (metrics, tests). */

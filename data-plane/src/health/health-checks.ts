@@ -27,7 +27,7 @@ import type { Logger } from '#proto/logger';
 import { Gauge, type Registry } from 'prom-client';
 import type { PoolOptions, UpstreamPools } from '../proxy/upstream-pools.js';
 import { RouteStateRegistry } from '../route-state.js';
-import { withDeadline } from '../proxy/deadline.js';
+import { withDeadline } from '../with-deadline.js';
 import type { Dispatcher } from 'undici';
 import { HEALTH_CHECK_PATH, healthCheckRequest, servingStatus } from './grpc-health.js';
 

@@ -1,7 +1,7 @@
 /**
  * The runtime registry: one line per plugin of proto/src/plugins/index.ts. Its type requires an
  * entry for every plugin name there, so a plugin without a runtime fails to type-check.
- * `buildPipeline` runs once per route and snapshot (sync/snapshot-holder.ts).
+ * `buildPipeline` runs once per route and snapshot (table/build.ts).
  */
 import type { CompiledRoute } from '#proto/compile/index';
 import type { CompiledPluginConfig, PluginName } from '#proto/plugins/index';

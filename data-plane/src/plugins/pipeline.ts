@@ -72,7 +72,7 @@ export interface PluginAnswer {
   headers?: OutgoingHttpHeaders;
   /** Sent as is; none when absent. */
   body?: string | Buffer;
-  /** The answer as text, for a gRPC client's grpc-message (proxy-server.ts sendAnswer); absent: the status's reason phrase. */
+  /** The answer as text, for a gRPC client's grpc-message (proxy/gateway-answers.ts sendAnswer); absent: the status's reason phrase. */
   message?: string;
 }
 

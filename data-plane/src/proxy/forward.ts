@@ -51,11 +51,11 @@ export interface ForwardPlan {
  */
 export class ProxyResponse extends ServerResponse {
   onClientClose: (() => void) | null = null;
-  /** The proxy listener's access record of this request (proxy-server.ts), null when the log is off. */
+  /** The proxy listener's access record of this request (dispatch.ts), null when the log is off. */
   access: AccessRecord | null = null;
   /** What counts the answer's bytes for the access log: the client's connection (`socket` is detached by 'close'). */
   sent: ByteCounter | null = null;
-  /** A gRPC call's deadline (performance.now() ms) from its grpc-timeout (proxy-server.ts), null when it has none. */
+  /** A gRPC call's deadline (performance.now() ms) from its grpc-timeout (dispatch.ts), null when it has none. */
   deadline: number | null = null;
 }
 
@@ -95,7 +95,7 @@ function tap(see: (chunk: Buffer) => void): Transform {
  * outlived two scavenges (V8 builds a literal's getter at run time). No per-request object literal on
  * the proxy path has a getter.
  *
- * A gRPC call's deadline (its grpc-timeout, proxy-server.ts) runs on the same timer: from dispatch, whatever the
+ * A gRPC call's deadline (its grpc-timeout, dispatch.ts) runs on the same timer: from dispatch, whatever the
  * upload, the timer fires at the sooner of the deadline and the header wait, and once the headers came it stays
  * armed for the deadline alone, which bounds the whole call.
  */
@@ -192,7 +192,7 @@ export function timeUp(res: ServerResponse): GatehouseError | null {
     : null;
 }
 
-/** Body bytes a parked attempt's response may hold before undici is paused (see park in exchange). */
+/** Body bytes a parked attempt's response may hold before undici is paused (see Exchange.park). */
 const PARKED_BYTES = 64 * 1024;
 
 /**
@@ -221,9 +221,9 @@ function dropUpload(body: Readable, err: Error): void {
  */
 export function forward(req: IncomingMessage, res: ProxyResponse, plan: ForwardPlan, deps: ForwardDeps, failed: (err: unknown) => void): void {
   if (res.destroyed) return; // the client left while the request was being authorized
-  exchange(req, res, plan, deps, null, (err) => {
+  new Exchange(req, res, plan, deps, null, (err) => {
     if (err !== null) failed(err);
-  });
+  }).start();
 }
 
 /** The request body as it goes upstream (plugin wrappers, then the token observer's tap), null when none. */
@@ -260,305 +260,337 @@ export function forwardAttempt(
   started?: AttemptStarted,
 ): Promise<UpstreamOutcome> {
   return new Promise((resolve) => {
-    exchange(
-      req,
-      res,
-      plan,
-      deps,
-      attempt,
-      (error, outcome) => resolve(error !== null ? { kind: 'error', error: error as GatehouseError } : outcome!),
-      started,
-    );
+    new Exchange(req, res, plan, deps, attempt, (error, outcome) =>
+      resolve(error !== null ? { kind: 'error', error: error as GatehouseError } : outcome!),
+    ).start(started);
   });
 }
 
+type UpstreamHeaders = Record<string, string | string[] | undefined>;
+
+/** What undici is asked to send upstream: the method, the planned path and headers (a gRPC call's grpc-timeout as the time left), the body. */
+function upstreamRequest(req: IncomingMessage, plan: ForwardPlan, body: Readable | null, deadline: number | null): Dispatcher.DispatchOptions {
+  return {
+    method: req.method as Dispatcher.HttpMethod,
+    path: plan.path,
+    headers: deadline === null ? plan.headers : withGrpcTimeout(plan.headers, deadline - performance.now()),
+    body,
+    // The pool's header and body timeouts (upstream-pools.ts) are backstops; the route's header wait is
+    // headerWait's. A wait longer than the pool's would otherwise be cut short by undici's. (undefined: the
+    // pool's, without the per-request object a conditional spread would build.)
+    headersTimeout: plan.headersTimeoutMs >= UPSTREAM_IDLE_TIMEOUT_MS ? plan.headersTimeoutMs + 1_000 : undefined,
+  };
+}
+
+/** What an exchange that fails before the response headers fails with: the header wait's or deadline's timeout, else the upstream's error. */
+function failureBeforeHead(headerWait: HeaderWait, err: Error): GatehouseError {
+  if (!headerWait.fired) return upstreamError(err);
+  const why = headerWait.byDeadline ? "the gRPC call's grpc-timeout passed before the upstream's response headers" : 'upstream response headers timed out';
+  return new GatehouseError('UPSTREAM_TIMEOUT', why, { cause: err });
+}
+
 /**
- * forward() when `attempt` is null; forwardAttempt() otherwise (the response is then parked at its
- * start). `settle` is called once: with null (and an attempt's outcome) or with the error.
+ * One exchange, and undici's dispatch handler for it: forward() when `attempt` is null; forwardAttempt() otherwise
+ * (the response is then parked at its start). `settle` is called once: with null (and an attempt's outcome) or with
+ * the error. Its state goes waiting for the response headers → (parked: an attempt's, until delivered) → streaming
+ * the body → done. A class, its steps methods of the prototype: a request makes this one object, where closures
+ * over its variables would make one function each (scripts/alloc-per-request.sh).
  */
-function exchange(
-  req: IncomingMessage,
-  res: ServerResponse,
-  plan: ForwardPlan,
-  deps: ForwardDeps,
-  attempt: AttemptBody | null,
-  settle: (error: unknown, outcome: UpstreamOutcome | null) => void,
-  onStarted?: AttemptStarted,
-): void {
-  const { observer, plugins } = plan;
-  const { logger, metrics } = deps;
+class Exchange implements Dispatcher.DispatchHandler {
   /**
-   * Counted from the dispatch below to undici's end of the request, onResponseEnd or onResponseError: every
+   * Counted from the dispatch to undici's end of the request, onResponseEnd or onResponseError: every
    * dispatched request gets one of them once, whatever ends it (the response complete, the client gone, a
    * timeout, an upstream failure, an attempt discarded by retry), so this is the one place an attempt ends.
    */
-  let load: TargetLoad | null = null;
-  let settled = false;
-  const resolve = (outcome: UpstreamOutcome | null = null): void => {
-    if (settled) return;
-    settled = true;
-    settle(null, outcome);
-  };
-  const reject = (error: unknown): void => {
-    if (settled) return;
-    settled = true;
-    settle(error, null);
+  private load: TargetLoad | null = null;
+  private settled = false;
+  private controller: Dispatcher.DispatchController | null = null;
+  /** An abort requested before undici handed out the controller (request still queued). */
+  private pendingAbort: Error | null = null;
+  /** The client closed its connection before the response was complete. */
+  private clientGone = false;
+  private state: 'waiting' | 'parked' | 'streaming' | 'done' = 'waiting';
+  private paused = false;
+  /** Where response body chunks go: the client, or the observer stage in front of it. */
+  private sink: Writable;
+  private body: Readable | null = null;
+  private headerWait: HeaderWait | null = null;
+  private started = 0;
+  /** The response's end: the upstream's trailers (when the client takes them) go with it. */
+  private trailers: UpstreamHeaders | null | undefined = null;
+  /** A gRPC status the upstream sent in its head (takeGrpcStatus), for the h2 client's trailers. */
+  private headStatus: OutgoingHttpHeaders | null = null;
+  /** The upstream head's grpc-status (a Trailers-Only answer's), left in the head for an HTTP/1.1 client. */
+  private headGrpcStatus: string | string[] | undefined = undefined;
+  /** Why a parked response can no longer be delivered (it failed while the hooks decided). */
+  private parkedError: GatehouseError | null = null;
+  /** The parked response's body chunks, null when not parked. */
+  private held: Buffer[] | null = null;
+  private heldBytes = 0;
+  private heldEnded = false;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly plan: ForwardPlan,
+    private readonly deps: ForwardDeps,
+    private readonly attempt: AttemptBody | null,
+    private readonly settle: (error: unknown, outcome: UpstreamOutcome | null) => void,
+  ) {
+    this.sink = res;
+  }
+
+  /** A client that goes away aborts the upstream request (and its streamed bodies). Bound: it is the response's 'close' listener. */
+  private readonly onClientClose = (): void => {
+    if (this.res.writableFinished) return;
+    this.clientGone = true;
+    this.abort(new errors.RequestAbortedError());
   };
 
-  try {
-    const late = timeUp(res);
-    if (late) {
-      reject(late);
+  /** The client (or the first body stage) caught up: undici goes on. Bound: it is the sink's 'drain' listener. */
+  private readonly resume = (): void => {
+    this.paused = false;
+    this.controller?.resume();
+  };
+
+  /** Dispatches the request upstream; fails at once when the gRPC call's deadline has passed or the dispatch throws. */
+  start(onStarted?: AttemptStarted): void {
+    const { req, res, plan, attempt } = this;
+    try {
+      const late = timeUp(res);
+      if (late) {
+        this.reject(late);
+        return;
+      }
+      const deadline = (res as ProxyResponse).deadline ?? null;
+      if (attempt || !(res instanceof ProxyResponse)) res.once('close', this.onClientClose);
+      else res.onClientClose = this.onClientClose;
+      // Abandoned (cb's timeout): the upstream request is cut now, not left to run to its headers or the route's wait.
+      onStarted?.(() => this.abort(new errors.RequestAbortedError()));
+      const body = (this.body = attempt ? attempt.body : requestBodyOf(req, plan));
+      this.headerWait = new HeaderWait(req, body !== null, plan.headersTimeoutMs, deadline, () => this.timedOut());
+      this.started = performance.now();
+      if ((this.load = plan.load)) this.load.inFlight++;
+      plan.pool.dispatch(upstreamRequest(req, plan, body, deadline), this);
+    } catch (err) {
+      // A throw fails the exchange, as it would fail a promise's executor.
+      this.load = unload(this.load);
+      this.reject(err);
+    }
+  }
+
+  private resolve(outcome: UpstreamOutcome | null = null): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle(null, outcome);
+  }
+
+  private reject(error: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle(error, null);
+  }
+
+  private abort(reason: Error): void {
+    if (this.controller) this.controller.abort(reason);
+    else this.pendingAbort ??= reason;
+  }
+
+  /** The header wait or the call's deadline ran out. */
+  private timedOut(): void {
+    this.abort(this.state === 'waiting' ? new errors.HeadersTimeoutError() : new errors.BodyTimeoutError("the gRPC call's grpc-timeout passed"));
+  }
+
+  /** Headers are gone: the only honest signal left is a cut connection. */
+  private streamFailed(err: NodeJS.ErrnoException): void {
+    if (!this.clientGone) {
+      this.deps.logger.warn({ requestId: this.plan.requestId, route: this.plan.routeId, err }, 'response stream failed');
+    }
+    this.res.destroy();
+  }
+
+  /** The response's end, with the upstream's trailers when the client takes them (or a plugin does). */
+  private end(): void {
+    const { req, res, plan } = this;
+    this.state = 'done';
+    const fields = this.trailers && trailerFields(this.trailers);
+    const all = this.headStatus ? { ...this.headStatus, ...fields } : fields;
+    recordGrpcStatus(res, this.deps.metrics, plan.routeId, all?.['grpc-status'] ?? this.headGrpcStatus);
+    if (all) {
+      if (plan.plugins?.trailersTo) plan.plugins.trailersTo(all);
+      else if (takesTrailers(req)) res.addTrailers(all);
+    }
+    this.sink.end();
+  }
+
+  /** Writes the response head and starts streaming the body; a GatehouseError when Node refused the head. */
+  private respond(c: Dispatcher.DispatchController, statusCode: number, headers: UpstreamHeaders): GatehouseError | null {
+    const { req, res, plan } = this;
+    const { observer, plugins } = plan;
+    const out = clientResponseHeaders(headers, plan.requestId);
+    this.headGrpcStatus = headers['grpc-status'];
+    if (isHttp2(req)) this.headStatus = takeGrpcStatus(out);
+    const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
+    if (this.deps.draining()) out.connection = 'close';
+    try {
+      res.writeHead(statusCode, out);
+    } catch (err) {
+      // Node refuses some header values undici accepts (e.g. invalid characters): the upstream's fault.
+      this.state = 'done';
+      c.abort(err as Error);
+      return upstreamError(err);
+    }
+    this.state = 'streaming';
+    this.deps.metrics?.request(plan.routeId, statusCode);
+    // Body stages in front of the client: the observer sees the upstream's bytes, then plugin transforms.
+    const stages: Transform[] = transforms ?? [];
+    if (observer) {
+      try {
+        observer.response(statusCode, headers);
+      } catch {
+        // bookkeeping only
+      }
+      stages.unshift(observedResponse(observer));
+    }
+    if (stages.length > 0) {
+      this.sink = stages[0]!;
+      pipeline([...stages, res], (err) => {
+        if (err) this.streamFailed(err);
+      });
+    }
+    return null;
+  }
+
+  /**
+   * An attempt's response waits here until a forward hook delivers or discards it (a few microtasks
+   * for retry and cb). The body bytes that arrive meanwhile are held, up to PARKED_BYTES, and undici
+   * is paused only past that: a small response is then complete before the hook decides, so a
+   * retried answer is dropped without aborting it and its connection stays open for reuse (pausing
+   * at once left the response unfinished, and discarding it cut the connection). CPU per request on
+   * a retry route was not told apart either way (scripts/gc-per-request.sh method, alternated runs).
+   */
+  private park(c: Dispatcher.DispatchController, statusCode: number, headers: UpstreamHeaders): void {
+    this.state = 'parked';
+    this.held = [];
+    this.resolve({
+      kind: 'response',
+      status: statusCode,
+      headers,
+      deliver: () => this.deliver(c, statusCode, headers),
+      discard: () => this.discard(c),
+    });
+  }
+
+  /** A forward hook takes the parked response: its head is written, the held body chunks follow. */
+  private deliver(c: Dispatcher.DispatchController, statusCode: number, headers: UpstreamHeaders): void {
+    if (this.state !== 'parked') throw this.parkedError ?? new GatehouseError('UPSTREAM_UNREACHABLE', 'upstream response already used');
+    const chunks = this.held!;
+    this.held = null;
+    if (this.res.destroyed) {
+      // The client left while the hooks decided (a complete response aborts nothing): nobody to deliver to.
+      this.state = 'done';
       return;
     }
-    const deadline = (res as ProxyResponse).deadline ?? null;
-    let controller: Dispatcher.DispatchController | null = null;
-    /** An abort requested before undici handed out the controller (request still queued). */
-    let pendingAbort: Error | null = null;
-    /** The client closed its connection before the response was complete. */
-    let clientGone = false;
-    /** waiting for the response headers → (parked: an attempt's, until delivered) → streaming the body → done. */
-    let state: 'waiting' | 'parked' | 'streaming' | 'done' = 'waiting';
-    let paused = false;
-    /** Where response body chunks go: the client, or the observer stage in front of it. */
-    let sink: Writable = res;
+    const failure = this.respond(c, statusCode, headers);
+    if (failure) throw failure;
+    // undici is paused here only when the held bytes passed PARKED_BYTES.
+    const wasPaused = this.paused;
+    this.paused = false;
+    for (const chunk of chunks) this.send(c, chunk);
+    if (this.heldEnded) this.end();
+    else if (wasPaused && !this.paused) c.resume();
+  }
 
-    const abort = (reason: Error): void => {
-      if (controller) controller.abort(reason);
-      else pendingAbort ??= reason;
-    };
-    // A client that goes away aborts the upstream request (and its streamed bodies).
-    const onClientClose = (): void => {
-      if (res.writableFinished) return;
-      clientGone = true;
-      abort(new errors.RequestAbortedError());
-    };
-    if (attempt || !(res instanceof ProxyResponse)) res.once('close', onClientClose);
-    else res.onClientClose = onClientClose;
-    // Abandoned (cb's timeout): the upstream request is cut now, not left to run to its headers or the route's wait.
-    onStarted?.(() => abort(new errors.RequestAbortedError()));
+  /** A forward hook drops the parked response (a retry moves on): an unfinished one is cut. */
+  private discard(c: Dispatcher.DispatchController): void {
+    this.res.off('close', this.onClientClose);
+    if (this.state !== 'parked') return;
+    this.state = 'done';
+    this.held = null;
+    if (!this.heldEnded) c.abort(new errors.RequestAbortedError());
+  }
 
-    let body: Readable | null = attempt ? attempt.body : requestBodyOf(req, plan);
-    const headerWait = new HeaderWait(req, body !== null, plan.headersTimeoutMs, deadline, () =>
-      abort(state === 'waiting' ? new errors.HeadersTimeoutError() : new errors.BodyTimeoutError("the gRPC call's grpc-timeout passed")),
-    );
-    const started = performance.now();
+  /** Writes a body chunk to the client (or the first body stage), pausing undici while it is behind. */
+  private send(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.sink.write(chunk) && !this.paused) {
+      this.paused = true;
+      c.pause();
+      this.sink.once('drain', this.resume);
+    }
+  }
 
-    /** Headers are gone: the only honest signal left is a cut connection. */
-    const streamFailed = (err: NodeJS.ErrnoException): void => {
-      if (!clientGone) {
-        logger.warn({ requestId: plan.requestId, route: plan.routeId, err }, 'response stream failed');
-      }
-      res.destroy();
-    };
-    const resume = (): void => {
-      paused = false;
-      controller?.resume();
-    };
-    /** The response's end: the upstream's trailers (when the client takes them) go with it. */
-    let trailers: Record<string, string | string[] | undefined> | null | undefined = null;
-    /** A gRPC status the upstream sent in its head (takeGrpcStatus), for the h2 client's trailers. */
-    let headStatus: OutgoingHttpHeaders | null = null;
-    /** The upstream head's grpc-status (a Trailers-Only answer's), left in the head for an HTTP/1.1 client. */
-    let headGrpcStatus: string | string[] | undefined;
-    const end = (): void => {
-      state = 'done';
-      const fields = trailers && trailerFields(trailers);
-      const all = headStatus ? { ...headStatus, ...fields } : fields;
-      recordGrpcStatus(res, metrics, plan.routeId, all?.['grpc-status'] ?? headGrpcStatus);
-      if (all) {
-        if (plugins?.trailersTo) plugins.trailersTo(all);
-        else if (takesTrailers(req)) res.addTrailers(all);
-      }
-      sink.end();
-    };
+  /** The request body will not be sent on: what undici's request() does with it (dropUpload). */
+  private dropBody(err: Error): void {
+    const body = this.body;
+    if (!body) return;
+    // A wrapped body (plugins, observer) stands in front of the client's request: that one is
+    // detached from its socket first, so the connection survives to carry the error response.
+    // An attempt whose body was never read leaves the client's request to the next attempt.
+    if (body !== this.req && (!this.attempt || this.attempt.started())) dropUpload(this.req, err);
+    dropUpload(body, err);
+    this.body = null;
+  }
 
-    /** Writes the response head and starts streaming the body; a GatehouseError when Node refused the head. */
-    const respond = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): GatehouseError | null => {
-      const out = clientResponseHeaders(headers, plan.requestId);
-      headGrpcStatus = headers['grpc-status'];
-      if (isHttp2(req)) headStatus = takeGrpcStatus(out);
-      const transforms = plugins ? plugins.responseStart(statusCode, out) : null;
-      if (deps.draining()) out.connection = 'close';
-      try {
-        res.writeHead(statusCode, out);
-      } catch (err) {
-        // Node refuses some header values undici accepts (e.g. invalid characters): the upstream's fault.
-        state = 'done';
-        c.abort(err as Error);
-        return upstreamError(err);
-      }
-      state = 'streaming';
-      metrics?.request(plan.routeId, statusCode);
-      // Body stages in front of the client: the observer sees the upstream's bytes, then plugin transforms.
-      const stages: Transform[] = transforms ?? [];
-      if (observer) {
-        try {
-          observer.response(statusCode, headers);
-        } catch {
-          // bookkeeping only
-        }
-        stages.unshift(observedResponse(observer));
-      }
-      if (stages.length > 0) {
-        sink = stages[0]!;
-        pipeline([...stages, res], (err) => {
-          if (err) streamFailed(err);
-        });
-      }
-      return null;
-    };
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.controller = c;
+    if (this.pendingAbort) c.abort(this.pendingAbort);
+  }
 
-    /**
-     * An attempt's response waits here until a forward hook delivers or discards it (a few microtasks
-     * for retry and cb). The body bytes that arrive meanwhile are held, up to PARKED_BYTES, and undici
-     * is paused only past that: a small response is then complete before the hook decides, so a
-     * retried answer is dropped without aborting it and its connection stays open for reuse (pausing
-     * at once left the response unfinished, and discarding it cut the connection). CPU per request on
-     * a retry route was not told apart either way (scripts/gc-per-request.sh method, alternated runs).
-     */
-    let parkedError: GatehouseError | null = null;
-    /** The parked response's body chunks, null when not parked. */
-    let held: Buffer[] | null = null;
-    let heldBytes = 0;
-    let heldEnded = false;
-    const park = (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void => {
-      state = 'parked';
-      held = [];
-      resolve({
-        kind: 'response',
-        status: statusCode,
-        headers,
-        deliver() {
-          if (state !== 'parked') throw parkedError ?? new GatehouseError('UPSTREAM_UNREACHABLE', 'upstream response already used');
-          const chunks = held!;
-          held = null;
-          if (res.destroyed) {
-            // The client left while the hooks decided (a complete response aborts nothing): nobody to deliver to.
-            state = 'done';
-            return;
-          }
-          const failure = respond(c, statusCode, headers);
-          if (failure) throw failure;
-          // undici is paused here only when the held bytes passed PARKED_BYTES.
-          const wasPaused = paused;
-          paused = false;
-          for (const chunk of chunks) send(c, chunk);
-          if (heldEnded) end();
-          else if (wasPaused && !paused) c.resume();
-        },
-        discard() {
-          res.off('close', onClientClose);
-          if (state !== 'parked') return;
-          state = 'done';
-          held = null;
-          if (!heldEnded) c.abort(new errors.RequestAbortedError());
-        },
-      });
-    };
+  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: UpstreamHeaders): void {
+    if (statusCode < 200) return; // informational: the final response follows
+    this.headerWait!.responded();
+    this.deps.metrics?.upstream(this.plan.routeId, (performance.now() - this.started) / 1000);
+    if (this.attempt) {
+      this.park(c, statusCode, headers);
+      return;
+    }
+    const failure = this.respond(c, statusCode, headers);
+    if (failure) this.reject(failure);
+    else this.resolve();
+  }
 
-    /** Writes a body chunk to the client (or the first body stage), pausing undici while it is behind. */
-    const send = (c: Dispatcher.DispatchController, chunk: Buffer): void => {
-      if (!sink.write(chunk) && !paused) {
-        paused = true;
-        c.pause();
-        sink.once('drain', resume);
-      }
-    };
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    const held = this.held;
+    if (held === null) {
+      this.send(c, chunk);
+      return;
+    }
+    held.push(chunk);
+    this.heldBytes += chunk.length;
+    if (this.heldBytes > PARKED_BYTES && !this.paused) {
+      this.paused = true;
+      c.pause();
+    }
+  }
 
-    const handler: Dispatcher.DispatchHandler = {
-      onRequestStart(c) {
-        controller = c;
-        if (pendingAbort) c.abort(pendingAbort);
-      },
+  onResponseEnd(_c: Dispatcher.DispatchController, trailers: UpstreamHeaders): void {
+    this.headerWait!.clear();
+    this.load = unload(this.load);
+    this.trailers = trailers;
+    if (this.held !== null) {
+      this.heldEnded = true;
+      return;
+    }
+    this.end();
+  }
 
-      onResponseStart(c, statusCode, headers) {
-        if (statusCode < 200) return; // informational: the final response follows
-        headerWait.responded();
-        metrics?.upstream(plan.routeId, (performance.now() - started) / 1000);
-        if (attempt) {
-          park(c, statusCode, headers);
-          return;
-        }
-        const failure = respond(c, statusCode, headers);
-        if (failure) reject(failure);
-        else resolve();
-      },
-
-      onResponseData(c, chunk) {
-        if (held === null) {
-          send(c, chunk);
-          return;
-        }
-        held.push(chunk);
-        heldBytes += chunk.length;
-        if (heldBytes > PARKED_BYTES && !paused) {
-          paused = true;
-          c.pause();
-        }
-      },
-
-      onResponseEnd(_c, upstreamTrailers) {
-        headerWait.clear();
-        load = unload(load);
-        trailers = upstreamTrailers;
-        if (held !== null) {
-          heldEnded = true;
-          return;
-        }
-        end();
-      },
-
-      onResponseError(_c, err) {
-        load = unload(load);
-        headerWait.clear();
-        if (body) {
-          // A wrapped body (plugins, observer) stands in front of the client's request: that one is
-          // detached from its socket first, so the connection survives to carry the error response.
-          // An attempt whose body was never read leaves the client's request to the next attempt.
-          if (body !== req && (!attempt || attempt.started())) dropUpload(req, err);
-          dropUpload(body, err);
-          body = null;
-        }
-        const was = state;
-        state = 'done';
-        if (was === 'waiting') {
-          if (headerWait.fired) {
-            const why = headerWait.byDeadline
-              ? "the gRPC call's grpc-timeout passed before the upstream's response headers"
-              : 'upstream response headers timed out';
-            reject(new GatehouseError('UPSTREAM_TIMEOUT', why, { cause: err }));
-          } else if ((clientGone || res.destroyed) && !attempt)
-            resolve(); // nobody left to answer
-          else reject(upstreamError(err));
-          if (attempt) res.off('close', onClientClose);
-        } else if (was === 'parked') {
-          held = null;
-          parkedError = upstreamError(err);
-        } else if (was === 'streaming') {
-          if (sink === res) streamFailed(err);
-          else sink.destroy(err);
-        }
-      },
-    };
-
-    if ((load = plan.load)) load.inFlight++;
-    plan.pool.dispatch(
-      {
-        method: req.method as Dispatcher.HttpMethod,
-        path: plan.path,
-        headers: deadline === null ? plan.headers : withGrpcTimeout(plan.headers, deadline - performance.now()),
-        body,
-        // The pool's header and body timeouts (upstream-pools.ts) are backstops; the route's header wait is
-        // headerWait's. A wait longer than the pool's would otherwise be cut short by undici's. (undefined: the
-        // pool's, without the per-request object a conditional spread would build.)
-        headersTimeout: plan.headersTimeoutMs >= UPSTREAM_IDLE_TIMEOUT_MS ? plan.headersTimeoutMs + 1_000 : undefined,
-      },
-      handler,
-    );
-  } catch (err) {
-    // What the promise executor this replaced did with a throw: the exchange fails with it.
-    load = unload(load);
-    reject(err);
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.load = unload(this.load);
+    this.headerWait!.clear();
+    this.dropBody(err);
+    const was = this.state;
+    this.state = 'done';
+    if (was === 'waiting') {
+      // A client gone before the head has nobody left to answer (an attempt's hook still hears of it).
+      if (this.headerWait!.fired || this.attempt || !(this.clientGone || this.res.destroyed)) this.reject(failureBeforeHead(this.headerWait!, err));
+      else this.resolve();
+      if (this.attempt) this.res.off('close', this.onClientClose);
+    } else if (was === 'parked') {
+      this.held = null;
+      this.parkedError = upstreamError(err);
+    } else if (was === 'streaming') {
+      if (this.sink === this.res) this.streamFailed(err);
+      else this.sink.destroy(err);
+    }
   }
 }

@@ -92,7 +92,7 @@ export interface ForwardFacts {
   consumerGroups: string | null;
   /** X-Forwarded-Client-Cert (client-certificate.ts); null when the listener asks for no certificate. */
   clientCert: string | null;
-  /** Cookies no upstream gets (openid_connect's session and flow cookies, AppliedSnapshot.sessionCookies); null: none. */
+  /** Cookies no upstream gets (openid_connect's session and flow cookies, ServingTable.sessionCookies); null: none. */
   sessionCookies: ReadonlySet<string> | null;
 }
 

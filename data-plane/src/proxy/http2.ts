@@ -3,7 +3,7 @@
  * port, so a client that speaks both gets h2 and any other gets the HTTP/1.1 listener of old; in plain text (h2c) to a
  * client that opens with the HTTP/2 preface (acceptH2c). Upstreams are still
  * spoken to over HTTP/1.1: an h2 request is turned into an HTTP/1.1 one here, once, and the proxy's request
- * path (proxy-server.ts) then serves it as it serves any other, through node's compatibility API
+ * path (dispatch.ts) then serves it as it serves any other, through node's compatibility API
  * (Http2ServerRequest / Http2ServerResponse, which node keeps duck-compatible with IncomingMessage /
  * ServerResponse). What differs is decided in this file and in the few places that test `isHttp2`:
  *

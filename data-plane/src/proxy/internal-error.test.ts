@@ -11,13 +11,14 @@ import { buildRoutingTable } from '#proto/routing/index';
 import { toSnapshotMessage } from '#proto/snapshot/codec';
 import { httpRequest } from '../../../test/helpers/http-request.js';
 import { createMemoryTokenStore } from '../auth/index.js';
-import { createSnapshotHolder, type SnapshotHolder } from '../sync/snapshot-holder.js';
+import { createSnapshotHolder } from '../sync/snapshot-holder.js';
+import { createTableBuilder, type TableSource } from '../table/index.js';
 import { createProxyServer } from './proxy-server.js';
 import { createUpstreamPools } from './upstream-pools.js';
 
 test('a route matcher that throws is a logged 500 INTERNAL, not a 404', async () => {
   const definition = parseApiDefinition({ name: 'broken', proxy: { listen_path: '/b/{id}', upstreams: { targets: [{ target: 'http://127.0.0.1:9' }] } } });
-  const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+  const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createMemoryTokenStore() }) });
   expect(holder.apply(toSnapshotMessage(1, { apis: [definition], oauthServers: [] }))).toMatchObject({ ok: true });
   const route = compileApi(definition);
   const listenPath = Object.assign(Object.create(Object.getPrototypeOf(route.listenPath)), route.listenPath, {
@@ -25,8 +26,8 @@ test('a route matcher that throws is a logged 500 INTERNAL, not a 404', async ()
       throw new TypeError('listen path matcher bug');
     },
   });
-  const table = buildRoutingTable([{ ...route, listenPath }]);
-  const faulty: SnapshotHolder = { ...holder, current: () => ({ ...holder.current()!, table }) };
+  const routing = buildRoutingTable([{ ...route, listenPath }]);
+  const faulty: TableSource = { current: () => ({ ...holder.current()!, routing }) };
 
   const lines: Array<Record<string, unknown>> = [];
   const sink = new Writable({

@@ -11,7 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '#proto/logger';
 import type { MirrorCopy } from '../plugins/index.js';
-import type { RouteUpstream } from '../sync/snapshot-holder.js';
+import type { RouteUpstream } from '../table/index.js';
 import type { ForwardPlan } from './forward.js';
 import type { MirrorOutcome, ProxyMetrics } from './proxy-metrics.js';
 import { upstreamError } from './upstream-error.js';

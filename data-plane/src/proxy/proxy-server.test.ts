@@ -21,6 +21,7 @@ import { freePort } from '../../../test/helpers/free-port.js';
 import { httpRequest } from '../../../test/helpers/http-request.js';
 import { createMemoryTokenStore, type TokenStore } from '../auth/index.js';
 import { createSnapshotHolder } from '../sync/snapshot-holder.js';
+import { createTableBuilder } from '../table/index.js';
 import { createProxyMetrics } from './proxy-metrics.js';
 import { createProxyServer } from './proxy-server.js';
 import { createUpstreamPools } from './upstream-pools.js';
@@ -107,7 +108,7 @@ async function startGateway(
 ) {
   const registry = new Registry();
   const trustedProxies = parseTrustedProxies(options.trustedProxies);
-  const holder = createSnapshotHolder({ tokenStore: options.tokenStore ?? createMemoryTokenStore(), trustedProxies });
+  const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: options.tokenStore ?? createMemoryTokenStore(), trustedProxies }) });
   if (apis) {
     const oauthServers = (options.oauthServers ?? []).map(parseOAuthServer);
     const result = holder.apply(toSnapshotMessage(1, { apis: apis.map(parseApiDefinition), oauthServers }));
@@ -414,7 +415,7 @@ describe('forwarded request', () => {
   test('a client that disconnects aborts the upstream request', async () => {
     let upstreamClosed!: () => void;
     const closed = new Promise<void>((resolve) => (upstreamClosed = resolve));
-    const hanging = createHttpServer((req, res) => {
+    const hanging = createHttpServer((_req, res) => {
       res.writeHead(200);
       res.write('partial');
       res.on('close', () => upstreamClosed());
@@ -543,7 +544,8 @@ describe('balancing', () => {
       }),
     ]);
     for (let i = 0; i < 8; i++) await httpRequest(`${gw.url}/w`);
-    const counts = up.received.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.url]: (acc[r.url] ?? 0) + 1 }), {});
+    const counts: Record<string, number> = {};
+    for (const r of up.received) counts[r.url] = (counts[r.url] ?? 0) + 1;
     expect(counts).toEqual({ '/heavy': 6, '/light': 2 });
   });
 });
@@ -568,7 +570,7 @@ describe('least_conn: every way an attempt ends takes its count back down', () =
   /** The in-flight counts of the targets of the route that `path` matches. */
   function counts(gw: Gateway, path: string): number[] {
     const snapshot = gw.holder.current()!;
-    const match = snapshot.table.match({ method: 'GET', host: '127.0.0.1', path, headers: {} })!;
+    const match = snapshot.routing.match({ method: 'GET', host: '127.0.0.1', path, headers: {} })!;
     const balancer = snapshot.upstreams.get(match.route)!.balancer;
     return match.route.targets.map((t) => balancer.loadOf(t)!.inFlight);
   }

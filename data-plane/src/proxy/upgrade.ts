@@ -1,6 +1,6 @@
 /**
  * WebSocket through the proxy listener (docs/proxy.md "Proxy behaviour"): after the request has been matched,
- * authorised and rewritten as any other (proxy-server.ts), the handshake goes to the target with undici's
+ * authorised and rewritten as any other (upgrade-request.ts), the handshake goes to the target with undici's
  * upgrade, and on the target's `101` the two connections are joined byte for byte until either side
  * closes. Any other answer of the target is relayed as it is (a 401 stays a 401). Here: the raw-socket
  * side of that, since an upgraded request has no ServerResponse.

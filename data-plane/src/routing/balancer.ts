@@ -19,7 +19,7 @@ export interface Balancer {
 /**
  * Attempts in flight to one target of a least_conn route, in this process: forward.ts counts an HTTP
  * attempt from its dispatch to its end (undici ends every dispatched request once, however it ends),
- * proxy-server.ts a WebSocket from its handshake until its connections close.
+ * upgrade-request.ts a WebSocket from its handshake until its connections close.
  */
 export class TargetLoad {
   inFlight = 0;

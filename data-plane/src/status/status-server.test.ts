@@ -5,6 +5,7 @@ import { toSnapshotMessage } from '#proto/snapshot/codec';
 import { httpRequest } from '../../../test/helpers/http-request.js';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotHolder } from '../sync/snapshot-holder.js';
+import { createTableBuilder } from '../table/index.js';
 import { createStatusServer, type StatusServer } from './status-server.js';
 
 let status: StatusServer;
@@ -13,7 +14,7 @@ let holder: ReturnType<typeof createSnapshotHolder>;
 
 beforeEach(async () => {
   const registry = new Registry();
-  holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore(), registry });
+  holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createMemoryTokenStore(), registry }), registry });
   status = createStatusServer({ holder, registry, logger: pino({ enabled: false }) });
   url = `http://127.0.0.1:${await status.listen(0, '127.0.0.1')}`;
 });

@@ -8,7 +8,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { adminBody, GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
-import type { SnapshotHolder } from '../sync/snapshot-holder.js';
+import type { TableSource } from '../table/index.js';
 import { listen } from '#proto/listen';
 
 /** What /readyz (the body; 200 when `ready`, else 503) and /metrics report. */
@@ -18,7 +18,7 @@ export interface StatusSource {
 }
 
 /** The source of a process that serves traffic itself; `waiting` says why no snapshot is there yet. */
-function processSource(holder: SnapshotHolder, registry: Registry, waiting?: () => string): StatusSource {
+function processSource(holder: TableSource, registry: Registry, waiting?: () => string): StatusSource {
   return {
     async readiness() {
       const snapshot = holder.current();
@@ -49,7 +49,7 @@ function sendError(res: ServerResponse, err: GatehouseError): void {
 }
 
 export function createStatusServer(
-  deps: ({ holder: SnapshotHolder; registry: Registry; waiting?: () => string } | { source: StatusSource }) & { logger: Logger },
+  deps: ({ holder: TableSource; registry: Registry; waiting?: () => string } | { source: StatusSource }) & { logger: Logger },
 ): StatusServer {
   const source = 'source' in deps ? deps.source : processSource(deps.holder, deps.registry, deps.waiting);
   let draining = false;

@@ -15,6 +15,7 @@ import { createMemoryTokenStore } from '../auth/index.js';
 import { createSnapshotCache, messageJsonPieces } from './snapshot-cache.js';
 import { createSnapshotClient, type SnapshotClient } from './snapshot-client.js';
 import { APPLY_TURN, LARGE_DELTA, createSnapshotHolder } from './snapshot-holder.js';
+import { createTableBuilder } from '../table/index.js';
 
 const proto = loadGatehouseProto();
 const logger = createLogger('data-plane', 'silent');
@@ -78,7 +79,7 @@ afterEach(async () => {
 });
 
 function startClient(address: string, options: { cachePath?: string; coldStart?: { waitMs: number; fallback(): void } } = {}) {
-  const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+  const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createMemoryTokenStore() }) });
   const client: SnapshotClient = createSnapshotClient({
     proto,
     address,
@@ -146,14 +147,14 @@ describe('snapshot client', () => {
     const otherBase = await until('nack of the other base', () => cp.messages.find((m) => m.nack?.nonce === 'n3')?.nack);
     expect(otherBase.error).toMatch(/delta base is version 7/);
     expect(holder.current()).toBe(served);
-    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/b/1' })).toBeNull();
+    expect(holder.current()!.routing.match({ method: 'GET', host: 'x.test', path: '/b/1' })).toBeNull();
 
     cp.pushDelta(cp.streams[0]!, 'n4', toDeltaMessage(v1, v2));
     expect(await until('ack of the delta', () => cp.messages.find((m) => m.ack?.nonce === 'n4')?.ack)).toEqual({ version: 2, nonce: 'n4' });
     expect(holder.current()).toMatchObject({ version: 2, hash: v2.hash });
-    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/b/1' })?.route.name).toBe('b');
+    expect(holder.current()!.routing.match({ method: 'GET', host: 'x.test', path: '/b/1' })?.route.name).toBe('b');
     // The unchanged route keeps its forwarding state (balancer position, pipeline).
-    const upstreamOfA = (snapshot: typeof served) => snapshot.upstreams.get(snapshot.table.match({ method: 'GET', host: 'x.test', path: '/a/1' })!.route);
+    const upstreamOfA = (snapshot: typeof served) => snapshot.upstreams.get(snapshot.routing.match({ method: 'GET', host: 'x.test', path: '/a/1' })!.route);
     expect(upstreamOfA(holder.current()!)).toBe(upstreamOfA(served));
   });
 
@@ -186,7 +187,7 @@ describe('snapshot client', () => {
     expect(inTurns).toBe(1);
     expect(holder.current()).not.toBe(served);
     expect(holder.current()).toMatchObject({ version: 3, hash: v3.hash });
-    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/late/1' })?.route.name).toBe('late');
+    expect(holder.current()!.routing.match({ method: 'GET', host: 'x.test', path: '/late/1' })?.route.name).toBe('late');
 
     // A delta of LARGE_DELTA definitions is applied in turns too; a small one right behind it waits for it.
     const applyDeltaInTurns = holder.applyDeltaInTurns;
@@ -208,8 +209,8 @@ describe('snapshot client', () => {
     ]);
     expect(deltasInTurns).toBe(1);
     expect(holder.current()).toMatchObject({ version: 5, hash: v5.hash });
-    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/bulk-7/1' })?.route.name).toBe('bulk-7');
-    expect(holder.current()!.table.match({ method: 'GET', host: 'x.test', path: '/late/1' })).toBeNull();
+    expect(holder.current()!.routing.match({ method: 'GET', host: 'x.test', path: '/bulk-7/1' })?.route.name).toBe('bulk-7');
+    expect(holder.current()!.routing.match({ method: 'GET', host: 'x.test', path: '/late/1' })).toBeNull();
   });
 
   test('after the stream ends it keeps serving, reconnects and says what it holds', async () => {
@@ -253,7 +254,7 @@ describe('snapshot client', () => {
     );
     cleanup.push(() => server.forceShutdown());
     await until('snapshot from the late CP', () => holder.current() ?? undefined);
-    expect(holder.current()?.table.match({ method: 'GET', host: 'x', path: '/late/1' })?.route.name).toBe('late');
+    expect(holder.current()?.routing.match({ method: 'GET', host: 'x', path: '/late/1' })?.route.name).toBe('late');
   });
 
   describe('cold-start fallback (SNAPSHOT_CACHE served only while no CP answers)', () => {
@@ -317,10 +318,10 @@ describe('snapshot client', () => {
     expect(statSync(cachePath).mode & 0o777).toBe(0o600);
 
     // Cold start of another data plane with no control plane at all.
-    const holder = createSnapshotHolder({ tokenStore: createMemoryTokenStore() });
+    const holder = createSnapshotHolder({ tables: createTableBuilder({ tokenStore: createMemoryTokenStore() }) });
     const cached = createSnapshotCache(cachePath).load();
     expect(holder.apply(cached!)).toMatchObject({ ok: true, version: 9, hash: message.hash });
-    expect(holder.current()?.table.match({ method: 'GET', host: 'x', path: '/cached/a' })?.route.name).toBe('cached');
+    expect(holder.current()?.routing.match({ method: 'GET', host: 'x', path: '/cached/a' })?.route.name).toBe('cached');
   });
 
   test('flush() waits for the saves in progress (shutdown right after an apply keeps the file)', async () => {

@@ -98,7 +98,7 @@ export function createSnapshotClient(deps: {
       ...CHANNEL_OPTIONS,
       'grpc.use_local_subchannel_pool': 1,
     });
-    const stream = (channel['StreamSnapshots'] as (metadata: grpc.Metadata) => SnapshotCall).call(channel, joinTokenMetadata(deps.joinToken));
+    const stream = (channel.StreamSnapshots as (metadata: grpc.Metadata) => SnapshotCall).call(channel, joinTokenMetadata(deps.joinToken));
     client = channel;
     call = stream;
     let down = false;
@@ -196,7 +196,7 @@ export function createSnapshotClient(deps: {
       return;
     }
     logger.info(
-      { version: result.version, hash: result.hash, routes: holder.current()?.table.size, content: push.content === 'delta' ? 'delta' : 'snapshot', inTurns },
+      { version: result.version, hash: result.hash, routes: holder.current()?.routing.size, content: push.content === 'delta' ? 'delta' : 'snapshot', inTurns },
       'snapshot applied',
     );
     // The whole content, also after a delta; built when the cache writes (consecutive pushes coalesce).

@@ -87,7 +87,7 @@ describe('plaintext only on loopback', () => {
       what: 'the refusal to be logged',
       timeoutMs: 2_000,
     });
-    expect(logs).toMatch(/GRPC_HOST 0\.0\.0\.0 is not a loopback address/);
+    expect(logs).toMatch(/ConfigError: GRPC_HOST: 0\.0\.0\.0 is not a loopback address/);
     expect(proc.lines().some((l) => l.json?.msg === 'listening')).toBe(false);
   });
 

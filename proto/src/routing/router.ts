@@ -309,7 +309,10 @@ function tryList(list: readonly Entry[], search: Search): void {
 
 /** Tries every list of `candidates` that can hold a match for the request. */
 function tryCandidates(candidates: Candidates, search: Search): void {
-  if (isList(candidates)) return tryList(candidates, search);
+  if (isList(candidates)) {
+    tryList(candidates, search);
+    return;
+  }
   tryList(candidates.scan, search);
   for (let i = 0; i < candidates.bySegment.length; i++) {
     const index = candidates.bySegment[i];

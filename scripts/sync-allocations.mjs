@@ -57,7 +57,9 @@ const list = (map) =>
   [...map]
     .sort((a, b) => b[1] - a[1])
     .slice(0, top)
-    .forEach(([fn, bytes]) => console.log(`${mb(bytes)}  ${fn}`));
+    .forEach(([fn, bytes]) => {
+      console.log(`${mb(bytes)}  ${fn}`);
+    });
 console.log(`applying a full snapshot of ${size} APIs allocated ${(total / 1e6).toFixed(0)} MB (sampled; ${(total / size / 1024).toFixed(1)} KiB an API)`);
 console.log('\nMB allocated by the function itself');
 list(own);

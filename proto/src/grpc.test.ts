@@ -83,7 +83,7 @@ test('override with the Service name: verified, and sent as :authority', async (
   const proto = loadGatehouseProto({ clientChannelOptions: options });
   const credentials = clientCredentials({ cert: certs.clientCert, key: certs.clientKey, ca: certs.caCert });
   const client = new proto.Client(`127.0.0.1:${port}`, credentials, {});
-  const stream = (client['StreamSnapshots'] as () => grpc.ClientDuplexStream<unknown, unknown>).call(client);
+  const stream = (client.StreamSnapshots as () => grpc.ClientDuplexStream<unknown, unknown>).call(client);
   const status = await new Promise<grpc.StatusObject>((resolve) => {
     stream.on('status', resolve);
     stream.on('error', () => undefined);

@@ -130,7 +130,7 @@ test('without PROXY_TLS_CERT the listener is plain HTTP and X-Forwarded-Proto is
 test.each<[string, Record<string, string>]>([
   ['one process', {}],
   ['WORKERS=2: the primary passes SIGHUP to every worker', { WORKERS: '2' }],
-])('SIGHUP (%s): new connections get the renewed certificate, which the new CA verifies', async (name, env) => {
+])('SIGHUP (%s): new connections get the renewed certificate, which the new CA verifies', async (_name, env) => {
   const { dp, cert, key } = await tlsDataPlane(`renewed-${Object.keys(env).length}`, env);
   try {
     const renewedSerial = new X509Certificate(await readFile(renewed.serverCert)).serialNumber;

@@ -36,7 +36,7 @@ beforeAll(async () => {
   ca = await readFile(certs.caCert);
   [echo, slow, hopByHop] = await Promise.all([
     startUpstream('h2-echo', { kind: 'echo' }),
-    startUpstream('h2-slow', { kind: 'delay', ms: 800, then: { kind: 'echo' } }),
+    startUpstream('h2-slow', { kind: 'delay', ms: 800, answer: { kind: 'echo' } }),
     startUpstream('h2-hop', { kind: 'fixed', headers: { connection: 'x-private', 'x-private': 'secret', 'keep-alive': 'timeout=5', 'x-kept': 'yes' } }),
   ]);
   doubled = createNetServer((socket) => {

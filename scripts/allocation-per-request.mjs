@@ -49,6 +49,7 @@ for (const e of entries.slice(1)) {
   console.log(`${e.name} − ${base.name}: ${bytes(e.total - base.total).trim()} bytes per request; largest differences, with ${e.name}'s callers:`);
   for (const [fn, d] of rows.slice(0, TOP)) {
     const from = [...(e.callers.get(fn) ?? base.callers.get(fn) ?? [])].sort((a, b) => b[1] - a[1])[0]?.[0] ?? '';
-    console.log(`${(d >= 0 ? '+' : '') + bytes(d).trim()}`.padStart(7) + `  ${fn}${from ? `  ← ${from}` : ''}`);
+    const delta = `${d >= 0 ? '+' : ''}${bytes(d).trim()}`;
+    console.log(`${delta.padStart(7)}  ${fn}${from ? `  ← ${from}` : ''}`);
   }
 }

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { parseApiDefinition } from '#proto/definition/index';
 import { createLogger } from '#proto/logger';
 import { openFileStore } from '../control-plane/dist/store/file-store.js';
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
 import { apiDefinition } from '../test/helpers/api-definition.js';
 import { controlPlaneIdentity, installCrds, kubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
@@ -79,15 +79,28 @@ async function startWatchedDataPlane(controlPlaneAddr: string): Promise<WatchedD
   const onLine = (raw: string) => {
     if (!raw.includes('"snapshot applied"')) return;
     highest = Math.max(highest, Number(JSON.parse(raw).version));
-    for (const w of waiters) if (highest >= w.version) waiters.delete(w), w.resolve();
+    for (const w of waiters) {
+      if (highest < w.version) continue;
+      waiters.delete(w);
+      w.resolve();
+    }
   };
   const dp = await startDataPlane({ controlPlaneAddr, onLine });
   const applied = (version: number) =>
     highest >= version
       ? Promise.resolve()
       : new Promise<void>((resolve, reject) => {
-          const w = { version, resolve: () => (clearTimeout(timer), resolve()) };
-          const timer = setTimeout(() => (waiters.delete(w), reject(new Error(`${dp.id} did not apply version ${version} in 30 s`))), 30_000);
+          const w = {
+            version,
+            resolve: () => {
+              clearTimeout(timer);
+              resolve();
+            },
+          };
+          const timer = setTimeout(() => {
+            waiters.delete(w);
+            reject(new Error(`${dp.id} did not apply version ${version} in 30 s`));
+          }, 30_000);
           waiters.add(w);
         });
   return { dp, applied };

@@ -26,6 +26,7 @@ import { freePort } from '../test/helpers/free-port.js';
 import { pollUntil } from '../test/helpers/poll-until.js';
 import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
 import { spawnService } from '../test/helpers/service-process.js';
+import { createTestCertificates } from '../test/helpers/test-certificates.js';
 import { rawApi } from './bench-apis.mjs';
 import { imageEnv } from './image-env.mjs';
 
@@ -759,34 +760,10 @@ async function tlsSection(upstream, cp) {
     proxy: { listen_path: '/bench-tls/*', upstreams: { targets: [{ target: upstream.url }] } },
   });
   if (res.status !== 201) throw new Error(`creating the TLS bench API failed: ${res.status} ${res.text}`);
-  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-tls-'));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const [cert, key] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
-  const made = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { encoding: 'utf8' },
-  );
-  if (made.status !== 0) throw new Error(`openssl could not make the certificate: ${made.stderr}`);
-  const tls = { PROXY_TLS_CERT: cert, PROXY_TLS_KEY: key };
+  // A P-256 server certificate, as the tests make them (the load generators verify nothing).
+  const certs = await createTestCertificates();
+  cleanups.push(() => certs.dispose());
+  const tls = { PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey };
   const settings = {
     http: { env: {} },
     https: { env: tls, https: true },

@@ -20,5 +20,5 @@ for (const [path, meta] of Object.entries(pk)) {
     added++;
   }
 }
-writeFileSync('package-lock.json', JSON.stringify(lock, null, 2) + '\n');
+writeFileSync('package-lock.json', `${JSON.stringify(lock, null, 2)}\n`);
 console.log('added', added);

@@ -19,6 +19,7 @@
 # Usage: bash scripts/conformance-tools.sh            # build what is missing
 #        FORCE=1 bash scripts/conformance-tools.sh    # rebuild everything
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # --- pinned versions --------------------------------------------------------
 # Keep equal to GATEWAY_API_VERSION in scripts/test-tools.sh (the CRDs installed):
@@ -31,37 +32,15 @@ COREDNS_IMAGE="registry.k8s.io/coredns/coredns:$COREDNS_VERSION"
 # Bump when the way something is built changes, so cached results get rebuilt.
 RECIPE="1"
 
-TOOLS_DIR="${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}"
-IMAGES_DIR="${GATEHOUSE_IMAGES_DIR:-$HOME/.cache/gatehouse/images}"
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-
-die() { echo "conformance-tools: $*" >&2; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "go is not installed"
-mkdir -p "$TOOLS_DIR/bin" "$TOOLS_DIR/work" "$IMAGES_DIR"
-TOOLS_DIR="$(cd "$TOOLS_DIR" && pwd -P)"
-IMAGES_DIR="$(cd "$IMAGES_DIR" && pwd -P)"
-BIN_DIR="$TOOLS_DIR/bin"
-WORK_DIR="$TOOLS_DIR/work/gateway-conformance"
-for d in "$TOOLS_DIR" "$IMAGES_DIR"; do
-  case "$d/" in "$(cd "$REPO_ROOT" && pwd -P)/"*) die "$d is inside the repo; point it outside" ;; esac
-done
-
-export CGO_ENABLED=0
-export GOTOOLCHAIN=local
-export GOFLAGS=-mod=mod
-GO_LANG="$(go env GOVERSION | sed -E 's/^go([0-9]+)\.([0-9]+).*/\1.\2.0/')"
+go_build_env
+TOOLS_DIR="$(cache_dir "$TOOLS_DIR")"
+IMAGES_DIR="$(cache_dir "$IMAGES_DIR")"
+BIN_DIR="$(cache_dir "$TOOLS_DIR/bin")"
+WORK_DIR="$(cache_dir "$TOOLS_DIR/work")/gateway-conformance"
 
 want_stamp() { echo "$1 recipe=$RECIPE"; }
 cached() { # file stamp-file version
   [[ -z "${FORCE:-}" && -f "$1" && -f "$2" && "$(cat "$2")" == "$(want_stamp "$3")" ]]
-}
-timed() { # label cmd...
-  local label="$1" t0
-  shift
-  t0=$(date +%s)
-  "$@"
-  echo "conformance-tools: $label built in $(($(date +%s) - t0))s"
 }
 
 # A wrapper module requiring the release: both the suite and the echo backend are
@@ -102,14 +81,14 @@ package_image() {
 }
 
 build_echo_image() {
-  command -v buildah >/dev/null 2>&1 || die "buildah is not installed (Debian package buildah)"
+  require_command buildah "Debian package buildah"
   (cd "$WORK_DIR" && go build -trimpath -ldflags="-buildid= -s -w" -o "$WORK_DIR/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic)
   # As upstream's Dockerfile.echo-basic: the binary alone at /, run as nonroot (65532).
   package_image "$ECHO_IMAGE" "$WORK_DIR/echo-basic" /echo-basic "$IMAGES_DIR/echo-basic.oci.tar" --entrypoint '["/echo-basic"]' --user 65532:65532 --workingdir /
 }
 
 build_coredns_image() {
-  command -v buildah >/dev/null 2>&1 || die "buildah is not installed (Debian package buildah)"
+  require_command buildah "Debian package buildah"
   local dir="$WORK_DIR/coredns"
   mkdir -p "$dir"
   printf 'module gatehouse.local/tools/conformance-coredns\n\ngo %s\n\nrequire github.com/coredns/coredns %s\n' "$GO_LANG" "$COREDNS_VERSION" >"$dir/go.mod"
@@ -124,7 +103,7 @@ echo_stamp="$IMAGES_DIR/.echo-basic.stamp"
 coredns_stamp="$IMAGES_DIR/.conformance-coredns.stamp"
 if cached "$BIN_DIR/gateway-conformance.test" "$suite_stamp" "$GATEWAY_API_VERSION" && cached "$IMAGES_DIR/echo-basic.oci.tar" "$echo_stamp" "$ECHO_IMAGE" &&
   cached "$IMAGES_DIR/conformance-coredns.oci.tar" "$coredns_stamp" "$COREDNS_IMAGE"; then
-  echo "conformance-tools: suite $GATEWAY_API_VERSION and its images cached"
+  log "suite $GATEWAY_API_VERSION and its images cached"
   exit 0
 fi
 wrapper_module
@@ -133,10 +112,10 @@ for spec in "$BIN_DIR/gateway-conformance.test|$suite_stamp|$GATEWAY_API_VERSION
   "$IMAGES_DIR/conformance-coredns.oci.tar|$coredns_stamp|$COREDNS_IMAGE|build_coredns_image"; do
   IFS='|' read -r file stamp version fn <<<"$spec"
   if cached "$file" "$stamp" "$version"; then
-    echo "conformance-tools: $version cached ($file)"
+    log "$version cached ($file)"
     continue
   fi
   rm -f "$stamp"
-  timed "$version" "$fn"
+  timed "$version built" "$fn"
   want_stamp "$version" >"$stamp"
 done

@@ -16,11 +16,8 @@
 # Usage: GATEHOUSE_IMAGE=localhost/gatehouse:test bash scripts/conformance.sh
 #        RUN_TEST=HTTPRouteSimpleSameNamespace bash scripts/conformance.sh   # one test, no report
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TOOLS_DIR="${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}"
-IMAGES_DIR="${GATEHOUSE_IMAGES_DIR:-$HOME/.cache/gatehouse/images}"
-BIN_DIR="$TOOLS_DIR/bin"
 RELEASE="${RELEASE:-gatehouse}"
 NS="${NAMESPACE:-gatehouse-system}"
 CLASS="gatehouse"
@@ -29,7 +26,6 @@ PROFILE="GATEWAY-HTTP"
 SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-Gateway,HTTPRoute,ReferenceGrant}"
 REPORT="$REPO_ROOT/docs/conformance/gatehouse-$PROFILE.yaml"
 
-die() { echo "conformance: $*" >&2; exit 1; }
 [[ -n "${KUBECONFIG:-}" ]] || die "KUBECONFIG must name the cluster"
 [[ -n "${GATEHOUSE_IMAGE:-}" ]] || die "GATEHOUSE_IMAGE (repository:tag of the Gatehouse image in the node's containerd) must be set"
 kubectl() { "$BIN_DIR/kubectl" "$@"; }

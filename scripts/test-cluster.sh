@@ -49,10 +49,8 @@
 # the root device), and containerd's restrict_oom_score_adj (a process here
 # may not lower its oom_score_adj).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TOOLS_DIR="${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}"
-BIN_DIR="$TOOLS_DIR/bin"
 D="${GATEHOUSE_NODE_DIR:-/var/lib/gatehouse-node}"
 NETNS=gatehouse-node
 NETNS_PATH="/var/run/netns/$NETNS"
@@ -69,9 +67,6 @@ SOCK="$D/containerd/containerd.sock"
 PAUSE_IMAGE="localhost/gatehouse/pause:3.10"
 COREDNS_IMAGE="localhost/gatehouse/coredns:test"
 CNI_BIN_DIR="${GATEHOUSE_CNI_BIN_DIR:-/usr/lib/cni}"
-
-die() { echo "test-cluster: $*" >&2; exit 1; }
-log() { echo "test-cluster: $*" >&2; }
 
 in_netns() { nsenter --net="$NETNS_PATH" -- "$@"; }
 kctl() { in_netns "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
@@ -189,7 +184,7 @@ need() {
   done
   ((${#missing[@]} == 0)) || die "missing in $BIN_DIR: ${missing[*]} (run: bash scripts/test-tools.sh)"
   for b in containerd containerd-shim-runc-v2 runc ctr iptables nsenter openssl; do
-    command -v "$b" >/dev/null 2>&1 || die "$b is not installed (Debian packages containerd, runc, iptables, util-linux, openssl)"
+    require_command "$b" "Debian packages containerd, runc, iptables, util-linux, openssl"
   done
   for b in bridge host-local loopback portmap; do
     [[ -x "$CNI_BIN_DIR/$b" ]] || die "CNI plugin $CNI_BIN_DIR/$b missing (Debian package containernetworking-plugins)"

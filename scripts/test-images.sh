@@ -28,6 +28,7 @@
 #        bash scripts/test-images.sh names            GATEHOUSE_IMAGE=…, UPSTREAM_IMAGE=… (one a line)
 #        FORCE=1 bash scripts/test-images.sh build    rebuild everything
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # --- pinned -------------------------------------------------------------------
 DEBIAN_SUITE="bookworm"
@@ -38,12 +39,7 @@ UPSTREAM_IMAGE="localhost/gatehouse-test-upstream:test"
 # Bump when the way an image is built changes, so cached archives get rebuilt.
 RECIPE="1"
 
-IMAGES_DIR="${GATEHOUSE_IMAGES_DIR:-$HOME/.cache/gatehouse/images}"
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 UPSTREAM_CONTEXT="test/images/upstream"
-
-die() { echo "test-images: $*" >&2; exit 1; }
-log() { echo "test-images: $*" >&2; }
 
 archive_of() { echo "$IMAGES_DIR/$1.oci.tar"; }
 stamp_of() { echo "$IMAGES_DIR/.$1.stamp"; }
@@ -51,14 +47,6 @@ stamp_of() { echo "$IMAGES_DIR/.$1.stamp"; }
 names() {
   echo "GATEHOUSE_IMAGE=$GATEHOUSE_IMAGE"
   echo "UPSTREAM_IMAGE=$UPSTREAM_IMAGE"
-}
-
-timed() { # label cmd...
-  local label="$1" t0
-  shift
-  t0=$(date +%s)
-  "$@"
-  log "$label in $(($(date +%s) - t0))s"
 }
 
 is_cached() { # name key
@@ -152,8 +140,8 @@ bah() { buildah --root "$STORE" --runroot "/run/gatehouse-images-$STORAGE_DRIVER
 
 start_builder() {
   [[ -n "$WORK" ]] && return 0
-  command -v buildah >/dev/null 2>&1 || die "buildah is not installed (apt-get install buildah)"
-  [[ "$(id -u)" -eq 0 ]] || die "building the images needs root (debootstrap, buildah's chroot isolation)"
+  require_command buildah "apt-get install buildah"
+  require_root "building the images (debootstrap, buildah's chroot isolation)"
   WORK="$IMAGES_DIR/work"
   cleanup # a previous run that was killed
   mkdir -p "$WORK"
@@ -192,7 +180,7 @@ push_archive() { # image name key
 
 # --- the base stand-in ----------------------------------------------------------
 debootstrap_rootfs() { # dir
-  command -v debootstrap >/dev/null 2>&1 || die "debootstrap is not installed (apt-get install debootstrap)"
+  require_command debootstrap "apt-get install debootstrap"
   local mirror
   mirror="$(debian_sources | awk -v s="$DEBIAN_SUITE" '$2 == s { print $1; exit }')"
   mkdir -p "$IMAGES_DIR/debootstrap-cache"
@@ -347,7 +335,7 @@ build() {
 # --- containerd ---------------------------------------------------------------
 load() { # address
   local address="$1" name image archive digest listed
-  command -v ctr >/dev/null 2>&1 || die "ctr is not installed (apt-get install containerd)"
+  require_command ctr "apt-get install containerd"
   build
   for name in gatehouse upstream; do
     if [[ "$name" == gatehouse ]]; then image="$GATEHOUSE_IMAGE"; else image="$UPSTREAM_IMAGE"; fi

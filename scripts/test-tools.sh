@@ -30,6 +30,7 @@
 # GO_BUILD_P=1 bounds go build's parallel compile jobs (default: one per core),
 # for a machine whose cores are shared with others at the same time.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 # --- pinned versions --------------------------------------------------------
 # k8s.io/kubernetes publishes its staging modules (k8s.io/api, apiserver, ...)
@@ -49,32 +50,10 @@ METRICS_SERVER_VERSION="v0.8.0"
 # Bump when the way a tool is built changes, so cached binaries get rebuilt.
 RECIPE="1"
 
-TOOLS_DIR="${GATEHOUSE_TOOLS_DIR:-$HOME/.cache/gatehouse/tools}"
-BIN_DIR="$TOOLS_DIR/bin"
-WORK_DIR="$TOOLS_DIR/work"
-
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-
-die() { echo "test-tools: $*" >&2; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "go is not installed (Go >= 1.25 is needed to build the Kubernetes test tools)"
-
-mkdir -p "$BIN_DIR" "$WORK_DIR"
-TOOLS_DIR="$(cd "$TOOLS_DIR" && pwd -P)"
-BIN_DIR="$TOOLS_DIR/bin"
-WORK_DIR="$TOOLS_DIR/work"
-case "$TOOLS_DIR/" in
-  "$(cd "$REPO_ROOT" && pwd -P)/"*) die "GATEHOUSE_TOOLS_DIR ($TOOLS_DIR) is inside the repo; point it outside (multi-GB build trees must not end up in git)" ;;
-esac
-
-# Static binaries, no host toolchain surprises; never silently switch to a
-# downloaded Go toolchain because some dependency's go.mod asks for one.
-export CGO_ENABLED=0
-export GOTOOLCHAIN=local
-export GOFLAGS="-mod=mod${GO_BUILD_P:+ -p=$GO_BUILD_P}"
-
-GO_VERSION="$(go env GOVERSION)"             # e.g. go1.26.8
-GO_LANG="$(echo "$GO_VERSION" | sed -E 's/^go([0-9]+)\.([0-9]+).*/\1.\2.0/')"
+go_build_env
+TOOLS_DIR="$(cache_dir "$TOOLS_DIR")"
+BIN_DIR="$(cache_dir "$TOOLS_DIR/bin")"
+WORK_DIR="$(cache_dir "$TOOLS_DIR/work")"
 
 stamp_of() { echo "$BIN_DIR/.$1.stamp"; }
 want_stamp() { echo "$1 recipe=$RECIPE"; }
@@ -104,15 +83,6 @@ copy_replaces() { # go.mod path
   ' "$1" | grep -v -E '=>[[:space:]]*\.\.?/' || true
 }
 
-build_started=0
-timed() { # label cmd...
-  local label="$1" t0 t1
-  shift
-  t0=$(date +%s)
-  "$@"
-  t1=$(date +%s)
-  echo "test-tools: $label built in $((t1 - t0))s"
-}
 
 # The wrapper module every k8s.io/kubernetes command is built in.
 write_kubernetes_gomod() { # dir
@@ -196,7 +166,7 @@ build_kubectl() { build_kubernetes_cmd kubectl; }
 # packs this static binary into the sandbox image itself.
 build_pause() {
   local src
-  command -v gcc >/dev/null 2>&1 || die "gcc is not installed (needed for the pause binary)"
+  require_command gcc "needed for the pause binary"
   src="$(cd "$WORK_DIR" && GOFLAGS= go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n -E 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p')"
   [[ -f "$src/build/pause/linux/pause.c" ]] || die "no build/pause/linux/pause.c in k8s.io/kubernetes@$KUBERNETES_VERSION"
   gcc -Os -Wall -Werror -static -DVERSION="$KUBERNETES_VERSION-gatehouse" -o "$BIN_DIR/pause.tmp" "$src/build/pause/linux/pause.c"
@@ -308,9 +278,9 @@ fetch_gateway_api_crds() {
 total_t0=$(date +%s)
 gateway_stamp="$GATEWAY_API_DIR/.stamp"
 if [[ -z "${FORCE:-}" && -f "$gateway_stamp" && "$(cat "$gateway_stamp")" == "$(want_stamp "$GATEWAY_API_VERSION")" ]]; then
-  echo "test-tools: gateway-api CRDs $GATEWAY_API_VERSION cached ($GATEWAY_API_DIR)"
+  log "gateway-api CRDs $GATEWAY_API_VERSION cached ($GATEWAY_API_DIR)"
 else
-  echo "test-tools: fetching gateway-api CRDs $GATEWAY_API_VERSION into $GATEWAY_API_DIR"
+  log "fetching gateway-api CRDs $GATEWAY_API_VERSION into $GATEWAY_API_DIR"
   fetch_gateway_api_crds
   want_stamp "$GATEWAY_API_VERSION" >"$gateway_stamp"
 fi
@@ -330,19 +300,20 @@ specs=(
 for name in "$@"; do
   printf '%s\n' "${specs[@]}" | grep -q "^$name " || die "unknown tool $name"
 done
+build_started=0
 for spec in "${specs[@]}"; do
   read -r tool version fn <<<"$spec"
   [[ $# == 0 || " $* " == *" $tool "* ]] || continue
   if is_cached "$tool" "$version"; then
-    echo "test-tools: $tool $version cached ($BIN_DIR/$tool)"
+    log "$tool $version cached ($BIN_DIR/$tool)"
     continue
   fi
-  echo "test-tools: building $tool $version with $GO_VERSION into $BIN_DIR (work dir $WORK_DIR/$tool)"
+  log "building $tool $version with $GO_VERSION into $BIN_DIR (work dir $WORK_DIR/$tool)"
   build_started=1
   rm -f "$(stamp_of "$tool")"
-  timed "$tool $version" "$fn"
+  timed "$tool $version built" "$fn"
   want_stamp "$version" >"$(stamp_of "$tool")"
 done
 if [[ "$build_started" == 1 ]]; then
-  echo "test-tools: done in $(($(date +%s) - total_t0))s"
+  log "done in $(($(date +%s) - total_t0))s"
 fi

@@ -65,7 +65,7 @@ export async function request(conn: Connection, method: string, path: string, bo
     throw new CliError(`cannot reach ${conn.server}: ${cause?.code ?? cause?.message ?? (err as Error).message}`);
   }
   const text = await res.text();
-  let parsed: unknown = undefined;
+  let parsed: unknown;
   try {
     parsed = text === '' ? undefined : JSON.parse(text);
   } catch {

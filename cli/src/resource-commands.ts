@@ -9,6 +9,7 @@ import { withContext } from './context.js';
 import { mergePatchBetween, readDocuments } from './documents.js';
 import { print, type Column } from './output.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: an admin API answer, untyped JSON read field by field for display.
 type Definition = Record<string, any>;
 
 interface ResourceKind {

@@ -4,6 +4,7 @@ import { request } from './admin-http.js';
 import { withContext } from './context.js';
 import { formatTable, print } from './output.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: an admin API answer, untyped JSON read field by field for display.
 type Row = Record<string, any>;
 
 function headerPairs(values: string[]): Record<string, string> {

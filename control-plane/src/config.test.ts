@@ -1,4 +1,5 @@
 import { join, resolve } from 'node:path';
+import { ConfigError } from '#proto/env';
 import { generatesJoinToken, loadConfig } from './config.js';
 
 describe('loadConfig', () => {
@@ -35,7 +36,7 @@ describe('loadConfig', () => {
   });
 
   test('plaintext gRPC on a non-loopback GRPC_HOST is refused, naming GRPC_INSECURE', () => {
-    expect(() => loadConfig({ GRPC_HOST: '0.0.0.0' })).toThrow(/GRPC_HOST 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
+    expect(() => loadConfig({ GRPC_HOST: '0.0.0.0' })).toThrow(/^GRPC_HOST: 0\.0\.0\.0 is not a loopback address.*GRPC_INSECURE=true/);
   });
 
   test('no environment at all: gRPC binds loopback and the control plane generates a join token', () => {
@@ -151,59 +152,92 @@ describe('loadConfig', () => {
   });
 
   test.each<[string, NodeJS.ProcessEnv, string]>([
-    ['bad LEADER_ELECTION', { STORE: 'kubernetes', LEADER_ELECTION: 'yes' }, 'LEADER_ELECTION must be "true" or "false"'],
+    ['bad LEADER_ELECTION', { STORE: 'kubernetes', LEADER_ELECTION: 'yes' }, 'LEADER_ELECTION: expected "true" or "false", got "yes"'],
     [
       'bad DISCOVERY_NAMESPACES',
       { STORE: 'kubernetes', DISCOVERY_NAMESPACES: 'shop,Billing' },
-      'DISCOVERY_NAMESPACES holds "Billing", which is not a namespace name',
+      'DISCOVERY_NAMESPACES: expected namespace names, got "Billing"',
     ],
     [
       'bad GATEWAY_ADDRESS_SERVICE',
       { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_ADDRESS_SERVICE: 'Data_Plane' },
-      'GATEWAY_ADDRESS_SERVICE must be a Service name, got "Data_Plane"',
+      'GATEWAY_ADDRESS_SERVICE: expected a Service name, got "Data_Plane"',
     ],
-    ['bad GATEWAY_API', { STORE: 'kubernetes', GATEWAY_API: 'yes' }, 'GATEWAY_API must be "true" or "false"'],
-    ['GATEWAY_API without the Kubernetes store', { GATEWAY_API: 'true', GRPC_HOST: '127.0.0.1' }, 'GATEWAY_API needs STORE=kubernetes'],
+    ['bad GATEWAY_API', { STORE: 'kubernetes', GATEWAY_API: 'yes' }, 'GATEWAY_API: expected "true" or "false", got "yes"'],
+    ['GATEWAY_API without the Kubernetes store', { GATEWAY_API: 'true', GRPC_HOST: '127.0.0.1' }, 'GATEWAY_API: needs STORE=kubernetes'],
     [
       'bad GATEWAY_CONTROLLER_NAME',
       { STORE: 'kubernetes', GATEWAY_API: 'true', GATEWAY_CONTROLLER_NAME: 'no-slash' },
-      'GATEWAY_CONTROLLER_NAME must be a domain-prefixed path',
+      'GATEWAY_CONTROLLER_NAME: expected a domain-prefixed path',
     ],
-    ['bad LEASE_DURATION', { STORE: 'kubernetes', LEASE_DURATION: 'long' }, 'LEASE_DURATION'],
-    ['bad KUBE_API_QPS', { STORE: 'kubernetes', KUBE_API_QPS: '0' }, 'KUBE_API_QPS must be a positive integer'],
-    ['bad KUBE_API_BURST', { STORE: 'kubernetes', KUBE_API_BURST: 'many' }, 'KUBE_API_BURST must be a positive integer'],
-    ['unknown store', { STORE: 'redis' }, 'STORE must be'],
-    ['port out of range', { ADMIN_PORT: '70000' }, 'ADMIN_PORT'],
-    ['port not a number', { GRPC_PORT: 'http' }, 'GRPC_PORT'],
-    ['ttl zero', { ADMIN_TOKEN_TTL: '0' }, 'ADMIN_TOKEN_TTL'],
-    ['config history zero', { CONFIG_HISTORY: '0' }, 'CONFIG_HISTORY'],
-    ['bad duration', { SHUTDOWN_TIMEOUT: 'soon' }, 'SHUTDOWN_TIMEOUT'],
-    ['bad log level', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
-    ['cert without key', { GRPC_TLS_CERT: 'c' }, 'GRPC_TLS_CERT and GRPC_TLS_KEY must be set together'],
-    ['CA without cert', { GRPC_TLS_CA: 'a', GRPC_HOST: '127.0.0.1' }, 'GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
-    ['server TLS that authenticates nobody', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA or GRPC_JOIN_TOKEN is required'],
-    ['short join token', { GRPC_HOST: '127.0.0.1', GRPC_JOIN_TOKEN: 'short' }, 'GRPC_JOIN_TOKEN must hold tokens of at least 16 characters'],
-    ['bad ALLOW_SHORT_HMAC_KEYS', { GRPC_HOST: '127.0.0.1', ALLOW_SHORT_HMAC_KEYS: 'yes' }, 'ALLOW_SHORT_HMAC_KEYS must be "true" or "false"'],
-    ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE must be "true" or "false"'],
-    ['short KEY_AUTH_HASH_KEY', { KEY_AUTH_HASH_KEY: 'k'.repeat(31) }, 'KEY_AUTH_HASH_KEY must be 32 to 1024 bytes'],
-    ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER and ADMIN_VIEWER_PASSWORD must be set together'],
+    [
+      'bad LEASE_DURATION',
+      { STORE: 'kubernetes', LEASE_DURATION: 'long' },
+      'LEASE_DURATION: expected a duration such as "500ms" or "30s" (at most 1h), got "long"',
+    ],
+    ['bad KUBE_API_QPS', { STORE: 'kubernetes', KUBE_API_QPS: '0' }, 'KUBE_API_QPS: expected an integer of at least 1, got "0"'],
+    ['bad KUBE_API_BURST', { STORE: 'kubernetes', KUBE_API_BURST: 'many' }, 'KUBE_API_BURST: expected an integer of at least 1, got "many"'],
+    ['unknown store', { STORE: 'redis' }, 'STORE: expected "file" or "kubernetes", got "redis"'],
+    ['port out of range', { ADMIN_PORT: '70000' }, 'ADMIN_PORT: expected a port number 0-65535, got "70000"'],
+    ['port not a number', { GRPC_PORT: 'http' }, 'GRPC_PORT: expected a port number 0-65535, got "http"'],
+    ['ttl zero', { ADMIN_TOKEN_TTL: '0' }, 'ADMIN_TOKEN_TTL: expected an integer of at least 1, got "0"'],
+    ['config history zero', { CONFIG_HISTORY: '0' }, 'CONFIG_HISTORY: expected an integer of at least 1, got "0"'],
+    ['bad duration', { SHUTDOWN_TIMEOUT: 'soon' }, 'SHUTDOWN_TIMEOUT: expected a duration'],
+    ['bad log level', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    ['cert without key', { GRPC_TLS_CERT: 'c' }, 'GRPC_TLS_CERT: needs GRPC_TLS_KEY (both or neither)'],
+    ['CA without cert', { GRPC_TLS_CA: 'a', GRPC_HOST: '127.0.0.1' }, 'GRPC_TLS_CA: needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
+    ['server TLS that authenticates nobody', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CERT: needs GRPC_TLS_CA or GRPC_JOIN_TOKEN'],
+    ['short join token', { GRPC_HOST: '127.0.0.1', GRPC_JOIN_TOKEN: 'short' }, 'GRPC_JOIN_TOKEN: must hold tokens of at least 16 characters'],
+    ['bad ALLOW_SHORT_HMAC_KEYS', { GRPC_HOST: '127.0.0.1', ALLOW_SHORT_HMAC_KEYS: 'yes' }, 'ALLOW_SHORT_HMAC_KEYS: expected "true" or "false", got "yes"'],
+    ['bad GRPC_INSECURE', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE: expected "true" or "false", got "yes"'],
+    ['short KEY_AUTH_HASH_KEY', { KEY_AUTH_HASH_KEY: 'k'.repeat(31) }, 'KEY_AUTH_HASH_KEY: must be 32 to 1024 bytes'],
+    ['viewer without password', { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'ro' }, 'ADMIN_VIEWER_USER: needs ADMIN_VIEWER_PASSWORD (both or neither)'],
     [
       'viewer named like the admin',
       { GRPC_HOST: '127.0.0.1', ADMIN_VIEWER_USER: 'admin', ADMIN_VIEWER_PASSWORD: 'pw' },
-      'ADMIN_VIEWER_USER must differ from ADMIN_USER',
+      'ADMIN_VIEWER_USER: must differ from ADMIN_USER',
     ],
-    ['admin key without cert', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_KEY: 'k' }, 'ADMIN_TLS_CERT and ADMIN_TLS_KEY must be set together'],
-    ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE'],
-    ['backoff max below base', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' }, 'ADMIN_LOGIN_BACKOFF_MAX'],
-    ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES'],
-    ['user burst zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_BURST: '0' }, 'ADMIN_LOGIN_USER_BURST'],
-    ['user refill zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_REFILL: '0s' }, 'ADMIN_LOGIN_USER_REFILL must be a duration'],
+    ['admin key without cert', { GRPC_HOST: '127.0.0.1', ADMIN_TLS_KEY: 'k' }, 'ADMIN_TLS_KEY: needs ADMIN_TLS_CERT (both or neither)'],
+    ['bad ADMIN_LOGIN_BACKOFF_BASE', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: 'soon' }, 'ADMIN_LOGIN_BACKOFF_BASE: expected a duration'],
+    [
+      'backoff max below base',
+      { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_BACKOFF_BASE: '2s', ADMIN_LOGIN_BACKOFF_MAX: '1s' },
+      'ADMIN_LOGIN_BACKOFF_MAX: must not be smaller than ADMIN_LOGIN_BACKOFF_BASE',
+    ],
+    ['free failures zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_FREE_FAILURES: '0' }, 'ADMIN_LOGIN_FREE_FAILURES: expected an integer of at least 1, got "0"'],
+    ['user burst zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_BURST: '0' }, 'ADMIN_LOGIN_USER_BURST: expected an integer of at least 1, got "0"'],
+    ['user refill zero', { GRPC_HOST: '127.0.0.1', ADMIN_LOGIN_USER_REFILL: '0s' }, 'ADMIN_LOGIN_USER_REFILL: expected a duration'],
     [
       'unknown OTLP protocol',
       { GRPC_HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_PROTOCOL: 'http' },
-      'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"',
+      'OTEL_EXPORTER_OTLP_PROTOCOL: expected "http/protobuf", "http/json" or "grpc", got "http"',
     ],
   ])('rejects %s', (_name, env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  test('every problem is reported at once, one `NAME: problem` each, without echoing secrets', () => {
+    const secret = 'k'.repeat(31);
+    let error: unknown;
+    try {
+      loadConfig({ ADMIN_PORT: 'http', STORE: 'kubernetes', KUBE_API_QPS: '0', KEY_AUTH_HASH_KEY: secret, GRPC_JOIN_TOKEN: 'short-token' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([{ name: 'ADMIN_PORT', message: 'expected a port number 0-65535, got "http"' }]);
+    try {
+      loadConfig({ STORE: 'kubernetes', KUBE_API_QPS: '0', KEY_AUTH_HASH_KEY: secret, GRPC_JOIN_TOKEN: 'short-token' });
+    } catch (err) {
+      error = err;
+    }
+    expect((error as ConfigError).problems.map((p) => p.name)).toEqual(['KUBE_API_QPS', 'KEY_AUTH_HASH_KEY', 'GRPC_JOIN_TOKEN']);
+    expect((error as ConfigError).message).not.toContain(secret);
+    expect((error as ConfigError).message).not.toContain('short-token');
+  });
+
+  test('the Kubernetes variables are read with STORE=kubernetes only', () => {
+    expect(loadConfig({ GRPC_HOST: '127.0.0.1', KUBE_API_QPS: '0', LEASE_DURATION: 'long' }).kubernetes).toBeNull();
   });
 });

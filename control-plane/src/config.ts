@@ -5,10 +5,10 @@
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { importHashKey, MIN_HASH_KEY_BYTES } from '#proto/api-key';
-import { tryParseDuration } from '#proto/duration';
-import { GatehouseError } from '#proto/errors';
+import { z } from 'zod';
+import { boolean, bothOrNeither, duration, type EnvChecks, integer, list, oneOf, parseEnv, port, text, variable } from '#proto/env';
 import { isLoopbackHost, serverTlsFromEnv, type ServerTlsFiles } from '#proto/grpc';
-import { logFormatOf, logLevelOf } from '#proto/logger';
+import { LOG_FORMAT, LOG_LEVEL } from '#proto/logger';
 import { traceExport } from '#proto/tracing';
 
 export interface ControlPlaneConfig {
@@ -95,83 +95,98 @@ export interface KubernetesConfig {
 const KUBE_API_QPS = 500;
 const KUBE_API_BURST = 1000;
 
-function invalid(name: string, message: string): GatehouseError {
-  return new GatehouseError('VALIDATION_FAILED', `${name} ${message}`, { field: name });
-}
-
-function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value > 65535) throw invalid(name, 'must be a port number (0-65535)');
-  return value;
-}
-
-function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < 1) throw invalid(name, 'must be a positive integer');
-  return value;
-}
-
-function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
-  const raw = env[name] || fallback;
-  const ms = tryParseDuration(raw);
-  if (ms === null) throw invalid(name, `must be a duration such as "10s" or "250ms" (at most 1h), got "${raw}"`);
-  return ms;
-}
-
-function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (raw !== 'true' && raw !== 'false') throw invalid(name, `must be "true" or "false", got "${raw}"`);
-  return raw === 'true';
-}
-
-/** Two variables that only make sense together: both set, or neither. */
-function pair(env: NodeJS.ProcessEnv, first: string, second: string): [string, string] | null {
-  const a = nonEmpty(env, first);
-  const b = nonEmpty(env, second);
-  if (!a !== !b) throw invalid(first, `and ${second} must be set together`);
-  return a && b ? [a, b] : null;
-}
-
 const MIN_JOIN_TOKEN_CHARS = 16;
+
+/** Gateway API's controllerName form: a domain-prefixed path. */
+const CONTROLLER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$/;
+
+const MAX = Number.MAX_SAFE_INTEGER;
+
+/** The control plane's variables, each alone; loadConfig relates them. */
+const CONTROL_PLANE_ENV = z.object({
+  ADMIN_HOST: text('0.0.0.0'),
+  ADMIN_PORT: port(8081),
+  GRPC_HOST: text(),
+  GRPC_PORT: port(8082),
+  STORE: oneOf(['file', 'kubernetes'], 'file'),
+  LEADER_ELECTION: boolean(true),
+  DATA_DIR: text('./data'),
+  CONFIG_HISTORY: integer(1, MAX, 20),
+  ADMIN_USER: text('admin'),
+  ADMIN_PASSWORD: text(),
+  ADMIN_JWT_SECRET: text(),
+  ADMIN_TOKEN_TTL: integer(1, MAX, 3600),
+  ADMIN_LOGIN_FREE_FAILURES: integer(1, MAX, 5),
+  ADMIN_LOGIN_BACKOFF_BASE: duration('1s'),
+  ADMIN_LOGIN_BACKOFF_MAX: duration('15m'),
+  ADMIN_LOGIN_USER_BURST: integer(1, MAX, 20),
+  ADMIN_LOGIN_USER_REFILL: duration('1m'),
+  LOG_LEVEL,
+  LOG_FORMAT,
+  SHUTDOWN_TIMEOUT: duration('10s'),
+  // Tokens are secrets: a short one is refused by loadConfig without being echoed.
+  GRPC_JOIN_TOKEN: list('tokens'),
+  GRPC_INSECURE: boolean(false),
+  ALLOW_SHORT_HMAC_KEYS: boolean(false),
+  TLS_RELOAD_INTERVAL: duration('1m'),
+  KEY_AUTH_HASH_KEY: text(),
+});
+
+/** Read only with STORE=kubernetes. */
+const KUBERNETES_ENV = z.object({
+  GATEHOUSE_NAMESPACE: text(),
+  LEASE_NAME: text('gatehouse-control-plane'),
+  LEASE_DURATION: duration('15s'),
+  POD_NAME: text(),
+  DISCOVERY_NAMESPACES: list('namespace names', (n) => /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n)),
+  GATEWAY_API: boolean(false),
+  GATEWAY_CONTROLLER_NAME: variable(
+    'a domain-prefixed path (e.g. gatehouse.dev/gateway-controller)',
+    (s) => (s.length <= 253 && CONTROLLER_NAME.test(s) ? s : null),
+    'gatehouse.dev/gateway-controller',
+  ),
+  GATEWAY_ADDRESS_SERVICE: variable('a Service name', (s) => (/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(s) ? s : null), null),
+  KUBE_API_QPS: integer(1, MAX, KUBE_API_QPS),
+  KUBE_API_BURST: integer(1, MAX, KUBE_API_BURST),
+});
+
+function kubernetesConfig(env: NodeJS.ProcessEnv, leaderElection: boolean, checks: EnvChecks): KubernetesConfig | null {
+  const vars = checks.parse(env, KUBERNETES_ENV);
+  if (!vars) return null;
+  return {
+    namespace: vars.GATEHOUSE_NAMESPACE,
+    leaderElection,
+    leaseName: vars.LEASE_NAME,
+    leaseDurationMs: vars.LEASE_DURATION,
+    identity: vars.POD_NAME ?? `${hostname()}-${process.pid}`,
+    discoveryNamespaces: vars.DISCOVERY_NAMESPACES,
+    gatewayApi: vars.GATEWAY_API ? { controllerName: vars.GATEWAY_CONTROLLER_NAME, addressService: vars.GATEWAY_ADDRESS_SERVICE } : null,
+    apiRateLimit: { qps: vars.KUBE_API_QPS, burst: vars.KUBE_API_BURST },
+  };
+}
 
 /**
  * The snapshot stream carries every upstream address and JWT secret: plaintext only on loopback
  * (the default bind without TLS) unless GRPC_INSECURE=true; TLS without client certificates only
  * with a join token.
  */
-function grpcSecurity(env: NodeJS.ProcessEnv) {
-  const grpcInsecure = bool(env, 'GRPC_INSECURE', false);
-  let grpcTls: ServerTlsFiles | null;
-  try {
-    grpcTls = serverTlsFromEnv(env);
-  } catch (err) {
-    throw invalid('GRPC_TLS_CERT', `is incomplete: ${(err as Error).message}`);
-  }
-  const grpcHost = env.GRPC_HOST || (grpcTls ? '0.0.0.0' : '127.0.0.1');
-  const grpcJoinTokens = (env.GRPC_JOIN_TOKEN ?? '')
-    .split(',')
-    .map((t) => t.trim())
-    .filter(Boolean);
+function grpcSecurity(env: NodeJS.ProcessEnv, vars: { GRPC_HOST?: string; GRPC_JOIN_TOKEN: string[]; GRPC_INSECURE: boolean }, checks: EnvChecks) {
+  const grpcInsecure = vars.GRPC_INSECURE;
+  const grpcTls = checks.attempt(() => serverTlsFromEnv(env)) ?? null;
+  const grpcHost = vars.GRPC_HOST ?? (grpcTls ? '0.0.0.0' : '127.0.0.1');
+  const grpcJoinTokens = vars.GRPC_JOIN_TOKEN;
   if (grpcJoinTokens.some((t) => t.length < MIN_JOIN_TOKEN_CHARS)) {
-    throw invalid('GRPC_JOIN_TOKEN', `must hold tokens of at least ${MIN_JOIN_TOKEN_CHARS} characters (use e.g. openssl rand -hex 32)`);
+    checks.fail('GRPC_JOIN_TOKEN', `must hold tokens of at least ${MIN_JOIN_TOKEN_CHARS} characters (use e.g. openssl rand -hex 32)`);
   }
   if (!grpcTls && !grpcInsecure && !isLoopbackHost(grpcHost)) {
-    throw invalid(
+    checks.fail(
       'GRPC_HOST',
       `${grpcHost} is not a loopback address and gRPC has no TLS: every data plane's snapshot (upstreams, JWT secrets) would travel in plaintext. ` +
         'Set GRPC_TLS_CERT and GRPC_TLS_KEY (with GRPC_TLS_CA for mutual TLS, or GRPC_JOIN_TOKEN), or GRPC_INSECURE=true to allow plaintext',
     );
   }
   if (grpcTls && !grpcTls.ca && grpcJoinTokens.length === 0 && !grpcInsecure) {
-    throw invalid(
-      'GRPC_TLS_CA',
-      'or GRPC_JOIN_TOKEN is required with GRPC_TLS_CERT: otherwise any client could subscribe to the snapshots (or set GRPC_INSECURE=true)',
-    );
+    checks.fail('GRPC_TLS_CERT', 'needs GRPC_TLS_CA or GRPC_JOIN_TOKEN: otherwise any client could subscribe to the snapshots (or set GRPC_INSECURE=true)');
   }
   return { grpcHost, grpcTls, grpcJoinTokens, grpcInsecure };
 }
@@ -184,113 +199,68 @@ export function generatesJoinToken(config: Pick<ControlPlaneConfig, 'grpcTls' | 
   return config.grpcJoinTokens.length === 0 && !config.grpcTls?.ca && !config.grpcInsecure;
 }
 
-/** KEY_AUTH_HASH_KEY, when set: its text is the key, at least MIN_HASH_KEY_BYTES bytes of it. */
-function keyAuthHashKey(env: NodeJS.ProcessEnv): string | undefined {
-  const key = nonEmpty(env, 'KEY_AUTH_HASH_KEY');
-  if (key !== undefined) {
-    try {
-      importHashKey(key);
-    } catch {
-      throw invalid('KEY_AUTH_HASH_KEY', `must be ${MIN_HASH_KEY_BYTES} to 1024 bytes (use e.g. openssl rand -hex 32)`);
-    }
+function importsAsHashKey(key: string): boolean {
+  try {
+    importHashKey(key);
+    return true;
+  } catch {
+    return false;
   }
-  return key;
 }
 
-function nonEmpty(env: NodeJS.ProcessEnv, name: string): string | undefined {
-  const value = env[name];
-  return value === undefined || value === '' ? undefined : value;
-}
-
-function discoveryNamespaces(env: NodeJS.ProcessEnv): string[] {
-  const names = (env.DISCOVERY_NAMESPACES ?? '')
-    .split(',')
-    .map((n) => n.trim())
-    .filter(Boolean);
-  const bad = names.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
-  if (bad !== undefined) throw invalid('DISCOVERY_NAMESPACES', `holds "${bad}", which is not a namespace name`);
-  return names;
-}
-
-/** Gateway API's controllerName form: a domain-prefixed path. */
-const CONTROLLER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$/;
-
-function gatewayApi(env: NodeJS.ProcessEnv): KubernetesConfig['gatewayApi'] {
-  const on = env.GATEWAY_API || 'false';
-  if (on !== 'true' && on !== 'false') throw invalid('GATEWAY_API', 'must be "true" or "false"');
-  const controllerName = env.GATEWAY_CONTROLLER_NAME || 'gatehouse.dev/gateway-controller';
-  if (controllerName.length > 253 || !CONTROLLER_NAME.test(controllerName))
-    throw invalid('GATEWAY_CONTROLLER_NAME', `must be a domain-prefixed path (e.g. gatehouse.dev/gateway-controller), got "${controllerName}"`);
-  const addressService = env.GATEWAY_ADDRESS_SERVICE || null;
-  if (addressService !== null && !/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(addressService))
-    throw invalid('GATEWAY_ADDRESS_SERVICE', `must be a Service name, got "${addressService}"`);
-  return on === 'true' ? { controllerName, addressService } : null;
-}
-
+/** Throws a ConfigError naming every malformed variable. */
 export function loadConfig(env: NodeJS.ProcessEnv): ControlPlaneConfig {
-  const store = env.STORE || 'file';
-  if (store !== 'file' && store !== 'kubernetes') throw invalid('STORE', `must be "file" or "kubernetes", got "${store}"`);
-  const leaderElection = env.LEADER_ELECTION || 'true';
-  if (leaderElection !== 'true' && leaderElection !== 'false') throw invalid('LEADER_ELECTION', 'must be "true" or "false"');
-  if (store !== 'kubernetes' && env.GATEWAY_API === 'true')
-    throw invalid('GATEWAY_API', 'needs STORE=kubernetes (Gateway API objects are read from the cluster)');
-  const kubernetes: KubernetesConfig | null =
-    store === 'kubernetes'
-      ? {
-          namespace: nonEmpty(env, 'GATEHOUSE_NAMESPACE'),
-          leaderElection: leaderElection === 'true',
-          leaseName: env.LEASE_NAME || 'gatehouse-control-plane',
-          leaseDurationMs: duration(env, 'LEASE_DURATION', '15s'),
-          identity: env.POD_NAME || `${hostname()}-${process.pid}`,
-          discoveryNamespaces: discoveryNamespaces(env),
-          gatewayApi: gatewayApi(env),
-          apiRateLimit: { qps: positiveInteger(env, 'KUBE_API_QPS', KUBE_API_QPS), burst: positiveInteger(env, 'KUBE_API_BURST', KUBE_API_BURST) },
-        }
-      : null;
+  return parseEnv(env, CONTROL_PLANE_ENV, (vars, checks) => {
+    if (vars.STORE !== 'kubernetes' && env.GATEWAY_API === 'true') {
+      checks.fail('GATEWAY_API', 'needs STORE=kubernetes (Gateway API objects are read from the cluster)');
+    }
+    const kubernetes = vars.STORE === 'kubernetes' ? kubernetesConfig(env, vars.LEADER_ELECTION, checks) : null;
+    checks.attempt(() => traceExport(env)); // an unknown OTLP protocol fails the start here, named like any other setting
 
-  const logLevel = logLevelOf(env);
-  logFormatOf(env);
-  traceExport(env); // an unknown OTLP protocol fails the start here, named like any other setting
+    const adminUser = vars.ADMIN_USER;
+    const dataDir = resolve(vars.DATA_DIR);
+    const viewer = checks.attempt(() => bothOrNeither(env, 'ADMIN_VIEWER_USER', 'ADMIN_VIEWER_PASSWORD')) ?? null;
+    if (viewer && viewer[0] === adminUser) checks.fail('ADMIN_VIEWER_USER', 'must differ from ADMIN_USER');
+    const adminTls = checks.attempt(() => bothOrNeither(env, 'ADMIN_TLS_CERT', 'ADMIN_TLS_KEY')) ?? null;
+    const loginThrottle: LoginThrottleConfig = {
+      freeFailures: vars.ADMIN_LOGIN_FREE_FAILURES,
+      baseDelayMs: vars.ADMIN_LOGIN_BACKOFF_BASE,
+      maxDelayMs: vars.ADMIN_LOGIN_BACKOFF_MAX,
+      userBurst: vars.ADMIN_LOGIN_USER_BURST,
+      userRefillMs: vars.ADMIN_LOGIN_USER_REFILL,
+    };
+    if (loginThrottle.maxDelayMs < loginThrottle.baseDelayMs) checks.fail('ADMIN_LOGIN_BACKOFF_MAX', 'must not be smaller than ADMIN_LOGIN_BACKOFF_BASE');
+    const keyAuthHashKey = vars.KEY_AUTH_HASH_KEY;
+    // The key is a secret: named, never echoed.
+    if (keyAuthHashKey !== undefined && !importsAsHashKey(keyAuthHashKey)) {
+      checks.fail('KEY_AUTH_HASH_KEY', `must be ${MIN_HASH_KEY_BYTES} to 1024 bytes (use e.g. openssl rand -hex 32)`);
+    }
 
-  const adminUser = env.ADMIN_USER || 'admin';
-  const dataDir = resolve(env.DATA_DIR || './data');
-
-  const viewer = pair(env, 'ADMIN_VIEWER_USER', 'ADMIN_VIEWER_PASSWORD');
-  if (viewer && viewer[0] === adminUser) throw invalid('ADMIN_VIEWER_USER', 'must differ from ADMIN_USER');
-  const adminTls = pair(env, 'ADMIN_TLS_CERT', 'ADMIN_TLS_KEY');
-  const loginThrottle: LoginThrottleConfig = {
-    freeFailures: positiveInteger(env, 'ADMIN_LOGIN_FREE_FAILURES', 5),
-    baseDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_BASE', '1s'),
-    maxDelayMs: duration(env, 'ADMIN_LOGIN_BACKOFF_MAX', '15m'),
-    userBurst: positiveInteger(env, 'ADMIN_LOGIN_USER_BURST', 20),
-    userRefillMs: duration(env, 'ADMIN_LOGIN_USER_REFILL', '1m'),
-  };
-  if (loginThrottle.maxDelayMs < loginThrottle.baseDelayMs) throw invalid('ADMIN_LOGIN_BACKOFF_MAX', 'must not be smaller than ADMIN_LOGIN_BACKOFF_BASE');
-
-  return {
-    adminHost: env.ADMIN_HOST || '0.0.0.0',
-    adminPort: port(env, 'ADMIN_PORT', 8081),
-    grpcPort: port(env, 'GRPC_PORT', 8082),
-    store,
-    kubernetes,
-    dataDir,
-    configHistory: positiveInteger(env, 'CONFIG_HISTORY', 20),
-    adminUser,
-    adminPassword: nonEmpty(env, 'ADMIN_PASSWORD'),
-    adminPasswordFile: join(dataDir, 'admin-password'),
-    adminJwtSecret: nonEmpty(env, 'ADMIN_JWT_SECRET'),
-    adminJwtSecretFile: join(dataDir, 'admin-jwt-secret'),
-    adminTokenTtlSeconds: positiveInteger(env, 'ADMIN_TOKEN_TTL', 3600),
-    adminViewer: viewer && { user: viewer[0], password: viewer[1] },
-    adminTls: adminTls && { cert: adminTls[0], key: adminTls[1] },
-    loginThrottle,
-    logLevel,
-    shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
-    ...grpcSecurity(env),
-    grpcJoinTokenFile: join(dataDir, 'grpc-join-token'),
-    allowShortHmacKeys: bool(env, 'ALLOW_SHORT_HMAC_KEYS', false),
-    tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
-    keyAuthHashKey: keyAuthHashKey(env),
-    keyAuthHashKeyFile: join(dataDir, 'key-auth-hash-key'),
-  };
+    return {
+      adminHost: vars.ADMIN_HOST,
+      adminPort: vars.ADMIN_PORT,
+      grpcPort: vars.GRPC_PORT,
+      store: vars.STORE,
+      kubernetes,
+      dataDir,
+      configHistory: vars.CONFIG_HISTORY,
+      adminUser,
+      adminPassword: vars.ADMIN_PASSWORD,
+      adminPasswordFile: join(dataDir, 'admin-password'),
+      adminJwtSecret: vars.ADMIN_JWT_SECRET,
+      adminJwtSecretFile: join(dataDir, 'admin-jwt-secret'),
+      adminTokenTtlSeconds: vars.ADMIN_TOKEN_TTL,
+      adminViewer: viewer && { user: viewer[0], password: viewer[1] },
+      adminTls: adminTls && { cert: adminTls[0], key: adminTls[1] },
+      loginThrottle,
+      logLevel: vars.LOG_LEVEL,
+      shutdownTimeoutMs: vars.SHUTDOWN_TIMEOUT,
+      ...grpcSecurity(env, vars, checks),
+      grpcJoinTokenFile: join(dataDir, 'grpc-join-token'),
+      allowShortHmacKeys: vars.ALLOW_SHORT_HMAC_KEYS,
+      tlsReloadIntervalMs: vars.TLS_RELOAD_INTERVAL,
+      keyAuthHashKey,
+      keyAuthHashKeyFile: join(dataDir, 'key-auth-hash-key'),
+    };
+  });
 }

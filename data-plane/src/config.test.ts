@@ -1,3 +1,4 @@
+import { ConfigError } from '#proto/env';
 import { loadConfig } from './config.js';
 
 describe('loadConfig', () => {
@@ -150,65 +151,83 @@ describe('loadConfig', () => {
   });
 
   test.each([
-    ['a port that is not a number', { PROXY_PORT: 'http' }, 'PROXY_PORT'],
-    ['a port out of range', { STATUS_PORT: '70000' }, 'STATUS_PORT'],
-    ['a negative port', { PROXY_PORT: '-1' }, 'PROXY_PORT'],
+    ['a port that is not a number', { PROXY_PORT: 'http' }, 'PROXY_PORT: expected a port number 0-65535, got "http"'],
+    ['a port out of range', { STATUS_PORT: '70000' }, 'STATUS_PORT: expected a port number 0-65535, got "70000"'],
+    ['a negative port', { PROXY_PORT: '-1' }, 'PROXY_PORT: expected a port number 0-65535, got "-1"'],
     ['a duration without unit', { SHUTDOWN_TIMEOUT: '10' }, 'SHUTDOWN_TIMEOUT'],
     ['a drain delay that is no duration', { SHUTDOWN_DELAY: 'soon' }, 'SHUTDOWN_DELAY'],
-    ['a max backoff below the base', { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' }, 'RECONNECT_BACKOFF_MAX'],
-    ['a proxy certificate without its key', { PROXY_TLS_CERT: '/tls/tls.crt' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
-    ['a proxy key without its certificate', { PROXY_TLS_KEY: '/tls/tls.key' }, 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
-    ['a reload interval without unit', { TLS_RELOAD_INTERVAL: '60' }, 'TLS_RELOAD_INTERVAL must be a duration'],
+    [
+      'a max backoff below the base',
+      { RECONNECT_BACKOFF_BASE: '2s', RECONNECT_BACKOFF_MAX: '1s' },
+      'RECONNECT_BACKOFF_MAX: must not be smaller than RECONNECT_BACKOFF_BASE',
+    ],
+    ['a proxy certificate without its key', { PROXY_TLS_CERT: '/tls/tls.crt' }, 'PROXY_TLS_CERT: needs PROXY_TLS_KEY (both or neither)'],
+    ['a proxy key without its certificate', { PROXY_TLS_KEY: '/tls/tls.key' }, 'PROXY_TLS_KEY: needs PROXY_TLS_CERT (both or neither)'],
+    ['a reload interval without unit', { TLS_RELOAD_INTERVAL: '60' }, 'TLS_RELOAD_INTERVAL: expected a duration'],
     [
       'a trusted proxy that is no address or range',
       { TRUSTED_PROXIES: '10.0.0.0/8, lb.internal' },
-      'TRUSTED_PROXIES must list IP addresses and CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", separated by commas; "lb.internal" is neither',
+      'TRUSTED_PROXIES: expected IP addresses and CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", separated by commas, got "lb.internal"',
     ],
     [
       'a cache size that is not a size',
       { PROXY_CACHE_SIZE: 'lots' },
-      'PROXY_CACHE_SIZE must be a size from "1MB" to "64GB" such as "64MB" or "1G", got "lots"',
+      'PROXY_CACHE_SIZE: expected a size from "1MB" to "64GB" such as "64MB" or "1G", got "lots"',
     ],
-    ['a cache size under 1 MiB', { PROXY_CACHE_SIZE: '512K' }, 'PROXY_CACHE_SIZE must be a size from "1MB"'],
-    ['a cache size over 64 GiB', { PROXY_CACHE_SIZE: '65G' }, 'PROXY_CACHE_SIZE must be a size from "1MB" to "64GB"'],
-    ['a Redis timeout of 0', { RATE_LIMIT_REDIS_TIMEOUT: '0ms' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],
-    ['a Redis timeout over 10 s', { RATE_LIMIT_REDIS_TIMEOUT: '11s' }, 'RATE_LIMIT_REDIS_TIMEOUT must be at most 10s, got "11s"'],
-    ['a Redis timeout without unit', { RATE_LIMIT_REDIS_TIMEOUT: '300' }, 'RATE_LIMIT_REDIS_TIMEOUT must be a duration'],
+    ['a cache size under 1 MiB', { PROXY_CACHE_SIZE: '512K' }, 'PROXY_CACHE_SIZE: expected a size from "1MB"'],
+    ['a cache size over 64 GiB', { PROXY_CACHE_SIZE: '65G' }, 'PROXY_CACHE_SIZE: expected a size from "1MB" to "64GB"'],
+    ['a Redis timeout of 0', { RATE_LIMIT_REDIS_TIMEOUT: '0ms' }, 'RATE_LIMIT_REDIS_TIMEOUT: expected a duration'],
+    ['a Redis timeout over 10 s', { RATE_LIMIT_REDIS_TIMEOUT: '11s' }, 'RATE_LIMIT_REDIS_TIMEOUT: expected at most 10s, got "11s"'],
+    ['a Redis timeout without unit', { RATE_LIMIT_REDIS_TIMEOUT: '300' }, 'RATE_LIMIT_REDIS_TIMEOUT: expected a duration'],
     ['a TLS server name with a port', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc:8082' }, 'GRPC_TLS_SERVER_NAME'],
-    ['a TLS server name without TLS', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc' }, 'GRPC_TLS_SERVER_NAME needs GRPC_TLS_CA'],
-    ['a client certificate without CA', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA'],
-    ['a join token in plaintext to a remote CP', { GRPC_JOIN_TOKEN: 't', CONTROL_PLANE_ADDR: 'cp:8082' }, 'GRPC_JOIN_TOKEN would travel in plaintext'],
-    ['GRPC_INSECURE not a boolean', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE'],
-    ['ACCESS_LOG not on/off', { ACCESS_LOG: 'true' }, 'ACCESS_LOG must be "on" or "off"'],
+    ['a TLS server name without TLS', { GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc' }, 'GRPC_TLS_SERVER_NAME: needs GRPC_TLS_CA'],
+    ['a client certificate without CA', { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CA: is required with GRPC_TLS_CERT and GRPC_TLS_KEY'],
+    ['a join token in plaintext to a remote CP', { GRPC_JOIN_TOKEN: 't', CONTROL_PLANE_ADDR: 'cp:8082' }, 'GRPC_JOIN_TOKEN: would travel in plaintext'],
+    ['GRPC_INSECURE not a boolean', { GRPC_INSECURE: 'yes' }, 'GRPC_INSECURE: expected "true" or "false", got "yes"'],
+    ['ACCESS_LOG not on/off', { ACCESS_LOG: 'true' }, 'ACCESS_LOG: expected "on" or "off"'],
     ['ACCESS_LOG_SAMPLE above 1', { ACCESS_LOG_SAMPLE: '1.5' }, 'ACCESS_LOG_SAMPLE'],
     ['ACCESS_LOG_SAMPLE not a number', { ACCESS_LOG_SAMPLE: 'half' }, 'ACCESS_LOG_SAMPLE'],
-    ['LOG_FORMAT unknown', { LOG_FORMAT: 'xml' }, 'LOG_FORMAT must be "json" or "pretty"'],
+    ['LOG_FORMAT unknown', { LOG_FORMAT: 'xml' }, 'LOG_FORMAT: expected "json" or "pretty"'],
     [
       'an unknown OTLP traces protocol',
       { OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc/json' },
-      'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "grpc/json"',
+      'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: expected "http/protobuf", "http/json" or "grpc", got "grpc/json"',
     ],
-    ['LOG_LEVEL unknown', { LOG_LEVEL: 'verbose' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
+    ['LOG_LEVEL unknown', { LOG_LEVEL: 'verbose' }, 'LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
     [
       'PROXY_TLS_CLIENT_CA without TLS',
       { PROXY_TLS_CLIENT_CA: '/ca.crt' },
-      'PROXY_TLS_CLIENT_CA asks clients for certificates over TLS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY',
+      'PROXY_TLS_CLIENT_CA: asks clients for certificates over TLS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY',
     ],
-    ['PROXY_TLS_MIN_VERSION unknown', { PROXY_TLS_MIN_VERSION: 'TLSv1' }, 'PROXY_TLS_MIN_VERSION must be "TLSv1.2" or "TLSv1.3", got "TLSv1"'],
-    ['PROXY_HTTP2 without TLS', { PROXY_HTTP2: 'true' }, 'PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY'],
-    ['PROXY_HTTP2 not a boolean', { PROXY_HTTP2: 'on' }, 'PROXY_HTTP2 must be "true" or "false", got "on"'],
+    ['PROXY_TLS_MIN_VERSION unknown', { PROXY_TLS_MIN_VERSION: 'TLSv1' }, 'PROXY_TLS_MIN_VERSION: expected "TLSv1.2" or "TLSv1.3", got "TLSv1"'],
+    ['PROXY_HTTP2 without TLS', { PROXY_HTTP2: 'true' }, 'PROXY_HTTP2: is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY'],
+    ['PROXY_HTTP2 not a boolean', { PROXY_HTTP2: 'on' }, 'PROXY_HTTP2: expected "true" or "false", got "on"'],
     [
       'PROXY_H2C with TLS',
       { PROXY_TLS_CERT: 'c', PROXY_TLS_KEY: 'k', PROXY_H2C: 'true' },
-      'PROXY_H2C serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)',
+      'PROXY_H2C: serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)',
     ],
-    ['PROXY_H2C not a boolean', { PROXY_H2C: 'yes' }, 'PROXY_H2C must be "true" or "false", got "yes"'],
-    ['WORKERS 0', { WORKERS: '0' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "0"'],
-    ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "65"'],
-    ['WORKERS not a whole number', { WORKERS: '1.5' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "1.5"'],
-    ['WORKERS another word', { WORKERS: 'max' }, 'WORKERS must be "auto" or a whole number from 1 to 64, got "max"'],
-    ['an idle trim without unit', { IDLE_TRIM_AFTER: '30' }, 'IDLE_TRIM_AFTER must be a duration'],
-  ])('%s is refused, naming the variable', (_name, env, variable) => {
-    expect(() => loadConfig(env)).toThrow(variable);
+    ['PROXY_H2C not a boolean', { PROXY_H2C: 'yes' }, 'PROXY_H2C: expected "true" or "false", got "yes"'],
+    ['WORKERS 0', { WORKERS: '0' }, 'WORKERS: expected "auto" or a whole number from 1 to 64, got "0"'],
+    ['WORKERS above 64', { WORKERS: '65' }, 'WORKERS: expected "auto" or a whole number from 1 to 64, got "65"'],
+    ['WORKERS not a whole number', { WORKERS: '1.5' }, 'WORKERS: expected "auto" or a whole number from 1 to 64, got "1.5"'],
+    ['WORKERS another word', { WORKERS: 'max' }, 'WORKERS: expected "auto" or a whole number from 1 to 64, got "max"'],
+    ['an idle trim without unit', { IDLE_TRIM_AFTER: '30' }, 'IDLE_TRIM_AFTER: expected "0" or a duration'],
+  ])('%s is refused, naming the variable', (_name, env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  test('every malformed variable is reported at once, one `NAME: problem` each', () => {
+    expect(() => loadConfig({ PROXY_PORT: 'http', SHUTDOWN_TIMEOUT: '10', WORKERS: 'max' })).toThrow(
+      'PROXY_PORT: expected a port number 0-65535, got "http"; SHUTDOWN_TIMEOUT: expected a duration such as "500ms" or "30s" (at most 1h), got "10"; ' +
+        'WORKERS: expected "auto" or a whole number from 1 to 64, got "max"',
+    );
+  });
+
+  test('problems relating several variables are reported together too', () => {
+    expect(() => loadConfig({ PROXY_HTTP2: 'true', GRPC_TLS_SERVER_NAME: 'cp.gatehouse.svc' })).toThrow(
+      'PROXY_HTTP2: is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY; GRPC_TLS_SERVER_NAME: needs GRPC_TLS_CA',
+    );
   });
 });

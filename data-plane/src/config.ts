@@ -3,15 +3,16 @@
  * Read once by main.ts; everything else receives the values it needs.
  */
 import { availableParallelism, hostname } from 'node:os';
-import { parseDuration } from '#proto/duration';
+import { z } from 'zod';
 import { parseSize } from '#proto/plugins/body-limit';
 import { certificatePairFromEnv, type CertificatePaths } from '#proto/certificate-files';
+import { boolean, duration, durationOrZero, envProblem, oneOf, parseEnv, port, text, variable } from '#proto/env';
 import { upstreamTlsFromEnv, type UpstreamTlsPaths } from './proxy/upstream-tls.js';
 import { clientTlsFromEnv, hostOfAddress, isLoopbackHost, type ClientTlsFiles } from '#proto/grpc';
-import { logFormatOf, logLevelOf } from '#proto/logger';
+import { LOG_FORMAT, LOG_LEVEL } from '#proto/logger';
 import { traceExport } from '#proto/tracing';
 import type { AccessLogConfig } from './proxy/access-log.js';
-import { parseTrustedProxies, type TrustedProxies } from './plugins/client-ip.js';
+import { TRUSTED_PROXIES, type TrustedProxies } from './plugins/client-ip.js';
 
 export interface DataPlaneConfig {
   /** Bind address; undefined = every interface (Node's default, IPv4 and IPv6). */
@@ -68,46 +69,8 @@ export interface DataPlaneConfig {
   trustedProxies: TrustedProxies;
 }
 
-function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value > 65535) throw new Error(`${name} must be a port number (0-65535), got "${raw}"`);
-  return value;
-}
-
-function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
-  const raw = env[name] || fallback;
-  try {
-    return parseDuration(raw);
-  } catch (err) {
-    throw new Error(`${name} must be a duration such as "500ms" or "30s", got "${raw}"`, { cause: err });
-  }
-}
-
-function grpcTls(env: NodeJS.ProcessEnv): ClientTlsFiles | null {
-  try {
-    return clientTlsFromEnv(env);
-  } catch (err) {
-    throw new Error(`GRPC_TLS_CA is incomplete: ${(err as Error).message}`, { cause: err });
-  }
-}
-
-function accessLog(env: NodeJS.ProcessEnv): AccessLogConfig {
-  const enabled = env.ACCESS_LOG || 'on';
-  if (enabled !== 'on' && enabled !== 'off') throw new Error(`ACCESS_LOG must be "on" or "off", got "${enabled}"`);
-  const sample = env.ACCESS_LOG_SAMPLE || '1';
-  const value = Number(sample);
-  if (!/^\d*\.?\d+$/.test(sample) || value > 1) throw new Error(`ACCESS_LOG_SAMPLE must be a number from 0 to 1, got "${sample}"`);
-  return { enabled: enabled === 'on', sample: value };
-}
-
-/** A switch that is on unless set to "false". */
-function flag(env: NodeJS.ProcessEnv, name: string): boolean {
-  const raw = env[name] || 'true';
-  if (raw !== 'true' && raw !== 'false') throw new Error(`${name} must be "true" or "false", got "${raw}"`);
-  return raw === 'true';
-}
+/** A bound against typos (`WORKERS=800`): every worker holds its own routing table and control-plane stream. */
+const MAX_WORKERS = 64;
 
 const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
 
@@ -115,117 +78,121 @@ const MAX_RATE_LIMIT_REDIS_TIMEOUT_MS = 10_000;
 const MIN_PROXY_CACHE_BYTES = 1024 ** 2;
 const MAX_PROXY_CACHE_BYTES = 64 * 1024 ** 3;
 
-function proxyCacheBytes(env: NodeJS.ProcessEnv): number {
-  const raw = env.PROXY_CACHE_SIZE || '64MB';
-  const bytes = parseSize(raw);
-  if (bytes === null || bytes < MIN_PROXY_CACHE_BYTES || bytes > MAX_PROXY_CACHE_BYTES) {
-    throw new Error(`PROXY_CACHE_SIZE must be a size from "1MB" to "64GB" such as "64MB" or "1G", got "${raw}"`);
-  }
-  return bytes;
-}
-
 /** The settings naming the proxy listener's certificate and key (in errors and reload warnings). */
 export const PROXY_TLS_NAMES = { cert: 'PROXY_TLS_CERT', key: 'PROXY_TLS_KEY', ca: 'PROXY_TLS_CLIENT_CA' } as const;
 
+/** The data plane's variables, each alone; loadConfig relates them. */
+const DATA_PLANE_ENV = z.object({
+  PROXY_HOST: text(),
+  PROXY_PORT: port(8080),
+  STATUS_HOST: text(),
+  STATUS_PORT: port(8083),
+  CONTROL_PLANE_ADDR: text('127.0.0.1:8082'),
+  REDIS_URL: text(),
+  RATE_LIMIT_REDIS_TIMEOUT: duration('250ms'),
+  LOG_LEVEL,
+  LOG_FORMAT,
+  DATAPLANE_ID: text(),
+  RECONNECT_BACKOFF_BASE: duration('500ms'),
+  RECONNECT_BACKOFF_MAX: duration('30s'),
+  SHUTDOWN_TIMEOUT: duration('10s'),
+  // Unset or zero ("0s"): none, the drain starts at SIGTERM.
+  SHUTDOWN_DELAY: durationOrZero('0s'),
+  // Zero: the heap is never trimmed.
+  IDLE_TRIM_AFTER: durationOrZero('10s'),
+  SNAPSHOT_CACHE: text(),
+  GRPC_TLS_SERVER_NAME: variable('a DNS name', (s) => (/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(s) ? s : null), undefined),
+  GRPC_JOIN_TOKEN: text(),
+  GRPC_INSECURE: boolean(false),
+  ACCESS_LOG: oneOf(['on', 'off'], 'on'),
+  ACCESS_LOG_SAMPLE: variable('a number from 0 to 1', (s) => (/^\d*\.?\d+$/.test(s) && Number(s) <= 1 ? Number(s) : null), 1),
+  WORKERS: variable<number | 'auto'>(
+    `"auto" or a whole number from 1 to ${MAX_WORKERS}`,
+    (s) => (s === 'auto' ? s : /^\d+$/.test(s) && Number(s) >= 1 && Number(s) <= MAX_WORKERS ? Number(s) : null),
+    1,
+  ),
+  PROXY_TLS_MIN_VERSION: oneOf(['TLSv1.2', 'TLSv1.3'], 'TLSv1.2'),
+  PROXY_HTTP2: boolean(true),
+  PROXY_H2C: boolean(true),
+  PROXY_HTTP_REDIRECT_PORT: port(null),
+  TLS_RELOAD_INTERVAL: duration('1m'),
+  PROXY_CACHE_SIZE: variable(
+    'a size from "1MB" to "64GB" such as "64MB" or "1G"',
+    (s) => {
+      const bytes = parseSize(s);
+      return bytes !== null && bytes >= MIN_PROXY_CACHE_BYTES && bytes <= MAX_PROXY_CACHE_BYTES ? bytes : null;
+    },
+    64 * 1024 ** 2,
+  ),
+  TRUSTED_PROXIES,
+});
+
+/** Throws a ConfigError naming every malformed variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): DataPlaneConfig {
+  return parseEnv(env, DATA_PLANE_ENV, (vars, checks) => {
+    const grpcTls = checks.attempt(() => clientTlsFromEnv(env)) ?? null;
+    const proxyTls = checks.attempt(() => proxyTlsOf(env)) ?? null;
+    checks.attempt(() => traceExport(env)); // an unknown OTLP protocol fails the start here, named like any other setting
+    const config: DataPlaneConfig = {
+      proxyHost: vars.PROXY_HOST,
+      proxyPort: vars.PROXY_PORT,
+      statusHost: vars.STATUS_HOST,
+      statusPort: vars.STATUS_PORT,
+      controlPlaneAddr: vars.CONTROL_PLANE_ADDR,
+      redisUrl: vars.REDIS_URL,
+      rateLimitRedisTimeoutMs: vars.RATE_LIMIT_REDIS_TIMEOUT,
+      logLevel: vars.LOG_LEVEL,
+      dataplaneId: vars.DATAPLANE_ID ?? `${hostname()}-${process.pid}`,
+      reconnectBackoffBaseMs: vars.RECONNECT_BACKOFF_BASE,
+      reconnectBackoffMaxMs: vars.RECONNECT_BACKOFF_MAX,
+      shutdownTimeoutMs: vars.SHUTDOWN_TIMEOUT,
+      shutdownDelayMs: vars.SHUTDOWN_DELAY,
+      idleTrimMs: vars.IDLE_TRIM_AFTER,
+      snapshotCache: vars.SNAPSHOT_CACHE,
+      grpcTlsServerName: vars.GRPC_TLS_SERVER_NAME,
+      grpcTls,
+      grpcJoinToken: vars.GRPC_JOIN_TOKEN,
+      grpcInsecure: vars.GRPC_INSECURE,
+      accessLog: { enabled: vars.ACCESS_LOG === 'on', sample: vars.ACCESS_LOG_SAMPLE },
+      workers: vars.WORKERS === 'auto' ? Math.min(cores, MAX_WORKERS) : vars.WORKERS,
+      proxyTls,
+      proxyTlsMinVersion: vars.PROXY_TLS_MIN_VERSION,
+      upstreamTls: checks.attempt(() => upstreamTlsFromEnv(env)) ?? null,
+      // Plain text has no ALPN: h2 there is PROXY_H2C's, told apart by the connection's first bytes.
+      proxyHttp2: proxyTls !== null && vars.PROXY_HTTP2,
+      proxyH2c: proxyTls === null && vars.PROXY_H2C,
+      proxyHttpRedirectPort: vars.PROXY_HTTP_REDIRECT_PORT,
+      tlsReloadIntervalMs: vars.TLS_RELOAD_INTERVAL,
+      proxyCacheBytes: vars.PROXY_CACHE_SIZE,
+      trustedProxies: vars.TRUSTED_PROXIES,
+    };
+    if (env.PROXY_HTTP2 === 'true' && !proxyTls) checks.fail('PROXY_HTTP2', 'is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+    if (env.PROXY_H2C === 'true' && proxyTls) {
+      checks.fail('PROXY_H2C', 'serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)');
+    }
+    if (config.proxyHttpRedirectPort !== null && !proxyTls) {
+      checks.fail('PROXY_HTTP_REDIRECT_PORT', 'redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+    }
+    if (config.grpcTlsServerName && !grpcTls) checks.fail('GRPC_TLS_SERVER_NAME', 'needs GRPC_TLS_CA');
+    if (config.grpcJoinToken && !grpcTls && !config.grpcInsecure && !isLoopbackHost(hostOfAddress(config.controlPlaneAddr))) {
+      checks.fail(
+        'GRPC_JOIN_TOKEN',
+        `would travel in plaintext to CONTROL_PLANE_ADDR ${config.controlPlaneAddr}: set GRPC_TLS_CA (the CA of the control plane certificate), or GRPC_INSECURE=true`,
+      );
+    }
+    // Every request of a `policy: redis` route may wait this long: past 10 s it is a typo, not a choice.
+    if (config.rateLimitRedisTimeoutMs > MAX_RATE_LIMIT_REDIS_TIMEOUT_MS) {
+      checks.fail('RATE_LIMIT_REDIS_TIMEOUT', `expected at most ${MAX_RATE_LIMIT_REDIS_TIMEOUT_MS / 1000}s, got "${env.RATE_LIMIT_REDIS_TIMEOUT}"`);
+    }
+    if (config.reconnectBackoffMaxMs < config.reconnectBackoffBaseMs) checks.fail('RECONNECT_BACKOFF_MAX', 'must not be smaller than RECONNECT_BACKOFF_BASE');
+    return config;
+  });
+}
+
 /** PROXY_TLS_CERT / _KEY, and PROXY_TLS_CLIENT_CA, which only a TLS listener can ask for. */
-function proxyTls(env: NodeJS.ProcessEnv): CertificatePaths | null {
+function proxyTlsOf(env: NodeJS.ProcessEnv): CertificatePaths | null {
   const pair = certificatePairFromEnv(env, PROXY_TLS_NAMES);
   const ca = env.PROXY_TLS_CLIENT_CA || undefined;
-  if (ca && !pair) throw new Error('PROXY_TLS_CLIENT_CA asks clients for certificates over TLS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+  if (ca && !pair) throw envProblem('PROXY_TLS_CLIENT_CA', 'asks clients for certificates over TLS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
   return pair && ca ? { ...pair, ca } : pair;
-}
-
-function tlsMinVersion(env: NodeJS.ProcessEnv): DataPlaneConfig['proxyTlsMinVersion'] {
-  const raw = env.PROXY_TLS_MIN_VERSION || 'TLSv1.2';
-  if (raw !== 'TLSv1.2' && raw !== 'TLSv1.3') throw new Error(`PROXY_TLS_MIN_VERSION must be "TLSv1.2" or "TLSv1.3", got "${raw}"`);
-  return raw;
-}
-
-/** A bound against typos (`WORKERS=800`): every worker holds its own routing table and control-plane stream. */
-const MAX_WORKERS = 64;
-
-function workers(env: NodeJS.ProcessEnv, cores: number): number {
-  const raw = env.WORKERS || '1';
-  const value = raw === 'auto' ? Math.min(cores, MAX_WORKERS) : Number(raw);
-  if (raw !== 'auto' && (!/^\d+$/.test(raw) || value < 1 || value > MAX_WORKERS)) {
-    throw new Error(`WORKERS must be "auto" or a whole number from 1 to ${MAX_WORKERS}, got "${raw}"`);
-  }
-  return value;
-}
-
-/** IDLE_TRIM_AFTER in ms; "0" (or "0s"…) turns the trim off, which parseDuration, taking positive durations only, would refuse. */
-function idleTrim(env: NodeJS.ProcessEnv): number {
-  if (/^0(?:ms|s|m|h)?$/.test(env.IDLE_TRIM_AFTER ?? '')) return 0;
-  return duration(env, 'IDLE_TRIM_AFTER', '10s');
-}
-
-/** Throws with a message naming the variable when a value is malformed. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availableParallelism()): DataPlaneConfig {
-  const config: DataPlaneConfig = {
-    proxyHost: env.PROXY_HOST || undefined,
-    proxyPort: port(env, 'PROXY_PORT', 8080),
-    statusHost: env.STATUS_HOST || undefined,
-    statusPort: port(env, 'STATUS_PORT', 8083),
-    controlPlaneAddr: env.CONTROL_PLANE_ADDR || '127.0.0.1:8082',
-    redisUrl: env.REDIS_URL || undefined,
-    rateLimitRedisTimeoutMs: duration(env, 'RATE_LIMIT_REDIS_TIMEOUT', '250ms'),
-    logLevel: logLevelOf(env),
-    dataplaneId: env.DATAPLANE_ID || `${hostname()}-${process.pid}`,
-    reconnectBackoffBaseMs: duration(env, 'RECONNECT_BACKOFF_BASE', '500ms'),
-    reconnectBackoffMaxMs: duration(env, 'RECONNECT_BACKOFF_MAX', '30s'),
-    shutdownTimeoutMs: duration(env, 'SHUTDOWN_TIMEOUT', '10s'),
-    // Unset or zero ("0s"): none, the drain starts at SIGTERM.
-    shutdownDelayMs: /^(0+(\.0*)?(ms|s|m|h)?)?$/.test(env.SHUTDOWN_DELAY ?? '') ? 0 : duration(env, 'SHUTDOWN_DELAY', '0s'),
-    idleTrimMs: idleTrim(env),
-    snapshotCache: env.SNAPSHOT_CACHE || undefined,
-    grpcTlsServerName: env.GRPC_TLS_SERVER_NAME || undefined,
-    grpcTls: grpcTls(env),
-    grpcJoinToken: env.GRPC_JOIN_TOKEN || undefined,
-    grpcInsecure: env.GRPC_INSECURE === 'true',
-    accessLog: accessLog(env),
-    workers: workers(env, cores),
-    proxyTls: proxyTls(env),
-    proxyTlsMinVersion: tlsMinVersion(env),
-    upstreamTls: upstreamTlsFromEnv(env),
-    proxyHttp2: false,
-    proxyH2c: false,
-    proxyHttpRedirectPort: env.PROXY_HTTP_REDIRECT_PORT ? port(env, 'PROXY_HTTP_REDIRECT_PORT', 0) : null,
-    tlsReloadIntervalMs: duration(env, 'TLS_RELOAD_INTERVAL', '1m'),
-    proxyCacheBytes: proxyCacheBytes(env),
-    trustedProxies: parseTrustedProxies(env.TRUSTED_PROXIES),
-  };
-  const http2 = flag(env, 'PROXY_HTTP2');
-  // Plain text has no ALPN: h2 there is PROXY_H2C's, told apart by the connection's first bytes.
-  if (env.PROXY_HTTP2 === 'true' && !config.proxyTls) throw new Error('PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
-  config.proxyHttp2 = config.proxyTls !== null && http2;
-  const h2c = flag(env, 'PROXY_H2C');
-  if (env.PROXY_H2C === 'true' && config.proxyTls)
-    throw new Error('PROXY_H2C serves HTTP/2 in plain text: with PROXY_TLS_CERT the listener offers h2 by ALPN (PROXY_HTTP2)');
-  config.proxyH2c = config.proxyTls === null && h2c;
-  if (config.proxyHttpRedirectPort !== null && !config.proxyTls) {
-    throw new Error('PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
-  }
-  logFormatOf(env);
-  traceExport(env); // an unknown OTLP protocol fails the start here, named like any other setting
-  if (env.GRPC_INSECURE && env.GRPC_INSECURE !== 'true' && env.GRPC_INSECURE !== 'false') {
-    throw new Error(`GRPC_INSECURE must be "true" or "false", got "${env.GRPC_INSECURE}"`);
-  }
-  if (config.grpcTlsServerName && !config.grpcTls) throw new Error('GRPC_TLS_SERVER_NAME needs GRPC_TLS_CA');
-  if (config.grpcJoinToken && !config.grpcTls && !config.grpcInsecure && !isLoopbackHost(hostOfAddress(config.controlPlaneAddr))) {
-    throw new Error(
-      `GRPC_JOIN_TOKEN would travel in plaintext to CONTROL_PLANE_ADDR ${config.controlPlaneAddr}: set GRPC_TLS_CA (the CA of the control plane certificate), or GRPC_INSECURE=true`,
-    );
-  }
-  if (config.grpcTlsServerName !== undefined && !/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(config.grpcTlsServerName)) {
-    throw new Error(`GRPC_TLS_SERVER_NAME must be a DNS name, got "${config.grpcTlsServerName}"`);
-  }
-  // Every request of a `policy: redis` route may wait this long: past 10 s it is a typo, not a choice.
-  if (config.rateLimitRedisTimeoutMs > MAX_RATE_LIMIT_REDIS_TIMEOUT_MS) {
-    throw new Error(`RATE_LIMIT_REDIS_TIMEOUT must be at most ${MAX_RATE_LIMIT_REDIS_TIMEOUT_MS / 1000}s, got "${env.RATE_LIMIT_REDIS_TIMEOUT}"`);
-  }
-  if (config.reconnectBackoffBaseMs <= 0) throw new Error('RECONNECT_BACKOFF_BASE must be greater than 0');
-  if (config.reconnectBackoffMaxMs < config.reconnectBackoffBaseMs) {
-    throw new Error('RECONNECT_BACKOFF_MAX must not be smaller than RECONNECT_BACKOFF_BASE');
-  }
-  return config;
 }

@@ -8,6 +8,7 @@
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { bothOrNeither } from './env.js';
 import type { Logger } from './logger.js';
 
 export interface CertificatePaths {
@@ -44,13 +45,11 @@ export interface WatchCertificateOptions {
 
 /**
  * A certificate and its key named by two settings (GRPC_TLS_CERT / _KEY, PROXY_TLS_CERT / _KEY): both or neither.
- * Null when neither is set; throws, naming both, when only one is.
+ * Null when neither is set; throws a ConfigError naming the one set when only one is.
  */
 export function certificatePairFromEnv(env: NodeJS.ProcessEnv, names: { cert: string; key: string }): CertificatePaths | null {
-  const cert = env[names.cert] || undefined;
-  const key = env[names.key] || undefined;
-  if (!cert !== !key) throw new Error(`${names.cert} and ${names.key} must be set together`);
-  return cert && key ? { cert, key } : null;
+  const pair = bothOrNeither(env, names.cert, names.key);
+  return pair && { cert: pair[0], key: pair[1] };
 }
 
 function readFile(name: string, path: string): Buffer {

@@ -83,7 +83,7 @@ test('override with the Service name: verified, and sent as :authority', async (
   const proto = loadGatehouseProto({ clientChannelOptions: options });
   const credentials = clientCredentials({ cert: certs.clientCert, key: certs.clientKey, ca: certs.caCert });
   const client = new proto.Client(`127.0.0.1:${port}`, credentials, {});
-  const stream = (client['StreamSnapshots'] as () => grpc.ClientDuplexStream<unknown, unknown>).call(client);
+  const stream = (client.StreamSnapshots as () => grpc.ClientDuplexStream<unknown, unknown>).call(client);
   const status = await new Promise<grpc.StatusObject>((resolve) => {
     stream.on('status', resolve);
     stream.on('error', () => undefined);
@@ -137,9 +137,14 @@ describe('transport settings', () => {
   });
 
   test.each<[string, (env: NodeJS.ProcessEnv) => unknown, NodeJS.ProcessEnv, string]>([
-    ['server: key alone', serverTlsFromEnv, { GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_CERT and GRPC_TLS_KEY must be set together'],
-    ['server: CA alone', serverTlsFromEnv, { GRPC_TLS_CA: 'a' }, 'GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
-    ['client: cert + key without CA', clientTlsFromEnv, { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' }, 'need GRPC_TLS_CA'],
+    ['server: key alone', serverTlsFromEnv, { GRPC_TLS_KEY: 'k' }, 'GRPC_TLS_KEY: needs GRPC_TLS_CERT (both or neither)'],
+    ['server: CA alone', serverTlsFromEnv, { GRPC_TLS_CA: 'a' }, 'GRPC_TLS_CA: needs GRPC_TLS_CERT and GRPC_TLS_KEY'],
+    [
+      'client: cert + key without CA',
+      clientTlsFromEnv,
+      { GRPC_TLS_CERT: 'c', GRPC_TLS_KEY: 'k' },
+      'GRPC_TLS_CA: is required with GRPC_TLS_CERT and GRPC_TLS_KEY',
+    ],
   ])('%s is refused', (_name, parse, env, message) => {
     expect(() => parse(env)).toThrow(message);
   });

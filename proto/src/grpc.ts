@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { certificatePairFromEnv, type CertificateSet, type CertificateWatcher } from './certificate-files.js';
+import { envProblem } from './env.js';
 import type { Logger } from './logger.js';
 
 /** Path of the .proto file, resolved from both proto/src (tests) and proto/dist (built). */
@@ -261,7 +262,7 @@ export function serverTlsFromEnv(env: NodeJS.ProcessEnv): ServerTlsFiles | null 
   const pair = certAndKey(env);
   const ca = setting(env, GRPC_TLS_NAMES.ca);
   if (!pair) {
-    if (ca) throw new Error('GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY on the control plane');
+    if (ca) throw envProblem('GRPC_TLS_CA', 'needs GRPC_TLS_CERT and GRPC_TLS_KEY on the control plane');
     return null;
   }
   return ca ? { ...pair, ca } : pair;
@@ -272,7 +273,7 @@ export function clientTlsFromEnv(env: NodeJS.ProcessEnv): ClientTlsFiles | null 
   const pair = certAndKey(env);
   const ca = setting(env, GRPC_TLS_NAMES.ca);
   if (!ca) {
-    if (pair) throw new Error('GRPC_TLS_CERT and GRPC_TLS_KEY need GRPC_TLS_CA (the CA of the control plane certificate)');
+    if (pair) throw envProblem('GRPC_TLS_CA', 'is required with GRPC_TLS_CERT and GRPC_TLS_KEY (the CA of the control plane certificate)');
     return null;
   }
   return pair ? { ca, ...pair } : { ca };

@@ -94,7 +94,8 @@ export function logStartFailure(logger: Logger, err: unknown, message: string): 
 
 /** A malformed variable is the operator's to fix: one line naming it, no stack, exit 1. At info level: LOG_LEVEL itself may be what is wrong. */
 export function exitOnInvalidConfiguration(service: 'control-plane' | 'data-plane', err: unknown): never {
-  createLogger(service, 'info').fatal({ err: err instanceof Error ? err.message : String(err) }, 'invalid configuration');
+  // `ConfigError: NAME: problem; NAME: problem`: every bad variable on the one line.
+  createLogger(service, 'info').fatal({ err: String(err) }, 'invalid configuration');
   process.exit(1);
 }
 

@@ -10,7 +10,7 @@ test.each([
 });
 
 test('an unknown LOG_FORMAT is refused, naming the variable', () => {
-  expect(() => logFormatOf({ LOG_FORMAT: 'text' })).toThrow('LOG_FORMAT must be "json" or "pretty", got "text"');
+  expect(() => logFormatOf({ LOG_FORMAT: 'text' })).toThrow('LOG_FORMAT: expected "json" or "pretty", got "text"');
 });
 
 test('a pretty line: time, level, message and the other fields, without pid, hostname or service', () => {

@@ -1,25 +1,21 @@
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import { createRequire } from 'node:module';
+import { oneOf, readVariable } from './env.js';
 
 export type { Logger };
 
 export type LogFormat = 'json' | 'pretty';
 
-/** LOG_FORMAT: `json` (default, one object a line) or `pretty` (for people); throws naming the variable otherwise. */
+/** LOG_FORMAT: `json` (default, one object a line) or `pretty` (for people). */
+export const LOG_FORMAT = oneOf<LogFormat>(['json', 'pretty'], 'json');
+
+/** LOG_FORMAT read alone; throws a ConfigError naming the variable. */
 export function logFormatOf(env: NodeJS.ProcessEnv): LogFormat {
-  const raw = env.LOG_FORMAT || 'json';
-  if (raw !== 'json' && raw !== 'pretty') throw new Error(`LOG_FORMAT must be "json" or "pretty", got "${raw}"`);
-  return raw;
+  return readVariable(env, 'LOG_FORMAT', LOG_FORMAT);
 }
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-/** LOG_LEVEL: one of pino's levels (default info); throws naming the variable otherwise. */
-export function logLevelOf(env: NodeJS.ProcessEnv): string {
-  const raw = env.LOG_LEVEL || 'info';
-  if (!LOG_LEVELS.includes(raw)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
-  return raw;
-}
+/** LOG_LEVEL: one of pino's levels (default info). */
+export const LOG_LEVEL = oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info');
 
 /**
  * pino-pretty, run in this thread on each line as it is written (no worker): a line logged just

@@ -6,6 +6,7 @@
  * nothing of OpenTelemetry at run time, so tracing.ts can check the variables with tracing off.
  */
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { envProblem } from './env.js';
 
 export type DropReason = 'queue_full' | 'export_failed';
 
@@ -33,7 +34,7 @@ export function spanQueueSettings(env: NodeJS.ProcessEnv): SpanQueueSettings {
   for (const [key, variable, fallback, min] of VARIABLES) {
     const value = env[variable]?.trim();
     const n = value ? Number(value) : fallback;
-    if (!Number.isSafeInteger(n) || n < min) throw new Error(`${variable} must be a whole number of at least ${min}, got "${value}"`);
+    if (!Number.isSafeInteger(n) || n < min) throw envProblem(variable, `expected a whole number of at least ${min}, got "${value}"`);
     settings[key] = n;
   }
   // As the specification says: a batch no larger than the queue.

@@ -37,8 +37,8 @@ describe('traceExport: where and how spans go, from the standard OpenTelemetry v
   });
 
   test.each([
-    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf", "http/json" or "grpc", got "http"'],
-    [{ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'HTTP/PROTOBUF', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be'],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http' }, 'OTEL_EXPORTER_OTLP_PROTOCOL: expected "http/protobuf", "http/json" or "grpc", got "http"'],
+    [{ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'HTTP/PROTOBUF', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: expected'],
   ])('an unknown protocol is refused, naming the variable, even with tracing off: %j', (env, message) => {
     expect(() => traceExport(env)).toThrow(message);
   });
@@ -77,12 +77,12 @@ describe('traceSampler: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG', () => 
   test.each([
     [
       { OTEL_TRACES_SAMPLER: 'jaeger_remote' },
-      'OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got "jaeger_remote"',
+      'OTEL_TRACES_SAMPLER: expected one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio, got "jaeger_remote"',
     ],
     [{ OTEL_TRACES_SAMPLER: 'AlwaysOn' }, 'got "AlwaysOn"'],
     [
       { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '-0.1' },
-      'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces traceidratio records), got "-0.1"',
+      'OTEL_TRACES_SAMPLER_ARG: expected a number from 0 to 1 (the share of traces traceidratio records), got "-0.1"',
     ],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0x1' }, 'got "0x1"'],
     [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: 'NaN' }, 'got "NaN"'],
@@ -109,9 +109,9 @@ describe('spanQueueSettings: OTEL_BSP_*', () => {
   });
 
   test.each([
-    [{ OTEL_BSP_MAX_QUEUE_SIZE: '0' }, 'OTEL_BSP_MAX_QUEUE_SIZE must be a whole number of at least 1, got "0"'],
-    [{ OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '1.5' }, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE must be a whole number of at least 1, got "1.5"'],
-    [{ OTEL_BSP_SCHEDULE_DELAY: '5s' }, 'OTEL_BSP_SCHEDULE_DELAY must be a whole number of at least 0, got "5s"'],
+    [{ OTEL_BSP_MAX_QUEUE_SIZE: '0' }, 'OTEL_BSP_MAX_QUEUE_SIZE: expected a whole number of at least 1, got "0"'],
+    [{ OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '1.5' }, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE: expected a whole number of at least 1, got "1.5"'],
+    [{ OTEL_BSP_SCHEDULE_DELAY: '5s' }, 'OTEL_BSP_SCHEDULE_DELAY: expected a whole number of at least 0, got "5s"'],
   ])('refused, naming the variable: %j', (env, message) => {
     expect(() => spanQueueSettings(env)).toThrow(message);
     expect(() => traceExport(env)).toThrow(message);

@@ -11,6 +11,7 @@
  */
 import type { Tracer } from '@opentelemetry/api';
 import type { Sampler, SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { envProblem } from './env.js';
 import type { Logger } from './logger.js';
 import { spanQueueSettings, type DropReason } from './span-queue.js';
 import { newSpanId, newTraceId } from './traceparent.js';
@@ -69,14 +70,14 @@ export const DEFAULT_SAMPLER: SamplerName = 'parentbased_always_on';
 export function traceSampler(env: NodeJS.ProcessEnv): TraceSampler {
   const value = env.OTEL_TRACES_SAMPLER?.trim() || DEFAULT_SAMPLER;
   if (!(SAMPLERS as readonly string[]).includes(value)) {
-    throw new Error(`OTEL_TRACES_SAMPLER must be one of ${SAMPLERS.join(', ')}, got "${value}"`);
+    throw envProblem('OTEL_TRACES_SAMPLER', `expected one of ${SAMPLERS.join(', ')}, got "${value}"`);
   }
   const name = value as SamplerName;
   const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   if (!name.endsWith('traceidratio') || !arg) return { name, ratio: 1 };
   const ratio = Number(arg);
   if (!/^[0-9.e+-]+$/i.test(arg) || !(ratio >= 0 && ratio <= 1)) {
-    throw new Error(`OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces ${name} records), got "${arg}"`);
+    throw envProblem('OTEL_TRACES_SAMPLER_ARG', `expected a number from 0 to 1 (the share of traces ${name} records), got "${arg}"`);
   }
   return { name, ratio };
 }
@@ -90,7 +91,7 @@ function protocolOf(env: NodeJS.ProcessEnv): OtlpProtocol {
   const value = env[variable]?.trim() || 'http/protobuf';
   if (!Object.hasOwn(EXPORTERS, value)) {
     const names = Object.keys(EXPORTERS).map((p) => `"${p}"`);
-    throw new Error(`${variable} must be ${names.slice(0, -1).join(', ')} or ${names.at(-1)}, got "${value}"`);
+    throw envProblem(variable, `expected ${names.slice(0, -1).join(', ')} or ${names.at(-1)}, got "${value}"`);
   }
   return value as OtlpProtocol;
 }

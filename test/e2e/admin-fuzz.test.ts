@@ -122,7 +122,7 @@ const rawText: fc.Arbitrary<string> = fc.oneof(
     '"string"',
     '{"name": "\\ud800"}',
   ),
-  fc.integer({ min: 10, max: 5_000 }).map((depth) => '{"name": "deep", "proxy": ' + '{"a": '.repeat(depth) + '1' + '}'.repeat(depth) + '}'),
+  fc.integer({ min: 10, max: 5_000 }).map((depth) => `{"name": "deep", "proxy": ${'{"a": '.repeat(depth)}1${'}'.repeat(depth)}}`),
   fc.integer({ min: 10, max: 5_000 }).map((depth) => '['.repeat(depth) + ']'.repeat(depth)),
   fc.string({ maxLength: 60 }),
 );

@@ -63,7 +63,10 @@ beforeAll(async () => {
 afterAll(async () => {
   const problems = gw ? await gw.stop() : '';
   for (const u of ups ?? []) await u.close();
-  for (const t of wsTargets ?? []) await new Promise<void>((resolve) => (t.server.closeAllConnections(), t.server.close(() => resolve())));
+  for (const t of wsTargets ?? []) {
+    t.server.closeAllConnections();
+    await new Promise<void>((resolve) => t.server.close(() => resolve()));
+  }
   expect(problems).toBe('');
 });
 
@@ -77,7 +80,11 @@ async function served(path: string, n: number, headers: Record<string, string> =
   }
   return names;
 }
-const tally = (names: string[]) => names.reduce<Record<string, number>>((acc, n) => ({ ...acc, [n]: (acc[n] ?? 0) + 1 }), {});
+const tally = (names: string[]) => {
+  const counts: Record<string, number> = {};
+  for (const n of names) counts[n] = (counts[n] ?? 0) + 1;
+  return counts;
+};
 const received = () => ups.reduce((sum, u) => sum + u.requests.filter((r) => r.url.includes('/slow')).length, 0);
 
 /** A request to `path` left in flight; `abort()` is the client leaving. */
@@ -95,7 +102,9 @@ function inFlight(path: string): { done: Promise<string>; abort(): void } {
 }
 
 describe('least_conn', () => {
-  beforeEach(() => ups.forEach((u) => u.reset()));
+  beforeEach(() => {
+    for (const u of ups) u.reset();
+  });
 
   test('new requests go to the target that does not hold a slow one; once it is answered they take turns again', async () => {
     const slow = inFlight('/lc/slow');

@@ -165,5 +165,9 @@ describe('a data plane behind a trusted proxy (TRUSTED_PROXIES=127.0.0.0/8)', ()
 });
 
 test('TRUSTED_PROXIES that is not a list of addresses and ranges stops the data plane with the entry named', async () => {
-  await expectDataPlaneRefusesToStart(gw.cp.grpcAddr, { TRUSTED_PROXIES: '10.0.0.0/8, lb.internal' }, 'lb.internal\\" is neither');
+  await expectDataPlaneRefusesToStart(
+    gw.cp.grpcAddr,
+    { TRUSTED_PROXIES: '10.0.0.0/8, lb.internal' },
+    'TRUSTED_PROXIES: expected IP addresses and CIDR ranges such as \\"10.0.0.0/8\\" or \\"2001:db8::/32\\", separated by commas, got \\"lb.internal\\"',
+  );
 });

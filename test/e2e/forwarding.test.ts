@@ -9,6 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { apiDefinition } from '../helpers/api-definition.js';
+import { createApis } from '../helpers/create-apis.js';
 import type { RecordedRequest } from '../helpers/upstream-server.js';
 import { freePort } from '../helpers/free-port.js';
 import { httpRequest } from '../helpers/http-request.js';
@@ -220,12 +221,7 @@ beforeAll(async () => {
     apiDefinition({ name: 'tls-skip', listenPath: '/tls-skip/*', targets: [untrusted.url], insecureSkipVerify: true }),
     apiDefinition({ name: 'tls-verify', listenPath: '/tls-verify/*', targets: [untrusted.url] }),
   ];
-  let last;
-  for (const definition of definitions) {
-    last = await gw.admin.createApi(definition);
-    if (last.status !== 201) throw new Error(`creating ${String(definition.name)} failed: ${last.status} ${last.text}`);
-  }
-  await gw.admin.waitForDataPlanes(last!, gw.dps);
+  await createApis(gw, definitions);
 });
 
 afterAll(async () => {

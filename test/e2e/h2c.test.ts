@@ -23,7 +23,7 @@ let slow: Upstream;
 beforeAll(async () => {
   [echo, slow] = await Promise.all([
     startUpstream('h2c-echo', { kind: 'echo' }),
-    startUpstream('h2c-slow', { kind: 'delay', ms: 800, then: { kind: 'echo' } }),
+    startUpstream('h2c-slow', { kind: 'delay', ms: 800, answer: { kind: 'echo' } }),
   ]);
   // A port nothing listens on: the upstream of the unreachable route.
   const closed = createNetServer();

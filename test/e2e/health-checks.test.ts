@@ -6,6 +6,7 @@
  * however many APIs share them; the state survives unrelated writes and a changed check starts
  * afresh; the DP's gauge and log lines; bad checks are refused naming the field, the store unchanged.
  */
+import type { AdminResponse } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { createApis } from '../helpers/create-apis.js';
 import { httpRequest } from '../helpers/http-request.js';
@@ -64,7 +65,7 @@ afterAll(async () => {
 
 beforeEach(async () => {
   healthStatus.clear();
-  let deleted;
+  let deleted: AdminResponse | undefined;
   for (const api of (await gw.admin.listApis()).body) deleted = await gw.admin.deleteApi(api.name);
   if (deleted) await gw.admin.waitForDataPlanes(deleted, gw.dps);
   for (const u of [a, b, c]) u.reset();

@@ -36,7 +36,7 @@ beforeAll(async () => {
   ca = await readFile(certs.caCert);
   [echo, slow, hopByHop] = await Promise.all([
     startUpstream('h2-echo', { kind: 'echo' }),
-    startUpstream('h2-slow', { kind: 'delay', ms: 800, then: { kind: 'echo' } }),
+    startUpstream('h2-slow', { kind: 'delay', ms: 800, answer: { kind: 'echo' } }),
     startUpstream('h2-hop', { kind: 'fixed', headers: { connection: 'x-private', 'x-private': 'secret', 'keep-alive': 'timeout=5', 'x-kept': 'yes' } }),
   ]);
   doubled = createNetServer((socket) => {
@@ -352,6 +352,6 @@ test('PROXY_HTTP2=false offers HTTP/1.1 only', async () => {
 });
 
 test('PROXY_HTTP2 needs TLS, and takes only true or false: the DP refuses to start, naming the variable', async () => {
-  await expectDataPlaneRefusesToStart(cp.grpcAddr, { PROXY_HTTP2: 'true' }, 'PROXY_HTTP2 is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
-  await expectDataPlaneRefusesToStart(cp.grpcAddr, { ...tlsEnv(), PROXY_HTTP2: 'yes' }, 'PROXY_HTTP2 must be \\"true\\" or \\"false\\", got \\"yes\\"');
+  await expectDataPlaneRefusesToStart(cp.grpcAddr, { PROXY_HTTP2: 'true' }, 'PROXY_HTTP2: is offered by TLS ALPN: it needs PROXY_TLS_CERT and PROXY_TLS_KEY');
+  await expectDataPlaneRefusesToStart(cp.grpcAddr, { ...tlsEnv(), PROXY_HTTP2: 'yes' }, 'PROXY_HTTP2: expected \\"true\\" or \\"false\\", got \\"yes\\"');
 });

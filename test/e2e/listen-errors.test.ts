@@ -72,7 +72,19 @@ test('LOG_FORMAT=pretty: the same failure is one human-readable line', async () 
 test('an unknown LOG_FORMAT stops the service with a message naming LOG_FORMAT', async () => {
   const service = await spawnService({ name: 'DP bad format', script: DP, env: { ...dpEnv(), LOG_FORMAT: 'xml' }, listeners: [] });
   expect((await service.exited).code).toBe(1);
-  expect(service.recentLogs()).toContain('LOG_FORMAT must be \\"json\\" or \\"pretty\\", got \\"xml\\"');
+  expect(service.recentLogs()).toContain('ConfigError: LOG_FORMAT: expected \\"json\\" or \\"pretty\\", got \\"xml\\"');
+});
+
+test('several malformed variables: one fatal line names every one of them', async () => {
+  const service = await spawnService({ name: 'DP bad env', script: DP, env: { ...dpEnv(), STATUS_PORT: 'http', WORKERS: 'max' }, listeners: [] });
+  expect((await service.exited).code).toBe(1);
+  const fatal = service.lines().filter((line) => line.json?.level === 60);
+  expect(fatal.map((line) => [line.json?.msg, line.json?.err])).toEqual([
+    [
+      'invalid configuration',
+      'ConfigError: STATUS_PORT: expected a port number 0-65535, got "http"; WORKERS: expected "auto" or a whole number from 1 to 64, got "max"',
+    ],
+  ]);
 });
 
 test.each([
@@ -86,7 +98,7 @@ test.each([
   expect(naming).toHaveLength(1);
   expect(naming[0]!.json).toMatchObject({
     level: 60,
-    err: expect.stringContaining('LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'),
+    err: 'ConfigError: LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
   });
   expect(lines.filter((line) => line.raw.startsWith('[stderr]'))).toEqual([]);
   expect(lines.filter((line) => STACK_FRAME.test(line.raw))).toEqual([]);

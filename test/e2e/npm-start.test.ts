@@ -128,7 +128,7 @@ test(
 async function streamWithoutToken(address: string): Promise<{ code: grpc.status; pushes: number }> {
   const proto = loadGatehouseProto();
   const client = new proto.Client(address, grpc.credentials.createInsecure(), { ...CHANNEL_OPTIONS, 'grpc.use_local_subchannel_pool': 1 });
-  const call = (client['StreamSnapshots'] as (m: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>).call(client, new grpc.Metadata());
+  const call = (client.StreamSnapshots as (m: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>).call(client, new grpc.Metadata());
   let pushes = 0;
   call.on('data', () => {
     pushes++;

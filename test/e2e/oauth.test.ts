@@ -5,6 +5,7 @@
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT, type JWTPayload } from 'jose';
+import type { AdminResponse } from '../helpers/admin-client.js';
 import { apiDefinition } from '../helpers/api-definition.js';
 import { startAuthService, type AuthService, type TokenMode } from '../helpers/auth-service.js';
 import type { HttpResponse } from '../helpers/http-request.js';
@@ -141,7 +142,7 @@ beforeAll(async () => {
   upstream = await startUpstream('oauth-upstream', { kind: 'echo' });
   for (const spec of SERVERS) auth.set(spec.name, await startAuthService(spec.mode));
   gw = await startGateway();
-  let last;
+  let last: AdminResponse;
   for (const spec of SERVERS) {
     last = await gw.admin.createOAuthServer(oauthServer(spec, auth.get(spec.name)!.url));
     expect(last.status).toBe(201);

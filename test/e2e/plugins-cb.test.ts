@@ -151,7 +151,7 @@ test("timeout: the timed-out attempt's upstream request is cut at once, not left
   // An upstream that never answers and notes when the gateway gives up on each request.
   const cut: number[] = [];
   const received: number[] = [];
-  const silent = createServer((req, res) => {
+  const silent = createServer((_req, res) => {
     received.push(Date.now());
     res.on('close', () => cut.push(Date.now()));
   });

@@ -36,23 +36,32 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   const path = (req.url ?? '/').replace(/^\/[^/]+/, '');
   switch (path) {
     case '/json':
-      return send(res, 200, { 'content-type': 'application/json', etag: '"v1"', 'accept-ranges': 'bytes' }, JSON_BODY);
+      send(res, 200, { 'content-type': 'application/json', etag: '"v1"', 'accept-ranges': 'bytes' }, JSON_BODY);
+      return;
     case '/small':
-      return send(res, 200, { 'content-type': 'application/json' }, SMALL_JSON);
+      send(res, 200, { 'content-type': 'application/json' }, SMALL_JSON);
+      return;
     case '/custom':
-      return send(res, 200, { 'content-type': 'application/x-custom' }, SMALL_JSON);
+      send(res, 200, { 'content-type': 'application/x-custom' }, SMALL_JSON);
+      return;
     case '/png':
-      return send(res, 200, { 'content-type': 'image/png' }, PNG);
+      send(res, 200, { 'content-type': 'image/png' }, PNG);
+      return;
     case '/gzipped':
-      return send(res, 200, { 'content-type': 'application/json', 'content-encoding': 'gzip' }, gzipSync(JSON_BODY));
+      send(res, 200, { 'content-type': 'application/json', 'content-encoding': 'gzip' }, gzipSync(JSON_BODY));
+      return;
     case '/no-transform':
-      return send(res, 200, { 'content-type': 'application/json', 'cache-control': 'public, no-transform' }, JSON_BODY);
+      send(res, 200, { 'content-type': 'application/json', 'cache-control': 'public, no-transform' }, JSON_BODY);
+      return;
     case '/vary':
-      return send(res, 200, { 'content-type': 'application/json', vary: 'Origin' }, JSON_BODY);
+      send(res, 200, { 'content-type': 'application/json', vary: 'Origin' }, JSON_BODY);
+      return;
     case '/204':
-      return send(res, 204, {});
+      send(res, 204, {});
+      return;
     case '/304':
-      return send(res, 304, { etag: '"v1"' });
+      send(res, 304, { etag: '"v1"' });
+      return;
     case '/big': {
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
       let offset = 0;
@@ -64,7 +73,8 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
         }
         res.end();
       };
-      return next();
+      next();
+      return;
     }
     case '/events': {
       // One event, then nothing until the client has seen it (it asks /events-end).
@@ -75,7 +85,8 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
     }
     case '/events-end':
       for (const s of eventStreams.splice(0)) s.end('data: last\n\n');
-      return send(res, 200, { 'content-type': 'text/plain' }, Buffer.from('ended'));
+      send(res, 200, { 'content-type': 'text/plain' }, Buffer.from('ended'));
+      return;
     case '/slow-stream': {
       res.writeHead(200, { 'content-type': 'text/plain' });
       const timer = setInterval(() => res.write('tick '.repeat(100)), 20);
@@ -86,7 +97,8 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return;
     }
     default:
-      return send(res, 404, { 'content-type': 'text/plain' }, Buffer.from('unknown'));
+      send(res, 404, { 'content-type': 'text/plain' }, Buffer.from('unknown'));
+      return;
   }
 }
 const eventStreams: ServerResponse[] = [];

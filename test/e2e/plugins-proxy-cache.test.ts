@@ -40,21 +40,29 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   };
   switch (kind) {
     case 'plain':
-      return json(200, { etag: `"e${n}"`, 'x-upstream': 'yes' });
+      json(200, { etag: `"e${n}"`, 'x-upstream': 'yes' });
+      return;
     case 'missing':
-      return json(404);
+      json(404);
+      return;
     case 'failing':
-      return json(500);
+      json(500);
+      return;
     case 'no-store':
-      return json(200, { 'cache-control': 'no-store' });
+      json(200, { 'cache-control': 'no-store' });
+      return;
     case 'private':
-      return json(200, { 'cache-control': 'private, max-age=60' });
+      json(200, { 'cache-control': 'private, max-age=60' });
+      return;
     case 'cookie':
-      return json(200, { 'set-cookie': 'session=abc' });
+      json(200, { 'set-cookie': 'session=abc' });
+      return;
     case 'vary-star':
-      return json(200, { vary: '*' });
+      json(200, { vary: '*' });
+      return;
     case 'public':
-      return json(200, { 'cache-control': 'public, max-age=60' });
+      json(200, { 'cache-control': 'public, max-age=60' });
+      return;
     case 'text': {
       res.writeHead(200, { 'content-type': 'text/plain', 'x-served': String(n) });
       return void res.end(`${n} ${TEXT}`);
@@ -68,7 +76,8 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       res.write(BIG.subarray(0, 2048));
       return void setTimeout(() => res.end(BIG.subarray(2048)), 10);
     default:
-      return json(200);
+      json(200);
+      return;
   }
 }
 

@@ -146,7 +146,7 @@ test('PROXY_TLS_MIN_VERSION=TLSv1.3 refuses a TLS 1.2 client; TLS 1.3 gets in', 
 });
 
 test.each([
-  ['PROXY_TLS_CLIENT_CA without TLS', () => ({ PROXY_TLS_CLIENT_CA: certs.caCert }), 'PROXY_TLS_CLIENT_CA asks clients for certificates over TLS'],
+  ['PROXY_TLS_CLIENT_CA without TLS', () => ({ PROXY_TLS_CLIENT_CA: certs.caCert }), 'PROXY_TLS_CLIENT_CA: asks clients for certificates over TLS'],
   [
     'an unreadable PROXY_TLS_CLIENT_CA',
     () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_CLIENT_CA: '/nonexistent/ca.crt' }),
@@ -160,7 +160,7 @@ test.each([
   [
     'an unknown PROXY_TLS_MIN_VERSION',
     () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: certs.serverKey, PROXY_TLS_MIN_VERSION: 'TLSv1.1' }),
-    'PROXY_TLS_MIN_VERSION must be',
+    'PROXY_TLS_MIN_VERSION: expected \\"TLSv1.2\\" or \\"TLSv1.3\\", got \\"TLSv1.1\\"',
   ],
 ])('%s stops the start, naming the variable', async (_name, env, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, env(), message);

@@ -130,7 +130,7 @@ test('without PROXY_TLS_CERT the listener is plain HTTP and X-Forwarded-Proto is
 test.each<[string, Record<string, string>]>([
   ['one process', {}],
   ['WORKERS=2: the primary passes SIGHUP to every worker', { WORKERS: '2' }],
-])('SIGHUP (%s): new connections get the renewed certificate, which the new CA verifies', async (name, env) => {
+])('SIGHUP (%s): new connections get the renewed certificate, which the new CA verifies', async (_name, env) => {
   const { dp, cert, key } = await tlsDataPlane(`renewed-${Object.keys(env).length}`, env);
   try {
     const renewedSerial = new X509Certificate(await readFile(renewed.serverCert)).serialNumber;
@@ -181,11 +181,11 @@ test.each([
     'PROXY_TLS_CERT: cannot read',
   ],
   ["a key that is not the certificate's", () => ({ PROXY_TLS_CERT: certs.serverCert, PROXY_TLS_KEY: renewed.serverKey }), 'PROXY_TLS_KEY:'],
-  ['a certificate without its key', () => ({ PROXY_TLS_CERT: certs.serverCert }), 'PROXY_TLS_CERT and PROXY_TLS_KEY must be set together'],
+  ['a certificate without its key', () => ({ PROXY_TLS_CERT: certs.serverCert }), 'PROXY_TLS_CERT: needs PROXY_TLS_KEY (both or neither)'],
   [
     'a redirect to HTTPS without HTTPS',
     () => ({ PROXY_HTTP_REDIRECT_PORT: '0' }),
-    'PROXY_HTTP_REDIRECT_PORT redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY',
+    'PROXY_HTTP_REDIRECT_PORT: redirects to HTTPS: it needs PROXY_TLS_CERT and PROXY_TLS_KEY',
   ],
 ])('%s: the data plane does not start, and says which setting is wrong', async (_name, tlsEnv, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, tlsEnv(), message);

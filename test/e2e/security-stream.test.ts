@@ -60,7 +60,7 @@ const serverTls = () => ({ GRPC_TLS_CERT: certs.serverCert, GRPC_TLS_KEY: certs.
 async function rawStream(address: string, credentials: grpc.ChannelCredentials, metadata: grpc.Metadata, cancelAfter?: number) {
   const proto = loadGatehouseProto();
   const client = new proto.Client(address, credentials, { ...CHANNEL_OPTIONS, 'grpc.use_local_subchannel_pool': 1 });
-  const call = (client['StreamSnapshots'] as (m: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>).call(client, metadata);
+  const call = (client.StreamSnapshots as (m: grpc.Metadata) => grpc.ClientDuplexStream<object, unknown>).call(client, metadata);
   let pushes = 0;
   call.on('data', () => {
     pushes++;
@@ -87,7 +87,7 @@ describe('plaintext only on loopback', () => {
       what: 'the refusal to be logged',
       timeoutMs: 2_000,
     });
-    expect(logs).toMatch(/GRPC_HOST 0\.0\.0\.0 is not a loopback address/);
+    expect(logs).toMatch(/ConfigError: GRPC_HOST: 0\.0\.0\.0 is not a loopback address/);
     expect(proc.lines().some((l) => l.json?.msg === 'listening')).toBe(false);
   });
 

@@ -151,7 +151,7 @@ test.each([
   ['a CA file that does not exist', () => ({ UPSTREAM_CA_FILE: join(certs.dir, 'missing.crt') }), 'UPSTREAM_CA_FILE: cannot read'],
   ['a CA file that is no certificate', () => ({ UPSTREAM_CA_FILE: certs.clientKey }), 'UPSTREAM_CA_FILE:'],
   ["a key that is not the certificate's", () => ({ UPSTREAM_TLS_CERT: certs.clientCert, UPSTREAM_TLS_KEY: other.clientKey }), 'UPSTREAM_TLS_KEY:'],
-  ['a certificate without its key', () => ({ UPSTREAM_TLS_CERT: certs.clientCert }), 'UPSTREAM_TLS_CERT and UPSTREAM_TLS_KEY must be set together'],
+  ['a certificate without its key', () => ({ UPSTREAM_TLS_CERT: certs.clientCert }), 'UPSTREAM_TLS_CERT: needs UPSTREAM_TLS_KEY (both or neither)'],
 ])('%s: the data plane does not start, and says which setting is wrong', async (_name, tlsEnv, message) => {
   await expectDataPlaneRefusesToStart(cp.grpcAddr, tlsEnv(), message);
 });

@@ -76,7 +76,7 @@ const cp = (objects: KubernetesObject[]) => deploymentOf(objects, 'control-plane
 const dp = (objects: KubernetesObject[]) => deploymentOf(objects, 'data-plane');
 
 /** Where a container's env var points when it names a file: the mount holding it, and the key. */
-function mountedFile(objects: KubernetesObject[], deployment: AnyObject, container: V1Container, path: string) {
+function mountedFile(deployment: AnyObject, container: V1Container, path: string) {
   const mount = (container.volumeMounts ?? []).find((m) => path === m.mountPath || path.startsWith(`${m.mountPath}/`));
   if (!mount) throw new Error(`${path} is on no volume mount of ${container.name}`);
   const volume = podSpecOf(deployment).volumes?.find((v) => v.name === mount.name);
@@ -93,7 +93,7 @@ function tlsMaterial(objects: KubernetesObject[], deployment: AnyObject) {
   for (const name of ['GRPC_TLS_CERT', 'GRPC_TLS_KEY', 'GRPC_TLS_CA']) {
     const path = envValue(container, name);
     expect(path).toMatch(/^\//);
-    const { volume, key, secretName, mount } = mountedFile(objects, deployment, container, path!);
+    const { volume, key, secretName, mount } = mountedFile(deployment, container, path!);
     expect(mount.readOnly).toBe(true);
     expect(volume.secret).toBeDefined();
     out[name] = decodeSecretValue(one(objects, 'Secret', secretName), key);
@@ -435,7 +435,7 @@ describe('defaults', () => {
           for (const name of ['DATA_DIR', 'SNAPSHOT_CACHE']) {
             const path = envValue(c, name);
             if (path === undefined) continue;
-            const { volume } = mountedFile(objects, d, c, path);
+            const { volume } = mountedFile(d, c, path);
             expect({ name, emptyDir: volume.emptyDir !== undefined }).toEqual({ name, emptyDir: true });
           }
           const tmp = (c.volumeMounts ?? []).find((m) => m.mountPath === '/tmp');
@@ -516,7 +516,7 @@ describe('existing secrets', () => {
           ['GRPC_TLS_KEY', 'tls.key'],
           ['GRPC_TLS_CA', 'ca.crt'],
         ]) {
-          const file = mountedFile(objects, d, c, envValue(c, name)!);
+          const file = mountedFile(d, c, envValue(c, name)!);
           expect({ name, secret: file.secretName, key: file.key }).toEqual({ name, secret, key });
         }
       }
@@ -558,12 +558,12 @@ describe('cert-manager', () => {
         [dp(objects), 'client auth'],
       ] as const) {
         const c = onlyContainer(d);
-        const file = mountedFile(objects, d, c, envValue(c, 'GRPC_TLS_CERT')!);
+        const file = mountedFile(d, c, envValue(c, 'GRPC_TLS_CERT')!);
         const certificate = ofKind(objects, 'Certificate').find((x) => x.spec.secretName === file.secretName)!;
         expect(certificate).toBeDefined();
         expect(certificate.spec.issuerRef).toEqual({ name: caIssuer.metadata!.name, kind: 'Issuer', group: 'cert-manager.io' });
         expect(certificate.spec.usages).toContain(usage);
-        expect(mountedFile(objects, d, c, envValue(c, 'GRPC_TLS_CA')!).key).toBe('ca.crt');
+        expect(mountedFile(d, c, envValue(c, 'GRPC_TLS_CA')!).key).toBe('ca.crt');
         if (c === cpC) expect(certificate.spec.dnsNames).toContain(addr.slice(0, addr.lastIndexOf(':')));
       }
       const provided = providedSecrets(objects);
@@ -737,7 +737,7 @@ describe('HTTPS on the proxy listener', () => {
         ['PROXY_TLS_CERT', 'tls.crt'],
         ['PROXY_TLS_KEY', 'tls.key'],
       ] as const) {
-        const file = mountedFile(objects, d, c, envValue(c, name)!);
+        const file = mountedFile(d, c, envValue(c, name)!);
         expect({ name, secret: file.secretName, key: file.key, readOnly: file.mount.readOnly }).toEqual({ name, secret: 'edge-tls', key, readOnly: true });
       }
       expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('PROXY_TLS_'))).toEqual([]);
@@ -753,7 +753,7 @@ describe('HTTPS on the proxy listener', () => {
       const objects = await render('proxyMtls');
       const d = dp(objects);
       const c = onlyContainer(d);
-      const file = mountedFile(objects, d, c, envValue(c, 'PROXY_TLS_CLIENT_CA')!);
+      const file = mountedFile(d, c, envValue(c, 'PROXY_TLS_CLIENT_CA')!);
       expect({ secret: file.secretName, key: file.key, readOnly: file.mount.readOnly }).toEqual({ secret: 'partner-ca', key: 'ca.crt', readOnly: true });
       expect(envValue(c, 'PROXY_TLS_MIN_VERSION')).toBe('TLSv1.3');
       expect(envValue(onlyContainer(dp(await render('proxyTls'))), 'PROXY_TLS_MIN_VERSION')).toBe('TLSv1.2');
@@ -843,7 +843,7 @@ describe('TLS to upstreams', () => {
         ['UPSTREAM_TLS_CERT', 'gateway-client', 'tls.crt'],
         ['UPSTREAM_TLS_KEY', 'gateway-client', 'tls.key'],
       ] as const) {
-        const file = mountedFile(objects, d, c, envValue(c, name)!);
+        const file = mountedFile(d, c, envValue(c, name)!);
         expect({ name, secret: file.secretName, key: file.key, readOnly: file.mount.readOnly }).toEqual({ name, secret, key, readOnly: true });
       }
       expect(onlyContainer(cp(objects)).env?.filter((e) => e.name.startsWith('UPSTREAM_'))).toEqual([]);

@@ -109,7 +109,8 @@ export async function startOidcProvider(options: { clientId?: string; clientSecr
       !p.get('code_challenge') ||
       !p.get('nonce')
     ) {
-      return json(res, 400, { error: 'invalid_request' });
+      json(res, 400, { error: 'invalid_request' });
+      return;
     }
     const code = randomBytes(16).toString('base64url');
     grants.set(code, { clientId, redirectUri, challenge: p.get('code_challenge')!, nonce: p.get('nonce')! });

@@ -26,8 +26,8 @@ export type UpstreamBehaviour =
   | { kind: 'echo' }
   /** `bytes` pseudo-random bytes; their sha256 is `Upstream.bigBodySha256(bytes)`. */
   | { kind: 'big'; bytes: number }
-  /** Answers like `then` (default fixed) after `ms`. */
-  | { kind: 'delay'; ms: number; then?: UpstreamBehaviour }
+  /** Answers as `answer` does (default fixed) after `ms`. */
+  | { kind: 'delay'; ms: number; answer?: UpstreamBehaviour }
   /** Reads the request and never answers. */
   | { kind: 'hang' }
   /**
@@ -97,7 +97,7 @@ export async function startUpstream(name = 'upstream', initial: UpstreamBehaviou
         res.end(bigBody(behaviour.bytes).body);
         return;
       case 'delay': {
-        const timer = setTimeout(() => answer(behaviour.then ?? { kind: 'fixed' }, recorded, res), behaviour.ms);
+        const timer = setTimeout(() => answer(behaviour.answer ?? { kind: 'fixed' }, recorded, res), behaviour.ms);
         res.on('close', () => clearTimeout(timer));
         return;
       }

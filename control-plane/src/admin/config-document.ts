@@ -39,7 +39,7 @@ async function resolveKey(raw: unknown): Promise<unknown> {
 }
 
 /** The document's members, in the order they are parsed and reported; `resolve` turns a hand-written item into the stored form. */
-const SECTIONS: ReadonlyArray<{ member: Member; kind: DefinitionKind<any>; resolve?(raw: unknown, current: Definitions): Promise<unknown> }> = [
+const SECTIONS: ReadonlyArray<{ member: Member; kind: DefinitionKind<unknown>; resolve?(raw: unknown, current: Definitions): Promise<unknown> }> = [
   { member: 'apis', kind: apiKind },
   { member: 'oauth_servers', kind: oauthServerKind },
   { member: 'basic_auth_credentials', kind: basicAuthCredentialKind, resolve: (raw, current) => resolvePassword(raw, current) },

@@ -252,7 +252,10 @@ export function createStatusController(deps: {
       const now = await deps.dataPlanes();
       if (now === null) return;
       const moved = fleetOf(now);
-      if (!isDeepStrictEqual(moved, fleet)) (fleet = moved), (fleetMoved = true);
+      if (!isDeepStrictEqual(moved, fleet)) {
+        fleet = moved;
+        fleetMoved = true;
+      }
     };
     /** Between batches every writer waits, so none goes on with the fleet being replaced. */
     let pause: Promise<void> | null = null;

@@ -82,7 +82,7 @@ export interface LabelSelector {
 
 /** Whether `labels` satisfy `selector`; an operator outside the four matches nothing. */
 export function selects(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
-  const has = (key: string) => Object.prototype.hasOwnProperty.call(labels, key);
+  const has = (key: string) => Object.hasOwn(labels, key);
   if (!Object.entries(selector.matchLabels ?? {}).every(([k, v]) => has(k) && labels[k] === v)) return false;
   return (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
     if (operator === 'In') return has(key) && values.includes(labels[key]!);

@@ -165,7 +165,10 @@ export function createSnapshotServer(options: SnapshotServerOptions): SnapshotSe
   }
 
   function onMessage(stream: Stream, message: wire.DataPlaneMessage): void {
-    if (message.kind === 'hello' && message.hello) return onHello(stream, message.hello);
+    if (message.kind === 'hello' && message.hello) {
+      onHello(stream, message.hello);
+      return;
+    }
     if (message.kind === 'ack' && message.ack) {
       const sent = answered(stream, message.ack.nonce);
       if (!sent || !stream.status) return;

@@ -16,7 +16,7 @@
  *   A previous release's history/<version>.json + index.json are converted at the first start.
  * - memory (STORE=kubernetes): per control-plane replica, lost on restart (docs/kubernetes.md).
  */
-import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Definitions } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
@@ -178,7 +178,7 @@ function baseSeqOf(path: string, head: string): number {
 
 /** `length` bytes of `path` from `position` (fewer at its end); undefined when there is no such file. */
 async function readRange(path: string, position: number, length: number): Promise<Buffer | undefined> {
-  let fh;
+  let fh: FileHandle;
   try {
     fh = await open(path, 'r');
   } catch (err) {

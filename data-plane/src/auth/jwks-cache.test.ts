@@ -48,7 +48,7 @@ const refusal = async (kid: string) => {
 };
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
+  server = createServer((_req, res) => {
     fetches++;
     res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body);
   });

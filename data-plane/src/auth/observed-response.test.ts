@@ -65,7 +65,12 @@ test('an observer that throws or rejects never alters the stream', async () => {
   await pipeline(
     Readable.from([Buffer.from('x'), Buffer.from('y')]),
     observedResponse(observer),
-    new Writable({ write: (c: Buffer, _e, cb) => (chunks.push(c.toString()), cb()) }),
+    new Writable({
+      write: (c: Buffer, _e, cb) => {
+        chunks.push(c.toString());
+        cb();
+      },
+    }),
   );
   expect(chunks).toEqual(['x', 'y']);
 });

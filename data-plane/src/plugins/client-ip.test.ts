@@ -65,6 +65,6 @@ describe('parseTrustedProxies', () => {
     expect(parseTrustedProxies(' ')).toEqual([]);
   });
   test.each(['10.0.0.0/33', 'proxy.internal', '10.0.0.0/8,', '1.2.3.4:80'])('"%s" is refused naming the entry', (text) => {
-    expect(() => parseTrustedProxies(text)).toThrow(/^TRUSTED_PROXIES must list IP addresses and CIDR ranges .*; "[^"]*" is neither$/);
+    expect(() => parseTrustedProxies(text)).toThrow(/^TRUSTED_PROXIES: expected IP addresses and CIDR ranges .*, got "[^"]*"$/);
   });
 });

@@ -9,8 +9,9 @@
  * X-Forwarded-For goes upstream appended to, as received.
  */
 import type { IncomingMessage } from 'node:http';
-import { addressWords, inRanges, parseIpRange, wordRange, type WordRange } from '#proto/plugins/ip-restriction';
+import { addressWords, inRanges, type WordRange } from '#proto/plugins/ip-restriction';
 import { parseAuthority } from '#proto/location';
+import { cidrList, readVariable } from '#proto/env';
 import { listenerScheme } from './request-framing.js';
 
 /** TRUSTED_PROXIES compiled; empty: no peer is trusted and forwarded headers are never believed. */
@@ -24,20 +25,12 @@ export function clientIpOf(remoteAddress: string | undefined): string | undefine
   return remoteAddress.startsWith('::ffff:') && remoteAddress.includes('.') ? remoteAddress.slice(7) : remoteAddress;
 }
 
-/** TRUSTED_PROXIES: comma-separated addresses and CIDR ranges; throws naming the entry that is neither. */
+/** TRUSTED_PROXIES: comma-separated addresses and CIDR ranges, the data plane's setting (config.ts) read alone. */
+export const TRUSTED_PROXIES = cidrList();
+
+/** TRUSTED_PROXIES read from its text; throws a ConfigError when an entry is neither an address nor a range. */
 export function parseTrustedProxies(text: string | undefined): TrustedProxies {
-  if (text === undefined || text.trim() === '') return NO_TRUSTED_PROXIES;
-  return Object.freeze(
-    text.split(',').map((raw) => {
-      const entry = raw.trim();
-      if (parseIpRange(entry.toLowerCase()) === null) {
-        throw new Error(
-          `TRUSTED_PROXIES must list IP addresses and CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", separated by commas; "${entry}" is neither`,
-        );
-      }
-      return wordRange(entry.toLowerCase());
-    }),
-  );
+  return readVariable({ TRUSTED_PROXIES: text }, 'TRUSTED_PROXIES', TRUSTED_PROXIES);
 }
 
 function trustedAddress(address: string | undefined, trusted: TrustedProxies): boolean {

@@ -100,7 +100,7 @@ export const compressionRuntime: PluginRuntime<CompiledCompression> = {
       delete headers['content-length'];
       delete headers['accept-ranges'];
       const etag = headerText(headers.etag);
-      if (etag !== undefined && etag.startsWith('"')) headers.etag = `W/${etag}`;
+      if (etag?.startsWith('"')) headers.etag = `W/${etag}`;
       return flushingCompressor(encoding, length === undefined ? undefined : Number(length));
     },
   }),

@@ -1,5 +1,5 @@
 import { hashApiKey, importHashKey, legacyHashApiKey } from '#proto/api-key';
-import { GatehouseError } from '#proto/errors';
+import type { GatehouseError } from '#proto/errors';
 import { compilePlugins, type CompiledKeyAuth } from '#proto/plugins/index';
 import { parseApiDefinition } from '#proto/definition/index';
 import { apiKeyLookup } from '../auth/api-keys.js';

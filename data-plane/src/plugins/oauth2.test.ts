@@ -1,5 +1,5 @@
 import { SignJWT, type JWTPayload } from 'jose';
-import { GatehouseError } from '#proto/errors';
+import type { GatehouseError } from '#proto/errors';
 import { compileApi, compileOAuthServer } from '#proto/compile/index';
 import { parseApiDefinition, parseOAuthServer } from '#proto/definition/index';
 import type { CompiledOAuth2 } from '#proto/plugins/index';

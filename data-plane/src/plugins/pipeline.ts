@@ -76,7 +76,9 @@ export interface PluginAnswer {
   message?: string;
 }
 
+// biome-ignore lint/suspicious/noConfusingVoidType: a hook that lets the request pass returns nothing; hooks are written `(): void`.
 export type RequestHook = (ex: PluginExchange) => PluginAnswer | void | Promise<PluginAnswer | void>;
+// biome-ignore lint/suspicious/noConfusingVoidType: as RequestHook, a hook that leaves the body alone returns nothing.
 export type ResponseHook = (ex: PluginExchange, status: number, headers: OutgoingHttpHeaders) => Transform | void;
 
 /** What one upstream attempt gave, before anything reached the client. */
@@ -266,7 +268,7 @@ export function runRequestHooks(pipeline: Pipeline, ex: PluginExchange): PluginA
 function runFrom(hooks: readonly RequestHook[], start: number, ex: PluginExchange): PluginAnswer | null | Promise<PluginAnswer | null> {
   for (let i = start; i < hooks.length; i++) {
     const result = hooks[i]!(ex);
-    if (isPromise<PluginAnswer | void>(result)) return result.then((answer) => answer || runFrom(hooks, i + 1, ex));
+    if (isPromise<Awaited<ReturnType<RequestHook>>>(result)) return result.then((answer) => answer || runFrom(hooks, i + 1, ex));
     if (result) return result;
   }
   return null;

@@ -47,7 +47,10 @@ describe('createBalancer with target health', () => {
     const balancer = createBalancer(balancing, targets, health);
     const picks = (n: number) => Array.from({ length: n }, () => balancer.next().template.slice('http://'.length)).join('');
     /** Marks the targets named by their letters unhealthy, every other healthy. */
-    const down = (letters: string) => health.forEach((h, i) => (h.healthy = !letters.includes(String.fromCharCode(97 + i))));
+    const down = (letters: string) =>
+      health.forEach((h, i) => {
+        h.healthy = !letters.includes(String.fromCharCode(97 + i));
+      });
     return { picks, down };
   }
 
@@ -135,11 +138,18 @@ function route(balancing: 'least_conn' | 'hash', weights: number[], templates = 
   const letter = (t: CompiledTarget) => t.template.slice('http://'.length);
   const byLetter = (l: string) => targets.find((t) => letter(t) === l)!;
   /** Marks the targets named by their letters unhealthy, every other healthy. */
-  const down = (letters: string) => health.forEach((h, i) => (h.healthy = !letters.includes(letter(targets[i]!))));
+  const down = (letters: string) =>
+    health.forEach((h, i) => {
+      h.healthy = !letters.includes(letter(targets[i]!));
+    });
   return { balancer, targets, letter, byLetter, down };
 }
 
-const tally = (picks: string[]) => picks.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p]: (acc[p] ?? 0) + 1 }), {});
+const tally = (picks: string[]) => {
+  const counts: Record<string, number> = {};
+  for (const p of picks) counts[p] = (counts[p] ?? 0) + 1;
+  return counts;
+};
 
 describe('least_conn', () => {
   /** `inFlight`: the attempts in flight per target letter, set before each pick. */

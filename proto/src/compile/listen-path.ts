@@ -126,7 +126,7 @@ function compileSegmentPattern(section: Token[], field: string): RegExp {
     else source += `(?<gh${k++}>${t.regex === undefined ? '[^/]+' : `(?:${t.regex})`})`;
   }
   try {
-    return new RegExp(source + '$');
+    return new RegExp(`${source}$`);
   } catch (err) {
     return fail(field, `has an invalid parameter regex: ${(err as Error).message}`);
   }
@@ -183,7 +183,7 @@ class ListenPath implements CompiledListenPath {
     /** null for a literal path. */
     private readonly parsed: readonly Segment[] | null,
   ) {
-    const exact = parsed === null && !wildcard ? '/' + segments.join('/') : literalPrefix;
+    const exact = parsed === null && !wildcard ? `/${segments.join('/')}` : literalPrefix;
     this.exact = exact === literalPrefix ? literalPrefix : exact;
   }
 

@@ -48,7 +48,7 @@ function removeDotSegments(path: string): string {
       out.push(seg);
     }
   });
-  return '/' + out.join('/');
+  return `/${out.join('/')}`;
 }
 
 /**
@@ -69,7 +69,7 @@ function isNormal(path: string): boolean {
 export function normalizePath(rawPath: string): string {
   if (isNormal(rawPath)) return rawPath;
   let p = normalizePercentEncoding(rawPath);
-  if (!p.startsWith('/')) p = '/' + p;
+  if (!p.startsWith('/')) p = `/${p}`;
   p = p.replace(/\/{2,}/g, '/');
   return removeDotSegments(p);
 }

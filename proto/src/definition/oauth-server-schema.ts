@@ -26,6 +26,7 @@ const claimValueSchema = z
   .string({ error: 'must be a string' })
   .min(1, 'must not be empty')
   .max(1024, 'must be at most 1024 characters')
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the class names the control characters it refuses.
   .regex(/^[^\x00-\x1f\x7f]+$/, 'must not contain control characters');
 
 export const serverSchema = z.object({

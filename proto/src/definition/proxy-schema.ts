@@ -19,6 +19,7 @@ const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 
 export const hostSchema = z
   .string()
   .min(1, 'must not be empty')
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the class names the control characters it refuses.
   .regex(/^[^\s\u0000-\u001f\u007f]+$/, 'must not contain whitespace');
 
 const durationSchema = (fallback: string) =>

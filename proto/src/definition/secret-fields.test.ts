@@ -118,7 +118,7 @@ describe('the table', () => {
         out.push([where, name]);
         walk(sub, where);
       }
-      for (const key of ['items', 'anyOf', 'oneOf', 'allOf', 'additionalProperties']) [s[key]].flat().forEach((sub) => walk(sub, where));
+      for (const key of ['items', 'anyOf', 'oneOf', 'allOf', 'additionalProperties']) for (const sub of [s[key]].flat()) walk(sub, where);
     };
     const schemas: Record<string, z.ZodType> = {
       jwt: jwtSettingsSchema,

@@ -21,7 +21,9 @@ function checkHeaderName(name: string, ctx: z.RefinementCtx, path: PropertyKey[]
 
 const headerMapSchema = z
   .record(z.string(), headerValueSchema)
-  .superRefine((map, ctx) => Object.keys(map).forEach((name) => checkHeaderName(name, ctx, [name])))
+  .superRefine((map, ctx) => {
+    for (const name of Object.keys(map)) checkHeaderName(name, ctx, [name]);
+  })
   .default({});
 
 const queryMapSchema = z

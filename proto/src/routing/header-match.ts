@@ -39,7 +39,7 @@ export function headerValue(headers: RequestHeaders | undefined, name: string): 
 export function headerHolds(condition: HeaderCondition, headers: RequestHeaders | undefined): boolean {
   const value = headerValue(headers, condition.name);
   if (typeof value === 'string') return fieldHolds(value, condition.values);
-  return value !== undefined && value.some((field) => fieldHolds(field, condition.values));
+  return value?.some((field) => fieldHolds(field, condition.values)) ?? false;
 }
 
 /** Every condition holds. */

@@ -226,7 +226,9 @@ function toBucket(unsorted: Entry[]): Bucket {
   // A copy of the exact length: the list was grown by push (room for 17 entries where most buckets
   // hold one), and a data plane keeps a bucket per route prefix.
   const entries = unsorted.slice().sort(compareEntries);
-  entries.forEach((entry, rank) => (entry.rank = rank));
+  entries.forEach((entry, rank) => {
+    entry.rank = rank;
+  });
   // Entries of a bucket share its key, the literal prefix: its `/`s end the segments it fixes for all.
   const from = slashCount(entries[0].listenPath?.literalPrefix ?? '');
   const indexed = (e: Entry): boolean => e.route.hosts.length > 0 && e.route.hosts.every(isExactHost);
@@ -309,7 +311,10 @@ function tryList(list: readonly Entry[], search: Search): void {
 
 /** Tries every list of `candidates` that can hold a match for the request. */
 function tryCandidates(candidates: Candidates, search: Search): void {
-  if (isList(candidates)) return tryList(candidates, search);
+  if (isList(candidates)) {
+    tryList(candidates, search);
+    return;
+  }
   tryList(candidates.scan, search);
   for (let i = 0; i < candidates.bySegment.length; i++) {
     const index = candidates.bySegment[i];

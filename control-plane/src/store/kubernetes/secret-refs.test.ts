@@ -1,5 +1,5 @@
 import type { V1Secret } from '@kubernetes/client-node';
-import { GatehouseError } from '#proto/errors';
+import type { GatehouseError } from '#proto/errors';
 import { extractSecrets, resolveSecretRefs, type SecretLookup } from './secret-refs.js';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');

@@ -41,7 +41,7 @@ function isSecretRef(v: unknown): v is SecretRef {
   return isPlainObject(v) && typeof v.name === 'string' && v.name !== '' && typeof v.key === 'string' && v.key !== '';
 }
 
-function valueOf(secret: V1Secret | undefined, key: string): string | undefined {
+function secretValue(secret: V1Secret | undefined, key: string): string | undefined {
   const data = secret?.data?.[key];
   if (data !== undefined) return Buffer.from(data, 'base64').toString('utf8');
   return secret?.stringData?.[key];
@@ -65,7 +65,7 @@ export function resolveSecretRefs(kind: SecretKind, spec: Record<string, unknown
       throw new GatehouseError('VALIDATION_FAILED', `${at}: give ${l.row.field} or ${refField}, not both`, { field: at });
     const secret = lookup(ref.name);
     refs.push(`${ref.name}@${secret?.metadata?.resourceVersion ?? ''}`);
-    const value = valueOf(secret, ref.key);
+    const value = secretValue(secret, ref.key);
     if (value === undefined) {
       const missing = secret ? `Secret "${ref.name}" has no key "${ref.key}"` : `Secret "${ref.name}" does not exist in this namespace`;
       throw new GatehouseError('SECRET_REF_NOT_FOUND', `${at}: ${missing}`, { field: at });
@@ -92,7 +92,7 @@ export function extractSecrets(
   for (const l of current ? secretLocations(kind, current) : []) {
     const ref = l.holder[l.row.field + SECRET_REF_SUFFIX];
     if (isSecretRef(ref) && ref.name !== managedName) {
-      const value = valueOf(lookup(ref.name), ref.key);
+      const value = secretValue(lookup(ref.name), ref.key);
       if (value !== undefined) kept.set(`${l.id}\0${value}`, { name: ref.name, key: ref.key });
     }
   }

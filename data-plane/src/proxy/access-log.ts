@@ -83,6 +83,7 @@ const BATCH_BYTES = 4096;
 const FLUSH_MS = 100;
 
 /** What JSON.stringify escapes in a string: `"`, `\\`, control characters and (lone) surrogates. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what must be escaped.
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** A string as JSON.stringify writes it: between quotes as it is when nothing in it needs escaping, the usual case. */

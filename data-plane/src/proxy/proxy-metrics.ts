@@ -88,7 +88,9 @@ export function createProxyMetrics(registry: Registry): ProxyMetrics {
       let i = 0;
       for (const t of timings.values()) {
         const s = series[i++]!;
-        UPSTREAM_BUCKETS.forEach((bound, b) => (s.bucketValues[bound] = t.buckets[b]!));
+        UPSTREAM_BUCKETS.forEach((bound, b) => {
+          s.bucketValues[bound] = t.buckets[b]!;
+        });
         s.sum = t.sum;
         s.count = t.count;
       }

@@ -50,20 +50,7 @@ export function createPlanner(deps: { pools: UpstreamPools; trusted: TrustedProx
     return pool;
   }
 
-  /** How a request goes to `target`: rewritten path, pool and upstream headers. */
-  function planFor(
-    req: IncomingMessage,
-    requestId: string,
-    ex: PluginExchange | null,
-    snapshot: ServingTable,
-    match: RouteMatch,
-    upstream: RouteUpstream,
-    target: CompiledTarget,
-    path: string,
-    query: string,
-    access: AccessRecord | null,
-    trace: RequestTrace,
-  ): ForwardPlan {
+  return (req, requestId, ex, snapshot, match, upstream, target, path, query, access, trace) => {
     const destination = rewrite(match, target, { path, query, host: req.headers.host });
     if (access) {
       access.upstream = destination.origin;
@@ -95,7 +82,5 @@ export function createPlanner(deps: { pools: UpstreamPools; trusted: TrustedProx
       plugins: ex,
       load: upstream.balancer.loadOf(target),
     };
-  }
-
-  return planFor;
+  };
 }

@@ -28,7 +28,8 @@ import { createStreamAuthenticator } from './grpc/stream-auth.js';
 import { useKeyAuthHashKey } from './admin/credential-kinds.js';
 import { isLegacyApiKeyHash } from '#proto/api-key';
 import { createAdminApp } from './admin/app.js';
-import { acceptShortHmacKeys, indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
+import { indexForWrites, requireResolvableServices } from './admin/definition-writes.js';
+import { acceptShortHmacKeys } from './store/definition-kinds.js';
 import { startServiceDiscovery } from './discovery/index.js';
 import { startGatewayApi } from './gateway-api/index.js';
 
@@ -171,6 +172,8 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
 
 /** The store (file or Kubernetes CRs) and the configuration history, indexed for admin writes; what they hold checked at start. */
 async function openConfiguration(config: ControlPlaneConfig, logger: Logger) {
+  // Before the store opens: the Kubernetes store holds every OAuthServer it reads to it.
+  acceptShortHmacKeys(config.allowShortHmacKeys);
   const opened = await openStore(config, logger);
   const store = opened.store;
   const historyOptions = { limit: config.configHistory, logger };
@@ -179,7 +182,6 @@ async function openConfiguration(config: ControlPlaneConfig, logger: Logger) {
   const indexing = performance.now();
   const { defs } = store.current();
   indexForWrites(defs);
-  acceptShortHmacKeys(config.allowShortHmacKeys);
   warnOfShortHmacKeys(config.allowShortHmacKeys, defs.oauthServers, logger);
   logger.info({ apis: defs.apis.length, ms: Math.round(performance.now() - indexing) }, 'indexed the configuration for admin writes');
   return { opened, history };

@@ -493,6 +493,41 @@ test('a CR written with kubectl may reference its own Secret: missing, it is Acc
   expect((await clients[0].deleteApi('k8s-ref')).status).toBe(204);
 });
 
+test('an OAuthServer applied with kubectl is held to the HS key length admin writes are: short, Accepted=False Invalid naming the field and not served; 32 bytes, Accepted', async () => {
+  const servers = { ...GROUP, plural: 'oauthservers' };
+  const withKey = (key: string) => ({
+    apiVersion: 'gatehouse.dev/v1alpha1',
+    kind: 'OAuthServer',
+    metadata: { name: 'kubectl-idp', namespace: NAMESPACE },
+    spec: {
+      name: 'kubectl-idp',
+      oauth_endpoints: { token: { listen_path: '/kubectl-idp/token', upstreams: { targets: [{ target: upstream.url }] }, methods: ['POST'] } },
+      token_strategy: { name: 'jwt', settings: [{ alg: 'HS256', key }] },
+    },
+  });
+  await admin.objects.create(withKey('secret') as KubernetesObject);
+  const refused = await pollUntil(
+    async () => {
+      const c = condition(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'kubectl-idp' }), 'Accepted');
+      return c?.status === 'False' ? c : undefined;
+    },
+    { what: 'kubectl-idp Accepted=False', timeoutMs: 30_000, details: logs },
+  );
+  expect(refused).toMatchObject({ reason: 'Invalid', message: expect.stringContaining('token_strategy.settings[0].key is shorter than 32 bytes') });
+  expect(refused.message).toContain('ALLOW_SHORT_HMAC_KEYS=true');
+  expect((await clients[1].getOAuthServer('kubectl-idp')).status).toBe(404);
+
+  const current = (await admin.custom.getNamespacedCustomObject({ ...servers, name: 'kubectl-idp' })) as any;
+  await admin.objects.replace({ ...withKey('a-shared-secret-of-32-bytes-or-more'), metadata: current.metadata } as KubernetesObject);
+  await pollUntil(
+    async () =>
+      condition(await admin.custom.getNamespacedCustomObject({ ...servers, name: 'kubectl-idp' }), 'Accepted')?.status === 'True' ? true : undefined,
+    { what: 'kubectl-idp Accepted=True', timeoutMs: 30_000, details: logs },
+  );
+  expect((await clients[1].getOAuthServer('kubectl-idp')).status).toBe(200);
+  await admin.custom.deleteNamespacedCustomObject({ ...servers, name: 'kubectl-idp' });
+});
+
 test('a CR written with the Kubernetes API (kubectl apply) → every DP serves it, the admin API lists it', async () => {
   await admin.objects.create(crFor('kubectl-made', { proxy: { listen_path: '/kubectl/*', upstreams: { targets: [{ target: upstream.url }] } } }));
   for (const dp of dps) await served(dp, '/kubectl/x');

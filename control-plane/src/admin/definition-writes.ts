@@ -9,8 +9,7 @@ import { GatehouseError } from '#proto/errors';
 import { mergePatch, type ApiDefinition, type Definitions, type OAuthServerDefinition } from '#proto/definition/index';
 import { isPlainObject } from '#proto/definition/field-path';
 import { keepRedactedSecrets } from '#proto/definition/secret-fields';
-import { compileDefinitions, MIN_HMAC_KEY_BYTES, shortHmacKeysOf, type DefinitionKindName } from '#proto/compile/index';
-import { fieldError } from '#proto/definition/field-path';
+import { compileDefinitions, type DefinitionKindName } from '#proto/compile/index';
 import {
   applyChanges,
   ChangeRejected,
@@ -21,7 +20,7 @@ import {
   type DefinitionChange,
 } from '#proto/compile/incremental';
 import { deriveDefinitions } from '#proto/snapshot/codec';
-import { storedApis, storedOAuthServers, type StoredKind } from '../store/definition-kinds.js';
+import { checkHmacKeyLengths, storedApis, storedOAuthServers, type StoredKind } from '../store/definition-kinds.js';
 import { compileCache } from '../store/compile-cache.js';
 
 export interface WriteResult<T> {
@@ -120,28 +119,6 @@ export function requireResolvableServices(check: (api: ApiDefinition) => void): 
 
 /** Throws when `api` names a Kubernetes Service this control plane cannot resolve (requireResolvableServices). */
 export const checkResolvableServices = (api: ApiDefinition): void => checkServices(api);
-
-let allowShortHmacKeys = false;
-
-/** Set once at start (main.ts): ALLOW_SHORT_HMAC_KEYS=true accepts HS keys shorter than 32 bytes in writes. */
-export function acceptShortHmacKeys(allow: boolean): void {
-  allowShortHmacKeys = allow;
-}
-
-/**
- * Throws when `server` holds an HS key shorter than 32 bytes (RFC 7518 §3.2), unless ALLOW_SHORT_HMAC_KEYS.
- * Only writes are held to it: data planes compile what their control plane accepted.
- */
-export function checkHmacKeyLengths(server: OAuthServerDefinition): void {
-  if (allowShortHmacKeys) return;
-  const [field] = shortHmacKeysOf(server);
-  if (field === undefined) return;
-  throw fieldError(
-    field,
-    `is shorter than ${MIN_HMAC_KEY_BYTES} bytes: an HS256/384/512 key needs at least ${MIN_HMAC_KEY_BYTES} (RFC 7518 §3.2), e.g. openssl rand -base64 32; ` +
-      'ALLOW_SHORT_HMAC_KEYS=true on the control plane accepts shorter ones during a migration',
-  );
-}
 
 function check<T>(current: Definitions, candidate: Definitions, kind: DefinitionKind<T>, name: string, written: T, before?: T): Definitions {
   if (kind.compileKind === 'api') checkServices(written as ApiDefinition);

@@ -15,7 +15,8 @@ import {
   type KeyAuthCredential,
   type OAuthServerDefinition,
 } from '#proto/definition/index';
-import type { DefinitionKindName } from '#proto/compile/index';
+import { MIN_HMAC_KEY_BYTES, shortHmacKeysOf, type DefinitionKindName } from '#proto/compile/index';
+import { fieldError } from '#proto/definition/field-path';
 import { refuseRedacted } from '#proto/definition/secret-fields';
 
 export interface ErrorReply {
@@ -86,3 +87,26 @@ export const storedKeyAuthCredentials = storedCredentials<KeyAuthCredential>('ke
   nameTaken: { code: 'KEY_AUTH_CREDENTIAL_TAKEN', message: 'key_auth credential already exists' },
   compileKind: 'key-auth-credential',
 });
+
+let allowShortHmacKeys = false;
+
+/** Set once at start (main.ts): ALLOW_SHORT_HMAC_KEYS=true accepts HS keys shorter than 32 bytes in admin writes and custom resources. */
+export function acceptShortHmacKeys(allow: boolean): void {
+  allowShortHmacKeys = allow;
+}
+
+/**
+ * Throws when `server` holds an HS key shorter than 32 bytes (RFC 7518 §3.2), unless ALLOW_SHORT_HMAC_KEYS.
+ * Admin writes and OAuthServer custom resources are held to it (a stored file is not: it only warns at start);
+ * data planes compile what their control plane accepted.
+ */
+export function checkHmacKeyLengths(server: OAuthServerDefinition): void {
+  if (allowShortHmacKeys) return;
+  const [field] = shortHmacKeysOf(server);
+  if (field === undefined) return;
+  throw fieldError(
+    field,
+    `is shorter than ${MIN_HMAC_KEY_BYTES} bytes: an HS256/384/512 key needs at least ${MIN_HMAC_KEY_BYTES} (RFC 7518 §3.2), e.g. openssl rand -base64 32; ` +
+      'ALLOW_SHORT_HMAC_KEYS=true on the control plane accepts shorter ones during a migration',
+  );
+}

@@ -7,6 +7,8 @@
 import { makeInformer, type CoreV1Api, type CustomObjectsApi, type Informer, type KubeConfig, type ObjectCache, type V1Secret } from '@kubernetes/client-node';
 import { GatehouseError } from '#proto/errors';
 import type { Logger } from '#proto/logger';
+import type { OAuthServerDefinition } from '#proto/definition/index';
+import { checkHmacKeyLengths } from '../definition-kinds.js';
 import { GROUP, VERSION } from './crds.js';
 import { KINDS, crTarget, type AnyKind, type CustomResource } from './kinds.js';
 import { resolveSecretRefs, type SecretLookup } from './secret-refs.js';
@@ -229,7 +231,10 @@ export class ParseCache {
     try {
       const spec = resolveSecretRefs(kind.compileKind, obj.spec ?? {}, this.lookupSecret, refs);
       const field = kind.resource.nameField;
-      entry = { generation, refs, value: kind.parse({ ...spec, [field]: spec[field] ?? obj.metadata?.name }), error: null };
+      const value = kind.parse({ ...spec, [field]: spec[field] ?? obj.metadata?.name });
+      // An applied CR is a write: held to what admin writes are (its keys may have come from Secrets just now).
+      if (kind.compileKind === 'oauth-server') checkHmacKeyLengths(value as OAuthServerDefinition);
+      entry = { generation, refs, value, error: null };
     } catch (err) {
       if (!(err instanceof GatehouseError)) throw err;
       entry = { generation, refs, value: null, error: err };

@@ -45,8 +45,14 @@ function messageOf(status: number, body: unknown, text: string): string {
   return `${message} (HTTP ${status})${hint}`;
 }
 
-export async function request(conn: Connection, method: string, path: string, body?: unknown, options: { auth?: boolean } = {}): Promise<AdminResponse> {
-  const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: 'application/json' };
+export async function request(
+  conn: Connection,
+  method: string,
+  path: string,
+  body?: unknown,
+  options: { auth?: boolean; headers?: Record<string, string> } = {},
+): Promise<AdminResponse> {
+  const headers: Record<string, string> = { ...options.headers, 'user-agent': USER_AGENT, accept: 'application/json' };
   if (options.auth !== false) {
     if (!conn.token) throw new CliError(`not logged in to ${conn.server}: run \`gatehouse login\` (or set GATEHOUSE_TOKEN)`);
     headers.authorization = `Bearer ${conn.token}`;

@@ -74,6 +74,7 @@ export const ERROR_TABLE = {
   API_KEY_TAKEN: { status: 409 },
   CONFIG_VERSION_NOT_FOUND: { status: 404 },
   STORE_CONFLICT: { status: 409 },
+  CONFIG_CHANGED: { status: 412 },
   SECRET_REF_NOT_FOUND: { status: 400 },
   STORE_UNAVAILABLE: { status: 503 },
   INTERNAL: { status: 500, gatewayBody: 'internal server error', grpcStatus: INTERNAL },

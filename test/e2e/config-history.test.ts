@@ -107,6 +107,38 @@ test('?dry_run=true returns the diff per kind with names and writes nothing', as
   expect(applied.body.version).toBe(before.snapshotVersion! + 1);
 });
 
+test('If-Match with the ETag of GET /config: written while the configuration is that version; after another write, 412 CONFIG_CHANGED and nothing written', async () => {
+  await putConfig(fullConfig('etag'));
+  const read = await admin.request('GET', '/config');
+  expect(read.headers.etag).toBe(`"${read.snapshotVersion}"`);
+  const next = fullConfig('etag');
+  next.apis = [...next.apis, api('etag-new', '/etag/new/*')];
+
+  // Another write lands between the read and the PUT of what was read.
+  expect((await admin.createApi(api('etag-between', '/etag/between/*'))).status).toBe(201);
+  const storeBefore = await storeFiles();
+  for (const query of ['', '?dry_run=true']) {
+    const stale = await admin.request('PUT', `/config${query}`, { body: next, headers: { 'if-match': read.headers.etag as string } });
+    expect(stale.status).toBe(412);
+    expect(stale.body).toEqual({
+      error: `the configuration is now version "${read.snapshotVersion! + 1}", not "${read.snapshotVersion}": nothing written; read it again`,
+    });
+  }
+  expect(await storeFiles()).toBe(storeBefore);
+  expect((await admin.getApi('etag-between')).status).toBe(200);
+
+  // Read again: the current ETag (or any of a list holding it, or *) lets the write through.
+  const again = await admin.request('GET', '/config');
+  const fresh = await admin.request('PUT', '/config', {
+    body: { ...again.body, apis: [...again.body.apis, api('etag-new', '/etag/new/*')] },
+    headers: { 'if-match': `"0", ${again.headers.etag}` },
+  });
+  expect([fresh.status, fresh.body.changed]).toEqual([200, true]);
+  const any = await admin.request('PUT', '/config', { body: next, headers: { 'if-match': '*' } });
+  expect(any.status).toBe(200);
+  expect((await admin.getApi('etag-between')).status).toBe(404);
+});
+
 test.each([
   [
     'an API without a routing condition',

@@ -173,6 +173,7 @@ test('every documented (operation, status) is produced by the live API, nothing 
   await expectStatus(400, call('GET', '/config', '/config?secrets=yes'));
   await expectStatus(200, call('PUT', '/config', '/config?dry_run=true', { body: exported.body }));
   await expectStatus(200, call('PUT', '/config', '/config', { body: { ...exported.body, apis: [...exported.body.apis, api('a3')] } }));
+  await expectStatus(412, call('PUT', '/config', '/config', { body: exported.body, headers: { 'if-match': exported.headers.etag as string } }));
   await expectStatus(200, call('GET', '/config/history', '/config/history'));
   const history = (await admin.request('GET', '/config/history')).body as Array<{ version: number }>;
   const oldest = history[history.length - 1].version;

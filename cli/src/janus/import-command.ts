@@ -76,10 +76,15 @@ export function exitCodeOf(items: ItemReport[]): number {
 async function write(conn: Connection, items: ItemReport[], dryRun: boolean): Promise<WriteResult & { before: string }> {
   const got = await request(conn, 'GET', '/config');
   const doc = merged(got.body as ConfigDocument, items);
+  // Written only over the version read: a write made in between is not undone (412 instead).
+  const etag = got.headers.get('etag');
   try {
-    const result = (await request(conn, 'PUT', dryRun ? '/config?dry_run=true' : '/config', doc)).body as WriteResult;
+    const result = (await request(conn, 'PUT', dryRun ? '/config?dry_run=true' : '/config', doc, etag ? { headers: { 'if-match': etag } } : {}))
+      .body as WriteResult;
     return { ...result, before: got.headers.get('x-snapshot-version') ?? '?' };
   } catch (err) {
+    if (err instanceof CliError && err.message.endsWith('(HTTP 412)'))
+      throw new CliError(`the configuration changed while the import ran, nothing written: run the import again (${err.message})`, err.exitCode);
     // The control plane names the item by its place in the whole document: add its name.
     const at = err instanceof CliError ? /^(apis|oauth_servers|basic_auth_credentials)\[(\d+)\]/.exec(err.message) : null;
     const item = at && (doc[at[1] as keyof ConfigDocument] as Record<string, unknown>[])[Number(at[2])];
@@ -131,12 +136,6 @@ export async function importFromJanus(ctx: CliContext, sources: string[], option
     }
     const result = await write(conn, items, false);
     out.written = result;
-    // The import removes nothing it read: a removal is a write made between its GET and its PUT, now undone.
-    const removed = Object.entries(result.diff).flatMap(([kind, d]) => d.removed.map((n) => `${kind} ${n}`));
-    if (removed.length > 0)
-      console.error(
-        `warning: written over a change made during the import (removed: ${removed.join(', ')}); \`gatehouse rollback ${result.before}\` undoes the import`,
-      );
     if (!json)
       console.log(
         `\n${result.changed ? `imported: now version ${result.version} (${diffLine(result)}); \`gatehouse rollback ${result.version - 1}\` undoes it` : `nothing to change (version ${result.version})`}`,

@@ -53,6 +53,18 @@ export function createConfigRoutes({ store, history, update, logger }: ConfigRou
     return 'include';
   }
 
+  /**
+   * `If-Match: "<version>"` (the ETag of GET /config): refused when the configuration is no longer that version, so a
+   * read-modify-write does not undo a write made in between. Strong comparison (RFC 9110 §13.1.1); `*` always matches.
+   */
+  function requireVersion(req: Request): void {
+    const header = req.get('if-match');
+    if (header === undefined || header.trim() === '*') return;
+    const now = `"${store.current().revision}"`;
+    if (header.split(',').some((tag) => tag.trim() === now)) return;
+    throw new GatehouseError('CONFIG_CHANGED', `the configuration is now version ${now}, not ${header.trim()}: nothing written; read it again`);
+  }
+
   /** Replaces everything with `defs`; the diff is taken inside the write, against what it replaces. */
   async function replace(req: Request, res: Response, defs: Definitions, action?: string): Promise<{ version: number; changed: boolean; diff: ConfigDiff }> {
     let diff!: ConfigDiff;
@@ -60,6 +72,8 @@ export function createConfigRoutes({ store, history, update, logger }: ConfigRou
       req,
       res,
       (before) => {
+        // Inside the write: writes run one at a time, so no other one lands between this check and this write.
+        requireVersion(req);
         diff = diffDefinitions(before, defs);
         return defs;
       },
@@ -72,13 +86,14 @@ export function createConfigRoutes({ store, history, update, logger }: ConfigRou
     .route('/config')
     .get((req, res) => {
       const { revision, defs } = store.current();
-      res.set('X-Snapshot-Version', String(revision)).json(toConfigDocument(defs, secretsShown(req, res, revision)));
+      res.set({ 'X-Snapshot-Version': String(revision), ETag: `"${revision}"` }).json(toConfigDocument(defs, secretsShown(req, res, revision)));
     })
     .put(async (req, res) => {
       const dryRun = dryRunOf(req);
       const current = store.current();
       const defs = await parseConfigDocument(req.body, current.defs);
       if (dryRun) {
+        requireVersion(req);
         res.set('X-Snapshot-Version', String(current.revision)).json({ dry_run: true, version: current.revision, diff: diffDefinitions(current.defs, defs) });
         return;
       }

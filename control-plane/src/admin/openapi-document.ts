@@ -427,7 +427,7 @@ export const OPERATIONS: readonly OperationSpec[] = [
   {
     method: 'get',
     path: '/config',
-    summary: `Export the whole configuration (secrets shown as "${REDACTED}" unless ?secrets=include)`,
+    summary: `Export the whole configuration (secrets shown as "${REDACTED}" unless ?secrets=include); its ETag is the version, for PUT's If-Match`,
     parameters: [secretsParam],
     success: { status: 200, description: 'the configuration', schema: ref('ConfigDocument') },
     errors: { 400: 'secrets is not "include"', 403: 'secrets=include with a viewer token' },
@@ -438,12 +438,22 @@ export const OPERATIONS: readonly OperationSpec[] = [
     summary: 'Replace the whole configuration atomically (`?dry_run=true`: the diff only)',
     write: true,
     body: 'ConfigDocument',
-    parameters: [{ name: 'dry_run', in: 'query', required: false, schema: { type: 'string', enum: ['true', 'false'] } }],
+    parameters: [
+      { name: 'dry_run', in: 'query', required: false, schema: { type: 'string', enum: ['true', 'false'] } },
+      {
+        name: 'If-Match',
+        in: 'header',
+        required: false,
+        description: 'the ETag of GET /config (`"<version>"`): refused with 412 CONFIG_CHANGED when the configuration has moved on',
+        schema: { type: 'string' },
+      },
+    ],
     success: {
       status: 200,
       description: 'the new version and the diff (dry run: ConfigDryRun)',
       schema: { oneOf: [ref('ConfigChange'), ref('ConfigDryRun')] },
     },
+    errors: { 412: 'If-Match names a version the configuration has moved on from (CONFIG_CHANGED)' },
   },
   {
     method: 'get',

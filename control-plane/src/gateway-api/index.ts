@@ -26,6 +26,7 @@ import type { DefinitionStore } from '../store/index.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
 import {
   allows,
+  certificateRefsProblem,
   GROUP,
   listenerKinds,
   referenceGranted,
@@ -36,6 +37,7 @@ import {
   type HTTPRouteObject,
   type ReferenceGrantObject,
   type RouteKind,
+  type TlsSecret,
 } from './translate.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
@@ -214,7 +216,34 @@ export function startGatewayApi(deps: {
     const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
     deps.served.setRouteApis(served.map((c) => c.api));
     if (!deps.isLeader()) return;
-    await writeStatuses(ours, gws, verdicts, attached);
+    await writeStatuses(ours, gws, verdicts, attached, await certificateSecrets(gws, grantList), grantList);
+  }
+
+  /**
+   * The Secrets the HTTPS listeners of `gws` name and may read (core Secrets, same namespace or granted), read
+   * one by one (`get`, never listed: the CP holds no other Secret of the cluster); absent ones are missing.
+   */
+  async function certificateSecrets(gws: GatewayObject[], grantList: ReferenceGrantObject[]): Promise<Map<string, TlsSecret>> {
+    const wanted = new Set<string>();
+    for (const gw of gws)
+      for (const l of gw.spec.listeners ?? [])
+        certificateRefsProblem(l, gw.metadata.namespace, grantList, (ns, name) => {
+          wanted.add(`${ns}/${name}`);
+          return undefined;
+        });
+    const found = new Map<string, TlsSecret>();
+    await Promise.all(
+      [...wanted].map(async (key) => {
+        const [ns, name] = key.split('/') as [string, string];
+        try {
+          found.set(key, (await core.readNamespacedSecret({ name, namespace: ns })) as TlsSecret);
+        } catch (err) {
+          if ((err as { code?: number }).code !== 404)
+            logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), secret: key }, 'Gateway API: certificateRef Secret read failed');
+        }
+      }),
+    );
+    return found;
   }
 
   function refuse(verdict: { parents: Array<{ accepted: Condition }> }, message: string): void {
@@ -231,6 +260,8 @@ export function startGatewayApi(deps: {
       parents: Array<{ ref: object; accepted: Condition; resolvedRefs: Condition }>;
     }>,
     attached: Map<string, number>,
+    secrets: Map<string, TlsSecret>,
+    grantList: ReferenceGrantObject[],
   ): Promise<void> {
     const writes: Array<Promise<void>> = [];
     for (const c of ours) {
@@ -241,6 +272,12 @@ export function startGatewayApi(deps: {
       const listeners = (gw.spec.listeners ?? []).map((l) => {
         const http = l.protocol === 'HTTP' || l.protocol === 'HTTPS';
         const { kinds, invalid } = listenerKinds(l);
+        const certificates = certificateRefsProblem(l, gw.metadata.namespace, grantList, (ns, name) => secrets.get(`${ns}/${name}`));
+        const resolved: Condition = certificates
+          ? { type: 'ResolvedRefs', status: 'False', ...certificates }
+          : invalid.length
+            ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` }
+            : ok('ResolvedRefs');
         return {
           name: l.name,
           supportedKinds: kinds.map((kind) => ({ group: GROUP, kind })),
@@ -259,14 +296,16 @@ export function startGatewayApi(deps: {
             ),
             cond(
               gw.metadata.generation,
-              http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' },
+              http && !certificates
+                ? ok('Programmed')
+                : {
+                    type: 'Programmed',
+                    status: 'False',
+                    reason: 'Invalid',
+                    message: certificates ? 'certificateRefs do not resolve' : 'listener not accepted',
+                  },
             ),
-            cond(
-              gw.metadata.generation,
-              invalid.length
-                ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` }
-                : ok('ResolvedRefs'),
-            ),
+            cond(gw.metadata.generation, resolved),
           ],
         };
       });

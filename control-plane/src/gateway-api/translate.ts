@@ -40,7 +40,7 @@
  * | `RequestHeaderModifier`, `ResponseHeaderModifier` | as the HTTPRoute's                                     |
  * | `RequestMirror`, `ExtensionRef`              | refused: Accepted False UnsupportedValue                    |
  */
-import { createHash } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 
 export const GROUP = 'gateway.networking.k8s.io';
 
@@ -54,6 +54,7 @@ export interface Listener {
   hostname?: string;
   protocol: string;
   port: number;
+  tls?: { mode?: string; certificateRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string }> };
   allowedRoutes?: { namespaces?: { from?: string; selector?: LabelSelector }; kinds?: Array<{ group?: string; kind: string }> };
 }
 export type RouteKind = 'HTTPRoute' | 'GRPCRoute';
@@ -82,7 +83,7 @@ export interface LabelSelector {
 
 /** Whether `labels` satisfy `selector`; an operator outside the four matches nothing. */
 export function selects(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
-  const has = (key: string) => Object.prototype.hasOwnProperty.call(labels, key);
+  const has = (key: string) => Object.hasOwn(labels, key);
   if (!Object.entries(selector.matchLabels ?? {}).every(([k, v]) => has(k) && labels[k] === v)) return false;
   return (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
     if (operator === 'In') return has(key) && values.includes(labels[key]!);
@@ -123,13 +124,66 @@ export interface ReferenceGrantObject {
 
 /** Whether a `kind` route in `fromNamespace` may refer to Service `name` in `toNamespace`: the same namespace, or a ReferenceGrant there says so. */
 export function referenceGranted(grants: readonly ReferenceGrantObject[], kind: RouteKind, fromNamespace: string, toNamespace: string, name: string): boolean {
-  if (fromNamespace === toNamespace) return true;
+  return fromNamespace === toNamespace || granted(grants, kind, fromNamespace, toNamespace, 'Service', name);
+}
+
+/** Whether a ReferenceGrant in `toNamespace` lets a `fromKind` of `fromNamespace` refer to the core `toKind` `name`. */
+function granted(grants: readonly ReferenceGrantObject[], fromKind: string, fromNamespace: string, toNamespace: string, toKind: string, name: string): boolean {
   return grants.some(
     (g) =>
       g.metadata.namespace === toNamespace &&
-      (g.spec.from ?? []).some((f) => f.group === GROUP && f.kind === kind && f.namespace === fromNamespace) &&
-      (g.spec.to ?? []).some((t) => (t.group ?? '') === '' && t.kind === 'Service' && (t.name === undefined || t.name === '' || t.name === name)),
+      (g.spec.from ?? []).some((f) => f.group === GROUP && f.kind === fromKind && f.namespace === fromNamespace) &&
+      (g.spec.to ?? []).some((t) => (t.group ?? '') === '' && t.kind === toKind && (t.name === undefined || t.name === '' || t.name === name)),
   );
+}
+
+/** A Secret as read for a listener's certificateRefs (`type` and the two keys of kubernetes.io/tls, base64). */
+export interface TlsSecret {
+  type?: string;
+  data?: Record<string, string>;
+}
+
+/**
+ * Why an HTTPS listener's `tls.certificateRefs` do not resolve (a listener ResolvedRefs reason), or null.
+ * Each ref must be a core Secret, in the Gateway's namespace or granted by a ReferenceGrant there to Gateways
+ * of `gatewayNamespace`, of type kubernetes.io/tls holding a PEM certificate and the private key that matches it.
+ */
+export function certificateRefsProblem(
+  listener: Listener,
+  gatewayNamespace: string,
+  grants: readonly ReferenceGrantObject[],
+  secret: (namespace: string, name: string) => TlsSecret | undefined,
+): { reason: 'InvalidCertificateRef' | 'RefNotPermitted'; message: string } | null {
+  if (listener.protocol !== 'HTTPS') return null;
+  if ((listener.tls?.mode ?? 'Terminate') !== 'Terminate')
+    return { reason: 'InvalidCertificateRef', message: `tls.mode ${listener.tls?.mode} is not supported` };
+  const refs = listener.tls?.certificateRefs ?? [];
+  if (refs.length === 0) return { reason: 'InvalidCertificateRef', message: 'an HTTPS listener needs tls.certificateRefs' };
+  for (const ref of refs) {
+    const where = `${ref.namespace ?? gatewayNamespace}/${ref.name}`;
+    if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret')
+      return { reason: 'InvalidCertificateRef', message: `certificateRef ${where}: only core Secrets are supported, not ${ref.group ?? ''}/${ref.kind}` };
+    const to = ref.namespace ?? gatewayNamespace;
+    if (to !== gatewayNamespace && !granted(grants, 'Gateway', gatewayNamespace, to, 'Secret', ref.name))
+      return { reason: 'RefNotPermitted', message: `certificateRef ${where}: no ReferenceGrant in namespace ${to} allows it` };
+    const found = secret(to, ref.name);
+    if (!found) return { reason: 'InvalidCertificateRef', message: `certificateRef ${where}: Secret not found` };
+    const problem = tlsPairProblem(found);
+    if (problem) return { reason: 'InvalidCertificateRef', message: `certificateRef ${where}: ${problem}` };
+  }
+  return null;
+}
+
+function tlsPairProblem(secret: TlsSecret): string | null {
+  if (secret.type !== 'kubernetes.io/tls') return `type ${secret.type ?? 'Opaque'} is not kubernetes.io/tls`;
+  const pem = (key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
+  try {
+    const cert = new X509Certificate(pem('tls.crt'));
+    if (!cert.checkPrivateKey(createPrivateKey(pem('tls.key')))) return 'tls.key is not the key of tls.crt';
+  } catch (err) {
+    return `tls.crt and tls.key must hold a PEM certificate and its private key (${(err as Error).message})`;
+  }
+  return null;
 }
 
 export interface HTTPRouteObject {

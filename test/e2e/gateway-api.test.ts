@@ -325,6 +325,9 @@ test('PathPrefix + header match over two weighted backends serves traffic; Accep
   expect(counts[1]).toBeGreaterThanOrEqual(2);
   expect(counts[2]).toBe(0);
   expect(upstreams[0].last()?.url ?? '').toMatch(/^\/shop\/items$/);
+  // The client's Host reaches the backend (Gateway API: only a URLRewrite hostname changes it).
+  expect((await dp.request('GET', '/shop/items', { headers: { 'x-tenant': 'acme', host: 'shop.example' } })).status).toBe(200);
+  expect(upstreams.map((u) => u.last()?.headers.host)).toContain('shop.example');
   expect((await dp.request('GET', '/shop/items')).status).toBe(404); // without the header
   expect((await dp.request('GET', '/shopping', { headers: { 'x-tenant': 'acme' } })).status).toBe(404);
   expect(await condition('shop', 'Accepted')).toMatchObject({ status: 'True', reason: 'Accepted' });

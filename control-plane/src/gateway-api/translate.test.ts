@@ -51,6 +51,7 @@ describe('translateRoute', () => {
           listen_path: '/api/*',
           methods: ['POST'],
           match_headers: { 'X-Canary': ['true'] },
+          preserve_host: true,
           upstreams: {
             balancing: 'weight',
             targets: [
@@ -244,6 +245,7 @@ describe('translateRoute of a GRPCRoute', () => {
           listen_path: '/shop.v1.Cart/Add',
           methods: ['POST'],
           match_headers: { 'x-tenant': ['acme'] },
+          preserve_host: true,
           upstreams: { balancing: 'weight', protocol: 'http2', targets: [{ target: 'k8s://svc.ns:8080', weight: 1 }] },
         },
         plugins: [{ name: 'response_transformer', config: { replace: { headers: { 'X-Via': 'gw' } }, add: { headers: { 'X-Via': 'gw' } } } }],

@@ -6,6 +6,7 @@
  * | HTTPRoute                                    | API definition                                              |
  * |----------------------------------------------|-------------------------------------------------------------|
  * | `hostnames`                                  | `hosts` (those a listener's `hostname` admits; none = the listener's) |
+ * | (every definition)                           | `preserve_host: true`: the upstream gets the client's Host      |
  * | `path` PathPrefix `/foo` (or `/foo/`)        | `listen_path: /foo/*` (`/` → `/*`)                          |
  * | `path` Exact `/foo`                          | `listen_path: /foo`                                         |
  * | `path` RegularExpression                     | refused: Accepted False UnsupportedValue                    |
@@ -393,6 +394,8 @@ export function translateRoute(
         const proxy: Record<string, unknown> = {
           listen_path: type === 'Exact' ? value : prefix === '/' ? '/*' : `${prefix}/*`,
           upstreams: { balancing: 'weight', targets: targets.length ? targets : [{ target: 'http://127.0.0.1:9', weight: 1 }] },
+          // Gateway API forwards the client's Host (only a URLRewrite hostname changes it).
+          preserve_host: true,
         };
         if (match.method) proxy.methods = [match.method];
         if (grpc) {

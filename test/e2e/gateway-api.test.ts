@@ -399,7 +399,9 @@ test('a RegularExpression path is Accepted False UnsupportedValue; a missing Ser
   expect(await condition('ghost', 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'BackendNotFound' });
   // Its only backend is invalid: the rule's requests are answered 500 (not 404 as no route, not 503).
   const res = await answered('/ghost/x', 500);
-  expect(JSON.parse(res.body.toString())).toBe('no valid backend for this route rule');
+  // In plain text: the route's own answer, not a gateway error (a JSON string).
+  expect(res.headers['content-type']).toBe('text/plain; charset=utf-8');
+  expect(res.body.toString()).toBe('no valid backend for this route rule');
   expect((await dp.request('GET', '/re/x')).status).toBe(404);
 });
 

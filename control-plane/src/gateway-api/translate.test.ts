@@ -70,7 +70,9 @@ describe('translateRoute', () => {
     const t = translateRoute(route({ rules: [{ backendRefs: [backend] }, { matches: [{ path: { type: 'Exact', value: '/x' } }] }] }), [undefined], exists);
     expect(t.apis.map((a) => (a.proxy as { listen_path: string }).listen_path)).toEqual(['/*', '/x']);
     expect(t.apis[0].plugins).toBeUndefined();
-    expect(t.apis[1].plugins).toEqual([{ name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } }]);
+    expect(t.apis[1].plugins).toEqual([
+      { name: 'request_termination', config: { status_code: 500, body: 'no valid backend for this route rule', content_type: 'text/plain; charset=utf-8' } },
+    ]);
     for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
   });
 

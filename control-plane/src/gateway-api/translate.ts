@@ -17,7 +17,7 @@
  * | backendRef in another namespace              | a ReferenceGrant there must allow it, else left out: ResolvedRefs False RefNotPermitted |
  * | backendRef of another kind                   | refused: ResolvedRefs False InvalidKind                     |
  * | backendRef to a missing Service              | left out: ResolvedRefs False BackendNotFound                |
- * | a rule with no backend left (and no redirect) | `request_termination` 500                                  |
+ * | a rule with no backend left (and no redirect) | `request_termination` 500 (plain text; a GRPCRoute's: its message) |
  * | `RequestHeaderModifier` set/add/remove       | `request_transformer` replace+add / append / remove         |
  * | `ResponseHeaderModifier` set/add/remove      | `response_transformer` replace+add / append / remove        |
  * | `RequestRedirect`                            | `redirect` (scheme, hostname, port, statusCode, path ReplaceFullPath / ReplacePrefixMatch) |
@@ -383,7 +383,7 @@ export function translateRoute(
       // backend to forward to (none given, none resolved, every weight 0), the rule answers 500.
       const redirects = plugins.some((p) => p.name === 'redirect');
       if (targets.length === 0 && !redirects)
-        plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } });
+        plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, ...NO_BACKEND[grpc ? 'grpc' : 'http'] } });
       const matches = rule.matches?.length ? rule.matches : [{ path: { type: 'PathPrefix', value: '/' } }];
       matches.forEach((match, m) => {
         if (match.queryParams?.length) throw new Unsupported('matches[].queryParams is not supported');
@@ -440,6 +440,17 @@ function asHttpRule(rule: GRPCRouteRule): HTTPRouteRule {
   });
   return { ...rule, matches };
 }
+
+/**
+ * A rule's 500 when no backend is left: for a GRPCRoute the message (a gRPC client reads it in grpc-message); for
+ * an HTTPRoute plain text, the route's own answer rather than a gateway error (JSON string), as Gateway API
+ * implementations answer it and as clients that read any application/json body as the backend's expect.
+ */
+const NO_BACKEND_TEXT = 'no valid backend for this route rule';
+const NO_BACKEND = {
+  grpc: { message: NO_BACKEND_TEXT },
+  http: { body: NO_BACKEND_TEXT, content_type: 'text/plain; charset=utf-8' },
+} as const;
 
 const unsupportedPrefix = (): never => {
   throw new Unsupported('ReplacePrefixMatch needs a PathPrefix match');

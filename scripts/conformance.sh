@@ -15,7 +15,7 @@
 #
 # Usage: GATEHOUSE_IMAGE=localhost/gatehouse:test bash scripts/conformance.sh
 #        RUN_TEST=HTTPRouteSimpleSameNamespace bash scripts/conformance.sh   # one test, no report
-#        TEST_TIMEOUT=15m (the suite's -test.timeout; 60m by default)
+#        TEST_TIMEOUT=15m (the suite's -test.timeout; 60m by default), SKIP_TESTS=A,B (the suite's -skip-tests)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,6 +62,7 @@ EOF
 version="$(node -p "require('$REPO_ROOT/package.json').version")"
 args=(-test.run TestConformance -test.v -test.timeout "${TEST_TIMEOUT:-60m}" -gateway-class "$CLASS" -supported-features "$SUPPORTED_FEATURES"
   -organization gatehouse -project gatehouse -url https://gatehouse.dev -version "v$version" -contact gatehouse-maintainers -mode default)
+[[ -n "${SKIP_TESTS:-}" ]] && args+=(-skip-tests "$SKIP_TESTS")
 if [[ -n "${RUN_TEST:-}" ]]; then
   args+=(-run-test "$RUN_TEST")
 else

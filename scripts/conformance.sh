@@ -10,7 +10,7 @@
 #   3. installs the Gateway API CRDs the tests use (scripts/test-tools.sh fetches them);
 #   4. `helm install`s the chart with controlPlane.gatewayApi.enabled=true and the image GATEHOUSE_IMAGE
 #      (repository:tag, imported beforehand), waits for it, and creates the GatewayClass `gatehouse`;
-#   5. runs the GATEWAY-HTTP profile (SUPPORTED_FEATURES: the core ones unless set) and writes
+#   5. runs the GATEWAY-HTTP profile (SUPPORTED_FEATURES: the core ones and the extended ones that pass, unless set) and writes
 #      docs/conformance/gatehouse-GATEWAY-HTTP.yaml; the suite's log goes to the tools' work directory.
 #
 # Usage: GATEHOUSE_IMAGE=localhost/gatehouse:test bash scripts/conformance.sh
@@ -27,7 +27,7 @@ NS="${NAMESPACE:-gatehouse-system}"
 CLASS="gatehouse"
 CONTROLLER="gatehouse.dev/gateway-controller"
 PROFILE="GATEWAY-HTTP"
-SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-Gateway,HTTPRoute,ReferenceGrant}"
+SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-Gateway,HTTPRoute,ReferenceGrant,HTTPRoutePathRewrite,HTTPRouteResponseHeaderModification}"
 REPORT="$REPO_ROOT/docs/conformance/gatehouse-$PROFILE.yaml"
 
 die() { echo "conformance: $*" >&2; exit 1; }

@@ -432,7 +432,9 @@ test('GatewayClass Accepted with its supportedFeatures; Gateway Accepted, Progra
     { what: 'GatewayClass Accepted', timeoutMs: 20_000, details: logs },
   );
   // The core features of what is served, sorted as the field asks (the conformance suite can read them from here).
-  expect(gc.supportedFeatures).toEqual([{ name: 'GRPCRoute' }, { name: 'Gateway' }, { name: 'HTTPRoute' }, { name: 'ReferenceGrant' }]);
+  expect(gc.supportedFeatures).toEqual(
+    ['GRPCRoute', 'Gateway', 'HTTPRoute', 'HTTPRoutePathRewrite', 'HTTPRouteResponseHeaderModification', 'ReferenceGrant'].map((name) => ({ name })),
+  );
   const gw = await pollUntil(
     async () => {
       const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {

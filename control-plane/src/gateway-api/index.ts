@@ -44,9 +44,9 @@ const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
 /**
  * The conformance features (Gateway API's names, sorted as the field asks) a GatewayClass of ours declares in
- * `status.supportedFeatures`: the core ones of what is served. Extended ones are added as the suite passes them.
+ * `status.supportedFeatures`: the core ones of what is served, and the extended ones the suite passes (docs/conformance).
  */
-const SUPPORTED_FEATURES = ['GRPCRoute', 'Gateway', 'HTTPRoute', 'ReferenceGrant'];
+const SUPPORTED_FEATURES = ['GRPCRoute', 'Gateway', 'HTTPRoute', 'HTTPRoutePathRewrite', 'HTTPRouteResponseHeaderModification', 'ReferenceGrant'];
 /** Status is looked at again this often: a new leader writes what its predecessor had not. */
 const RESYNC_MS = 10_000;
 

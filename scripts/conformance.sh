@@ -10,11 +10,12 @@
 #   3. installs the Gateway API CRDs the tests use (scripts/test-tools.sh fetches them);
 #   4. `helm install`s the chart with controlPlane.gatewayApi.enabled=true and the image GATEHOUSE_IMAGE
 #      (repository:tag, imported beforehand), waits for it, and creates the GatewayClass `gatehouse`;
-#   5. runs the GATEWAY-HTTP profile (SUPPORTED_FEATURES: the core ones unless set) and writes
+#   5. runs the GATEWAY-HTTP profile (SUPPORTED_FEATURES: the core ones and the extended ones that pass, unless set) and writes
 #      docs/conformance/gatehouse-GATEWAY-HTTP.yaml; the suite's log goes to the tools' work directory.
 #
 # Usage: GATEHOUSE_IMAGE=localhost/gatehouse:test bash scripts/conformance.sh
 #        RUN_TEST=HTTPRouteSimpleSameNamespace bash scripts/conformance.sh   # one test, no report
+#        TEST_TIMEOUT=15m (the suite's -test.timeout; 60m by default), SKIP_TESTS=A,B (the suite's -skip-tests)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
@@ -23,7 +24,7 @@ NS="${NAMESPACE:-gatehouse-system}"
 CLASS="gatehouse"
 CONTROLLER="gatehouse.dev/gateway-controller"
 PROFILE="GATEWAY-HTTP"
-SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-Gateway,HTTPRoute,ReferenceGrant}"
+SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-Gateway,HTTPRoute,ReferenceGrant,HTTPRoutePathRewrite,HTTPRouteResponseHeaderModification}"
 REPORT="$REPO_ROOT/docs/conformance/gatehouse-$PROFILE.yaml"
 
 [[ -n "${KUBECONFIG:-}" ]] || die "KUBECONFIG must name the cluster"
@@ -55,8 +56,9 @@ spec:
 EOF
 
 version="$(node -p "require('$REPO_ROOT/package.json').version")"
-args=(-test.run TestConformance -test.v -test.timeout 60m -gateway-class "$CLASS" -supported-features "$SUPPORTED_FEATURES"
+args=(-test.run TestConformance -test.v -test.timeout "${TEST_TIMEOUT:-60m}" -gateway-class "$CLASS" -supported-features "$SUPPORTED_FEATURES"
   -organization gatehouse -project gatehouse -url https://gatehouse.dev -version "v$version" -contact gatehouse-maintainers -mode default)
+[[ -n "${SKIP_TESTS:-}" ]] && args+=(-skip-tests "$SKIP_TESTS")
 if [[ -n "${RUN_TEST:-}" ]]; then
   args+=(-run-test "$RUN_TEST")
 else

@@ -21,6 +21,7 @@ import { startControlPlane, type ControlPlane } from '../helpers/start-control-p
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 import { rawMethod } from '../helpers/grpc-raw.js';
+import { createTestCertificates } from '../helpers/test-certificates.js';
 
 jest.setTimeout(120_000);
 
@@ -324,6 +325,9 @@ test('PathPrefix + header match over two weighted backends serves traffic; Accep
   expect(counts[1]).toBeGreaterThanOrEqual(2);
   expect(counts[2]).toBe(0);
   expect(upstreams[0].last()?.url ?? '').toMatch(/^\/shop\/items$/);
+  // The client's Host reaches the backend (Gateway API: only a URLRewrite hostname changes it).
+  expect((await dp.request('GET', '/shop/items', { headers: { 'x-tenant': 'acme', host: 'shop.example' } })).status).toBe(200);
+  expect(upstreams.map((u) => u.last()?.headers.host)).toContain('shop.example');
   expect((await dp.request('GET', '/shop/items')).status).toBe(404); // without the header
   expect((await dp.request('GET', '/shopping', { headers: { 'x-tenant': 'acme' } })).status).toBe(404);
   expect(await condition('shop', 'Accepted')).toMatchObject({ status: 'True', reason: 'Accepted' });
@@ -395,7 +399,9 @@ test('a RegularExpression path is Accepted False UnsupportedValue; a missing Ser
   expect(await condition('ghost', 'ResolvedRefs')).toMatchObject({ status: 'False', reason: 'BackendNotFound' });
   // Its only backend is invalid: the rule's requests are answered 500 (not 404 as no route, not 503).
   const res = await answered('/ghost/x', 500);
-  expect(JSON.parse(res.body.toString())).toBe('no valid backend for this route rule');
+  // In plain text: the route's own answer, not a gateway error (a JSON string).
+  expect(res.headers['content-type']).toBe('text/plain; charset=utf-8');
+  expect(res.body.toString()).toBe('no valid backend for this route rule');
   expect((await dp.request('GET', '/re/x')).status).toBe(404);
 });
 
@@ -426,7 +432,9 @@ test('GatewayClass Accepted with its supportedFeatures; Gateway Accepted, Progra
     { what: 'GatewayClass Accepted', timeoutMs: 20_000, details: logs },
   );
   // The core features of what is served, sorted as the field asks (the conformance suite can read them from here).
-  expect(gc.supportedFeatures).toEqual([{ name: 'GRPCRoute' }, { name: 'Gateway' }, { name: 'HTTPRoute' }, { name: 'ReferenceGrant' }]);
+  expect(gc.supportedFeatures).toEqual(
+    ['GRPCRoute', 'Gateway', 'HTTPRoute', 'HTTPRoutePathRewrite', 'HTTPRouteResponseHeaderModification', 'ReferenceGrant'].map((name) => ({ name })),
+  );
   const gw = await pollUntil(
     async () => {
       const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: NAMESPACE, plural: 'gateways', name: 'gw' })) as {
@@ -872,4 +880,76 @@ test("every condition's observedGeneration follows a spec change of the route an
     { what: 'gen-gw conditions at generation 2', timeoutMs: 20_000, details: logs },
   );
   expect(gw.listeners).toHaveLength(1);
+});
+
+test("an HTTPS listener's certificateRefs: a kubernetes.io/tls Secret with a matching pair resolves; missing, of another kind, malformed or mismatched is InvalidCertificateRef; another namespace's is RefNotPermitted until a ReferenceGrant allows it", async () => {
+  const certs = await createTestCertificates();
+  try {
+    const b64 = async (file: string) => (await readFile(file)).toString('base64');
+    const tlsSecret = async (name: string, namespace: string, crt: string, key: string) =>
+      createObject(admin, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name, namespace },
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': crt, 'tls.key': key },
+      } as KubernetesObject);
+    await namespace('certs');
+    await tlsSecret('good', NAMESPACE, await b64(certs.serverCert), await b64(certs.serverKey));
+    await tlsSecret('mismatched', NAMESPACE, await b64(certs.serverCert), await b64(certs.clientKey));
+    await tlsSecret('malformed', NAMESPACE, Buffer.from('Hello world').toString('base64'), Buffer.from('Hello world').toString('base64'));
+    await tlsSecret('elsewhere', 'certs', await b64(certs.serverCert), await b64(certs.serverKey));
+    const https = (name: string, certificateRef: Record<string, string>) => ({
+      name,
+      protocol: 'HTTPS',
+      port: 443,
+      hostname: `${name}.test`,
+      tls: { certificateRefs: [certificateRef] },
+    });
+    await createObject(admin, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Gateway',
+      metadata: { name: 'tls', namespace: NAMESPACE },
+      spec: {
+        gatewayClassName: 'gatehouse',
+        listeners: [
+          https('good', { name: 'good' }),
+          https('missing', { name: 'absent' }),
+          https('kind', { kind: 'ConfigMap', name: 'good' }),
+          https('malformed', { name: 'malformed' }),
+          https('mismatched', { name: 'mismatched' }),
+          https('granted', { name: 'elsewhere', namespace: 'certs' }),
+        ],
+      },
+    } as KubernetesObject);
+    const resolved = (listeners: Awaited<ReturnType<typeof gatewayListeners>>, name: string) =>
+      listeners.find((l) => l.name === name)?.conditions.find((c) => c.type === 'ResolvedRefs');
+    const programmed = (listeners: Awaited<ReturnType<typeof gatewayListeners>>, name: string) =>
+      listeners.find((l) => l.name === name)?.conditions.find((c) => c.type === 'Programmed');
+    const listeners = await pollUntil(async () => ((await gatewayListeners('tls')).length === 6 ? gatewayListeners('tls') : undefined), {
+      what: 'tls listener status',
+      timeoutMs: 20_000,
+      details: logs,
+    });
+    expect(resolved(listeners, 'good')).toMatchObject({ status: 'True' });
+    expect(programmed(listeners, 'good')).toMatchObject({ status: 'True', reason: 'Programmed' });
+    for (const name of ['missing', 'kind', 'malformed', 'mismatched']) {
+      expect({ name, ...resolved(listeners, name) }).toMatchObject({ name, status: 'False', reason: 'InvalidCertificateRef' });
+      expect({ name, ...programmed(listeners, name) }).toMatchObject({ name, status: 'False', reason: 'Invalid' });
+    }
+    expect(resolved(listeners, 'granted')).toMatchObject({ status: 'False', reason: 'RefNotPermitted' });
+    await createObject(admin, {
+      apiVersion: `${GROUP}/v1beta1`,
+      kind: 'ReferenceGrant',
+      metadata: { name: 'tls-secrets', namespace: 'certs' },
+      spec: { from: [{ group: GROUP, kind: 'Gateway', namespace: NAMESPACE }], to: [{ group: '', kind: 'Secret', name: 'elsewhere' }] },
+    } as KubernetesObject);
+    await pollUntil(async () => (resolved(await gatewayListeners('tls'), 'granted')?.status === 'True' ? true : undefined), {
+      what: 'the granted certificateRef resolved',
+      timeoutMs: 20_000,
+      details: logs,
+    });
+  } finally {
+    await certs.dispose();
+  }
 });

@@ -25,7 +25,17 @@ import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../store/index.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
 import { gatewayClassStatus, gatewayStatus, restamped, routeStatus } from './status.js';
-import { GROUP, type GatewayObject, type GRPCRouteObject, type HTTPRouteObject, type ReferenceGrantObject, type RouteKind } from './translate.js';
+import {
+  certificateRefsProblem,
+  GROUP,
+  type GatewayObject,
+  type GRPCRouteObject,
+  type HTTPRouteObject,
+  type Listener,
+  type ReferenceGrantObject,
+  type RouteKind,
+  type TlsSecret,
+} from './translate.js';
 import { judgeRoutes, oldestFirst, refuseUncompilable, type Verdict } from './verdicts.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
@@ -123,8 +133,9 @@ export function startGatewayApi(deps: {
     const labelsOf = (ns: string) =>
       (namespaces.get(ns) as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? (namespaces.get(ns) ? {} : undefined);
     const sorted = oldestFirst(routes.list() as unknown as HTTPRouteObject[], grpcRoutes.list() as unknown as GRPCRouteObject[]);
+    const grantList = grants.list() as unknown as ReferenceGrantObject[];
     const { verdicts, candidates, attached } = judgeRoutes(sorted, gws, {
-      grants: grants.list() as unknown as ReferenceGrantObject[],
+      grants: grantList,
       labelsOf,
       serviceExists: (ns, name) => services.get(name, ns) !== undefined,
     });
@@ -132,13 +143,50 @@ export function startGatewayApi(deps: {
     const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
     deps.served.setRouteApis(served.map((c) => c.api));
     if (!deps.isLeader()) return;
-    await writeStatuses(ours, gws, verdicts, attached);
+    await writeStatuses(ours, gws, verdicts, attached, await certificateSecrets(gws, grantList), grantList);
   }
 
-  async function writeStatuses(ours: GatewayClassObject[], gws: GatewayObject[], verdicts: Verdict[], attached: Map<string, number>): Promise<void> {
+  /**
+   * The Secrets the HTTPS listeners of `gws` name and may read (core Secrets, same namespace or granted), read
+   * one by one (`get`, never listed: the CP holds no other Secret of the cluster); absent ones are missing.
+   */
+  async function certificateSecrets(gws: GatewayObject[], grantList: ReferenceGrantObject[]): Promise<Map<string, TlsSecret>> {
+    const wanted = new Set<string>();
+    for (const gw of gws)
+      for (const l of gw.spec.listeners ?? [])
+        certificateRefsProblem(l, gw.metadata.namespace, grantList, (ns, name) => {
+          wanted.add(`${ns}/${name}`);
+          return undefined;
+        });
+    const found = new Map<string, TlsSecret>();
+    await Promise.all(
+      [...wanted].map(async (key) => {
+        const [ns, name] = key.split('/') as [string, string];
+        try {
+          found.set(key, (await core.readNamespacedSecret({ name, namespace: ns })) as TlsSecret);
+        } catch (err) {
+          if ((err as { code?: number }).code !== 404)
+            logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), secret: key }, 'Gateway API: certificateRef Secret read failed');
+        }
+      }),
+    );
+    return found;
+  }
+
+  async function writeStatuses(
+    ours: GatewayClassObject[],
+    gws: GatewayObject[],
+    verdicts: Verdict[],
+    attached: Map<string, number>,
+    secrets: Map<string, TlsSecret>,
+    grantList: ReferenceGrantObject[],
+  ): Promise<void> {
     const writes: Array<Promise<void>> = [];
     for (const c of ours) writes.push(put('gatewayclasses', c as never, gatewayClassStatus(c.metadata.generation, controllerName), true));
-    for (const gw of gws) writes.push(put('gateways', gw as never, gatewayStatus(gw, attached, gatewayAddresses()), false));
+    for (const gw of gws) {
+      const certificates = (l: Listener) => certificateRefsProblem(l, gw.metadata.namespace, grantList, (ns, name) => secrets.get(`${ns}/${name}`));
+      writes.push(put('gateways', gw as never, gatewayStatus(gw, attached, gatewayAddresses(), certificates), false));
+    }
     for (const verdict of verdicts) writes.push(put(PLURAL[verdict.kind], verdict.route as never, routeStatus(verdict, controllerName), false));
     await Promise.all(writes);
   }

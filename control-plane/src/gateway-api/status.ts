@@ -3,14 +3,14 @@
  * Gateways' with their listeners, and routes' per parent; conditions carry their lastTransitionTime over from the
  * status held while they do not change.
  */
-import { GROUP, listenerKinds, type Condition, type GatewayObject } from './translate.js';
+import { GROUP, listenerKinds, type Condition, type GatewayObject, type Listener } from './translate.js';
 import type { Verdict } from './verdicts.js';
 
 /**
  * The conformance features (Gateway API's names, sorted as the field asks) a GatewayClass of ours declares in
- * `status.supportedFeatures`: the core ones of what is served. Extended ones are added as the suite passes them.
+ * `status.supportedFeatures`: the core ones of what is served, and the extended ones the suite passes (docs/conformance).
  */
-const SUPPORTED_FEATURES = ['GRPCRoute', 'Gateway', 'HTTPRoute', 'ReferenceGrant'];
+const SUPPORTED_FEATURES = ['GRPCRoute', 'Gateway', 'HTTPRoute', 'HTTPRoutePathRewrite', 'HTTPRouteResponseHeaderModification', 'ReferenceGrant'];
 
 const ok = (type: string): Condition => ({ type: type as Condition['type'], status: 'True', reason: type, message: type });
 /** A condition as written: its lastTransitionTime ('' here) is restamped's to fill in. */
@@ -21,15 +21,25 @@ export function gatewayClassStatus(generation: number | undefined, controllerNam
   return { conditions, supportedFeatures: SUPPORTED_FEATURES.map((name) => ({ name })) };
 }
 
-/** A Gateway's status: its listeners' (`attached`: routes accepted per `namespace/gateway/listener`) and `addresses`. */
+/**
+ * A Gateway's status: its listeners' (`attached`: routes accepted per `namespace/gateway/listener`; `certificates`: why
+ * an HTTPS listener's certificateRefs do not resolve, or null) and `addresses`.
+ */
 export function gatewayStatus(
   gw: GatewayObject,
   attached: ReadonlyMap<string, number>,
   addresses: Array<{ type: 'IPAddress' | 'Hostname'; value: string }>,
+  certificates: (l: Listener) => { reason: 'InvalidCertificateRef' | 'RefNotPermitted'; message: string } | null,
 ): Record<string, unknown> {
   const listeners = (gw.spec.listeners ?? []).map((l) => {
     const http = l.protocol === 'HTTP' || l.protocol === 'HTTPS';
     const { kinds, invalid } = listenerKinds(l);
+    const certificateProblem = certificates(l);
+    const resolved: Condition = certificateProblem
+      ? { type: 'ResolvedRefs', status: 'False', ...certificateProblem }
+      : invalid.length
+        ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` }
+        : ok('ResolvedRefs');
     return {
       name: l.name,
       supportedKinds: kinds.map((kind) => ({ group: GROUP, kind })),
@@ -46,13 +56,18 @@ export function gatewayStatus(
                 message: `protocol ${l.protocol} is not supported (HTTPRoute and GRPCRoute only)`,
               },
         ),
-        cond(gw.metadata.generation, http ? ok('Programmed') : { type: 'Programmed', status: 'False', reason: 'Invalid', message: 'listener not accepted' }),
         cond(
           gw.metadata.generation,
-          invalid.length
-            ? { type: 'ResolvedRefs', status: 'False', reason: 'InvalidRouteKinds', message: `allowedRoutes.kinds not supported: ${invalid.join(', ')}` }
-            : ok('ResolvedRefs'),
+          http && !certificateProblem
+            ? ok('Programmed')
+            : {
+                type: 'Programmed',
+                status: 'False',
+                reason: 'Invalid',
+                message: certificateProblem ? 'certificateRefs do not resolve' : 'listener not accepted',
+              },
         ),
+        cond(gw.metadata.generation, resolved),
       ],
     };
   });

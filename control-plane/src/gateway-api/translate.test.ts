@@ -51,6 +51,7 @@ describe('translateRoute', () => {
           listen_path: '/api/*',
           methods: ['POST'],
           match_headers: { 'X-Canary': ['true'] },
+          preserve_host: true,
           upstreams: {
             balancing: 'weight',
             targets: [
@@ -69,7 +70,9 @@ describe('translateRoute', () => {
     const t = translateRoute(route({ rules: [{ backendRefs: [backend] }, { matches: [{ path: { type: 'Exact', value: '/x' } }] }] }), [undefined], exists);
     expect(t.apis.map((a) => (a.proxy as { listen_path: string }).listen_path)).toEqual(['/*', '/x']);
     expect(t.apis[0].plugins).toBeUndefined();
-    expect(t.apis[1].plugins).toEqual([{ name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } }]);
+    expect(t.apis[1].plugins).toEqual([
+      { name: 'request_termination', config: { status_code: 500, body: 'no valid backend for this route rule', content_type: 'text/plain; charset=utf-8' } },
+    ]);
     for (const api of t.apis) expect(() => parseApiDefinition(api)).not.toThrow();
   });
 
@@ -244,6 +247,7 @@ describe('translateRoute of a GRPCRoute', () => {
           listen_path: '/shop.v1.Cart/Add',
           methods: ['POST'],
           match_headers: { 'x-tenant': ['acme'] },
+          preserve_host: true,
           upstreams: { balancing: 'weight', protocol: 'http2', targets: [{ target: 'k8s://svc.ns:8080', weight: 1 }] },
         },
         plugins: [{ name: 'response_transformer', config: { replace: { headers: { 'X-Via': 'gw' } }, add: { headers: { 'X-Via': 'gw' } } } }],

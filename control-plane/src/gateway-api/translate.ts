@@ -6,6 +6,7 @@
  * | HTTPRoute                                    | API definition                                              |
  * |----------------------------------------------|-------------------------------------------------------------|
  * | `hostnames`                                  | `hosts` (those a listener's `hostname` admits; none = the listener's) |
+ * | (every definition)                           | `preserve_host: true`: the upstream gets the client's Host      |
  * | `path` PathPrefix `/foo` (or `/foo/`)        | `listen_path: /foo/*` (`/` → `/*`)                          |
  * | `path` Exact `/foo`                          | `listen_path: /foo`                                         |
  * | `path` RegularExpression                     | refused: Accepted False UnsupportedValue                    |
@@ -16,7 +17,7 @@
  * | backendRef in another namespace              | a ReferenceGrant there must allow it, else left out: ResolvedRefs False RefNotPermitted |
  * | backendRef of another kind                   | refused: ResolvedRefs False InvalidKind                     |
  * | backendRef to a missing Service              | left out: ResolvedRefs False BackendNotFound                |
- * | a rule with no backend left (and no redirect) | `request_termination` 500                                  |
+ * | a rule with no backend left (and no redirect) | `request_termination` 500 (plain text; a GRPCRoute's: its message) |
  * | `RequestHeaderModifier` set/add/remove       | `request_transformer` replace+add / append / remove         |
  * | `ResponseHeaderModifier` set/add/remove      | `response_transformer` replace+add / append / remove        |
  * | `RequestRedirect`                            | `redirect` (scheme, hostname, port, statusCode, path ReplaceFullPath / ReplacePrefixMatch) |
@@ -40,7 +41,7 @@
  * | `RequestHeaderModifier`, `ResponseHeaderModifier` | as the HTTPRoute's                                     |
  * | `RequestMirror`, `ExtensionRef`              | refused: Accepted False UnsupportedValue                    |
  */
-import { createHash } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 
 export const GROUP = 'gateway.networking.k8s.io';
 
@@ -54,6 +55,7 @@ export interface Listener {
   hostname?: string;
   protocol: string;
   port: number;
+  tls?: { mode?: string; certificateRefs?: Array<{ group?: string; kind?: string; name: string; namespace?: string }> };
   allowedRoutes?: { namespaces?: { from?: string; selector?: LabelSelector }; kinds?: Array<{ group?: string; kind: string }> };
 }
 export type RouteKind = 'HTTPRoute' | 'GRPCRoute';
@@ -123,13 +125,66 @@ export interface ReferenceGrantObject {
 
 /** Whether a `kind` route in `fromNamespace` may refer to Service `name` in `toNamespace`: the same namespace, or a ReferenceGrant there says so. */
 export function referenceGranted(grants: readonly ReferenceGrantObject[], kind: RouteKind, fromNamespace: string, toNamespace: string, name: string): boolean {
-  if (fromNamespace === toNamespace) return true;
+  return fromNamespace === toNamespace || granted(grants, kind, fromNamespace, toNamespace, 'Service', name);
+}
+
+/** Whether a ReferenceGrant in `toNamespace` lets a `fromKind` of `fromNamespace` refer to the core `toKind` `name`. */
+function granted(grants: readonly ReferenceGrantObject[], fromKind: string, fromNamespace: string, toNamespace: string, toKind: string, name: string): boolean {
   return grants.some(
     (g) =>
       g.metadata.namespace === toNamespace &&
-      (g.spec.from ?? []).some((f) => f.group === GROUP && f.kind === kind && f.namespace === fromNamespace) &&
-      (g.spec.to ?? []).some((t) => (t.group ?? '') === '' && t.kind === 'Service' && (t.name === undefined || t.name === '' || t.name === name)),
+      (g.spec.from ?? []).some((f) => f.group === GROUP && f.kind === fromKind && f.namespace === fromNamespace) &&
+      (g.spec.to ?? []).some((t) => (t.group ?? '') === '' && t.kind === toKind && (t.name === undefined || t.name === '' || t.name === name)),
   );
+}
+
+/** A Secret as read for a listener's certificateRefs (`type` and the two keys of kubernetes.io/tls, base64). */
+export interface TlsSecret {
+  type?: string;
+  data?: Record<string, string>;
+}
+
+/**
+ * Why an HTTPS listener's `tls.certificateRefs` do not resolve (a listener ResolvedRefs reason), or null.
+ * Each ref must be a core Secret, in the Gateway's namespace or granted by a ReferenceGrant there to Gateways
+ * of `gatewayNamespace`, of type kubernetes.io/tls holding a PEM certificate and the private key that matches it.
+ */
+export function certificateRefsProblem(
+  listener: Listener,
+  gatewayNamespace: string,
+  grants: readonly ReferenceGrantObject[],
+  secret: (namespace: string, name: string) => TlsSecret | undefined,
+): { reason: 'InvalidCertificateRef' | 'RefNotPermitted'; message: string } | null {
+  if (listener.protocol !== 'HTTPS') return null;
+  if ((listener.tls?.mode ?? 'Terminate') !== 'Terminate')
+    return { reason: 'InvalidCertificateRef', message: `tls.mode ${listener.tls?.mode} is not supported` };
+  const refs = listener.tls?.certificateRefs ?? [];
+  if (refs.length === 0) return { reason: 'InvalidCertificateRef', message: 'an HTTPS listener needs tls.certificateRefs' };
+  for (const ref of refs) {
+    const where = `${ref.namespace ?? gatewayNamespace}/${ref.name}`;
+    if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret')
+      return { reason: 'InvalidCertificateRef', message: `certificateRef ${where}: only core Secrets are supported, not ${ref.group ?? ''}/${ref.kind}` };
+    const to = ref.namespace ?? gatewayNamespace;
+    if (to !== gatewayNamespace && !granted(grants, 'Gateway', gatewayNamespace, to, 'Secret', ref.name))
+      return { reason: 'RefNotPermitted', message: `certificateRef ${where}: no ReferenceGrant in namespace ${to} allows it` };
+    const found = secret(to, ref.name);
+    if (!found) return { reason: 'InvalidCertificateRef', message: `certificateRef ${where}: Secret not found` };
+    const problem = tlsPairProblem(found);
+    if (problem) return { reason: 'InvalidCertificateRef', message: `certificateRef ${where}: ${problem}` };
+  }
+  return null;
+}
+
+function tlsPairProblem(secret: TlsSecret): string | null {
+  if (secret.type !== 'kubernetes.io/tls') return `type ${secret.type ?? 'Opaque'} is not kubernetes.io/tls`;
+  const pem = (key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
+  try {
+    const cert = new X509Certificate(pem('tls.crt'));
+    if (!cert.checkPrivateKey(createPrivateKey(pem('tls.key')))) return 'tls.key is not the key of tls.crt';
+  } catch (err) {
+    return `tls.crt and tls.key must hold a PEM certificate and its private key (${(err as Error).message})`;
+  }
+  return null;
 }
 
 export interface HTTPRouteObject {
@@ -328,7 +383,7 @@ export function translateRoute(
       // backend to forward to (none given, none resolved, every weight 0), the rule answers 500.
       const redirects = plugins.some((p) => p.name === 'redirect');
       if (targets.length === 0 && !redirects)
-        plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, message: 'no valid backend for this route rule' } });
+        plugins.splice(0, plugins.length, { name: 'request_termination', config: { status_code: 500, ...NO_BACKEND[grpc ? 'grpc' : 'http'] } });
       const matches = rule.matches?.length ? rule.matches : [{ path: { type: 'PathPrefix', value: '/' } }];
       matches.forEach((match, m) => {
         if (match.queryParams?.length) throw new Unsupported('matches[].queryParams is not supported');
@@ -339,6 +394,8 @@ export function translateRoute(
         const proxy: Record<string, unknown> = {
           listen_path: type === 'Exact' ? value : prefix === '/' ? '/*' : `${prefix}/*`,
           upstreams: { balancing: 'weight', targets: targets.length ? targets : [{ target: 'http://127.0.0.1:9', weight: 1 }] },
+          // Gateway API forwards the client's Host (only a URLRewrite hostname changes it).
+          preserve_host: true,
         };
         if (match.method) proxy.methods = [match.method];
         if (grpc) {
@@ -383,6 +440,17 @@ function asHttpRule(rule: GRPCRouteRule): HTTPRouteRule {
   });
   return { ...rule, matches };
 }
+
+/**
+ * A rule's 500 when no backend is left: for a GRPCRoute the message (a gRPC client reads it in grpc-message); for
+ * an HTTPRoute plain text, the route's own answer rather than a gateway error (JSON string), as Gateway API
+ * implementations answer it and as clients that read any application/json body as the backend's expect.
+ */
+const NO_BACKEND_TEXT = 'no valid backend for this route rule';
+const NO_BACKEND = {
+  grpc: { message: NO_BACKEND_TEXT },
+  http: { body: NO_BACKEND_TEXT, content_type: 'text/plain; charset=utf-8' },
+} as const;
 
 const unsupportedPrefix = (): never => {
   throw new Unsupported('ReplacePrefixMatch needs a PathPrefix match');

@@ -190,9 +190,18 @@ async function statusWritesOfAJoiningDataPlane(
 /** A .cpuprofile per Kubernetes-store CP (written when it stops), for Chrome DevTools. */
 const PROFILE_FLAGS = process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : [];
 
+/** node's flags as the image and the Helm chart run the control plane (controlPlane.maxSemiSpaceSizeMiB). */
+const CP_FLAGS = ['--max-semi-space-size=8'];
+
 async function timedStart(env: Record<string, string>, name: string, nodeFlags: string[] = [], dataDir?: string): Promise<{ cp: ControlPlane; ms: number }> {
   const started = performance.now();
-  const cp = await startControlPlane({ name, env: { ADMIN_PASSWORD: password, ...env }, nodeFlags, dataDir, startTimeoutMs: 120_000 });
+  const cp = await startControlPlane({
+    name,
+    env: { ADMIN_PASSWORD: password, ...env },
+    nodeFlags: [...CP_FLAGS, ...nodeFlags],
+    dataDir,
+    startTimeoutMs: 120_000,
+  });
   return { cp, ms: performance.now() - started };
 }
 

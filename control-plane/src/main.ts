@@ -4,6 +4,8 @@
  * plus, with the Kubernetes store, the controller (controller/: leader election, CR status),
  * and shuts them down in reverse order on SIGTERM/SIGINT.
  */
+// First: the young generation is held from the loading of every module below (young-generation.ts).
+import { endStartUpHold } from './young-generation.js';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { logCertificateReload, watchListenerCertificates, type CertificateWatcher } from '#proto/certificate-files';
@@ -69,6 +71,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
   requireResolvableServices(discovery.check);
   const served = discovery.served;
   const snapshots = createSnapshotBuilder({ store: served, encodeSnapshot: proto.encodeSnapshot, encodeDelta: proto.encodeDelta, keyAuthHashKey, logger });
+  endStartUpHold();
 
   // The gRPC server needs the metrics callbacks and the metrics read the server: late-bound getter.
   const metrics = createControlPlaneMetrics({

@@ -196,7 +196,7 @@ describe('defaults', () => {
       const deployment = cp(objects);
       expect(deployment.spec!.replicas).toBe(2);
       const c = onlyContainer(deployment);
-      expect(c.args).toEqual(['node', 'control-plane/bundle/main.js']);
+      expect(c.args).toEqual(['node', '--max-semi-space-size=8', 'control-plane/bundle/main.js']);
       expect(envValue(c, 'STORE')).toBe('kubernetes');
       expect(envValue(c, 'LEADER_ELECTION')).toBe('true');
       expect(envVar(c, 'POD_NAME').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
@@ -316,7 +316,7 @@ describe('defaults', () => {
       expect(containerPort(cpC, 'grpc')).toBe(Number(envValue(cpC, 'GRPC_PORT')));
       expect(containerPort(cpC, 'admin')).toBe(Number(envValue(cpC, 'ADMIN_PORT')));
       expect(containerPort(dpC, 'http')).toBe(Number(envValue(dpC, 'PROXY_PORT')));
-      // The DP's young generation is sized for memory (dataPlane.maxSemiSpaceSizeMiB, docs/operations.md "Data plane memory"); the CP keeps V8's default.
+      // The DP's young generation is sized for memory (dataPlane.maxSemiSpaceSizeMiB, docs/operations.md "Data plane memory"), as the CP's is (controlPlane.maxSemiSpaceSizeMiB).
       // The DP runs as one bundled file (scripts/bundle.mjs), which the image holds instead of data-plane/dist.
       expect(dpC.args).toEqual(['node', '--max-semi-space-size=8', 'data-plane/bundle/main.js']);
       expect(containerPort(dpC, 'status')).toBe(Number(envValue(dpC, 'STATUS_PORT')));
@@ -645,6 +645,15 @@ describe('scaling and exposure', () => {
     expect(onlyContainer(dp(objects)).env).toContainEqual({ name: 'TRUSTED_PROXIES', value: '10.0.0.0/8,2001:db8::/32' });
     expect(onlyContainer(cp(objects)).env!.map((e) => e.name)).not.toContain('TRUSTED_PROXIES');
   });
+
+  test(
+    "controlPlane.maxSemiSpaceSizeMiB is the control plane's --max-semi-space-size (8 by default, checked above)",
+    async () => {
+      const objects = await renderChart({ extraArgs: ['--set', 'controlPlane.maxSemiSpaceSizeMiB=16'] });
+      expect(onlyContainer(cp(objects)).args).toEqual(['node', '--max-semi-space-size=16', 'control-plane/bundle/main.js']);
+    },
+    T,
+  );
 
   test(
     "dataPlane.maxSemiSpaceSizeMiB is the data plane's --max-semi-space-size (8 by default, checked above)",

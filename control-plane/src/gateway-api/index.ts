@@ -69,7 +69,8 @@ export function startGatewayApi(deps: {
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const timers = new Set<NodeJS.Timeout>();
-  const cache = createCompileCache();
+  // Verdicts only (refuseUncompilable): no compiled routes kept, as the store's cache (store/compile-cache.ts).
+  const cache = createCompileCache({ keepRoutes: false });
   let closed = false;
   let scheduled = false;
   let running: Promise<void> | null = null;

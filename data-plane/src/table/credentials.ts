@@ -79,14 +79,14 @@ export function patchedMaps(
   };
   const byName = (name: string) => name;
   const itself = <V>(_name: string, value: V) => value;
-  const groupsOf = (kind: ContentChange['kind'], map: ReadonlyMap<string, readonly string[]>) => patched(map, kind, (e) => e?.groups, byName, itself);
+  const groupsOf = (kind: ContentChange['kind'], map: ReadonlyMap<string, readonly string[]>) => patched(map, kind, (e) => e?.built.groups, byName, itself);
   return {
-    oauthServers: patched(held.oauthServers, 'oauth-server', (e) => e?.server, byName, itself),
-    basicAuthUsers: patched(held.credentials.basicAuthUsers, 'basic-auth-credential', (e) => e?.passwordHash, byName, itself),
+    oauthServers: patched(held.oauthServers, 'oauth-server', (e) => e?.built.server, byName, itself),
+    basicAuthUsers: patched(held.credentials.basicAuthUsers, 'basic-auth-credential', (e) => e?.built.passwordHash, byName, itself),
     apiKeys: patched(
       held.credentials.apiKeys,
       'key-auth-credential',
-      (e) => e?.keyHash,
+      (e) => e?.built.keyHash,
       (_name, keyHash) => keyHash,
       (name) => name,
     ),

@@ -36,8 +36,8 @@ export function* changedRoutesInTurns(
 ): Generator<void, ChangedRoutes> {
   const routesOf = (config: ConfigIndex, key: string): readonly CompiledRoute[] => {
     const entry = config.entries.get(key);
-    if (entry?.kind === 'api') return (entry.def as ApiDefinition).active ? entry.routes : [];
-    return entry?.server?.routes ?? [];
+    if (entry?.kind === 'api') return (entry.def as ApiDefinition).active ? entry.built.routes : [];
+    return entry?.built.server?.routes ?? [];
   };
   const moved: ChangedRoutes = { removed: [], added: [] };
   for (let i = 0; i < changes.length; i++) {

@@ -7,7 +7,9 @@ import {
   compileHostPattern,
   compileListenPath,
   compileOAuthServer,
+  compileOne,
   compileTarget,
+  createCompileCache,
   resolveTarget,
   routeConflictKey,
 } from './index.js';
@@ -470,6 +472,28 @@ describe('compileDefinitions', () => {
     });
     expect(config.routes.map((r) => r.id)).toEqual(['api:on', 'oauth:auth:token']);
     expect([...config.oauthServers.keys()]).toEqual(['auth']);
+  });
+
+  test("a cache that keeps no routes (the control plane's) gives the same verdicts and routes, compiling a route again when it is read", () => {
+    const defs = {
+      apis: [api({ name: 'on' }), api({ name: 'off', active: false, proxy: { listen_path: '/off/*' } }), api({ name: 'dup' })],
+      oauthServers: [server('auth')],
+    };
+    const kept = compileDefinitions(defs, { cache: createCompileCache() });
+    const cache = createCompileCache({ keepRoutes: false });
+    const routeless = compileDefinitions(defs, { cache });
+    expect(routeless.rejected).toEqual(kept.rejected);
+    expect(routeless.routes.map(routeConflictKey)).toEqual(kept.routes.map(routeConflictKey));
+    expect(routeless.inactiveRoutes.map((r) => r.id)).toEqual(['api:off']);
+    const built = compileOne('api', defs.apis[0], cache);
+    if (!('built' in built)) throw new Error('not compiled');
+    expect(built.built.keys).toEqual([routeConflictKey(compileApi(defs.apis[0]))]);
+    // Not held: each read is a new compile.
+    expect(built.built.routes[0]).not.toBe(built.built.routes[0]);
+    const keeping = createCompileCache();
+    const held = compileOne('api', defs.apis[0], keeping);
+    if (!('built' in held)) throw new Error('not compiled');
+    expect(held.built.routes[0]).toBe(held.built.routes[0]);
   });
 
   test('inactive APIs are still validated', () => {

@@ -17,16 +17,15 @@ import {
   checkPluginReferences,
   STORAGE_SEES_NO_CLAIMS,
   compileOne,
-  conflictKeysOf,
   definitionsOf,
   takenError,
   type CredentialMaps,
   type CompileCache,
   type CompiledOAuthServer,
+  type Built,
   type CompiledRoute,
   type DefinitionKindName,
 } from './index.js';
-import type { PasswordHash } from '../password-hash.js';
 import { allTurns } from '../turns.js';
 import { LayeredMap } from '../layered-map.js';
 import { EMPTY_LIST } from '../definition/proxy-schema.js';
@@ -42,11 +41,8 @@ interface Entry {
   kind: DefinitionKindName;
   name: string;
   def: object;
-  routes: CompiledRoute[];
-  server?: CompiledOAuthServer;
-  passwordHash?: PasswordHash;
-  keyHash?: string;
-  groups?: readonly string[];
+  /** Its compile (the cache's own object when there is one: nothing copied per definition). */
+  built: Built;
   /** Servers named by this API's oauth2 plugins (enabled or not). */
   refs: readonly string[];
 }
@@ -78,8 +74,7 @@ function entryOf(change: Required<DefinitionChange>, cache?: CompileCache): { en
     if (!(result.error instanceof GatehouseError)) throw result.error;
     throw named(change, result.error);
   }
-  const { routes, keys, server, passwordHash, keyHash, groups } = result.built;
-  return { entry: { kind, name, def, routes, server, passwordHash, keyHash, groups, refs: kind === 'api' ? oauth2Refs(def) : [] }, keys };
+  return { entry: { kind, name, def, built: result.built, refs: kind === 'api' ? oauth2Refs(def) : [] }, keys: result.built.keys };
 }
 
 const EMPTY: ConfigIndex = { entries: LayeredMap.of(), routeOwners: LayeredMap.of(), serverRefs: LayeredMap.of() };
@@ -190,8 +185,7 @@ export function* applyChangesInTurns(
     if (++done % turn === 0) yield;
     const old = entries.get(entryKey(kind, name));
     if (!old) continue;
-    // Computed again (conflictKeysOf), not kept per entry: the same routes give the same keys.
-    for (const key of conflictKeysOf(old)) routeOwners.set(key, undefined);
+    for (const key of old.built.keys) routeOwners.set(key, undefined);
     for (const server of old.refs) count(server, -1);
     entries.set(entryKey(kind, name), undefined);
   }
@@ -283,12 +277,12 @@ export function* indexRoutesInTurns(index: ConfigIndex, turn = Infinity): Genera
   for (const entry of index.entries.values()) {
     if (++done % turn === 0) yield;
     if (entry.kind === 'api') {
-      if ((entry.def as ApiDefinition).active) routes.push(...entry.routes);
-    } else if (entry.server) {
-      oauthServers.set(entry.name, entry.server);
-      serverRoutes.push(...entry.server.routes);
+      if ((entry.def as ApiDefinition).active) routes.push(...entry.built.routes);
+    } else if (entry.built.server) {
+      oauthServers.set(entry.name, entry.built.server);
+      serverRoutes.push(...entry.built.server.routes);
     } else {
-      addCredential(credentials, entry.name, entry);
+      addCredential(credentials, entry.name, entry.built);
     }
   }
   return { routes: [...routes, ...serverRoutes], oauthServers, ...credentials };

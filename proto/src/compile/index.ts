@@ -171,8 +171,6 @@ export interface CompileOptions {
   cache?: CompileCache;
 }
 
-type Built = Omit<Candidate, 'kind' | 'name' | 'rank'>;
-
 /**
  * Each definition's own compile (or its error) and its routes' conflict keys, kept per definition
  * object: definitions are never mutated (every change builds a new object), so an unchanged
@@ -181,10 +179,17 @@ type Built = Omit<Candidate, 'kind' | 'name' | 'rank'>;
  */
 export interface CompileCache {
   readonly built: WeakMap<object, { built: Built } | { error: unknown }>;
+  /** False: an API's compiled route is not kept, only its verdict and conflict keys (see createCompileCache). */
+  readonly keepsRoutes: boolean;
 }
 
-export function createCompileCache(): CompileCache {
-  return { built: new WeakMap() };
+/**
+ * `keepRoutes: false` is for a process that checks definitions but routes none (the control plane): an API's
+ * compiled route (listen path, target plans: about 1.2 KB) is dropped once its conflict keys are taken, and
+ * compiled again whenever `routes` is read.
+ */
+export function createCompileCache(options: { keepRoutes?: boolean } = {}): CompileCache {
+  return { built: new WeakMap(), keepsRoutes: options.keepRoutes ?? true };
 }
 
 /** One definition's own compile (no cross-checks), through the cache when given. */
@@ -197,8 +202,10 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
       const server = compileOAuthServer(def as OAuthServerDefinition);
       built = withKeys({ routes: server.routes, server });
     } else if (kind === 'api') {
-      const routes = [compileApi(def as ApiDefinition)];
-      built = withKeys({ routes, api: def as ApiDefinition });
+      const api = def as ApiDefinition;
+      const routes = [compileApi(api)];
+      const keys = conflictKeysOf({ routes });
+      built = cache?.keepsRoutes === false ? new RoutesOnDemand(keys, api) : { routes, keys, api };
     } else if (kind === 'key-auth-credential') {
       const { key_hash: keyHash, groups } = def as KeyAuthCredential;
       built = withKeys({ routes: [], keyHash, groups });
@@ -224,6 +231,17 @@ export function compileOne(kind: DefinitionKindName, def: object, cache?: Compil
 export function conflictKeysOf(built: Pick<Built, 'routes' | 'keyHash'>): string[] {
   if (built.keyHash !== undefined) return [`api-key ${built.keyHash}`];
   return built.routes.length === 1 ? [routeConflictKey(built.routes[0])] : [...new Set(built.routes.map(routeConflictKey))];
+}
+
+/** An API's compile in a cache that keeps no routes: its route compiled again when read (the getter is the class's, not one per API). */
+class RoutesOnDemand implements Built {
+  constructor(
+    readonly keys: string[],
+    readonly api: ApiDefinition,
+  ) {}
+  get routes(): CompiledRoute[] {
+    return [compileApi(this.api)];
+  }
 }
 
 const withKeys = (built: Omit<Built, 'keys'>): Built => ({ ...built, keys: conflictKeysOf(built) });
@@ -384,12 +402,10 @@ export function compileOAuthServer(server: OAuthServerDefinition): CompiledOAuth
   return { definition: server, routes, jwtKeys: [] };
 }
 
-interface Candidate {
-  kind: DefinitionKindName;
-  name: string;
-  rank: number;
+/** One definition's own compile: what compileOne gives and a CompileCache keeps. */
+export interface Built {
   /** Active and inactive routes (an inactive API keeps its listen path). */
-  routes: CompiledRoute[];
+  readonly routes: CompiledRoute[];
   /** routeConflictKey of each route, each once. */
   keys: string[];
   api?: ApiDefinition;
@@ -399,6 +415,13 @@ interface Candidate {
   keyHash?: string;
   /** Credentials: the consumer's groups, when it has any. */
   groups?: readonly string[];
+}
+
+interface Candidate {
+  kind: DefinitionKindName;
+  name: string;
+  rank: number;
+  built: Built;
 }
 
 /** The 409 when a definition's conflict key (a route's, or an API key's) is taken, by the kind of the refused definition. */
@@ -463,7 +486,7 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
   const attempt = (kind: DefinitionKindName, name: string, def: object) => {
     const result = compileOne(kind, def, options.cache);
     if ('built' in result) {
-      candidates.push({ ...result.built, kind, name, rank: rankOf(kind, name) });
+      candidates.push({ built: result.built, kind, name, rank: rankOf(kind, name) });
     } else reject({ kind, name }, result.error);
   };
   for (const { kind, name, def } of definitionsOf(defs)) attempt(kind, name, def);
@@ -479,36 +502,49 @@ export function compileDefinitions(defs: Definitions, options: CompileOptions = 
       return false;
     }
     names.add(nameKey);
-    for (const key of c.keys) {
+    for (const key of c.built.keys) {
       if (routeOwners.has(key)) {
         reject(c, takenError(c.kind));
         return false;
       }
     }
-    for (const key of c.keys) routeOwners.set(key, c);
+    for (const key of c.built.keys) routeOwners.set(key, c);
     return true;
   });
 
   const oauthServers = new Map<string, CompiledOAuthServer>();
   const credentials = emptyCredentialMaps();
   for (const c of survivors) {
-    if (c.server) oauthServers.set(c.name, c.server);
-    addCredential(credentials, c.name, c);
+    if (c.built.server) oauthServers.set(c.name, c.built.server);
+    addCredential(credentials, c.name, c.built);
   }
-  const routes: CompiledRoute[] = [];
-  const inactiveRoutes: CompiledRoute[] = [];
+  const routed: Built[] = [];
   for (const c of survivors) {
-    if (!c.api) continue;
+    const { api } = c.built;
+    if (!api) continue;
     try {
-      checkPluginReferences(c.api, (name) => oauthServers.get(name)?.definition.token_strategy.name);
+      checkPluginReferences(api, (name) => oauthServers.get(name)?.definition.token_strategy.name);
     } catch (err) {
       reject(c, err);
       continue;
     }
-    (c.api.active ? routes : inactiveRoutes).push(...c.routes);
+    routed.push(c.built);
   }
-  for (const server of oauthServers.values()) routes.push(...server.routes);
-  return { routes, inactiveRoutes, oauthServers, ...credentials, rejected };
+  // Gathered when first read: a cache that keeps no routes (the control plane's) compiles them again then.
+  let routes: CompiledRoute[] | undefined;
+  let inactiveRoutes: CompiledRoute[] | undefined;
+  const routesOf = (active: boolean) => routed.flatMap((b) => (b.api!.active === active ? b.routes : EMPTY_LIST));
+  return {
+    get routes() {
+      return (routes ??= [...routesOf(true), ...[...oauthServers.values()].flatMap((server) => server.routes)]);
+    },
+    get inactiveRoutes() {
+      return (inactiveRoutes ??= routesOf(false));
+    },
+    oauthServers,
+    ...credentials,
+    rejected,
+  };
 }
 
 /** For a configuration that must be whole (a data plane applying a snapshot): the first rejection is thrown. */

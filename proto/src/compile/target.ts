@@ -161,11 +161,12 @@ export function compileTarget(template: string, paramNames: readonly string[], f
   for (const m of template.matchAll(PLACEHOLDER)) {
     if (!paramNames.includes(m[1])) fail(`uses {${m[1]}} which is not defined in ${listenPathField}`);
   }
-  let plan = plans.get(template);
+  let plan = plans.get(template)?.deref();
   if (plan === undefined) {
     plan = Object.freeze(isServiceTarget(template) ? parseServiceTarget(template, fail) : parseTemplate(template, fail));
+    plans.delete(template);
     if (plans.size >= MAX_PLANS) plans.delete(plans.keys().next().value!);
-    plans.set(template, plan);
+    plans.set(template, new WeakRef(plan));
   }
   return plan;
 }
@@ -175,9 +176,11 @@ export function compileTarget(template: string, paramNames: readonly string[], f
  * only (the placeholder check above is per route): a plan of its own per route would cost a data plane heap
  * and URL parses for every API.
  * Plans are frozen, so sharing one is safe; bounded (oldest out first), so a stream of distinct
- * templates on the control plane cannot grow it without end.
+ * templates on the control plane cannot grow it without end. Held weakly: a plan lives as long as a
+ * compiled route holds it (a data plane's routes), not for the map's sake (the control plane keeps no
+ * routes: a plan each of 10,000 distinct templates held 7 MB there).
  */
-const plans = new Map<string, TargetPlan>();
+const plans = new Map<string, WeakRef<TargetPlan>>();
 const MAX_PLANS = 10_000;
 
 function parseServiceTarget(template: string, fail: (message: string) => never): TargetPlan {

@@ -21,7 +21,45 @@ import { resolveSecretRefs, type SecretLookup } from './secret-refs.js';
  */
 export function stripForCache<T extends { metadata?: { managedFields?: unknown } }>(obj: T): T {
   if (obj.metadata?.managedFields !== undefined) delete obj.metadata.managedFields;
+  internRepeated(obj as CachedObject);
   return obj;
+}
+
+interface CachedObject {
+  metadata?: Record<string, unknown>;
+  status?: unknown;
+}
+
+/**
+ * One copy of each string many cached objects repeat: apiVersion, kind, namespace, creation times (CRs
+ * created together share them) and the status conditions the controller writes (the same types, reasons,
+ * messages and transition times on thousands of CRs). JSON.parse gives every object its own copies: about
+ * 300 bytes a CR. Bounded: the table starts over when full.
+ */
+const interned = new Map<string, string>();
+const INTERNED_MAX = 4096;
+
+function intern(value: string): string {
+  const known = interned.get(value);
+  if (known !== undefined) return known;
+  if (interned.size >= INTERNED_MAX) interned.clear();
+  interned.set(value, value);
+  return value;
+}
+
+/** The strings of `record`'s `keys` (all of them: undefined), objects and arrays walked, in place. */
+function internIn(record: Record<string, unknown>, keys?: readonly string[]): void {
+  for (const key of keys ?? Object.keys(record)) {
+    const value = record[key];
+    if (typeof value === 'string') record[key] = intern(value);
+    else if (keys === undefined && value !== null && typeof value === 'object') internIn(value as Record<string, unknown>);
+  }
+}
+
+function internRepeated(obj: CachedObject): void {
+  internIn(obj as Record<string, unknown>, ['apiVersion', 'kind']);
+  if (obj.metadata) internIn(obj.metadata, ['namespace', 'creationTimestamp']);
+  if (obj.status !== null && typeof obj.status === 'object') internIn(obj.status as Record<string, unknown>);
 }
 
 /** Objects per list request, as client-go's reflector pages: the list of 10,000 CRs is never one response held whole. */

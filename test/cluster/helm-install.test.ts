@@ -368,6 +368,96 @@ spec:
     expectNoFailures(await load.stop(), 'scale 3 → 1');
   }, 300_000);
 
+  test('with metrics-server, the chart’s HPA scales the data planes up under load and back to its minimum after it', async () => {
+    const { token, admin } = await adminToken();
+    // The chart's minimum (2) with a low CPU target and a short scale-down window, so both happen within the test.
+    const behavior = { scaleDown: { stabilizationWindowSeconds: 10, policies: [{ type: 'Percent', value: 100, periodSeconds: 15 }] } };
+    const tuned = await helm(
+      [
+        'upgrade',
+        RELEASE,
+        CHART_DIR,
+        '-n',
+        NS,
+        '--reuse-values',
+        '--set',
+        'dataPlane.autoscaling.enabled=true,dataPlane.autoscaling.minReplicas=2,dataPlane.autoscaling.maxReplicas=3',
+        '--set',
+        'dataPlane.autoscaling.targetCPUUtilizationPercentage=20',
+        '--set-json',
+        `dataPlane.autoscaling.behavior=${JSON.stringify(behavior)}`,
+      ],
+      { timeoutMs: 120_000 },
+    );
+    expect(tuned.stderr).toBe('');
+    expect(tuned.code).toBe(0);
+    try {
+      const hpaName = `${RELEASE}-data-plane`;
+      const hpa = async () =>
+        JSON.parse(await kubectlOk(['-n', NS, 'get', 'hpa', hpaName, '-o', 'json'])) as {
+          spec: { behavior?: unknown };
+          status: { currentReplicas?: number; desiredReplicas?: number; currentMetrics?: { resource?: { current?: { averageUtilization?: number } } }[] };
+        };
+      const dpReplicas = async () => Number(await kubectlOk(['-n', NS, 'get', 'deployment', hpaName, '-o', 'jsonpath={.spec.replicas}']));
+      expect((await hpa()).spec.behavior).toMatchObject(behavior);
+      const { dpIp, dp } = await loadApiThroughService(token, admin);
+      // At rest: two Ready data planes, the HPA reading their CPU (from metrics-server) below the target.
+      await pollUntil(
+        async () => {
+          const { status } = await hpa();
+          const utilization = status.currentMetrics?.[0]?.resource?.current?.averageUtilization;
+          return (await dpReplicas()) === 2 && (await readyDataPlanes()).length === 2 && utilization !== undefined && utilization < 20 ? true : undefined;
+        },
+        { what: 'two data planes at rest, their CPU read by the HPA', timeoutMs: 120_000, intervalMs: 1_000 },
+      );
+      // kubectl top reads the same metrics.k8s.io API.
+      const top = await kubectlOk(['-n', NS, 'top', 'pods', '-l', 'app.kubernetes.io/component=data-plane', '--no-headers']);
+      expect(top.trim().split('\n')).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^${hpaName}-\\S+\\s+\\d+m\\s+\\d+Mi$`))]));
+
+      const load = startLoad({ origin: `http://${dpIp}`, path: '/load/hpa', socketPath: dp.socketPath, concurrency: 8 });
+      const loadStarted = Date.now();
+      let result: LoadResult;
+      let upMs: number;
+      try {
+        await pollUntil(async () => ((await readyDataPlanes()).length > 2 ? true : undefined), {
+          what: 'a third data plane Ready under load',
+          timeoutMs: 120_000,
+          intervalMs: 500,
+        });
+        upMs = Date.now() - loadStarted;
+      } finally {
+        result = await load.stop();
+      }
+      const loadStopped = Date.now();
+      await pollUntil(async () => ((await dpReplicas()) === 2 && (await readyDataPlanes()).length === 2 ? true : undefined), {
+        what: 'the data planes back at the HPA minimum (2)',
+        timeoutMs: 120_000,
+        intervalMs: 500,
+      });
+      const downMs = Date.now() - loadStopped;
+      console.log(
+        `HPA (target 20% CPU, scale-down window 10 s): load start → 3 data planes Ready ${(upMs / 1000).toFixed(1)} s; load stop → back to 2 ${(downMs / 1000).toFixed(1)} s`,
+      );
+      expectNoFailures(result, 'HPA scale-up');
+    } finally {
+      // The chart's defaults again (null: the user value removed).
+      const restored = await helm(
+        [
+          'upgrade',
+          RELEASE,
+          CHART_DIR,
+          '-n',
+          NS,
+          '--reuse-values',
+          '--set',
+          'dataPlane.autoscaling.maxReplicas=null,dataPlane.autoscaling.targetCPUUtilizationPercentage=null,dataPlane.autoscaling.behavior=null',
+        ],
+        { timeoutMs: 120_000 },
+      );
+      expect(restored.code).toBe(0);
+    }
+  }, 360_000);
+
   test('deleting the control-plane leader under constant load fails no request, and another replica leads within the lease duration', async () => {
     const { token, admin } = await adminToken();
     const { dpIp, dp } = await loadApiThroughService(token, admin);

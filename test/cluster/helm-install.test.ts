@@ -18,7 +18,7 @@ const UPSTREAM_NS = 'shop';
 const unavailable = nodeUnavailable();
 
 interface PodStatus {
-  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; deletionTimestamp?: string };
   status: { podIP?: string; conditions?: { type: string; status: string }[]; containerStatuses?: { restartCount: number }[] };
 }
 
@@ -226,6 +226,34 @@ async function installRelease(): Promise<number> {
     expect(cp).toHaveLength(2);
     expect(dp).toHaveLength(2);
     expect(installToReadyMs).toBeGreaterThan(0);
+  }, 60_000);
+
+  test('the control planes serve the snapshot stream over mutual TLS; every pod’s Prometheus annotations name a /metrics that answers', async () => {
+    const cps = (await pods(NS, 'app.kubernetes.io/component=control-plane')).filter((p) => isReady(p) && !p.metadata.deletionTimestamp);
+    expect(cps.length).toBeGreaterThan(0);
+    for (const cp of cps) {
+      const listening = (await kubectlOk(['-n', NS, 'logs', cp.metadata.name]))
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { msg?: string; listener?: string; tls?: boolean; dataPlaneAuth?: string })
+        .find((l) => l.msg === 'listening' && l.listener === 'grpc');
+      expect({ pod: cp.metadata.name, tls: listening?.tls, dataPlaneAuth: listening?.dataPlaneAuth }).toEqual({
+        pod: cp.metadata.name,
+        tls: true,
+        dataPlaneAuth: 'mtls',
+      });
+    }
+    for (const pod of [...cps, ...(await readyDataPlanes())]) {
+      const annotations = pod.metadata.annotations ?? {};
+      expect(annotations['prometheus.io/scrape']).toBe('true');
+      const f = await forward(pod.status.podIP!, Number(annotations['prometheus.io/port']));
+      const res = await httpRequest(`http://pod${annotations['prometheus.io/path']}`, { socketPath: f.socketPath });
+      expect({ pod: pod.metadata.name, status: res.status, snapshotVersion: res.text.includes('gatehouse_snapshot_version') }).toEqual({
+        pod: pod.metadata.name,
+        status: 200,
+        snapshotVersion: true,
+      });
+    }
   }, 60_000);
 
   test('NOTES.txt: the Secret’s password logs in through the CP Service; an API to an upstream Service answers through the DP Service by ClusterIP and NodePort', async () => {

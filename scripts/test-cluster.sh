@@ -673,7 +673,7 @@ EOF
     --bind-address "$NODE_IP" --secure-port "$METRICS_SERVER_PORT" \
     --tls-cert-file "$p/metrics-server.crt" --tls-private-key-file "$p/metrics-server.key" \
     --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$p/ca.crt" \
-    --metric-resolution 10s
+    --metric-resolution 10s --kubelet-request-timeout 5s
 }
 
 metrics_available() {

@@ -3,7 +3,9 @@
  * image set), then the commands of NOTES.txt and README "Run on Kubernetes" as a platform team runs
  * them, from inside the node's network namespace: the admin password from its Secret, a login through
  * the control plane's Service, an API whose target is an upstream Service, called through the data
- * plane's Service by ClusterIP and by NodePort.
+ * plane's Service by ClusterIP and by NodePort. Then day two on the same release: scaling by hand and by
+ * the chart's HPA (metrics-server runs on the node), the leader's loss, an upgrade, a restart without a
+ * control plane, bad input, uninstall.
  */
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
@@ -419,13 +421,17 @@ spec:
     );
     expect(tuned.stderr).toBe('');
     expect(tuned.code).toBe(0);
-    try {
-      const hpaName = `${RELEASE}-data-plane`;
-      const hpa = async () =>
-        JSON.parse(await kubectlOk(['-n', NS, 'get', 'hpa', hpaName, '-o', 'json'])) as {
-          spec: { behavior?: unknown };
-          status: { currentReplicas?: number; desiredReplicas?: number; currentMetrics?: { resource?: { current?: { averageUtilization?: number } } }[] };
+    const hpaName = `${RELEASE}-data-plane`;
+    const hpa = async () =>
+      JSON.parse(await kubectlOk(['-n', NS, 'get', 'hpa', hpaName, '-o', 'json'])) as {
+        spec: {
+          maxReplicas: number;
+          metrics: { resource: { target: { averageUtilization: number } } }[];
+          behavior?: { scaleDown?: { stabilizationWindowSeconds?: number } };
         };
+        status: { currentMetrics?: { resource?: { current?: { averageUtilization?: number } } }[] };
+      };
+    try {
       const dpReplicas = async () => Number(await kubectlOk(['-n', NS, 'get', 'deployment', hpaName, '-o', 'jsonpath={.spec.replicas}']));
       expect((await hpa()).spec.behavior).toMatchObject(behavior);
       const { dpIp, dp } = await loadApiThroughService(token, admin);
@@ -483,6 +489,9 @@ spec:
         { timeoutMs: 120_000 },
       );
       expect(restored.code).toBe(0);
+      const { spec } = await hpa();
+      expect([spec.maxReplicas, spec.metrics[0]?.resource.target.averageUtilization]).toEqual([10, 70]);
+      expect(spec.behavior?.scaleDown?.stabilizationWindowSeconds).not.toBe(10);
     }
   }, 360_000);
 

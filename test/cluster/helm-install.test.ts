@@ -376,11 +376,19 @@ spec:
     await rollout('data-plane');
     const three = await readyDataPlanes();
     expect(three).toHaveLength(3);
-    await pollUntil(async () => ((await connectedDataPlanes(token)).length === 3 ? true : undefined), {
-      what: '/dataplanes listing 3',
-      timeoutMs: 30_000,
-      intervalMs: 500,
-    });
+    let listed: string[] = [];
+    await pollUntil(
+      async () => {
+        listed = await connectedDataPlanes(token);
+        return listed.length === 3 ? true : undefined;
+      },
+      {
+        what: '/dataplanes listing 3',
+        timeoutMs: 30_000,
+        intervalMs: 500,
+        details: () => `listed: ${listed.join(', ')}; Ready: ${three.map((p) => p.metadata.name).join(', ')}`,
+      },
+    );
     expect(await connectedDataPlanes(token)).toEqual(three.map((p) => p.metadata.name).sort());
     // Fresh connections through the Service spread over the endpoints: every pod proxies some.
     const before = await Promise.all(three.map(proxiedCount));

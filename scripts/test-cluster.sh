@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real one-node Kubernetes for the cluster tests (test/cluster/), built from
 # the parts scripts/test-tools.sh builds (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubelet, kube-proxy, CoreDNS, pause)
-# and Debian's containerd, runc and CNI plugins.
+# kube-controller-manager, kube-scheduler, kubelet, kube-proxy, CoreDNS, pause,
+# metrics-server) and Debian's containerd, runc and CNI plugins.
 #
 # Usage: bash scripts/test-cluster.sh up       # start (reuses a node that is up)
 #        bash scripts/test-cluster.sh down     # stop; leaves nothing behind
@@ -26,7 +26,16 @@
 #   `kubernetes` Service IP and names), a service-account key pair, and static
 #   tokens: admin (system:masters), the kubelet (system:node:gatehouse-node,
 #   authorized by the Node authorizer), controller-manager, scheduler and
-#   kube-proxy under their built-in RBAC identities.
+#   kube-proxy under their built-in RBAC identities, metrics-server under the
+#   RBAC its own manifests give it. The kubelet and metrics-server serve
+#   certificates of the same CA (kubelet: the node IP; metrics-server: its
+#   Service name), and each client checks them.
+# - Resource metrics: metrics-server runs as a process in the namespace (like
+#   the other daemons), scrapes the kubelet's /metrics/resource every 10 s and
+#   serves metrics.k8s.io through the apiserver's aggregation layer (APIService
+#   v1beta1.metrics.k8s.io -> a selectorless Service whose EndpointSlice names
+#   the node IP). `kubectl top` and HorizontalPodAutoscalers work; the
+#   controller-manager syncs HPAs every 5 s (default 15 s) to keep tests short.
 # - State: all under $GATEHOUSE_NODE_DIR (default /var/lib/gatehouse-node):
 #   etcd data, containerd's root/state/socket (its own config, not the
 #   system's), runc's state root, kubelet's root dir and pod logs, CNI config
@@ -66,6 +75,7 @@ KUBECONFIG_ADMIN="$D/admin.kubeconfig"
 SOCK="$D/containerd/containerd.sock"
 PAUSE_IMAGE="localhost/gatehouse/pause:3.10"
 COREDNS_IMAGE="localhost/gatehouse/coredns:test"
+METRICS_SERVER_PORT=4443
 CNI_BIN_DIR="${GATEHOUSE_CNI_BIN_DIR:-/usr/lib/cni}"
 
 in_netns() { nsenter --net="$NETNS_PATH" -- "$@"; }
@@ -179,7 +189,7 @@ down() {
 # --- up ---------------------------------------------------------------------
 need() {
   local missing=() b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl coredns pause; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl coredns pause metrics-server; do
     [[ -x "$BIN_DIR/$b" ]] || missing+=("$b")
   done
   ((${#missing[@]} == 0)) || die "missing in $BIN_DIR: ${missing[*]} (run: bash scripts/test-tools.sh)"
@@ -225,26 +235,33 @@ make_network() {
   in_netns sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
 }
 
+# A certificate signed by the node's CA: sign_cert NAME SUBJECT EXTENSIONS -> pki/NAME.{key,crt}
+sign_cert() {
+  local p="$D/pki"
+  openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$p/$1.key" -out "$p/$1.csr" 2>/dev/null
+  printf '%s\n' "$3" >"$p/$1.ext"
+  openssl x509 -req -in "$p/$1.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 30 \
+    -extfile "$p/$1.ext" -out "$p/$1.crt" 2>/dev/null
+}
+
 make_pki() {
   local p="$D/pki"
   mkdir -p "$p"
   openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=gatehouse-node-ca" \
     -keyout "$p/ca.key" -out "$p/ca.crt" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout "$p/apiserver.key" -out "$p/apiserver.csr" 2>/dev/null
-  printf 'subjectAltName=IP:%s,IP:%s,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n' \
-    "$NODE_IP" "$KUBERNETES_SERVICE_IP" >"$p/apiserver.ext"
-  openssl x509 -req -in "$p/apiserver.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 30 \
-    -extfile "$p/apiserver.ext" -out "$p/apiserver.crt" 2>/dev/null
+  sign_cert apiserver /CN=kube-apiserver "$(printf 'subjectAltName=IP:%s,IP:%s,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth' \
+    "$NODE_IP" "$KUBERNETES_SERVICE_IP")"
   # The front proxy's client certificate: the apiserver proxies aggregated APIs (metrics-server) with it.
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=front-proxy-client" -keyout "$p/front-proxy.key" -out "$p/front-proxy.csr" 2>/dev/null
-  printf 'extendedKeyUsage=clientAuth\n' >"$p/client.ext"
-  openssl x509 -req -in "$p/front-proxy.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -days 30 \
-    -extfile "$p/client.ext" -out "$p/front-proxy.crt" 2>/dev/null
+  sign_cert front-proxy /CN=front-proxy-client extendedKeyUsage=clientAuth
+  # Serving certificates: the kubelet's for its node IP (metrics-server connects there), metrics-server's for
+  # the name the aggregator checks (<service>.<namespace>.svc).
+  sign_cert kubelet "/CN=system:node:$NODE_NAME" "$(printf 'subjectAltName=IP:%s,DNS:%s\nextendedKeyUsage=serverAuth' "$NODE_IP" "$NODE_NAME")"
+  sign_cert metrics-server /CN=metrics-server "$(printf 'subjectAltName=DNS:metrics-server.kube-system.svc\nextendedKeyUsage=serverAuth')"
   openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
   openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
   local user token
   : >"$p/tokens.csv"
-  for user in admin kubelet controller-manager scheduler kube-proxy; do
+  for user in admin kubelet controller-manager scheduler kube-proxy metrics-server; do
     token="$(openssl rand -hex 24)"
     case "$user" in
       admin) echo "$token,gatehouse-admin,gatehouse-admin,system:masters" ;;
@@ -252,6 +269,7 @@ make_pki() {
       controller-manager) echo "$token,system:kube-controller-manager,system:kube-controller-manager" ;;
       scheduler) echo "$token,system:kube-scheduler,system:kube-scheduler" ;;
       kube-proxy) echo "$token,system:kube-proxy,system:kube-proxy" ;;
+      metrics-server) echo "$token,system:metrics-server,system:metrics-server" ;;
     esac >>"$p/tokens.csv"
     write_kubeconfig "$D/$user.kubeconfig" "$token"
   done
@@ -417,6 +435,7 @@ start_control_plane() {
     --use-service-account-credentials=true --leader-elect=false \
     --allocate-node-cidrs=true --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
     --service-cluster-ip-range "$SERVICE_CIDR" --controllers '*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+    --horizontal-pod-autoscaler-sync-period 5s \
     --bind-address 127.0.0.1 --secure-port 10257 --profiling=false
   start kube-scheduler "$BIN_DIR/kube-scheduler" \
     --kubeconfig "$D/scheduler.kubeconfig" \
@@ -446,6 +465,8 @@ clusterDomain: cluster.local
 resolvConf: ""
 address: $NODE_IP
 healthzBindAddress: 127.0.0.1
+tlsCertFile: $D/pki/kubelet.crt
+tlsPrivateKeyFile: $D/pki/kubelet.key
 authentication:
   anonymous:
     enabled: true
@@ -580,8 +601,89 @@ spec:
 EOF
 }
 
+# metrics-server: a process in the namespace, serving metrics.k8s.io through the aggregation layer; its RBAC is
+# that of metrics-server's own manifests (read pods and nodes, the kubelet's metrics, delegated authn/authz).
+start_metrics_server() {
+  local p="$D/pki"
+  kctl apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: "system:metrics-server" }
+rules:
+- apiGroups: [""]
+  resources: [nodes/metrics]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [pods, nodes]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: "system:metrics-server" }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:metrics-server" }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:metrics-server" }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: "metrics-server:system:auth-delegator" }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator" }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:metrics-server" }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: "metrics-server-auth-reader", namespace: kube-system }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:metrics-server" }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: metrics-server, namespace: kube-system }
+spec:
+  ports: [{ name: https, port: 443, targetPort: $METRICS_SERVER_PORT, protocol: TCP }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: metrics-server
+  namespace: kube-system
+  labels: { kubernetes.io/service-name: metrics-server, endpointslice.kubernetes.io/managed-by: test-cluster.sh }
+addressType: IPv4
+ports: [{ name: https, port: $METRICS_SERVER_PORT, protocol: TCP }]
+endpoints: [{ addresses: ["$NODE_IP"], conditions: { ready: true } }]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: { name: v1beta1.metrics.k8s.io }
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  service: { name: metrics-server, namespace: kube-system, port: 443 }
+  caBundle: $(base64 -w0 "$p/ca.crt")
+  groupPriorityMinimum: 100
+  versionPriority: 100
+EOF
+  start metrics-server "$BIN_DIR/metrics-server" \
+    --kubeconfig "$D/metrics-server.kubeconfig" \
+    --authentication-kubeconfig "$D/metrics-server.kubeconfig" --authorization-kubeconfig "$D/metrics-server.kubeconfig" \
+    --bind-address "$NODE_IP" --secure-port "$METRICS_SERVER_PORT" \
+    --tls-cert-file "$p/metrics-server.crt" --tls-private-key-file "$p/metrics-server.key" \
+    --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$p/ca.crt" \
+    --metric-resolution 10s --kubelet-request-timeout 5s
+}
+
+metrics_available() {
+  [[ "$(kctl get apiservice v1beta1.metrics.k8s.io -o 'jsonpath={.status.conditions[?(@.type=="Available")].status}' 2>/dev/null)" == True ]]
+}
+
+# A node started without metrics-server (or whose metrics-server died) is not the node this script makes.
+metrics_server_running() {
+  local pid
+  pid="$(cat "$D/run/metrics-server.pid" 2>/dev/null || true)"
+  [[ -n "$pid" ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$D/"
+}
+
 is_up() {
-  [[ -e "$NETNS_PATH" && -f "$KUBECONFIG_ADMIN" ]] && kctl get --raw /readyz >/dev/null 2>&1 && node_ready
+  [[ -e "$NETNS_PATH" && -f "$KUBECONFIG_ADMIN" ]] && kctl get --raw /readyz >/dev/null 2>&1 && node_ready && metrics_server_running
 }
 
 up() {
@@ -603,7 +705,10 @@ up() {
   start_node
   wait_for "node $NODE_NAME" 120 node_ready
   start_coredns
+  start_metrics_server
   wait_for coredns 120 kctl -n kube-system rollout status deployment/coredns --timeout=2s
+  # Available once metrics-server has scraped the kubelet and the aggregator reaches it.
+  wait_for "metrics.k8s.io" 120 metrics_available
   log "up in $(($(date +%s) - t0))s"
   status
 }

@@ -3,7 +3,9 @@
  * image set), then the commands of NOTES.txt and README "Run on Kubernetes" as a platform team runs
  * them, from inside the node's network namespace: the admin password from its Secret, a login through
  * the control plane's Service, an API whose target is an upstream Service, called through the data
- * plane's Service by ClusterIP and by NodePort.
+ * plane's Service by ClusterIP and by NodePort. Then day two on the same release: scaling by hand and by
+ * the chart's HPA (metrics-server runs on the node), the leader's loss, an upgrade, a restart without a
+ * control plane, bad input, uninstall.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from '@jest/globals';
 import { httpRequest, type HttpResponse } from '../helpers/http-request.js';
@@ -21,7 +23,7 @@ const UPSTREAM_NS = 'shop';
 const unavailable = nodeUnavailable();
 
 interface PodStatus {
-  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; deletionTimestamp?: string };
   status: { podIP?: string; conditions?: { type: string; status: string }[]; containerStatuses?: { restartCount: number }[] };
 }
 
@@ -236,6 +238,34 @@ async function installRelease(): Promise<number> {
     expect(installToReadyMs).toBeGreaterThan(0);
   }, 60_000);
 
+  test('the control planes serve the snapshot stream over mutual TLS; every pod’s Prometheus annotations name a /metrics that answers', async () => {
+    const cps = (await pods(NS, 'app.kubernetes.io/component=control-plane')).filter((p) => isReady(p) && !p.metadata.deletionTimestamp);
+    expect(cps.length).toBeGreaterThan(0);
+    for (const cp of cps) {
+      const listening = (await kubectlOk(['-n', NS, 'logs', cp.metadata.name]))
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { msg?: string; listener?: string; tls?: boolean; dataPlaneAuth?: string })
+        .find((l) => l.msg === 'listening' && l.listener === 'grpc');
+      expect({ pod: cp.metadata.name, tls: listening?.tls, dataPlaneAuth: listening?.dataPlaneAuth }).toEqual({
+        pod: cp.metadata.name,
+        tls: true,
+        dataPlaneAuth: 'mtls',
+      });
+    }
+    for (const pod of [...cps, ...(await readyDataPlanes())]) {
+      const annotations = pod.metadata.annotations ?? {};
+      expect(annotations['prometheus.io/scrape']).toBe('true');
+      const f = await forward(pod.status.podIP!, Number(annotations['prometheus.io/port']));
+      const res = await httpRequest(`http://pod${annotations['prometheus.io/path']}`, { socketPath: f.socketPath });
+      expect({ pod: pod.metadata.name, status: res.status, snapshotVersion: res.text.includes('gatehouse_snapshot_version') }).toEqual({
+        pod: pod.metadata.name,
+        status: 200,
+        snapshotVersion: true,
+      });
+    }
+  }, 60_000);
+
   test('NOTES.txt: the Secret’s password logs in through the CP Service; an API to an upstream Service answers through the DP Service by ClusterIP and NodePort', async () => {
     // 1. The admin password, as NOTES.txt reads it.
     const encoded = await kubectlOk(['-n', NS, 'get', 'secret', `${RELEASE}-admin`, '-o', 'jsonpath={.data.password}']);
@@ -315,10 +345,15 @@ spec:
     const row = await kubectlOk(['-n', NS, 'get', 'ghapi', 'payments', '--no-headers']);
     expect(row).toMatch(/\/payments\/\*\s+http:\/\/orders\.shop\.svc:8080\s+True\s+True/);
 
-    // Programmed means every connected data plane serves it: they are the Ready data-plane pods.
+    // Programmed means every connected data plane serves it: they are the Ready data-plane pods (once a data plane
+    // the HPA is adding or removing meanwhile is through).
     const { token } = await adminToken();
-    const dataPlanes = await readyDataPlanes();
-    expect(await connectedDataPlanes(token)).toEqual(dataPlanes.map((p) => p.metadata.name).sort());
+    const ready = async () => (await readyDataPlanes()).map((p) => p.metadata.name).sort();
+    await pollUntil(async () => (JSON.stringify(await connectedDataPlanes(token)) === JSON.stringify(await ready()) ? true : undefined), {
+      what: 'the connected data planes to be the Ready data-plane pods',
+      timeoutMs: 30_000,
+      intervalMs: 500,
+    });
     const dpIp = await clusterIp(NS, `${RELEASE}-data-plane`);
     const dp = await forward(dpIp, 80);
     const res = await httpRequest(`http://${dpIp}/payments/7`, { socketPath: dp.socketPath });
@@ -349,11 +384,19 @@ spec:
     await rollout('data-plane');
     const three = await readyDataPlanes();
     expect(three).toHaveLength(3);
-    await pollUntil(async () => ((await connectedDataPlanes(token)).length === 3 ? true : undefined), {
-      what: '/dataplanes listing 3',
-      timeoutMs: 30_000,
-      intervalMs: 500,
-    });
+    let listed: string[] = [];
+    await pollUntil(
+      async () => {
+        listed = await connectedDataPlanes(token);
+        return listed.length === 3 ? true : undefined;
+      },
+      {
+        what: '/dataplanes listing 3',
+        timeoutMs: 30_000,
+        intervalMs: 500,
+        details: () => `listed: ${listed.join(', ')}; Ready: ${three.map((p) => p.metadata.name).join(', ')}`,
+      },
+    );
     expect(await connectedDataPlanes(token)).toEqual(three.map((p) => p.metadata.name).sort());
     // Fresh connections through the Service spread over the endpoints: every pod proxies some.
     const before = await Promise.all(three.map(proxiedCount));
@@ -375,6 +418,88 @@ spec:
     await new Promise((r) => setTimeout(r, 2_000));
     expectNoFailures(await load.stop(), 'scale 3 → 1');
   }, 300_000);
+
+  test('with metrics-server, the chart’s HPA scales the data planes up under load and back to its minimum after it', async () => {
+    const { token, admin } = await adminToken();
+    const userValues = async () => JSON.parse((await helm(['get', 'values', RELEASE, '-n', NS, '-o', 'json'])).stdout) ?? {};
+    const before = await userValues();
+    // The chart's minimum (2) with a low CPU target and a short scale-down window, so both happen within the test.
+    const behavior = { scaleDown: { stabilizationWindowSeconds: 10, policies: [{ type: 'Percent', value: 100, periodSeconds: 15 }] } };
+    const tuned = await helm(
+      [
+        'upgrade',
+        RELEASE,
+        CHART_DIR,
+        '-n',
+        NS,
+        '--reuse-values',
+        '--set',
+        'dataPlane.autoscaling.enabled=true,dataPlane.autoscaling.minReplicas=2,dataPlane.autoscaling.maxReplicas=3',
+        '--set',
+        'dataPlane.autoscaling.targetCPUUtilizationPercentage=20',
+        '--set-json',
+        `dataPlane.autoscaling.behavior=${JSON.stringify(behavior)}`,
+      ],
+      { timeoutMs: 120_000 },
+    );
+    expect(tuned.stderr).toBe('');
+    expect(tuned.code).toBe(0);
+    const hpaName = `${RELEASE}-data-plane`;
+    const hpa = async () =>
+      JSON.parse(await kubectlOk(['-n', NS, 'get', 'hpa', hpaName, '-o', 'json'])) as {
+        spec: { behavior?: unknown };
+        status: { currentMetrics?: { resource?: { current?: { averageUtilization?: number } } }[] };
+      };
+    try {
+      const dpReplicas = async () => Number(await kubectlOk(['-n', NS, 'get', 'deployment', hpaName, '-o', 'jsonpath={.spec.replicas}']));
+      expect((await hpa()).spec.behavior).toMatchObject(behavior);
+      const { dpIp, dp } = await loadApiThroughService(token, admin);
+      // At rest: two Ready data planes, the HPA reading their CPU (from metrics-server) below the target.
+      await pollUntil(
+        async () => {
+          const { status } = await hpa();
+          const utilization = status.currentMetrics?.[0]?.resource?.current?.averageUtilization;
+          return (await dpReplicas()) === 2 && (await readyDataPlanes()).length === 2 && utilization !== undefined && utilization < 20 ? true : undefined;
+        },
+        { what: 'two data planes at rest, their CPU read by the HPA', timeoutMs: 120_000, intervalMs: 1_000 },
+      );
+      // kubectl top reads the same metrics.k8s.io API.
+      const top = await kubectlOk(['-n', NS, 'top', 'pods', '-l', 'app.kubernetes.io/component=data-plane', '--no-headers']);
+      expect(top.trim().split('\n')).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^${hpaName}-\\S+\\s+\\d+m\\s+\\d+Mi$`))]));
+
+      const load = startLoad({ origin: `http://${dpIp}`, path: '/load/hpa', socketPath: dp.socketPath, concurrency: 8 });
+      const loadStarted = Date.now();
+      let result: LoadResult;
+      let upMs: number;
+      try {
+        await pollUntil(async () => ((await readyDataPlanes()).length > 2 ? true : undefined), {
+          what: 'a third data plane Ready under load',
+          timeoutMs: 120_000,
+          intervalMs: 500,
+        });
+        upMs = Date.now() - loadStarted;
+      } finally {
+        result = await load.stop();
+      }
+      const loadStopped = Date.now();
+      await pollUntil(async () => ((await dpReplicas()) === 2 && (await readyDataPlanes()).length === 2 ? true : undefined), {
+        what: 'the data planes back at the HPA minimum (2)',
+        timeoutMs: 120_000,
+        intervalMs: 500,
+      });
+      const downMs = Date.now() - loadStopped;
+      console.log(
+        `HPA (target 20% CPU, scale-down window 10 s): load start → 3 data planes Ready ${(upMs / 1000).toFixed(1)} s; load stop → back to 2 ${(downMs / 1000).toFixed(1)} s`,
+      );
+      expectNoFailures(result, 'HPA scale-up');
+    } finally {
+      // The release's values as they were (--reuse-values would keep the behavior map: a value file replaces them).
+      const restored = await helm(['upgrade', RELEASE, CHART_DIR, '-n', NS, '-f', '-'], { input: JSON.stringify(before), timeoutMs: 120_000 });
+      expect(restored.code).toBe(0);
+      expect(await userValues()).toEqual(before);
+      expect(await kubectlOk(['-n', NS, 'get', 'hpa', '--ignore-not-found', '-o', 'jsonpath={.items[*].spec.behavior}'])).toBe('');
+    }
+  }, 360_000);
 
   test('deleting the control-plane leader under constant load fails no request, and another replica leads within the lease duration', async () => {
     const { token, admin } = await adminToken();

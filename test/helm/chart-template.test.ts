@@ -396,22 +396,6 @@ describe('defaults', () => {
   );
 
   test(
-    'every referenced Secret exists in the render with the keys the pods read',
-    async () => {
-      const objects = await render('defaults');
-      const provided = providedSecrets(objects);
-      for (const d of ofKind(objects, 'Deployment')) {
-        const refs = referencedConfig(podSpecOf(d));
-        expect(refs.configMaps).toEqual([]);
-        for (const ref of refs.secrets) {
-          expect({ ref, keys: provided.get(ref.name) }).toEqual({ ref, keys: expect.arrayContaining(ref.keys) });
-        }
-      }
-    },
-    T,
-  );
-
-  test(
     'security: non-root, read-only root filesystem, no capabilities, no privilege escalation, RuntimeDefault seccomp; writes go to emptyDirs',
     async () => {
       const objects = await render('defaults');
@@ -941,6 +925,16 @@ describe('wrong values are refused with a message naming them', () => {
     ['no young generation', { dataPlane: { maxSemiSpaceSizeMiB: 0 } }, ["'/dataPlane/maxSemiSpaceSizeMiB'", 'minimum']],
     ['a semi-space size over 64 MiB', { dataPlane: { maxSemiSpaceSizeMiB: 65 } }, ["'/dataPlane/maxSemiSpaceSizeMiB'", 'maximum']],
     ['a semi-space size as a string', { dataPlane: { maxSemiSpaceSizeMiB: '16' } }, ["'/dataPlane/maxSemiSpaceSizeMiB'", 'want integer']],
+    [
+      'an HPA scale-down rule the autoscaling/v2 API does not have',
+      { dataPlane: { autoscaling: { behavior: { scaleDown: { stabilizationWindow: '10s' } } } } },
+      ["'/dataPlane/autoscaling/behavior/scaleDown'", "'stabilizationWindow' not allowed"],
+    ],
+    [
+      'an HPA policy of an unknown type',
+      { dataPlane: { autoscaling: { behavior: { scaleUp: { policies: [{ type: 'Cpu', value: 1, periodSeconds: 15 }] } } } } },
+      ["'/dataPlane/autoscaling/behavior/scaleUp/policies/0/type'", 'Percent'],
+    ],
     [
       'HPA minimum above maximum',
       { dataPlane: { autoscaling: { minReplicas: 5, maxReplicas: 3 } } },

@@ -55,7 +55,7 @@ export function run(command: string, args: readonly string[], options: RunOption
 /** Why the node cannot run here, or undefined when everything it needs is present. */
 export function nodeUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return 'the test node needs root (network namespaces, containerd, kubelet)';
-  for (const bin of ['kubelet', 'kube-apiserver', 'kubectl', 'coredns', 'pause']) {
+  for (const bin of ['kubelet', 'kube-apiserver', 'kubectl', 'coredns', 'pause', 'metrics-server']) {
     try {
       accessSync(join(TOOLS_BIN, bin), fsConstants.X_OK);
     } catch {

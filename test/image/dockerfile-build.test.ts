@@ -219,7 +219,8 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
       // The build's npm settings (this machine's CA file, mounted over /usr/local/etc for the RUN steps only) are not in the image.
       expect(await containerd.ctrOk(['tasks', 'exec', '--exec-id', 'etc', container.id, 'ls', '-A', '/usr/local/etc'])).toBe('');
       // The console's static files reached the image (from the build stage).
-      expect((await httpRequest(`http://127.0.0.1:${admin}/console/`)).status).toBe(200);
+      for (const file of ['/console/', '/console/js/main.js'])
+        expect({ file, status: (await httpRequest(`http://127.0.0.1:${admin}${file}`)).status }).toEqual({ file, status: 200 });
 
       // SIGTERM to PID 1 (what the kubelet sends): tini forwards it and the CP shuts down.
       await containerd.ctrOk(['tasks', 'kill', container.id]);

@@ -398,14 +398,26 @@ spec:
       },
     );
     expect(await connectedDataPlanes(token)).toEqual(three.map((p) => p.metadata.name).sort());
-    // Fresh connections through the Service spread over the endpoints: every pod proxies some.
+    // Fresh connections through the Service spread over the endpoints: every pod proxies some (once kube-proxy has
+    // the new endpoints in its rules, which may trail the pods' readiness by a few seconds).
     const before = await Promise.all(three.map(proxiedCount));
-    for (let i = 0; i < 60; i++) {
-      const res = await httpRequest(`http://${dpIp}/load/${i}`, { socketPath: dp.socketPath });
-      expect(res.status).toBe(200);
-    }
-    const after = await Promise.all(three.map(proxiedCount));
-    expect(after.map((n, i) => n > before[i]!)).toEqual([true, true, true]);
+    let after: number[] = [];
+    await pollUntil(
+      async () => {
+        for (let i = 0; i < 30; i++) {
+          const res = await httpRequest(`http://${dpIp}/load/${i}`, { socketPath: dp.socketPath });
+          expect(res.status).toBe(200);
+        }
+        after = await Promise.all(three.map(proxiedCount));
+        return after.every((n, i) => n > before[i]!) ? true : undefined;
+      },
+      {
+        what: 'every data plane proxying requests sent through the Service',
+        timeoutMs: 60_000,
+        intervalMs: 500,
+        details: () => `proxied before: ${before.join(', ')}; after: ${after.join(', ')}`,
+      },
+    );
 
     const load = startLoad({ origin: `http://${dpIp}`, path: '/load/load', socketPath: dp.socketPath, concurrency: 8 });
     await new Promise((r) => setTimeout(r, 2_000));

@@ -47,23 +47,24 @@ function trackedFiles(): string[] {
 }
 
 describe('the phrases', () => {
-  // Assembled from a placeholder, so that this file's own text holds no line the scanner is written to refuse.
+  // Assembled from placeholders (%I, %S), so that this file's own text holds no line a diary scanner would refuse.
+  const word: Record<string, string> = { '%I': ['iss', 'ue'].join(''), '%S': ['sess', 'ion'].join('') };
   test.each(
     [
-      'see ISSUE 12',
-      'fixed in ISSUE #12',
-      'ISSUEs 9 and 11 asked for it',
-      '(ISSUE 11, part 2)',
-      'ISSUE#7',
-      'the ninth SESSION measured it',
-      "the 15th session's run",
-      'measured in the previous session',
-      'changed this session? no: in this session',
+      'see %I 12',
+      'fixed in %I #12',
+      '%Is 9 and 11 asked for it',
+      '(%I 11, part 2)',
+      '%I#7',
+      'the ninth %S measured it',
+      "the 15th %S's run",
+      'measured in the previous %S',
+      'changed this %S? no: in this %S',
       'before this change the cache was global',
       'until 2026-11 each status carried counts',
       'the review found a race',
       'finding 3: tokens leak',
-    ].map((line) => line.replaceAll('ISSUE', 'issue').replace('(issue', '(Issue').replaceAll('SESSION', 'session')),
+    ].map((line) => line.replace(/%[IS]/g, (p) => word[p]!).replace('(issue', '(Issue')),
   )('flag %j', (line) => {
     expect(diaryLines('x', line)).toHaveLength(1);
   });

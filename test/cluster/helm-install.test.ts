@@ -516,14 +516,20 @@ spec:
   test('deleting the control-plane leader under constant load fails no request, and another replica leads within the lease duration', async () => {
     const { token, admin } = await adminToken();
     const { dpIp, dp } = await loadApiThroughService(token, admin);
-    const leases = JSON.parse(await kubectlOk(['-n', NS, 'get', 'leases', '-o', 'json'])) as {
-      items: { metadata: { name: string }; spec: { holderIdentity?: string; leaseDurationSeconds?: number } }[];
-    };
-    const cpPods = (await pods(NS, 'app.kubernetes.io/component=control-plane')).map((p) => p.metadata.name);
-    const lease = leases.items.find((l) => cpPods.includes(l.spec.holderIdentity ?? ''));
-    expect(lease).toBeDefined();
-    const leader = lease!.spec.holderIdentity!;
-    const durationMs = (lease!.spec.leaseDurationSeconds ?? 15) * 1000;
+    // The leader's Lease, not a replica's data-plane report Lease (those carry its name as holder too); after a
+    // control-plane restart it may be between holders for a moment.
+    const lease = await pollUntil(
+      async () => {
+        const leases = JSON.parse(await kubectlOk(['-n', NS, 'get', 'leases', '-l', '!gatehouse.dev/dataplane-report', '-o', 'json'])) as {
+          items: { metadata: { name: string }; spec: { holderIdentity?: string; leaseDurationSeconds?: number } }[];
+        };
+        const cpPods = (await pods(NS, 'app.kubernetes.io/component=control-plane')).map((p) => p.metadata.name);
+        return leases.items.find((l) => cpPods.includes(l.spec.holderIdentity ?? ''));
+      },
+      { what: 'a control-plane replica holding the leader Lease', timeoutMs: 30_000, intervalMs: 500 },
+    );
+    const leader = lease.spec.holderIdentity!;
+    const durationMs = (lease.spec.leaseDurationSeconds ?? 15) * 1000;
 
     const load = startLoad({ origin: `http://${dpIp}`, path: '/load/leader', socketPath: dp.socketPath, concurrency: 8 });
     await new Promise((r) => setTimeout(r, 1_000));
@@ -531,7 +537,7 @@ spec:
     await kubectlOk(['-n', NS, 'delete', 'pod', leader, '--wait=false']);
     const next = await pollUntil(
       async () => {
-        const holder = await kubectlOk(['-n', NS, 'get', 'lease', lease!.metadata.name, '-o', 'jsonpath={.spec.holderIdentity}']);
+        const holder = await kubectlOk(['-n', NS, 'get', 'lease', lease.metadata.name, '-o', 'jsonpath={.spec.holderIdentity}']);
         return holder && holder !== leader ? holder : undefined;
       },
       { what: `a leader other than ${leader}`, timeoutMs: durationMs + 30_000, intervalMs: 250 },

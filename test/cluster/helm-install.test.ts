@@ -113,9 +113,16 @@ async function adminToken(): Promise<{ token: string; admin: NodeForward }> {
 /** The data planes every control-plane replica reports connected (each knows only its own streams). */
 async function connectedDataPlanes(token: string): Promise<string[]> {
   const hostnames: string[] = [];
-  for (const cp of (await pods(NS, 'app.kubernetes.io/component=control-plane')).filter((p) => isReady(p) && !p.metadata.deletionTimestamp)) {
+  // Every running replica, a terminating one too: a data plane stays on its stream until that replica has gone.
+  for (const cp of (await pods(NS, 'app.kubernetes.io/component=control-plane')).filter((p) => p.status.podIP)) {
     const f = await forward(cp.status.podIP!, 8081);
-    const res = await httpRequest('http://cp/dataplanes', { socketPath: f.socketPath, headers: { authorization: `Bearer ${token}` } });
+    const res = await httpRequest('http://cp/dataplanes', { socketPath: f.socketPath, headers: { authorization: `Bearer ${token}` } }).catch((err: Error) => ({
+      status: 0,
+      text: err.message,
+      json: [],
+    }));
+    // A replica on its way out may have stopped answering; a Ready one must answer.
+    if (res.status !== 200 && !isReady(cp)) continue;
     if (res.status !== 200) throw new Error(`GET /dataplanes on ${cp.metadata.name}: ${res.status} ${res.text}`);
     const body = res.json as { hostname: string }[] | { items: { hostname: string }[] };
     hostnames.push(...(Array.isArray(body) ? body : body.items).map((d) => d.hostname));
@@ -392,7 +399,7 @@ spec:
       },
       {
         what: '/dataplanes listing 3',
-        timeoutMs: 30_000,
+        timeoutMs: 60_000,
         intervalMs: 500,
         details: () => `listed: ${listed.join(', ')}; Ready: ${three.map((p) => p.metadata.name).join(', ')}`,
       },

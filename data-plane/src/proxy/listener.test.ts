@@ -44,7 +44,7 @@ function served(servername: string | undefined): Promise<string> {
     const socket = connect({ host: '127.0.0.1', port, ...(servername !== undefined && { servername }), rejectUnauthorized: false }, () => {
       const cert = socket.getPeerCertificate() as PeerCertificate;
       socket.end();
-      resolve(cert.subjectaltname.replace('DNS:', ''));
+      resolve((cert.subjectaltname ?? '').replace('DNS:', ''));
     });
     socket.on('error', (err) => resolve(`failed: ${err.message}`));
   });

@@ -983,10 +983,20 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
   const named = async (name: string) => {
     const set = await createNamedCertificates([name]);
     sets.push(set);
-    return { ca: await readFile(set.caCert, 'utf8'), crt: (await readFile(set.serverCert)).toString('base64'), key: (await readFile(set.serverKey)).toString('base64') };
+    return {
+      ca: await readFile(set.caCert, 'utf8'),
+      crt: (await readFile(set.serverCert)).toString('base64'),
+      key: (await readFile(set.serverKey)).toString('base64'),
+    };
   };
   const secretObject = (name: string, pair: { crt: string; key: string }) =>
-    ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: NAMESPACE }, type: 'kubernetes.io/tls', data: { 'tls.crt': pair.crt, 'tls.key': pair.key } }) as KubernetesObject;
+    ({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: NAMESPACE },
+      type: 'kubernetes.io/tls',
+      data: { 'tls.crt': pair.crt, 'tls.key': pair.key },
+    }) as KubernetesObject;
   try {
     const shop = await named('shop.example.test');
     const pets = await named('*.pets.example.test');
@@ -994,7 +1004,13 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
     await createObject(admin, secretObject('pets-cert', pets));
     await backend('secure-shop', [0]);
     await backend('secure-pets', [1]);
-    const https = (name: string, hostname: string, secret: string) => ({ name, protocol: 'HTTPS', port: 443, hostname, tls: { certificateRefs: [{ name: secret }] } });
+    const https = (name: string, hostname: string, secret: string) => ({
+      name,
+      protocol: 'HTTPS',
+      port: 443,
+      hostname,
+      tls: { certificateRefs: [{ name: secret }] },
+    });
     await createObject(admin, {
       apiVersion: `${GROUP}/v1`,
       kind: 'Gateway',
@@ -1039,7 +1055,9 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
     await admin.objects.replace(secretObject('pets-cert', { crt: Buffer.from('not a certificate').toString('base64'), key: pets.key }));
     await pollUntil(
       async () =>
-        (await gatewayListeners('secure')).find((l) => l.name === 'pets')?.conditions.find((c) => c.type === 'ResolvedRefs' && c.reason === 'InvalidCertificateRef')
+        (await gatewayListeners('secure'))
+          .find((l) => l.name === 'pets')
+          ?.conditions.find((c) => c.type === 'ResolvedRefs' && c.reason === 'InvalidCertificateRef')
           ? true
           : undefined,
       { what: 'pets listener InvalidCertificateRef', timeoutMs: 30_000, details: logs },
@@ -1063,4 +1081,3 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
     for (const set of sets) await set.dispose();
   }
 });
-

@@ -1021,14 +1021,19 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
     await createObject(admin, route('secure-pets', { hostnames: ['dog.pets.example.test'], rules: [{ backendRefs: [ref('secure-pets')] }] }, 'secure'));
 
     // Each name is served its listener's certificate (verified against that certificate's own CA) and reaches its route's backend.
-    const shopAnswer = await pollUntil(async () => (await gatewayHttps('shop.example.test', '/cart', shop.ca).catch(() => undefined)) ?? undefined, {
+    // Polled until routed: the certificate may be served before the route is (the Gateway is seen first).
+    const routed = async (servername: string, path: string, ca: string) => {
+      const answer = await gatewayHttps(servername, path, ca).catch(() => undefined);
+      return answer?.status === 200 ? answer : undefined;
+    };
+    const shopAnswer = await pollUntil(() => routed('shop.example.test', '/cart', shop.ca), {
       what: 'shop.example.test served over HTTPS',
       timeoutMs: 30_000,
       details: logs,
     });
     expect(shopAnswer).toMatchObject({ status: 200, subjectAltName: 'DNS:shop.example.test' });
     expect(JSON.parse(shopAnswer.body)).toMatchObject({ upstream: 'backend-0', url: '/cart' });
-    const petsAnswer = await pollUntil(async () => (await gatewayHttps('dog.pets.example.test', '/bark', pets.ca).catch(() => undefined)) ?? undefined, {
+    const petsAnswer = await pollUntil(() => routed('dog.pets.example.test', '/bark', pets.ca), {
       what: 'dog.pets.example.test served over HTTPS',
       timeoutMs: 30_000,
       details: logs,
@@ -1043,7 +1048,7 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
     // Rotation: the Secret's new certificate is served (Secrets are read again at every resync, 10 s).
     const rotated = await named('shop.example.test');
     await admin.objects.replace(secretObject('shop-cert', rotated));
-    const afterRotation = await pollUntil(async () => (await gatewayHttps('shop.example.test', '/cart', rotated.ca).catch(() => undefined)) ?? undefined, {
+    const afterRotation = await pollUntil(() => routed('shop.example.test', '/cart', rotated.ca), {
       what: 'the rotated certificate served',
       timeoutMs: 30_000,
       details: logs,

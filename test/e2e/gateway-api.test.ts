@@ -978,7 +978,7 @@ function gatewayHttps(servername: string, path: string, ca: string): Promise<{ s
   });
 }
 
-test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (exact and wildcard hostnames), routed as HTTPRoutes say; a rotated Secret is served; a Secret made invalid is Invalid and left out while the rest keeps serving', async () => {
+test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (exact and wildcard hostnames), routed as HTTPRoutes say; a rotated Secret is served; a Secret made invalid is Invalid and left out while the rest keeps serving; no private key in the logs or the admin API', async () => {
   const sets: NamedCertificates[] = [];
   const named = async (name: string) => {
     const set = await createNamedCertificates([name]);
@@ -1082,6 +1082,17 @@ test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (
       expect(logged).not.toContain(Buffer.from(pair.key, 'base64').toString().split('\n')[1]);
     }
     expect(logged).not.toContain('PRIVATE KEY');
+    // Nor does the admin API: what it shows of the served configuration and of the data planes.
+    const client = await createAdminClient(cp);
+    await client.login();
+    for (const shown of [
+      await client.dataplanes(),
+      await client.request('GET', '/config'),
+      await client.request('POST', '/explain', { body: { method: 'GET', path: '/cart', host: 'shop.example.test' } }),
+    ]) {
+      expect(shown.status).toBe(200);
+      expect(JSON.stringify(shown.body)).not.toContain('PRIVATE KEY');
+    }
   } finally {
     for (const set of sets) await set.dispose();
   }

@@ -51,7 +51,8 @@ function served(servername: string | undefined): Promise<string> {
 }
 
 describe('Gateway HTTPS listener: the certificate by SNI', () => {
-  beforeAll(async () => {
+  // Each test sets the table (tests run in random order, and some swap it).
+  beforeEach(async () => {
     table = { gatewayTls: buildGatewayTls(await Promise.all(HOSTNAMES.map((h) => listenerOf(h)))) };
   });
 
@@ -73,7 +74,7 @@ describe('Gateway HTTPS listener: the certificate by SNI', () => {
 });
 
 describe('Gateway HTTPS listener without a listener for any hostname', () => {
-  beforeAll(async () => {
+  beforeEach(async () => {
     table = { gatewayTls: buildGatewayTls([await listenerOf('a.example.org'), await listenerOf('*.example.org')]) };
   });
 
@@ -113,5 +114,33 @@ test('a certificate or key that does not parse, or a key of another certificate,
     expect(message).toMatch(/^gateway listener a\.example\.org: /);
     expect(message).not.toContain('PRIVATE KEY');
     expect(message).not.toContain(bad.certificates[0].private_key.split('\n')[1]);
+  }
+});
+
+test('with http2, h2 is offered by ALPN on the Gateway HTTPS listener, the certificate still by SNI', async () => {
+  const { connect: connectH2 } = await import('node:http2');
+  const tables = { current: () => table as ServingTable };
+  table = { gatewayTls: buildGatewayTls([await listenerOf('a.example.org')]) };
+  const h2 = createGatewayTlsListener(
+    { tables, http2: true },
+    (req, res) => res.end(`served ${req.headers.host ?? req.headers[':authority']}`),
+    (_req, res) => res.end(),
+  ).server;
+  const h2Port = await listen(h2, 0, '127.0.0.1');
+  try {
+    const session = connectH2(`https://127.0.0.1:${h2Port}`, { servername: 'a.example.org', rejectUnauthorized: false });
+    const body = await new Promise<string>((resolve, reject) => {
+      const stream = session.request({ ':path': '/', ':authority': 'a.example.org' });
+      let text = '';
+      stream.on('data', (chunk: Buffer) => (text += chunk));
+      stream.on('end', () => resolve(text));
+      stream.on('error', reject);
+    });
+    expect(session.alpnProtocol).toBe('h2');
+    expect((session.socket as import('node:tls').TLSSocket).getPeerCertificate().subjectaltname).toBe('DNS:a.example.org');
+    expect(body).toBe('served a.example.org');
+    session.close();
+  } finally {
+    h2.close();
   }
 });

@@ -57,6 +57,10 @@ export interface DataPlaneConfig {
   proxyH2c: boolean;
   /** PROXY_HTTP_REDIRECT_PORT: a plain listener that redirects every request to HTTPS (proxy/https-redirect.ts); null = none. */
   proxyHttpRedirectPort: number | null;
+  /** GATEWAY_HTTPS_PORT: a TLS listener serving the Gateway API HTTPS listeners the snapshot carries (proxy/listener.ts); null = none. */
+  gatewayHttpsPort: number | null;
+  /** PROXY_HTTP2 (default true): on GATEWAY_HTTPS_PORT, h2 is offered by ALPN beside HTTP/1.1. */
+  gatewayHttp2: boolean;
   /** UPSTREAM_CA_FILE, UPSTREAM_TLS_CERT / UPSTREAM_TLS_KEY (proxy/upstream-tls.ts); null = Node's defaults. */
   upstreamTls: UpstreamTlsPaths | null;
   /** TLS_RELOAD_INTERVAL: how often the proxy's certificate files are re-read (SIGHUP re-reads at once). */
@@ -115,6 +119,7 @@ const DATA_PLANE_ENV = z.object({
   PROXY_HTTP2: boolean(true),
   PROXY_H2C: boolean(true),
   PROXY_HTTP_REDIRECT_PORT: port(null),
+  GATEWAY_HTTPS_PORT: port(null),
   TLS_RELOAD_INTERVAL: duration('1m'),
   PROXY_CACHE_SIZE: variable(
     'a size from "1MB" to "64GB" such as "64MB" or "1G"',
@@ -162,6 +167,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cores = availab
       proxyHttp2: proxyTls !== null && vars.PROXY_HTTP2,
       proxyH2c: proxyTls === null && vars.PROXY_H2C,
       proxyHttpRedirectPort: vars.PROXY_HTTP_REDIRECT_PORT,
+      gatewayHttpsPort: vars.GATEWAY_HTTPS_PORT,
+      gatewayHttp2: vars.PROXY_HTTP2,
       tlsReloadIntervalMs: vars.TLS_RELOAD_INTERVAL,
       proxyCacheBytes: vars.PROXY_CACHE_SIZE,
       trustedProxies: vars.TRUSTED_PROXIES,

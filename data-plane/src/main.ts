@@ -129,6 +129,7 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
     h2c: config.proxyH2c,
     tlsMinVersion: config.proxyTlsMinVersion,
     trustedProxies: config.trustedProxies,
+    gatewayTls: config.gatewayHttpsPort === null ? null : { http2: config.gatewayHttp2 },
   });
   // Until the snapshot client exists (below) a /readyz says only that no snapshot is there yet.
   let waiting = (): string => `waiting for the first snapshot from control plane ${config.controlPlaneAddr}`;
@@ -147,6 +148,12 @@ async function run(config: DataPlaneConfig, logger: Logger, worker: number | und
       },
       'listening',
     );
+    const { gatewayHttpsPort: gatewayPort } = config;
+    if (gatewayPort !== null) {
+      const setting = { listener: 'gateway-https', portVariable: 'GATEWAY_HTTPS_PORT', hostVariable: 'PROXY_HOST', port: gatewayPort, host };
+      const gatewayBound = await bindListener(setting, () => proxy.listenGateway(gatewayPort, host));
+      logger.info({ listener: 'gateway-https', port: gatewayBound, http2: config.gatewayHttp2 }, 'listening');
+    }
     return bound;
   };
   // The primary hands a worker connections as soon as it listens: a replacement listens only once it

@@ -166,6 +166,7 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
     key_auth_credentials: root.lookupType('gatehouse.v1.KeyAuthCredential'),
   };
   const decodeDefinition = (list: keyof typeof types, bytes: Uint8Array): unknown => types[list].toObject(types[list].decode(bytes), CONVERSION);
+  const GatewayTls = root.lookupType('gatehouse.v1.GatewayTls');
   return (bytes) => {
     const push = protobuf.Reader.create(bytes);
     let nonce = '';
@@ -188,6 +189,7 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
       basic_auth_credentials: [] as Uint8Array[],
       key_auth_credentials: [] as Uint8Array[],
       key_auth_hash_key: '',
+      gateway_tls: null as unknown,
       decodeDefinition,
     };
     for (const part of parts) {
@@ -195,12 +197,14 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
       while (reader.pos < reader.len) {
         const tag = reader.uint32();
         const list = lists[tag >>> 3];
-        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5, 6; key_auth_hash_key = 7.
+        // Snapshot: version = 1 (uint64, varint), hash = 2; the lists 3, 4, 5, 6; key_auth_hash_key = 7; gateway_tls = 8.
         if (tag === 0x08) {
           const version = reader.uint64() as unknown as number | { toNumber(): number };
           snapshot.version = typeof version === 'number' ? version : version.toNumber();
         } else if (tag === 0x12) snapshot.hash = reader.string();
         else if (tag === 0x3a) snapshot.key_auth_hash_key = reader.string();
+        // A message given twice merges: its listeners append, as the full decoder's.
+        else if (tag === 0x42) snapshot.gateway_tls = mergeListeners(snapshot.gateway_tls, GatewayTls.toObject(GatewayTls.decode(reader.bytes()), CONVERSION));
         else if (list !== undefined && (tag & 7) === 2) snapshot[list].push(reader.bytes());
         else reader.skipType(tag & 7);
       }
@@ -208,6 +212,9 @@ function lazySnapshotPush(root: protobuf.Root, decodeWhole: (bytes: Buffer) => u
     return { nonce, content: 'snapshot', snapshot, delta: null };
   };
 }
+
+const mergeListeners = (held: unknown, next: { listeners?: unknown[] }): unknown =>
+  held ? { listeners: [...((held as { listeners: unknown[] }).listeners ?? []), ...(next.listeners ?? [])] } : next;
 
 /**
  * Encodes a Snapshot or SnapshotDelta whose definition lists hold codec.ts's memoised messages: each

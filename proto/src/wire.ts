@@ -68,6 +68,8 @@ export interface SnapshotDelta {
   removed_key_auth_credentials: string[];
   /** As Snapshot.key_auth_hash_key, for the content after applying (the DP does not keep the base's). */
   key_auth_hash_key: string;
+  /** As Snapshot.gateway_tls, for the content after applying; absent = the base's, unchanged. */
+  gateway_tls: GatewayTls | null;
 }
 
 export interface Snapshot {
@@ -85,6 +87,34 @@ export interface Snapshot {
    * set exactly when key_auth_credentials is not empty, and then covered by `hash` (proto/src/snapshot/hash.ts).
    */
   key_auth_hash_key: string;
+  /**
+   * The Gateway API HTTPS listeners the data planes serve on GATEWAY_HTTPS_PORT, with their private keys;
+   * absent when there are none, and then not covered by `hash` (proto/src/snapshot/hash.ts).
+   */
+  gateway_tls: GatewayTls | null;
+}
+
+export interface GatewayTls {
+  /** Sorted by name. */
+  listeners: GatewayListenerTls[];
+}
+
+/** An HTTPS listener (tls.mode Terminate) of a Gateway, its certificateRefs resolved. */
+export interface GatewayListenerTls {
+  /** "<namespace>/<gateway>/<listener>". */
+  name: string;
+  /** The listener's hostname, matched against the TLS SNI ("shop.example.com", "*.example.com"); "" = any. */
+  hostname: string;
+  port: number;
+  /** One per certificateRef, in its order (an RSA and an ECDSA pair, say). */
+  certificates: TlsCertificate[];
+}
+
+export interface TlsCertificate {
+  /** PEM: the certificate, then its chain (a Secret's tls.crt). */
+  certificate_chain: string;
+  /** PEM (a Secret's tls.key). */
+  private_key: string;
 }
 
 export interface ApiDefinition {

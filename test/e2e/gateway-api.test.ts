@@ -8,6 +8,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { jest } from '@jest/globals';
@@ -21,7 +23,7 @@ import { startControlPlane, type ControlPlane } from '../helpers/start-control-p
 import { startDataPlane, type DataPlane } from '../helpers/start-data-plane.js';
 import { startUpstream, type Upstream } from '../helpers/upstream-server.js';
 import { rawMethod } from '../helpers/grpc-raw.js';
-import { createTestCertificates } from '../helpers/test-certificates.js';
+import { createNamedCertificates, createTestCertificates, type NamedCertificates } from '../helpers/test-certificates.js';
 
 jest.setTimeout(120_000);
 
@@ -208,7 +210,7 @@ beforeAll(async () => {
       ADMIN_PASSWORD: randomBytes(12).toString('hex'),
     },
   });
-  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp' });
+  dp = await startDataPlane({ controlPlaneAddr: cp.grpcAddr, id: 'dp', env: { GATEWAY_HTTPS_PORT: '0' } });
   // Started before the Gateway API CRDs exist: it must log that and keep serving our own CRDs.
   crdsAbsentLog = await pollUntil(
     async () =>
@@ -951,5 +953,147 @@ test("an HTTPS listener's certificateRefs: a kubernetes.io/tls Secret with a mat
     });
   } finally {
     await certs.dispose();
+  }
+});
+
+/**
+ * GET `path` on the data plane's GATEWAY_HTTPS_PORT with SNI and Host `servername`, verifying the certificate
+ * against `ca` (and the name): the answer and the served certificate's SAN; rejects when the handshake fails.
+ */
+function gatewayHttps(servername: string, path: string, ca: string): Promise<{ status: number; body: string; subjectAltName: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      { host: '127.0.0.1', port: dp.process.ports['gateway-https'], path, servername, headers: { host: servername }, ca, agent: false, timeout: 5000 },
+      (res) => {
+        const subjectAltName = (res.socket as TLSSocket).getPeerCertificate().subjectaltname ?? '';
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString(), subjectAltName }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('HTTPS listeners are served on GATEWAY_HTTPS_PORT: the certificate by SNI (exact and wildcard hostnames), routed as HTTPRoutes say; a rotated Secret is served; a Secret made invalid is Invalid and left out while the rest keeps serving; no private key in the logs or the admin API', async () => {
+  const sets: NamedCertificates[] = [];
+  const named = async (name: string) => {
+    const set = await createNamedCertificates([name]);
+    sets.push(set);
+    return {
+      ca: await readFile(set.caCert, 'utf8'),
+      crt: (await readFile(set.serverCert)).toString('base64'),
+      key: (await readFile(set.serverKey)).toString('base64'),
+    };
+  };
+  const secretObject = (name: string, pair: { crt: string; key: string }) =>
+    ({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: NAMESPACE },
+      type: 'kubernetes.io/tls',
+      data: { 'tls.crt': pair.crt, 'tls.key': pair.key },
+    }) as KubernetesObject;
+  try {
+    const shop = await named('shop.example.test');
+    const pets = await named('*.pets.example.test');
+    await createObject(admin, secretObject('shop-cert', shop));
+    await createObject(admin, secretObject('pets-cert', pets));
+    await backend('secure-shop', [0]);
+    await backend('secure-pets', [1]);
+    const https = (name: string, hostname: string, secret: string) => ({
+      name,
+      protocol: 'HTTPS',
+      port: 443,
+      hostname,
+      tls: { certificateRefs: [{ name: secret }] },
+    });
+    await createObject(admin, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Gateway',
+      metadata: { name: 'secure', namespace: NAMESPACE },
+      spec: { gatewayClassName: 'gatehouse', listeners: [https('shop', 'shop.example.test', 'shop-cert'), https('pets', '*.pets.example.test', 'pets-cert')] },
+    } as KubernetesObject);
+    await createObject(admin, route('secure-shop', { hostnames: ['shop.example.test'], rules: [{ backendRefs: [ref('secure-shop')] }] }, 'secure'));
+    await createObject(admin, route('secure-pets', { hostnames: ['dog.pets.example.test'], rules: [{ backendRefs: [ref('secure-pets')] }] }, 'secure'));
+
+    // Each name is served its listener's certificate (verified against that certificate's own CA) and reaches its route's backend.
+    // Polled until routed: the certificate may be served before the route is (the Gateway is seen first).
+    const routed = async (servername: string, path: string, ca: string) => {
+      const answer = await gatewayHttps(servername, path, ca).catch(() => undefined);
+      return answer?.status === 200 ? answer : undefined;
+    };
+    const shopAnswer = await pollUntil(() => routed('shop.example.test', '/cart', shop.ca), {
+      what: 'shop.example.test served over HTTPS',
+      timeoutMs: 30_000,
+      details: logs,
+    });
+    expect(shopAnswer).toMatchObject({ status: 200, subjectAltName: 'DNS:shop.example.test' });
+    expect(JSON.parse(shopAnswer.body)).toMatchObject({ upstream: 'backend-0', url: '/cart' });
+    const petsAnswer = await pollUntil(() => routed('dog.pets.example.test', '/bark', pets.ca), {
+      what: 'dog.pets.example.test served over HTTPS',
+      timeoutMs: 30_000,
+      details: logs,
+    });
+    expect(petsAnswer).toMatchObject({ status: 200, subjectAltName: 'DNS:*.pets.example.test' });
+    expect(JSON.parse(petsAnswer.body)).toMatchObject({ upstream: 'backend-1', url: '/bark' });
+    // A name no listener takes: no certificate, the handshake fails.
+    await expect(gatewayHttps('unknown.example.test', '/', shop.ca)).rejects.toThrow();
+    // The shop's certificate does not verify for the pets' name: each name gets its own.
+    await expect(gatewayHttps('dog.pets.example.test', '/bark', shop.ca)).rejects.toThrow();
+
+    // Rotation: the Secret's new certificate is served (Secrets are read again at every resync, 10 s).
+    const rotated = await named('shop.example.test');
+    await admin.objects.replace(secretObject('shop-cert', rotated));
+    const afterRotation = await pollUntil(() => routed('shop.example.test', '/cart', rotated.ca), {
+      what: 'the rotated certificate served',
+      timeoutMs: 30_000,
+      details: logs,
+    });
+    expect(afterRotation.status).toBe(200);
+    await expect(gatewayHttps('shop.example.test', '/cart', shop.ca)).rejects.toThrow();
+
+    // A Secret made invalid: its listener is Invalid (status as before) and no longer served; the other one keeps serving.
+    await admin.objects.replace(secretObject('pets-cert', { crt: Buffer.from('not a certificate').toString('base64'), key: pets.key }));
+    await pollUntil(
+      async () =>
+        (await gatewayListeners('secure'))
+          .find((l) => l.name === 'pets')
+          ?.conditions.find((c) => c.type === 'ResolvedRefs' && c.reason === 'InvalidCertificateRef')
+          ? true
+          : undefined,
+      { what: 'pets listener InvalidCertificateRef', timeoutMs: 30_000, details: logs },
+    );
+    await pollUntil(async () => ((await gatewayHttps('dog.pets.example.test', '/bark', pets.ca).catch(() => null)) === null ? true : undefined), {
+      what: 'the invalid listener no longer served',
+      timeoutMs: 30_000,
+      details: logs,
+    });
+    expect(await gatewayHttps('shop.example.test', '/cart', rotated.ca)).toMatchObject({ status: 200 });
+    // Nothing was NACKed: the control plane left the invalid listener out before it reached a data plane.
+    expect(dp.recentLogs(100_000)).not.toContain('snapshot rejected');
+    // No private key in either process's log, as PEM or as the Secret's base64.
+    const logged = `${cp.recentLogs(100_000)}\n${dp.recentLogs(100_000)}`;
+    for (const pair of [shop, pets, rotated]) {
+      expect(logged).not.toContain(pair.key.slice(0, 60));
+      expect(logged).not.toContain(Buffer.from(pair.key, 'base64').toString().split('\n')[1]);
+    }
+    expect(logged).not.toContain('PRIVATE KEY');
+    // Nor does the admin API: what it shows of the served configuration and of the data planes.
+    const client = await createAdminClient(cp);
+    await client.login();
+    for (const shown of [
+      await client.dataplanes(),
+      await client.request('GET', '/config'),
+      await client.request('POST', '/explain', { body: { method: 'GET', path: '/cart', host: 'shop.example.test' } }),
+    ]) {
+      expect(shown.status).toBe(200);
+      expect(JSON.stringify(shown.body)).not.toContain('PRIVATE KEY');
+    }
+  } finally {
+    for (const set of sets) await set.dispose();
   }
 });

@@ -190,6 +190,32 @@ describe('defaults', () => {
   );
 
   test(
+    "controlPlane.gatewayApi.enabled: the data planes listen for Gateway HTTPS listeners (GATEWAY_HTTPS_PORT) and their Service's port 443 reaches it; nothing when off; the two Service ports must differ",
+    async () => {
+      const gatewayPorts = (objects: KubernetesObject[]) => {
+        const c = onlyContainer(dp(objects));
+        const service = ofKind(objects, 'Service').find((s) => s.metadata!.name!.endsWith('data-plane'))!;
+        return {
+          env: envValue(c, 'GATEWAY_HTTPS_PORT'),
+          container: c.ports?.filter((p) => p.name === 'gateway-https'),
+          service: (service.spec.ports as Array<{ name: string }>).filter((p) => p.name === 'gateway-https'),
+        };
+      };
+      expect(gatewayPorts(await render('defaults'))).toEqual({ env: undefined, container: [], service: [] });
+      const objects = await renderChart({ values: { controlPlane: { gatewayApi: { enabled: true } } } });
+      expect(gatewayPorts(objects)).toEqual({
+        env: '8443',
+        container: [{ name: 'gateway-https', containerPort: 8443, protocol: 'TCP' }],
+        service: [{ name: 'gateway-https', port: 443, targetPort: 'gateway-https', protocol: 'TCP' }],
+      });
+      expect(await renderChartError({ controlPlane: { gatewayApi: { enabled: true } }, dataPlane: { service: { port: 443 } } })).toMatch(
+        /dataPlane.service.port and dataPlane.service.gatewayHttpsPort must differ/,
+      );
+    },
+    T,
+  );
+
+  test(
     'control plane: 2 replicas, STORE=kubernetes, leader election, identity and namespace from the Downward API',
     async () => {
       const objects = await render('defaults');

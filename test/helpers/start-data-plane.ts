@@ -73,7 +73,8 @@ export async function startDataPlane(options: StartDataPlaneOptions): Promise<Da
       GRPC_JOIN_TOKEN: TEST_JOIN_TOKEN,
       ...options.env,
     },
-    listeners: ['proxy', 'status'],
+    // GATEWAY_HTTPS_PORT set: its listener too (its port in process.ports['gateway-https']).
+    listeners: options.env?.GATEWAY_HTTPS_PORT === undefined ? ['proxy', 'status'] : ['proxy', 'status', 'gateway-https'],
   });
   const proxyUrl = `http://127.0.0.1:${proc.ports.proxy}`;
   const statusUrl = `http://127.0.0.1:${proc.ports.status}`;

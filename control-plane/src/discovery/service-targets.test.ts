@@ -151,3 +151,28 @@ test("route APIs (Gateway API) are served after the store's, expanded, in a new 
   expect(served.current().defs.apis.map((a) => a.name)).toEqual(['own']);
   served.close();
 });
+
+test('Gateway HTTPS listeners are served with the definitions: a change (a rotated key) is a new version, the same ones are none; store writes keep them', () => {
+  const store = fakeStore([api('own', [{ target: 'http://fixed:80' }])]);
+  const served = serveServiceTargets(store, null, logger);
+  const versions: number[] = [];
+  served.subscribe((state) => versions.push(state.revision));
+  const listener = (key: string) => ({
+    name: 'ns/gw/https',
+    hostname: 'a.example.org',
+    port: 443,
+    certificates: [{ certificate_chain: 'chain', private_key: key }],
+  });
+  served.setGatewayTls([listener('first key')]);
+  expect(served.current().gatewayTls).toEqual([listener('first key')]);
+  served.setGatewayTls([listener('first key')]);
+  served.setGatewayTls([listener('rotated key')]);
+  expect(versions).toHaveLength(2);
+  expect(versions[1]).toBeGreaterThan(versions[0]);
+  store.write([api('own', [{ target: 'http://fixed:81' }])]);
+  expect(served.current().gatewayTls).toEqual([listener('rotated key')]);
+  served.setGatewayTls([]);
+  expect(served.current()).not.toHaveProperty('gatewayTls');
+  expect(versions).toHaveLength(4);
+  served.close();
+});

@@ -12,7 +12,7 @@ import { compileTarget, isServiceTarget, type ServiceTarget } from '#proto/compi
 import type { ApiDefinition } from '#proto/definition/index';
 import { fieldError } from '#proto/definition/field-path';
 import type { Logger } from '#proto/logger';
-import { definitionsHash, editsFrom } from '#proto/snapshot/codec';
+import { canonicalGatewayTls, definitionsHash, editsFrom, sameGatewayTls, type GatewayListenerTls } from '#proto/snapshot/codec';
 import type { DefinitionStore, StoreListener, StoreState } from '../store/index.js';
 import type { EndpointWatch } from './endpoint-watch.js';
 
@@ -24,6 +24,8 @@ export interface ServedDefinitions extends Pick<DefinitionStore, 'current' | 'su
   endpointsChanged(namespace: string, service: string): void;
   /** The definitions translated from Gateway API routes (gateway-api/), served after the store's; a name the store holds is skipped. */
   setRouteApis(apis: readonly ApiDefinition[]): void;
+  /** The Gateway API HTTPS listeners with their certificates (gateway-api/), served with the definitions: a change is a new version. */
+  setGatewayTls(listeners: readonly GatewayListenerTls[]): void;
   /** The store revision snapshot `version` was made from (the controller counts CR generations by it). */
   storeRevisionOf(version: number): number;
   /** The first snapshot version holding store revision `revision` (an admin write's X-Snapshot-Version). */
@@ -72,6 +74,7 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
   let stored = store.current();
   let routeApis: readonly ApiDefinition[] = [];
   let routeNames = new Set<string>();
+  let gatewayTls: readonly GatewayListenerTls[] | undefined;
   let bumps = 0;
   let served: StoreState = stored;
 
@@ -131,9 +134,9 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
         ? stored.defs
         : { ...stored.defs, apis: [...stored.defs.apis, ...routes].map((a) => expanded.get(a.name) ?? a) };
     const hash = defs === stored.defs ? stored.hash : definitionsHash(defs);
-    if (endpoints && hash === served.hash) return false;
+    if (endpoints && hash === served.hash && sameGatewayTls(gatewayTls, served.gatewayTls)) return false;
     if (endpoints) bumps++;
-    served = bumps === 0 && defs === stored.defs ? stored : { revision: stored.revision + bumps, defs, hash };
+    served = bumps === 0 && defs === stored.defs && !gatewayTls ? stored : { revision: stored.revision + bumps, defs, hash, ...(gatewayTls && { gatewayTls }) };
     versions.set(served.revision, stored.revision);
     if (!firstVersions.has(stored.revision)) firstVersions.set(stored.revision, served.revision);
     for (const kept of [versions, firstVersions]) if (kept.size > VERSIONS_KEPT) kept.delete(kept.keys().next().value!);
@@ -194,6 +197,10 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
       routeNames = new Set(apis.map((a) => a.name));
       for (const api of apis) put(api.name, api);
       publish(true);
+    },
+    setGatewayTls(listeners) {
+      gatewayTls = canonicalGatewayTls(listeners);
+      if (publish(true)) logger.info({ listeners: gatewayTls?.length ?? 0, version: served.revision }, 'Gateway HTTPS listeners changed');
     },
     storeRevisionOf: (version) => versions.get(version) ?? version,
     versionOf: (revision) => firstVersions.get(revision) ?? revision + bumps,

@@ -3,7 +3,8 @@
  * controllerName is ours, their Gateways, the HTTPRoutes and GRPCRoutes attached to them, ReferenceGrants, Services
  * and Namespaces (for allowedRoutes selectors); every change re-translates
  * the routes (translate.ts) into definitions served in memory next to the store's (setRouteApis), never
- * written into the store. The leader writes GatewayClass, Gateway and route status.
+ * written into the store, and the HTTPS listeners' certificates (setGatewayTls) into the snapshot. The leader
+ * writes GatewayClass, Gateway and route status.
  *
  * A translated definition the data planes could not compile with the rest (a bad value, or a route the
  * store's APIs or an older HTTPRoute already hold) is left out with its route's Accepted False, so one
@@ -22,11 +23,13 @@ import {
 import { createCompileCache } from '#proto/compile/index';
 import type { ApiDefinition } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
+import type { GatewayListenerTls } from '#proto/snapshot/codec';
 import type { DefinitionStore } from '../store/index.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
 import { gatewayClassStatus, gatewayStatus, restamped, routeStatus } from './status.js';
 import {
   certificateRefsProblem,
+  gatewayListenersTls,
   GROUP,
   type GatewayObject,
   type GRPCRouteObject,
@@ -61,7 +64,7 @@ export function startGatewayApi(deps: {
   /** The data planes' Service in `namespace` whose addresses Gateways get in `status.addresses` (GATEWAY_ADDRESS_SERVICE); null: none written. */
   addressService: string | null;
   store: Pick<DefinitionStore, 'current' | 'subscribe'>;
-  served: { setRouteApis(apis: readonly ApiDefinition[]): void };
+  served: { setRouteApis(apis: readonly ApiDefinition[]): void; setGatewayTls(listeners: readonly GatewayListenerTls[]): void };
   isLeader(): boolean;
   logger: Logger;
 }): GatewayApi {
@@ -74,6 +77,8 @@ export function startGatewayApi(deps: {
   let closed = false;
   let scheduled = false;
   let running: Promise<void> | null = null;
+  /** The certificateRef Secrets of the last reconcile (type and data only), by `namespace/name`. */
+  let secretsRead = new Map<string, TlsSecret>();
 
   /** Every namespace's objects: Gateways and routes may be in any (allowedRoutes and ReferenceGrants say who may attach or refer). */
   function informer(plural: string, version = VERSION): Cached {
@@ -143,8 +148,13 @@ export function startGatewayApi(deps: {
     refuseUncompilable(candidates, () => deps.store.current().defs, cache);
     const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
     deps.served.setRouteApis(served.map((c) => c.api));
+    // Every replica serves the HTTPS listeners; their Secrets are read again at every reconcile (the resync too),
+    // so a rotated certificate reaches the data planes within RESYNC_MS without a watch on Secrets.
+    const secrets = await certificateSecrets(gws, grantList);
+    if (closed) return;
+    deps.served.setGatewayTls(gatewayListenersTls(gws, grantList, (ns, name) => secrets.get(`${ns}/${name}`)));
     if (!deps.isLeader()) return;
-    await writeStatuses(ours, gws, verdicts, attached, await certificateSecrets(gws, grantList), grantList);
+    await writeStatuses(ours, gws, verdicts, attached, secrets, grantList);
   }
 
   /**
@@ -164,13 +174,18 @@ export function startGatewayApi(deps: {
       [...wanted].map(async (key) => {
         const [ns, name] = key.split('/') as [string, string];
         try {
-          found.set(key, (await core.readNamespacedSecret({ name, namespace: ns })) as TlsSecret);
+          const { type, data } = (await core.readNamespacedSecret({ name, namespace: ns })) as TlsSecret;
+          found.set(key, { type, data });
         } catch (err) {
-          if ((err as { code?: number }).code !== 404)
-            logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), secret: key }, 'Gateway API: certificateRef Secret read failed');
+          if ((err as { code?: number }).code === 404) return;
+          // A failed read (not a missing Secret) keeps the last one read: the data planes keep serving its certificate.
+          const held = secretsRead.get(key);
+          if (held) found.set(key, held);
+          logger.warn({ err: String((err as Error)?.message ?? err).slice(0, 300), secret: key }, 'Gateway API: certificateRef Secret read failed');
         }
       }),
     );
+    secretsRead = found;
     return found;
   }
 

@@ -42,6 +42,7 @@
  * | `RequestMirror`, `ExtensionRef`              | refused: Accepted False UnsupportedValue                    |
  */
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
+import { tlsContextOf, type GatewayListenerTls } from '#proto/snapshot/codec';
 
 export const GROUP = 'gateway.networking.k8s.io';
 
@@ -175,12 +176,40 @@ export function certificateRefsProblem(
   return null;
 }
 
+/**
+ * The HTTPS listeners (tls.mode Terminate) of `gateways` whose certificateRefs all resolve, with those Secrets' PEM
+ * certificate chain and key: what the data planes serve on GATEWAY_HTTPS_PORT. A listener with a problem
+ * (certificateRefsProblem, its status) is left out.
+ */
+export function gatewayListenersTls(
+  gateways: readonly GatewayObject[],
+  grants: readonly ReferenceGrantObject[],
+  secret: (namespace: string, name: string) => TlsSecret | undefined,
+): GatewayListenerTls[] {
+  const out: GatewayListenerTls[] = [];
+  for (const gw of gateways) {
+    const { namespace, name } = gw.metadata;
+    for (const l of gw.spec.listeners ?? []) {
+      if (l.protocol !== 'HTTPS' || certificateRefsProblem(l, namespace, grants, secret) !== null) continue;
+      const certificates = (l.tls?.certificateRefs ?? []).map((ref) => {
+        const found = secret(ref.namespace ?? namespace, ref.name)!;
+        return { certificate_chain: pemOf(found, 'tls.crt'), private_key: pemOf(found, 'tls.key') };
+      });
+      out.push({ name: `${namespace}/${name}/${l.name}`, hostname: l.hostname ?? '', port: l.port, certificates });
+    }
+  }
+  return out;
+}
+
+const pemOf = (secret: TlsSecret, key: 'tls.crt' | 'tls.key') => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
+
 function tlsPairProblem(secret: TlsSecret): string | null {
   if (secret.type !== 'kubernetes.io/tls') return `type ${secret.type ?? 'Opaque'} is not kubernetes.io/tls`;
-  const pem = (key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
   try {
-    const cert = new X509Certificate(pem('tls.crt'));
-    if (!cert.checkPrivateKey(createPrivateKey(pem('tls.key')))) return 'tls.key is not the key of tls.crt';
+    const cert = new X509Certificate(pemOf(secret, 'tls.crt'));
+    if (!cert.checkPrivateKey(createPrivateKey(pemOf(secret, 'tls.key')))) return 'tls.key is not the key of tls.crt';
+    // What the data planes will build to serve it (a chain that does not parse whole, say).
+    tlsContextOf([{ certificate_chain: pemOf(secret, 'tls.crt'), private_key: pemOf(secret, 'tls.key') }]);
   } catch (err) {
     return `tls.crt and tls.key must hold a PEM certificate and its private key (${(err as Error).message})`;
   }

@@ -72,7 +72,7 @@ export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, keyA
   const recent: SnapshotContent[] = [];
 
   /** What a state is served as: its hash covers the installation key when it is carried (snapshotContent). */
-  const contentOf = (state: StoreState): SnapshotContent => snapshotContent(state.revision, state.defs, state.hash, keyAuthHashKey);
+  const contentOf = (state: StoreState): SnapshotContent => snapshotContent(state.revision, state.defs, state.hash, keyAuthHashKey, state.gatewayTls);
 
   function encodedDelta(base: SnapshotContent, next: SnapshotContent): EncodedDelta | null {
     if (!encodeDelta) return null;
@@ -89,7 +89,7 @@ export function createSnapshotBuilder({ store, encodeSnapshot, encodeDelta, keyA
       version: state.version,
       hash: state.hash,
       get bytes() {
-        return (bytes ??= encodeSnapshot(toSnapshotMessage(state.version, state.defs, defsHash, keyAuthHashKey)));
+        return (bytes ??= encodeSnapshot(toSnapshotMessage(state.version, state.defs, defsHash, keyAuthHashKey, state.gatewayTls)));
       },
       delta,
       deltaFrom(version: number, hash: string) {

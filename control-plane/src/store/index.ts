@@ -4,6 +4,7 @@
  * resources) implements the same interface.
  */
 import type { Definitions } from '#proto/definition/index';
+import type { GatewayListenerTls } from '#proto/snapshot/codec';
 
 export interface StoreState {
   /** Increases by one on every change of content; this is the snapshot version. */
@@ -11,6 +12,8 @@ export interface StoreState {
   readonly defs: Definitions;
   /** definitionsHash(defs), kept so nobody hashes the same content twice. */
   readonly hash: string;
+  /** What the data planes are served only (discovery/service-targets.ts): the Gateway API HTTPS listeners, never stored. */
+  readonly gatewayTls?: readonly GatewayListenerTls[];
 }
 
 export interface UpdateResult extends StoreState {

@@ -1,10 +1,13 @@
 /**
  * The proxy's listening server: HTTP/1.1, HTTPS (PROXY_TLS_*, with h2 by ALPN under PROXY_HTTP2) or HTTP/1.1 with
- * h2c (PROXY_H2C), with the client limits every connection gets, and its connections as a drain handles them.
+ * h2c (PROXY_H2C), with the client limits every connection gets, and its connections as a drain handles them; and
+ * the Gateway API HTTPS listener (GATEWAY_HTTPS_PORT), whose certificates come with the snapshot, picked by SNI.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { SecureContext } from 'node:tls';
 import type { CertificateSet, CertificateWatcher } from '#proto/certificate-files';
+import type { GatewayTlsContexts, TableSource } from '../table/index.js';
 import { ProxyResponse } from './forward.js';
 import { acceptH2c, createHttp2Listener, type Http2Connections, type Http2Listener } from './http2.js';
 
@@ -84,4 +87,52 @@ export function createListener(
     server = http;
   }
   return { server, connections };
+}
+
+/** What a client's SNI name gets on the Gateway HTTPS listener: a context, or a failed handshake. */
+export function sniContext(tls: GatewayTlsContexts | null | undefined, servername: string): SecureContext | Error {
+  return tls?.forServername(servername) ?? new Error(`no Gateway HTTPS listener takes the name ${JSON.stringify(servername.slice(0, 253))}`);
+}
+
+/**
+ * GATEWAY_HTTPS_PORT: HTTPS (h2 by ALPN too under PROXY_HTTP2) with the certificates of the serving table each
+ * connection starts under (tables.current().gatewayTls), chosen by SNI (sniContext); a name no listener takes fails
+ * the handshake. A client without SNI gets the listener without hostname, when there is one (the server's default
+ * context, set from the current table as each connection arrives), else its handshake fails (no certificate).
+ */
+export function createGatewayTlsListener(
+  deps: { tables: TableSource; http2?: boolean; tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3' },
+  handle: (req: IncomingMessage, res: ProxyResponse) => void,
+  refuseHost: (req: IncomingMessage, res: ServerResponse) => void,
+): { server: ProxyHttpServer; connections: Http2Connections } {
+  const options = { ...CLIENT_LIMITS, ServerResponse: ProxyResponse };
+  const minVersion = deps.tlsMinVersion ?? 'TLSv1.2';
+  const tls = {
+    minVersion,
+    SNICallback(servername: string, done: (err: Error | null, context?: SecureContext) => void) {
+      const context = sniContext(deps.tables.current()?.gatewayTls, servername);
+      if (context instanceof Error) done(context);
+      else done(null, context);
+    },
+  };
+  let secure: Http2Listener['server'] | HttpsServer<typeof IncomingMessage, typeof ProxyResponse>;
+  let connections: Http2Connections;
+  if (deps.http2) {
+    const http2 = createHttp2Listener(tls, options, handle, refuseHost);
+    secure = http2.server;
+    connections = http2;
+  } else {
+    const https = createHttpsServer({ ...options, ...tls, ALPNProtocols: ['http/1.1'] }, handle);
+    secure = https;
+    connections = { goAway() {}, drain: () => https.closeIdleConnections(), cut: () => https.closeAllConnections() };
+  }
+  let fallback: GatewayTlsContexts['fallback'] | null = null;
+  // Before node's own listener wraps the socket in TLS with the default context: that context follows the table.
+  secure.prependListener('connection', () => {
+    const now = deps.tables.current()?.gatewayTls?.fallback;
+    if (now === fallback) return;
+    fallback = now;
+    secure.setSecureContext(now ? { ...now, minVersion } : { minVersion });
+  });
+  return { server: secure, connections };
 }

@@ -16,7 +16,7 @@ import { createDispatch } from './dispatch.js';
 import type { ForwardDeps } from './forward.js';
 import { createGatewayAnswers } from './gateway-answers.js';
 import { requestIdOf } from './headers.js';
-import { createListener, requiresClientCertificates, type ProxyHttpServer } from './listener.js';
+import { createGatewayTlsListener, createListener, requiresClientCertificates, type ProxyHttpServer } from './listener.js';
 import { createMirrorSender } from './mirror.js';
 import { createPlanner } from './plan.js';
 import type { ProxyMetrics } from './proxy-metrics.js';
@@ -26,8 +26,12 @@ import type { UpstreamPools } from './upstream-pools.js';
 
 export interface ProxyServer {
   readonly server: ProxyHttpServer;
+  /** The Gateway API HTTPS listener (listener.ts createGatewayTlsListener); null without `gatewayTls`. */
+  readonly gatewayServer: ProxyHttpServer | null;
   /** Resolves with the bound port (useful with port 0). */
   listen(port: number, host?: string): Promise<number>;
+  /** Binds the Gateway API HTTPS listener (GATEWAY_HTTPS_PORT); resolves with the bound port. */
+  listenGateway(port: number, host?: string): Promise<number>;
   /**
    * Drains: for `delayMs` it still accepts and serves, every answer closing its connection (`Connection: close`,
    * h2 GOAWAY) so keep-alive clients move on between requests rather than have an idle connection cut under a
@@ -56,6 +60,8 @@ export function createProxyServer(deps: {
   tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3';
   /** TRUSTED_PROXIES (plugins/client-ip.ts); none when absent. */
   trustedProxies?: TrustedProxies;
+  /** GATEWAY_HTTPS_PORT is set: a second listener serves the snapshot's Gateway HTTPS listeners, the same requests; `http2`: h2 offered by ALPN. */
+  gatewayTls?: { http2: boolean } | null;
 }): ProxyServer {
   const { holder: tables, pools, logger, metrics } = deps;
   const trusted = deps.trustedProxies ?? NO_TRUSTED_PROXIES;
@@ -80,22 +86,32 @@ export function createProxyServer(deps: {
     );
 
   const { server, connections } = createListener(deps, handle, refuseHost);
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void upgrade(req, socket, head));
+  const gateway = deps.gatewayTls
+    ? createGatewayTlsListener({ tables, http2: deps.gatewayTls.http2, tlsMinVersion: deps.tlsMinVersion }, handle, refuseHost)
+    : null;
+  for (const listening of gateway ? [server, gateway.server] : [server])
+    listening.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => void upgrade(req, socket, head));
+  const servers = gateway ? [{ server, connections }, gateway] : [{ server, connections }];
 
   return {
     server,
+    gatewayServer: gateway?.server ?? null,
     listen(port, host) {
       return listen(server, port, host);
+    },
+    listenGateway(port, host) {
+      if (!gateway) throw new Error('no Gateway HTTPS listener: created without gatewayTls');
+      return listen(gateway.server, port, host);
     },
     async close(timeoutMs, delayMs = 0) {
       draining = true;
       if (delayMs > 0) {
-        connections.goAway();
+        for (const s of servers) s.connections.goAway();
         await new Promise((resolve) => setTimeout(resolve, delayMs));
       }
-      // server.close() also closes the idle keep-alive connections (node >= 19).
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      connections.drain();
+      // server.close() also closes the idle keep-alive connections (node >= 19); a server never bound closes at once.
+      const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.server.close(() => resolve()))));
+      for (const s of servers) s.connections.drain();
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<false>((resolve) => {
         timer = setTimeout(() => resolve(false), timeoutMs);
@@ -103,7 +119,7 @@ export function createProxyServer(deps: {
       const drained = await Promise.race([closed.then(() => true as const), timedOut]);
       clearTimeout(timer);
       if (!drained) {
-        connections.cut();
+        for (const s of servers) s.connections.cut();
         for (const socket of upgraded) socket.destroy();
         await closed;
       }

@@ -203,8 +203,8 @@ export function createSnapshotClient(deps: {
     deps.cache
       ?.save(() => {
         const held = holder.content()!;
-        // The definitions' hash is memoised (hash.ts); the key, when held, is hashed in again.
-        return toSnapshotMessage(held.version, held.defs, undefined, held.keyAuthHashKey);
+        // The definitions' hash is memoised (hash.ts); the key and the Gateway certificates, when held, are hashed in again.
+        return toSnapshotMessage(held.version, held.defs, undefined, held.keyAuthHashKey, held.gatewayTls);
       })
       .catch((err: Error) => {
         logger.warn({ path: deps.cache?.path, err }, 'could not write the snapshot cache');

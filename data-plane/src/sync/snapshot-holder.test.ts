@@ -1,10 +1,12 @@
 import { parseApiDefinition, type ApiDefinition } from '#proto/definition/index';
-import { definitionsHash, toDeltaMessage, toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
+import { readFile } from 'node:fs/promises';
+import { definitionsHash, snapshotContent, toDeltaMessage, toSnapshotMessage, type SnapshotMessage } from '#proto/snapshot/codec';
 import type { Definitions } from '#proto/definition/types';
 import { Registry } from 'prom-client';
 import { createMemoryTokenStore } from '../auth/index.js';
 import { APPLY_TURN, createSnapshotHolder } from './snapshot-holder.js';
 import { createTableBuilder, type ServingTable } from '../table/index.js';
+import { createNamedCertificates } from '../../../test/helpers/test-certificates.js';
 
 function apiDef(name: string, listenPath = `/${name}/*`): ApiDefinition {
   return parseApiDefinition({
@@ -62,6 +64,44 @@ describe('snapshot holder', () => {
     if (!result.ok) expect(result.error.length).toBeGreaterThan(0);
     expect(holder.current()).toBe(before);
     expect(holder.current()!.routing.match({ ...lookup, path: '/a/1' })?.route.name).toBe('a');
+  });
+
+  test("Gateway HTTPS listeners: a snapshot whose certificate does not parse is rejected, the held certificates keep serving; a delta's new ones are swapped in with it", async () => {
+    const certs = await createNamedCertificates(['a.example.org']);
+    const other = await createNamedCertificates(['a.example.org']);
+    try {
+      const pair = async (set: typeof certs) => ({
+        certificate_chain: await readFile(set.serverCert, 'utf8'),
+        private_key: await readFile(set.serverKey, 'utf8'),
+      });
+      const listener = (certificate: { certificate_chain: string; private_key: string }) => [
+        { name: 'ns/gw/https', hostname: 'a.example.org', port: 443, certificates: [certificate] },
+      ];
+      const defs: Definitions = { apis: [apiDef('a')], oauthServers: [] };
+      const first = snapshotContent(1, defs, definitionsHash(defs), undefined, listener(await pair(certs)));
+      const holder = newHolder();
+      expect(holder.apply(toSnapshotMessage(1, defs, undefined, undefined, first.gatewayTls))).toMatchObject({ ok: true });
+      const served = holder.current()!.gatewayTls!.forServername('a.example.org');
+      expect(served).toBeDefined();
+      const broken = listener({ ...(await pair(certs)), private_key: '-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n' });
+      for (const bad of [
+        holder.apply(toSnapshotMessage(2, defs, undefined, undefined, broken)),
+        holder.applyDelta(toDeltaMessage(first, snapshotContent(2, defs, definitionsHash(defs), undefined, broken))),
+      ]) {
+        expect(bad).toMatchObject({ ok: false, error: expect.stringMatching(/^gateway listener ns\/gw\/https: /) });
+        expect(holder.current()!.gatewayTls!.forServername('a.example.org')).toBe(served);
+      }
+      // A rotated certificate comes by delta: a new context for the name, swapped with the table.
+      const rotated = snapshotContent(2, defs, definitionsHash(defs), undefined, listener(await pair(other)));
+      expect(holder.applyDelta(toDeltaMessage(first, rotated))).toMatchObject({ ok: true, version: 2, hash: rotated.hash });
+      const now = holder.current()!.gatewayTls!.forServername('a.example.org');
+      expect(now).toBeDefined();
+      expect(now).not.toBe(served);
+      expect(holder.content()!.gatewayTls).toEqual(rotated.gatewayTls);
+    } finally {
+      await certs.dispose();
+      await other.dispose();
+    }
   });
 
   test('a push (full or an empty delta) with the hash already held is acknowledged without rebuilding', () => {

@@ -26,6 +26,7 @@ import { buildPipeline, createResponseCache, type ResponseCache, type StageDeps 
 import { createBreakerRegistry, type BreakerGeneration } from '../plugins/circuit-breaker.js';
 import { createRateLimiter, type RateLimiter } from '../plugins/rate-limit/index.js';
 import { passiveStage, type HealthGeneration, type HealthRegistry } from '../health/index.js';
+import { buildGatewayTls } from './gateway-tls.js';
 import { heldCredentials, patchedMaps, sameCredentials, type HeldCredentials } from './credentials.js';
 import { changedRoutesInTurns, type Prepared } from './prepare.js';
 import { forwardingOf, isPlain, routeUpstream, RouteUpstreams, type RouteUpstream, type ServingTable } from './serving-table.js';
@@ -183,6 +184,7 @@ export function createTableBuilder(deps: TableDeps): TableBuilder {
       authorizer,
       upstreams: builtUpstreams(routes, pipelineDeps, generations.health),
       sessionCookies: sessionCookiesOf(routes),
+      gatewayTls: buildGatewayTls(content.gatewayTls),
     };
     return built(table, { content, index, oauthServers, credentials }, generations, deps.oidc ? oidcConfigsOf(routes) : null);
   }
@@ -228,6 +230,7 @@ export function createTableBuilder(deps: TableDeps): TableBuilder {
       authorizer,
       upstreams,
       sessionCookies: oidcMoved ? sessionCookiesOf(routesNow()) : current.sessionCookies,
+      gatewayTls: content.gatewayTls === previous.content.gatewayTls ? current.gatewayTls : buildGatewayTls(content.gatewayTls),
     };
     const oidc = deps.oidc && oidcConfigsOf(removed).length > 0 ? oidcConfigsOf(routesNow()) : null;
     return built(table, { content, index, oauthServers, credentials }, generations, oidc);

@@ -2,3 +2,4 @@
 export { createTableBuilder, type BuiltTable, type DeltaBase, type TableBasis, type TableBuilder, type TableDeps } from './build.js';
 export { prepareInTurns, type Prepared } from './prepare.js';
 export { RouteUpstreams, type RouteUpstream, type ServingTable, type TableSource } from './serving-table.js';
+export { buildGatewayTls, type GatewayTlsContexts } from './gateway-tls.js';

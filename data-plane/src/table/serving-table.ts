@@ -8,6 +8,7 @@ import { parseDuration } from '#proto/duration';
 import type { LayeredMap } from '#proto/layered-map';
 import type { Authorizer } from '../auth/index.js';
 import type { Pipeline } from '../plugins/index.js';
+import type { GatewayTlsContexts } from './gateway-tls.js';
 import { createBalancer, type Balancer, type RoutingTable } from '../routing/index.js';
 
 /**
@@ -34,6 +35,8 @@ export interface ServingTable {
   readonly upstreams: RouteUpstreams;
   /** The cookies every openid_connect plugin of the snapshot sets (session and flow): no upstream gets them, on any route. null: none. */
   readonly sessionCookies: ReadonlySet<string> | null;
+  /** The Gateway API HTTPS listeners' certificates, picked by SNI on GATEWAY_HTTPS_PORT (gateway-tls.ts); null: none. */
+  readonly gatewayTls: GatewayTlsContexts | null;
 }
 
 /** Where the proxy reads the serving table of each request (the snapshot holder); null before the first snapshot. */

@@ -155,6 +155,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "gatehouse.port.proxy" -}}8080{{- end -}}
 {{- define "gatehouse.port.status" -}}8083{{- end -}}
 {{- define "gatehouse.port.redirect" -}}8088{{- end -}}
+{{- define "gatehouse.port.gatewayHttps" -}}8443{{- end -}}
 
 {{/* Pod annotations: Prometheus scrape hints (metrics.podAnnotations) plus the component's own. (dict "root" $ "port" N "extra" map) */}}
 {{- define "gatehouse.podAnnotations" -}}

@@ -481,6 +481,62 @@ test('the key_auth installation key travels with key_auth credentials only, in s
   expect(removed).not.toHaveProperty('keyAuthHashKey');
 });
 
+describe('Gateway HTTPS listeners (gateway_tls)', () => {
+  // The codec checks the shape only: whether PEM parses is the table build's (data-plane/src/table/gateway-tls.ts).
+  const listener = (name: string, hostname: string, key = `key of ${name}`) => ({
+    name,
+    hostname,
+    port: 443,
+    certificates: [{ certificate_chain: `chain of ${name}`, private_key: key }],
+  });
+  const TLS = [listener('ns/gw/b', '*.example.org'), listener('ns/gw/a', 'a.example.org')];
+
+  test.each(decoders)('travel sorted by name in a full snapshot, covered by the hash, through %s', (_name, decode) => {
+    const message = toSnapshotMessage(4, DEFS, undefined, undefined, TLS);
+    expect(message.gateway_tls?.listeners.map((l) => l.name)).toEqual(['ns/gw/a', 'ns/gw/b']);
+    expect(message.hash).toBe(contentHash(definitionsHash(DEFS), undefined, TLS));
+    expect(message.hash).not.toBe(definitionsHash(DEFS));
+    const back = fromSnapshotMessage(decode(proto.encodeSnapshot(message)) as SnapshotMessage);
+    expect(back).toMatchObject({ hash: message.hash, gatewayTls: [TLS[1], TLS[0]] });
+    // Without listeners: absent, and the hash of the definitions alone.
+    const plain = toSnapshotMessage(4, DEFS, undefined, undefined, []);
+    expect(plain).not.toHaveProperty('gateway_tls');
+    expect(fromSnapshotMessage(decode(proto.encodeSnapshot(plain)) as SnapshotMessage)).not.toHaveProperty('gatewayTls');
+  });
+
+  test('a changed key or a listener left out does not verify; a bad shape is refused', () => {
+    const message = toSnapshotMessage(4, DEFS, undefined, undefined, TLS);
+    const listeners = message.gateway_tls!.listeners;
+    const rekeyed = [{ ...listeners[0], certificates: [{ ...listeners[0].certificates[0], private_key: 'another key' }] }, listeners[1]];
+    expect(() => fromSnapshotMessage({ ...message, gateway_tls: { listeners: rekeyed } })).toThrow(/snapshot hash mismatch/);
+    expect(() => fromSnapshotMessage({ ...message, gateway_tls: { listeners: [listeners[0]] } })).toThrow(/snapshot hash mismatch/);
+    expect(() => fromSnapshotMessage({ ...message, gateway_tls: null })).toThrow(/snapshot hash mismatch/);
+    expect(() => fromSnapshotMessage({ ...message, gateway_tls: { listeners: [{ ...listeners[0], certificates: [] }] } })).toThrow(/has no certificate/);
+    expect(() => fromSnapshotMessage({ ...message, gateway_tls: { listeners: [{ name: 'x' }] } as never })).toThrow(/VALIDATION_FAILED|must have/);
+  });
+
+  test('a delta carries them only when they change: a rotated key, then none left', () => {
+    const base = snapshotContent(1, DEFS, definitionsHash(DEFS), undefined, TLS);
+    const same = toDeltaMessage(base, snapshotContent(2, DEFS, definitionsHash(DEFS), undefined, [...TLS]));
+    expect(same).not.toHaveProperty('gateway_tls');
+    expect(applyDeltaMessage(base, same).gatewayTls).toBe(base.gatewayTls);
+    const rotated = [listener('ns/gw/b', '*.example.org', 'rotated key'), TLS[1]];
+    const delta = toDeltaMessage(base, snapshotContent(3, DEFS, definitionsHash(DEFS), undefined, rotated));
+    expect(delta.gateway_tls?.listeners.map((l) => l.certificates[0].private_key)).toEqual(['key of ns/gw/a', 'rotated key']);
+    const next = applyDeltaMessage(base, delta);
+    expect(next.hash).toBe(contentHash(definitionsHash(DEFS), undefined, rotated));
+    // Decoded whole by the data plane's deserializer too (a delta is never lazy).
+    const wire = (lazyProto.Client.service.StreamSnapshots.responseDeserialize(proto.wrapPush('n', proto.encodeDelta(delta), 'delta')) as { delta: never })
+      .delta;
+    expect(applyDeltaMessage(base, wire).hash).toBe(next.hash);
+    const none = toDeltaMessage(next, snapshotContent(4, DEFS, definitionsHash(DEFS), undefined, undefined));
+    expect(none.gateway_tls).toEqual({ listeners: [] });
+    const after = applyDeltaMessage(next, none);
+    expect(after.hash).toBe(definitionsHash(DEFS));
+    expect(after).not.toHaveProperty('gatewayTls');
+  });
+});
+
 test("a data plane's deserializer keeps a full snapshot's definitions as bytes, each decoding as the whole message would; other pushes are decoded whole", () => {
   const hash = `scrypt$16384$8$1$${Buffer.alloc(16, 1).toString('base64url')}$${Buffer.alloc(32, 1).toString('base64url')}`;
   const defs: Definitions = { ...DEFS, basicAuthCredentials: [{ username: 'amy', password_hash: hash }], keyAuthCredentials: KEYS };

@@ -16,9 +16,11 @@ import { allTurns } from '../turns.js';
 import { contentHash, definitionsHash, definitionsHashInTurns } from './hash.js';
 import { KIND_CODECS, KIND_KEYS, type KindCodec, type SnapshotContent } from './kinds.js';
 import type { DefinitionList, SnapshotMessage } from './messages.js';
+import { canonicalGatewayTls, gatewayTlsFromMessage, type GatewayListenerTls } from './gateway-tls.js';
 
 export { apiMessage, oauthServerMessage, type OAuthServerMessage, type SnapshotMessage } from './messages.js';
 export type { ContentChange, SnapshotContent } from './kinds.js';
+export { canonicalGatewayTls, sameGatewayTls, tlsContextOf, type GatewayListenerTls } from './gateway-tls.js';
 export { contentHash, definitionsHash, deriveDefinitions, editsFrom, keepDefinitionHashes, type DefinitionEdit } from './hash.js';
 export { applyDeltaMessage, applyDeltaMessageInTurns, deltaSize, prepareForDeltas, toDeltaMessage, type DeltaMessage } from './deltas.js';
 
@@ -46,18 +48,38 @@ export function carriedHashKey(defs: Definitions, keyAuthHashKey: string | undef
  * The content a control plane serves for a store state: `defsHash` is definitionsHash(defs) (the store holds it),
  * `keyAuthHashKey` the installation key, carried (and hashed) only when there are key_auth credentials.
  */
-export function snapshotContent(version: number, defs: Definitions, defsHash: string, keyAuthHashKey: string | undefined): SnapshotContent {
+export function snapshotContent(
+  version: number,
+  defs: Definitions,
+  defsHash: string,
+  keyAuthHashKey: string | undefined,
+  gatewayTls?: readonly GatewayListenerTls[],
+): SnapshotContent {
   const key = carriedHashKey(defs, keyAuthHashKey);
-  return { version, hash: contentHash(defsHash, key), defs, ...(key && { keyAuthHashKey: key }) };
+  const tls = gatewayTls?.length ? gatewayTls : undefined;
+  return { version, hash: contentHash(defsHash, key, tls), defs, ...(key && { keyAuthHashKey: key }), ...(tls && { gatewayTls: tls }) };
 }
 
 /**
  * `defsHash`, when the caller already holds definitionsHash(defs) (the store does), is not computed again;
  * `keyAuthHashKey` is carried as carriedHashKey says.
  */
-export function toSnapshotMessage(version: number, defs: Definitions, defsHash?: string, keyAuthHashKey?: string): SnapshotMessage {
+export function toSnapshotMessage(
+  version: number,
+  defs: Definitions,
+  defsHash?: string,
+  keyAuthHashKey?: string,
+  gatewayTls?: readonly GatewayListenerTls[],
+): SnapshotMessage {
   const key = carriedHashKey(defs, keyAuthHashKey);
-  return { version, hash: contentHash(defsHash ?? definitionsHash(defs), key), ...(key && { key_auth_hash_key: key }), ...canonicalBody(defs) };
+  const listeners = canonicalGatewayTls(gatewayTls ?? []);
+  return {
+    version,
+    hash: contentHash(defsHash ?? definitionsHash(defs), key, listeners),
+    ...(key && { key_auth_hash_key: key }),
+    ...(listeners && { gateway_tls: { listeners } }),
+    ...canonicalBody(defs),
+  };
 }
 
 /**
@@ -83,9 +105,10 @@ export function* fromSnapshotMessageInTurns(msg: SnapshotMessage, turn = Infinit
   }
   // The wire's "" is no key.
   const key = msg.key_auth_hash_key || undefined;
-  const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key);
+  const gatewayTls = gatewayTlsFromMessage(msg.gateway_tls);
+  const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key, gatewayTls);
   if (hash !== msg.hash) {
     throw new GatehouseError('VALIDATION_FAILED', `snapshot hash mismatch: message says ${JSON.stringify(msg.hash)}, content is ${hash}`);
   }
-  return { version: Number(msg.version), hash, defs, ...(key && { keyAuthHashKey: key }) };
+  return { version: Number(msg.version), hash, defs, ...(key && { keyAuthHashKey: key }), ...(gatewayTls && { gatewayTls }) };
 }

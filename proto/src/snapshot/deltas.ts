@@ -7,14 +7,17 @@ import type { Definitions } from '../definition/types.js';
 import { LayeredMap } from '../layered-map.js';
 import { allTurns } from '../turns.js';
 import type * as wire from '../wire.js';
+import { canonicalGatewayTls, gatewayTlsFromMessage, sameGatewayTls } from './gateway-tls.js';
 import { contentHash, definitionHash, definitionsHashInTurns, deriveDefinitions, editsFrom, type DefinitionEdit } from './hash.js';
 import { KIND_CODECS, KIND_KEYS, type ContentChange, type KindCodec, type KindKey, type SnapshotContent } from './kinds.js';
 import type { DefinitionList } from './messages.js';
 
 /** SnapshotDelta as plain object (wire.ts): `base` → `version`, upserts by kind (as in SnapshotMessage), removals by name. */
-export interface DeltaMessage extends Omit<wire.SnapshotDelta, DefinitionList | 'key_auth_hash_key'> {
+export interface DeltaMessage extends Omit<wire.SnapshotDelta, DefinitionList | 'key_auth_hash_key' | 'gateway_tls'> {
   /** The key_auth installation key of the content after applying: only when it has key_auth credentials. */
   key_auth_hash_key?: string;
+  /** The Gateway HTTPS listeners after applying, only when they changed (`listeners: []`: none left); absent or null = the base's. */
+  gateway_tls?: wire.GatewayTls | null;
   apis: unknown[];
   oauth_servers: unknown[];
   basic_auth_credentials: unknown[];
@@ -55,6 +58,7 @@ export function toDeltaMessage(base: SnapshotContent, next: SnapshotContent): De
     version: next.version,
     hash: next.hash,
     ...(next.keyAuthHashKey && { key_auth_hash_key: next.keyAuthHashKey }),
+    ...(!sameGatewayTls(base.gatewayTls, next.gatewayTls) && { gateway_tls: { listeners: canonicalGatewayTls(next.gatewayTls ?? []) ?? [] } }),
   } as DeltaMessage;
   const edits = editsFrom(base.defs, next.defs);
   for (const key of KIND_KEYS) {
@@ -237,12 +241,13 @@ export function* applyDeltaMessageInTurns(
   const defs = definitionsOf(versions);
   deriveDefinitions(base.defs, defs, edits);
   const key = delta.key_auth_hash_key || undefined;
-  const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key);
+  const gatewayTls = delta.gateway_tls ? gatewayTlsFromMessage(delta.gateway_tls) : base.gatewayTls;
+  const hash = contentHash(yield* definitionsHashInTurns(defs, turn), key, gatewayTls);
   if (hash !== delta.hash) {
     throw new GatehouseError(
       'VALIDATION_FAILED',
       `snapshot hash mismatch after delta ${base.version} → ${version}: message says ${JSON.stringify(delta.hash)}, content is ${hash}`,
     );
   }
-  return { version, hash, defs, changes, ...(key && { keyAuthHashKey: key }) };
+  return { version, hash, defs, changes, ...(key && { keyAuthHashKey: key }), ...(gatewayTls && { gatewayTls }) };
 }

@@ -18,6 +18,7 @@
 import { hash as digest } from 'node:crypto';
 import type { Definitions } from '../definition/types.js';
 import { allTurns } from '../turns.js';
+import { gatewayTlsDigest, type GatewayListenerTls } from './gateway-tls.js';
 import { KIND_CODECS, KIND_INDEX, KIND_KEYS, type ContentChange, type KindCodec } from './kinds.js';
 import { memoisedMessage } from './messages.js';
 
@@ -134,11 +135,14 @@ function* sumsOfInTurns(defs: Definitions, turn = Infinity): Generator<void, Has
  * The hash a snapshot names: the definitions' hash, and when the snapshot carries the key_auth installation key
  * (exactly when it has key_auth credentials) that key's digest too, so a change of that key alone is a change of
  * content (a data plane holding the old one is sent the whole snapshot, its cache file no longer matches), and a
- * configuration without API keys keeps the hash it had before the key existed.
+ * configuration without API keys keeps the hash it had before the key existed. Gateway HTTPS listeners
+ * (gateway-tls.ts) are covered the same way: a line when there are any, so a rotated certificate is new content.
  */
-export function contentHash(defsHash: string, keyAuthHashKey: string | undefined): string {
-  if (!keyAuthHashKey) return defsHash;
-  return digest('sha256', `${defsHash}\nkey_auth_hash_key ${digest('sha256', keyAuthHashKey, 'hex')}\n`, 'hex');
+export function contentHash(defsHash: string, keyAuthHashKey: string | undefined, gatewayTls?: readonly GatewayListenerTls[]): string {
+  const key = keyAuthHashKey ? `key_auth_hash_key ${digest('sha256', keyAuthHashKey, 'hex')}\n` : '';
+  const tls = gatewayTls?.length ? `gateway_tls ${gatewayTlsDigest(gatewayTls)}\n` : '';
+  if (!key && !tls) return defsHash;
+  return digest('sha256', `${defsHash}\n${key}${tls}`, 'hex');
 }
 
 /** sha256 hex over each kind's count and sum of definition hashes (see the file comment). */

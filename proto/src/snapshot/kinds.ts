@@ -6,6 +6,7 @@
 import { parseApiDefinition, parseBasicAuthCredential, parseKeyAuthCredential, parseOAuthServer } from '../definition/index.js';
 import { isPlainObject } from '../definition/field-path.js';
 import type * as wire from '../wire.js';
+import type { GatewayListenerTls } from './gateway-tls.js';
 import type { ApiDefinition, BasicAuthCredential, Definitions, KeyAuthCredential, OAuthServerDefinition } from '../definition/types.js';
 import {
   apiFromMessage,
@@ -28,6 +29,8 @@ export interface SnapshotContent {
   defs: Definitions;
   /** The key_auth installation key (api-key.ts): present exactly when defs has key_auth credentials. */
   keyAuthHashKey?: string;
+  /** The Gateway API HTTPS listeners, with their keys (gateway-tls.ts): present exactly when there are any. */
+  gatewayTls?: readonly GatewayListenerTls[];
 }
 
 /** What a delta changed, per definition (compile/incremental.ts DefinitionChange): `def` absent = removed. */

@@ -20,9 +20,11 @@ import type { ApiDefinition, HashOn, IntrospectionSettings, JwksSettings, OAuthS
  * the definitions' messages when encoding, and after a data plane's deserializer (grpc.ts lazyDefinitions)
  * their protobuf bytes, decoded one at a time by `decodeDefinition`.
  */
-export interface SnapshotMessage extends Omit<wire.Snapshot, DefinitionList | 'key_auth_hash_key'> {
+export interface SnapshotMessage extends Omit<wire.Snapshot, DefinitionList | 'key_auth_hash_key' | 'gateway_tls'> {
   /** The key_auth installation key: only with key_auth credentials (codec.ts carriedHashKey). */
   key_auth_hash_key?: string;
+  /** Only with Gateway HTTPS listeners (gateway-tls.ts); the wire's null = none. */
+  gateway_tls?: wire.GatewayTls | null;
   apis: unknown[];
   oauth_servers: unknown[];
   /** The credential kinds: omitted when there are none (so configurations without them keep their hash), and then absent from the decoded Definitions. */

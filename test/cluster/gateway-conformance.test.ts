@@ -57,11 +57,23 @@ if (unavailable && process.env.CI === 'true') {
 
 const seconds = (since: number): string => `${((Date.now() - since) / 1000).toFixed(1)} s`;
 
-/** Removes what this file and the suite create; each step tolerates what is already gone. */
-async function removeAll(wait: boolean): Promise<void> {
-  await helm(['uninstall', RELEASE, '-n', NS, `--wait=${wait}`, '--ignore-not-found'], { timeoutMs: 150_000 });
-  await kubectl(['delete', 'gatewayclass', CLASS, '--ignore-not-found', `--wait=${wait}`], { timeoutMs: 60_000 });
-  await kubectl(['delete', 'namespace', NS, ...SUITE_NAMESPACES, '--ignore-not-found', `--wait=${wait}`, '--timeout=150s'], { timeoutMs: 180_000 });
+/**
+ * Removes what this file and the suite create, and waits until it is gone, so that the next test file finds the node
+ * as before; each step tolerates what is already gone. The release goes before its namespace (which holds helm's
+ * record of it: deleted first, the release's cluster-wide RBAC would stay).
+ */
+async function removeAll(): Promise<void> {
+  const release = (async () => {
+    await helm(['uninstall', RELEASE, '-n', NS, '--wait', '--ignore-not-found'], { timeoutMs: 150_000 });
+    await kubectl(['delete', 'namespace', NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 150_000 });
+  })();
+  await Promise.all([
+    release,
+    kubectl(['delete', 'gatewayclass', CLASS, '--ignore-not-found', '--wait=true'], { timeoutMs: 60_000 }),
+    kubectl(['delete', 'namespace', ...SUITE_NAMESPACES, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 150_000 }),
+  ]);
+  const left = await kubectlOk(['get', 'namespace', NS, ...SUITE_NAMESPACES, '--ignore-not-found', '-o', 'name']);
+  if (left.trim() !== '') throw new Error(`still on the node after cleanup: ${left.trim().split('\n').join(', ')}`);
 }
 
 let node: TestNode;
@@ -73,7 +85,7 @@ let node: TestNode;
     console.log(`test node up, images loaded: ${seconds(t0)}`);
     t0 = Date.now();
     // What an earlier run left (a suite namespace still terminating would refuse the suite's objects).
-    await removeAll(true);
+    await removeAll();
     for (const archive of SUITE_IMAGES) {
       const imported = await run('ctr', ['-a', node.containerd, '-n', 'k8s.io', 'images', 'import', archive], { timeoutMs: 120_000 });
       if (imported.code !== 0) throw new Error(`ctr images import ${archive}: ${imported.stderr}`);
@@ -119,7 +131,7 @@ let node: TestNode;
   afterAll(async () => {
     if (!node) return;
     const t0 = Date.now();
-    await removeAll(true);
+    await removeAll();
     console.log(`release, GatewayClass and namespaces removed: ${seconds(t0)}`);
   }, 400_000);
 

@@ -53,6 +53,8 @@ if (unavailable && process.env.CI === 'true') {
   test('the conformance suite can run here', () => {
     throw new Error(`the Gateway API conformance suite cannot run: ${unavailable}`);
   });
+} else if (unavailable) {
+  console.log(`the Gateway API conformance test is skipped: ${unavailable}`);
 }
 
 const seconds = (since: number): string => `${((Date.now() - since) / 1000).toFixed(1)} s`;
@@ -78,7 +80,8 @@ async function removeAll(): Promise<void> {
 
 let node: TestNode;
 
-(unavailable ? describe.skip : describe)(`Gateway API conformance, ${PROFILE} profile, on a one-node cluster`, () => {
+const title = `Gateway API conformance, ${PROFILE} profile, on a one-node cluster`;
+(unavailable ? describe.skip : describe)(unavailable ? `${title} (skipped: ${unavailable})` : title, () => {
   beforeAll(async () => {
     let t0 = Date.now();
     node = await testNode();

@@ -9,7 +9,7 @@
  */
 import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { compareWithBaseline, notPassed, readConformanceProfile } from '../helpers/conformance-report.js';
@@ -30,7 +30,7 @@ const SUITE_NAMESPACES = ['gateway-conformance-infra', 'gateway-conformance-app-
 
 const SUITE_BIN = join(TOOLS_BIN, 'gateway-conformance.test');
 const CRDS_DIR = join(dirname(TOOLS_BIN), 'gateway-api');
-const IMAGES_DIR = process.env.GATEHOUSE_IMAGES_DIR ?? join(dirname(dirname(TOOLS_BIN)), 'images');
+const IMAGES_DIR = process.env.GATEHOUSE_IMAGES_DIR ?? join(homedir(), '.cache', 'gatehouse', 'images');
 /** The suite's echo backend and CoreDNS, under the names its manifests use (scripts/conformance-tools.sh). */
 const SUITE_IMAGES = ['echo-basic.oci.tar', 'conformance-coredns.oci.tar'].map((archive) => join(IMAGES_DIR, archive));
 const ARTIFACTS = join(process.env.GATEHOUSE_TEST_ARTIFACTS ?? join(tmpdir(), 'gatehouse-test-artifacts'), 'conformance');

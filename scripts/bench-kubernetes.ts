@@ -4,7 +4,10 @@
 // run) and how many CRs' statuses a data plane joining and leaving the fleet rewrites.
 // Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
-// Kubernetes-store CPs' --cpu-prof profiles.
+// Kubernetes-store CPs' --cpu-prof profiles, BENCH_CP_NODE_FLAGS node flags added to those CPs (e.g. `--trace-gc`),
+// BENCH_CP_SCRIPT=control-plane/dist/main.js runs tsc's output (a profile then names each library's files),
+// BENCH_CP_LOG=<file> appends every line those CPs print (with `--trace-gc`, each collection and the heap it left).
+import { appendFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -188,7 +191,41 @@ async function statusWritesOfAJoiningDataPlane(
 }
 
 /** A .cpuprofile per Kubernetes-store CP (written when it stops), for Chrome DevTools. */
-const PROFILE_FLAGS = process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : [];
+const PROFILE_FLAGS = [
+  ...(process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : []),
+  ...(process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+];
+
+/**
+ * The CP's RSS and V8 heap in use (its /metrics: prom-client reads v8.getHeapStatistics on each scrape),
+ * sampled every 250 ms until stopped: the peaks, and what the heap held at the last sample.
+ */
+function sampleMemory(cp: ControlPlane): { stop(): Promise<{ peakRssMiB: number; peakHeapMB: number; heapMB: number }> } {
+  let peakRssMiB = 0;
+  let peakHeapMB = 0;
+  let heapMB = 0;
+  let running = true;
+  const sample = async () => {
+    peakRssMiB = Math.max(peakRssMiB, await rssMiB(cp.process.pid));
+    const text = await (await fetch(`${cp.adminUrl}/metrics`)).text();
+    const used = text.split('\n').find((l) => l.startsWith('nodejs_heap_size_used_bytes '));
+    heapMB = Number(used?.split(' ')[1] ?? 0) / 1e6;
+    peakHeapMB = Math.max(peakHeapMB, heapMB);
+  };
+  const loop = (async () => {
+    while (running) {
+      await sample();
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { peakRssMiB, peakHeapMB, heapMB };
+    },
+  };
+}
 
 /** node's flags as the image and the Helm chart run the control plane (controlPlane.maxSemiSpaceSizeMiB). */
 const CP_FLAGS = ['--max-semi-space-size=8'];
@@ -199,6 +236,8 @@ async function timedStart(env: Record<string, string>, name: string, nodeFlags: 
     name,
     env: { ADMIN_PASSWORD: password, ...env },
     nodeFlags: [...CP_FLAGS, ...nodeFlags],
+    script: process.env.BENCH_CP_SCRIPT,
+    onLine: process.env.BENCH_CP_LOG && env.STORE === 'kubernetes' ? (raw) => appendFileSync(process.env.BENCH_CP_LOG!, `${raw}\n`) : undefined,
     dataDir,
     startTimeoutMs: 120_000,
   });
@@ -244,13 +283,25 @@ try {
     const dps = [await startWatchedDataPlane(cp.grpcAddr), await startWatchedDataPlane(cp.grpcAddr)];
     // The writes are timed once the controller has written every new CR's first status (10,000 status writes at 10,000 CRs).
     const settling = performance.now();
+    const memory = sampleMemory(cp);
     await settledVersions(admin.custom);
     // settledVersions returns once two lists 2 s apart agree: both times include that confirming window.
     const settled = performance.now();
+    const { peakRssMiB, peakHeapMB, heapMB } = await memory.stop();
+    if (process.env.BENCH_CP_LOG) {
+      appendFileSync(
+        process.env.BENCH_CP_LOG,
+        `bench: statuses settling from ${Math.round(settling - cpStarted)} to ${Math.round(settled - cpStarted)} ms after the CP's spawn\n`,
+      );
+    }
+    if (process.env.BENCH_CP_PROFILE) {
+      const us = (ms: number) => Math.round((ms - performance.now()) * 1000 + Number(process.hrtime.bigint() / 1000n));
+      console.error(`bench: the CP served at monotonic ${us(cpStarted + ms)} µs; statuses settled between ${us(settling)} and ${us(settled)} µs`);
+    }
     row(
       `statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(settled - cpStarted)} ms after the CP started, ${Math.round(settled - settling)} ms after the DPs did; ` +
         `${(await statusWritesServed(server)) - writesBefore} status PUTs served; CP CPU from serving to settled ${((await cpuSeconds(cp.process.pid)) - cpuAtServing).toFixed(1)} s; ` +
-        `CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`,
+        `CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB (peak ${Math.round(peakRssMiB)}); V8 heap in use peak ${Math.round(peakHeapMB)} MB, ${Math.round(heapMB)} MB when settled (sampled every 250 ms)`,
     );
     const client = await createAdminClient(cp);
     await client.login();

@@ -19,7 +19,8 @@
  * before it is sent, so a burst of status writes cannot flood a shared apiserver.
  */
 import { readFileSync } from 'node:fs';
-import { Agent as HttpsAgent } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import {
   createConfiguration,
   CustomObjectsApi,
@@ -109,4 +110,71 @@ export function kubernetesApi<T>(kubeConfig: KubeConfig, timeoutMs: number, Api:
       ],
     }),
   );
+}
+
+/** An apiserver answer other than 2xx; `code` is its HTTP status, as on client-node's ApiException. */
+export class KubernetesApiError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The most of an error answer read for its message. */
+const ERROR_BODY_MAX = 64 * 1024;
+
+/**
+ * PUTs a JSON object to an apiserver path (`/apis/…/status`) and reads the answer for its HTTP status
+ * only: the status writes, by the thousand when CRs are new, whose answer (the whole CR, which the
+ * watch delivers again) client-node would parse and its request machinery wrap (node-fetch, its
+ * RequestContext): most of the CP's time and garbage while it writes them. The same timeout, pooled
+ * connections and rate limit as kubernetesApi's; the kubeconfig (the bearer token) applied per request
+ * through client-node's public applyToHTTPSOptions. A 409 (the resourceVersion sent is stale) and any
+ * other error reject with a KubernetesApiError carrying the apiserver's message.
+ */
+export function jsonPutter(kubeConfig: KubeConfig, timeoutMs: number, limiter?: RateLimiter): (path: string, body: object) => Promise<void> {
+  const cluster = kubeConfig.getCurrentCluster();
+  if (!cluster) throw new Error('the kubeconfig names no current cluster');
+  const config = withTlsFilesRead(kubeConfig);
+  const send = new URL(cluster.server).protocol === 'http:' ? httpRequest : httpsRequest;
+  let pool: HttpsAgent | undefined;
+  return async (path, body) => {
+    await limiter?.take();
+    const applied: RequestOptions = {};
+    await config.applyToHTTPSOptions(applied);
+    // The TLS settings are the agent's (as client-node's requests take them): not repeated per request.
+    let agent = applied.agent;
+    if (agent?.constructor === HttpsAgent) agent = pool ??= new HttpsAgent({ ...(agent as HttpsAgent).options, keepAlive: true });
+    const payload = JSON.stringify(body);
+    const headers = { ...applied.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
+    await new Promise<void>((resolve, reject) => {
+      const req = send(`${cluster.server}${path}`, { method: 'PUT', agent, auth: applied.auth, headers, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
+        const code = res.statusCode ?? 0;
+        res.on('error', reject);
+        if (code >= 200 && code < 300) {
+          res.on('end', resolve).resume();
+          return;
+        }
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (text.length < ERROR_BODY_MAX) text += chunk;
+        });
+        res.on('end', () => reject(new KubernetesApiError(code, `PUT ${path}: HTTP ${code}: ${apiserverMessage(text)}`)));
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  };
+}
+
+/** The message of an apiserver Status object, else the start of the text. */
+function apiserverMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { message?: unknown }).message;
+    if (typeof message === 'string') return message;
+  } catch {}
+  return text.slice(0, 200);
 }

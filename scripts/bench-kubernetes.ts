@@ -1,6 +1,7 @@
 // `npm run bench:kubernetes`: the Kubernetes store on a real kube-apiserver + etcd (scripts/test-tools.sh).
-// Prints, at each size: informer initial sync time and CP RSS, and admin write → all DPs serving (median,
-// p99) with the CP's CPU per write; at the first size also the file store's writes (the baseline of the
+// Prints, at each size: informer initial sync time and CP RSS; the time until every CR's status settled with
+// the status PUTs, the CP's and kube-apiserver's CPU, the CP's RSS and heap meanwhile; admin write → all DPs
+// serving (median, p99) with the CP's CPU per write; at the first size also the file store's writes (the baseline of the
 // run) and how many CRs' statuses a data plane joining and leaving the fleet rewrites.
 // Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the

@@ -129,7 +129,7 @@ test('a status write sends the status alone: the spec, labels and annotations st
     retryBaseMs: 500,
     events: { touched: () => {}, relisted: () => {}, secretChanged: () => {}, closed: () => closed },
   });
-  const ctx = { putJson: jsonPutter(admin.config, 10_000), namespace: NAMESPACE, informers };
+  const ctx = { putJson: jsonPutter(admin.config, 10_000)!, api: customObjectsApi(admin.config, 10_000), namespace: NAMESPACE, informers };
   const cached = () => informers.crs(KINDS[0]).get('status-only', NAMESPACE);
   try {
     await informers.synced();

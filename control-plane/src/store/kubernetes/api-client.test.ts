@@ -109,7 +109,7 @@ test('jsonPutter: a JSON PUT on a kept-alive connection with the current token, 
   arrivals.length = 0;
   const token = { value: 'first' };
   const limiter = createRateLimiter({ qps: 5, burst: 1 });
-  const put = jsonPutter(kubeConfigWithToken(token), 5000, limiter);
+  const put = jsonPutter(kubeConfigWithToken(token), 5000, limiter)!;
   const started = performance.now();
   await put('/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/a/status', { status: { n: 1 } });
   token.value = 'second';

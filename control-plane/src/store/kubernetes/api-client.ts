@@ -19,7 +19,6 @@
  * before it is sent, so a burst of status writes cannot flood a shared apiserver.
  */
 import { readFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import {
   createConfiguration,
@@ -122,6 +121,8 @@ export class KubernetesApiError extends Error {
   }
 }
 
+export type JsonPutter = (path: string, body: object) => Promise<void>;
+
 /** The most of an error answer read for its message. */
 const ERROR_BODY_MAX = 64 * 1024;
 
@@ -132,13 +133,14 @@ const ERROR_BODY_MAX = 64 * 1024;
  * RequestContext): most of the CP's time and garbage while it writes them. The same timeout, pooled
  * connections and rate limit as kubernetesApi's; the kubeconfig (the bearer token) applied per request
  * through client-node's public applyToHTTPSOptions. A 409 (the resourceVersion sent is stale) and any
- * other error reject with a KubernetesApiError carrying the apiserver's message.
+ * other error reject with a KubernetesApiError carrying the apiserver's message. HTTPS only: undefined for
+ * an apiserver on plain HTTP (client-node's own call then).
  */
-export function jsonPutter(kubeConfig: KubeConfig, timeoutMs: number, limiter?: RateLimiter): (path: string, body: object) => Promise<void> {
+export function jsonPutter(kubeConfig: KubeConfig, timeoutMs: number, limiter?: RateLimiter): JsonPutter | undefined {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig names no current cluster');
+  if (new URL(cluster.server).protocol !== 'https:') return undefined;
   const config = withTlsFilesRead(kubeConfig);
-  const send = new URL(cluster.server).protocol === 'http:' ? httpRequest : httpsRequest;
   let pool: HttpsAgent | undefined;
   return async (path, body) => {
     await limiter?.take();
@@ -150,20 +152,24 @@ export function jsonPutter(kubeConfig: KubeConfig, timeoutMs: number, limiter?: 
     const payload = JSON.stringify(body);
     const headers = { ...applied.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
     await new Promise<void>((resolve, reject) => {
-      const req = send(`${cluster.server}${path}`, { method: 'PUT', agent, auth: applied.auth, headers, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
-        const code = res.statusCode ?? 0;
-        res.on('error', reject);
-        if (code >= 200 && code < 300) {
-          res.on('end', resolve).resume();
-          return;
-        }
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          if (text.length < ERROR_BODY_MAX) text += chunk;
-        });
-        res.on('end', () => reject(new KubernetesApiError(code, `PUT ${path}: HTTP ${code}: ${apiserverMessage(text)}`)));
-      });
+      const req = httpsRequest(
+        `${cluster.server}${path}`,
+        { method: 'PUT', agent, auth: applied.auth, headers, signal: AbortSignal.timeout(timeoutMs) },
+        (res) => {
+          const code = res.statusCode ?? 0;
+          res.on('error', reject);
+          if (code >= 200 && code < 300) {
+            res.on('end', resolve).resume();
+            return;
+          }
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => {
+            if (text.length < ERROR_BODY_MAX) text += chunk;
+          });
+          res.on('end', () => reject(new KubernetesApiError(code, `PUT ${path}: HTTP ${code}: ${apiserverMessage(text)}`)));
+        },
+      );
       req.on('error', reject);
       req.end(payload);
     });

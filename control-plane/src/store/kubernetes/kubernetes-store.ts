@@ -181,7 +181,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       if (failing.length > 0) throw unavailable(`kubernetes watch of ${failing.join(', ')} is failing`);
     },
 
-    patchStatus: (resource, metadataName, status) => writeStatus({ putJson, namespace, informers }, resource, metadataName, status),
+    patchStatus: (resource, metadataName, status) => writeStatus({ putJson, api, namespace, informers }, resource, metadataName, status),
 
     async close() {
       await queue.close();

@@ -2,19 +2,29 @@
  * Writing a CR's status (the controller decides what it says): the status subresource only, never the
  * spec, so a status write cannot change a snapshot.
  */
+import type { CustomObjectsApi } from '@kubernetes/client-node';
+import type { JsonPutter } from './api-client.js';
 import { GROUP, VERSION, type ResourceKind } from './crds.js';
 import type { StoreInformers } from './informers.js';
-import { KINDS, unavailable, type CustomResource } from './kinds.js';
+import { KINDS, crTarget, unavailable, type CustomResource } from './kinds.js';
 
 export async function writeStatus(
-  ctx: { putJson(path: string, body: object): Promise<void>; namespace: string; informers: StoreInformers },
+  /** putJson: the status writer (api-client.ts); undefined (an apiserver on plain HTTP): client-node's call. */
+  ctx: { putJson: JsonPutter | undefined; api: CustomObjectsApi; namespace: string; informers: StoreInformers },
   resource: ResourceKind,
   metadataName: string,
   status: Record<string, unknown>,
 ): Promise<void> {
   const kind = KINDS.find((k) => k.resource === resource)!;
-  const path = `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(ctx.namespace)}/${kind.resource.plural}/${encodeURIComponent(metadataName)}/status`;
-  await ctx.putJson(path, statusBody(ctx.informers.crs(kind).get(metadataName, ctx.namespace), status));
+  const body = statusBody(ctx.informers.crs(kind).get(metadataName, ctx.namespace), status);
+  if (!ctx.putJson) {
+    await ctx.api.replaceNamespacedCustomObjectStatus({ ...crTarget(ctx.namespace, kind), name: metadataName, body });
+    return;
+  }
+  await ctx.putJson(
+    `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(ctx.namespace)}/${kind.resource.plural}/${encodeURIComponent(metadataName)}/status`,
+    body,
+  );
 }
 
 /**

@@ -130,7 +130,8 @@ const ERROR_BODY_MAX = 64 * 1024;
  * PUTs a JSON object to an apiserver path (`/apis/…/status`) and reads the answer for its HTTP status
  * only: the status writes, by the thousand when CRs are new, whose answer (the whole CR, which the
  * watch delivers again) client-node would parse and its request machinery wrap (node-fetch, its
- * RequestContext): most of the CP's time and garbage while it writes them. The same timeout, pooled
+ * RequestContext): 29 % of the CP's busy time while 10,000 first statuses were written (--cpu-prof under
+ * bench:kubernetes), the parse of the answer alone 5.5 %. The same timeout, pooled
  * connections and rate limit as kubernetesApi's; the kubeconfig (the bearer token) applied per request
  * through client-node's public applyToHTTPSOptions. A 409 (the resourceVersion sent is stale) and any
  * other error reject with a KubernetesApiError carrying the apiserver's message. HTTPS only: undefined for

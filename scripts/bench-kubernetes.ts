@@ -191,21 +191,37 @@ async function lastChange(admin: KubeClients, atLeast: number): Promise<{ quiet:
   })) as { metadata: { resourceVersion: string } };
   let changes = 0;
   let last = performance.now();
-  const watching = await new Watch(admin.config).watch(
-    `/apis/gatehouse.dev/v1alpha1/namespaces/${NAMESPACE}/apidefinitions`,
-    { resourceVersion: metadata.resourceVersion },
-    (type: string) => {
-      if (type !== 'MODIFIED') return;
-      changes++;
-      last = performance.now();
-    },
-    () => undefined,
-  );
+  let resourceVersion = metadata.resourceVersion;
+  let watching: AbortController | undefined;
+  let done = false;
+  // The apiserver ends a watch that falls behind (50,000 events): it goes on from the last event seen.
+  const watch = async (): Promise<void> => {
+    watching = await new Watch(admin.config).watch(
+      `/apis/gatehouse.dev/v1alpha1/namespaces/${NAMESPACE}/apidefinitions`,
+      { resourceVersion },
+      (type: string, obj: { code?: number; metadata?: { resourceVersion?: string } }) => {
+        // 410 Gone: the events since are compacted away; from now on, counting every change as seen.
+        if (type === 'ERROR' && obj.code === 410) {
+          resourceVersion = '';
+          changes = Math.max(changes, atLeast);
+        }
+        resourceVersion = obj.metadata?.resourceVersion ?? resourceVersion;
+        if (type !== 'MODIFIED') return;
+        changes++;
+        last = performance.now();
+      },
+      () => {
+        if (!done) setTimeout(() => void watch(), 100);
+      },
+    );
+  };
+  await watch();
   const quiet = new Promise<number>((resolve) => {
     const timer = setInterval(() => {
       if (changes < atLeast || performance.now() - last < 2000) return;
       clearInterval(timer);
-      watching.abort();
+      done = true;
+      watching?.abort();
       resolve(last);
     }, 100);
   });

@@ -1,10 +1,14 @@
 // `npm run bench:kubernetes`: the Kubernetes store on a real kube-apiserver + etcd (scripts/test-tools.sh).
-// Prints, at each size: informer initial sync time and CP RSS, and admin write → all DPs serving (median,
-// p99) with the CP's CPU per write; at the first size also the file store's writes (the baseline of the
+// Prints, at each size: informer initial sync time and CP RSS; the time until every CR's status settled with
+// the status PUTs, the CP's and kube-apiserver's CPU, the CP's RSS and heap meanwhile; admin write → all DPs
+// serving (median, p99) with the CP's CPU per write; at the first size also the file store's writes (the baseline of the
 // run) and how many CRs' statuses a data plane joining and leaving the fleet rewrites.
 // Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
-// Kubernetes-store CPs' --cpu-prof profiles.
+// Kubernetes-store CPs' --cpu-prof profiles, BENCH_CP_NODE_FLAGS node flags added to those CPs (e.g. `--trace-gc`),
+// BENCH_CP_SCRIPT=control-plane/dist/main.js runs tsc's output (a profile then names each library's files),
+// BENCH_CP_LOG=<file> appends every line those CPs print (with `--trace-gc`, each collection and the heap it left).
+import { appendFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,12 +16,13 @@ import { randomBytes } from 'node:crypto';
 import { parseApiDefinition } from '#proto/definition/index';
 import { createLogger } from '#proto/logger';
 import { openFileStore } from '../control-plane/dist/store/file-store.js';
-import type { CustomObjectsApi } from '@kubernetes/client-node';
+import { Watch, type CustomObjectsApi } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
 import { apiDefinition } from '../test/helpers/api-definition.js';
-import { controlPlaneIdentity, installCrds, kubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
+import { imageEnv } from './image-env.mjs';
+import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
 import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
-import { startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
+import { apiServerCpuSeconds, startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
 import { startControlPlane, type ControlPlane } from '../test/helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane.js';
 
@@ -171,6 +176,58 @@ async function settledVersions(custom: CustomObjectsApi): Promise<Map<string, st
   throw new Error('CR statuses still changing after 10 minutes');
 }
 
+/**
+ * When the last ApiDefinition change came, seen by a watch started now: resolves once `atLeast` changes
+ * came and then none for 2 s. Cheaper than lists of every CR (which, every 2 s, cost the apiserver and
+ * this process more than the status writes being waited for), and exact to the event.
+ */
+async function lastChange(admin: KubeClients, atLeast: number): Promise<{ quiet: Promise<number> }> {
+  const { metadata } = (await admin.custom.listNamespacedCustomObject({
+    group: 'gatehouse.dev',
+    version: 'v1alpha1',
+    namespace: NAMESPACE,
+    plural: 'apidefinitions',
+    limit: 1,
+  })) as { metadata: { resourceVersion: string } };
+  let changes = 0;
+  let last = performance.now();
+  let resourceVersion = metadata.resourceVersion;
+  let watching: AbortController | undefined;
+  let done = false;
+  // The apiserver ends a watch that falls behind (50,000 events): it goes on from the last event seen.
+  const watch = async (): Promise<void> => {
+    watching = await new Watch(admin.config).watch(
+      `/apis/gatehouse.dev/v1alpha1/namespaces/${NAMESPACE}/apidefinitions`,
+      { resourceVersion },
+      (type: string, obj: { code?: number; metadata?: { resourceVersion?: string } }) => {
+        // 410 Gone: the events since are compacted away; from now on, counting every change as seen.
+        if (type === 'ERROR' && obj.code === 410) {
+          resourceVersion = '';
+          changes = Math.max(changes, atLeast);
+        }
+        resourceVersion = obj.metadata?.resourceVersion ?? resourceVersion;
+        if (type !== 'MODIFIED') return;
+        changes++;
+        last = performance.now();
+      },
+      () => {
+        if (!done) setTimeout(() => void watch(), 100);
+      },
+    );
+  };
+  await watch();
+  const quiet = new Promise<number>((resolve) => {
+    const timer = setInterval(() => {
+      if (changes < atLeast || performance.now() - last < 2000) return;
+      clearInterval(timer);
+      done = true;
+      watching?.abort();
+      resolve(last);
+    }, 100);
+  });
+  return { quiet };
+}
+
 /** CRs whose resourceVersion changed while one more data plane connected, synced, and left (status writes only: no spec changes). */
 async function statusWritesOfAJoiningDataPlane(
   custom: CustomObjectsApi,
@@ -188,7 +245,41 @@ async function statusWritesOfAJoiningDataPlane(
 }
 
 /** A .cpuprofile per Kubernetes-store CP (written when it stops), for Chrome DevTools. */
-const PROFILE_FLAGS = process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : [];
+const PROFILE_FLAGS = [
+  ...(process.env.BENCH_CP_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CP_PROFILE}`] : []),
+  ...(process.env.BENCH_CP_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+];
+
+/**
+ * The CP's RSS and V8 heap in use (its /metrics: prom-client reads v8.getHeapStatistics on each scrape),
+ * sampled every 250 ms until stopped: the peaks, and what the heap held at the last sample.
+ */
+function sampleMemory(cp: ControlPlane): { stop(): Promise<{ peakRssMiB: number; peakHeapMB: number; heapMB: number }> } {
+  let peakRssMiB = 0;
+  let peakHeapMB = 0;
+  let heapMB = 0;
+  let running = true;
+  const sample = async () => {
+    peakRssMiB = Math.max(peakRssMiB, await rssMiB(cp.process.pid));
+    const text = await (await fetch(`${cp.adminUrl}/metrics`)).text();
+    const used = text.split('\n').find((l) => l.startsWith('nodejs_heap_size_used_bytes '));
+    heapMB = Number(used?.split(' ')[1] ?? 0) / 1e6;
+    peakHeapMB = Math.max(peakHeapMB, heapMB);
+  };
+  const loop = (async () => {
+    while (running) {
+      await sample();
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { peakRssMiB, peakHeapMB, heapMB };
+    },
+  };
+}
 
 /** node's flags as the image and the Helm chart run the control plane (controlPlane.maxSemiSpaceSizeMiB). */
 const CP_FLAGS = ['--max-semi-space-size=8'];
@@ -197,8 +288,11 @@ async function timedStart(env: Record<string, string>, name: string, nodeFlags: 
   const started = performance.now();
   const cp = await startControlPlane({
     name,
-    env: { ADMIN_PASSWORD: password, ...env },
+    // As the image runs it (deploy/Dockerfile's ENV: NODE_ENV, glibc's malloc settings), as npm run bench does.
+    env: { ...imageEnv(), ADMIN_PASSWORD: password, ...env },
     nodeFlags: [...CP_FLAGS, ...nodeFlags],
+    script: process.env.BENCH_CP_SCRIPT,
+    onLine: process.env.BENCH_CP_LOG && env.STORE === 'kubernetes' ? (raw) => appendFileSync(process.env.BENCH_CP_LOG!, `${raw}\n`) : undefined,
     dataDir,
     startTimeoutMs: 120_000,
   });
@@ -235,8 +329,10 @@ try {
     const created = performance.now();
     await createCrs(admin.custom, have, size);
     console.error(`bench: ${size - have} CRs created in ${Math.round(performance.now() - created)} ms`);
-    const cpStarted = performance.now();
     const writesBefore = await statusWritesServed(server);
+    // The CRs just created have no status yet: each is written at least once.
+    const watched = await lastChange(admin, size - have);
+    const cpStarted = performance.now();
     const { cp, ms } = await timedStart(k8sEnv, `cp-${size}`, PROFILE_FLAGS);
     const cpuAtServing = await cpuSeconds(cp.process.pid);
     row(`informer initial sync (process start → serving) @ ${size} CRs: ${Math.round(ms)} ms; CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`);
@@ -244,13 +340,29 @@ try {
     const dps = [await startWatchedDataPlane(cp.grpcAddr), await startWatchedDataPlane(cp.grpcAddr)];
     // The writes are timed once the controller has written every new CR's first status (10,000 status writes at 10,000 CRs).
     const settling = performance.now();
+    const apiServerCpuBefore = await apiServerCpuSeconds(server);
+    const memory = sampleMemory(cp);
+    const lastWritten = await watched.quiet;
     await settledVersions(admin.custom);
     // settledVersions returns once two lists 2 s apart agree: both times include that confirming window.
     const settled = performance.now();
+    const { peakRssMiB, peakHeapMB, heapMB } = await memory.stop();
+    if (process.env.BENCH_CP_LOG) {
+      appendFileSync(
+        process.env.BENCH_CP_LOG,
+        `bench: statuses settling from ${Math.round(settling - cpStarted)} to ${Math.round(settled - cpStarted)} ms after the CP's spawn\n`,
+      );
+    }
+    if (process.env.BENCH_CP_PROFILE) {
+      const us = (ms: number) => Math.round((ms - performance.now()) * 1000 + Number(process.hrtime.bigint() / 1000n));
+      console.error(`bench: the CP served at monotonic ${us(cpStarted + ms)} µs; statuses settled between ${us(settling)} and ${us(settled)} µs`);
+    }
     row(
-      `statuses settled @ ${size} CRs (2 DPs connected): ${Math.round(settled - cpStarted)} ms after the CP started, ${Math.round(settled - settling)} ms after the DPs did; ` +
-        `${(await statusWritesServed(server)) - writesBefore} status PUTs served; CP CPU from serving to settled ${((await cpuSeconds(cp.process.pid)) - cpuAtServing).toFixed(1)} s; ` +
-        `CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB`,
+      `statuses settled @ ${size} CRs (2 DPs connected): last status change ${Math.round(lastWritten - cpStarted)} ms after the CP started, ${Math.round(lastWritten - settling)} ms after the DPs did; ` +
+        `confirmed by two lists 2 s apart ${Math.round(settled - cpStarted)} ms after the CP started; ` +
+        `${(await statusWritesServed(server)) - writesBefore} status PUTs served; CP CPU from serving to settled ${((await cpuSeconds(cp.process.pid)) - cpuAtServing).toFixed(1)} s ` +
+        `(kube-apiserver's from the DPs' start ${((await apiServerCpuSeconds(server)) - apiServerCpuBefore).toFixed(1)} s); ` +
+        `CP RSS ${Math.round(await rssMiB(cp.process.pid))} MiB (peak ${Math.round(peakRssMiB)}); V8 heap in use peak ${Math.round(peakHeapMB)} MB, ${Math.round(heapMB)} MB when settled (sampled every 250 ms)`,
     );
     const client = await createAdminClient(cp);
     await client.login();

@@ -200,6 +200,18 @@ export async function statusWritesServed(server: Pick<KubeApiServer, 'url' | 'ca
     .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
 }
 
+/** kube-apiserver's own CPU seconds so far (its process_cpu_seconds_total). */
+export async function apiServerCpuSeconds(server: Pick<KubeApiServer, 'url' | 'caPem' | 'adminToken'>): Promise<number> {
+  const { status, body } = await call(`${server.url}/metrics`, { token: server.adminToken, ca: server.caPem });
+  if (status !== 200) throw new Error(`GET /metrics: ${status}`);
+  return Number(
+    body
+      .split('\n')
+      .find((line) => line.startsWith('process_cpu_seconds_total '))
+      ?.split(' ')[1] ?? Number.NaN,
+  );
+}
+
 /** Polls `probe` until true; fails at once when the process exits, or at the deadline. */
 async function waitReady(child: Child, what: string, probe: () => Promise<boolean>, timeoutMs: number, logs: () => string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -34,6 +34,10 @@ export interface StartControlPlaneOptions {
   startTimeoutMs?: number;
   /** Node flags before the script (e.g. --cpu-prof, which NODE_OPTIONS does not take). */
   nodeFlags?: readonly string[];
+  /** Another build of the CP (the benchmarks' BENCH_CP_SCRIPT, e.g. tsc's control-plane/dist/main.js); default the bundle. */
+  script?: string;
+  /** Sees every line the CP prints, as it comes. */
+  onLine?: (raw: string) => void;
 }
 
 export interface ControlPlane {
@@ -81,11 +85,12 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const launch = (ports: { admin: string; grpc: string }): Promise<ServiceProcess> =>
     spawnService({
       name,
-      script: CONTROL_PLANE_SCRIPT,
+      script: options.script ?? CONTROL_PLANE_SCRIPT,
       env: { ADMIN_PORT: ports.admin, GRPC_PORT: ports.grpc, ...baseEnv },
       nodeFlags: options.nodeFlags,
       listeners: ['admin', 'grpc'],
       startTimeoutMs: options.startTimeoutMs,
+      onLine: options.onLine,
     });
 
   let current = await launch({ admin: '0', grpc: '0' });

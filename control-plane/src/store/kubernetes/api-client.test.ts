@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createTestCertificates, type CertificateFiles } from '../../../../test/helpers/test-certificates.js';
-import { createRateLimiter, customObjectsApi } from './api-client.js';
+import { createRateLimiter, customObjectsApi, jsonPutter } from './api-client.js';
 
 /** A TLS server standing in for the apiserver's list endpoint: counts TLS connections and the bearer tokens it saw. */
 let certs: CertificateFiles;
@@ -14,12 +14,22 @@ let connections = 0;
 const tokens: string[] = [];
 /** When each request arrived (performance.now()). */
 const arrivals: number[] = [];
+/** Every request as received. */
+const puts: Array<{ method: string; url: string; type: string; body: string }> = [];
 
 beforeAll(async () => {
   certs = await createTestCertificates();
-  server = createServer({ cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) }, (req, res) => {
+  server = createServer({ cert: await readFile(certs.serverCert), key: await readFile(certs.serverKey) }, async (req, res) => {
     tokens.push(String(req.headers.authorization));
     arrivals.push(performance.now());
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    puts.push({ method: req.method!, url: req.url!, type: String(req.headers['content-type']), body });
+    if (req.url?.includes('/conflicted/')) {
+      res.writeHead(409, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', code: 409, message: 'the object has been modified' }));
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ apiVersion: 'gatehouse.dev/v1alpha1', kind: 'ApiDefinitionList', metadata: {}, items: [] }));
   });
@@ -90,4 +100,30 @@ test('with a rate limit, a burst goes at once and the rest wait for their tokens
   // 2 from the burst, then one per 200 ms: the 3rd no sooner than 200 ms, the 6th than 800 ms (lower bounds: load only delays).
   expect(sorted[2]!).toBeGreaterThanOrEqual(195);
   expect(sorted[5]!).toBeGreaterThanOrEqual(795);
+});
+
+test('jsonPutter: a JSON PUT on a kept-alive connection with the current token, through the shared limiter; a refusal rejects with its code and message', async () => {
+  connections = 0;
+  tokens.length = 0;
+  puts.length = 0;
+  arrivals.length = 0;
+  const token = { value: 'first' };
+  const limiter = createRateLimiter({ qps: 5, burst: 1 });
+  const put = jsonPutter(kubeConfigWithToken(token), 5000, limiter)!;
+  const started = performance.now();
+  await put('/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/a/status', { status: { n: 1 } });
+  token.value = 'second';
+  await put('/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/b/status', { status: { n: 2 } });
+  await expect(put('/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/conflicted/status', {})).rejects.toMatchObject({
+    code: 409,
+    message: expect.stringContaining('the object has been modified'),
+  });
+  expect(connections).toBe(1);
+  expect(tokens).toEqual(['Bearer first', 'Bearer second', 'Bearer second']);
+  expect(puts.slice(0, 2)).toEqual([
+    { method: 'PUT', url: '/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/a/status', type: 'application/json', body: '{"status":{"n":1}}' },
+    { method: 'PUT', url: '/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/b/status', type: 'application/json', body: '{"status":{"n":2}}' },
+  ]);
+  // Burst 1 at 5 a second: the third request no sooner than 400 ms after the first.
+  expect(arrivals[2]! - started).toBeGreaterThanOrEqual(395);
 });

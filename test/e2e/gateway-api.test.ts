@@ -689,16 +689,21 @@ test('Gateways and routes in other namespaces: allowedRoutes Same (the default),
   expect(await verdicts('team-blue')).toEqual({ same: 'NotAllowedByListeners', all: 'Accepted', red: 'NotAllowedByListeners' });
   // all.test takes the routes of all three namespaces; the oldest holds the identical match.
   expect([0, 1, 2]).toContain(await reached('all.test'));
-  const listeners = await pollUntil(
-    async () => {
-      const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: 'infra', plural: 'gateways', name: 'shared' })) as {
-        status?: { listeners?: Array<{ name: string; attachedRoutes: number }> };
-      };
-      return got.status?.listeners?.length === 3 ? got.status.listeners : undefined;
-    },
-    { what: 'infra/shared listeners', timeoutMs: 20_000, details: logs },
-  );
-  expect(Object.fromEntries(listeners.map((l) => [l.name, l.attachedRoutes]))).toEqual({ same: 1, all: 3, red: 1 });
+  // The Gateway's status is written beside the routes' and may lag them by a reconcile (a 409 on a cached
+  // resourceVersion is retried by the next event), so its counts are awaited, not read once.
+  const attachedCounts = (expected: Record<string, number>) =>
+    pollUntil(
+      async () => {
+        const got = (await admin.custom.getNamespacedCustomObject({ group: GROUP, version: 'v1', namespace: 'infra', plural: 'gateways', name: 'shared' })) as {
+          status?: { listeners?: Array<{ name: string; attachedRoutes: number }> };
+        };
+        const counts = Object.fromEntries((got.status?.listeners ?? []).map((l) => [l.name, l.attachedRoutes]));
+        if (JSON.stringify(counts) !== JSON.stringify(expected)) throw new Error(`attachedRoutes ${JSON.stringify(counts)}`);
+        return counts;
+      },
+      { what: `infra/shared attachedRoutes ${JSON.stringify(expected)}`, timeoutMs: 20_000, details: logs },
+    );
+  await attachedCounts({ same: 1, all: 3, red: 1 });
   // Relabelling a namespace moves its route: team-blue joins the red listener (team-red's route, which would
   // hold the identical match there, removed first).
   await admin.objects.delete({ apiVersion: `${GROUP}/v1`, kind: 'HTTPRoute', metadata: { name: 'multi', namespace: 'team-red' } });

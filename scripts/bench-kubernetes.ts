@@ -4,7 +4,8 @@
 // run) and how many CRs' statuses a data plane joining and leaving the fleet rewrites.
 // Not a test: nothing here passes or fails. The services log at info: the test helpers wait for their "listening" lines. BENCH_WRITES sets the number of timed writes (default 50),
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
-// Kubernetes-store CPs' --cpu-prof profiles.
+// Kubernetes-store CPs' --cpu-prof profiles. BENCH_GATEWAY_ROUTES=1000 adds the Gateway API section, first
+// (scripts/bench-gateway-api.ts); BENCH_SIZES= (empty) leaves the CR sizes out.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,10 +21,14 @@ import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
 import { startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
 import { startControlPlane, type ControlPlane } from '../test/helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane.js';
+import { benchGatewayApi } from './bench-gateway-api.js';
 
 const NAMESPACE = 'bench';
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
-const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
+const SIZES = (process.env.BENCH_SIZES ?? '1000,10000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const password = randomBytes(12).toString('hex');
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -229,6 +234,7 @@ try {
   const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false' };
   // Each row as soon as it is measured: a run that fails later keeps what it had.
   const row = (line: string) => console.log(line);
+  await benchGatewayApi(server, admin, { row, cpNodeFlags: [...CP_FLAGS, ...PROFILE_FLAGS], password });
 
   for (const size of SIZES) {
     const have = await existingCrs(admin.custom);

@@ -31,6 +31,11 @@ const CHANGES = Number(process.env.BENCH_GATEWAY_CHANGES ?? 30);
 const host = (i: number) => `www.benchmark-${i % HOSTS}.example`;
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** CLOCK_MONOTONIC µs, the clock of a .cpuprofile's startTime: a window printed with BENCH_CP_PROFILE. */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+const profileWindow = (what: string, fromUs: number) => {
+  if (process.env.BENCH_CP_PROFILE) console.error(`bench: gateway api ${what} between monotonic ${fromUs} and ${monotonicUs()} µs`);
+};
 
 /** Creates what `make(i)` gives for i in [0, n), 16 at a time. */
 async function createAll(admin: KubeClients, n: number, make: (i: number) => KubernetesObject): Promise<void> {
@@ -182,6 +187,7 @@ export async function benchGatewayApi(
 
   const putsBefore = await statusPuts(server);
   const started = performance.now();
+  const startedUs = monotonicUs();
   const cp = await startControlPlane({
     name: 'cp-gateway-api',
     env: {
@@ -245,6 +251,7 @@ export async function benchGatewayApi(
         `DP RSS ${(await Promise.all(dps.map(({ dp }) => rssMiB(dp.process.pid)))).map(Math.round).join(', ')} MiB`,
     );
     await settling;
+    profileWindow('start until statuses settled', startedUs);
     // Status writes still under way after every route is Accepted would show here (a write storm).
     await sleep(2000);
     const putsSettled = await statusPuts(server);
@@ -256,7 +263,9 @@ export async function benchGatewayApi(
 
     // Idle: the CP's periodic status resync (every 10 s) over 30 s, and the status PUTs it makes.
     const idleCpu = await cpuSeconds(cpPid);
+    const idleFrom = monotonicUs();
     await sleep(30_000);
+    profileWindow('idle', idleFrom);
     row(
       `gateway api @ ${ROUTES} HTTPRoutes, idle 30 s: CP CPU ${(((await cpuSeconds(cpPid)) - idleCpu) * 1000).toFixed(0)} ms, ${(await statusPuts(server)) - putsSettled} status PUTs`,
     );
@@ -265,6 +274,7 @@ export async function benchGatewayApi(
     const times: Record<string, number[]> = { create: [], path: [], backend: [] };
     const putsBeforeChanges = await statusPuts(server);
     const cpuBefore = await cpuSeconds(cpPid);
+    const changesFrom = monotonicUs();
     for (let c = 0; c < CHANGES; c++) {
       const kind = (['create', 'path', 'backend'] as const)[c % 3];
       const i = kind === 'create' ? ROUTES + c : c; // route-c, changed once
@@ -316,6 +326,7 @@ export async function benchGatewayApi(
       times[kind].push(performance.now() - t0);
     }
     const cpuMs = (((await cpuSeconds(cpPid)) - cpuBefore) * 1000) / CHANGES;
+    profileWindow('changes', changesFrom);
     await sleep(2000);
     const all = Object.values(times)
       .flat()

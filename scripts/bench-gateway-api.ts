@@ -223,14 +223,16 @@ export async function benchGatewayApi(
     // Every route answered through both DPs by the upstream its Service points at: the routes a DP holds may
     // still wait for their Service's endpoints (503), so the sweep repeats over the routes not yet answered.
     const sweeps: number[] = [];
+    let lastSweepFrom = 0;
     let wrong: string[] = [];
     for (let pending = dps.flatMap(({ dp }) => Array.from({ length: ROUTES }, (_, i) => ({ dp, i }))); pending.length; ) {
       if (sweeps.length >= 300) throw new Error(`${pending.length} routes not served as written after 300 sweeps, e.g. ${wrong.slice(0, 3).join('; ')}`);
       const missed: typeof pending = [];
       wrong = [];
       let next = 0;
+      lastSweepFrom = performance.now() - started;
       await Promise.all(
-        Array.from({ length: 8 }, async () => {
+        Array.from({ length: 32 }, async () => {
           while (next < pending.length) {
             const { dp, i } = pending[next++];
             const got = await answeredBy(dp, host(i), `/route-${i}/x`);
@@ -247,7 +249,7 @@ export async function benchGatewayApi(
     const confirmedMs = performance.now() - started;
     row(
       `gateway api @ ${ROUTES} HTTPRoutes: CP start → listening ${Math.round(listening - started)} ms, → both DPs hold every route ${Math.round(servingMs)} ms ` +
-        `(every route then answered through both DPs by its backend at ${Math.round(confirmedMs)} ms, requests not yet answered after each sweep: ${sweeps.join(', ')}); CP RSS ${Math.round(cpRssServing)} MiB; ` +
+        `(every route then answered through both DPs by its backend by ${Math.round(confirmedMs)} ms, in the sweep begun at ${Math.round(lastSweepFrom)} ms; requests not yet answered after each sweep: ${sweeps.join(', ')}); CP RSS ${Math.round(cpRssServing)} MiB; ` +
         `DP RSS ${(await Promise.all(dps.map(({ dp }) => rssMiB(dp.process.pid)))).map(Math.round).join(', ')} MiB`,
     );
     await settling;

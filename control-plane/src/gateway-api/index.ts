@@ -28,7 +28,7 @@ import {
   type RouteKind,
   type TlsSecret,
 } from './translate.js';
-import { judgeRoutes, oldestFirst, refuseUncompilable, type Verdict } from './verdicts.js';
+import { judgeRoutes, oldestFirst, refuseUncompilable, type ParsedApis, type Verdict } from './verdicts.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
@@ -73,6 +73,7 @@ export function startGatewayApi(deps: {
   let closed = false;
   let scheduled = false;
   let running: Promise<void> | null = null;
+  let parsed: ParsedApis = new Map();
 
   /** Every namespace's objects: Gateways and routes may be in any (allowedRoutes and ReferenceGrants say who may attach or refer). */
   function informer(plural: string, version = VERSION): Cached {
@@ -134,11 +135,9 @@ export function startGatewayApi(deps: {
       (namespaces.get(ns) as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? (namespaces.get(ns) ? {} : undefined);
     const sorted = oldestFirst(routes.list() as unknown as HTTPRouteObject[], grpcRoutes.list() as unknown as GRPCRouteObject[]);
     const grantList = grants.list() as unknown as ReferenceGrantObject[];
-    const { verdicts, candidates, attached } = judgeRoutes(sorted, gws, {
-      grants: grantList,
-      labelsOf,
-      serviceExists: (ns, name) => services.get(name, ns) !== undefined,
-    });
+    const judged = judgeRoutes(sorted, gws, { grants: grantList, labelsOf, serviceExists: (ns, name) => services.get(name, ns) !== undefined }, parsed);
+    const { verdicts, candidates, attached } = judged;
+    parsed = judged.parsed;
     refuseUncompilable(candidates, () => deps.store.current().defs, cache);
     const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
     deps.served.setRouteApis(served.map((c) => c.api));

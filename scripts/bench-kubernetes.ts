@@ -7,7 +7,8 @@
 // BENCH_SIZES the CR counts (default 1000,10000), BENCH_CP_PROFILE a directory for the
 // Kubernetes-store CPs' --cpu-prof profiles, BENCH_CP_NODE_FLAGS node flags added to those CPs (e.g. `--trace-gc`),
 // BENCH_CP_SCRIPT=control-plane/dist/main.js runs tsc's output (a profile then names each library's files),
-// BENCH_CP_LOG=<file> appends every line those CPs print (with `--trace-gc`, each collection and the heap it left).
+// BENCH_CP_LOG=<file> appends every line those CPs print (with `--trace-gc`, each collection and the heap it left). BENCH_GATEWAY_ROUTES=1000 adds the
+// Gateway API section, first (scripts/bench-gateway-api.ts); BENCH_SIZES= (empty) leaves the CR sizes out.
 import { appendFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -25,10 +26,14 @@ import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
 import { apiServerCpuSeconds, startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
 import { startControlPlane, type ControlPlane } from '../test/helpers/start-control-plane.js';
 import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane.js';
+import { benchGatewayApi } from './bench-gateway-api.js';
 
 const NAMESPACE = 'bench';
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
-const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
+const SIZES = (process.env.BENCH_SIZES ?? '1000,10000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const password = randomBytes(12).toString('hex');
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -323,6 +328,7 @@ try {
   const k8sEnv = { STORE: 'kubernetes', KUBECONFIG: identity.kubeconfig, GATEHOUSE_NAMESPACE: NAMESPACE, LEADER_ELECTION: 'false' };
   // Each row as soon as it is measured: a run that fails later keeps what it had.
   const row = (line: string) => console.log(line);
+  await benchGatewayApi(server, admin, { row, cpNodeFlags: [...CP_FLAGS, ...PROFILE_FLAGS], password });
 
   for (const size of SIZES) {
     const have = await existingCrs(admin.custom);

@@ -111,6 +111,7 @@ async function main(config: ControlPlaneConfig, logger: Logger): Promise<void> {
           store,
           served,
           isLeader: () => controller?.isLeader() ?? false,
+          rateLimit: config.kubernetes.apiRateLimit,
           logger,
         })
       : null;

@@ -176,3 +176,27 @@ test('Gateway HTTPS listeners are served with the definitions: a change (a rotat
   expect(versions).toHaveLength(4);
   served.close();
 });
+
+test('route APIs given again as the same objects keep their expansion (no new version); a new object or an endpoint change expands again', async () => {
+  const endpoints = new Map([['gatehouse/web/8080', [{ ip: '10.0.0.9', port: 3000 }]]]);
+  const store = fakeStore([]);
+  const served = serveServiceTargets(store, fakeWatch(endpoints), logger);
+  const [r0, r1] = [0, 1].map((i) => api(`httproute.gatehouse.r${i}.0.0`, [{ target: 'k8s://web.gatehouse:8080' }]));
+  served.setRouteApis([r0, r1]);
+  const first = served.current();
+  served.setRouteApis([r0, r1]);
+  expect(served.current()).toBe(first);
+  const changed = api(r1.name, [{ target: 'k8s://web.gatehouse:8080', weight: 2 }]);
+  served.setRouteApis([r0, changed]);
+  const second = served.current();
+  expect(second.revision).toBe(first.revision + 1);
+  expect(second.defs.apis[0]).toBe(first.defs.apis[0]); // r0's expansion, kept
+  expect(targetsOf(second, r1.name)).toEqual([{ target: 'http://10.0.0.9:3000/', weight: 2 }]);
+  endpoints.set('gatehouse/web/8080', [{ ip: '10.0.0.10', port: 3000 }]);
+  served.endpointsChanged('gatehouse', 'web');
+  await flush();
+  served.setRouteApis([r0, changed]);
+  expect(targetsOf(served.current(), r0.name)).toEqual([{ target: 'http://10.0.0.10:3000/', weight: 1 }]);
+  expect(targetsOf(served.current(), r1.name)).toEqual([{ target: 'http://10.0.0.10:3000/', weight: 2 }]);
+  served.close();
+});

@@ -192,10 +192,13 @@ export function serveServiceTargets(store: Pick<DefinitionStore, 'current' | 'su
       pending.add(`${namespace}/${service}`);
     },
     setRouteApis(apis) {
-      for (const api of routeApis) put(api.name, undefined);
+      // A definition held already (the same object) keeps its expansion, which endpointsChanged keeps current.
+      const next = new Map(apis.map((a) => [a.name, a]));
+      const held = (api: ApiDefinition) => next.get(api.name) === api && sources.get(api.name) === api;
+      for (const api of routeApis) if (!held(api)) put(api.name, undefined);
       routeApis = apis;
-      routeNames = new Set(apis.map((a) => a.name));
-      for (const api of apis) put(api.name, api);
+      routeNames = new Set(next.keys());
+      for (const api of apis) if (!held(api)) put(api.name, api);
       publish(true);
     },
     setGatewayTls(listeners) {

@@ -10,21 +10,13 @@
  * store's APIs or an older HTTPRoute already hold) is left out with its route's Accepted False, so one
  * route never makes a data plane NACK the whole snapshot.
  */
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  makeInformer,
-  type Informer,
-  type KubeConfig,
-  type KubernetesObject,
-  type ObjectCache,
-  type V1Service,
-} from '@kubernetes/client-node';
+import { CoreV1Api, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
 import { createCompileCache } from '#proto/compile/index';
 import type { ApiDefinition } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
 import type { GatewayListenerTls } from '#proto/snapshot/codec';
 import type { DefinitionStore } from '../store/index.js';
+import { createRateLimiter, customObjectsApi, kubernetesApi, type RateLimit } from '../store/kubernetes/api-client.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
 import { gatewayClassStatus, gatewayStatus, restamped, routeStatus } from './status.js';
 import {
@@ -39,12 +31,14 @@ import {
   type RouteKind,
   type TlsSecret,
 } from './translate.js';
-import { judgeRoutes, oldestFirst, refuseUncompilable, type Verdict } from './verdicts.js';
+import { judgeRoutes, oldestFirst, refuseUncompilable, type ParsedApis, type Verdict } from './verdicts.js';
 const VERSION = 'v1';
 const RETRY_BASE_MS = 1000;
 const RETRY_MAX_MS = 10_000;
 /** Status is looked at again this often: a new leader writes what its predecessor had not. */
 const RESYNC_MS = 10_000;
+/** Per apiserver request, as the store's (a list of every route in the cluster included). */
+const REQUEST_TIMEOUT_MS = 30_000;
 
 interface GatewayClassObject {
   metadata: { name: string; generation?: number };
@@ -66,11 +60,16 @@ export function startGatewayApi(deps: {
   store: Pick<DefinitionStore, 'current' | 'subscribe'>;
   served: { setRouteApis(apis: readonly ApiDefinition[]): void; setGatewayTls(listeners: readonly GatewayListenerTls[]): void };
   isLeader(): boolean;
+  /** KUBE_API_QPS / KUBE_API_BURST, a bucket of its own beside the store's. */
+  rateLimit?: RateLimit;
   logger: Logger;
 }): GatewayApi {
   const { kubeConfig, namespace, controllerName, logger } = deps;
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const core = kubeConfig.makeApiClient(CoreV1Api);
+  // The store's client (api-client.ts): kept-alive connections, a timeout, the client-side rate limit. client-node's own
+  // opened a TLS connection for every status write: a third of the CP's busy time at 1,000 routes (bench:kubernetes).
+  const limiter = deps.rateLimit && createRateLimiter(deps.rateLimit);
+  const custom = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
+  const core = kubernetesApi(kubeConfig, REQUEST_TIMEOUT_MS, CoreV1Api, limiter);
   const timers = new Set<NodeJS.Timeout>();
   // Verdicts only (refuseUncompilable): no compiled routes kept, as the store's cache (store/compile-cache.ts).
   const cache = createCompileCache({ keepRoutes: false });
@@ -79,6 +78,7 @@ export function startGatewayApi(deps: {
   let running: Promise<void> | null = null;
   /** The certificateRef Secrets of the last reconcile (type and data only), by `namespace/name`. */
   let secretsRead = new Map<string, TlsSecret>();
+  let parsed: ParsedApis = new Map();
 
   /** Every namespace's objects: Gateways and routes may be in any (allowedRoutes and ReferenceGrants say who may attach or refer). */
   function informer(plural: string, version = VERSION): Cached {
@@ -140,11 +140,9 @@ export function startGatewayApi(deps: {
       (namespaces.get(ns) as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? (namespaces.get(ns) ? {} : undefined);
     const sorted = oldestFirst(routes.list() as unknown as HTTPRouteObject[], grpcRoutes.list() as unknown as GRPCRouteObject[]);
     const grantList = grants.list() as unknown as ReferenceGrantObject[];
-    const { verdicts, candidates, attached } = judgeRoutes(sorted, gws, {
-      grants: grantList,
-      labelsOf,
-      serviceExists: (ns, name) => services.get(name, ns) !== undefined,
-    });
+    const judged = judgeRoutes(sorted, gws, { grants: grantList, labelsOf, serviceExists: (ns, name) => services.get(name, ns) !== undefined }, parsed);
+    const { verdicts, candidates, attached } = judged;
+    parsed = judged.parsed;
     refuseUncompilable(candidates, () => deps.store.current().defs, cache);
     const served = candidates.filter((c) => c.verdict.parents.some((p) => p.accepted.status === 'True'));
     deps.served.setRouteApis(served.map((c) => c.api));
@@ -220,10 +218,21 @@ export function startGatewayApi(deps: {
     return (svc.spec?.clusterIPs ?? (svc.spec?.clusterIP ? [svc.spec.clusterIP] : [])).filter((c) => c !== 'None').map(ip);
   }
 
+  /**
+   * Per informer object (replaced, never changed, when the object changes), the status last found held by it: every
+   * reconcile looks at every route, and comparing each route's status again (restamped) was most of a reconcile at 1,000 routes.
+   */
+  const held = new WeakMap<object, string>();
+
   /** Writes `status` unless it already holds (lastTransitionTime kept from a condition that did not change). */
   async function put(plural: string, obj: Obj & { status?: Record<string, unknown> }, status: Record<string, unknown>, clustered: boolean): Promise<void> {
+    const wanted = JSON.stringify(status);
+    if (held.get(obj) === wanted) return;
     const next = restamped(obj.status, status);
-    if (next === null) return;
+    if (next === null) {
+      held.set(obj, wanted);
+      return;
+    }
     const body = { ...obj, status: next };
     const name = obj.metadata!.name!;
     try {

@@ -37,7 +37,15 @@ export interface RouteVerdicts {
   candidates: Candidate[];
   /** Routes accepted per listener, by `namespace/gateway/listener`. */
   attached: Map<string, number>;
+  /** The candidates' definitions by their translation's JSON: the next judgement's `parsed`. */
+  parsed: ParsedApis;
 }
+
+/**
+ * Definitions a judgement parsed, by the JSON of the translation they were parsed from: given to the next one, a route
+ * whose translation did not change keeps its definition object, which the compile cache and the hash memo key on.
+ */
+export type ParsedApis = ReadonlyMap<string, ApiDefinition>;
 
 /** What the verdicts look up besides the routes and Gateways: ReferenceGrants, a namespace's labels, whether a Service exists. */
 export interface RouteWorld {
@@ -56,11 +64,12 @@ export function oldestFirst(http: HTTPRouteObject[], grpc: GRPCRouteObject[]): A
 }
 
 /** The verdicts on `sorted` (oldestFirst) attached to `gws`, our Gateways. */
-export function judgeRoutes(sorted: ReturnType<typeof oldestFirst>, gws: GatewayObject[], world: RouteWorld): RouteVerdicts {
+export function judgeRoutes(sorted: ReturnType<typeof oldestFirst>, gws: GatewayObject[], world: RouteWorld, previous: ParsedApis = new Map()): RouteVerdicts {
   const { grants: grantList, labelsOf, serviceExists } = world;
   const verdicts: Verdict[] = [];
   const candidates: Candidate[] = [];
   const attached = new Map<string, number>();
+  const parsed = new Map<string, ApiDefinition>();
   for (const { route, kind } of sorted) {
     const routeNs = route.metadata.namespace;
     const gatewayOf = (p: { name: string; namespace?: string }) =>
@@ -100,12 +109,17 @@ export function judgeRoutes(sorted: ReturnType<typeof oldestFirst>, gws: Gateway
     }
     if (!verdict.parents.some((p) => p.accepted.status === 'True')) continue;
     try {
-      for (const raw of translated.apis) candidates.push({ api: parseApiDefinition(raw), verdict });
+      for (const raw of translated.apis) {
+        const key = JSON.stringify(raw);
+        const api = previous.get(key) ?? parseApiDefinition(raw);
+        parsed.set(key, api);
+        candidates.push({ api, verdict });
+      }
     } catch (err) {
       refuse(verdict, `translated definition refused: ${(err as Error).message}`);
     }
   }
-  return { verdicts, candidates, attached };
+  return { verdicts, candidates, attached, parsed };
 }
 
 /** Accepted False (UnsupportedValue) on every parent that accepted the route. */

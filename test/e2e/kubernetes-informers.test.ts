@@ -8,7 +8,7 @@ import { createLogger } from '#proto/logger';
 import { createObject, installCrds, kubeClients, type KubeClients } from '../helpers/gatehouse-on-kubernetes.js';
 import { startKubeApiServer, type KubeApiServer } from '../helpers/kube-apiserver.js';
 import { pollUntil } from '../helpers/poll-until.js';
-import { customObjectsApi, jsonPutter, kubernetesApi } from '../../control-plane/src/store/kubernetes/api-client.js';
+import { customObjectsApi, kubernetesApi, statusWriter } from '../../control-plane/src/store/kubernetes/api-client.js';
 import { startInformers, type StoreInformers } from '../../control-plane/src/store/kubernetes/informers.js';
 import { KINDS, type CustomResource } from '../../control-plane/src/store/kubernetes/kinds.js';
 import { writeStatus } from '../../control-plane/src/store/kubernetes/status.js';
@@ -129,7 +129,7 @@ test('a status write sends the status alone: the spec, labels and annotations st
     retryBaseMs: 500,
     events: { touched: () => {}, relisted: () => {}, secretChanged: () => {}, closed: () => closed },
   });
-  const ctx = { putJson: jsonPutter(admin.config, 10_000)!, api: customObjectsApi(admin.config, 10_000), namespace: NAMESPACE, informers };
+  const ctx = { write: statusWriter(admin.config, 10_000), namespace: NAMESPACE, informers };
   const cached = () => informers.crs(KINDS[0]).get('status-only', NAMESPACE);
   try {
     await informers.synced();

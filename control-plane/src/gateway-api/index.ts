@@ -16,7 +16,7 @@ import type { ApiDefinition } from '#proto/definition/index';
 import type { Logger } from '#proto/logger';
 import type { GatewayListenerTls } from '#proto/snapshot/codec';
 import type { DefinitionStore } from '../store/index.js';
-import { createRateLimiter, customObjectsApi, kubernetesApi, type RateLimit } from '../store/kubernetes/api-client.js';
+import { createRateLimiter, customObjectsApi, kubernetesApi, statusWriter, type RateLimit } from '../store/kubernetes/api-client.js';
 import { runInformer } from '../store/kubernetes/run-informer.js';
 import { gatewayClassStatus, gatewayStatus, restamped, routeStatus } from './status.js';
 import {
@@ -70,6 +70,7 @@ export function startGatewayApi(deps: {
   const limiter = deps.rateLimit && createRateLimiter(deps.rateLimit);
   const custom = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
   const core = kubernetesApi(kubeConfig, REQUEST_TIMEOUT_MS, CoreV1Api, limiter);
+  const writeStatus = statusWriter(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
   const timers = new Set<NodeJS.Timeout>();
   // Verdicts only (refuseUncompilable): no compiled routes kept, as the store's cache (store/compile-cache.ts).
   const cache = createCompileCache({ keepRoutes: false });
@@ -233,11 +234,9 @@ export function startGatewayApi(deps: {
       held.set(obj, wanted);
       return;
     }
-    const body = { ...obj, status: next };
     const name = obj.metadata!.name!;
     try {
-      if (clustered) await custom.replaceClusterCustomObjectStatus({ group: GROUP, version: VERSION, plural, name, body });
-      else await custom.replaceNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace: obj.metadata!.namespace!, plural, name, body });
+      await writeStatus({ group: GROUP, version: VERSION, plural, name, namespace: clustered ? undefined : obj.metadata!.namespace! }, obj, next);
     } catch (err) {
       // A conflict means a newer object, whose event reconciles again.
       logger.warn({ err, resource: plural, name }, 'Gateway API: status write failed');

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createTestCertificates, type CertificateFiles } from '../../../../test/helpers/test-certificates.js';
-import { createRateLimiter, customObjectsApi, jsonPutter } from './api-client.js';
+import { createRateLimiter, customObjectsApi, jsonPutter, MAX_APISERVER_SOCKETS } from './api-client.js';
 
 /** A TLS server standing in for the apiserver's list endpoint: counts TLS connections and the bearer tokens it saw. */
 let certs: CertificateFiles;
@@ -126,4 +126,15 @@ test('jsonPutter: a JSON PUT on a kept-alive connection with the current token, 
   ]);
   // Burst 1 at 5 a second: the third request no sooner than 400 ms after the first.
   expect(arrivals[2]! - started).toBeGreaterThanOrEqual(395);
+});
+
+test('jsonPutter: a burst of writes opens at most MAX_APISERVER_SOCKETS connections; the rest wait for one', async () => {
+  const N = MAX_APISERVER_SOCKETS * 3;
+  const put = jsonPutter(kubeConfigWithToken({ value: 't' }), 5000)!;
+  connections = 0;
+  puts.length = 0;
+  await Promise.all(Array.from({ length: N }, () => put('/apis/gatehouse.dev/v1alpha1/namespaces/ns/apidefinitions/a/status', { status: {} })));
+  expect(puts).toHaveLength(N);
+  expect(connections).toBeGreaterThan(1);
+  expect(connections).toBeLessThanOrEqual(MAX_APISERVER_SOCKETS);
 });

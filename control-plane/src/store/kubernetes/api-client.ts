@@ -26,6 +26,7 @@ import {
   KubeConfig,
   ServerConfiguration,
   type Configuration,
+  type KubernetesObject,
   type SecurityAuthentication,
 } from '@kubernetes/client-node';
 
@@ -123,6 +124,12 @@ export class KubernetesApiError extends Error {
 
 export type JsonPutter = (path: string, body: object) => Promise<void>;
 
+/**
+ * Connections the status writer opens at most; writes beyond wait in its pool's queue. A burst of first statuses
+ * (a thousand at once) otherwise opened a TLS connection for each.
+ */
+export const MAX_APISERVER_SOCKETS = 16;
+
 /** The most of an error answer read for its message. */
 const ERROR_BODY_MAX = 64 * 1024;
 
@@ -149,7 +156,8 @@ export function jsonPutter(kubeConfig: KubeConfig, timeoutMs: number, limiter?: 
     await config.applyToHTTPSOptions(applied);
     // The TLS settings are the agent's (as client-node's requests take them): not repeated per request.
     let agent = applied.agent;
-    if (agent?.constructor === HttpsAgent) agent = pool ??= new HttpsAgent({ ...(agent as HttpsAgent).options, keepAlive: true });
+    if (agent?.constructor === HttpsAgent)
+      agent = pool ??= new HttpsAgent({ ...(agent as HttpsAgent).options, keepAlive: true, maxSockets: MAX_APISERVER_SOCKETS });
     const payload = JSON.stringify(body);
     const headers = { ...applied.headers, accept: 'application/json', 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
     await new Promise<void>((resolve, reject) => {
@@ -184,4 +192,35 @@ function apiserverMessage(text: string): string {
     if (typeof message === 'string') return message;
   } catch {}
   return text.slice(0, 200);
+}
+
+/** Where a status goes: a custom resource's status subresource, namespaced unless `namespace` is absent. */
+export interface StatusTarget {
+  group: string;
+  version: string;
+  plural: string;
+  namespace?: string;
+  name: string;
+}
+
+/** Replaces the status of `current` (as cached: its resourceVersion is the precondition, a 409 when stale). */
+export type StatusWriter = (target: StatusTarget, current: KubernetesObject, status: Record<string, unknown>) => Promise<void>;
+
+/**
+ * The status writes of the store and the Gateway API controller: jsonPutter's PUT, client-node's replace call on an
+ * apiserver on plain HTTP. The status and what identifies the object only: the apiserver takes nothing else of a
+ * status write (it keeps the stored spec and metadata), so the spec and annotations are not sent back.
+ */
+export function statusWriter(kubeConfig: KubeConfig, timeoutMs: number, limiter?: RateLimiter): StatusWriter {
+  const putJson = jsonPutter(kubeConfig, timeoutMs, limiter);
+  const api = putJson ? undefined : customObjectsApi(kubeConfig, timeoutMs, limiter);
+  return async (target, current, status) => {
+    const { name, namespace, uid, resourceVersion } = current.metadata ?? {};
+    const body = { apiVersion: current.apiVersion, kind: current.kind, metadata: { name, namespace, uid, resourceVersion }, status };
+    if (putJson) {
+      const scope = target.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(target.namespace)}`;
+      await putJson(`/apis/${target.group}/${target.version}${scope}/${target.plural}/${encodeURIComponent(target.name)}/status`, body);
+    } else if (target.namespace === undefined) await api!.replaceClusterCustomObjectStatus({ ...target, body });
+    else await api!.replaceNamespacedCustomObjectStatus({ ...target, namespace: target.namespace, body });
+  };
 }

@@ -17,7 +17,7 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '#proto/logger';
 import type { DefinitionStore } from '../index.js';
 import { createUpdateQueue } from '../update-queue.js';
-import { createRateLimiter, customObjectsApi, jsonPutter, kubernetesApi, type RateLimit } from './api-client.js';
+import { createRateLimiter, customObjectsApi, kubernetesApi, statusWriter, type RateLimit } from './api-client.js';
 import type { ResourceKind } from './crds.js';
 import { ParseCache, startInformers } from './informers.js';
 import { unavailable, type AnyKind, type CustomResource, type ResourceVerdict } from './kinds.js';
@@ -61,7 +61,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
   const limiter = options.rateLimit && createRateLimiter(options.rateLimit);
   const api = customObjectsApi(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
   const core = kubernetesApi(kubeConfig, REQUEST_TIMEOUT_MS, CoreV1Api, limiter);
-  const putJson = jsonPutter(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
+  const write = statusWriter(kubeConfig, REQUEST_TIMEOUT_MS, limiter);
   const queue = createUpdateQueue(logger);
   const resourceListeners = new Set<(changed: ReadonlySet<string> | null) => void>();
   const waiters = new Set<{ done: () => boolean; resolve: () => void }>();
@@ -181,7 +181,7 @@ export async function openKubernetesStore(options: KubernetesStoreOptions): Prom
       if (failing.length > 0) throw unavailable(`kubernetes watch of ${failing.join(', ')} is failing`);
     },
 
-    patchStatus: (resource, metadataName, status) => writeStatus({ putJson, api, namespace, informers }, resource, metadataName, status),
+    patchStatus: (resource, metadataName, status) => writeStatus({ write, namespace, informers }, resource, metadataName, status),
 
     async close() {
       await queue.close();

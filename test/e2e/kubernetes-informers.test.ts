@@ -47,19 +47,24 @@ const secret = (name: string) => ({
   data: { key: Buffer.from(name).toString('base64') },
 });
 
-test('the caches keep no managedFields of CRs and Secrets, listed or watched, and everything else of them', async () => {
-  await admin.custom.createNamespacedCustomObject({ ...APIS, body: apiCr('listed') });
-  await createObject(admin, secret('listed-secret'));
-  let closed = false;
-  const informers: StoreInformers = startInformers({
+/** The store's informers on the test namespace, as the store starts them. */
+function informersOfTheNamespace(closed: () => boolean): StoreInformers {
+  return startInformers({
     kubeConfig: admin.config,
     namespace: NAMESPACE,
     api: customObjectsApi(admin.config, 10_000),
     core: kubernetesApi(admin.config, 10_000, CoreV1Api),
     logger: createLogger('control-plane', 'silent'),
     retryBaseMs: 500,
-    events: { touched: () => {}, relisted: () => {}, secretChanged: () => {}, closed: () => closed },
+    events: { touched: () => {}, relisted: () => {}, secretChanged: () => {}, closed },
   });
+}
+
+test('the caches keep no managedFields of CRs and Secrets, listed or watched, and everything else of them', async () => {
+  await admin.custom.createNamespacedCustomObject({ ...APIS, body: apiCr('listed') });
+  await createObject(admin, secret('listed-secret'));
+  let closed = false;
+  const informers = informersOfTheNamespace(() => closed);
   try {
     await informers.synced();
     const apis = informers.crs(KINDS[0]);
@@ -120,15 +125,7 @@ test('a status write sends the status alone: the spec, labels and annotations st
     body: { ...before, status: { conditions: [condition('Old')], dataPlanes: [] } },
   });
   let closed = false;
-  const informers: StoreInformers = startInformers({
-    kubeConfig: admin.config,
-    namespace: NAMESPACE,
-    api: customObjectsApi(admin.config, 10_000),
-    core: kubernetesApi(admin.config, 10_000, CoreV1Api),
-    logger: createLogger('control-plane', 'silent'),
-    retryBaseMs: 500,
-    events: { touched: () => {}, relisted: () => {}, secretChanged: () => {}, closed: () => closed },
-  });
+  const informers = informersOfTheNamespace(() => closed);
   const ctx = { write: statusWriter(admin.config, 10_000), namespace: NAMESPACE, informers };
   const cached = () => informers.crs(KINDS[0]).get('status-only', NAMESPACE);
   try {

@@ -20,6 +20,7 @@ import { Watch, type CustomObjectsApi } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
 import { apiDefinition } from '../test/helpers/api-definition.js';
 import { imageEnv } from './image-env.mjs';
+import { benchAdminCreate } from './bench-admin-create.js';
 import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
 import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
 import { apiServerCpuSeconds, startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
@@ -28,7 +29,7 @@ import { startDataPlane, type DataPlane } from '../test/helpers/start-data-plane
 
 const NAMESPACE = 'bench';
 const WRITES = Number(process.env.BENCH_WRITES ?? 50);
-const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').map(Number);
+const SIZES = (process.env.BENCH_SIZES ?? '1000,10000').split(',').filter(Boolean).map(Number);
 const password = randomBytes(12).toString('hex');
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -391,6 +392,10 @@ try {
       );
     }
     await cp.dispose();
+  }
+  // BENCH_ADMIN_CREATE=N: N APIs created through the admin API (scripts/bench-admin-create.ts).
+  if (process.env.BENCH_ADMIN_CREATE) {
+    await benchAdminCreate({ server, admin, startCp: (env, name) => timedStart(env, name, PROFILE_FLAGS), startDp: startWatchedDataPlane, row: console.log });
   }
 } finally {
   await server.stop();

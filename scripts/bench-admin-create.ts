@@ -4,7 +4,7 @@
 // kube-apiserver CPU per API, status PUTs served, CP RSS after, the time until both data planes serve the last
 // one; then the same CP restarted over the N CRs (informer sync, process start → serving).
 // (b) PUT /config of BENCH_ADMIN_CONFIG APIs (default: as many of the N as fit its 1 MiB body) in another empty
-// namespace: one request whose CRs the CP creates one after another.
+// namespace: one request whose CRs the CP creates one after another (BENCH_ADMIN_CONFIG=0: none).
 import { apiServerCpuSeconds, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
 import { controlPlaneIdentity, type KubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
 import { createAdminClient } from '../test/helpers/admin-client.js';
@@ -110,6 +110,7 @@ async function putConfig(ctx: AdminCreateContext, n: number): Promise<void> {
   let bytes = '{"apis":[]}'.length;
   while (fits < n && bytes + JSON.stringify(definition(fits)).length + 1 <= MAX_BODY_BYTES) bytes += JSON.stringify(definition(fits++)).length + 1;
   const m = Number(process.env.BENCH_ADMIN_CONFIG ?? fits);
+  if (m === 0) return;
   const body = JSON.stringify({ apis: Array.from({ length: m }, (_, i) => definition(i)) });
   const { cp } = await kubernetesCp(ctx, 'bench-admin-config', 'cp-admin-config');
   const dps = [await ctx.startDp(cp.grpcAddr), await ctx.startDp(cp.grpcAddr)];

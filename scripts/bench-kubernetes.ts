@@ -21,6 +21,7 @@ import { Watch, type CustomObjectsApi } from '@kubernetes/client-node';
 import { createAdminClient, type AdminClient } from '../test/helpers/admin-client.js';
 import { apiDefinition } from '../test/helpers/api-definition.js';
 import { imageEnv } from './image-env.mjs';
+import { benchAdminCreate } from './bench-admin-create.js';
 import { controlPlaneIdentity, installCrds, kubeClients, type KubeClients } from '../test/helpers/gatehouse-on-kubernetes.js';
 import { cpuSeconds, rssMiB } from '../test/helpers/process-stats.js';
 import { apiServerCpuSeconds, startKubeApiServer, statusWritesServed, type KubeApiServer } from '../test/helpers/kube-apiserver.js';
@@ -397,6 +398,10 @@ try {
       );
     }
     await cp.dispose();
+  }
+  // BENCH_ADMIN_CREATE=N: N APIs created through the admin API (scripts/bench-admin-create.ts).
+  if (process.env.BENCH_ADMIN_CREATE) {
+    await benchAdminCreate({ server, admin, startCp: (env, name) => timedStart(env, name, PROFILE_FLAGS), startDp: startWatchedDataPlane, row: console.log });
   }
 } finally {
   await server.stop();

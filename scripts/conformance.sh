@@ -10,8 +10,8 @@
 #   3. installs the Gateway API CRDs the tests use (scripts/test-tools.sh fetches them);
 #   4. `helm install`s the chart with controlPlane.gatewayApi.enabled=true and the image GATEHOUSE_IMAGE
 #      (repository:tag, imported beforehand), waits for it, and creates the GatewayClass `gatehouse`;
-#   5. runs the GATEWAY-HTTP profile (SUPPORTED_FEATURES: the core ones and the extended ones that pass, unless set) and writes
-#      docs/conformance/gatehouse-GATEWAY-HTTP.yaml; the suite's log goes to the tools' work directory.
+#   5. runs the PROFILE (GATEWAY-HTTP by default, or GATEWAY-GRPC; SUPPORTED_FEATURES: the core ones and the extended ones
+#      that pass, unless set) and writes docs/conformance/gatehouse-<PROFILE>.yaml; the suite's log goes to the tools' work directory.
 #
 # Usage: GATEHOUSE_IMAGE=localhost/gatehouse:test bash scripts/conformance.sh
 #        RUN_TEST=HTTPRouteSimpleSameNamespace bash scripts/conformance.sh   # one test, no report
@@ -23,8 +23,13 @@ RELEASE="${RELEASE:-gatehouse}"
 NS="${NAMESPACE:-gatehouse-system}"
 CLASS="gatehouse"
 CONTROLLER="gatehouse.dev/gateway-controller"
-PROFILE="GATEWAY-HTTP"
-SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-Gateway,HTTPRoute,ReferenceGrant,HTTPRoutePathRewrite,HTTPRouteResponseHeaderModification}"
+PROFILE="${PROFILE:-GATEWAY-HTTP}"
+case "$PROFILE" in
+  GATEWAY-HTTP) default_features="Gateway,HTTPRoute,ReferenceGrant,HTTPRoutePathRewrite,HTTPRouteResponseHeaderModification" ;;
+  GATEWAY-GRPC) default_features="Gateway,GRPCRoute,ReferenceGrant" ;;
+  *) die "PROFILE must be GATEWAY-HTTP or GATEWAY-GRPC" ;;
+esac
+SUPPORTED_FEATURES="${SUPPORTED_FEATURES:-$default_features}"
 REPORT="$REPO_ROOT/docs/conformance/gatehouse-$PROFILE.yaml"
 
 [[ -n "${KUBECONFIG:-}" ]] || die "KUBECONFIG must name the cluster"

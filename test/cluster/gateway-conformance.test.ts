@@ -1,11 +1,12 @@
 /**
  * The upstream Gateway API conformance suite (sigs.k8s.io/gateway-api, built by scripts/conformance-tools.sh) run
- * for the GATEWAY-HTTP profile against Gatehouse installed by its chart, with the Gateway API enabled, on the test
- * node (scripts/test-cluster.sh), as scripts/conformance.sh runs it by hand. Its report, written to the test
- * artifacts and never over the committed one, is compared with docs/conformance/gatehouse-GATEWAY-HTTP.yaml: every
- * core test that passed there passes again and each extended feature declared there is declared and passes again.
- * The tests that did not pass there are skipped (each of the 404 ones waits a minute); GATEHOUSE_CONFORMANCE_BASELINE
- * names another report to compare with. The release, its GatewayClass and the suite's namespaces are removed after.
+ * for the GATEWAY-HTTP and GATEWAY-GRPC profiles at once against Gatehouse installed by its chart, with the Gateway
+ * API enabled, on the test node (scripts/test-cluster.sh), as scripts/conformance.sh runs it by hand. Its report,
+ * written to the test artifacts and never over the committed ones, is compared with each profile's
+ * docs/conformance/gatehouse-<PROFILE>.yaml: every core test that passed there passes again and each extended
+ * feature declared there is declared and passes again. The tests that did not pass there are skipped (each of the
+ * 404 ones waits a minute); GATEHOUSE_CONFORMANCE_BASELINE names another directory of reports to compare with. The
+ * release, its GatewayClass and the suite's namespaces are removed after.
  */
 import { accessSync, constants as fsConstants, existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -17,9 +18,10 @@ import { CHART_DIR } from '../helpers/helm.js';
 import { REPO_ROOT } from '../helpers/service-process.js';
 import { helm, inNode, kubectl, kubectlOk, nodeUnavailable, run, testNode, TOOLS_BIN, type TestNode } from '../helpers/test-node.js';
 
-const PROFILE = 'GATEWAY-HTTP';
-const BASELINE = process.env.GATEHOUSE_CONFORMANCE_BASELINE ?? join(REPO_ROOT, 'docs', 'conformance', `gatehouse-${PROFILE}.yaml`);
-const BASELINE_NAME = BASELINE.startsWith(`${REPO_ROOT}/`) ? relative(REPO_ROOT, BASELINE) : BASELINE;
+const PROFILES = ['GATEWAY-HTTP', 'GATEWAY-GRPC'];
+const BASELINE_DIR = process.env.GATEHOUSE_CONFORMANCE_BASELINE ?? join(REPO_ROOT, 'docs', 'conformance');
+const baselineOf = (profile: string) => join(BASELINE_DIR, `gatehouse-${profile}.yaml`);
+const nameOf = (file: string) => (file.startsWith(`${REPO_ROOT}/`) ? relative(REPO_ROOT, file) : file);
 // A release, class and controller of its own: a release scripts/conformance.sh left on the node does not answer for them.
 const NS = 'gatehouse-conformance';
 const RELEASE = 'gatehouse';
@@ -80,7 +82,7 @@ async function removeAll(): Promise<void> {
 
 let node: TestNode;
 
-const title = `Gateway API conformance, ${PROFILE} profile, on a one-node cluster`;
+const title = `Gateway API conformance, ${PROFILES.join(' and ')} profiles, on a one-node cluster`;
 (unavailable ? describe.skip : describe)(unavailable ? `${title} (skipped: ${unavailable})` : title, () => {
   beforeAll(async () => {
     let t0 = Date.now();
@@ -138,14 +140,14 @@ const title = `Gateway API conformance, ${PROFILE} profile, on a one-node cluste
     console.log(`release, GatewayClass and namespaces removed: ${seconds(t0)}`);
   }, 400_000);
 
-  test(`every core test that passed in the committed ${PROFILE} report passes again, and every extended feature it declares`, async () => {
-    const baseline = readConformanceProfile(BASELINE, PROFILE);
-    const skipped = [...notPassed(baseline.core), ...notPassed(baseline.extended)];
-    // The profile adds its core features; naming one keeps the suite from reading the features off the GatewayClass.
-    const features = ['Gateway', ...(baseline.extended?.supportedFeatures ?? [])];
+  test(`every core test that passed in the committed ${PROFILES.join(' and ')} reports passes again, and every extended feature they declare`, async () => {
+    const baselines = PROFILES.map((profile) => readConformanceProfile(baselineOf(profile), profile));
+    const skipped = [...new Set(baselines.flatMap((b) => [...notPassed(b.core), ...notPassed(b.extended)]))];
+    // Each profile adds its core features; naming one keeps the suite from reading the features off the GatewayClass.
+    const features = [...new Set(['Gateway', ...baselines.flatMap((b) => b.extended?.supportedFeatures ?? [])])];
     const version = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
     await mkdir(ARTIFACTS, { recursive: true });
-    const reportFile = join(ARTIFACTS, `gatehouse-${PROFILE}.yaml`);
+    const reportFile = join(ARTIFACTS, 'gatehouse-report.yaml');
     const logFile = join(ARTIFACTS, 'suite.log');
     await rm(reportFile, { force: true });
     const args = [
@@ -154,7 +156,7 @@ const title = `Gateway API conformance, ${PROFILE} profile, on a one-node cluste
       '-test.timeout=12m',
       `-gateway-class=${CLASS}`,
       `-supported-features=${features.join(',')}`,
-      `-conformance-profiles=${PROFILE}`,
+      `-conformance-profiles=${PROFILES.join(',')}`,
       `-report-output=${reportFile}`,
       '-organization=gatehouse',
       '-project=gatehouse',
@@ -172,12 +174,17 @@ const title = `Gateway API conformance, ${PROFILE} profile, on a one-node cluste
     if (!existsSync(reportFile))
       throw new Error(`the suite wrote no report (exit ${suite.code}); its log ${logFile} ends:\n${(suite.stdout + suite.stderr).slice(-4000)}`);
 
-    const now = readConformanceProfile(reportFile, PROFILE);
-    const { regressions, newlyPassing } = compareWithBaseline(baseline, now);
-    if (newlyPassing.length > 0)
-      console.log(`passing now and not in ${BASELINE_NAME}: ${newlyPassing.join(', ')} (update the report with scripts/conformance.sh)`);
-    if (regressions.length > 0) console.log(`the suite's failures:\n${failedLines}\nlog: ${logFile}, report: ${reportFile}`);
-    expect({ baseline: BASELINE_NAME, regressions }).toEqual({ baseline: BASELINE_NAME, regressions: [] });
-    expect(now.core.statistics.Passed).toBeGreaterThanOrEqual(baseline.core.statistics.Passed);
+    const compared = PROFILES.map((profile, i) => {
+      const baseline = baselines[i]!;
+      const now = readConformanceProfile(reportFile, profile);
+      const { regressions, newlyPassing } = compareWithBaseline(baseline, now);
+      const name = nameOf(baselineOf(profile));
+      if (newlyPassing.length > 0)
+        console.log(`passing now and not in ${name}: ${newlyPassing.join(', ')} (update the report with PROFILE=${profile} scripts/conformance.sh)`);
+      return { baseline: name, regressions, passed: now.core.statistics.Passed, passedBefore: baseline.core.statistics.Passed };
+    });
+    if (compared.some((c) => c.regressions.length > 0)) console.log(`the suite's failures:\n${failedLines}\nlog: ${logFile}, report: ${reportFile}`);
+    expect(compared.map(({ baseline, regressions }) => ({ baseline, regressions }))).toEqual(compared.map(({ baseline }) => ({ baseline, regressions: [] })));
+    for (const c of compared) expect(c.passed).toBeGreaterThanOrEqual(c.passedBefore);
   }, 800_000);
 });

@@ -173,8 +173,12 @@ export function startGatewayApi(deps: {
       [...wanted].map(async (key) => {
         const [ns, name] = key.split('/') as [string, string];
         try {
-          const { type, data } = (await core.readNamespacedSecret({ name, namespace: ns })) as TlsSecret;
-          found.set(key, { type, data });
+          const { type, data, metadata } = (await core.readNamespacedSecret({ name, namespace: ns })) as TlsSecret & {
+            metadata?: { resourceVersion?: string };
+          };
+          const held = secretsRead.get(key);
+          const resourceVersion = metadata?.resourceVersion;
+          found.set(key, held && resourceVersion !== undefined && held.resourceVersion === resourceVersion ? held : { type, data, resourceVersion });
         } catch (err) {
           if ((err as { code?: number }).code === 404) return;
           // A failed read (not a missing Secret) keeps the last one read: the data planes keep serving its certificate.

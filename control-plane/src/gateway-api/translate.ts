@@ -143,6 +143,8 @@ function granted(grants: readonly ReferenceGrantObject[], fromKind: string, from
 export interface TlsSecret {
   type?: string;
   data?: Record<string, string>;
+  /** The Secret's version read: an unchanged Secret is kept as the same object, so its pair is checked once. */
+  resourceVersion?: string;
 }
 
 /**
@@ -203,7 +205,16 @@ export function gatewayListenersTls(
 
 const pemOf = (secret: TlsSecret, key: 'tls.crt' | 'tls.key') => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
 
+/** Each Secret object's verdict: the status and the snapshot both ask, at every reconcile, and a check builds a TLS context. */
+const pairProblems = new WeakMap<TlsSecret, string | null>();
+
 function tlsPairProblem(secret: TlsSecret): string | null {
+  let problem = pairProblems.get(secret);
+  if (problem === undefined) pairProblems.set(secret, (problem = checkTlsPair(secret)));
+  return problem;
+}
+
+function checkTlsPair(secret: TlsSecret): string | null {
   if (secret.type !== 'kubernetes.io/tls') return `type ${secret.type ?? 'Opaque'} is not kubernetes.io/tls`;
   try {
     const cert = new X509Certificate(pemOf(secret, 'tls.crt'));

@@ -11,3 +11,11 @@ export async function freePort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+/** `n` distinct such ports: all bound at once, so that two calls cannot be handed the same one. */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = Array.from({ length: n }, () => createServer());
+  const ports = await Promise.all(servers.map((server) => listen(server, 0, '127.0.0.1')));
+  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  return ports;
+}

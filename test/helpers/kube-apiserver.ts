@@ -18,7 +18,7 @@ import { request as httpRequest } from 'node:http';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { freePort } from './free-port.js';
+import { freePort, freePorts } from './free-port.js';
 import { createTestCertificates, type CertificateFiles } from './test-certificates.js';
 
 /** Where scripts/test-tools.sh puts kube-apiserver, etcd and helm. */
@@ -272,7 +272,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     // etcd: a single member on loopback; fsync off because the data dies with the test anyway.
     let etcdUrl = '';
     for (let attempt = 1; ; attempt++) {
-      const [clientPort, peerPort] = [await freePort(), await freePort()];
+      const [clientPort, peerPort] = await freePorts(2);
       etcdUrl = `http://127.0.0.1:${clientPort}`;
       const peerUrl = `http://127.0.0.1:${peerPort}`;
       etcd = spawnChild(

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { deploymentOf, onlyContainer } from '../helpers/chart-objects.js';
 import { missingContainerdTools, startContainerd, type Containerd } from '../helpers/containerd.js';
 import { last, readDockerfile, type Dockerfile } from '../helpers/dockerfile.js';
-import { freePort } from '../helpers/free-port.js';
+import { freePort, freePorts } from '../helpers/free-port.js';
 import { renderChart } from '../helpers/helm.js';
 import { httpRequest } from '../helpers/http-request.js';
 import { pollUntil } from '../helpers/poll-until.js';
@@ -137,7 +137,7 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
   }
 
   async function startControlPlane(): Promise<{ container: Container; admin: number; grpc: number }> {
-    const [admin, grpc] = [await freePort(), await freePort()];
+    const [admin, grpc] = await freePorts(2);
     const container = await runContainer(
       images.GATEHOUSE_IMAGE,
       {
@@ -247,7 +247,7 @@ suite('the image built from deploy/Dockerfile, run by containerd', () => {
       const { grpc } = await startControlPlane();
       const config = await imageConfig(images.GATEHOUSE_IMAGE);
       const chartArgs = onlyContainer(deploymentOf(await renderChart(), 'data-plane')).args!;
-      const [proxy, status] = [await freePort(), await freePort()];
+      const [proxy, status] = await freePorts(2);
       const dp = await runContainer(
         images.GATEHOUSE_IMAGE,
         {

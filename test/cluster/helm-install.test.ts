@@ -100,13 +100,20 @@ function expectUpstreamAnswer(res: HttpResponse): void {
 async function adminToken(): Promise<{ token: string; admin: NodeForward }> {
   const password = Buffer.from(await kubectlOk(['-n', NS, 'get', 'secret', `${RELEASE}-admin`, '-o', 'jsonpath={.data.password}']), 'base64').toString('utf8');
   const admin = await forward(await clusterIp(NS, `${RELEASE}-control-plane`), 8081);
-  const login = await httpRequest('http://gatehouse-control-plane:8081/login', {
-    method: 'POST',
-    socketPath: admin.socketPath,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'admin', password }),
-  });
-  if (login.status !== 200) throw new Error(`login: ${login.status} ${login.text}`);
+  // Retried: after a rollout the Service may still send a connection to a control-plane pod that is going away.
+  const login = await pollUntil(
+    async () => {
+      const answer = await httpRequest('http://gatehouse-control-plane:8081/login', {
+        method: 'POST',
+        socketPath: admin.socketPath,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ username: 'admin', password }),
+      });
+      if (answer.status !== 200) throw new Error(`login: ${answer.status} ${answer.text}`);
+      return answer;
+    },
+    { what: 'an admin login through the control-plane Service', timeoutMs: 60_000, intervalMs: 500 },
+  );
   return { token: (login.json as { access_token: string }).access_token, admin };
 }
 
